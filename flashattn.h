@@ -319,6 +319,18 @@ FLASHATTN_DEF fa_status fa_forward_cuda(const fa_problem *p, fa_tensor q, fa_ten
                                         void *workspace, size_t workspace_size,
                                         void *stream);
 
+FLASHATTN_DEF fa_status fa_backward_cuda_workspace_size(const fa_problem *p, size_t *bytes);
+FLASHATTN_DEF fa_status fa_backward_cuda(const fa_problem *p, fa_tensor q, fa_tensor k,
+                                         fa_tensor v, fa_tensor o, fa_tensor dout,
+                                         const float *lse, fa_tensor dq, fa_tensor dk,
+                                         fa_tensor dv, void *workspace, size_t workspace_size,
+                                         void *stream);
+FLASHATTN_DEF fa_status fa_decode_cuda_workspace_size(const fa_problem *p, size_t *bytes);
+FLASHATTN_DEF fa_status fa_decode_cuda(const fa_problem *p, fa_tensor q, fa_tensor k_cache,
+                                       fa_tensor v_cache, fa_tensor k_new, fa_tensor v_new,
+                                       fa_tensor o, float *lse, void *workspace,
+                                       size_t workspace_size, void *stream);
+
 #ifdef __cplusplus
 }
 #endif
