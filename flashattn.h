@@ -1526,6 +1526,21 @@ static FLASHATTN__FORCEINLINE void fa__transpose8_avx2(const float *src, int lds
 }
 #endif
 
+/* dst[c, r] = src[r, c] for r < nr, c < nc (src rows padded to 8 floats). */
+static void fa__transpose_tile(const float *src, int lds, int nr, int nc, float *dst, int ldd)
+{
+    int r0 = 0, r, c;
+#if FLASHATTN__AVX2
+    for (; r0 + 8 <= nr; r0 += 8)
+        for (c = 0; c < nc; c += 8)
+            fa__transpose8_avx2(src + (size_t)r0 * lds + c, lds, dst + (size_t)c * ldd + r0, ldd,
+                                nc - c < 8 ? nc - c : 8);
+#endif
+    for (r = r0; r < nr; ++r)
+        for (c = 0; c < nc; ++c)
+            dst[(size_t)c * ldd + r] = src[(size_t)r * lds + c];
+}
+
 /* Rows n0 .. n0+nc-1 of a K or V tensor (head h) into Xt[dim, bcp],
    transposed; tile columns nc .. bcp-1 are zero. Rows are converted to f32
    eight at a time into tmp [8, dim padded to 8] and transposed as 8 x 8
@@ -1959,14 +1974,19 @@ static void fa__bwd_pair(const fa__attn *a, fa__scratch *w, const fa__seq *s, in
     fa__gemm(nr, bcp, a->dv_, w->dO, a->dvp, w->Vt, bcp, w->dP, bcp, 0); /* dP = dO V_j^T */
     for (i = 0; i < nr; ++i) {
         const float *p = w->S + (size_t)i * bcp, *z = w->Z + (size_t)i * bcp, *t = w->T + (size_t)i * bcp;
-        float *ds = w->dP + (size_t)i * bcp, D = w->l[i];
-        for (c = 0; c < nc; ++c) {
-            float dp = a->drop_thr ? ds[c] * z[c] : ds[c];
-            float g = p[c] * (dp - D);
-            if (a->cap2 != 0.0f)
-                g *= 1.0f - t[c] * t[c]; /* d/dx c tanh(x / c) */
-            ds[c] = g * a->r.scale;
-        }
+        float *ds = w->dP + (size_t)i * bcp, D = w->l[i], scale = a->r.scale;
+        /* the plain case gets its own loop so that it vectorizes cleanly */
+        if (!a->drop_thr && a->cap2 == 0.0f)
+            for (c = 0; c < nc; ++c)
+                ds[c] = p[c] * (ds[c] - D) * scale;
+        else
+            for (c = 0; c < nc; ++c) {
+                float dp = a->drop_thr ? ds[c] * z[c] : ds[c];
+                float g = p[c] * (dp - D);
+                if (a->cap2 != 0.0f)
+                    g *= 1.0f - t[c] * t[c]; /* d/dx c tanh(x / c) */
+                ds[c] = g * scale;
+            }
         for (; c < bcp; ++c)
             ds[c] = 0.0f;
     }
@@ -2032,14 +2052,13 @@ static void fa__backward_kv_task(void *ctx, int index, int worker)
                 int nr = ihi - i0 < FA__BR ? ihi - i0 : FA__BR;
                 fa__bwd_load_rows(a, &s, &w, h, i0, nr);
                 fa__bwd_pair(a, &w, &s, nr, n0, nc);
-                for (i = 0; i < nr; ++i) /* Pt = (P o Z)^T */
-                    for (c = 0; c < nc; ++c)
-                        w.Pt[(size_t)c * FA__BR + i] =
-                            w.S[(size_t)i * a->bcp + c] * (a->drop_thr ? w.Z[(size_t)i * a->bcp + c] : 1.0f);
+                if (a->drop_thr) /* P is done with: keep P o Z in its place */
+                    for (i = 0; i < nr; ++i)
+                        for (c = 0; c < nc; ++c)
+                            w.S[(size_t)i * a->bcp + c] *= w.Z[(size_t)i * a->bcp + c];
+                fa__transpose_tile(w.S, a->bcp, nr, nc, w.Pt, FA__BR); /* Pt = (P o Z)^T */
                 fa__gemm(nc, a->dvp, nr, w.Pt, FA__BR, w.dO, a->dvp, w.dV, a->dvp, 1); /* dV += P^T dO */
-                for (i = 0; i < nr; ++i) /* Pt = dS^T */
-                    for (c = 0; c < nc; ++c)
-                        w.Pt[(size_t)c * FA__BR + i] = w.dP[(size_t)i * a->bcp + c];
+                fa__transpose_tile(w.dP, a->bcp, nr, nc, w.Pt, FA__BR); /* Pt = dS^T */
                 fa__gemm(nc, a->dp, nr, w.Pt, FA__BR, w.Q, a->dp, w.dK, a->dp, 1); /* dK += dS^T Q~ */
             }
         }
