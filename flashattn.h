@@ -63,8 +63,11 @@
                                when a caller passes no workspace.
      FLASHATTN_ASSERT(x)       (assert(x)) internal invariants only; bad input
                                is never asserted, it returns an fa_status.
-     FLASHATTN_CPU_BR          (64) CPU query tile rows Br.
-     FLASHATTN_CPU_BC          (64) CPU key/value tile columns Bc.
+     FLASHATTN_CPU_BR          (256) CPU query tile rows Br (1..1024).
+     FLASHATTN_CPU_BC          (128) CPU key/value tile columns Bc (1..1024).
+                               Each Q tile re-reads all of K and V, so a tall
+                               Br saves memory traffic; per-worker scratch is
+                               about (3 Br + 2 Bc) x 128 floats (forward, d 128).
      FLASHATTN_NO_SIMD         (undefined) use only the portable C loops, even
                                where AVX2/FMA or NEON is available.
      FLASHATTN_NO_CUDA         (undefined) do not pull in flashattn_cuda.cuh even
@@ -374,10 +377,10 @@ FLASHATTN_DEF fa_status fa_forward_cuda(const fa_problem *p, fa_tensor q, fa_ten
 #endif
 
 #ifndef FLASHATTN_CPU_BR
-#define FLASHATTN_CPU_BR 64
+#define FLASHATTN_CPU_BR 256
 #endif
 #ifndef FLASHATTN_CPU_BC
-#define FLASHATTN_CPU_BC 64
+#define FLASHATTN_CPU_BC 128
 #endif
 #if FLASHATTN_CPU_BR < 1 || FLASHATTN_CPU_BC < 1 || FLASHATTN_CPU_BR > 1024 || FLASHATTN_CPU_BC > 1024
 #error "flashattn.h: FLASHATTN_CPU_BR and FLASHATTN_CPU_BC must be in 1..1024"
