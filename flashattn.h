@@ -1205,6 +1205,7 @@ static void fa__softmax_finish(float *o, int dv, float m, float l, float *L)
 #define FA__BR FLASHATTN_CPU_BR
 #define FA__BC FLASHATTN_CPU_BC
 #define FA__PAD(n) (((n) + 15) / 16 * 16)
+#define FA__FEW_ROWS 4 /* up to this many query rows: S by dot products (decode) */
 
 /* ---- the matrix product --------------------------------------------------
    C[M, N] (+)= A[M, K] B[K, N], all row-major, N a multiple of 16. The
@@ -1276,6 +1277,55 @@ static void fa__gemm(int M, int N, int K, const float *A, int lda, const float *
         }
     }
 #endif
+}
+
+/* C[M, N] = A[M, K] B[N, K]^T: dot products of rows (K a multiple of 8,
+   rows zero-padded). The decode path uses it when a tile has only a few
+   query rows: then a rank-1 update would broadcast each element of A for
+   just one or two FMAs, and transposing the K tile would cost more than
+   the product itself. */
+static void fa__gemm_nt(int M, int N, int K, const float *A, int lda, const float *B, int ldb, float *C, int ldc)
+{
+    int i, j, k;
+    for (j = 0; j < N; ++j) {
+        const float *b = B + (size_t)j * ldb;
+        i = 0;
+#if FLASHATTN__AVX2
+        for (; i + 4 <= M; i += 4) { /* 4 rows share each load of b */
+            const float *a = A + (size_t)i * lda;
+            __m256 c0 = _mm256_setzero_ps(), c1 = c0, c2 = c0, c3 = c0;
+            for (k = 0; k < K; k += 8) {
+                __m256 bk = _mm256_loadu_ps(b + k);
+                c0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + k), bk, c0);
+                c1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + lda + k), bk, c1);
+                c2 = _mm256_fmadd_ps(_mm256_loadu_ps(a + 2 * lda + k), bk, c2);
+                c3 = _mm256_fmadd_ps(_mm256_loadu_ps(a + 3 * lda + k), bk, c3);
+            }
+            C[(size_t)i * ldc + j] = fa__hsum_avx2(c0);
+            C[(size_t)(i + 1) * ldc + j] = fa__hsum_avx2(c1);
+            C[(size_t)(i + 2) * ldc + j] = fa__hsum_avx2(c2);
+            C[(size_t)(i + 3) * ldc + j] = fa__hsum_avx2(c3);
+        }
+        for (; i < M; ++i) {
+            const float *a = A + (size_t)i * lda;
+            __m256 c0 = _mm256_setzero_ps(), c1 = c0;
+            for (k = 0; k + 16 <= K; k += 16) {
+                c0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + k), _mm256_loadu_ps(b + k), c0);
+                c1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + k + 8), _mm256_loadu_ps(b + k + 8), c1);
+            }
+            if (k < K)
+                c0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + k), _mm256_loadu_ps(b + k), c0);
+            C[(size_t)i * ldc + j] = fa__hsum_avx2(_mm256_add_ps(c0, c1));
+        }
+#endif
+        for (; i < M; ++i) {
+            const float *a = A + (size_t)i * lda;
+            float acc = 0.0f;
+            for (k = 0; k < K; ++k)
+                acc += a[k] * b[k];
+            C[(size_t)i * ldc + j] = acc;
+        }
+    }
 }
 
 /* ---- loading and storing rows ------------------------------------------- */
@@ -1424,7 +1474,7 @@ static int64_t fa__lse_index(const fa__attn *a, const fa__seq *s, int h, int i)
 typedef struct fa__scratch {
     float *Q;      /* [Br, dp]  Q~ tile (Q * q_fold) */
     float *Kt;     /* [d, bcp]  K_j transposed */
-    float *K;      /* [Bc, dp]  K_j (backward dQ) */
+    float *K;      /* [Bc, dp]  K_j row-major (backward dQ; forward with few rows) */
     float *V;      /* [Bc, dvp] V_j (forward) */
     float *Vt;     /* [dv, bcp] V_j transposed (backward dP) */
     float *S;      /* [Br, bcp] scores, then P */
@@ -1469,10 +1519,10 @@ static size_t fa__scratch_layout(const fa__attn *a, int kind, char *base, fa__sc
     FA__TAKE(w->head, int, br);
     FA__TAKE(w->tok, int, br);
     FA__TAKE(w->row, float, 8 * wide); /* 8 rows for the transposing loads */
+    FA__TAKE(w->K, float, bc * a->dp);
     if (kind == FA__SCRATCH_FWD) {
         FA__TAKE(w->V, float, bc * a->dvp);
     } else {
-        FA__TAKE(w->K, float, bc * a->dp);
         FA__TAKE(w->Vt, float, a->dv_ * a->bcp);
         FA__TAKE(w->T, float, br * a->bcp);
         FA__TAKE(w->Z, float, br * a->bcp);
@@ -1638,19 +1688,23 @@ static void fa__key_band(const fa__attn *a, const fa__scratch *w, int nr, int sk
 
 /* THE score tile, shared by forward, backward and decode. For the nr query
    rows described in w (Q~ in w->Q, key position, ALiBi slope) and keys
-   n0 .. n0+nc-1 (K_j^T in w->Kt), compute in base-2 units
+   n0 .. n0+nc-1 (K_j^T in w->Kt, or K_j in w->K when k_rows), compute in
+   base-2 units
        S = Q~ K_j^T                          (scale * log2 e already in Q~)
        S = c log2e * tanh(S)                 (softcap; tanh kept in T if T)
        S -= slope * log2e * |i' - j|         (ALiBi)
        S = -inf where key j is not visible   (causal, window, j >= sk)
    into rows r0 .. r0+nr-1 of S[., bcp]; columns nc .. bcp-1 are -inf. */
 static void fa__score_tile(const fa__attn *a, const fa__scratch *w, int r0, int nr, int n0, int nc, int sk,
-                           float *S, float *T)
+                           int k_rows, float *S, float *T)
 {
     const fa_problem *r = &a->r;
     int i, c;
-    fa__gemm(nr, a->bcp, a->d, w->Q + (size_t)r0 * a->dp, a->dp, w->Kt, a->bcp, S + (size_t)r0 * a->bcp,
-             a->bcp, 0);
+    if (k_rows) /* K_j row-major in w->K (few rows: dot products) */
+        fa__gemm_nt(nr, nc, a->dp, w->Q + (size_t)r0 * a->dp, a->dp, w->K, a->dp, S + (size_t)r0 * a->bcp, a->bcp);
+    else
+        fa__gemm(nr, a->bcp, a->d, w->Q + (size_t)r0 * a->dp, a->dp, w->Kt, a->bcp, S + (size_t)r0 * a->bcp,
+                 a->bcp, 0);
     for (i = r0; i < r0 + nr; ++i) {
         float *s = S + (size_t)i * a->bcp;
         int64_t pos = w->pos[i], jlo = 0, jhi = sk - 1; /* visible keys of this row */
@@ -1752,7 +1806,7 @@ static void fa__row_range(const fa__attn *a, const fa__scratch *w, int nr, int n
 static void fa__attend_rows(const fa__attn *a, fa__scratch *w, const fa__seq *s, int kvh, int nr,
                             int n_lo, int n_hi)
 {
-    int i, c, lo, hi, n0, r0, r1;
+    int i, c, lo, hi, n0, r0, r1, k_rows = nr <= FA__FEW_ROWS;
     for (i = 0; i < nr; ++i) {
         w->m[i] = -INFINITY;
         w->l[i] = 0.0f;
@@ -1763,7 +1817,10 @@ static void fa__attend_rows(const fa__attn *a, fa__scratch *w, const fa__seq *s,
     fa__key_band(a, w, nr, s->sk, n_lo, n_hi, &lo, &hi);
     for (n0 = lo; n0 < hi; n0 += FA__BC) {
         int nc = hi - n0 < FA__BC ? hi - n0 : FA__BC, ncp = FA__PAD(nc);
-        fa__load_tile_t(a, &a->k, a->d, s, kvh, n0, nc, w->Kt, w->row);
+        if (k_rows)
+            fa__load_kv_tile(a, &a->k, a->d, s, kvh, n0, nc, w->K, a->dp);
+        else
+            fa__load_tile_t(a, &a->k, a->d, s, kvh, n0, nc, w->Kt, w->row);
         fa__load_kv_tile(a, &a->v, a->dv_, s, kvh, n0, nc, w->V, a->dvp);
         if (n0 + FA__BC < hi) {
             int nn = hi - n0 - FA__BC < FA__BC ? hi - n0 - FA__BC : FA__BC;
@@ -1773,7 +1830,7 @@ static void fa__attend_rows(const fa__attn *a, fa__scratch *w, const fa__seq *s,
         /* rows that see none of these keys are skipped: they would get
            S = -inf, alpha = 1 and P = 0, i.e. no change at all */
         fa__row_range(a, w, nr, n0, nc, &r0, &r1);
-        fa__score_tile(a, w, r0, r1 - r0, n0, nc, s->sk, w->S, NULL);
+        fa__score_tile(a, w, r0, r1 - r0, n0, nc, s->sk, k_rows, w->S, NULL);
         for (i = r0; i < r1; ++i) {
             float alpha = fa__softmax_step(w->S + (size_t)i * a->bcp, ncp, &w->m[i], &w->l[i]);
             if (alpha != 1.0f) { /* a new maximum: O~ was summed against the old one */
@@ -1969,7 +2026,7 @@ static void fa__bwd_load_rows(const fa__attn *a, const fa__seq *s, fa__scratch *
 static void fa__bwd_pair(const fa__attn *a, fa__scratch *w, const fa__seq *s, int nr, int n0, int nc)
 {
     int i, c, bcp = a->bcp;
-    fa__score_tile(a, w, 0, nr, n0, nc, s->sk, w->S, a->cap2 != 0.0f ? w->T : NULL);
+    fa__score_tile(a, w, 0, nr, n0, nc, s->sk, 0, w->S, a->cap2 != 0.0f ? w->T : NULL);
     for (i = 0; i < nr; ++i) /* P = exp(S - L): the forward's probabilities, rebuilt */
         fa__exp2_row(w->S + (size_t)i * bcp, bcp, w->m[i]);
     if (a->drop_thr)
