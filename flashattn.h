@@ -1067,14 +1067,17 @@ static fa_status fa__check_decode(const char *fn, const fa_problem *p, fa_proble
 /* 2^x for 8 lanes: x = n + f with n = round(x), |f| <= 1/2; 2^f from its
    Taylor series in f ln 2 to degree 7 (truncation < 1e-8, so the result is
    within ~2 ulp of exp2f); 2^n goes straight into the exponent bits. Inputs
-   below -127 (and -inf) give 0. */
+   below -127 (and -inf) give 0 (exp2f would give a subnormal: the
+   difference is below 2^-126, far under f32 precision of a sum >= 1). */
 static FLASHATTN__FORCEINLINE __m256 fa__exp2_avx2(__m256 x)
 {
     const __m256 lo = _mm256_set1_ps(-127.0f);
     __m256 under = _mm256_cmp_ps(x, lo, _CMP_LT_OQ);
     __m256 n, f, p;
     __m256i e;
-    x = _mm256_min_ps(_mm256_max_ps(x, lo), _mm256_set1_ps(128.0f));
+    /* operand order matters: max/min return the SECOND operand when one
+       is NaN, so a NaN input stays NaN */
+    x = _mm256_min_ps(_mm256_set1_ps(128.0f), _mm256_max_ps(lo, x));
     n = _mm256_round_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     f = _mm256_sub_ps(x, n);
     p = _mm256_set1_ps(1.5252733804059840e-05f); /* (ln 2)^k / k!, k = 7 .. 0 */
