@@ -200,6 +200,18 @@ static void date_utc(char *out, size_t cap) {
     strftime(out, cap, "%a %b %e %H:%M:%S UTC %Y", &tm);
 }
 
+/* The 1/5/15-minute load averages: a busy machine makes every number here low. */
+static const char *loadavg(char *out, size_t cap) {
+    FILE *f = fopen("/proc/loadavg", "r");
+    double a = 0, b = 0, c = 0;
+    snprintf(out, cap, "unknown");
+    if (f) {
+        if (fscanf(f, "%lf %lf %lf", &a, &b, &c) == 3) snprintf(out, cap, "%.2f %.2f %.2f", a, b, c);
+        fclose(f);
+    }
+    return out;
+}
+
 static const char *compiler(void) {
 #if defined(__clang__)
     return "clang " __clang_version__;
@@ -459,7 +471,7 @@ int main(int argc, char **argv) {
     const int dims[2] = {64, 128}, lens[2] = {1024, 4096};
     int nthr[2], n_tc, tc, di, li, i, all;
     double peak_avx2[2], peak_512[2] = {0, 0}, peak[2], bw[2];
-    char model[256], date[64];
+    char model[256], date[64], la[64];
     size_t llc = llc_bytes(), bw_bytes;
     double t_start = now_s();
     int no_attention = 0;
@@ -484,6 +496,7 @@ int main(int argc, char **argv) {
     printf("| last-level cache | %zu MiB |\n", llc >> 20);
     printf("| compiler | %s, %s |\n", compiler(), BENCH_FLAGS);
     printf("| flashattn | %s |\n", FLASHATTN_VERSION_STRING);
+    printf("| load average at start (other processes) | %s |\n", loadavg(la, sizeof la));
     printf("| mode | %s |\n\n", g_quick ? "--quick (seqlen 1k only, 3 repetitions)" : "full");
     fflush(stdout);
 
@@ -726,6 +739,7 @@ int main(int argc, char **argv) {
         }
         free(Kc); free(Vc); free(q16); free(o16); free(oref16);
     }
-    printf("\nTotal benchmark time: %.0f s.\n", now_s() - t_start);
+    printf("\nTotal benchmark time: %.0f s; load average at the end: %s.\n", now_s() - t_start,
+           loadavg(la, sizeof la));
     return 0;
 }
