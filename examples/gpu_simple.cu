@@ -68,7 +68,9 @@ int main(void) {
     p.head_dim = DIM;
     p.causal = 1;
 
-    fa_tensor q = {dQ, FA_F16}, k = {dK, FA_F16}, v = {dV, FA_F16}, o = {dO, FA_F16};
+    fa_tensor q = {0}, k = {0}, v = {0}, o = {0}; /* strides 0 = packed */
+    q.data = dQ; k.data = dK; v.data = dV; o.data = dO;
+    q.dtype = k.dtype = v.dtype = o.dtype = FA_F16;
     /* No lse, no workspace (allocated stream-ordered), default stream. */
     s = fa_forward_cuda(&p, q, k, v, o, NULL, NULL, 0, NULL);
     if (s != FA_OK) {
@@ -79,7 +81,8 @@ int main(void) {
     CUDA_CHECK(cudaMemcpy(hO, dO, bytes, cudaMemcpyDeviceToHost)); /* waits for the GPU */
 
     /* The same problem on the CPU, host pointers. */
-    fa_tensor qh = {hQ, FA_F16}, kh = {hK, FA_F16}, vh = {hV, FA_F16}, oh = {hO_cpu, FA_F16};
+    fa_tensor qh = q, kh = k, vh = v, oh = o;
+    qh.data = hQ; kh.data = hK; vh.data = hV; oh.data = hO_cpu;
     s = fa_forward(&p, qh, kh, vh, oh, NULL, NULL, 0);
     if (s != FA_OK) {
         fprintf(stderr, "fa_forward: %s: %s\n", fa_status_string(s), fa_last_error());
