@@ -61,14 +61,14 @@ int main(void) {
     CUDA_CHECK(cudaMemcpy(dK, hK, bytes, cudaMemcpyHostToDevice));
     CUDA_CHECK(cudaMemcpy(dV, hV, bytes, cudaMemcpyHostToDevice));
 
-    fa_problem p = {0};            /* zero = full attention, scale 1/sqrt(head_dim) */
+    fa_problem p = {};             /* zero = full attention, scale 1/sqrt(head_dim) */
     p.batch = BATCH;
     p.seqlen_q = p.seqlen_k = SEQ;
     p.heads_q = HEADS;
     p.head_dim = DIM;
     p.causal = 1;
 
-    fa_tensor q = {0}, k = {0}, v = {0}, o = {0}; /* strides 0 = packed */
+    fa_tensor q = {}, k = {}, v = {}, o = {}; /* strides 0 = packed */
     q.data = dQ; k.data = dK; v.data = dV; o.data = dO;
     q.dtype = k.dtype = v.dtype = o.dtype = FA_F16;
     /* No lse, no workspace (allocated stream-ordered), default stream. */
