@@ -42,10 +42,13 @@
    engine built by gcc, clang or MSVC can call GPU functions that were compiled
    in another translation unit.
 
-       fa_problem p = {0};            // zero = full attention, scale 1/sqrt(d)
+       fa_problem p;                  // all zero = full attention, scale 1/sqrt(d)
+       fa_tensor q, k, v, o;          // all zero = f32, packed strides
+       memset(&p, 0, sizeof p); memset(&q, 0, sizeof q);
+       k = v = o = q;
        p.batch = 1; p.seqlen_q = p.seqlen_k = 1024;
        p.heads_q = 8; p.head_dim = 64;
-       fa_tensor q = {Q, FA_F32}, k = {K, FA_F32}, v = {V, FA_F32}, o = {O, FA_F32};
+       q.data = Q; k.data = K; v.data = V; o.data = O;   // float arrays
        if (fa_forward(&p, q, k, v, o, NULL, NULL, 0) != FA_OK)
            fprintf(stderr, "%s\n", fa_last_error());
 
