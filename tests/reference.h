@@ -440,12 +440,10 @@ REF_FN void ref_backward(const fa_problem *p, fa_tensor q, fa_tensor k, fa_tenso
                     D += pr[j] * dp[j];
                 }
                 for (j = 0; j < sk; j++) {
-                    int64_t ko, vo, krow;
+                    int64_t ko, krow;
                     double dx;
                     if (pr[j] == 0.0) continue;
                     ko = ref_offset(k_s, p->cu_seqlens_k, b, j, hk);
-                    vo = ref_offset(v_s, p->cu_seqlens_k, b, j, hk);
-                    (void)vo;
                     krow = ref_row_k(p, b, j) * r.hkv + hk;
                     for (c = 0; c < r.dv; c++)
                         dv[krow * r.dv + c] += pr[j] * z[j] * ref_get(dout, doo + c);
