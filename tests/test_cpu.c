@@ -314,9 +314,11 @@ static int64_t check_masked_rows_zero(const attn *a, const tens *o, const double
         for (h = 0; h < a->p.heads_q; h++)
             for (i = 0; i < ref_len_q(&a->p, b); i++)
                 if (lref[ref_lse_index(&a->p, b, h, i)] == -INFINITY) {
-                    int64_t row = ref_row_q(&a->p, b, i);
+                    /* varlen tensors are one batch of cu_seqlens_q[batch] rows */
+                    int bb = a->p.cu_seqlens_q ? 0 : b;
+                    int64_t t = a->p.cu_seqlens_q ? ref_row_q(&a->p, b, i) : i;
                     for (c = 0; c < a->dv; c++)
-                        if (ref_get(o->t, row * o->s[1] + h * o->s[2] + c) != 0.0) bad++;
+                        if (ref_get(o->t, tens_index(o, bb, t, h, c)) != 0.0) bad++;
                 }
     return bad;
 }
