@@ -169,7 +169,7 @@ static fa_status call(env *e, int entry)
     fa_problem r;
     switch (entry) {
     case FWD: return fa_forward(e->pp, e->q, e->k, e->v, e->o, e->lse, e->ws, e->ws_bytes);
-    case BWD: return fa_backward(e->pp, e->q, e->k, e->v, e->dout, e->dout, e->lse_in, e->dq, e->dk, e->dv, e->ws, e->ws_bytes);
+    case BWD: return fa_backward(e->pp, e->q, e->k, e->v, e->o, e->dout, e->lse_in, e->dq, e->dk, e->dv, e->ws, e->ws_bytes);
     case DEC: return fa_decode(e->pp, e->dq_in, e->kc, e->vc, e->kn, e->vn, e->od, e->lse_d, e->ws, e->ws_bytes);
     case MERGE: return fa_merge(e->m_splits, e->m_rows, e->m_dim, e->m_op, e->m_lp, e->m_o, e->m_l);
     case FWD_WS: return fa_forward_workspace_size(e->pp, &bytes);
@@ -277,6 +277,7 @@ static void test_forward_family(int entry)
     if (entry == FWD) BAD(entry, "o", E.o.data = NULL);
     if (need_lse) {
         BAD(entry, "lse", E.lse_in = NULL);
+        BAD(entry, "o", E.o.data = NULL);
         BAD(entry, "dout|do", E.dout.data = NULL);
         BAD(entry, "dq", E.dq.data = NULL);
         BAD(entry, "dk", E.dk.data = NULL);
@@ -302,7 +303,7 @@ static void test_forward_family(int entry)
     /* strides that make rows, heads or batches overlap */
     BAD(entry, "q+stride", E.q.head_stride = D - 1);
     BAD(entry, "k+stride", E.k.head_stride = D; E.k.seq_stride = HKV * D - 1);
-    BAD(entry, "v+stride", E.v.batch_stride = SK * E.v.seq_stride - 1);
+    BAD(entry, "v+stride", E.v.batch_stride = (SK - 1) * E.v.seq_stride + 1); /* last row of batch 0 overlaps batch 1 */
     BAD(entry, "q+stride", E.q.head_stride = D; E.q.seq_stride = D);
     if (entry == FWD) BAD(entry, "o+stride", E.o.head_stride = DV - 2);
     if (entry == BWD) {
@@ -443,6 +444,15 @@ static void test_status_strings(void)
     check(fa_last_error() != NULL, "fa_last_error() is never NULL");
 }
 
+static void env_free(env *e)
+{
+    guarded *all[] = {&e->gq, &e->gk, &e->gv, &e->go, &e->gdout, &e->glse, &e->gdq, &e->gdk, &e->gdv, &e->gkc,
+                      &e->gvc, &e->gkn, &e->gvn, &e->gqd, &e->god, &e->glse_d, &e->gpk, &e->gpv, &e->gmop,
+                      &e->gmlp, &e->gmo, &e->gml, &e->gws};
+    size_t i;
+    for (i = 0; i < sizeof all / sizeof all[0]; i++) g_free(all[i]);
+}
+
 int main(void)
 {
     env_alloc(&E);
@@ -453,5 +463,6 @@ int main(void)
     test_decode_args();
     test_merge_args();
     test_other_entries();
+    env_free(&E);
     return summary("test_bad_input");
 }

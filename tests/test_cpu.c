@@ -41,14 +41,20 @@ static tol tol_lse(fa_dtype d)
     return t;
 }
 /* Backward: errors grow with the size of the gradient, so atol is scaled by
-   the RMS of the reference tensor. */
-static tol tol_grad(fa_dtype d, double ref_rms)
+   the RMS of the reference tensor, floored at 0.05: with one visible key per
+   row the exact gradient dQ = dK = 0, and what is left is the cancellation
+   error of dP - D with D = rowsum(dO * O), O being the forward's stored
+   output (for 16-bit types, rounded), of the order of the inputs times eps.
+   Outlier inputs (FA3's N(0,100) * Bernoulli(0.001)) make O and dP large
+   next to dQ, so those cases get 4x the tolerance (`loose`). */
+static tol tol_grad(fa_dtype d, double ref_rms, int loose)
 {
     tol t;
-    double s = ref_rms > 1e-6 ? ref_rms : 1e-6;
+    double s = ref_rms > 0.05 ? ref_rms : 0.05;
     if (d == FA_F32) { t.atol = 2e-4 * s; t.rtol = 1e-3; }
     else if (d == FA_F16) { t.atol = 1.5e-2 * s; t.rtol = 1e-2; }
     else { t.atol = 8e-2 * s; t.rtol = 5e-2; }
+    if (loose) { t.atol *= 4; t.rtol *= 4; }
     return t;
 }
 
@@ -371,11 +377,11 @@ static void run_attention(const fcase *c, uint64_t seed)
         st = fa_backward(&a.p, a.q.t, a.k.t, a.v.t, o.t, dout.t, lse, dq.t, dk.t, dv.t, ws.buf, ws.bytes);
         if (check(st == FA_OK, "backward %s: status %d (%s)", ctx, (int)st, fa_last_error())) {
             grms = rms(dqr, nq * c->hq * c->d);
-            bad = compare(ctx, "dQ", &dq, dqr, tol_grad(c->dt, grms));
+            bad = compare(ctx, "dQ", &dq, dqr, tol_grad(c->dt, grms, c->outliers));
             grms = rms(dkr, nk * a.hkv * c->d);
-            bad += compare(ctx, "dK", &dk, dkr, tol_grad(c->dt, grms));
+            bad += compare(ctx, "dK", &dk, dkr, tol_grad(c->dt, grms, c->outliers));
             grms = rms(dvr, nk * a.hkv * a.dv);
-            bad += compare(ctx, "dV", &dv, dvr, tol_grad(c->dt, grms));
+            bad += compare(ctx, "dV", &dv, dvr, tol_grad(c->dt, grms, c->outliers));
             check(bad == 0, "backward %s", ctx);
             check(ws_canary_ok(&ws), "backward %s: wrote past the workspace", ctx);
         }
