@@ -28,9 +28,9 @@ static int QUICK = 0;
 static tol tol_out(fa_dtype d)
 {
     tol t;
-    if (d == FA_F32) { t.atol = 5e-5; t.rtol = 1e-4; }
-    else if (d == FA_F16) { t.atol = 3e-3; t.rtol = 3e-3; }
-    else { t.atol = 2e-2; t.rtol = 2e-2; }
+    if (d == FA_F32) { t.atol = 1e-5; t.rtol = 5e-5; }
+    else if (d == FA_F16) { t.atol = 1.5e-3; t.rtol = 1.5e-3; }
+    else { t.atol = 8e-3; t.rtol = 8e-3; }
     return t;
 }
 static tol tol_lse(fa_dtype d)
@@ -51,9 +51,9 @@ static tol tol_grad(fa_dtype d, double ref_rms, int loose)
 {
     tol t;
     double s = ref_rms > 0.05 ? ref_rms : 0.05;
-    if (d == FA_F32) { t.atol = 2e-4 * s; t.rtol = 1e-3; }
+    if (d == FA_F32) { t.atol = 4e-4 * s; t.rtol = 1e-3; }
     else if (d == FA_F16) { t.atol = 1.5e-2 * s; t.rtol = 1e-2; }
-    else { t.atol = 8e-2 * s; t.rtol = 5e-2; }
+    else { t.atol = 1.2e-1 * s; t.rtol = 6e-2; }
     if (loose) { t.atol *= 4; t.rtol *= 4; }
     return t;
 }
@@ -338,6 +338,7 @@ static void run_attention(const fcase *c, uint64_t seed)
     double *oref, *lref, *dqr, *dkr, *dvr;
     float *lse;
     int64_t nq, nk, nl, bad;
+    int no_lse;
     wspace ws;
     fa_status st;
     fcase_str(c, seed, ctx, sizeof ctx);
@@ -351,11 +352,13 @@ static void run_attention(const fcase *c, uint64_t seed)
     ref_forward(&a.p, a.q.t, a.k.t, a.v.t, oref, lref);
 
     ws = ws_make(fa_forward_workspace_size, &a.p, (int)(seed & 1));
-    st = fa_forward(&a.p, a.q.t, a.k.t, a.v.t, o.t, lse, ws.buf, ws.bytes);
-    if (check(st == FA_OK, "forward %s: status %d (%s)", ctx, (int)st, fa_last_error())) {
+    /* lse is optional: leave it out now and then (not when the backward needs it) */
+    no_lse = !c->backward && (seed >> 3) % 3 == 0;
+    st = fa_forward(&a.p, a.q.t, a.k.t, a.v.t, o.t, no_lse ? NULL : lse, ws.buf, ws.bytes);
+    if (check(st == FA_OK, "forward %s%s: status %d (%s)", ctx, no_lse ? " lse=NULL" : "", (int)st, fa_last_error())) {
         bad = compare(ctx, "O", &o, oref, tol_out(c->dt));
-        bad += compare_lse(ctx, lse, lref, nl, tol_lse(c->dt));
-        check(bad == 0 && lse[nl] != lse[nl], "forward %s", ctx);
+        if (!no_lse) bad += compare_lse(ctx, lse, lref, nl, tol_lse(c->dt));
+        check(bad == 0 && lse[nl] != lse[nl], "forward %s%s", ctx, no_lse ? " lse=NULL" : "");
         check(check_masked_rows_zero(&a, &o, lref) == 0, "forward %s: a row with L = -inf has O != 0", ctx);
         check(ws_canary_ok(&ws), "forward %s: wrote past the workspace", ctx);
     }
@@ -660,6 +663,7 @@ static void run_decode(const dcase *c, uint64_t seed)
     double *oref, *lref;
     float *lse;
     int64_t nl, bad;
+    int no_lse;
     wspace ws;
     fa_status st;
     snprintf(ctx, sizeof ctx, "decode seed=%llu b=%d sq=%d cap=%d hq=%d hkv=%d d=%d dv=%d %s page=%d%s splits=%d%s%s%s%s%s%s layout=%d",
@@ -722,13 +726,14 @@ static void run_decode(const dcase *c, uint64_t seed)
     if (c->append) ref_decode_append(&p, kexp.t, vexp.t, kn.t, vn.t);
 
     ws = ws_make(fa_decode_workspace_size, &p, (int)(seed & 1));
-    st = fa_decode(&p, q.t, kc.t, vc.t, kn.t, vn.t, o.t, lse, ws.buf, ws.bytes);
+    no_lse = (seed >> 3) % 4 == 0; /* lse is optional */
+    st = fa_decode(&p, q.t, kc.t, vc.t, kn.t, vn.t, o.t, no_lse ? NULL : lse, ws.buf, ws.bytes);
     if (check(st == FA_OK, "%s: status %d (%s)", ctx, (int)st, fa_last_error())) {
         int64_t i, kbad = 0, vbad = 0;
         size_t es = dt_size(c->dt);
         bad = compare(ctx, "O", &o, oref, tol_out(c->dt));
-        bad += compare_lse(ctx, lse, lref, nl, tol_lse(c->dt));
-        check(bad == 0, "%s", ctx);
+        if (!no_lse) bad += compare_lse(ctx, lse, lref, nl, tol_lse(c->dt));
+        check(bad == 0, "%s%s", ctx, no_lse ? " lse=NULL" : "");
         for (i = 0; i < kc.n; i++) kbad += memcmp((char *)kc.buf + i * es, (char *)kexp.buf + i * es, es) != 0;
         for (i = 0; i < vc.n; i++) vbad += memcmp((char *)vc.buf + i * es, (char *)vexp.buf + i * es, es) != 0;
         check(kbad == 0 && vbad == 0, "%s: cache after the call: %lld K and %lld V elements differ from the expected cache",

@@ -17,7 +17,10 @@
 
 /* ---- counters ------------------------------------------------------------- */
 
-typedef struct tcount { int passed, failed; } tcount;
+typedef struct tcount {
+    int passed, failed;
+    double worst[4]; /* per dtype: the largest err / (atol + rtol |ref|) seen by compare() */
+} tcount;
 static tcount T_COUNT; /* the one global of the test program */
 
 /* Record one check; on failure print the message (it should carry the seed). */
@@ -39,6 +42,9 @@ REF_FN int check(int ok, const char *fmt, ...)
 
 REF_FN int summary(const char *prog)
 {
+    if (T_COUNT.worst[0] + T_COUNT.worst[1] + T_COUNT.worst[2] > 0)
+        printf("%s: largest error / tolerance: f32 %.3f, f16 %.3f, bf16 %.3f\n", prog, T_COUNT.worst[0],
+               T_COUNT.worst[1], T_COUNT.worst[2]);
     printf("%s: %d passed, %d failed\n", prog, T_COUNT.passed, T_COUNT.failed);
     printf("%d passed, %d failed\n", T_COUNT.passed, T_COUNT.failed);
     return T_COUNT.failed ? 1 : 0;
@@ -191,7 +197,7 @@ typedef struct tol { double atol, rtol; } tol;
 REF_FN int64_t compare(const char *ctx, const char *what, const tens *x, const double *ref, tol tl)
 {
     int64_t bad = 0, unwritten = 0, pad;
-    double worst = 0.0;
+    double worst = 0.0, worst_ratio = 0.0, se = 0.0, sr = 0.0;
     int b, h, c;
     int64_t t;
     for (b = 0; b < x->nb; b++)
@@ -211,7 +217,16 @@ REF_FN int64_t compare(const char *ctx, const char *what, const tens *x, const d
                         bad++;
                     }
                     if (err == err && err > worst) worst = err;
+                    if (err == err && want == want) { se += err * err; sr += want * want; }
+                    if (err == err && want == want && err / (tl.atol + tl.rtol * fabs(want)) > worst_ratio)
+                        worst_ratio = err / (tl.atol + tl.rtol * fabs(want));
+                    if (err == err && want == want && x->t.dtype <= FA_E4M3 &&
+                        err / (tl.atol + tl.rtol * fabs(want)) > T_COUNT.worst[x->t.dtype])
+                        T_COUNT.worst[x->t.dtype] = err / (tl.atol + tl.rtol * fabs(want));
                 }
+    if (getenv("FA_TEST_VERBOSE"))
+        printf("  %s %s: max err %.3g, max err/tolerance %.3f, rms err/rms ref %.3g\n", ctx, what, worst, worst_ratio,
+               sr > 0 ? sqrt(se / sr) : 0.0);
     pad = tens_padding_changed(x);
     if (bad || pad)
         printf("  %s %s: %lld bad (%lld never written, NaN), max err %.3g, %lld padding elements changed\n",
