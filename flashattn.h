@@ -1438,7 +1438,7 @@ typedef struct fa__scratch {
     int *pos;      /* [Br] key position i' = i + sk - sq of the row */
     int *head;     /* [Br] query head of the row */
     int *tok;      /* [Br] query index i within its sequence */
-    float *row;    /* [max(d, dv) padded] conversion buffer */
+    float *row;    /* [8, max(d, dv) padded] conversion buffer */
 } fa__scratch;
 
 enum { FA__SCRATCH_FWD = 0, FA__SCRATCH_BWD = 1 };
@@ -1465,7 +1465,7 @@ static size_t fa__scratch_layout(const fa__attn *a, int kind, char *base, fa__sc
     FA__TAKE(w->pos, int, br);
     FA__TAKE(w->head, int, br);
     FA__TAKE(w->tok, int, br);
-    FA__TAKE(w->row, float, wide);
+    FA__TAKE(w->row, float, 8 * wide); /* 8 rows for the transposing loads */
     if (kind == FA__SCRATCH_FWD) {
         FA__TAKE(w->V, float, bc * a->dvp);
     } else {
@@ -1496,20 +1496,87 @@ static char *fa__align64(void *p)
 
 /* ---- tiles ------------------------------------------------------------------ */
 
-/* Rows of K_j (positions n0 .. n0+nc-1, KV head h) into Kt[d, bcp],
-   transposed; columns nc .. bcp-1 are zero. */
-static void fa__load_k_tile_t(const fa__attn *a, const fa__seq *s, int h, int n0, int nc, float *Kt,
-                              float *tmp)
+#if FLASHATTN__AVX2
+/* An 8 x 8 block: rows src[r * lds + 0..7] -> columns dst[c * ldd + r]. */
+static FLASHATTN__FORCEINLINE void fa__transpose8_avx2(const float *src, int lds, float *dst, int ldd, int nrows_out)
 {
-    int c, k;
-    for (c = 0; c < nc; ++c) {
-        fa__load_row(fa__kv_row(a, &a->k, s, n0 + c, h), a->k.dtype, a->d, 1.0f, tmp);
-        for (k = 0; k < a->d; ++k)
-            Kt[(size_t)k * a->bcp + c] = tmp[k];
+    __m256 r0 = _mm256_loadu_ps(src), r1 = _mm256_loadu_ps(src + lds), r2 = _mm256_loadu_ps(src + 2 * lds),
+           r3 = _mm256_loadu_ps(src + 3 * lds), r4 = _mm256_loadu_ps(src + 4 * lds),
+           r5 = _mm256_loadu_ps(src + 5 * lds), r6 = _mm256_loadu_ps(src + 6 * lds),
+           r7 = _mm256_loadu_ps(src + 7 * lds);
+    __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1), t2 = _mm256_unpacklo_ps(r2, r3),
+           t3 = _mm256_unpackhi_ps(r2, r3), t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5),
+           t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
+    __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE),
+           u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE),
+           u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE),
+           u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+    __m256 o[8];
+    int i;
+    o[0] = _mm256_permute2f128_ps(u0, u4, 0x20);
+    o[1] = _mm256_permute2f128_ps(u1, u5, 0x20);
+    o[2] = _mm256_permute2f128_ps(u2, u6, 0x20);
+    o[3] = _mm256_permute2f128_ps(u3, u7, 0x20);
+    o[4] = _mm256_permute2f128_ps(u0, u4, 0x31);
+    o[5] = _mm256_permute2f128_ps(u1, u5, 0x31);
+    o[6] = _mm256_permute2f128_ps(u2, u6, 0x31);
+    o[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
+    for (i = 0; i < nrows_out; ++i)
+        _mm256_storeu_ps(dst + (size_t)i * ldd, o[i]);
+}
+#endif
+
+/* Rows n0 .. n0+nc-1 of a K or V tensor (head h) into Xt[dim, bcp],
+   transposed; tile columns nc .. bcp-1 are zero. Rows are converted to f32
+   eight at a time into tmp [8, dim padded to 8] and transposed as 8 x 8
+   blocks. */
+static void fa__load_tile_t(const fa__attn *a, const fa_tensor *t, int dim, const fa__seq *s, int h,
+                            int n0, int nc, float *Xt, float *tmp)
+{
+    int c0, c, k, ld = (dim + 7) / 8 * 8;
+    for (c0 = 0; c0 < nc; c0 += 8) {
+        int cn = nc - c0 < 8 ? nc - c0 : 8;
+        for (c = 0; c < 8; ++c) {
+            float *x = tmp + (size_t)c * ld;
+            if (c < cn)
+                fa__load_row(fa__kv_row(a, t, s, n0 + c0 + c, h), t->dtype, dim, 1.0f, x);
+            else
+                for (k = 0; k < dim; ++k)
+                    x[k] = 0.0f;
+            for (k = dim; k < ld; ++k)
+                x[k] = 0.0f;
+        }
+#if FLASHATTN__AVX2
+        for (k = 0; k < dim; k += 8)
+            fa__transpose8_avx2(tmp + k, ld, Xt + (size_t)k * a->bcp + c0, a->bcp, dim - k < 8 ? dim - k : 8);
+#else
+        for (c = 0; c < 8; ++c)
+            for (k = 0; k < dim; ++k)
+                Xt[(size_t)k * a->bcp + c0 + c] = tmp[(size_t)c * ld + k];
+#endif
     }
-    for (k = 0; k < a->d; ++k)
-        for (c = nc; c < a->bcp; ++c)
-            Kt[(size_t)k * a->bcp + c] = 0.0f;
+    for (k = 0; k < dim; ++k)
+        for (c = (nc + 7) / 8 * 8; c < a->bcp; ++c)
+            Xt[(size_t)k * a->bcp + c] = 0.0f;
+}
+
+/* Ask the cache for rows n0 .. n0+nc-1 of a K or V tensor ahead of their
+   use: the next tile's rows arrive while this tile's products run. (Rows
+   of one head are often 4 KiB or more apart, too far for the hardware
+   prefetcher to follow.) */
+static void fa__prefetch_rows(const fa__attn *a, const fa_tensor *t, int dim, const fa__seq *s, int h,
+                              int n0, int nc)
+{
+#if defined(__GNUC__) || defined(__clang__)
+    int c, bytes = dim * fa__dtype_size(t->dtype), off;
+    for (c = 0; c < nc; ++c) {
+        const char *row = (const char *)fa__kv_row(a, t, s, n0 + c, h);
+        for (off = 0; off < bytes; off += 64)
+            __builtin_prefetch(row + off, 0, 2);
+    }
+#else
+    (void)a; (void)t; (void)dim; (void)s; (void)h; (void)n0; (void)nc;
+#endif
 }
 
 /* Rows of a K or V tile into X[nc, ldx] (ldx >= dim, padding zeroed). */
@@ -1558,14 +1625,15 @@ static void fa__key_band(const fa__attn *a, const fa__scratch *w, int nr, int sk
        S = c log2e * tanh(S)                 (softcap; tanh kept in T if T)
        S -= slope * log2e * |i' - j|         (ALiBi)
        S = -inf where key j is not visible   (causal, window, j >= sk)
-   into S[nr, bcp]; columns nc .. bcp-1 are -inf. */
-static void fa__score_tile(const fa__attn *a, const fa__scratch *w, int nr, int n0, int nc, int sk,
+   into rows r0 .. r0+nr-1 of S[., bcp]; columns nc .. bcp-1 are -inf. */
+static void fa__score_tile(const fa__attn *a, const fa__scratch *w, int r0, int nr, int n0, int nc, int sk,
                            float *S, float *T)
 {
     const fa_problem *r = &a->r;
     int i, c;
-    fa__gemm(nr, a->bcp, a->d, w->Q, a->dp, w->Kt, a->bcp, S, a->bcp, 0);
-    for (i = 0; i < nr; ++i) {
+    fa__gemm(nr, a->bcp, a->d, w->Q + (size_t)r0 * a->dp, a->dp, w->Kt, a->bcp, S + (size_t)r0 * a->bcp,
+             a->bcp, 0);
+    for (i = r0; i < r0 + nr; ++i) {
         float *s = S + (size_t)i * a->bcp;
         int64_t pos = w->pos[i], jlo = 0, jhi = sk - 1; /* visible keys of this row */
         int clo, chi;
@@ -1604,11 +1672,11 @@ static void fa__score_tile(const fa__attn *a, const fa__scratch *w, int nr, int 
 /* Dropout on P (rows in w, keys n0 .. n0+nc-1): P <- P * Z, Z = 1/(1-p) for
    kept elements, 0 for dropped ones (seed 000, Alg. 2 line 12). Also writes
    Z itself when Z is not NULL (the backward needs it for dP too). */
-static void fa__dropout_tile(const fa__attn *a, const fa__scratch *w, int b, int nr, int n0, int nc,
+static void fa__dropout_tile(const fa__attn *a, const fa__scratch *w, int b, int r0, int nr, int n0, int nc,
                              float *P, float *Z)
 {
     int i, c;
-    for (i = 0; i < nr; ++i) {
+    for (i = r0; i < r0 + nr; ++i) {
         uint32_t bits[4];
         for (c = 0; c < nc; ++c) {
             int j = n0 + c;
@@ -1638,13 +1706,35 @@ static void fa__load_q_rows(const fa__attn *a, const fa_tensor *q, const fa__seq
     }
 }
 
+/* Rows [r0, r1) of the nr rows in w that see at least one key of
+   n0 .. n0+nc-1. The key position never decreases with the row index
+   (forward: i + off; decode: t + off for row t * group + g), and each mask
+   keeps a row either from some point on (causal, window right) or up to
+   some point (window left), so those rows are one range. */
+static void fa__row_range(const fa__attn *a, const fa__scratch *w, int nr, int n0, int nc, int *r0, int *r1)
+{
+    const fa_problem *r = &a->r;
+    int lo = 0, hi = nr;
+#define FA__SEES_TILE(p)                                                                     \
+    ((!r->causal || (int64_t)(p) >= n0) &&                                                   \
+     (!r->sliding_window ||                                                                  \
+      ((int64_t)(p) + r->window_right >= n0 && (int64_t)(p) - r->window_left <= (int64_t)n0 + nc - 1)))
+    while (lo < hi && !FA__SEES_TILE(w->pos[lo]))
+        ++lo;
+    while (hi > lo && !FA__SEES_TILE(w->pos[hi - 1]))
+        --hi;
+#undef FA__SEES_TILE
+    *r0 = lo;
+    *r1 = hi;
+}
+
 /* The inner loop of the forward (and of each decode split): the nr rows in
    w attend to the keys in [n_lo, n_hi) of KV head kvh that they may see.
    Leaves the unscaled O~ [nr, dvp], m and l in w. */
 static void fa__attend_rows(const fa__attn *a, fa__scratch *w, const fa__seq *s, int kvh, int nr,
                             int n_lo, int n_hi)
 {
-    int i, c, lo, hi, n0;
+    int i, c, lo, hi, n0, r0, r1;
     for (i = 0; i < nr; ++i) {
         w->m[i] = -INFINITY;
         w->l[i] = 0.0f;
@@ -1655,10 +1745,18 @@ static void fa__attend_rows(const fa__attn *a, fa__scratch *w, const fa__seq *s,
     fa__key_band(a, w, nr, s->sk, n_lo, n_hi, &lo, &hi);
     for (n0 = lo; n0 < hi; n0 += FA__BC) {
         int nc = hi - n0 < FA__BC ? hi - n0 : FA__BC, ncp = FA__PAD(nc);
-        fa__load_k_tile_t(a, s, kvh, n0, nc, w->Kt, w->row);
+        fa__load_tile_t(a, &a->k, a->d, s, kvh, n0, nc, w->Kt, w->row);
         fa__load_kv_tile(a, &a->v, a->dv_, s, kvh, n0, nc, w->V, a->dvp);
-        fa__score_tile(a, w, nr, n0, nc, s->sk, w->S, NULL);
-        for (i = 0; i < nr; ++i) {
+        if (n0 + FA__BC < hi) {
+            int nn = hi - n0 - FA__BC < FA__BC ? hi - n0 - FA__BC : FA__BC;
+            fa__prefetch_rows(a, &a->k, a->d, s, kvh, n0 + FA__BC, nn);
+            fa__prefetch_rows(a, &a->v, a->dv_, s, kvh, n0 + FA__BC, nn);
+        }
+        /* rows that see none of these keys are skipped: they would get
+           S = -inf, alpha = 1 and P = 0, i.e. no change at all */
+        fa__row_range(a, w, nr, n0, nc, &r0, &r1);
+        fa__score_tile(a, w, r0, r1 - r0, n0, nc, s->sk, w->S, NULL);
+        for (i = r0; i < r1; ++i) {
             float alpha = fa__softmax_step(w->S + (size_t)i * a->bcp, ncp, &w->m[i], &w->l[i]);
             if (alpha != 1.0f) { /* a new maximum: O~ was summed against the old one */
                 float *o = w->O + (size_t)i * a->dvp;
@@ -1667,18 +1765,20 @@ static void fa__attend_rows(const fa__attn *a, fa__scratch *w, const fa__seq *s,
             }
         }
         if (a->drop_thr) /* l already has the undropped P: L ignores dropout */
-            fa__dropout_tile(a, w, s->b, nr, n0, nc, w->S, NULL);
-        fa__gemm(nr, a->dvp, nc, w->S, a->bcp, w->V, a->dvp, w->O, a->dvp, 1); /* O~ += P~ V_j */
+            fa__dropout_tile(a, w, s->b, r0, r1 - r0, n0, nc, w->S, NULL);
+        fa__gemm(r1 - r0, a->dvp, nc, w->S + (size_t)r0 * a->bcp, a->bcp, w->V, a->dvp,
+                 w->O + (size_t)r0 * a->dvp, a->dvp, 1); /* O~ += P~ V_j */
     }
 }
 
-/* Task index -> (b, h, Q tile). Heaviest tiles first: with a causal mask
-   the last Q tile sees the most keys, so tile-major order, reversed, lets
-   a dynamic scheduler balance the workers. */
+/* Task index -> (b, h, Q tile). Consecutive tasks share (b, h), so the
+   workers stream the same K and V through the shared cache; within a head
+   the last Q tile comes first: under a causal mask it sees the most keys,
+   and a dynamic scheduler balances best with the heaviest tasks first. */
 static void fa__forward_task(void *ctx, int index, int worker)
 {
     const fa__attn *a = (const fa__attn *)ctx;
-    int bh = index % (a->r.batch * a->r.heads_q), tile = a->tr - 1 - index / (a->r.batch * a->r.heads_q);
+    int bh = index / a->tr, tile = a->tr - 1 - index % a->tr;
     int b = bh / a->r.heads_q, h = bh % a->r.heads_q, i0 = tile * FA__BR, nr, i;
     fa__scratch w;
     fa__seq s;
@@ -1825,21 +1925,6 @@ FLASHATTN_DEF fa_status fa_forward(const fa_problem *p, fa_tensor q, fa_tensor k
        pass 1  (b, hkv, K tile): dK, dV
        pass 2  (b, h, Q tile):   dQ                                       */
 
-/* Rows of X^T[dim, bcp] from a K or V tensor (tile columns nc .. bcp-1 zero). */
-static void fa__load_tile_t(const fa__attn *a, const fa_tensor *t, int dim, const fa__seq *s, int h,
-                            int n0, int nc, float *Xt, float *tmp)
-{
-    int c, k;
-    for (c = 0; c < nc; ++c) {
-        fa__load_row(fa__kv_row(a, t, s, n0 + c, h), t->dtype, dim, 1.0f, tmp);
-        for (k = 0; k < dim; ++k)
-            Xt[(size_t)k * a->bcp + c] = tmp[k];
-    }
-    for (k = 0; k < dim; ++k)
-        for (c = nc; c < a->bcp; ++c)
-            Xt[(size_t)k * a->bcp + c] = 0.0f;
-}
-
 /* Query-side rows of a backward tile: Q~, dO, L (base 2) and D. */
 static void fa__bwd_load_rows(const fa__attn *a, const fa__seq *s, fa__scratch *w, int h, int i0, int nr)
 {
@@ -1866,11 +1951,11 @@ static void fa__bwd_load_rows(const fa__attn *a, const fa__seq *s, fa__scratch *
 static void fa__bwd_pair(const fa__attn *a, fa__scratch *w, const fa__seq *s, int nr, int n0, int nc)
 {
     int i, c, bcp = a->bcp;
-    fa__score_tile(a, w, nr, n0, nc, s->sk, w->S, a->cap2 != 0.0f ? w->T : NULL);
+    fa__score_tile(a, w, 0, nr, n0, nc, s->sk, w->S, a->cap2 != 0.0f ? w->T : NULL);
     for (i = 0; i < nr; ++i) /* P = exp(S - L): the forward's probabilities, rebuilt */
         fa__exp2_row(w->S + (size_t)i * bcp, bcp, w->m[i]);
     if (a->drop_thr)
-        fa__dropout_tile(a, w, s->b, nr, n0, nc, NULL, w->Z);
+        fa__dropout_tile(a, w, s->b, 0, nr, n0, nc, NULL, w->Z);
     fa__gemm(nr, bcp, a->dv_, w->dO, a->dvp, w->Vt, bcp, w->dP, bcp, 0); /* dP = dO V_j^T */
     for (i = 0; i < nr; ++i) {
         const float *p = w->S + (size_t)i * bcp, *z = w->Z + (size_t)i * bcp, *t = w->T + (size_t)i * bcp;
