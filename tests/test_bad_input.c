@@ -369,6 +369,7 @@ static void test_decode_args(void)
         DBAD("seqlens_k|seqlen_k|capacity", E.used[1] = CAP + 1);
         DBAD("seqlens_k|seqlen_k|capacity", E.used[1] = CAP - 1);          /* + 2 new tokens > CAP */
         DBAD("seqlens_k", E.used[0] = -2);
+        DBAD("seqlens_k|seqlen_k|capacity", E.p.seqlens_k = NULL);  /* a full cache, and 2 tokens to append */
         DBAD("dropout", E.p.dropout_p = 0.1f);
         DBAD("num_splits", E.p.num_splits = -1);
         DBAD("k_cache+stride|kcache+stride", E.kc.head_stride = 3);

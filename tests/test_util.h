@@ -73,7 +73,10 @@ REF_FN double rng_normal(uint64_t *s)
 
 /* ---- tensors ------------------------------------------------------------------ */
 
-enum { LAYOUT_PACKED = 0, LAYOUT_PADDED = 1, LAYOUT_EXPLICIT_PACKED = 2 };
+/* packed (strides 0), padded (explicit strides with gaps between heads, rows
+   and batches), explicit strides equal to the packed ones, or mixed: each
+   tensor of a case picks one of the three. */
+enum { LAYOUT_PACKED = 0, LAYOUT_PADDED = 1, LAYOUT_EXPLICIT_PACKED = 2, LAYOUT_MIXED = 3 };
 
 /* A logical [nb, seq, heads, dim] tensor inside an allocation of n elements.
    The view t has strides 0 (packed) or explicit ones with padding between
@@ -113,6 +116,7 @@ REF_FN tens tens_make(fa_dtype dt, int nb, int seq, int heads, int dim, int layo
     memset(&x, 0, sizeof x);
     x.nb = nb; x.seq = seq; x.heads = heads; x.dim = dim;
     x.t.dtype = dt;
+    if (layout == LAYOUT_MIXED) layout = rng_int(rng, 0, 2);
     if (layout == LAYOUT_PADDED) {
         x.s[2] = dim + rng_int(rng, 1, 3);
         x.s[1] = heads * x.s[2] + rng_int(rng, 1, 5);
