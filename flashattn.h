@@ -333,8 +333,6 @@ FLASHATTN_DEF fa_status fa_forward_cuda(const fa_problem *p, fa_tensor q, fa_ten
                                         fa_tensor v, fa_tensor o, float *lse,
                                         void *workspace, size_t workspace_size,
                                         void *stream);
-#endif
-
 FLASHATTN_DEF fa_status fa_backward_cuda_workspace_size(const fa_problem *p, size_t *bytes);
 FLASHATTN_DEF fa_status fa_backward_cuda(const fa_problem *p, fa_tensor q, fa_tensor k,
                                          fa_tensor v, fa_tensor o, fa_tensor dout,
@@ -346,6 +344,7 @@ FLASHATTN_DEF fa_status fa_decode_cuda(const fa_problem *p, fa_tensor q, fa_tens
                                        fa_tensor v_cache, fa_tensor k_new, fa_tensor v_new,
                                        fa_tensor o, float *lse, void *workspace,
                                        size_t workspace_size, void *stream);
+#endif
 
 #ifdef __cplusplus
 }
@@ -783,10 +782,11 @@ static fa_status fa__resolve(const char *fn, const fa_problem *p, fa_problem *r,
 {
     fa_problem x;
     int b;
-    if (!p)
-        return fa__fail(FA_ERROR_INVALID_ARGUMENT, "%s: problem is NULL", fn);
     if (!r)
         return fa__fail(FA_ERROR_INVALID_ARGUMENT, "%s: resolved problem is NULL", fn);
+    memset(r, 0, sizeof *r); /* defined even when we fail: callers never read junk */
+    if (!p)
+        return fa__fail(FA_ERROR_INVALID_ARGUMENT, "%s: problem is NULL", fn);
     x = *p;
 #define FA__POSITIVE(field)                                                                    \
     if (x.field < 1)                                                                           \
