@@ -364,7 +364,6 @@ int main(int argc, char **argv)
         c = base; c.dropout = 0.17f; c.name = NAME("dropout 0.17"); cs.push_back(c);
         c = base; c.dropout = 0.5f; c.causal = 1; c.d = 128; c.hq = 4; c.hkv = 2; c.name = NAME("dropout 0.5 causal GQA d128"); cs.push_back(c);
         c = base; c.scale = -0.2f; c.name = NAME("negative scale"); cs.push_back(c);
-        c = base; c.sk = 0; c.name = NAME("seqlen_k 0"); cs.push_back(c);
         if (!quick) {
             c = base; c.d = 256; c.sq = 1023; c.sk = 1023; c.causal = 1; c.window = 1; c.wl = 300; c.wr = 0; c.alibi = 1;
             c.name = NAME("d256 1023 window + alibi"); cs.push_back(c);
