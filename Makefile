@@ -166,7 +166,7 @@ test-gpu: $(BUILD)/test_gpu
 define GPU_COMPILE_RULE
 $(BUILD)/gpu-compile/$(2)/$(basename $(notdir $(1))).ok: $(1) flashattn.h flashattn_cuda.cuh $(wildcard tests/*.h)
 	@mkdir -p $$(@D)
-	@if $(NVCC) $(NVCC_FLAGS) $(NVCC_WERROR) $(call gencode,$(2)) -c $(1) -o $$(@:.ok=.o) > $$(@:.ok=.log) 2>&1 \
+	@if $(NVCC) $(NVCC_FLAGS) $(NVCC_WERROR) -I. $(call gencode,$(2)) -c $(1) -o $$(@:.ok=.o) > $$(@:.ok=.log) 2>&1 \
 	   && [ ! -s $$(@:.ok=.log) ]; then echo "PASS gpu-compile sm_$(2) $(1)" > $$@; \
 	 else echo "FAIL gpu-compile sm_$(2) $(1) (see $$(@:.ok=.log))" > $$@; fi
 endef
