@@ -782,11 +782,12 @@ static fa_status fa__resolve(const char *fn, const fa_problem *p, fa_problem *r,
 {
     fa_problem x;
     int b;
-    if (!r)
-        return fa__fail(FA_ERROR_INVALID_ARGUMENT, "%s: resolved problem is NULL", fn);
-    memset(r, 0, sizeof *r); /* defined even when we fail: callers never read junk */
+    if (r) /* *r is defined on every path (else gcc -Wmaybe-uninitialized in callers) */
+        memset(r, 0, sizeof *r);
     if (!p)
         return fa__fail(FA_ERROR_INVALID_ARGUMENT, "%s: problem is NULL", fn);
+    if (!r)
+        return fa__fail(FA_ERROR_INVALID_ARGUMENT, "%s: resolved problem is NULL", fn);
     x = *p;
 #define FA__POSITIVE(field)                                                                    \
     if (x.field < 1)                                                                           \
