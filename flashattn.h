@@ -1362,15 +1362,19 @@ static void fa__gemm(int M, int N, int K, const float *A, int lda, const float *
        (512 bytes at Bc = 128), so they would all fall in a quarter of the
        L1 sets and evict each other. N % (2 FA__VW) = 16 leaves one
        single-vector strip (AVX-512 only). */
-    FLASHATTN_ASSERT(pack != NULL);
     for (j = 0; j < N; j += 2 * FA__VW) {
-        int nv = N - j >= 2 * FA__VW ? 2 : 1, wdt = nv * FA__VW, k;
-        for (k = 0; k < K; ++k)
-            memcpy(pack + (size_t)k * wdt, B + (size_t)k * ldb + j, (size_t)wdt * sizeof(float));
+        int nv = N - j >= 2 * FA__VW ? 2 : 1, wdt = nv * FA__VW, ldp = ldb, k;
+        const float *b = B + j;
+        if (M > FA__MR && pack) { /* (one block of rows reads the strip once: no gain) */
+            for (k = 0; k < K; ++k)
+                memcpy(pack + (size_t)k * wdt, b + (size_t)k * ldb, (size_t)wdt * sizeof(float));
+            b = pack;
+            ldp = wdt;
+        }
         if (nv == 2)
-            fa__kernel_strip(2, M, K, A, lda, pack, wdt, C + j, ldc, accumulate);
+            fa__kernel_strip(2, M, K, A, lda, b, ldp, C + j, ldc, accumulate);
         else
-            fa__kernel_strip(1, M, K, A, lda, pack, wdt, C + j, ldc, accumulate);
+            fa__kernel_strip(1, M, K, A, lda, b, ldp, C + j, ldc, accumulate);
     }
     (void)i;
 #else
@@ -1714,21 +1718,31 @@ static void fa__transpose_tile(const float *src, int lds, int nr, int nc, float 
             dst[(size_t)c * ldd + r] = src[(size_t)r * lds + c];
 }
 
+/* Rows are loaded with the row FA__PF_AHEAD positions further already
+   requested from memory: K/V rows of one head sit heads * d elements apart,
+   too far for the hardware prefetcher, and a load loop that waits on each
+   row in turn has only a few misses in flight (decode is bound by exactly
+   that). n_end: the first row not to ask for. */
+#define FA__PF_AHEAD 16
+static FLASHATTN__FORCEINLINE void fa__prefetch_row(const fa__attn *a, const fa_tensor *t, int dim, const fa__seq *s,
+                                                   int h, int n, int n_end);
+
 /* Rows n0 .. n0+nc-1 of a K or V tensor (head h) into Xt[dim, bcp],
    transposed; tile columns nc .. bcp-1 are zero. Rows are converted to f32
    eight at a time into tmp [8, dim padded to 8] and transposed as 8 x 8
    blocks. */
 static void fa__load_tile_t(const fa__attn *a, const fa_tensor *t, int dim, const fa__seq *s, int h,
-                            int n0, int nc, float *Xt, float *tmp)
+                            int n0, int nc, int n_end, float *Xt, float *tmp)
 {
     int c0, c, k, ld = (dim + 7) / 8 * 8;
     for (c0 = 0; c0 < nc; c0 += 8) {
         int cn = nc - c0 < 8 ? nc - c0 : 8;
         for (c = 0; c < 8; ++c) {
             float *x = tmp + (size_t)c * ld;
-            if (c < cn)
+            if (c < cn) {
+                fa__prefetch_row(a, t, dim, s, h, n0 + c0 + c + FA__PF_AHEAD, n_end);
                 fa__load_row(fa__kv_row(a, t, s, n0 + c0 + c, h), t->dtype, dim, 1.0f, x);
-            else
+            } else
                 for (k = 0; k < dim; ++k)
                     x[k] = 0.0f;
             for (k = dim; k < ld; ++k)
@@ -1752,6 +1766,21 @@ static void fa__load_tile_t(const fa__attn *a, const fa_tensor *t, int dim, cons
    use: the next tile's rows arrive while this tile's products run. (Rows
    of one head are often 4 KiB or more apart, too far for the hardware
    prefetcher to follow.) */
+static FLASHATTN__FORCEINLINE void fa__prefetch_row(const fa__attn *a, const fa_tensor *t, int dim, const fa__seq *s,
+                                                   int h, int n, int n_end)
+{
+#if defined(__GNUC__) || defined(__clang__)
+    if (n < n_end) {
+        const char *row = (const char *)fa__kv_row(a, t, s, n, h);
+        int bytes = dim * fa__dtype_size(t->dtype), off;
+        for (off = 0; off < bytes; off += 64)
+            __builtin_prefetch(row + off, 0, 3);
+    }
+#else
+    (void)a; (void)t; (void)dim; (void)s; (void)h; (void)n; (void)n_end;
+#endif
+}
+
 static void fa__prefetch_rows(const fa__attn *a, const fa_tensor *t, int dim, const fa__seq *s, int h,
                               int n0, int nc)
 {
@@ -1772,11 +1801,12 @@ static void fa__prefetch_rows(const fa__attn *a, const fa_tensor *t, int dim, co
    (4 KiB at 8 heads x 128), so the 16-column strips fa__gemm walks down
    all fall in the same few L1 sets; measured, the copy is faster. */
 static void fa__load_kv_tile(const fa__attn *a, const fa_tensor *t, int dim, const fa__seq *s, int h,
-                             int n0, int nc, float *X, int ldx)
+                             int n0, int nc, int n_end, float *X, int ldx)
 {
     int c, k;
     for (c = 0; c < nc; ++c) {
         float *x = X + (size_t)c * ldx;
+        fa__prefetch_row(a, t, dim, s, h, n0 + c + FA__PF_AHEAD, n_end);
         fa__load_row(fa__kv_row(a, t, s, n0 + c, h), t->dtype, dim, 1.0f, x);
         for (k = dim; k < ldx; ++k)
             x[k] = 0.0f;
@@ -1923,49 +1953,68 @@ static void fa__row_range(const fa__attn *a, const fa__scratch *w, int nr, int n
     *r1 = hi;
 }
 
-/* The inner loop of the forward (and of each decode split): the nr rows in
-   w attend to the keys in [n_lo, n_hi) of KV head kvh that they may see.
-   Leaves the unscaled O~ [nr, dvp], m and l in w. */
-static void fa__attend_rows(const fa__attn *a, fa__scratch *w, const fa__seq *s, int kvh, int nr,
-                            int n_lo, int n_hi)
+/* The inner loop of the forward (and of each decode split), in three
+   parts. fa__attend_begin: the nr rows in w start with m = -inf, l = 0,
+   O~ = 0. fa__attend_tile: they attend to keys n0 .. n0+nc-1 of KV head
+   kvh (rows that see none of them are skipped, and if none does the tile
+   is not even loaded); n_end bounds the rows the loads may prefetch.
+   fa__attend_rows: all keys in [n_lo, n_hi) that the rows may see, tile by
+   tile. Leaves the unscaled O~ [nr, dvp], m and l in w. */
+static void fa__attend_begin(const fa__attn *a, fa__scratch *w, int nr)
 {
-    int i, c, lo, hi, n0, r0, r1, k_rows = nr <= FA__FEW_ROWS;
+    int i;
     for (i = 0; i < nr; ++i) {
         w->m[i] = -INFINITY;
         w->l[i] = 0.0f;
     }
     memset(w->O, 0, (size_t)nr * a->dvp * sizeof(float));
+}
+
+static void fa__attend_tile(const fa__attn *a, fa__scratch *w, const fa__seq *s, int kvh, int nr, int n0,
+                            int nc, int n_end)
+{
+    int i, c, r0, r1, k_rows = nr <= FA__FEW_ROWS, ncp = FA__PAD(nc);
+    /* rows that see none of these keys are skipped: they would get
+       S = -inf, alpha = 1 and P = 0, i.e. no change at all */
+    fa__row_range(a, w, nr, n0, nc, &r0, &r1);
+    if (r0 >= r1)
+        return;
+    if (k_rows)
+        fa__load_kv_tile(a, &a->k, a->d, s, kvh, n0, nc, n_end, w->K, a->dp);
+    else
+        fa__load_tile_t(a, &a->k, a->d, s, kvh, n0, nc, n_end, w->Kt, w->row);
+    fa__load_kv_tile(a, &a->v, a->dv_, s, kvh, n0, nc, n_end, w->V, a->dvp);
+    fa__score_tile(a, w, r0, r1 - r0, n0, nc, s->sk, k_rows, w->S, NULL);
+    for (i = r0; i < r1; ++i) {
+        float alpha = fa__softmax_step(w->S + (size_t)i * a->bcp, ncp, &w->m[i], &w->l[i]);
+        if (alpha != 1.0f) { /* a new maximum: O~ was summed against the old one */
+            float *o = w->O + (size_t)i * a->dvp;
+            for (c = 0; c < a->dv_; ++c)
+                o[c] *= alpha;
+        }
+    }
+    if (a->drop_thr) /* l already has the undropped P: L ignores dropout */
+        fa__dropout_tile(a, w, s->b, r0, r1 - r0, n0, nc, w->S, NULL);
+    fa__gemm(r1 - r0, a->dvp, nc, w->S + (size_t)r0 * a->bcp, a->bcp, w->V, a->dvp,
+             w->O + (size_t)r0 * a->dvp, a->dvp, 1, w->pack); /* O~ += P~ V_j */
+}
+
+static void fa__attend_rows(const fa__attn *a, fa__scratch *w, const fa__seq *s, int kvh, int nr,
+                            int n_lo, int n_hi)
+{
+    int lo, hi, n0;
+    fa__attend_begin(a, w, nr);
     /* keys no row can see are never loaded: causal and windowed tiles
        outside the band cost nothing */
     fa__key_band(a, w, nr, s->sk, n_lo, n_hi, &lo, &hi);
     for (n0 = lo; n0 < hi; n0 += FA__BC) {
-        int nc = hi - n0 < FA__BC ? hi - n0 : FA__BC, ncp = FA__PAD(nc);
-        if (k_rows)
-            fa__load_kv_tile(a, &a->k, a->d, s, kvh, n0, nc, w->K, a->dp);
-        else
-            fa__load_tile_t(a, &a->k, a->d, s, kvh, n0, nc, w->Kt, w->row);
-        fa__load_kv_tile(a, &a->v, a->dv_, s, kvh, n0, nc, w->V, a->dvp);
-        if (n0 + FA__BC < hi) {
+        int nc = hi - n0 < FA__BC ? hi - n0 : FA__BC;
+        if (n0 + FA__BC < hi) { /* the next tile arrives while this one computes */
             int nn = hi - n0 - FA__BC < FA__BC ? hi - n0 - FA__BC : FA__BC;
             fa__prefetch_rows(a, &a->k, a->d, s, kvh, n0 + FA__BC, nn);
             fa__prefetch_rows(a, &a->v, a->dv_, s, kvh, n0 + FA__BC, nn);
         }
-        /* rows that see none of these keys are skipped: they would get
-           S = -inf, alpha = 1 and P = 0, i.e. no change at all */
-        fa__row_range(a, w, nr, n0, nc, &r0, &r1);
-        fa__score_tile(a, w, r0, r1 - r0, n0, nc, s->sk, k_rows, w->S, NULL);
-        for (i = r0; i < r1; ++i) {
-            float alpha = fa__softmax_step(w->S + (size_t)i * a->bcp, ncp, &w->m[i], &w->l[i]);
-            if (alpha != 1.0f) { /* a new maximum: O~ was summed against the old one */
-                float *o = w->O + (size_t)i * a->dvp;
-                for (c = 0; c < a->dv_; ++c)
-                    o[c] *= alpha;
-            }
-        }
-        if (a->drop_thr) /* l already has the undropped P: L ignores dropout */
-            fa__dropout_tile(a, w, s->b, r0, r1 - r0, n0, nc, w->S, NULL);
-        fa__gemm(r1 - r0, a->dvp, nc, w->S + (size_t)r0 * a->bcp, a->bcp, w->V, a->dvp,
-                 w->O + (size_t)r0 * a->dvp, a->dvp, 1, w->pack); /* O~ += P~ V_j */
+        fa__attend_tile(a, w, s, kvh, nr, n0, nc, hi);
     }
 }
 
@@ -2217,8 +2266,8 @@ static void fa__backward_kv_task(void *ctx, int index, int worker)
     memset(w.dV, 0, (size_t)FA__BC * a->dvp * sizeof(float));
     if (nc > 0) {
         int64_t lo = 0, hi = s.sq; /* query rows that see at least one key of the tile */
-        fa__load_tile_t(a, &a->k, a->d, &s, kvh, n0, nc, w.Kt, w.row);
-        fa__load_tile_t(a, &a->v, a->dv_, &s, kvh, n0, nc, w.Vt, w.row);
+        fa__load_tile_t(a, &a->k, a->d, &s, kvh, n0, nc, n0 + nc, w.Kt, w.row);
+        fa__load_tile_t(a, &a->v, a->dv_, &s, kvh, n0, nc, n0 + nc, w.Vt, w.row);
         if (r->causal && (int64_t)n0 - s.off > lo)
             lo = (int64_t)n0 - s.off;
         if (r->sliding_window) {
@@ -2275,9 +2324,9 @@ static void fa__backward_q_task(void *ctx, int index, int worker)
     fa__key_band(a, &w, nr, s.sk, 0, s.sk, &lo, &hi);
     for (n0 = lo; n0 < hi; n0 += FA__BC) {
         int nc = hi - n0 < FA__BC ? hi - n0 : FA__BC;
-        fa__load_tile_t(a, &a->k, a->d, &s, kvh, n0, nc, w.Kt, w.row);
-        fa__load_tile_t(a, &a->v, a->dv_, &s, kvh, n0, nc, w.Vt, w.row);
-        fa__load_kv_tile(a, &a->k, a->d, &s, kvh, n0, nc, w.K, a->dp);
+        fa__load_tile_t(a, &a->k, a->d, &s, kvh, n0, nc, n0 + nc, w.Kt, w.row);
+        fa__load_tile_t(a, &a->v, a->dv_, &s, kvh, n0, nc, n0 + nc, w.Vt, w.row);
+        fa__load_kv_tile(a, &a->k, a->d, &s, kvh, n0, nc, n0 + nc, w.K, a->dp);
         fa__bwd_pair(a, &w, &s, nr, n0, nc);
         fa__gemm(nr, a->dp, nc, w.dP, a->bcp, w.K, a->dp, w.O, a->dp, 1, w.pack); /* dQ += dS K_j */
     }
@@ -2450,17 +2499,19 @@ FLASHATTN_DEF fa_status fa_merge(int num_splits, int64_t rows, int dim, const fl
    2. Split-KV (flash-decoding, seed 000): with few query rows, one task per
       (b, head) leaves most workers idle and a long cache in one task's
       hands. So the keys of each sequence are cut into num_splits ranges and
-      one task = (b, KV head, split). The task takes ALL query heads of the
-      GQA group and all sq tokens as the rows of one Q tile (row = t * group
-      + g), so every K/V byte is read once per group, not once per head. It
-      writes a normalized partial O and its L (the forward's inner loop,
-      fa__attend_rows, unchanged).
+      one task = (b, split). The task takes ALL query heads and all sq
+      tokens as its rows (row = (kvh * sq + t) * group + g); for each key
+      tile it runs the forward's tile step (fa__attend_tile) once per KV
+      head on that head's rows, so every K/V byte is read once per GQA
+      group, not once per query head, and the cache is walked densely
+      (all heads of a token are adjacent). It writes a normalized partial O
+      and its L.
    3. Merge the splits with fa__merge_row (the code behind fa_merge).
    The number of splits depends only on the problem (never on the number of
    workers), so the result is bit-identical on any thread count. */
 
 #define FA__DECODE_MIN_KEYS 256 /* keys per split at least */
-#define FA__DECODE_TASKS 64     /* aim for this many (b, kv head, split) tasks */
+#define FA__DECODE_TASKS 64     /* aim for this many (b, split) tasks */
 
 static int fa__decode_splits(const fa_problem *r, int append)
 {
@@ -2473,7 +2524,7 @@ static int fa__decode_splits(const fa_problem *r, int append)
     if (r->num_splits > 0)
         want = r->num_splits;
     else {
-        int64_t tasks = (int64_t)r->batch * r->heads_kv;
+        int64_t tasks = r->batch; /* one task per (b, split) */
         want = (FA__DECODE_TASKS + tasks - 1) / tasks;
         if (want > (maxk + FA__DECODE_MIN_KEYS - 1) / FA__DECODE_MIN_KEYS)
             want = (maxk + FA__DECODE_MIN_KEYS - 1) / FA__DECODE_MIN_KEYS;
@@ -2497,14 +2548,36 @@ static void fa__decode_seq(const fa__attn *a, int b, fa__seq *s)
     s->off = s->sk - s->sq;
 }
 
+/* w seen from row r on: the row-indexed buffers of the forward, advanced. */
+static fa__scratch fa__scratch_from_row(const fa__attn *a, const fa__scratch *w, int r)
+{
+    fa__scratch v = *w;
+    v.Q += (size_t)r * a->dp;
+    v.S += (size_t)r * a->bcp;
+    v.O += (size_t)r * a->dvp;
+    v.m += r;
+    v.l += r;
+    v.slope2 += r;
+    v.pos += r;
+    v.head += r;
+    v.tok += r;
+    return v;
+}
+
+/* One task = (b, split): every query row of the sequence (row = (kvh * sq
+   + t) * group + g, so the rows of one KV head are adjacent) against the
+   split's keys, one key tile at a time, KV head by KV head within it. The
+   task thus reads ALL heads of each key tile together: K and V rows of
+   all heads of a token are contiguous in the cache, so the task walks its
+   part of the cache densely (few TLB misses, whole pages) instead of one
+   head's rows heads * d elements apart. */
 static void fa__decode_task(void *ctx, int index, int worker)
 {
     const fa__attn *a = (const fa__attn *)ctx;
     const fa_problem *r = &a->r;
-    int split = index % a->splits, bk = index / a->splits;
-    int b = bk / r->heads_kv, kvh = bk % r->heads_kv, rows = a->group * r->seqlen_q, rc0, i;
+    int split = index % a->splits, b = index / a->splits, rows = r->heads_q * r->seqlen_q, rc0, i, i1;
     int64_t rows_total = (int64_t)r->batch * r->seqlen_q * r->heads_q;
-    int chunk, n_lo, n_hi;
+    int chunk, n_lo, n_hi, n0;
     fa__scratch w;
     fa__seq s;
     fa__decode_seq(a, b, &s);
@@ -2515,13 +2588,23 @@ static void fa__decode_task(void *ctx, int index, int worker)
     for (rc0 = 0; rc0 < rows; rc0 += FA__BR) {
         int nr = rows - rc0 < FA__BR ? rows - rc0 : FA__BR;
         for (i = 0; i < nr; ++i) {
-            int t = (rc0 + i) / a->group, g = (rc0 + i) % a->group;
+            int row = rc0 + i, kvh = row / (r->seqlen_q * a->group), t = (row / a->group) % r->seqlen_q;
             w.tok[i] = t;
-            w.head[i] = kvh * a->group + g;
+            w.head[i] = kvh * a->group + row % a->group;
             w.pos[i] = t + s.off;
         }
         fa__load_q_rows(a, &a->q, &s, &w, nr);
-        fa__attend_rows(a, &w, &s, kvh, nr, n_lo, n_lo < n_hi ? n_hi : n_lo);
+        fa__attend_begin(a, &w, nr);
+        for (n0 = n_lo; n0 < n_hi; n0 += FA__BC) {
+            int nc = n_hi - n0 < FA__BC ? n_hi - n0 : FA__BC;
+            for (i = 0; i < nr; i = i1) { /* the rows of one KV head at a time */
+                int kvh = w.head[i] / a->group;
+                fa__scratch v = fa__scratch_from_row(a, &w, i);
+                for (i1 = i + 1; i1 < nr && w.head[i1] / a->group == kvh; ++i1)
+                    ;
+                fa__attend_tile(a, &v, &s, kvh, i1 - i, n0, nc, n_hi);
+            }
+        }
         for (i = 0; i < nr; ++i) {
             int64_t row = ((int64_t)b * r->seqlen_q + w.tok[i]) * r->heads_q + w.head[i];
             float *o = w.O + (size_t)i * a->dvp, m = w.m[i] == -INFINITY ? 0.0f : w.m[i];
@@ -2625,7 +2708,7 @@ FLASHATTN_DEF fa_status fa_decode(const fa_problem *p, fa_tensor q, fa_tensor k_
     a.knew = k_new;
     a.vnew = v_new;
     a.splits = fa__decode_splits(&r, k_new.data != NULL);
-    if ((s = fa__task_count(fn, (int64_t)r.batch * r.heads_kv * a.splits, &ntasks)) != FA_OK ||
+    if ((s = fa__task_count(fn, (int64_t)r.batch * a.splits, &ntasks)) != FA_OK ||
         (s = fa__task_count(fn, (int64_t)r.batch * r.seqlen_q, &nmerge)) != FA_OK)
         return s;
     if ((s = fa__workspace(fn, workspace, workspace_size, fa__decode_bytes(&a, workers, &ob, &lb), &mem,
