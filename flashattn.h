@@ -1766,19 +1766,22 @@ static void fa__load_tile_t(const fa__attn *a, const fa_tensor *t, int dim, cons
    use: the next tile's rows arrive while this tile's products run. (Rows
    of one head are often 4 KiB or more apart, too far for the hardware
    prefetcher to follow.) */
+static FLASHATTN__FORCEINLINE void fa__prefetch_bytes(const void *p, int bytes)
+{
+#if defined(__GNUC__) || defined(__clang__)
+    int off;
+    for (off = 0; off < bytes; off += 64)
+        __builtin_prefetch((const char *)p + off, 0, 3);
+#else
+    (void)p; (void)bytes;
+#endif
+}
+
 static FLASHATTN__FORCEINLINE void fa__prefetch_row(const fa__attn *a, const fa_tensor *t, int dim, const fa__seq *s,
                                                    int h, int n, int n_end)
 {
-#if defined(__GNUC__) || defined(__clang__)
-    if (n < n_end) {
-        const char *row = (const char *)fa__kv_row(a, t, s, n, h);
-        int bytes = dim * fa__dtype_size(t->dtype), off;
-        for (off = 0; off < bytes; off += 64)
-            __builtin_prefetch(row + off, 0, 3);
-    }
-#else
-    (void)a; (void)t; (void)dim; (void)s; (void)h; (void)n; (void)n_end;
-#endif
+    if (n < n_end)
+        fa__prefetch_bytes(fa__kv_row(a, t, s, n, h), dim * fa__dtype_size(t->dtype));
 }
 
 static void fa__prefetch_rows(const fa__attn *a, const fa_tensor *t, int dim, const fa__seq *s, int h,
@@ -1924,6 +1927,9 @@ static void fa__load_q_rows(const fa__attn *a, const fa_tensor *q, const fa__seq
     int i, c;
     for (i = 0; i < nr; ++i) {
         float *x = w->Q + (size_t)i * a->dp;
+        if (i + FA__PF_AHEAD < nr) /* rows heads * d apart: see FA__PF_AHEAD */
+            fa__prefetch_bytes(fa__at(q, s->q_b, s->q_row0 + w->tok[i + FA__PF_AHEAD], w->head[i + FA__PF_AHEAD]),
+                               a->d * fa__dtype_size(q->dtype));
         fa__load_row(fa__at(q, s->q_b, s->q_row0 + w->tok[i], w->head[i]), q->dtype, a->d, a->q_fold, x);
         for (c = a->d; c < a->dp; ++c)
             x[c] = 0.0f;
@@ -2181,6 +2187,9 @@ static void fa__bwd_load_rows(const fa__attn *a, const fa__seq *s, fa__scratch *
         w->tok[i] = i0 + i;
         w->head[i] = h;
         w->pos[i] = i0 + i + s->off;
+        if (i + FA__PF_AHEAD < nr)
+            fa__prefetch_bytes(fa__at(&a->dout, s->q_b, s->q_row0 + i0 + i + FA__PF_AHEAD, h),
+                               a->dv_ * fa__dtype_size(a->dout.dtype));
         fa__load_row(fa__at(&a->dout, s->q_b, s->q_row0 + i0 + i, h), a->dout.dtype, a->dv_, 1.0f, x);
         for (c = a->dv_; c < a->dvp; ++c)
             x[c] = 0.0f;
