@@ -408,6 +408,13 @@ FLASHATTN_DEF fa_status fa_decode_cuda(const fa_problem *p, fa_tensor q, fa_tens
 #else
 #define FLASHATTN__AVX2 0
 #endif
+/* AVX-512F on top of it: the matrix products and the softmax run 16 wide
+   (on CPUs that execute 512-bit FMAs at full rate, twice the AVX2 peak). */
+#if FLASHATTN__AVX2 && defined(__AVX512F__)
+#define FLASHATTN__AVX512 1
+#else
+#define FLASHATTN__AVX512 0
+#endif
 
 #if defined(_MSC_VER)
 #define FLASHATTN__TLS __declspec(thread)
@@ -1079,35 +1086,59 @@ static fa_status fa__check_decode(const char *fn, const fa_problem *p, fa_proble
    exp2(-inf - 0) = 0 instead of exp2(-inf + inf) = NaN, so l stays 0 and the
    row ends as O = 0, L = -inf. */
 
-#if FLASHATTN__AVX2
-/* 2^x for 8 lanes: x = n + f with n = round(x), |f| <= 1/2; 2^f from its
-   Taylor series in f ln 2 to degree 7 (truncation < 1e-8, so the result is
-   within ~2 ulp of exp2f); 2^n goes straight into the exponent bits. Inputs
-   below -127 (and -inf) give 0 (exp2f would give a subnormal: the
-   difference is below 2^-126, far under f32 precision of a sum >= 1). */
-static FLASHATTN__FORCEINLINE __m256 fa__exp2_avx2(__m256 x)
-{
-    const __m256 lo = _mm256_set1_ps(-127.0f);
-    __m256 under = _mm256_cmp_ps(x, lo, _CMP_LT_OQ);
-    __m256 n, f, p;
-    __m256i e;
-    /* operand order matters: max/min return the SECOND operand when one
-       is NaN, so a NaN input stays NaN */
-    x = _mm256_min_ps(_mm256_set1_ps(128.0f), _mm256_max_ps(lo, x));
-    n = _mm256_round_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    f = _mm256_sub_ps(x, n);
-    p = _mm256_set1_ps(1.5252733804059840e-05f); /* (ln 2)^k / k!, k = 7 .. 0 */
-    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.5403530393381606e-04f));
-    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.3333558146428443e-03f));
-    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(9.6181291076284772e-03f));
-    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(5.5504108664821580e-02f));
-    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(2.4022650695910071e-01f));
-    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(6.9314718055994531e-01f));
-    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.0f));
-    e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-    return _mm256_andnot_ps(under, _mm256_mul_ps(p, _mm256_castsi256_ps(e)));
-}
+/* ---- the vector width ------------------------------------------------------
+   The hot loops are written ONCE over a float vector of FA__VW lanes: 16 with
+   AVX-512F (zmm), 8 with AVX2 + FMA (ymm). fa__vf is that vector; the FA__V*
+   macros are its operations. Without either, FA__VW is 0 and only the
+   portable loops exist. */
+#if FLASHATTN__AVX512
+typedef __m512 fa__vf;
+#define FA__VW 16
+#define FA__VLOAD(p) _mm512_loadu_ps(p)
+#define FA__VSTORE(p, v) _mm512_storeu_ps((p), (v))
+#define FA__VSET1(x) _mm512_set1_ps(x)
+#define FA__VZERO() _mm512_setzero_ps()
+#define FA__VADD(a, b) _mm512_add_ps((a), (b))
+#define FA__VSUB(a, b) _mm512_sub_ps((a), (b))
+#define FA__VMUL(a, b) _mm512_mul_ps((a), (b))
+#define FA__VFMA(a, b, c) _mm512_fmadd_ps((a), (b), (c)) /* a * b + c */
+/* (the all-lanes maskz forms: the plain ones pass gcc 12's C++ -Wextra
+   -Werror only with a "may be used uninitialized" in its own header) */
+#define FA__VALL ((__mmask16)0xffff)
+#define FA__VMAX(a, b) _mm512_maskz_max_ps(FA__VALL, (a), (b)) /* b when either is NaN */
+#define FA__VMIN(a, b) _mm512_maskz_min_ps(FA__VALL, (a), (b))
+#define FA__VROUND(x) _mm512_maskz_roundscale_ps(FA__VALL, (x), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
+/* 2^n for integral n in [-127, 128] by writing the exponent bits (n = -127: 0) */
+#define FA__VPOW2I(n)                                                                                  \
+    _mm512_castsi512_ps(_mm512_maskz_slli_epi32(                                                       \
+        FA__VALL, _mm512_add_epi32(_mm512_maskz_cvtps_epi32(FA__VALL, n), _mm512_set1_epi32(127)), 23))
+/* horizontal sum / max: the two 8-lane halves, then as AVX2 does */
+#define FA__VHALF(v, i) _mm256_castpd_ps(_mm512_maskz_extractf64x4_pd((__mmask8)0xff, _mm512_castps_pd(v), i))
+#define FA__VHSUM(v) fa__hsum_avx2(_mm256_add_ps(FA__VHALF(v, 0), FA__VHALF(v, 1)))
+#define FA__VHMAX(v) fa__hmax_avx2(_mm256_max_ps(FA__VHALF(v, 0), FA__VHALF(v, 1)))
+#elif FLASHATTN__AVX2
+typedef __m256 fa__vf;
+#define FA__VW 8
+#define FA__VLOAD(p) _mm256_loadu_ps(p)
+#define FA__VSTORE(p, v) _mm256_storeu_ps((p), (v))
+#define FA__VSET1(x) _mm256_set1_ps(x)
+#define FA__VZERO() _mm256_setzero_ps()
+#define FA__VADD(a, b) _mm256_add_ps((a), (b))
+#define FA__VSUB(a, b) _mm256_sub_ps((a), (b))
+#define FA__VMUL(a, b) _mm256_mul_ps((a), (b))
+#define FA__VFMA(a, b, c) _mm256_fmadd_ps((a), (b), (c))
+#define FA__VMAX(a, b) _mm256_max_ps((a), (b))
+#define FA__VMIN(a, b) _mm256_min_ps((a), (b))
+#define FA__VROUND(x) _mm256_round_ps((x), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
+#define FA__VPOW2I(n) \
+    _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23))
+#define FA__VHSUM(v) fa__hsum_avx2(v)
+#define FA__VHMAX(v) fa__hmax_avx2(v)
+#else
+#define FA__VW 0
+#endif
 
+#if FLASHATTN__AVX2
 static FLASHATTN__FORCEINLINE float fa__hsum_avx2(__m256 v)
 {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -1125,16 +1156,44 @@ static FLASHATTN__FORCEINLINE float fa__hmax_avx2(__m256 v)
 }
 #endif
 
+#if FA__VW
+/* 2^x for FA__VW lanes: x = n + f with n = round(x), |f| <= 1/2; 2^f from
+   its Taylor series in f ln 2 to degree 7 (truncation < 1e-8, so the result
+   is within ~2 ulp of exp2f); 2^n goes straight into the exponent bits.
+   x is clamped to [-127, 128] first: x <= -126.5 (and -inf) rounds to
+   n = -127, whose exponent bits are 0, so the result is exactly 0 (exp2f
+   would give a subnormal: the difference is below 2^-126, far under f32
+   precision of a sum >= 1); x >= 128 gives +inf. */
+static FLASHATTN__FORCEINLINE fa__vf fa__exp2_v(fa__vf x)
+{
+    fa__vf n, f, p;
+    /* operand order matters: max/min return the SECOND operand when one
+       is NaN, so a NaN input stays NaN */
+    x = FA__VMIN(FA__VSET1(128.0f), FA__VMAX(FA__VSET1(-127.0f), x));
+    n = FA__VROUND(x);
+    f = FA__VSUB(x, n);
+    p = FA__VSET1(1.5252733804059840e-05f); /* (ln 2)^k / k!, k = 7 .. 0 */
+    p = FA__VFMA(p, f, FA__VSET1(1.5403530393381606e-04f));
+    p = FA__VFMA(p, f, FA__VSET1(1.3333558146428443e-03f));
+    p = FA__VFMA(p, f, FA__VSET1(9.6181291076284772e-03f));
+    p = FA__VFMA(p, f, FA__VSET1(5.5504108664821580e-02f));
+    p = FA__VFMA(p, f, FA__VSET1(2.4022650695910071e-01f));
+    p = FA__VFMA(p, f, FA__VSET1(6.9314718055994531e-01f));
+    p = FA__VFMA(p, f, FA__VSET1(1.0f));
+    return FA__VMUL(p, FA__VPOW2I(n));
+}
+#endif
+
 static float fa__row_max(const float *s, int n)
 {
     float mx = -INFINITY;
     int j = 0;
-#if FLASHATTN__AVX2
-    if (n >= 8) {
-        __m256 v = _mm256_loadu_ps(s);
-        for (j = 8; j + 8 <= n; j += 8)
-            v = _mm256_max_ps(v, _mm256_loadu_ps(s + j));
-        mx = fa__hmax_avx2(v);
+#if FA__VW
+    if (n >= FA__VW) {
+        fa__vf v = FA__VLOAD(s);
+        for (j = FA__VW; j + FA__VW <= n; j += FA__VW)
+            v = FA__VMAX(v, FA__VLOAD(s + j));
+        mx = FA__VHMAX(v);
     }
 #endif
     for (; j < n; ++j)
@@ -1147,15 +1206,15 @@ static float fa__exp2_row(float *s, int n, float base)
 {
     float sum = 0.0f;
     int j = 0;
-#if FLASHATTN__AVX2
+#if FA__VW
     {
-        __m256 vb = _mm256_set1_ps(base), acc = _mm256_setzero_ps();
-        for (; j + 8 <= n; j += 8) {
-            __m256 p = fa__exp2_avx2(_mm256_sub_ps(_mm256_loadu_ps(s + j), vb));
-            _mm256_storeu_ps(s + j, p);
-            acc = _mm256_add_ps(acc, p);
+        fa__vf vb = FA__VSET1(base), acc = FA__VZERO();
+        for (; j + FA__VW <= n; j += FA__VW) {
+            fa__vf p = fa__exp2_v(FA__VSUB(FA__VLOAD(s + j), vb));
+            FA__VSTORE(s + j, p);
+            acc = FA__VADD(acc, p);
         }
-        sum = fa__hsum_avx2(acc);
+        sum = FA__VHSUM(acc);
     }
 #endif
     for (; j < n; ++j) {
@@ -1234,58 +1293,106 @@ static void fa__softmax_finish(float *o, int dv, float m, float l, float *L)
 
 /* ---- the matrix product --------------------------------------------------
    C[M, N] (+)= A[M, K] B[K, N], all row-major, N a multiple of 16. The
-   micro-kernel keeps an mr x 16 block of C in registers and walks K: each
-   step broadcasts one A element per row and multiplies it into 16 B values
-   (a rank-1 update). That is why K tiles are stored transposed (K^T[d, Bc]):
-   S = Q K^T then reads B = K^T row by row, contiguously. */
-#if FLASHATTN__AVX2
-static FLASHATTN__FORCEINLINE void fa__kernel_avx2(const int mr, int K, const float *A, int lda,
-                                                   const float *B, int ldb, float *C, int ldc, int acc)
+   micro-kernel keeps an mr x (nv FA__VW) block of C in registers and walks
+   K: each step loads nv vectors of one row of B, broadcasts one A element
+   per row and multiplies it into them (a rank-1 update): 2 mr nv FLOP-lanes
+   for nv loads and mr broadcasts. That is why K tiles are stored transposed
+   (K^T[d, Bc]): S = Q K^T then reads B = K^T row by row, contiguously.
+
+   The block is as tall as the registers allow (FA__MR rows of 2 vectors):
+       AVX-512: 12 x 32 = 24 zmm accumulators + 2 B vectors + 1 broadcast
+                of the 32 zmm registers;
+       AVX2:     6 x 16 = 12 ymm accumulators + 2 + 1 of the 16 ymm.
+   Every element of C is summed over k = 0, 1, ... K-1 in that order, so the
+   result does not depend on how the rows are cut into blocks. */
+#if FA__VW
+#if FLASHATTN__AVX512
+#define FA__MR 12
+#else
+#define FA__MR 6
+#endif
+/* The loops over the rows and vectors of the block must be unrolled for
+   the block to live in registers; gcc does not do it by itself at -O2. */
+#if defined(__GNUC__)
+#define FA__UNROLL _Pragma("GCC unroll 16")
+#else
+#define FA__UNROLL
+#endif
+static FLASHATTN__FORCEINLINE void fa__kernel(const int mr, const int nv, int K, const float *A, int lda,
+                                              const float *B, int ldb, float *C, int ldc, int acc)
 {
-    /* 6 rows x 16 columns = 12 accumulators + 2 B vectors + 1 broadcast
-       = 15 of the 16 ymm registers. mr is a constant after inlining. */
-    __m256 c0[6], c1[6];
-    int r, k;
-    for (r = 0; r < mr; ++r) {
-        c0[r] = acc ? _mm256_loadu_ps(C + r * ldc) : _mm256_setzero_ps();
-        c1[r] = acc ? _mm256_loadu_ps(C + r * ldc + 8) : _mm256_setzero_ps();
-    }
+    fa__vf c[FA__MR][2], b[2]; /* mr and nv are constants after inlining */
+    int r, v, k;
+    FA__UNROLL for (r = 0; r < mr; ++r)
+        FA__UNROLL for (v = 0; v < nv; ++v)
+            c[r][v] = acc ? FA__VLOAD(C + (size_t)r * ldc + v * FA__VW) : FA__VZERO();
     for (k = 0; k < K; ++k) {
-        __m256 b0 = _mm256_loadu_ps(B + (size_t)k * ldb), b1 = _mm256_loadu_ps(B + (size_t)k * ldb + 8);
-        for (r = 0; r < mr; ++r) {
-            __m256 a = _mm256_broadcast_ss(A + r * lda + k);
-            c0[r] = _mm256_fmadd_ps(a, b0, c0[r]);
-            c1[r] = _mm256_fmadd_ps(a, b1, c1[r]);
+        FA__UNROLL for (v = 0; v < nv; ++v)
+            b[v] = FA__VLOAD(B + (size_t)k * ldb + v * FA__VW);
+        FA__UNROLL for (r = 0; r < mr; ++r) {
+            fa__vf a = FA__VSET1(A[(size_t)r * lda + k]);
+            FA__UNROLL for (v = 0; v < nv; ++v)
+                c[r][v] = FA__VFMA(a, b[v], c[r][v]);
         }
     }
-    for (r = 0; r < mr; ++r) {
-        _mm256_storeu_ps(C + r * ldc, c0[r]);
-        _mm256_storeu_ps(C + r * ldc + 8, c1[r]);
+    FA__UNROLL for (r = 0; r < mr; ++r)
+        FA__UNROLL for (v = 0; v < nv; ++v)
+            FA__VSTORE(C + (size_t)r * ldc + v * FA__VW, c[r][v]);
+}
+
+/* All rows of one strip of nv vectors: full FA__MR blocks, then the rest. */
+static FLASHATTN__FORCEINLINE void fa__kernel_strip(const int nv, int M, int K, const float *A, int lda,
+                                                    const float *B, int ldb, float *C, int ldc, int acc)
+{
+    int i;
+    for (i = 0; i + FA__MR <= M; i += FA__MR)
+        fa__kernel(FA__MR, nv, K, A + (size_t)i * lda, lda, B, ldb, C + (size_t)i * ldc, ldc, acc);
+    A += (size_t)i * lda;
+    C += (size_t)i * ldc;
+    switch (M - i) { /* one constant-size instance per remainder */
+#define FA__KERNEL_REST(n) \
+    case n: fa__kernel(n, nv, K, A, lda, B, ldb, C, ldc, acc); break;
+#if FA__MR > 6
+    FA__KERNEL_REST(11) FA__KERNEL_REST(10) FA__KERNEL_REST(9) FA__KERNEL_REST(8) FA__KERNEL_REST(7)
+    FA__KERNEL_REST(6)
+#endif
+    FA__KERNEL_REST(5) FA__KERNEL_REST(4) FA__KERNEL_REST(3) FA__KERNEL_REST(2) FA__KERNEL_REST(1)
+#undef FA__KERNEL_REST
+    default: break;
     }
 }
 #endif
 
+/* pack: room for K x 32 floats (w->pack); unused by the portable loops. */
 static void fa__gemm(int M, int N, int K, const float *A, int lda, const float *B, int ldb, float *C,
-                     int ldc, int accumulate)
+                     int ldc, int accumulate, float *pack)
 {
     int i, j;
     FLASHATTN_ASSERT(N % 16 == 0);
-#if FLASHATTN__AVX2
-    for (j = 0; j < N; j += 16) /* a 16-column strip of B stays in L1 ... */
-        for (i = 0; i < M; i += 6) { /* ... while the rows of A stream past */
-            const float *a = A + (size_t)i * lda;
-            const float *b = B + j;
-            float *c = C + (size_t)i * ldc + j;
-            switch (M - i < 6 ? M - i : 6) {
-            case 6: fa__kernel_avx2(6, K, a, lda, b, ldb, c, ldc, accumulate); break;
-            case 5: fa__kernel_avx2(5, K, a, lda, b, ldb, c, ldc, accumulate); break;
-            case 4: fa__kernel_avx2(4, K, a, lda, b, ldb, c, ldc, accumulate); break;
-            case 3: fa__kernel_avx2(3, K, a, lda, b, ldb, c, ldc, accumulate); break;
-            case 2: fa__kernel_avx2(2, K, a, lda, b, ldb, c, ldc, accumulate); break;
-            default: fa__kernel_avx2(1, K, a, lda, b, ldb, c, ldc, accumulate); break;
-            }
+#if FA__VW
+    /* One strip of 2 vectors of B (16 KiB at K = 128, AVX-512) at a time
+       stays in L1 while the rows of A stream past. The strip is first
+       copied to contiguous memory: in place, its rows sit ldb floats apart
+       (512 bytes at Bc = 128), so they would all fall in a quarter of the
+       L1 sets and evict each other. N % (2 FA__VW) = 16 leaves one
+       single-vector strip (AVX-512 only). */
+    for (j = 0; j < N; j += 2 * FA__VW) {
+        int nv = N - j >= 2 * FA__VW ? 2 : 1, wdt = nv * FA__VW, ldp = ldb, k;
+        const float *b = B + j;
+        if (M > FA__MR && pack) { /* (one block of rows reads the strip once: no gain) */
+            for (k = 0; k < K; ++k)
+                memcpy(pack + (size_t)k * wdt, b + (size_t)k * ldb, (size_t)wdt * sizeof(float));
+            b = pack;
+            ldp = wdt;
         }
+        if (nv == 2)
+            fa__kernel_strip(2, M, K, A, lda, b, ldp, C + j, ldc, accumulate);
+        else
+            fa__kernel_strip(1, M, K, A, lda, b, ldp, C + j, ldc, accumulate);
+    }
+    (void)i;
 #else
+    (void)pack;
     /* portable: i-k-j order so the inner loop is a contiguous axpy that the
        compiler vectorizes */
     for (i = 0; i < M; ++i) {
@@ -1517,6 +1624,7 @@ typedef struct fa__scratch {
     int *head;     /* [Br] query head of the row */
     int *tok;      /* [Br] query index i within its sequence */
     float *row;    /* [8, max(d, dv) padded] conversion buffer */
+    float *pack;   /* [max(Br, Bc, dp, dvp), 32] one strip of B, copied by fa__gemm */
 } fa__scratch;
 
 enum { FA__SCRATCH_FWD = 0, FA__SCRATCH_BWD = 1 };
@@ -1544,6 +1652,11 @@ static size_t fa__scratch_layout(const fa__attn *a, int kind, char *base, fa__sc
     FA__TAKE(w->head, int, br);
     FA__TAKE(w->tok, int, br);
     FA__TAKE(w->row, float, 8 * wide); /* 8 rows for the transposing loads */
+    {
+        int kmax = br > bc ? br : bc;
+        kmax = kmax > wide ? kmax : wide;
+        FA__TAKE(w->pack, float, kmax * 32);
+    }
     FA__TAKE(w->K, float, bc * a->dp);
     if (kind == FA__SCRATCH_FWD) {
         FA__TAKE(w->V, float, bc * a->dvp);
@@ -1619,21 +1732,31 @@ static void fa__transpose_tile(const float *src, int lds, int nr, int nc, float 
             dst[(size_t)c * ldd + r] = src[(size_t)r * lds + c];
 }
 
+/* Rows are loaded with the row FA__PF_AHEAD positions further already
+   requested from memory: K/V rows of one head sit heads * d elements apart,
+   too far for the hardware prefetcher, and a load loop that waits on each
+   row in turn has only a few misses in flight (decode is bound by exactly
+   that). n_end: the first row not to ask for. */
+#define FA__PF_AHEAD 16
+static FLASHATTN__FORCEINLINE void fa__prefetch_row(const fa__attn *a, const fa_tensor *t, int dim, const fa__seq *s,
+                                                   int h, int n, int n_end);
+
 /* Rows n0 .. n0+nc-1 of a K or V tensor (head h) into Xt[dim, bcp],
    transposed; tile columns nc .. bcp-1 are zero. Rows are converted to f32
    eight at a time into tmp [8, dim padded to 8] and transposed as 8 x 8
    blocks. */
 static void fa__load_tile_t(const fa__attn *a, const fa_tensor *t, int dim, const fa__seq *s, int h,
-                            int n0, int nc, float *Xt, float *tmp)
+                            int n0, int nc, int n_end, float *Xt, float *tmp)
 {
     int c0, c, k, ld = (dim + 7) / 8 * 8;
     for (c0 = 0; c0 < nc; c0 += 8) {
         int cn = nc - c0 < 8 ? nc - c0 : 8;
         for (c = 0; c < 8; ++c) {
             float *x = tmp + (size_t)c * ld;
-            if (c < cn)
+            if (c < cn) {
+                fa__prefetch_row(a, t, dim, s, h, n0 + c0 + c + FA__PF_AHEAD, n_end);
                 fa__load_row(fa__kv_row(a, t, s, n0 + c0 + c, h), t->dtype, dim, 1.0f, x);
-            else
+            } else
                 for (k = 0; k < dim; ++k)
                     x[k] = 0.0f;
             for (k = dim; k < ld; ++k)
@@ -1657,6 +1780,24 @@ static void fa__load_tile_t(const fa__attn *a, const fa_tensor *t, int dim, cons
    use: the next tile's rows arrive while this tile's products run. (Rows
    of one head are often 4 KiB or more apart, too far for the hardware
    prefetcher to follow.) */
+static FLASHATTN__FORCEINLINE void fa__prefetch_bytes(const void *p, int bytes)
+{
+#if defined(__GNUC__) || defined(__clang__)
+    int off;
+    for (off = 0; off < bytes; off += 64)
+        __builtin_prefetch((const char *)p + off, 0, 3);
+#else
+    (void)p; (void)bytes;
+#endif
+}
+
+static FLASHATTN__FORCEINLINE void fa__prefetch_row(const fa__attn *a, const fa_tensor *t, int dim, const fa__seq *s,
+                                                   int h, int n, int n_end)
+{
+    if (n < n_end)
+        fa__prefetch_bytes(fa__kv_row(a, t, s, n, h), dim * fa__dtype_size(t->dtype));
+}
+
 static void fa__prefetch_rows(const fa__attn *a, const fa_tensor *t, int dim, const fa__seq *s, int h,
                               int n0, int nc)
 {
@@ -1677,11 +1818,12 @@ static void fa__prefetch_rows(const fa__attn *a, const fa_tensor *t, int dim, co
    (4 KiB at 8 heads x 128), so the 16-column strips fa__gemm walks down
    all fall in the same few L1 sets; measured, the copy is faster. */
 static void fa__load_kv_tile(const fa__attn *a, const fa_tensor *t, int dim, const fa__seq *s, int h,
-                             int n0, int nc, float *X, int ldx)
+                             int n0, int nc, int n_end, float *X, int ldx)
 {
     int c, k;
     for (c = 0; c < nc; ++c) {
         float *x = X + (size_t)c * ldx;
+        fa__prefetch_row(a, t, dim, s, h, n0 + c + FA__PF_AHEAD, n_end);
         fa__load_row(fa__kv_row(a, t, s, n0 + c, h), t->dtype, dim, 1.0f, x);
         for (k = dim; k < ldx; ++k)
             x[k] = 0.0f;
@@ -1732,7 +1874,7 @@ static void fa__score_tile(const fa__attn *a, const fa__scratch *w, int r0, int 
         fa__gemm_nt(nr, nc, a->dp, w->Q + (size_t)r0 * a->dp, a->dp, w->K, a->dp, S + (size_t)r0 * a->bcp, a->bcp);
     else
         fa__gemm(nr, a->bcp, a->d, w->Q + (size_t)r0 * a->dp, a->dp, w->Kt, a->bcp, S + (size_t)r0 * a->bcp,
-                 a->bcp, 0);
+                 a->bcp, 0, w->pack);
     for (i = r0; i < r0 + nr; ++i) {
         float *s = S + (size_t)i * a->bcp;
         int64_t pos = w->pos[i], jlo = 0, jhi = sk - 1; /* visible keys of this row */
@@ -1799,6 +1941,9 @@ static void fa__load_q_rows(const fa__attn *a, const fa_tensor *q, const fa__seq
     int i, c;
     for (i = 0; i < nr; ++i) {
         float *x = w->Q + (size_t)i * a->dp;
+        if (i + FA__PF_AHEAD < nr) /* rows heads * d apart: see FA__PF_AHEAD */
+            fa__prefetch_bytes(fa__at(q, s->q_b, s->q_row0 + w->tok[i + FA__PF_AHEAD], w->head[i + FA__PF_AHEAD]),
+                               a->d * fa__dtype_size(q->dtype));
         fa__load_row(fa__at(q, s->q_b, s->q_row0 + w->tok[i], w->head[i]), q->dtype, a->d, a->q_fold, x);
         for (c = a->d; c < a->dp; ++c)
             x[c] = 0.0f;
@@ -1828,49 +1973,68 @@ static void fa__row_range(const fa__attn *a, const fa__scratch *w, int nr, int n
     *r1 = hi;
 }
 
-/* The inner loop of the forward (and of each decode split): the nr rows in
-   w attend to the keys in [n_lo, n_hi) of KV head kvh that they may see.
-   Leaves the unscaled O~ [nr, dvp], m and l in w. */
-static void fa__attend_rows(const fa__attn *a, fa__scratch *w, const fa__seq *s, int kvh, int nr,
-                            int n_lo, int n_hi)
+/* The inner loop of the forward (and of each decode split), in three
+   parts. fa__attend_begin: the nr rows in w start with m = -inf, l = 0,
+   O~ = 0. fa__attend_tile: they attend to keys n0 .. n0+nc-1 of KV head
+   kvh (rows that see none of them are skipped, and if none does the tile
+   is not even loaded); n_end bounds the rows the loads may prefetch.
+   fa__attend_rows: all keys in [n_lo, n_hi) that the rows may see, tile by
+   tile. Leaves the unscaled O~ [nr, dvp], m and l in w. */
+static void fa__attend_begin(const fa__attn *a, fa__scratch *w, int nr)
 {
-    int i, c, lo, hi, n0, r0, r1, k_rows = nr <= FA__FEW_ROWS;
+    int i;
     for (i = 0; i < nr; ++i) {
         w->m[i] = -INFINITY;
         w->l[i] = 0.0f;
     }
     memset(w->O, 0, (size_t)nr * a->dvp * sizeof(float));
+}
+
+static void fa__attend_tile(const fa__attn *a, fa__scratch *w, const fa__seq *s, int kvh, int nr, int n0,
+                            int nc, int n_end)
+{
+    int i, c, r0, r1, k_rows = nr <= FA__FEW_ROWS, ncp = FA__PAD(nc);
+    /* rows that see none of these keys are skipped: they would get
+       S = -inf, alpha = 1 and P = 0, i.e. no change at all */
+    fa__row_range(a, w, nr, n0, nc, &r0, &r1);
+    if (r0 >= r1)
+        return;
+    if (k_rows)
+        fa__load_kv_tile(a, &a->k, a->d, s, kvh, n0, nc, n_end, w->K, a->dp);
+    else
+        fa__load_tile_t(a, &a->k, a->d, s, kvh, n0, nc, n_end, w->Kt, w->row);
+    fa__load_kv_tile(a, &a->v, a->dv_, s, kvh, n0, nc, n_end, w->V, a->dvp);
+    fa__score_tile(a, w, r0, r1 - r0, n0, nc, s->sk, k_rows, w->S, NULL);
+    for (i = r0; i < r1; ++i) {
+        float alpha = fa__softmax_step(w->S + (size_t)i * a->bcp, ncp, &w->m[i], &w->l[i]);
+        if (alpha != 1.0f) { /* a new maximum: O~ was summed against the old one */
+            float *o = w->O + (size_t)i * a->dvp;
+            for (c = 0; c < a->dv_; ++c)
+                o[c] *= alpha;
+        }
+    }
+    if (a->drop_thr) /* l already has the undropped P: L ignores dropout */
+        fa__dropout_tile(a, w, s->b, r0, r1 - r0, n0, nc, w->S, NULL);
+    fa__gemm(r1 - r0, a->dvp, nc, w->S + (size_t)r0 * a->bcp, a->bcp, w->V, a->dvp,
+             w->O + (size_t)r0 * a->dvp, a->dvp, 1, w->pack); /* O~ += P~ V_j */
+}
+
+static void fa__attend_rows(const fa__attn *a, fa__scratch *w, const fa__seq *s, int kvh, int nr,
+                            int n_lo, int n_hi)
+{
+    int lo, hi, n0;
+    fa__attend_begin(a, w, nr);
     /* keys no row can see are never loaded: causal and windowed tiles
        outside the band cost nothing */
     fa__key_band(a, w, nr, s->sk, n_lo, n_hi, &lo, &hi);
     for (n0 = lo; n0 < hi; n0 += FA__BC) {
-        int nc = hi - n0 < FA__BC ? hi - n0 : FA__BC, ncp = FA__PAD(nc);
-        if (k_rows)
-            fa__load_kv_tile(a, &a->k, a->d, s, kvh, n0, nc, w->K, a->dp);
-        else
-            fa__load_tile_t(a, &a->k, a->d, s, kvh, n0, nc, w->Kt, w->row);
-        fa__load_kv_tile(a, &a->v, a->dv_, s, kvh, n0, nc, w->V, a->dvp);
-        if (n0 + FA__BC < hi) {
+        int nc = hi - n0 < FA__BC ? hi - n0 : FA__BC;
+        if (n0 + FA__BC < hi) { /* the next tile arrives while this one computes */
             int nn = hi - n0 - FA__BC < FA__BC ? hi - n0 - FA__BC : FA__BC;
             fa__prefetch_rows(a, &a->k, a->d, s, kvh, n0 + FA__BC, nn);
             fa__prefetch_rows(a, &a->v, a->dv_, s, kvh, n0 + FA__BC, nn);
         }
-        /* rows that see none of these keys are skipped: they would get
-           S = -inf, alpha = 1 and P = 0, i.e. no change at all */
-        fa__row_range(a, w, nr, n0, nc, &r0, &r1);
-        fa__score_tile(a, w, r0, r1 - r0, n0, nc, s->sk, k_rows, w->S, NULL);
-        for (i = r0; i < r1; ++i) {
-            float alpha = fa__softmax_step(w->S + (size_t)i * a->bcp, ncp, &w->m[i], &w->l[i]);
-            if (alpha != 1.0f) { /* a new maximum: O~ was summed against the old one */
-                float *o = w->O + (size_t)i * a->dvp;
-                for (c = 0; c < a->dv_; ++c)
-                    o[c] *= alpha;
-            }
-        }
-        if (a->drop_thr) /* l already has the undropped P: L ignores dropout */
-            fa__dropout_tile(a, w, s->b, r0, r1 - r0, n0, nc, w->S, NULL);
-        fa__gemm(r1 - r0, a->dvp, nc, w->S + (size_t)r0 * a->bcp, a->bcp, w->V, a->dvp,
-                 w->O + (size_t)r0 * a->dvp, a->dvp, 1); /* O~ += P~ V_j */
+        fa__attend_tile(a, w, s, kvh, nr, n0, nc, hi);
     }
 }
 
@@ -2037,6 +2201,9 @@ static void fa__bwd_load_rows(const fa__attn *a, const fa__seq *s, fa__scratch *
         w->tok[i] = i0 + i;
         w->head[i] = h;
         w->pos[i] = i0 + i + s->off;
+        if (i + FA__PF_AHEAD < nr)
+            fa__prefetch_bytes(fa__at(&a->dout, s->q_b, s->q_row0 + i0 + i + FA__PF_AHEAD, h),
+                               a->dv_ * fa__dtype_size(a->dout.dtype));
         fa__load_row(fa__at(&a->dout, s->q_b, s->q_row0 + i0 + i, h), a->dout.dtype, a->dv_, 1.0f, x);
         for (c = a->dv_; c < a->dvp; ++c)
             x[c] = 0.0f;
@@ -2059,7 +2226,7 @@ static void fa__bwd_pair(const fa__attn *a, fa__scratch *w, const fa__seq *s, in
         fa__exp2_row(w->S + (size_t)i * bcp, bcp, w->m[i]);
     if (a->drop_thr)
         fa__dropout_tile(a, w, s->b, 0, nr, n0, nc, NULL, w->Z);
-    fa__gemm(nr, bcp, a->dv_, w->dO, a->dvp, w->Vt, bcp, w->dP, bcp, 0); /* dP = dO V_j^T */
+    fa__gemm(nr, bcp, a->dv_, w->dO, a->dvp, w->Vt, bcp, w->dP, bcp, 0, w->pack); /* dP = dO V_j^T */
     for (i = 0; i < nr; ++i) {
         const float *p = w->S + (size_t)i * bcp, *z = w->Z + (size_t)i * bcp, *t = w->T + (size_t)i * bcp;
         float *ds = w->dP + (size_t)i * bcp, D = w->l[i], scale = a->r.scale;
@@ -2122,8 +2289,8 @@ static void fa__backward_kv_task(void *ctx, int index, int worker)
     memset(w.dV, 0, (size_t)FA__BC * a->dvp * sizeof(float));
     if (nc > 0) {
         int64_t lo = 0, hi = s.sq; /* query rows that see at least one key of the tile */
-        fa__load_tile_t(a, &a->k, a->d, &s, kvh, n0, nc, w.Kt, w.row);
-        fa__load_tile_t(a, &a->v, a->dv_, &s, kvh, n0, nc, w.Vt, w.row);
+        fa__load_tile_t(a, &a->k, a->d, &s, kvh, n0, nc, n0 + nc, w.Kt, w.row);
+        fa__load_tile_t(a, &a->v, a->dv_, &s, kvh, n0, nc, n0 + nc, w.Vt, w.row);
         if (r->causal && (int64_t)n0 - s.off > lo)
             lo = (int64_t)n0 - s.off;
         if (r->sliding_window) {
@@ -2145,9 +2312,9 @@ static void fa__backward_kv_task(void *ctx, int index, int worker)
                         for (c = 0; c < nc; ++c)
                             w.S[(size_t)i * a->bcp + c] *= w.Z[(size_t)i * a->bcp + c];
                 fa__transpose_tile(w.S, a->bcp, nr, nc, w.Pt, FA__BR); /* Pt = (P o Z)^T */
-                fa__gemm(nc, a->dvp, nr, w.Pt, FA__BR, w.dO, a->dvp, w.dV, a->dvp, 1); /* dV += P^T dO */
+                fa__gemm(nc, a->dvp, nr, w.Pt, FA__BR, w.dO, a->dvp, w.dV, a->dvp, 1, w.pack); /* dV += P^T dO */
                 fa__transpose_tile(w.dP, a->bcp, nr, nc, w.Pt, FA__BR); /* Pt = dS^T */
-                fa__gemm(nc, a->dp, nr, w.Pt, FA__BR, w.Q, a->dp, w.dK, a->dp, 1); /* dK += dS^T Q~ */
+                fa__gemm(nc, a->dp, nr, w.Pt, FA__BR, w.Q, a->dp, w.dK, a->dp, 1, w.pack); /* dK += dS^T Q~ */
             }
         }
     }
@@ -2180,11 +2347,11 @@ static void fa__backward_q_task(void *ctx, int index, int worker)
     fa__key_band(a, &w, nr, s.sk, 0, s.sk, &lo, &hi);
     for (n0 = lo; n0 < hi; n0 += FA__BC) {
         int nc = hi - n0 < FA__BC ? hi - n0 : FA__BC;
-        fa__load_tile_t(a, &a->k, a->d, &s, kvh, n0, nc, w.Kt, w.row);
-        fa__load_tile_t(a, &a->v, a->dv_, &s, kvh, n0, nc, w.Vt, w.row);
-        fa__load_kv_tile(a, &a->k, a->d, &s, kvh, n0, nc, w.K, a->dp);
+        fa__load_tile_t(a, &a->k, a->d, &s, kvh, n0, nc, n0 + nc, w.Kt, w.row);
+        fa__load_tile_t(a, &a->v, a->dv_, &s, kvh, n0, nc, n0 + nc, w.Vt, w.row);
+        fa__load_kv_tile(a, &a->k, a->d, &s, kvh, n0, nc, n0 + nc, w.K, a->dp);
         fa__bwd_pair(a, &w, &s, nr, n0, nc);
-        fa__gemm(nr, a->dp, nc, w.dP, a->bcp, w.K, a->dp, w.O, a->dp, 1); /* dQ += dS K_j */
+        fa__gemm(nr, a->dp, nc, w.dP, a->bcp, w.K, a->dp, w.O, a->dp, 1, w.pack); /* dQ += dS K_j */
     }
     for (i = 0; i < nr; ++i)
         fa__store_row(fa__at(&a->dq, s.q_b, s.q_row0 + i0 + i, h), a->dq.dtype, a->d, w.O + (size_t)i * a->dp);
@@ -2355,17 +2522,19 @@ FLASHATTN_DEF fa_status fa_merge(int num_splits, int64_t rows, int dim, const fl
    2. Split-KV (flash-decoding, seed 000): with few query rows, one task per
       (b, head) leaves most workers idle and a long cache in one task's
       hands. So the keys of each sequence are cut into num_splits ranges and
-      one task = (b, KV head, split). The task takes ALL query heads of the
-      GQA group and all sq tokens as the rows of one Q tile (row = t * group
-      + g), so every K/V byte is read once per group, not once per head. It
-      writes a normalized partial O and its L (the forward's inner loop,
-      fa__attend_rows, unchanged).
+      one task = (b, split). The task takes ALL query heads and all sq
+      tokens as its rows (row = (kvh * sq + t) * group + g); for each key
+      tile it runs the forward's tile step (fa__attend_tile) once per KV
+      head on that head's rows, so every K/V byte is read once per GQA
+      group, not once per query head, and the cache is walked densely
+      (all heads of a token are adjacent). It writes a normalized partial O
+      and its L.
    3. Merge the splits with fa__merge_row (the code behind fa_merge).
    The number of splits depends only on the problem (never on the number of
    workers), so the result is bit-identical on any thread count. */
 
 #define FA__DECODE_MIN_KEYS 256 /* keys per split at least */
-#define FA__DECODE_TASKS 64     /* aim for this many (b, kv head, split) tasks */
+#define FA__DECODE_TASKS 64     /* aim for this many (b, split) tasks */
 
 static int fa__decode_splits(const fa_problem *r, int append)
 {
@@ -2378,7 +2547,7 @@ static int fa__decode_splits(const fa_problem *r, int append)
     if (r->num_splits > 0)
         want = r->num_splits;
     else {
-        int64_t tasks = (int64_t)r->batch * r->heads_kv;
+        int64_t tasks = r->batch; /* one task per (b, split) */
         want = (FA__DECODE_TASKS + tasks - 1) / tasks;
         if (want > (maxk + FA__DECODE_MIN_KEYS - 1) / FA__DECODE_MIN_KEYS)
             want = (maxk + FA__DECODE_MIN_KEYS - 1) / FA__DECODE_MIN_KEYS;
@@ -2402,14 +2571,36 @@ static void fa__decode_seq(const fa__attn *a, int b, fa__seq *s)
     s->off = s->sk - s->sq;
 }
 
+/* w seen from row r on: the row-indexed buffers of the forward, advanced. */
+static fa__scratch fa__scratch_from_row(const fa__attn *a, const fa__scratch *w, int r)
+{
+    fa__scratch v = *w;
+    v.Q += (size_t)r * a->dp;
+    v.S += (size_t)r * a->bcp;
+    v.O += (size_t)r * a->dvp;
+    v.m += r;
+    v.l += r;
+    v.slope2 += r;
+    v.pos += r;
+    v.head += r;
+    v.tok += r;
+    return v;
+}
+
+/* One task = (b, split): every query row of the sequence (row = (kvh * sq
+   + t) * group + g, so the rows of one KV head are adjacent) against the
+   split's keys, one key tile at a time, KV head by KV head within it. The
+   task thus reads ALL heads of each key tile together: K and V rows of
+   all heads of a token are contiguous in the cache, so the task walks its
+   part of the cache densely (few TLB misses, whole pages) instead of one
+   head's rows heads * d elements apart. */
 static void fa__decode_task(void *ctx, int index, int worker)
 {
     const fa__attn *a = (const fa__attn *)ctx;
     const fa_problem *r = &a->r;
-    int split = index % a->splits, bk = index / a->splits;
-    int b = bk / r->heads_kv, kvh = bk % r->heads_kv, rows = a->group * r->seqlen_q, rc0, i;
+    int split = index % a->splits, b = index / a->splits, rows = r->heads_q * r->seqlen_q, rc0, i, i1;
     int64_t rows_total = (int64_t)r->batch * r->seqlen_q * r->heads_q;
-    int chunk, n_lo, n_hi;
+    int chunk, n_lo, n_hi, n0;
     fa__scratch w;
     fa__seq s;
     fa__decode_seq(a, b, &s);
@@ -2420,13 +2611,23 @@ static void fa__decode_task(void *ctx, int index, int worker)
     for (rc0 = 0; rc0 < rows; rc0 += FA__BR) {
         int nr = rows - rc0 < FA__BR ? rows - rc0 : FA__BR;
         for (i = 0; i < nr; ++i) {
-            int t = (rc0 + i) / a->group, g = (rc0 + i) % a->group;
+            int row = rc0 + i, kvh = row / (r->seqlen_q * a->group), t = (row / a->group) % r->seqlen_q;
             w.tok[i] = t;
-            w.head[i] = kvh * a->group + g;
+            w.head[i] = kvh * a->group + row % a->group;
             w.pos[i] = t + s.off;
         }
         fa__load_q_rows(a, &a->q, &s, &w, nr);
-        fa__attend_rows(a, &w, &s, kvh, nr, n_lo, n_lo < n_hi ? n_hi : n_lo);
+        fa__attend_begin(a, &w, nr);
+        for (n0 = n_lo; n0 < n_hi; n0 += FA__BC) {
+            int nc = n_hi - n0 < FA__BC ? n_hi - n0 : FA__BC;
+            for (i = 0; i < nr; i = i1) { /* the rows of one KV head at a time */
+                int kvh = w.head[i] / a->group;
+                fa__scratch v = fa__scratch_from_row(a, &w, i);
+                for (i1 = i + 1; i1 < nr && w.head[i1] / a->group == kvh; ++i1)
+                    ;
+                fa__attend_tile(a, &v, &s, kvh, i1 - i, n0, nc, n_hi);
+            }
+        }
         for (i = 0; i < nr; ++i) {
             int64_t row = ((int64_t)b * r->seqlen_q + w.tok[i]) * r->heads_q + w.head[i];
             float *o = w.O + (size_t)i * a->dvp, m = w.m[i] == -INFINITY ? 0.0f : w.m[i];
@@ -2530,7 +2731,7 @@ FLASHATTN_DEF fa_status fa_decode(const fa_problem *p, fa_tensor q, fa_tensor k_
     a.knew = k_new;
     a.vnew = v_new;
     a.splits = fa__decode_splits(&r, k_new.data != NULL);
-    if ((s = fa__task_count(fn, (int64_t)r.batch * r.heads_kv * a.splits, &ntasks)) != FA_OK ||
+    if ((s = fa__task_count(fn, (int64_t)r.batch * a.splits, &ntasks)) != FA_OK ||
         (s = fa__task_count(fn, (int64_t)r.batch * r.seqlen_q, &nmerge)) != FA_OK)
         return s;
     if ((s = fa__workspace(fn, workspace, workspace_size, fa__decode_bytes(&a, workers, &ob, &lb), &mem,
