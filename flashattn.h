@@ -346,6 +346,28 @@ FLASHATTN_DEF fa_status fa_decode_cuda(const fa_problem *p, fa_tensor q, fa_tens
 
 /* (the CPU implementation goes here) */
 
+/* ---- TEMPORARY (branch decode, until branch cpu is merged): the status
+   strings and the last-error message the GPU decode path reports through.
+   Branch cpu's >>impl-util replaces this block. */
+#include <stdio.h>
+#include <string.h>
+static char fa__last_error_buf[256] = "";
+FLASHATTN_DEF const char *fa_status_string(fa_status s)
+{
+    switch (s) {
+#define FLASHATTN_X_CASE(name, value, text) case name: return text;
+        FLASHATTN_STATUS_LIST(FLASHATTN_X_CASE)
+#undef FLASHATTN_X_CASE
+    default: return "unknown status";
+    }
+}
+FLASHATTN_DEF const char *fa_last_error(void) { return fa__last_error_buf; }
+static fa_status fa__fail(fa_status s, const char *msg)
+{
+    snprintf(fa__last_error_buf, sizeof fa__last_error_buf, "%s", msg);
+    return s;
+}
+
 #if defined(__CUDACC__) && !defined(FLASHATTN_NO_CUDA)
 #include "flashattn_cuda.cuh"
 #endif
