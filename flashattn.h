@@ -327,8 +327,6 @@ FLASHATTN_DEF fa_status fa_forward_cuda(const fa_problem *p, fa_tensor q, fa_ten
                                         fa_tensor v, fa_tensor o, float *lse,
                                         void *workspace, size_t workspace_size,
                                         void *stream);
-#endif
-
 FLASHATTN_DEF fa_status fa_backward_cuda_workspace_size(const fa_problem *p, size_t *bytes);
 FLASHATTN_DEF fa_status fa_backward_cuda(const fa_problem *p, fa_tensor q, fa_tensor k,
                                          fa_tensor v, fa_tensor o, fa_tensor dout,
@@ -340,6 +338,7 @@ FLASHATTN_DEF fa_status fa_decode_cuda(const fa_problem *p, fa_tensor q, fa_tens
                                        fa_tensor v_cache, fa_tensor k_new, fa_tensor v_new,
                                        fa_tensor o, float *lse, void *workspace,
                                        size_t workspace_size, void *stream);
+#endif
 
 #ifdef __cplusplus
 }
@@ -2377,28 +2376,6 @@ FLASHATTN_DEF fa_status fa_decode(const fa_problem *p, fa_tensor q, fa_tensor k_
     return FA_OK;
 }
 
-
-/* ---- TEMPORARY (branch decode, until branch cpu is merged): the status
-   strings and the last-error message the GPU decode path reports through.
-   Branch cpu's >>impl-util replaces this block. */
-#include <stdio.h>
-#include <string.h>
-static char fa__last_error_buf[256] = "";
-FLASHATTN_DEF const char *fa_status_string(fa_status s)
-{
-    switch (s) {
-#define FLASHATTN_X_CASE(name, value, text) case name: return text;
-        FLASHATTN_STATUS_LIST(FLASHATTN_X_CASE)
-#undef FLASHATTN_X_CASE
-    default: return "unknown status";
-    }
-}
-FLASHATTN_DEF const char *fa_last_error(void) { return fa__last_error_buf; }
-static fa_status fa__fail(fa_status s, const char *msg)
-{
-    snprintf(fa__last_error_buf, sizeof fa__last_error_buf, "%s", msg);
-    return s;
-}
 
 #if defined(__CUDACC__) && !defined(FLASHATTN_NO_CUDA)
 #include "flashattn_cuda.cuh"

@@ -704,125 +704,82 @@ static cudaError_t fa__decode_setup_any(int dev, int d, int wm, int bf16, int *b
     return cudaSuccess;
 }
 
-/* Resolved strides (zero = packed) for a [batch, seq, heads, dim] view. */
-static void fa__dec_strides(const fa_tensor *t, int64_t seq, int heads, int dim,
-                            int64_t *bs, int64_t *ss, int64_t *hs)
+static int fa__dec_aligned16(const fa_tensor *t)
 {
-    *hs = t->head_stride ? t->head_stride : dim;
-    *ss = t->seq_stride ? t->seq_stride : (int64_t)heads * dim;
-    *bs = t->batch_stride ? t->batch_stride : seq * *ss;
+    return ((uintptr_t)t->data % 16) == 0 && t->batch_stride % 8 == 0 &&
+           t->seq_stride % 8 == 0 && t->head_stride % 8 == 0;
 }
 
-/* TODO(merge with branch cpu): validate with fa__check_decode(..., 0). */
-static fa_status fa__dec_fail(fa_status s, const char *msg) { return fa__fail(s, msg); }
-
-static int fa__dec_aligned16(const fa_tensor *t, int64_t bs, int64_t ss, int64_t hs)
-{
-    return ((uintptr_t)t->data % 16) == 0 && bs % 8 == 0 && ss % 8 == 0 && hs % 8 == 0;
-}
-
-/* Checks what the GPU path needs beyond the API's rules, and plans. */
-static fa_status fa__decode_cuda_prepare(const fa_problem *p, fa_tensor q, fa_tensor kc,
-                                         fa_tensor vc, fa_tensor kn, fa_tensor vn,
-                                         fa_tensor o, float *lse, int have_tensors,
-                                         fa__decode_params *kp, fa__decode_plan *plan)
+/* Validates (the API's rules through fa__check_decode, which also resolves
+   zero strides, then what the GPU path needs) and plans the launch.
+   have_tensors = 0: only the problem is known (the workspace-size query). */
+static fa_status fa__decode_cuda_prepare(const char *fn, const fa_problem *p, fa_tensor q,
+                                         fa_tensor kc, fa_tensor vc, fa_tensor kn,
+                                         fa_tensor vn, fa_tensor o, float *lse,
+                                         int have_tensors, fa__decode_params *kp,
+                                         fa__decode_plan *plan)
 {
     fa__decode_params z;
-    int hq, hkv, d, dv, group, dev = 0, sms = 0, per_sm = 1, rows, cap, append;
-    int64_t cache_seq;
+    fa_problem r;
+    memset(&r, 0, sizeof r);
+    int hq, hkv, d, group, dev = 0, sms = 0, per_sm = 1, rows, append;
     cudaError_t e;
-    (void)lse;
-    if (!p) return fa__dec_fail(FA_ERROR_INVALID_ARGUMENT, "fa_decode_cuda: p is NULL");
-    if (p->batch < 1 || p->seqlen_q < 1 || p->heads_q < 1)
-        return fa__dec_fail(FA_ERROR_INVALID_ARGUMENT, "fa_decode_cuda: batch, seqlen_q and heads_q must be >= 1");
-    hq = p->heads_q;
-    hkv = p->heads_kv ? p->heads_kv : hq;
-    if (hkv < 1 || hq % hkv)
-        return fa__dec_fail(FA_ERROR_INVALID_ARGUMENT, "fa_decode_cuda: heads_q must be a multiple of heads_kv");
-    group = hq / hkv;
-    d = p->head_dim;
-    dv = p->head_dim_v ? p->head_dim_v : d;
-    if (d < 1 || d > 256 || dv < 1 || dv > 256)
-        return fa__dec_fail(FA_ERROR_INVALID_ARGUMENT, "fa_decode_cuda: head_dim must be in 1..256");
-    if (!(p->scale == p->scale) || isinf(p->scale))
-        return fa__dec_fail(FA_ERROR_INVALID_ARGUMENT, "fa_decode_cuda: scale must be finite");
-    if (have_tensors && (!q.data || !kc.data || !vc.data || !o.data))
-        return fa__dec_fail(FA_ERROR_INVALID_ARGUMENT, "fa_decode_cuda: q, k_cache, v_cache and o must be given");
-    if (!kn.data != !vn.data)
-        return fa__dec_fail(FA_ERROR_INVALID_ARGUMENT, "fa_decode_cuda: give both k_new and v_new, or neither");
-    append = kn.data != NULL;
-    if (p->cu_seqlens_q || p->cu_seqlens_k)
-        return fa__dec_fail(FA_ERROR_INVALID_ARGUMENT, "fa_decode_cuda: cu_seqlens are not used by decode; pass seqlens_k");
-    if (p->dropout_p != 0.f)
-        return fa__dec_fail(FA_ERROR_INVALID_ARGUMENT, "fa_decode_cuda: dropout is not supported in decode");
-    if (p->sliding_window && (p->window_left < 0 || p->window_right < 0))
-        return fa__dec_fail(FA_ERROR_INVALID_ARGUMENT, "fa_decode_cuda: window_left / window_right must be >= 0");
-    if (p->softcap < 0.f || !(p->softcap == p->softcap))
-        return fa__dec_fail(FA_ERROR_INVALID_ARGUMENT, "fa_decode_cuda: softcap must be >= 0");
-    if (p->num_splits < 0)
-        return fa__dec_fail(FA_ERROR_INVALID_ARGUMENT, "fa_decode_cuda: num_splits must be >= 0");
-    if (p->block_table) {
-        if (p->page_size < 1 || p->pages_per_seq < 1 || p->num_pages < 1)
-            return fa__dec_fail(FA_ERROR_INVALID_ARGUMENT, "fa_decode_cuda: paged cache needs page_size, pages_per_seq, num_pages >= 1");
-        if ((int64_t)p->page_size * p->pages_per_seq > 0x7fffffff)
-            return fa__dec_fail(FA_ERROR_INVALID_ARGUMENT, "fa_decode_cuda: page_size * pages_per_seq overflows int");
-        cap = p->page_size * p->pages_per_seq;
-        cache_seq = p->page_size;
-    } else {
-        if (p->seqlen_k < 0)
-            return fa__dec_fail(FA_ERROR_INVALID_ARGUMENT, "fa_decode_cuda: seqlen_k (the cache capacity) must be >= 0");
-        cap = p->seqlen_k;
-        cache_seq = p->seqlen_k;
+    fa_status st;
+    /* device arrays (seqlens_k, block_table, alibi_slopes): host_arrays = 0 */
+    st = have_tensors ? fa__check_decode(fn, p, &r, &q, &kc, &vc, &kn, &vn, &o, lse, 0)
+                      : fa__resolve(fn, p, &r, 0);
+    if (st != FA_OK) return st;
+    hq = r.heads_q; hkv = r.heads_kv; d = r.head_dim; group = hq / hkv;
+    append = have_tensors && kn.data != NULL;
+    if (r.head_dim_v != d || (d != 64 && d != 128 && d != 256))
+        return fa__fail(FA_ERROR_UNSUPPORTED,
+                        "%s: head_dim %d / head_dim_v %d: the GPU decode kernels exist for head_dim "
+                        "64, 128 and 256 with head_dim_v == head_dim", fn, d, r.head_dim_v);
+    if (!r.seqlens_k && append)
+        return fa__fail(FA_ERROR_INVALID_ARGUMENT,
+                        "%s: without seqlens_k the cache is full (seqlen_k tokens); nowhere to append k_new", fn);
+    if (have_tensors) {
+        if (q.dtype != FA_F16 && q.dtype != FA_BF16)
+            return fa__fail(FA_ERROR_UNSUPPORTED, "%s: q.dtype must be f16 or bf16 on the GPU", fn);
+        if (kc.dtype != q.dtype || vc.dtype != q.dtype || o.dtype != q.dtype ||
+            (append && (kn.dtype != q.dtype || vn.dtype != q.dtype)))
+            return fa__fail(FA_ERROR_UNSUPPORTED,
+                            "%s: q, k_cache, v_cache, k_new, v_new and o must share one dtype on the GPU", fn);
+        /* 16-byte copies: every view starts on 16 bytes and steps by 8 elements */
+        if (!fa__dec_aligned16(&q) || !fa__dec_aligned16(&o) || !fa__dec_aligned16(&kc) ||
+            !fa__dec_aligned16(&vc) || (append && (!fa__dec_aligned16(&kn) || !fa__dec_aligned16(&vn))))
+            return fa__fail(FA_ERROR_UNSUPPORTED,
+                            "%s: q, k_cache, v_cache, k_new, v_new and o must be 16-byte aligned with "
+                            "strides that are multiples of 8 elements on the GPU", fn);
     }
-    if (!p->seqlens_k && append && p->seqlen_k + p->seqlen_q > cap)
-        return fa__dec_fail(FA_ERROR_INVALID_ARGUMENT, "fa_decode_cuda: without seqlens_k the cache is full (seqlen_k); nowhere to append k_new");
-    /* GPU-specific limits */
-    if (have_tensors && q.dtype != FA_F16 && q.dtype != FA_BF16)
-        return fa__dec_fail(FA_ERROR_UNSUPPORTED, "fa_decode_cuda: only f16 and bf16 tensors");
-    if (have_tensors && (kc.dtype != q.dtype || vc.dtype != q.dtype || o.dtype != q.dtype ||
-        (append && (kn.dtype != q.dtype || vn.dtype != q.dtype))))
-        return fa__dec_fail(FA_ERROR_UNSUPPORTED, "fa_decode_cuda: q, k_cache, v_cache, k_new, v_new and o must share one dtype");
-    if (dv != d || (d != 64 && d != 128 && d != 256))
-        return fa__dec_fail(FA_ERROR_UNSUPPORTED, "fa_decode_cuda: head_dim must be 64, 128 or 256 with head_dim_v == head_dim");
 
     memset(&z, 0, sizeof z);
     z.q = q.data; z.k = kc.data; z.v = vc.data; z.k_new = kn.data; z.v_new = vn.data;
     z.o = o.data; z.lse = lse;
-    fa__dec_strides(&q, p->seqlen_q, hq, d, &z.q_bs, &z.q_ss, &z.q_hs);
-    fa__dec_strides(&o, p->seqlen_q, hq, d, &z.o_bs, &z.o_ss, &z.o_hs);
-    fa__dec_strides(&kc, cache_seq, hkv, d, &z.k_bs, &z.k_ss, &z.k_hs);
-    fa__dec_strides(&vc, cache_seq, hkv, d, &z.v_bs, &z.v_ss, &z.v_hs);
-    if (append) {
-        fa__dec_strides(&kn, p->seqlen_q, hkv, d, &z.kn_bs, &z.kn_ss, &z.kn_hs);
-        fa__dec_strides(&vn, p->seqlen_q, hkv, d, &z.vn_bs, &z.vn_ss, &z.vn_hs);
-    }
-    /* 16-byte copies: every view must start on 16 bytes and step by 8 elements. */
-    if (have_tensors && (!fa__dec_aligned16(&q, z.q_bs, z.q_ss, z.q_hs) || !fa__dec_aligned16(&o, z.o_bs, z.o_ss, z.o_hs) ||
-        !fa__dec_aligned16(&kc, z.k_bs, z.k_ss, z.k_hs) || !fa__dec_aligned16(&vc, z.v_bs, z.v_ss, z.v_hs) ||
-        (append && (!fa__dec_aligned16(&kn, z.kn_bs, z.kn_ss, z.kn_hs) ||
-                    !fa__dec_aligned16(&vn, z.vn_bs, z.vn_ss, z.vn_hs)))))
-        return fa__dec_fail(FA_ERROR_UNSUPPORTED, "fa_decode_cuda: tensors must be 16-byte aligned with strides that are multiples of 8 elements");
-
-    z.seqlens_k = p->seqlens_k;
-    z.block_table = p->block_table;
-    z.page_size = p->block_table ? p->page_size : 1;
-    z.pages_per_seq = p->pages_per_seq;
-    z.capacity = cap;
-    z.seqlen_k = p->seqlen_k;
-    z.batch = p->batch; z.sq = p->seqlen_q; z.hq = hq; z.hkv = hkv; z.group = group;
-    z.rows = rows = p->seqlen_q * group;
-    z.sq_new = append ? p->seqlen_q : 0;
-    {
-        float scale = p->scale != 0.f ? p->scale : 1.f / sqrtf((float)d);
-        z.scale_log2 = scale * FA__DEC_LOG2E;
-        z.softcap = p->softcap > 0.f;
-        z.softcap_pre = z.softcap ? scale / p->softcap : 0.f;
-        z.softcap_post = z.softcap ? p->softcap * FA__DEC_LOG2E : 0.f;
-    }
-    z.alibi = p->alibi_slopes;
-    z.causal = p->causal != 0;
-    z.window = p->sliding_window != 0;
-    z.window_left = p->window_left; z.window_right = p->window_right;
+    /* strides: fa__check_decode replaced the zeros by the packed ones */
+    z.q_bs = q.batch_stride; z.q_ss = q.seq_stride; z.q_hs = q.head_stride;
+    z.o_bs = o.batch_stride; z.o_ss = o.seq_stride; z.o_hs = o.head_stride;
+    z.k_bs = kc.batch_stride; z.k_ss = kc.seq_stride; z.k_hs = kc.head_stride;
+    z.v_bs = vc.batch_stride; z.v_ss = vc.seq_stride; z.v_hs = vc.head_stride;
+    z.kn_bs = kn.batch_stride; z.kn_ss = kn.seq_stride; z.kn_hs = kn.head_stride;
+    z.vn_bs = vn.batch_stride; z.vn_ss = vn.seq_stride; z.vn_hs = vn.head_stride;
+    z.seqlens_k = r.seqlens_k;
+    z.block_table = r.block_table;
+    z.page_size = r.block_table ? r.page_size : 1;
+    z.pages_per_seq = r.pages_per_seq;
+    z.capacity = r.seqlen_k; /* the cache capacity, contiguous or paged */
+    z.seqlen_k = r.seqlen_k;
+    z.batch = r.batch; z.sq = r.seqlen_q; z.hq = hq; z.hkv = hkv; z.group = group;
+    z.rows = rows = r.seqlen_q * group;
+    z.sq_new = append ? r.seqlen_q : 0;
+    z.scale_log2 = r.scale * FA__DEC_LOG2E; /* r.scale: the default resolved */
+    z.softcap = r.softcap > 0.f;
+    z.softcap_pre = z.softcap ? r.scale / r.softcap : 0.f;
+    z.softcap_post = z.softcap ? r.softcap * FA__DEC_LOG2E : 0.f;
+    z.alibi = r.alibi_slopes;
+    z.causal = r.causal != 0;
+    z.window = r.sliding_window != 0;
+    z.window_left = r.window_left; z.window_right = r.window_right;
 
     /* Plan: rows per CTA, then splits from the SM count and the work. */
     plan->d = d;
@@ -833,12 +790,12 @@ static fa_status fa__decode_cuda_prepare(const fa_problem *p, fa_tensor q, fa_te
         (e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev)) != cudaSuccess ||
         (e = fa__decode_setup_any(dev, d, plan->warps_m, !have_tensors || q.dtype == FA_BF16,
                                   &per_sm)) != cudaSuccess)
-        return fa__dec_fail(FA_ERROR_CUDA, cudaGetErrorString(e));
+        return fa__fail(FA_ERROR_CUDA, "%s: %s", fn, cudaGetErrorString(e));
     {
-        int64_t ctas = (int64_t)p->batch * hkv * plan->row_blocks;
-        int longest = cap; /* device lengths are unknown on the host: plan for the capacity */
+        int64_t ctas = (int64_t)r.batch * hkv * plan->row_blocks;
+        int longest = r.seqlen_k; /* device lengths are unknown on the host: plan for the capacity */
         int tiles = (longest + FA__DEC_BN - 1) / FA__DEC_BN;
-        int splits = p->num_splits ? p->num_splits
+        int splits = r.num_splits ? r.num_splits
                                    : fa__decode_num_splits(ctas, sms * (per_sm > 0 ? per_sm : 1), tiles, 128);
         if (splits > 65535 / plan->row_blocks) splits = 65535 / plan->row_blocks;
         if (splits < 1) splits = 1;
@@ -847,7 +804,7 @@ static fa_status fa__decode_cuda_prepare(const fa_problem *p, fa_tensor q, fa_te
     z.row_blocks = plan->row_blocks;
     z.num_splits = plan->num_splits;
     {
-        size_t R = (size_t)p->batch * hq * p->seqlen_q;
+        size_t R = (size_t)r.batch * hq * r.seqlen_q;
         plan->workspace = plan->num_splits > 1
             ? (size_t)plan->num_splits * R * (size_t)(d + 1) * sizeof(float) + 256 : 0;
     }
@@ -899,9 +856,9 @@ FLASHATTN_DEF fa_status fa_decode_cuda_workspace_size(const fa_problem *p, size_
     fa__decode_plan plan;
     fa_tensor t;
     fa_status s;
-    if (!bytes) return fa__dec_fail(FA_ERROR_INVALID_ARGUMENT, "fa_decode_cuda_workspace_size: bytes is NULL");
+    if (!bytes) return fa__fail(FA_ERROR_INVALID_ARGUMENT, "fa_decode_cuda_workspace_size: bytes is NULL");
     memset(&t, 0, sizeof t); /* no tensors: only the plan is wanted */
-    s = fa__decode_cuda_prepare(p, t, t, t, t, t, t, NULL, 0, &kp, &plan);
+    s = fa__decode_cuda_prepare("fa_decode_cuda_workspace_size", p, t, t, t, t, t, t, NULL, 0, &kp, &plan);
     if (s != FA_OK) return s;
     *bytes = plan.workspace;
     return FA_OK;
@@ -917,22 +874,27 @@ FLASHATTN_DEF fa_status fa_decode_cuda(const fa_problem *p, fa_tensor q, fa_tens
     cudaStream_t st = (cudaStream_t)stream;
     void *ws = workspace, *owned = NULL;
     cudaError_t e;
-    fa_status s = fa__decode_cuda_prepare(p, q, k_cache, v_cache, k_new, v_new, o, lse, 1, &kp, &plan);
+    fa_status s = fa__decode_cuda_prepare("fa_decode_cuda", p, q, k_cache, v_cache, k_new, v_new, o,
+                                          lse, 1, &kp, &plan);
     if (s != FA_OK) return s;
     if (plan.workspace) {
         if (workspace && workspace_size < plan.workspace)
-            return fa__dec_fail(FA_ERROR_INVALID_ARGUMENT, "fa_decode_cuda: workspace_size is smaller than fa_decode_cuda_workspace_size");
+            return fa__fail(FA_ERROR_INVALID_ARGUMENT,
+                            "fa_decode_cuda: workspace_size (%zu) is less than fa_decode_cuda_workspace_size (%zu)",
+                            workspace_size, plan.workspace);
         if (!workspace) {
             /* stream-ordered: no device-wide synchronization, freed after the combine */
             if (cudaMallocAsync(&owned, plan.workspace, st) != cudaSuccess) {
                 (void)cudaGetLastError();
-                return fa__dec_fail(FA_ERROR_OUT_OF_MEMORY, "fa_decode_cuda: cudaMallocAsync of the split-KV workspace failed");
+                return fa__fail(FA_ERROR_OUT_OF_MEMORY,
+                                "fa_decode_cuda: cudaMallocAsync of %zu bytes (split-KV workspace) failed",
+                                plan.workspace);
             }
             ws = owned;
         }
         {
             /* o_part first (256-byte aligned), lse_part after it */
-            size_t R = (size_t)p->batch * p->heads_q * p->seqlen_q;
+            size_t R = (size_t)kp.batch * kp.hq * kp.sq;
             uintptr_t base = ((uintptr_t)ws + 255) & ~(uintptr_t)255;
             kp.o_part = (float *)base;
             kp.lse_part = kp.o_part + (size_t)plan.num_splits * R * plan.d;
@@ -943,7 +905,7 @@ FLASHATTN_DEF fa_status fa_decode_cuda(const fa_problem *p, fa_tensor q, fa_tens
         cudaError_t e2 = cudaFreeAsync(owned, st);
         if (e == cudaSuccess) e = e2;
     }
-    if (e != cudaSuccess) return fa__dec_fail(FA_ERROR_CUDA, cudaGetErrorString(e));
+    if (e != cudaSuccess) return fa__fail(FA_ERROR_CUDA, "fa_decode_cuda: %s", cudaGetErrorString(e));
     return FA_OK;
 }
 
