@@ -27,6 +27,18 @@ $(BUILD):
 # ---- tests (CPU, compile checks, sanitizers) ---------------------------------
 
 # ---- GPU build, tests and benchmark -------------------------------------------
+NVFLAGS  := -O3 -std=c++17 -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90a,code=sm_90a \
+            -Xcompiler -Wall,-Wextra -Werror all-warnings
+GPU_TESTS := $(BUILD)/test_gpu_decode
+
+.PHONY: test-gpu-compile
+test-gpu-compile: $(GPU_TESTS)
+
+test-gpu: $(GPU_TESTS)
+	@for t in $(GPU_TESTS); do ./$$t || exit 1; done
+
+$(BUILD)/test_gpu_decode: tests/test_gpu_decode.cu flashattn.h flashattn_cuda.cuh tests/reference.h tests/test_util.h | $(BUILD)
+	$(NVCC) $(NVFLAGS) -Xptxas -v $< -o $@ 2> $@.ptxas.log || { cat $@.ptxas.log; exit 1; }
 
 # ---- examples and demo --------------------------------------------------------
 
