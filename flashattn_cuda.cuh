@@ -735,6 +735,9 @@ static fa_status fa__decode_cuda_prepare(const char *fn, const fa_problem *p, fa
         return fa__fail(FA_ERROR_UNSUPPORTED,
                         "%s: head_dim %d / head_dim_v %d: the GPU decode kernels exist for head_dim "
                         "64, 128 and 256 with head_dim_v == head_dim", fn, d, r.head_dim_v);
+    if (r.batch > 65535 || hkv > 65535)
+        return fa__fail(FA_ERROR_UNSUPPORTED, "%s: batch (%d) and heads_kv (%d) must be <= 65535 on the GPU "
+                        "(grid dimensions)", fn, r.batch, hkv);
     if (!r.seqlens_k && append)
         return fa__fail(FA_ERROR_INVALID_ARGUMENT,
                         "%s: without seqlens_k the cache is full (seqlen_k tokens); nowhere to append k_new", fn);

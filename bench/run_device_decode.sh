@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# One device call: GPU tests, benchmark, sanitizers (quick subset), SASS facts.
+# Run from the repository root (a copy of branch decode with build/ carried).
+# Writes logs to $OUT (or ./out).
+OUT=${OUT:-out}; mkdir -p "$OUT"
+nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu --format=csv | tee "$OUT/device.txt"
+echo "== test"; timeout 200 ./build/test_gpu_decode 2>&1 | tee "$OUT/test.log" | grep -v "^  " | tail -12
+echo "== bench"; PYTHONUNBUFFERED=1 timeout 180 python3 bench/vs_torch_decode.py --out "$OUT/bench.txt" 2>&1 | tee "$OUT/bench.log"
+for tool in memcheck racecheck synccheck; do
+  echo "== $tool"
+  timeout 150 compute-sanitizer --tool $tool --print-limit 5 ./build/test_gpu_decode --quick > "$OUT/san_$tool.log" 2>&1
+  echo "rc=$?"; grep -E "ERROR SUMMARY|RACECHECK SUMMARY|passed, .* failed$" "$OUT/san_$tool.log" | tail -3
+done
+echo "== sass (d128 rows<=16 bf16, sm_90a)"
+cuobjdump -sass -arch sm_90a build/test_gpu_decode 2>/dev/null | awk '/Function : _Z17fa__decode_kernelILi128ELi1E13__nv_bfloat16/{f=1;next} /Function : /{f=0} f' \
+  | grep -oE "LDGSTS[.A-Z0-9]*|LDSM[.A-Z0-9]*|HMMA[.A-Z0-9]*|LDL[.A-Z0-9]*|STL[.A-Z0-9]*" | sort | uniq -c
