@@ -13,6 +13,7 @@
 #include <cuda_bf16.h>
 #include <stdint.h>
 #include <math.h>
+#include <string.h>
 
 /* ============================================================================
    >>decode  flash-decoding: split-KV, GQA packing, paged KV caches
@@ -120,37 +121,37 @@ __device__ __forceinline__ float fa__dec_exp2(float x)
     return y;
 }
 
-/* dtype traits: the MMA for f16 / bf16 operands and the conversions. */
-template <typename T> struct fa__dec_type;
-template <> struct fa__dec_type<__half> {
-    /* D(16x8, fp32) += A(16x16, row) * B(16x8, col) */
-    static __device__ __forceinline__ void mma(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1)
-    {
-        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
-                     "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
-                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-    }
-    static __device__ __forceinline__ uint32_t pack(float lo, float hi)
-    {
-        __half2 h = __floats2half2_rn(lo, hi);
-        return *reinterpret_cast<uint32_t *>(&h);
-    }
-};
-template <> struct fa__dec_type<__nv_bfloat16> {
-    static __device__ __forceinline__ void mma(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1)
-    {
+/* D(16x8, fp32) += A(16x16, row-major) * B(16x8, col-major); BF16 picks the
+   input type (f16 otherwise). */
+template <bool BF16>
+__device__ __forceinline__ void fa__dec_mma(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1)
+{
+    if (BF16)
         asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
                      "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
                      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
                      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    else
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+                     "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+/* Two floats -> one register of two 16-bit values (lo in the low half), RNE. */
+template <bool BF16>
+__device__ __forceinline__ uint32_t fa__dec_pack2(float lo, float hi)
+{
+    uint32_t r;
+    if (BF16) {
+        __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+        memcpy(&r, &v, 4);
+    } else {
+        __half2 v = __floats2half2_rn(lo, hi);
+        memcpy(&r, &v, 4);
     }
-    static __device__ __forceinline__ uint32_t pack(float lo, float hi)
-    {
-        __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
-        return *reinterpret_cast<uint32_t *>(&h);
-    }
-};
+    return r;
+}
 
 /* ---- >>decode-params  what the kernels see ---------------------------------
    Strides are in elements and already resolved (no zeros). */
@@ -225,11 +226,10 @@ __device__ __forceinline__ int64_t fa__dec_cache_offset(const fa__decode_params 
 
 /* ---- >>decode-kernel  one CTA = (sequence b, KV head hk, row block, split) --
    Grid: x = row block + row_blocks * split, y = hk, z = b. */
-template <int D, int WARPS_M, typename T>
+template <int D, int WARPS_M, bool BF16>
 __global__ void __launch_bounds__(FA__DEC_THREADS)
 fa__decode_kernel(const fa__decode_params p)
 {
-    typedef fa__dec_type<T> TT;
     constexpr int BN = FA__DEC_BN;
     constexpr int STAGES = fa__dec_stages(D);
     constexpr int WARPS_N = 4 / WARPS_M;
@@ -268,8 +268,8 @@ fa__decode_kernel(const fa__decode_params p)
     const int my_tiles = max(0, min(n_tiles, t_begin + per_split) - t_begin);
     const int n_first = lo + t_begin * BN; /* first key of this split */
 
-    const T *kbase = (const T *)p.k + (int64_t)hk * p.k_hs;
-    const T *vbase = (const T *)p.v + (int64_t)hk * p.v_hs;
+    const uint16_t *kbase = (const uint16_t *)p.k + (int64_t)hk * p.k_hs;
+    const uint16_t *vbase = (const uint16_t *)p.v + (int64_t)hk * p.v_hs;
     const int32_t *btab = p.block_table ? p.block_table + (int64_t)b * p.pages_per_seq : 0;
 
     /* ---- Q: ROWS packed rows -> shared (zero rows past the real ones) ---- */
@@ -277,7 +277,7 @@ fa__decode_kernel(const fa__decode_params p)
         int r = i / CH, c = i % CH, row = rb * ROWS + r;
         int ok = row < p.rows;
         int t = ok ? row / p.group : 0, hh = ok ? row % p.group : 0;
-        const T *src = (const T *)p.q + (int64_t)b * p.q_bs + (int64_t)t * p.q_ss +
+        const uint16_t *src = (const uint16_t *)p.q + (int64_t)b * p.q_bs + (int64_t)t * p.q_ss +
                        (int64_t)(hk * p.group + hh) * p.q_hs + c * 8;
         fa__dec_cp_async16(fa__dec_smem_addr(qs + fa__dec_swz<D>(r, c)), src, ok ? 16 : 0);
     }
@@ -412,8 +412,8 @@ fa__decode_kernel(const fa__decode_params p)
                 for (int c = 0; c < NS; c++) {
                     uint32_t bk[4];
                     fa__dec_ldmatrix_x4(bk, kt + fa__dec_swz<D>(kw0 + 16 * (c0 + c) + kb_row, 2 * kk + kb_c));
-                    TT::mma(s[2 * c], a, bk[0], bk[1]);
-                    TT::mma(s[2 * c + 1], a, bk[2], bk[3]);
+                    fa__dec_mma<BF16>(s[2 * c], a, bk[0], bk[1]);
+                    fa__dec_mma<BF16>(s[2 * c + 1], a, bk[2], bk[3]);
                 }
             }
 
@@ -466,21 +466,21 @@ fa__decode_kernel(const fa__decode_params p)
                 for (int j = 0; j < D / 8; j++) { o[j][2 * h] *= alpha; o[j][2 * h + 1] *= alpha; }
             }
 
-            /* O += P V. The C fragments of n-tiles 2c, 2c + 1 of S, rounded to T,
+            /* O += P V. The C fragments of n-tiles 2c, 2c + 1 of S, rounded to f16/bf16,
                are exactly the A fragment of the 16-key step c: no shuffles. */
 #pragma unroll
             for (int c = 0; c < NS; c++) {
                 uint32_t a[4];
-                a[0] = TT::pack(s[2 * c][0], s[2 * c][1]);
-                a[1] = TT::pack(s[2 * c][2], s[2 * c][3]);
-                a[2] = TT::pack(s[2 * c + 1][0], s[2 * c + 1][1]);
-                a[3] = TT::pack(s[2 * c + 1][2], s[2 * c + 1][3]);
+                a[0] = fa__dec_pack2<BF16>(s[2 * c][0], s[2 * c][1]);
+                a[1] = fa__dec_pack2<BF16>(s[2 * c][2], s[2 * c][3]);
+                a[2] = fa__dec_pack2<BF16>(s[2 * c + 1][0], s[2 * c + 1][1]);
+                a[3] = fa__dec_pack2<BF16>(s[2 * c + 1][2], s[2 * c + 1][3]);
 #pragma unroll
                 for (int j = 0; j < D / 16; j++) {
                     uint32_t bv[4];
                     fa__dec_ldmatrix_x4_trans(bv, vt + fa__dec_swz<D>(kw0 + 16 * (c0 + c) + vb_row, 2 * j + vb_c));
-                    TT::mma(o[2 * j], a, bv[0], bv[1]);
-                    TT::mma(o[2 * j + 1], a, bv[2], bv[3]);
+                    fa__dec_mma<BF16>(o[2 * j], a, bv[0], bv[1]);
+                    fa__dec_mma<BF16>(o[2 * j + 1], a, bv[2], bv[3]);
                 }
             }
         }
@@ -537,9 +537,9 @@ fa__decode_kernel(const fa__decode_params p)
         const int t = row / p.group, h = hk * p.group + row % p.group;
         const int64_t orow = ((int64_t)b * p.hq + h) * sq + t; /* index in L's layout */
         if (final_out) {
-            T *dst = (T *)p.o + (int64_t)b * p.o_bs + (int64_t)t * p.o_ss + (int64_t)h * p.o_hs + c4;
+            uint16_t *dst = (uint16_t *)p.o + (int64_t)b * p.o_bs + (int64_t)t * p.o_ss + (int64_t)h * p.o_hs + c4;
             /* 4 values, 8 bytes: aligned, since strides are multiples of 8 elements */
-            *reinterpret_cast<uint2 *>(dst) = make_uint2(TT::pack(acc.x, acc.y), TT::pack(acc.z, acc.w));
+            *reinterpret_cast<uint2 *>(dst) = make_uint2(fa__dec_pack2<BF16>(acc.x, acc.y), fa__dec_pack2<BF16>(acc.z, acc.w));
             if (p.lse && c4 == 0) p.lse[orow] = lse2 * FA__DEC_LN2;
         } else {
             const int64_t prow = (int64_t)split * p.batch * p.hq * sq + orow;
@@ -553,11 +553,10 @@ fa__decode_kernel(const fa__decode_params p)
    One warp per output row (b, h, t); lane holds D/32 columns.
      M = max_s LSE_s (0 if all are -inf), L = M + log2 sum_s 2^(LSE_s - M),
      O = sum_s 2^(LSE_s - L) O_s         (seed 000, flash-decoding) */
-template <int D, typename T>
+template <int D, bool BF16>
 __global__ void __launch_bounds__(128)
 fa__decode_combine_kernel(const fa__decode_params p)
 {
-    typedef fa__dec_type<T> TT;
     constexpr int PER = D / 32;
     const int lane = threadIdx.x & 31;
     const int64_t R = (int64_t)p.batch * p.hq * p.sq;
@@ -592,10 +591,10 @@ fa__decode_combine_kernel(const fa__decode_params p)
     }
     /* row = (b * hq + h) * sq + t */
     const int t = (int)(row % p.sq), h = (int)((row / p.sq) % p.hq), b = (int)(row / ((int64_t)p.sq * p.hq));
-    T *dst = (T *)p.o + (int64_t)b * p.o_bs + (int64_t)t * p.o_ss + (int64_t)h * p.o_hs + lane * PER;
+    uint16_t *dst = (uint16_t *)p.o + (int64_t)b * p.o_bs + (int64_t)t * p.o_ss + (int64_t)h * p.o_hs + lane * PER;
 #pragma unroll
     for (int i = 0; i < PER; i += 2) {
-        const uint32_t two = TT::pack(acc[i], acc[i + 1]);
+        const uint32_t two = fa__dec_pack2<BF16>(acc[i], acc[i + 1]);
         *reinterpret_cast<uint32_t *>(dst + i) = two;
     }
     if (p.lse && lane == 0) p.lse[row] = L2 * FA__DEC_LN2;
@@ -668,7 +667,7 @@ typedef struct fa__decode_plan {
    device; the attribute belongs to the device's context) and report how many
    CTAs an SM holds. The cache is a plain array: two threads racing on it
    both store the same numbers. */
-template <int D, int WM, typename T>
+template <int D, int WM, bool BF16>
 static cudaError_t fa__decode_setup(int dev, int *blocks)
 {
     static int cached[64]; /* CTAs per SM + 1, per device; 0 = not yet */
@@ -676,10 +675,10 @@ static cudaError_t fa__decode_setup(int dev, int *blocks)
     cudaError_t e;
     int n = 0;
     if (dev >= 0 && dev < 64 && cached[dev]) { *blocks = cached[dev] - 1; return cudaSuccess; }
-    e = cudaFuncSetAttribute(fa__decode_kernel<D, WM, T>,
+    e = cudaFuncSetAttribute(fa__decode_kernel<D, WM, BF16>,
                              cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (e != cudaSuccess) return e;
-    e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, fa__decode_kernel<D, WM, T>,
+    e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, fa__decode_kernel<D, WM, BF16>,
                                                       FA__DEC_THREADS, smem);
     if (e != cudaSuccess) return e;
     if (n < 1) return cudaErrorInvalidConfiguration; /* does not fit this device's shared memory */
@@ -697,8 +696,8 @@ static cudaError_t fa__decode_setup_any(int dev, int d, int wm, int bf16, int *b
         if (wm == 2) return fa__decode_setup<D_, 2, T_>(dev, blocks);           \
         return fa__decode_setup<D_, fa__dec_max_warps_m(D_), T_>(dev, blocks);  \
     }
-    if (bf16) { FA__DEC_SETUP(64, __nv_bfloat16) FA__DEC_SETUP(128, __nv_bfloat16) FA__DEC_SETUP(256, __nv_bfloat16) }
-    else { FA__DEC_SETUP(64, __half) FA__DEC_SETUP(128, __half) FA__DEC_SETUP(256, __half) }
+    if (bf16) { FA__DEC_SETUP(64, true) FA__DEC_SETUP(128, true) FA__DEC_SETUP(256, true) }
+    else { FA__DEC_SETUP(64, false) FA__DEC_SETUP(128, false) FA__DEC_SETUP(256, false) }
 #undef FA__DEC_SETUP
     *blocks = 1;
     return cudaSuccess;
@@ -815,7 +814,7 @@ static fa_status fa__decode_cuda_prepare(const char *fn, const fa_problem *p, fa
     return FA_OK;
 }
 
-template <int D, typename T>
+template <int D, bool BF16>
 static cudaError_t fa__decode_launch_t(const fa__decode_params &kp, const fa__decode_plan &plan,
                                        cudaStream_t st)
 {
@@ -829,14 +828,14 @@ static cudaError_t fa__decode_launch_t(const fa__decode_params &kp, const fa__de
     /* (fa__decode_setup_any already opted the kernel in to its shared memory) */
 #define FA__DEC_LAUNCH(WM)                                                                 \
     if (plan.warps_m == WM && WM <= fa__dec_max_warps_m(D))                                \
-        fa__decode_kernel<D, (WM <= fa__dec_max_warps_m(D) ? WM : 2), T>                   \
+        fa__decode_kernel<D, (WM <= fa__dec_max_warps_m(D) ? WM : 2), BF16>                   \
             <<<grid, FA__DEC_THREADS, fa__dec_smem_bytes<D, (WM <= fa__dec_max_warps_m(D) ? WM : 2)>(), st>>>(kp);
     FA__DEC_LAUNCH(1) FA__DEC_LAUNCH(2) FA__DEC_LAUNCH(4)
 #undef FA__DEC_LAUNCH
     if ((e = cudaGetLastError()) != cudaSuccess) return e;
     if (plan.num_splits > 1) {
         int64_t R = (int64_t)kp.batch * kp.hq * kp.sq;
-        fa__decode_combine_kernel<D, T><<<(unsigned)((R + 3) / 4), 128, 0, st>>>(kp);
+        fa__decode_combine_kernel<D, BF16><<<(unsigned)((R + 3) / 4), 128, 0, st>>>(kp);
         if ((e = cudaGetLastError()) != cudaSuccess) return e;
     }
     return cudaSuccess;
@@ -845,12 +844,12 @@ static cudaError_t fa__decode_launch_t(const fa__decode_params &kp, const fa__de
 static cudaError_t fa__decode_launch(const fa__decode_params &kp, const fa__decode_plan &plan,
                                      int bf16, cudaStream_t st)
 {
-    if (plan.d == 64) return bf16 ? fa__decode_launch_t<64, __nv_bfloat16>(kp, plan, st)
-                                  : fa__decode_launch_t<64, __half>(kp, plan, st);
-    if (plan.d == 128) return bf16 ? fa__decode_launch_t<128, __nv_bfloat16>(kp, plan, st)
-                                   : fa__decode_launch_t<128, __half>(kp, plan, st);
-    return bf16 ? fa__decode_launch_t<256, __nv_bfloat16>(kp, plan, st)
-                : fa__decode_launch_t<256, __half>(kp, plan, st);
+    if (plan.d == 64) return bf16 ? fa__decode_launch_t<64, true>(kp, plan, st)
+                                  : fa__decode_launch_t<64, false>(kp, plan, st);
+    if (plan.d == 128) return bf16 ? fa__decode_launch_t<128, true>(kp, plan, st)
+                                   : fa__decode_launch_t<128, false>(kp, plan, st);
+    return bf16 ? fa__decode_launch_t<256, true>(kp, plan, st)
+                : fa__decode_launch_t<256, false>(kp, plan, st);
 }
 
 FLASHATTN_DEF fa_status fa_decode_cuda_workspace_size(const fa_problem *p, size_t *bytes)

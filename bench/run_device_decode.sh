@@ -12,5 +12,5 @@ for tool in memcheck racecheck synccheck; do
   echo "rc=$?"; grep -E "ERROR SUMMARY|RACECHECK SUMMARY|passed, .* failed$" "$OUT/san_$tool.log" | tail -3
 done
 echo "== sass (d128 rows<=16 bf16, sm_90a)"
-cuobjdump -sass -arch sm_90a build/test_gpu_decode 2>/dev/null | awk '/Function : _Z17fa__decode_kernelILi128ELi1E13__nv_bfloat16/{f=1;next} /Function : /{f=0} f' \
+cuobjdump -sass -arch sm_90a build/test_gpu_decode 2>/dev/null | awk '/Function : _Z17fa__decode_kernelILi128ELi1ELb1E/{f=1;next} /Function : /{f=0} f' \
   | grep -oE "LDGSTS[.A-Z0-9]*|LDSM[.A-Z0-9]*|HMMA[.A-Z0-9]*|LDL[.A-Z0-9]*|STL[.A-Z0-9]*" | sort | uniq -c
