@@ -1,10 +1,135 @@
-/* flashattn_cuda.cuh - the GPU half of flashattn.h (included by it when the
-   implementation file is compiled by nvcc). See flashattn.h for the API.
+/* flashattn_cuda.cuh - the GPU half of flashattn.h (sm_80 and later).
 
-   (The forward kernels, their primitives and this file's opening chapter on
-   tiling and fragment layouts live on branch `gpu`; this branch only adds the
-   decode section at the end, tagged >>decode.)
+   Do not include this file yourself: flashattn.h pulls it in when the file
+   that defines FLASHATTN_IMPLEMENTATION is compiled by nvcc. It needs the
+   helpers of flashattn.h's implementation (fa__fail, fa__check_forward,
+   fa__dropout_keep, ...), which are defined just before the #include.
+
+   ============================================================================
+   CONTENTS (search for the tag)
+   ============================================================================
+     >>gpu-course     how the forward kernel works, read this first
+     >>gpu-config     macros: block sizes, warps, head dims
+     >>gpu-ptx        the five PTX instructions we use, wrapped
+     >>gpu-smem       the swizzled shared-memory layout
+     >>gpu-fwd        the forward kernel (FlashAttention-2)
+     >>gpu-host       choosing a configuration, checks, the launch
+     >>decode         flash-decoding: split-KV, GQA packing, paged KV (fa_decode_cuda)
+
+   ============================================================================
+   >>gpu-course  HOW THE FORWARD KERNEL WORKS
+   ============================================================================
+   The algorithm is FlashAttention-2 (seed 002; Dao 2023, Algorithm 1): for one
+   block of Br query rows, walk over the key/value blocks of Bc rows, keep
+   the running row maximum m and row sum l (ell) of exp(S - m), and an
+   UNSCALED output accumulator O~ that is multiplied by exp(m_old - m_new)
+   whenever m grows. Only at the very end is O = O~ / l written, with
+   L = m + log(l). Here Br = BLOCK_M and Bc = BLOCK_N.
+
+   1. Work split (the grid). One thread block (CTA) per (query block, query
+      head, sequence): blockIdx.x = query block (issued last-first so the
+      longest causal blocks start first), blockIdx.y = head, blockIdx.z =
+      sequence. Blocks never talk to each other, so there are no atomics and
+      the result is bit-identical run to run.
+
+   2. Inside the block. W warps; the query rows are split among them in tiles
+      of 16 rows (the M of one tensor-core instruction): warp w owns MT =
+      BLOCK_M / (16 W) row tiles. Warps NEVER split the keys (that was
+      FlashAttention-1's "split-K" scheme, which needed a reduction through
+      shared memory): every warp sees the whole K/V block, so each row's m, l
+      and O~ live in one warp's registers from start to finish.
+
+   3. Shared memory. Q [BLOCK_M x D] once; K and V in TWO stages each
+      [2][BLOCK_N x D]: while the warps multiply with stage s, cp.async
+      (asynchronous global -> shared copies that bypass registers) fills
+      stage s^1 with the next block. The loop per key block j:
+
+        wait(K_j landed); barrier .......... K_j visible to every warp
+        S = Q K_j^T ....................... tensor cores, S in registers
+        issue cp.async K_{j+1} -> other stage (its last reader, S_{j-1},
+                                           finished before the barrier above)
+        mask, online softmax, P = exp2(...) in registers
+        wait(V_j landed); barrier .......... V_j visible to every warp
+        O~ += P V_j ....................... tensor cores, P straight from registers
+        issue cp.async V_{j+1} -> other stage (its last reader, P V_{j-1},
+                                           finished before this iteration's first barrier)
+
+      So two barriers per block, each there to publish data another thread's
+      cp.async wrote; no barrier is needed to protect a buffer from being
+      overwritten, because each is refilled only after a barrier that all of
+      its readers have passed.
+
+   4. Swizzle. A row of D bf16 is D/8 chunks of 16 bytes. ldmatrix (below)
+      reads one 16-byte chunk from each of 8 consecutive rows; with plain
+      row-major storage those 8 chunks sit in the same 4 banks whenever the
+      row length is a multiple of 128 bytes: an 8-way bank conflict. So chunk
+      c of row r is stored at chunk c ^ (r % 8) (rows of 8k chunks), or at
+      c ^ ((r / 2) % 4) when D/8 is 4 mod 8 (D = 32, 96: two rows share each
+      128-byte line). Either way the 8 chunks an ldmatrix reads land in 8
+      different groups of 4 banks. cp.async writes with the same formula.
+
+   5. The tensor-core instruction: mma.sync.aligned.m16n8k16.row.col with
+      f16 or bf16 inputs and fp32 accumulators, D = A B + C, A 16x16, B 16x8.
+      A warp holds each fragment spread over its 32 lanes. With g = lane / 4
+      (the "group", 0..7) and t = lane % 4 (the "thread in group", 0..3):
+
+        A (16 x 16, row major), 4 registers of 2 halves each:
+          a0: row g,   cols 2t, 2t+1        a2: row g,   cols 2t+8, 2t+9
+          a1: row g+8, cols 2t, 2t+1        a3: row g+8, cols 2t+8, 2t+9
+        B (16 x 8, "col" = stored as 8 columns of 16):
+          b0: rows (k) 2t, 2t+1 of col g    b1: rows 2t+8, 2t+9 of col g
+        C/D (16 x 8), 4 floats:
+          c0, c1: row g,   cols 2t, 2t+1    c2, c3: row g+8, cols 2t, 2t+1
+
+      So a row of S lives in the 4 lanes of one group (a "quad"): row
+      reductions are 2 in-thread steps then __shfl_xor_sync with 1 and 2.
+
+   6. ldmatrix.x4 loads four 8x8 b16 matrices; lanes 8i..8i+7 give the row
+      addresses of matrix i and every lane receives, for matrix i, register i
+      = (row g, cols 2t, 2t+1): exactly one A/B fragment register. With
+      .trans it receives (rows 2t, 2t+1 of col g) instead.
+        Q (A of S = Q K^T): matrices (rows 0-7 | 8-15) x (cols 0-7 | 8-15)
+          -> a0..a3; lane l addresses row l % 16, chunk l / 16.
+        K (B of S): K is stored [key][d], and B wants consecutive d for one
+          key: that IS a row of K, so no transpose; one x4 gives b0, b1 of
+          two 8-key tiles.
+        V (B of O~ += P V): V is stored [key][d] but B wants consecutive keys
+          for one d column: .trans; one x4 gives b0, b1 of two 8-wide d tiles.
+
+   7. P never leaves registers. The C fragments of S tiles 2j and 2j+1
+      (keys 16j .. 16j+15), rounded to f16/bf16 and packed in pairs, are
+      exactly the A fragment of k-step j of P V:
+        a0 = pack(S[2j].c0, c1), a1 = pack(S[2j].c2, c3),
+        a2 = pack(S[2j+1].c0, c1), a3 = pack(S[2j+1].c2, c3).
+
+   8. Softmax in base 2. exp(x) = exp2(x log2 e): with scale_log2 = scale *
+      log2(e), p = exp2(s * scale_log2 - m * scale_log2), one FFMA and one
+      MUFU.EX2 per score, where s is the raw dot product and m its running
+      maximum (kept in base-2 units). With softcap, ALiBi or dropout (the
+      "extras") or a negative scale, each score is first transformed in
+      natural units and then multiplied by log2 e; the same code then runs
+      with a multiplier of 1. A row whose maximum is still -infinity (no
+      visible key yet) uses 0 in place of m so exp2(-inf - 0) = 0, never NaN.
+
+   9. Masks. Query row i sits at key position i' = i + sk - sq (bottom-right
+      alignment). Key j is visible when j < sk, and (causal) j <= i', and
+      (window) i' - left <= j <= i' + right. Whole key blocks outside every
+      row's range are never loaded (the loop bounds); blocks cut by a mask
+      boundary or by sk are masked element by element; the rest (most of
+      them) skip the mask code entirely.
+
+   10. Dropout. P_ij is kept when fa__dropout_keep(seed, offset, b, h, i, j)
+       says so (the Philox rule of flashattn.h, shared with the CPU path, so
+       both drop the same elements). l sums the undropped P (L is the
+       undropped log-sum-exp); the final 1 / (1 - p) is folded into 1 / l.
+
+   11. Sizes that are not tile multiples. cp.async's src-size operand copies
+       fewer than 16 bytes and zero-fills the rest, so K/V rows past sk and
+       head-dim columns past d/dv read as 0 (finite, so 0 * P stays 0); those
+       keys are masked, those output columns and rows are not written. A
+       head dim between instantiated sizes runs in the next one up.
 */
+
 #ifndef FLASHATTN_CUDA_CUH
 #define FLASHATTN_CUDA_CUH
 
@@ -12,8 +137,738 @@
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
 #include <stdint.h>
-#include <math.h>
-#include <string.h>
+
+/* ============================================================================
+   >>gpu-config  CONFIGURATION MACROS (define before the implementation include)
+   ============================================================================
+     FLASHATTN_HEAD_DIMS   (32, 64, 96, 128, 192, 256) the head dims compiled,
+                           a comma-separated list in increasing order. A
+                           problem runs in the smallest listed size >=
+                           max(head_dim, head_dim_v); none: FA_ERROR_UNSUPPORTED.
+                           Each size costs compile time (two dtypes, up to two
+                           tile shapes).
+     FLASHATTN_BLOCK_M     (per head dim and GPU, see fa__default_config)
+                           query rows per thread block, a multiple of 16*WARPS.
+     FLASHATTN_BLOCK_N     (likewise) keys per K/V block, a multiple of 16.
+     FLASHATTN_WARPS       (likewise) warps per thread block.
+   Setting any of the last three applies it to every head dim and GPU; a
+   shape whose shared memory exceeds the device's limit is refused at run
+   time with FA_ERROR_UNSUPPORTED.
+   Tensors on the GPU must be f16 or bf16 (all four the same type); f32 gives
+   FA_ERROR_UNSUPPORTED: convert first (the tensor cores take 16-bit inputs,
+   and a hidden conversion would need a workspace as big as Q, K and V).
+*/
+#ifndef FLASHATTN_HEAD_DIMS
+#define FLASHATTN_HEAD_DIMS 32, 64, 96, 128, 192, 256
+#endif
+
+/* The device-side rounding helpers and the FLASHATTN_HD qualifier come from
+   flashattn.h's implementation. */
+
+/* ============================================================================
+   >>gpu-ptx  THE PTX WE USE
+   ============================================================================ */
+
+/* 16-byte asynchronous copy global -> shared; bytes in [0, 16] are read and
+   the rest of the 16 is zero-filled. .cg: cache in L2 only (each tile is read
+   once per block, no point polluting L1). */
+static __device__ __forceinline__ void fa__cp_async16(uint32_t smem_addr, const void *gmem,
+                                                      int bytes)
+{
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr),
+                 "l"(gmem), "r"(bytes)
+                 : "memory");
+}
+static __device__ __forceinline__ void fa__cp_async_commit(void)
+{
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+/* Wait until at most N of this thread's committed groups are still in flight. */
+template <int N> static __device__ __forceinline__ void fa__cp_async_wait(void)
+{
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+static __device__ __forceinline__ void fa__ldmatrix_x4(uint32_t r[4], uint32_t smem_addr)
+{
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(smem_addr)
+                 : "memory");
+}
+static __device__ __forceinline__ void fa__ldmatrix_x4_trans(uint32_t r[4], uint32_t smem_addr)
+{
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(smem_addr)
+                 : "memory");
+}
+
+/* D = A B + D for one 16x8x16 tile, fp32 accumulate. BF16 selects the input type. */
+template <bool BF16>
+static __device__ __forceinline__ void fa__mma16816(float d[4], const uint32_t a[4],
+                                                    uint32_t b0, uint32_t b1)
+{
+    if (BF16)
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+                     "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    else
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+                     "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+/* Two floats -> one register of two 16-bit values (lo in the low half), RNE. */
+template <bool BF16> static __device__ __forceinline__ uint32_t fa__pack2(float lo, float hi)
+{
+    uint32_t r;
+    if (BF16) {
+        __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+        memcpy(&r, &v, 4);
+    } else {
+        __half2 v = __floats2half2_rn(lo, hi);
+        memcpy(&r, &v, 4);
+    }
+    return r;
+}
+
+/* 2^x on the special-function unit (one MUFU.EX2); ex2(-inf) = 0. */
+static __device__ __forceinline__ float fa__exp2(float x)
+{
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+    return y;
+}
+
+/* ============================================================================
+   >>gpu-smem  SWIZZLED TILES
+   ============================================================================
+   A tile of ROWS x D 16-bit elements, row-major, D/8 chunks of 16 bytes per
+   row, chunk c of row r stored at chunk fa__swizzle<D>(r, c) (see course
+   item 4). Returns the element offset of the chunk's first element. */
+template <int D> static __device__ __forceinline__ int fa__swizzle(int r, int c)
+{
+    constexpr int C = D / 8; /* chunks per row */
+    static_assert(C % 4 == 0, "head dim must be a multiple of 32");
+    int cs = (C % 8 == 0) ? (c ^ (r & 7)) : (c ^ ((r >> 1) & 3));
+    return r * D + cs * 8;
+}
+
+/* Copy rows [0, rows) x columns [0, cols) of a global tile (row stride
+   `stride` elements) into a swizzled ROWS x D shared tile; rows >= rows and
+   columns >= cols are zero-filled. All NT threads take part, one 16-byte
+   cp.async each per step. Thread `tid` always copies chunk c = tid % C of
+   rows tid / C, tid / C + NT / C, ...: so its column, its byte count and
+   (when NT / C is a multiple of 8) its swizzle are fixed, and the addresses
+   of the steps differ by constants. */
+template <int ROWS, int D, int NT>
+static __device__ __forceinline__ void fa__load_tile(uint32_t smem_base, const uint16_t *g,
+                                                     int64_t stride, int rows, int cols)
+{
+    constexpr int C = D / 8;       /* chunks per row */
+    if constexpr (NT % C != 0) {   /* D = 96, 192: each step's chunk differs */
+#pragma unroll
+        for (int it = 0; it < (ROWS * C + NT - 1) / NT; it++) {
+            const int idx = it * NT + (int)threadIdx.x;
+            if ((ROWS * C) % NT != 0 && idx >= ROWS * C) break;
+            const int r = idx / C, c = idx % C, left = (cols - c * 8) * 2;
+            const int bytes = r < rows ? (left >= 16 ? 16 : (left > 0 ? left : 0)) : 0;
+            fa__cp_async16(smem_base + 2u * (uint32_t)fa__swizzle<D>(r, c),
+                           bytes ? g + (int64_t)r * stride + c * 8 : g, bytes);
+        }
+        return;
+    }
+    constexpr int RPS = NT % C == 0 ? NT / C : 1; /* rows per step */
+    const int r0 = (int)threadIdx.x / C, c = (int)threadIdx.x % C;
+    const int left = (cols - c * 8) * 2;
+    const int bytes = left >= 16 ? 16 : (left > 0 ? left : 0);
+    const uint16_t *src = g + (int64_t)r0 * stride + c * 8;
+#pragma unroll
+    for (int it = 0; it < (ROWS + RPS - 1) / RPS; it++) {
+        const int r = r0 + it * RPS;
+        if (ROWS % RPS != 0 && r >= ROWS) break;
+        const bool in = r < rows && bytes > 0;
+        /* src-size 0 reads nothing; the address must still be a valid one */
+        fa__cp_async16(smem_base + 2u * (uint32_t)fa__swizzle<D>(r, c), in ? src : g, in ? bytes : 0);
+        src += RPS * stride;
+    }
+}
+
+/* ldmatrix addresses. Every ldmatrix below reads rows R + (lane % 8) with R a
+   multiple of 8, and chunks 2k + e with e a per-thread bit (which half of the
+   16 columns this lane addresses). So the swizzle key (row % 8, or (row / 2)
+   % 4) is the per-thread constant lane-derived x, and the swizzled chunk of
+   2k + e is (2k with its low bits XOR-ed by (e ^ x)): precompute, per thread,
+   the byte offsets of the few distinct low-bit patterns; the rest of the
+   address is a compile-time constant. */
+template <int D> struct fa__ldsm_addr {
+    static constexpr int C = D / 8;
+    static constexpr int M = (C % 8 == 0) ? 7 : 3; /* chunk bits the swizzle touches */
+    uint32_t off[(M + 1) / 2];                      /* bytes, for (2k & M) = 0, 2, 4, 6 */
+    __device__ __forceinline__ fa__ldsm_addr(int lane, int e)
+    {
+        const int x = (M == 7) ? (lane & 7) : ((lane >> 1) & 3);
+#pragma unroll
+        for (int m = 0; m < (M + 1) / 2; m++) off[m] = (uint32_t)(((2 * m) | e) ^ x) * 16u;
+    }
+    /* byte offset of (row base `row`, whose low 3 bits are lane & 7, chunk 2k + e) */
+    __device__ __forceinline__ uint32_t at(int row, int k) const
+    {
+        return (uint32_t)row * (2u * D) + (uint32_t)((2 * k) & ~M) * 16u + off[k % ((M + 1) / 2)];
+    }
+};
+
+/* ============================================================================
+   >>gpu-fwd  THE FORWARD KERNEL
+   ============================================================================ */
+
+/* Everything the kernel needs, resolved on the host (strides in elements). */
+typedef struct fa__fwd_params {
+    const uint16_t *q, *k, *v;
+    uint16_t *o;
+    float *lse;
+    int64_t q_batch, q_seq, q_head;
+    int64_t k_batch, k_seq, k_head;
+    int64_t v_batch, v_seq, v_head;
+    int64_t o_batch, o_seq, o_head;
+    int seqlen_q, seqlen_k, heads_q, group; /* group = heads_q / heads_kv */
+    int d, dv;
+    const int32_t *cu_seqlens_q, *cu_seqlens_k, *seqlens_k;
+    float scale;      /* natural units */
+    float scale_log2; /* scale * log2(e) */
+    float softcap;    /* 0 = off */
+    const float *alibi_slopes;
+    int has_left, has_right; /* window / causal bounds active */
+    int left, right;         /* visible keys: i' - left <= j <= i' + right */
+    int extras;              /* softcap, ALiBi, dropout or scale < 0 */
+    int dropout;
+    uint32_t dropout_threshold;
+    uint64_t dropout_seed, dropout_offset;
+    float out_scale; /* 1 / (1 - dropout_p) */
+} fa__fwd_params;
+
+#define FA__GPU_LOG2E 1.4426950408889634f
+#define FA__GPU_LN2 0.6931471805599453f
+
+/* S, O~: per warp, MT row tiles of 16; per thread, [MT][tiles][4] floats in
+   the C-fragment layout (course item 5). */
+template <bool BF16, int D, int BM, int BN, int WARPS, bool EXTRAS>
+__global__ void __launch_bounds__(WARPS * 32)
+fa__fwd_kernel_sm80(const fa__fwd_params p)
+{
+    constexpr int NT = WARPS * 32;     /* threads */
+    constexpr int MT = BM / (16 * WARPS); /* 16-row tiles per warp */
+    constexpr int NS = BN / 8;          /* 8-key tiles of S per row tile */
+    constexpr int NO = D / 8;           /* 8-column tiles of O~ per row tile */
+    static_assert(BM % (16 * WARPS) == 0, "BLOCK_M must be a multiple of 16 * WARPS");
+    static_assert(BN % 16 == 0 && D % 32 == 0, "BLOCK_N % 16, head dim % 32");
+
+    extern __shared__ __align__(128) uint16_t fa__smem[];
+    const uint32_t sQ = (uint32_t)__cvta_generic_to_shared(fa__smem);
+    const uint32_t sK = sQ + 2u * BM * D;          /* two stages of BN x D */
+    const uint32_t sV = sK + 2u * 2u * BN * D;     /* two stages of BN x D */
+    constexpr uint32_t KV_STAGE_BYTES = 2u * BN * D;
+
+    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+    const int g = lane / 4, t = lane % 4;
+    const int m_block = gridDim.x - 1 - blockIdx.x; /* heavy causal blocks first */
+    const int h = blockIdx.y, b = blockIdx.z, hk = h / p.group;
+
+    /* ---- this sequence's extent (variable length, KV-cache lengths) ---- */
+    int sq = p.seqlen_q, sk = p.seqlen_k;
+    int64_t q_tok0 = 0, k_tok0 = 0; /* first token row with cu_seqlens */
+    if (p.cu_seqlens_q) { q_tok0 = p.cu_seqlens_q[b]; sq = (int)(p.cu_seqlens_q[b + 1] - q_tok0); }
+    if (p.cu_seqlens_k) { k_tok0 = p.cu_seqlens_k[b]; sk = (int)(p.cu_seqlens_k[b + 1] - k_tok0); }
+    if (p.seqlens_k) sk = p.seqlens_k[b];
+    const int row0 = m_block * BM; /* first query row of this block */
+    if (row0 >= sq) return;        /* whole block past this sequence's end */
+    const int64_t shift = (int64_t)sk - sq; /* i' = i + shift */
+
+    const uint16_t *gq = p.q + (p.cu_seqlens_q ? q_tok0 * p.q_seq : b * p.q_batch) +
+                         h * p.q_head + (int64_t)row0 * p.q_seq;
+    const uint16_t *gk = p.k + (p.cu_seqlens_k ? k_tok0 * p.k_seq : b * p.k_batch) + hk * p.k_head;
+    const uint16_t *gv = p.v + (p.cu_seqlens_k ? k_tok0 * p.v_seq : b * p.v_batch) + hk * p.v_head;
+    uint16_t *go = p.o + (p.cu_seqlens_q ? q_tok0 * p.o_seq : b * p.o_batch) + h * p.o_head;
+
+    /* ---- key blocks any row of this block can see: [n_begin, n_end) ---- */
+    int n_end = (sk + BN - 1) / BN;
+    int n_begin = 0;
+    if (p.has_right) {
+        int64_t last_row = (int64_t)(row0 + BM < sq ? row0 + BM : sq) - 1;
+        int64_t lim = last_row + shift + p.right + 1; /* keys < lim */
+        int64_t nb = lim > 0 ? (lim + BN - 1) / BN : 0;
+        if (nb < n_end) n_end = (int)nb;
+    }
+    if (p.has_left) {
+        int64_t lo = (int64_t)row0 + shift - p.left; /* smallest key any row sees */
+        if (lo > 0) n_begin = (int)(lo / BN);
+    }
+
+    /* Row indices (within the sequence) of this thread's rows: tile mt, half hf. */
+    const int wrow0 = row0 + warp * 16 * MT;
+
+    float m_run[MT][2], l_run[MT][2]; /* running max (base-2 units) and partial sum */
+    float acc_o[MT][NO][4];           /* O~, unscaled */
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++) {
+        m_run[mt][0] = m_run[mt][1] = -INFINITY;
+        l_run[mt][0] = l_run[mt][1] = 0.0f;
+#pragma unroll
+        for (int n = 0; n < NO; n++) acc_o[mt][n][0] = acc_o[mt][n][1] = acc_o[mt][n][2] = acc_o[mt][n][3] = 0.0f;
+    }
+
+    if (n_begin < n_end) {
+        /* Prologue: Q and K_{n_begin} in group 1, V_{n_begin} in group 2. */
+        fa__load_tile<BM, D, NT>(sQ, gq, p.q_seq, sq - row0, p.d);
+        {
+            int k0 = n_begin * BN;
+            fa__load_tile<BN, D, NT>(sK, gk + (int64_t)k0 * p.k_seq, p.k_seq, sk - k0, p.d);
+            fa__cp_async_commit();
+            fa__load_tile<BN, D, NT>(sV, gv + (int64_t)k0 * p.v_seq, p.v_seq, sk - k0, p.dv);
+            fa__cp_async_commit();
+        }
+        /* Per-thread ldmatrix offsets (course item 6): lane l addresses
+           Q row l % 16, chunk half l / 16; K row (l / 16) * 8 + l % 8, chunk
+           half (l / 8) % 2; V (trans) row l % 16, chunk half l / 16. */
+        const fa__ldsm_addr<D> aq(lane, lane >> 4), ak(lane, (lane >> 3) & 1), av(lane, lane >> 4);
+        /* The multiplier that takes a score in S to base-2 units (course item 8). */
+        const float mul = EXTRAS ? 1.0f : p.scale_log2;
+
+        for (int n = n_begin; n < n_end; n++) {
+            const uint32_t stage = (uint32_t)((n - n_begin) & 1) * KV_STAGE_BYTES;
+            const int k0 = n * BN;
+
+            /* K_n (and, first time, Q) has landed for this thread's copies;
+               the barrier makes every thread's copies visible to all warps. */
+            fa__cp_async_wait<1>();
+            __syncthreads();
+
+            /* ---- S = Q K_n^T (raw dot products) ---- */
+            float s[MT][NS][4];
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+                for (int j = 0; j < NS; j++) s[mt][j][0] = s[mt][j][1] = s[mt][j][2] = s[mt][j][3] = 0.0f;
+#pragma unroll
+            for (int ks = 0; ks < D / 16; ks++) {
+                uint32_t qa[MT][4];
+#pragma unroll
+                for (int mt = 0; mt < MT; mt++)
+                    fa__ldmatrix_x4(qa[mt], sQ + aq.at(warp * 16 * MT + mt * 16 + (lane & 15), ks));
+#pragma unroll
+                for (int np = 0; np < NS / 2; np++) {
+                    uint32_t kb[4];
+                    fa__ldmatrix_x4(kb, sK + stage + ak.at(np * 16 + ((lane >> 4) << 3) + (lane & 7), ks));
+#pragma unroll
+                    for (int mt = 0; mt < MT; mt++) {
+                        fa__mma16816<BF16>(s[mt][2 * np], qa[mt], kb[0], kb[1]);
+                        fa__mma16816<BF16>(s[mt][2 * np + 1], qa[mt], kb[2], kb[3]);
+                    }
+                }
+            }
+
+            /* Prefetch K_{n+1} into the other stage (its readers, S_{n-1},
+               all passed this iteration's first barrier). Always commit, so
+               the group count the waits rely on stays the same at the end. */
+            if (n + 1 < n_end)
+                fa__load_tile<BN, D, NT>(sK + (stage ^ KV_STAGE_BYTES), gk + (int64_t)(k0 + BN) * p.k_seq,
+                                         p.k_seq, sk - k0 - BN, p.d);
+            fa__cp_async_commit();
+
+            /* ---- masks and extras, element by element, only where needed ---- */
+            bool need_mask = k0 + BN > sk;
+            if (p.has_right) need_mask |= (int64_t)k0 + BN - 1 > (int64_t)row0 + shift + p.right;
+            if (p.has_left) need_mask |= (int64_t)k0 < (int64_t)row0 + BM - 1 + shift - p.left;
+            if (need_mask || EXTRAS) {
+#pragma unroll
+                for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+                    for (int j = 0; j < NS; j++)
+#pragma unroll
+                        for (int e = 0; e < 4; e++) {
+                            const int i = wrow0 + mt * 16 + g + (e >> 1) * 8; /* query row */
+                            const int kj = k0 + j * 8 + 2 * t + (e & 1);    /* key */
+                            const int64_t ip = i + shift;
+                            bool vis = kj < sk;
+                            if (p.has_right) vis = vis && kj <= ip + p.right;
+                            if (p.has_left) vis = vis && kj >= ip - p.left;
+                            float x = s[mt][j][e];
+                            if (EXTRAS) {
+                                x *= p.scale;
+                                if (p.softcap > 0.0f) x = p.softcap * tanhf(x / p.softcap);
+                                if (p.alibi_slopes) {
+                                    int64_t dist = ip - kj;
+                                    x -= p.alibi_slopes[h] * (float)(dist < 0 ? -dist : dist);
+                                }
+                                x *= FA__GPU_LOG2E;
+                            }
+                            s[mt][j][e] = vis ? x : -INFINITY;
+                        }
+            }
+
+            /* ---- online softmax (seed 002: m, l, unscaled O~) ---- */
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+                for (int hf = 0; hf < 2; hf++) {
+                    float mx = -INFINITY;
+#pragma unroll
+                    for (int j = 0; j < NS; j++) mx = fmaxf(mx, fmaxf(s[mt][j][2 * hf], s[mt][j][2 * hf + 1]));
+                    /* the row's other 3 quarters are in the quad's other lanes */
+                    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+                    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+                    const float m_new = fmaxf(m_run[mt][hf], mx * mul);
+                    const float m_use = m_new == -INFINITY ? 0.0f : m_new;
+                    /* Rescale: O~ and l were relative to the old max. */
+                    const float alpha = fa__exp2(m_run[mt][hf] - m_use);
+                    m_run[mt][hf] = m_new;
+                    l_run[mt][hf] *= alpha;
+#pragma unroll
+                    for (int c = 0; c < NO; c++) {
+                        acc_o[mt][c][2 * hf] *= alpha;
+                        acc_o[mt][c][2 * hf + 1] *= alpha;
+                    }
+                    float sum = 0.0f;
+#pragma unroll
+                    for (int j = 0; j < NS; j++)
+#pragma unroll
+                        for (int e = 0; e < 2; e++) {
+                            float pe = fa__exp2(fmaf(s[mt][j][2 * hf + e], mul, -m_use));
+                            sum += pe;
+                            s[mt][j][2 * hf + e] = pe;
+                        }
+                    l_run[mt][hf] += sum; /* partial: this lane's quarter of the row */
+                }
+
+            if (EXTRAS && p.dropout) {
+#pragma unroll
+                for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+                    for (int j = 0; j < NS; j++)
+#pragma unroll
+                        for (int e = 0; e < 4; e++) {
+                            const int i = wrow0 + mt * 16 + g + (e >> 1) * 8;
+                            const int kj = k0 + j * 8 + 2 * t + (e & 1);
+                            if (!fa__dropout_keep(p.dropout_seed, p.dropout_offset, b, h, p.heads_q, i, kj,
+                                                  p.dropout_threshold))
+                                s[mt][j][e] = 0.0f;
+                        }
+            }
+
+            /* V_n has landed (only K_{n+1} may still be in flight); the
+               barrier publishes every thread's copies. */
+            fa__cp_async_wait<1>();
+            __syncthreads();
+
+            /* ---- O~ += P V_n, P from registers (course item 7) ---- */
+            /* Round P to 16 bits once, up front: half the registers of S. */
+            uint32_t pa[BN / 16][MT][4];
+#pragma unroll
+            for (int ks = 0; ks < BN / 16; ks++)
+#pragma unroll
+                for (int mt = 0; mt < MT; mt++) {
+                    pa[ks][mt][0] = fa__pack2<BF16>(s[mt][2 * ks][0], s[mt][2 * ks][1]);
+                    pa[ks][mt][1] = fa__pack2<BF16>(s[mt][2 * ks][2], s[mt][2 * ks][3]);
+                    pa[ks][mt][2] = fa__pack2<BF16>(s[mt][2 * ks + 1][0], s[mt][2 * ks + 1][1]);
+                    pa[ks][mt][3] = fa__pack2<BF16>(s[mt][2 * ks + 1][2], s[mt][2 * ks + 1][3]);
+                }
+#pragma unroll
+            for (int ks = 0; ks < BN / 16; ks++) {
+#pragma unroll
+                for (int dp = 0; dp < NO / 2; dp++) {
+                    uint32_t vb[4];
+                    fa__ldmatrix_x4_trans(vb, sV + stage + av.at(ks * 16 + (lane & 15), dp));
+#pragma unroll
+                    for (int mt = 0; mt < MT; mt++) {
+                        fa__mma16816<BF16>(acc_o[mt][2 * dp], pa[ks][mt], vb[0], vb[1]);
+                        fa__mma16816<BF16>(acc_o[mt][2 * dp + 1], pa[ks][mt], vb[2], vb[3]);
+                    }
+                }
+            }
+
+            /* Prefetch V_{n+1} into the other stage (its readers, P V_{n-1},
+               all passed this iteration's first barrier). */
+            if (n + 1 < n_end)
+                fa__load_tile<BN, D, NT>(sV + (stage ^ KV_STAGE_BYTES), gv + (int64_t)(k0 + BN) * p.v_seq,
+                                         p.v_seq, sk - k0 - BN, p.dv);
+            fa__cp_async_commit();
+        }
+        /* Nothing may be left in flight when the block exits (the last two
+           groups are empty, but say so). */
+        fa__cp_async_wait<0>();
+    }
+
+    /* ---- epilogue: the one final rescale, O = O~ / l, and L = m + log l ---- */
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int hf = 0; hf < 2; hf++) {
+            float l = l_run[mt][hf];
+            l += __shfl_xor_sync(0xffffffffu, l, 1);
+            l += __shfl_xor_sync(0xffffffffu, l, 2);
+            const int i = wrow0 + mt * 16 + g + hf * 8;
+            if (i >= sq) continue;
+            const float inv = l > 0.0f ? p.out_scale / l : 0.0f; /* no visible key: O = 0 */
+            uint16_t *orow = go + (int64_t)i * p.o_seq;
+#pragma unroll
+            for (int c = 0; c < NO; c++) {
+                const int col = c * 8 + 2 * t;
+                const uint32_t v2 = fa__pack2<BF16>(acc_o[mt][c][2 * hf] * inv, acc_o[mt][c][2 * hf + 1] * inv);
+                if (col + 1 < p.dv)
+                    *(uint32_t *)(orow + col) = v2; /* 4-byte aligned: even col, aligned rows */
+                else if (col < p.dv)
+                    orow[col] = (uint16_t)(v2 & 0xffffu);
+            }
+            if (p.lse && t == 0) {
+                const float L = l > 0.0f ? m_run[mt][hf] * FA__GPU_LN2 + logf(l) : -INFINITY;
+                const int64_t li = p.cu_seqlens_q
+                                       ? (int64_t)h * p.cu_seqlens_q[gridDim.z] + q_tok0 + i
+                                       : ((int64_t)b * p.heads_q + h) * p.seqlen_q + i;
+                p.lse[li] = L;
+            }
+        }
+}
+
+/* ============================================================================
+   >>gpu-host  CONFIGURATION, CHECKS, LAUNCH
+   ============================================================================ */
+
+/* Tile shape per head dim and GPU family (FlashAttention-2's choices, fitted
+   to our double-buffered K/V: shared bytes = 2 * D * (BM + 4 * BN)).
+     family 0: sm_80 (A100, 164 KB) and sm_90 (H100, 227 KB)
+     family 1: sm_86 / sm_89 (99 KB per block)                                  */
+typedef struct fa__config { int bm, bn, warps; } fa__config;
+
+static constexpr fa__config fa__default_config(int d, int family)
+{
+    return family == 0
+               ? (d <= 64 ? fa__config{128, 128, 8}
+                  : d <= 128 ? fa__config{128, 64, 8}
+                             : fa__config{64, 64, 4})
+               : (d <= 32 ? fa__config{128, 128, 8}
+                  : d <= 96 ? fa__config{128, 64, 8}
+                  : d <= 128 ? fa__config{64, 64, 4}
+                             : fa__config{64, 32, 4});
+}
+
+static constexpr fa__config fa__config_for(int d, int family)
+{
+    return fa__config{
+#ifdef FLASHATTN_BLOCK_M
+        FLASHATTN_BLOCK_M,
+#else
+        fa__default_config(d, family).bm,
+#endif
+#ifdef FLASHATTN_BLOCK_N
+        FLASHATTN_BLOCK_N,
+#else
+        fa__default_config(d, family).bn,
+#endif
+#ifdef FLASHATTN_WARPS
+        FLASHATTN_WARPS,
+#else
+        fa__default_config(d, family).warps,
+#endif
+    };
+}
+
+static constexpr int fa__head_dims[] = {FLASHATTN_HEAD_DIMS};
+static constexpr int fa__n_head_dims = (int)(sizeof(fa__head_dims) / sizeof(fa__head_dims[0]));
+
+static constexpr bool fa__head_dim_compiled(int d)
+{
+    for (int i = 0; i < fa__n_head_dims; i++)
+        if (fa__head_dims[i] == d) return true;
+    return false;
+}
+
+static fa_status fa__cuda_fail(const char *fn, cudaError_t e, const char *what)
+{
+    return fa__fail(FA_ERROR_CUDA, "%s: %s: %s (%s)", fn, what, cudaGetErrorString(e),
+                    cudaGetErrorName(e));
+}
+
+/* Launch one instantiation: check its shared memory against the device's
+   opt-in limit, raise the kernel's own limit (needed above 48 KB), launch. */
+template <bool BF16, int D, int BM, int BN, int WARPS, bool EXTRAS>
+static fa_status fa__launch_fwd(const char *fn, const fa__fwd_params &p, int batch,
+                                int smem_optin, cudaStream_t stream)
+{
+    const size_t smem = 2u * (size_t)D * (BM + 4 * BN); /* Q + 2 stages of K and V */
+    const dim3 grid((unsigned)((p.seqlen_q + BM - 1) / BM), (unsigned)p.heads_q, (unsigned)batch);
+    cudaError_t e;
+    if (smem > (size_t)smem_optin)
+        return fa__fail(FA_ERROR_UNSUPPORTED,
+                        "%s: head dim %d with tiles %dx%d needs %zu bytes of shared memory, the "
+                        "device allows %d per block (see FLASHATTN_BLOCK_M / FLASHATTN_BLOCK_N)",
+                        fn, D, BM, BN, smem, smem_optin);
+    /* Idempotent and cheap; set on every call rather than cached per device. */
+    e = cudaFuncSetAttribute(fa__fwd_kernel_sm80<BF16, D, BM, BN, WARPS, EXTRAS>,
+                             cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    if (e != cudaSuccess) return fa__cuda_fail(fn, e, "cudaFuncSetAttribute");
+    fa__fwd_kernel_sm80<BF16, D, BM, BN, WARPS, EXTRAS><<<grid, WARPS * 32, smem, stream>>>(p);
+    e = cudaGetLastError();
+    if (e != cudaSuccess) return fa__cuda_fail(fn, e, "kernel launch");
+    return FA_OK;
+}
+
+/* Pick the family's tile shape for head dim D at compile time. */
+template <bool BF16, int D>
+static fa_status fa__dispatch_family(const char *fn, const fa__fwd_params &p, int batch,
+                                     int family, int smem_optin, cudaStream_t stream)
+{
+    constexpr fa__config c0 = fa__config_for(D, 0), c1 = fa__config_for(D, 1);
+    if (family == 1) {
+        if (p.extras)
+            return fa__launch_fwd<BF16, D, c1.bm, c1.bn, c1.warps, true>(fn, p, batch, smem_optin, stream);
+        return fa__launch_fwd<BF16, D, c1.bm, c1.bn, c1.warps, false>(fn, p, batch, smem_optin, stream);
+    }
+    if (p.extras)
+        return fa__launch_fwd<BF16, D, c0.bm, c0.bn, c0.warps, true>(fn, p, batch, smem_optin, stream);
+    return fa__launch_fwd<BF16, D, c0.bm, c0.bn, c0.warps, false>(fn, p, batch, smem_optin, stream);
+}
+
+/* The smallest compiled head dim >= need (index I onwards), then the dtype. */
+template <int I>
+static fa_status fa__dispatch_head_dim(const char *fn, const fa__fwd_params &p, int batch, int need,
+                                       int bf16, int family, int smem_optin, cudaStream_t stream)
+{
+    if constexpr (I >= fa__n_head_dims) {
+        (void)p; (void)batch; (void)bf16; (void)family; (void)smem_optin; (void)stream;
+        return fa__fail(FA_ERROR_UNSUPPORTED,
+                        "%s: head dim %d is larger than every head dim compiled in "
+                        "(FLASHATTN_HEAD_DIMS)", fn, need);
+    } else {
+        constexpr int D = fa__head_dims[I];
+        static_assert(D % 32 == 0 && D >= 32 && D <= 256,
+                      "FLASHATTN_HEAD_DIMS: each must be 32, 64, ..., 256 (a multiple of 32)");
+        if (need > D)
+            return fa__dispatch_head_dim<I + 1>(fn, p, batch, need, bf16, family, smem_optin, stream);
+        if (bf16) return fa__dispatch_family<true, D>(fn, p, batch, family, smem_optin, stream);
+        return fa__dispatch_family<false, D>(fn, p, batch, family, smem_optin, stream);
+    }
+}
+
+/* A tensor the kernel reads or writes with 16-byte accesses: its rows must
+   start on 16-byte boundaries. */
+static fa_status fa__check_rows_aligned(const char *fn, const char *name, const fa_tensor *t,
+                                        int varlen)
+{
+    if (((uintptr_t)t->data & 15u) != 0)
+        return fa__fail(FA_ERROR_INVALID_ARGUMENT,
+                        "%s: %s.data must be 16-byte aligned on the GPU (cp.async copies 16 bytes)",
+                        fn, name);
+    if ((t->seq_stride & 7) || (t->head_stride & 7) || (!varlen && (t->batch_stride & 7)))
+        return fa__fail(FA_ERROR_INVALID_ARGUMENT,
+                        "%s: %s strides (batch %lld, seq %lld, head %lld) must be multiples of 8 "
+                        "elements on the GPU so every row starts on a 16-byte boundary",
+                        fn, name, (long long)t->batch_stride, (long long)t->seq_stride,
+                        (long long)t->head_stride);
+    return FA_OK;
+}
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+FLASHATTN_DEF fa_status fa_forward_cuda_workspace_size(const fa_problem *p, size_t *bytes)
+{
+    fa_problem r;
+    if (!bytes) return fa__fail(FA_ERROR_INVALID_ARGUMENT, "fa_forward_cuda_workspace_size: bytes is NULL");
+    fa_status s = fa_problem_resolve(p, &r);
+    if (s != FA_OK) return s;
+    *bytes = 0; /* the forward kernel needs no scratch */
+    return FA_OK;
+}
+
+FLASHATTN_DEF fa_status fa_forward_cuda(const fa_problem *p, fa_tensor q, fa_tensor k, fa_tensor v,
+                                        fa_tensor o, float *lse, void *workspace,
+                                        size_t workspace_size, void *stream)
+{
+    static const char fn[] = "fa_forward_cuda";
+    fa_problem r;
+    fa__fwd_params kp;
+    fa_status s;
+    int dev = 0, major = 0, minor = 0, smem_optin = 0, family, need, varlen_q, varlen_k;
+    cudaError_t e;
+    (void)workspace; (void)workspace_size; /* no scratch needed */
+    memset(&r, 0, sizeof r);
+
+    /* ---- 1. arguments, before anything touches the device ---- */
+    s = fa__check_forward(fn, p, &r, &q, &k, &v, &o, lse, 0);
+    if (s != FA_OK) return s;
+    if (q.dtype == FA_F32)
+        return fa__fail(FA_ERROR_UNSUPPORTED,
+                        "%s: f32 tensors are not supported on the GPU (the tensor cores take f16 or "
+                        "bf16); convert q, k, v and o to FA_F16 or FA_BF16", fn);
+    if (q.dtype != FA_F16 && q.dtype != FA_BF16)
+        return fa__fail(FA_ERROR_UNSUPPORTED, "%s: q dtype %d is not supported by the GPU forward "
+                        "(f16 or bf16)", fn, (int)q.dtype);
+    if (k.dtype != q.dtype || v.dtype != q.dtype || o.dtype != q.dtype)
+        return fa__fail(FA_ERROR_INVALID_ARGUMENT, "%s: q, k, v and o must have the same dtype", fn);
+    varlen_q = r.cu_seqlens_q != NULL;
+    varlen_k = r.cu_seqlens_k != NULL;
+    if ((s = fa__check_rows_aligned(fn, "q", &q, varlen_q)) != FA_OK) return s;
+    if ((s = fa__check_rows_aligned(fn, "k", &k, varlen_k)) != FA_OK) return s;
+    if ((s = fa__check_rows_aligned(fn, "v", &v, varlen_k)) != FA_OK) return s;
+    if ((s = fa__check_rows_aligned(fn, "o", &o, varlen_q)) != FA_OK) return s;
+    if (lse && ((uintptr_t)lse & 3u))
+        return fa__fail(FA_ERROR_INVALID_ARGUMENT, "%s: lse must be 4-byte aligned", fn);
+    if (r.heads_q > 65535 || r.batch > 65535)
+        return fa__fail(FA_ERROR_UNSUPPORTED, "%s: heads_q (%d) and batch (%d) must be <= 65535 "
+                        "(CUDA grid limits)", fn, r.heads_q, r.batch);
+    need = r.head_dim > r.head_dim_v ? r.head_dim : r.head_dim_v;
+    if (r.seqlen_q == 0) return FA_OK; /* no query rows: nothing to write */
+
+    /* ---- 2. the device: family and shared-memory limit ---- */
+    if ((e = cudaGetDevice(&dev)) != cudaSuccess) return fa__cuda_fail(fn, e, "cudaGetDevice");
+    if ((e = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev)) != cudaSuccess ||
+        (e = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev)) != cudaSuccess ||
+        (e = cudaDeviceGetAttribute(&smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev)) !=
+            cudaSuccess)
+        return fa__cuda_fail(fn, e, "cudaDeviceGetAttribute");
+    if (major < 8)
+        return fa__fail(FA_ERROR_UNSUPPORTED, "%s: needs compute capability 8.0 or newer (this "
+                        "device is %d.%d)", fn, major, minor);
+    family = (major == 8 && (minor == 6 || minor == 9)) ? 1 : 0;
+
+    /* ---- 3. kernel parameters ---- */
+    kp.q = (const uint16_t *)q.data; kp.k = (const uint16_t *)k.data;
+    kp.v = (const uint16_t *)v.data; kp.o = (uint16_t *)o.data;
+    kp.lse = lse;
+    kp.q_batch = q.batch_stride; kp.q_seq = q.seq_stride; kp.q_head = q.head_stride;
+    kp.k_batch = k.batch_stride; kp.k_seq = k.seq_stride; kp.k_head = k.head_stride;
+    kp.v_batch = v.batch_stride; kp.v_seq = v.seq_stride; kp.v_head = v.head_stride;
+    kp.o_batch = o.batch_stride; kp.o_seq = o.seq_stride; kp.o_head = o.head_stride;
+    kp.seqlen_q = r.seqlen_q; kp.seqlen_k = r.seqlen_k;
+    kp.heads_q = r.heads_q; kp.group = r.heads_q / r.heads_kv;
+    kp.d = r.head_dim; kp.dv = r.head_dim_v;
+    kp.cu_seqlens_q = r.cu_seqlens_q; kp.cu_seqlens_k = r.cu_seqlens_k; kp.seqlens_k = r.seqlens_k;
+    kp.scale = r.scale;
+    kp.scale_log2 = r.scale * FA__GPU_LOG2E;
+    kp.softcap = r.softcap > 0.0f ? r.softcap : 0.0f;
+    kp.alibi_slopes = r.alibi_slopes;
+    kp.has_right = r.causal || r.sliding_window;
+    kp.right = r.causal ? 0 : r.window_right; /* causal within a window: j <= i' */
+    kp.has_left = r.sliding_window;
+    kp.left = r.window_left;
+    kp.dropout = r.dropout_p > 0.0f;
+    kp.dropout_threshold = kp.dropout ? fa__dropout_threshold(r.dropout_p) : 0u;
+    kp.dropout_seed = r.dropout_seed; kp.dropout_offset = r.dropout_offset;
+    kp.out_scale = kp.dropout ? 1.0f / (1.0f - r.dropout_p) : 1.0f;
+    kp.extras = kp.softcap > 0.0f || kp.alibi_slopes != NULL || kp.dropout || r.scale < 0.0f;
+
+    /* ---- 4. launch ---- */
+    return fa__dispatch_head_dim<0>(fn, kp, r.batch, need, q.dtype == FA_BF16, family, smem_optin,
+                                    (cudaStream_t)stream);
+}
+
+#ifdef __cplusplus
+}
+#endif
 
 /* ============================================================================
    >>decode  flash-decoding: split-KV, GQA packing, paged KV caches
@@ -77,80 +932,11 @@
    promises. One base throughout: never mix exp and exp2 on the same value.
 */
 
-/* ---- >>decode-prims  primitives (sm_80+) ------------------------------------
-   TODO(merge with branch gpu): replace by the forward section's wrappers. */
-
+/* ---- >>decode-prims  the forward section's PTX wrappers (>>gpu-ptx) and
+   swizzle (>>gpu-smem) are used as they are; only this one is new. */
 __device__ __forceinline__ uint32_t fa__dec_smem_addr(const void *p)
 {
     return (uint32_t)__cvta_generic_to_shared(p);
-}
-
-/* 16-byte asynchronous copy global -> shared; bytes past src_bytes (0 or 16)
-   are zero-filled, and with src_bytes = 0 nothing is read. */
-__device__ __forceinline__ void fa__dec_cp_async16(uint32_t dst, const void *src, int src_bytes)
-{
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n"
-                 :: "r"(dst), "l"(src), "r"(src_bytes) : "memory");
-}
-__device__ __forceinline__ void fa__dec_cp_async_commit(void)
-{
-    asm volatile("cp.async.commit_group;\n" ::: "memory");
-}
-template <int N>
-__device__ __forceinline__ void fa__dec_cp_async_wait(void)
-{
-    asm volatile("cp.async.wait_group %0;\n" :: "n"(N) : "memory");
-}
-
-__device__ __forceinline__ void fa__dec_ldmatrix_x4(uint32_t r[4], uint32_t addr)
-{
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
-}
-__device__ __forceinline__ void fa__dec_ldmatrix_x4_trans(uint32_t r[4], uint32_t addr)
-{
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
-}
-
-/* 2^x in one MUFU.EX2; 2^-inf = +0, which is what masked scores rely on. */
-__device__ __forceinline__ float fa__dec_exp2(float x)
-{
-    float y;
-    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-    return y;
-}
-
-/* D(16x8, fp32) += A(16x16, row-major) * B(16x8, col-major); BF16 picks the
-   input type (f16 otherwise). */
-template <bool BF16>
-__device__ __forceinline__ void fa__dec_mma(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1)
-{
-    if (BF16)
-        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
-                     "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
-                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-    else
-        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
-                     "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
-                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-/* Two floats -> one register of two 16-bit values (lo in the low half), RNE. */
-template <bool BF16>
-__device__ __forceinline__ uint32_t fa__dec_pack2(float lo, float hi)
-{
-    uint32_t r;
-    if (BF16) {
-        __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-        memcpy(&r, &v, 4);
-    } else {
-        __half2 v = __floats2half2_rn(lo, hi);
-        memcpy(&r, &v, 4);
-    }
-    return r;
 }
 
 /* ---- >>decode-params  what the kernels see ---------------------------------
@@ -206,13 +992,13 @@ __host__ __device__ constexpr int fa__dec_smem_bytes()
     return 2 * fa__dec_stages(D) * fa__dec_tile_bytes(D) + 16 * WARPS_M * D * 2;
 }
 
-/* Byte offset of 16-byte chunk c of row r in a tile whose rows are D
-   elements: the chunk index is XOR-ed with r % 8, so the 8 rows an ldmatrix
-   reads at one logical chunk land in 8 different bank groups. */
+/* Byte offset of 16-byte chunk c of row r in a swizzled tile of D-element
+   rows: the forward's fa__swizzle (chunk index XOR row % 8, >>gpu-smem), so the
+   8 rows an ldmatrix reads at one logical chunk hit 8 different bank groups. */
 template <int D>
 __device__ __forceinline__ uint32_t fa__dec_swz(int r, int c)
 {
-    return (uint32_t)(r * (D * 2) + ((c ^ (r & 7)) << 4));
+    return (uint32_t)(2 * fa__swizzle<D>(r, c));
 }
 
 /* Element offset of token n of sequence b (head 0) in the cache, for K (kv=0)
@@ -279,9 +1065,9 @@ fa__decode_kernel(const fa__decode_params p)
         int t = ok ? row / p.group : 0, hh = ok ? row % p.group : 0;
         const uint16_t *src = (const uint16_t *)p.q + (int64_t)b * p.q_bs + (int64_t)t * p.q_ss +
                        (int64_t)(hk * p.group + hh) * p.q_hs + c * 8;
-        fa__dec_cp_async16(fa__dec_smem_addr(qs + fa__dec_swz<D>(r, c)), src, ok ? 16 : 0);
+        fa__cp_async16(fa__dec_smem_addr(qs + fa__dec_swz<D>(r, c)), src, ok ? 16 : 0);
     }
-    fa__dec_cp_async_commit();
+    fa__cp_async_commit();
 
     /* ---- the copy of one K/V tile: thread copies chunk tid % CH of rows
        tid / CH + RSTEP * i. Page numbers come from `pages`, fetched one tile
@@ -311,8 +1097,8 @@ fa__decode_kernel(const fa__decode_params p)
             int64_t vo = fa__dec_cache_offset(p, b, nn, ok ? pages[i] : 0, p.v_bs, p.v_ss);
             uint32_t so = fa__dec_swz<D>(r, my_c);
             /* zero-fill past the end: masked P is 0, and 0 * garbage could be NaN */
-            fa__dec_cp_async16(kdst + so, kbase + ko + my_c * 8, ok ? 16 : 0);
-            fa__dec_cp_async16(vdst + so, vbase + vo + my_c * 8, ok ? 16 : 0);
+            fa__cp_async16(kdst + so, kbase + ko + my_c * 8, ok ? 16 : 0);
+            fa__cp_async16(vdst + so, vbase + vo + my_c * 8, ok ? 16 : 0);
         }
     };
 
@@ -321,7 +1107,7 @@ fa__decode_kernel(const fa__decode_params p)
     for (int s = 0; s < STAGES - 1; s++) {
         fetch_pages(s);
         if (s < my_tiles) issue_tile(s);
-        fa__dec_cp_async_commit(); /* empty groups keep the group count uniform */
+        fa__cp_async_commit(); /* empty groups keep the group count uniform */
     }
     fetch_pages(STAGES - 1);
 
@@ -347,7 +1133,7 @@ fa__decode_kernel(const fa__decode_params p)
     for (int j = 0; j < D / 8; j++) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.f;
 
     /* Q lands first (it was the first commit group). */
-    fa__dec_cp_async_wait<STAGES - 1>();
+    fa__cp_async_wait<STAGES - 1>();
     __syncthreads(); /* every thread's Q chunks are visible to every warp */
     uint32_t qf[Q_IN_REGS ? D / 16 : 1][4];
     const uint32_t q_addr_lane = fa__dec_smem_addr(qs); /* + swizzle per k-step */
@@ -357,7 +1143,7 @@ fa__decode_kernel(const fa__decode_params p)
     if (Q_IN_REGS) {
 #pragma unroll
         for (int kk = 0; kk < (Q_IN_REGS ? D / 16 : 1); kk++)
-            fa__dec_ldmatrix_x4(qf[kk], q_addr_lane + fa__dec_swz<D>(qa_row, 2 * kk + qa_c));
+            fa__ldmatrix_x4(qf[kk], q_addr_lane + fa__dec_swz<D>(qa_row, 2 * kk + qa_c));
     }
     /* B operand of Q K^T from K [key][d] (non-transposed ldmatrix): matrices
        (keys 0-7, d 0-7), (keys 0-7, d 8-15), (keys 8-15, d 0-7), (8-15, 8-15)
@@ -369,13 +1155,13 @@ fa__decode_kernel(const fa__decode_params p)
     const int vb_row = (lane & 7) + ((lane >> 3) & 1) * 8, vb_c = lane >> 4;
 
     for (int it = 0; it < my_tiles; it++) {
-        fa__dec_cp_async_wait<STAGES - 2>(); /* this thread's copies of tile `it` are done */
+        fa__cp_async_wait<STAGES - 2>(); /* this thread's copies of tile `it` are done */
         __syncthreads(); /* (1) everyone's copies of tile `it` are visible;
                             (2) every warp finished tile it - 1, so its stage,
                                 (it - 1) % STAGES = (it + STAGES - 1) % STAGES,
                                 may be overwritten by the issue just below. */
         if (it + STAGES - 1 < my_tiles) issue_tile(it + STAGES - 1);
-        fa__dec_cp_async_commit();
+        fa__cp_async_commit();
         fetch_pages(it + STAGES); /* used one iteration from now */
 
         const int stage = it % STAGES;
@@ -406,14 +1192,14 @@ fa__decode_kernel(const fa__decode_params p)
                     a[0] = qf[Q_IN_REGS ? kk : 0][0]; a[1] = qf[Q_IN_REGS ? kk : 0][1];
                     a[2] = qf[Q_IN_REGS ? kk : 0][2]; a[3] = qf[Q_IN_REGS ? kk : 0][3];
                 } else {
-                    fa__dec_ldmatrix_x4(a, q_addr_lane + fa__dec_swz<D>(qa_row, 2 * kk + qa_c));
+                    fa__ldmatrix_x4(a, q_addr_lane + fa__dec_swz<D>(qa_row, 2 * kk + qa_c));
                 }
 #pragma unroll
                 for (int c = 0; c < NS; c++) {
                     uint32_t bk[4];
-                    fa__dec_ldmatrix_x4(bk, kt + fa__dec_swz<D>(kw0 + 16 * (c0 + c) + kb_row, 2 * kk + kb_c));
-                    fa__dec_mma<BF16>(s[2 * c], a, bk[0], bk[1]);
-                    fa__dec_mma<BF16>(s[2 * c + 1], a, bk[2], bk[3]);
+                    fa__ldmatrix_x4(bk, kt + fa__dec_swz<D>(kw0 + 16 * (c0 + c) + kb_row, 2 * kk + kb_c));
+                    fa__mma16816<BF16>(s[2 * c], a, bk[0], bk[1]);
+                    fa__mma16816<BF16>(s[2 * c + 1], a, bk[2], bk[3]);
                 }
             }
 
@@ -452,13 +1238,13 @@ fa__decode_kernel(const fa__decode_params p)
                 /* A row that has seen only masked keys has m = -inf: use 0 as
                    the reference so 2^(-inf - 0) = 0 instead of 2^(-inf + inf) = NaN. */
                 const float m_ref = m_new == -INFINITY ? 0.f : m_new;
-                const float alpha = fa__dec_exp2(m[h] - m_ref); /* rescale of the old state */
+                const float alpha = fa__exp2(m[h] - m_ref); /* rescale of the old state */
                 m[h] = m_new;
                 float sum = 0.f;
 #pragma unroll
                 for (int j = 0; j < 2 * NS; j++) {
-                    s[j][2 * h] = fa__dec_exp2(s[j][2 * h] - m_ref);
-                    s[j][2 * h + 1] = fa__dec_exp2(s[j][2 * h + 1] - m_ref);
+                    s[j][2 * h] = fa__exp2(s[j][2 * h] - m_ref);
+                    s[j][2 * h + 1] = fa__exp2(s[j][2 * h + 1] - m_ref);
                     sum += s[j][2 * h] + s[j][2 * h + 1];
                 }
                 l[h] = l[h] * alpha + sum;
@@ -471,23 +1257,23 @@ fa__decode_kernel(const fa__decode_params p)
 #pragma unroll
             for (int c = 0; c < NS; c++) {
                 uint32_t a[4];
-                a[0] = fa__dec_pack2<BF16>(s[2 * c][0], s[2 * c][1]);
-                a[1] = fa__dec_pack2<BF16>(s[2 * c][2], s[2 * c][3]);
-                a[2] = fa__dec_pack2<BF16>(s[2 * c + 1][0], s[2 * c + 1][1]);
-                a[3] = fa__dec_pack2<BF16>(s[2 * c + 1][2], s[2 * c + 1][3]);
+                a[0] = fa__pack2<BF16>(s[2 * c][0], s[2 * c][1]);
+                a[1] = fa__pack2<BF16>(s[2 * c][2], s[2 * c][3]);
+                a[2] = fa__pack2<BF16>(s[2 * c + 1][0], s[2 * c + 1][1]);
+                a[3] = fa__pack2<BF16>(s[2 * c + 1][2], s[2 * c + 1][3]);
 #pragma unroll
                 for (int j = 0; j < D / 16; j++) {
                     uint32_t bv[4];
-                    fa__dec_ldmatrix_x4_trans(bv, vt + fa__dec_swz<D>(kw0 + 16 * (c0 + c) + vb_row, 2 * j + vb_c));
-                    fa__dec_mma<BF16>(o[2 * j], a, bv[0], bv[1]);
-                    fa__dec_mma<BF16>(o[2 * j + 1], a, bv[2], bv[3]);
+                    fa__ldmatrix_x4_trans(bv, vt + fa__dec_swz<D>(kw0 + 16 * (c0 + c) + vb_row, 2 * j + vb_c));
+                    fa__mma16816<BF16>(o[2 * j], a, bv[0], bv[1]);
+                    fa__mma16816<BF16>(o[2 * j + 1], a, bv[2], bv[3]);
                 }
             }
         }
     }
 
     /* ---- epilogue: merge the WARPS_N key slices of each row block ---- */
-    fa__dec_cp_async_wait<0>(); /* no copy may still be writing the stages we reuse */
+    fa__cp_async_wait<0>(); /* no copy may still be writing the stages we reuse */
     __syncthreads();            /* and every warp is done reading K/V from them */
     float *os = (float *)fa__dec_smem;          /* [4 warps][16][OPAD] */
     float *ms = os + 4 * 16 * OPAD;             /* [4 warps][16] */
@@ -524,7 +1310,7 @@ fa__decode_kernel(const fa__decode_params p)
 #pragma unroll
             for (int w = 0; w < WARPS_N; w++) {
                 const int ww = rwm * WARPS_N + w;
-                const float f = fa__dec_exp2(ms[ww * 16 + r16] - M); /* 0 for an empty slice */
+                const float f = fa__exp2(ms[ww * 16 + r16] - M); /* 0 for an empty slice */
                 const float4 v4 = *reinterpret_cast<const float4 *>(os + (ww * 16 + r16) * OPAD + c4);
                 lsum += f * ls[ww * 16 + r16];
                 acc.x += f * v4.x; acc.y += f * v4.y; acc.z += f * v4.z; acc.w += f * v4.w;
@@ -539,7 +1325,7 @@ fa__decode_kernel(const fa__decode_params p)
         if (final_out) {
             uint16_t *dst = (uint16_t *)p.o + (int64_t)b * p.o_bs + (int64_t)t * p.o_ss + (int64_t)h * p.o_hs + c4;
             /* 4 values, 8 bytes: aligned, since strides are multiples of 8 elements */
-            *reinterpret_cast<uint2 *>(dst) = make_uint2(fa__dec_pack2<BF16>(acc.x, acc.y), fa__dec_pack2<BF16>(acc.z, acc.w));
+            *reinterpret_cast<uint2 *>(dst) = make_uint2(fa__pack2<BF16>(acc.x, acc.y), fa__pack2<BF16>(acc.z, acc.w));
             if (p.lse && c4 == 0) p.lse[orow] = lse2 * FA__DEC_LN2;
         } else {
             const int64_t prow = (int64_t)split * p.batch * p.hq * sq + orow;
@@ -570,7 +1356,7 @@ fa__decode_combine_kernel(const fa__decode_params p)
     for (int x = 16; x > 0; x >>= 1) M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, x));
     const float m_ref = M == -INFINITY ? 0.f : M;
     float sum = 0.f;
-    for (int s = lane; s < S; s += 32) sum += fa__dec_exp2(p.lse_part[s * R + row] - m_ref);
+    for (int s = lane; s < S; s += 32) sum += fa__exp2(p.lse_part[s * R + row] - m_ref);
 #pragma unroll
     for (int x = 16; x > 0; x >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, x);
     const float L2 = sum > 0.f ? m_ref + __log2f(sum) : -INFINITY;
@@ -580,7 +1366,7 @@ fa__decode_combine_kernel(const fa__decode_params p)
     for (int i = 0; i < PER; i++) acc[i] = 0.f;
     if (sum > 0.f) {
         for (int s = 0; s < S; s++) {
-            const float w = fa__dec_exp2(p.lse_part[s * R + row] - L2); /* 0 for an empty split */
+            const float w = fa__exp2(p.lse_part[s * R + row] - L2); /* 0 for an empty split */
             const float *src = p.o_part + (s * R + row) * D + lane * PER;
 #pragma unroll
             for (int i = 0; i < PER; i += 2) {
@@ -594,7 +1380,7 @@ fa__decode_combine_kernel(const fa__decode_params p)
     uint16_t *dst = (uint16_t *)p.o + (int64_t)b * p.o_bs + (int64_t)t * p.o_ss + (int64_t)h * p.o_hs + lane * PER;
 #pragma unroll
     for (int i = 0; i < PER; i += 2) {
-        const uint32_t two = fa__dec_pack2<BF16>(acc[i], acc[i + 1]);
+        const uint32_t two = fa__pack2<BF16>(acc[i], acc[i + 1]);
         *reinterpret_cast<uint32_t *>(dst + i) = two;
     }
     if (p.lse && lane == 0) p.lse[row] = L2 * FA__DEC_LN2;
@@ -852,6 +1638,10 @@ static cudaError_t fa__decode_launch(const fa__decode_params &kp, const fa__deco
                 : fa__decode_launch_t<256, false>(kp, plan, st);
 }
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 FLASHATTN_DEF fa_status fa_decode_cuda_workspace_size(const fa_problem *p, size_t *bytes)
 {
     fa__decode_params kp;
@@ -910,5 +1700,9 @@ FLASHATTN_DEF fa_status fa_decode_cuda(const fa_problem *p, fa_tensor q, fa_tens
     if (e != cudaSuccess) return fa__fail(FA_ERROR_CUDA, "fa_decode_cuda: %s", cudaGetErrorString(e));
     return FA_OK;
 }
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* FLASHATTN_CUDA_CUH */
