@@ -88,6 +88,13 @@ $(BUILD)/bench_gpu: bench/bench_gpu.cu flashattn.h flashattn_cuda.cuh | $(BUILD)
 $(BUILD)/libfa_bench.so: bench/fa_bench_lib.cu flashattn.h flashattn_cuda.cuh | $(BUILD)
 	$(NVCC) $(NVCC_FLAGS) $(call gencode,$(GPU_ARCHS)) -shared -Xcompiler -fPIC $< -o $@
 
+$(BUILD)/libfa_bench_decode.so: bench/fa_bench_decode_lib.cu flashattn.h flashattn_cuda.cuh | $(BUILD)
+	$(NVCC) $(NVCC_FLAGS) $(call gencode,$(GPU_ARCHS)) -shared -Xcompiler -fPIC $< -o $@
+
+.PHONY: bench-gpu-decode
+bench-gpu-decode: $(BUILD)/libfa_bench_decode.so
+	python3 bench/vs_torch_decode.py --lib $< --out bench/results
+
 bench-gpu: $(BUILD)/bench_gpu $(BUILD)/libfa_bench.so
 	$(BUILD)/bench_gpu
 	python3 bench/vs_torch.py --lib $(BUILD)/libfa_bench.so --out bench/results

@@ -980,9 +980,10 @@ typedef struct fa__decode_params {
    allows a CTA). */
 __host__ __device__ constexpr int fa__dec_stages(int D) { return D <= 64 ? 5 : D <= 128 ? 3 : 2; }
 __host__ __device__ constexpr int fa__dec_tile_bytes(int D) { return FA__DEC_BN * D * 2; }
-/* Row blocks of 64 rows (4 warps x 16) need too many registers at d256
-   (O alone is 128 per thread): cap it at 32 rows there. */
-__host__ __device__ constexpr int fa__dec_max_warps_m(int D) { return D <= 128 ? 4 : 2; }
+/* At d256 the O accumulator alone is 128 registers per thread, and a warp
+   that owns 32 or 64 keys of a tile (WARPS_M > 1) spills: keep 16-row CTAs
+   there (more rows = more CTAs reading the same K/V, mostly from L2). */
+__host__ __device__ constexpr int fa__dec_max_warps_m(int D) { return D <= 128 ? 4 : 1; }
 template <int D, int WARPS_M>
 __host__ __device__ constexpr int fa__dec_smem_bytes()
 {
@@ -1478,8 +1479,9 @@ static cudaError_t fa__decode_setup_any(int dev, int d, int wm, int bf16, int *b
 {
 #define FA__DEC_SETUP(D_, T_)                                                   \
     if (d == D_) {                                                              \
+        constexpr int M2_ = fa__dec_max_warps_m(D_) < 2 ? 1 : 2;                \
         if (wm == 1) return fa__decode_setup<D_, 1, T_>(dev, blocks);           \
-        if (wm == 2) return fa__decode_setup<D_, 2, T_>(dev, blocks);           \
+        if (wm == 2) return fa__decode_setup<D_, M2_, T_>(dev, blocks);         \
         return fa__decode_setup<D_, fa__dec_max_warps_m(D_), T_>(dev, blocks);  \
     }
     if (bf16) { FA__DEC_SETUP(64, true) FA__DEC_SETUP(128, true) FA__DEC_SETUP(256, true) }
@@ -1614,8 +1616,8 @@ static cudaError_t fa__decode_launch_t(const fa__decode_params &kp, const fa__de
     /* (fa__decode_setup_any already opted the kernel in to its shared memory) */
 #define FA__DEC_LAUNCH(WM)                                                                 \
     if (plan.warps_m == WM && WM <= fa__dec_max_warps_m(D))                                \
-        fa__decode_kernel<D, (WM <= fa__dec_max_warps_m(D) ? WM : 2), BF16>                   \
-            <<<grid, FA__DEC_THREADS, fa__dec_smem_bytes<D, (WM <= fa__dec_max_warps_m(D) ? WM : 2)>(), st>>>(kp);
+        fa__decode_kernel<D, (WM <= fa__dec_max_warps_m(D) ? WM : 1), BF16>                   \
+            <<<grid, FA__DEC_THREADS, fa__dec_smem_bytes<D, (WM <= fa__dec_max_warps_m(D) ? WM : 1)>(), st>>>(kp);
     FA__DEC_LAUNCH(1) FA__DEC_LAUNCH(2) FA__DEC_LAUNCH(4)
 #undef FA__DEC_LAUNCH
     if ((e = cudaGetLastError()) != cudaSuccess) return e;

@@ -4,11 +4,12 @@
 # Writes logs to $OUT (or ./out).
 OUT=${OUT:-out}; mkdir -p "$OUT"
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu --format=csv | tee "$OUT/device.txt"
-echo "== test"; timeout 200 ./build/test_gpu_decode 2>&1 | tee "$OUT/test.log" | grep -v "^  " | tail -12
-echo "== bench"; PYTHONUNBUFFERED=1 timeout 180 python3 bench/vs_torch_decode.py --out "$OUT/bench.txt" 2>&1 | tee "$OUT/bench.log"
+echo "== test"; timeout 120 ./build/test_gpu_decode 2>&1 | tee "$OUT/test.log" | grep -v "^  " | tail -12
+echo "== bench"; PYTHONUNBUFFERED=1 timeout 150 python3 bench/vs_torch_decode.py --lib build/libfa_bench_decode.so --out "$OUT" 2>&1 | tee "$OUT/bench.log"
 for tool in memcheck racecheck synccheck; do
   echo "== $tool"
-  timeout 150 compute-sanitizer --tool $tool --print-limit 5 ./build/test_gpu_decode --quick > "$OUT/san_$tool.log" 2>&1
+  lim=60; [ $tool = synccheck ] && lim=40
+  timeout $lim compute-sanitizer --tool $tool --print-limit 5 ./build/test_gpu_decode --quick > "$OUT/san_$tool.log" 2>&1
   echo "rc=$?"; grep -E "ERROR SUMMARY|RACECHECK SUMMARY|passed, .* failed$" "$OUT/san_$tool.log" | tail -3
 done
 echo "== sass (d128 rows<=16 bf16, sm_90a)"

@@ -13,11 +13,14 @@ that the 50 MB L2 does not serve them.
 (Written as a separate file because bench/vs_torch.py belongs to branch gpu;
 merge its decode section there later.)
 
-Run: python3 bench/vs_torch_decode.py [--lib build/libfa_bench_decode.so]
+Run: python3 bench/vs_torch_decode.py --lib build/libfa_bench_decode.so --out bench/results
+(writes <out>/<date>_<device>_decode.md)
 """
 import argparse
 import ctypes
 import datetime
+import os
+import re
 import statistics
 import sys
 
@@ -67,7 +70,8 @@ def copy_bandwidth():
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--lib", default="build/libfa_bench_decode.so")
-    ap.add_argument("--out", default=None, help="also write the table here")
+    ap.add_argument("--out", default="bench/results",
+                    help="folder for <date>_<device>_decode.md (bench/vs_torch.py's convention)")
     args = ap.parse_args()
     lib = ctypes.CDLL(args.lib)
     lib.fa_bench_decode.restype = ctypes.c_int
@@ -158,8 +162,12 @@ def main():
             del sets, ws
             torch.cuda.empty_cache()
     if args.out:
-        with open(args.out, "w") as f:
-            f.write("\n".join(lines) + "\n")
+        os.makedirs(args.out, exist_ok=True)
+        tag = f"{datetime.date.today().isoformat()}_{re.sub(r'[^A-Za-z0-9]+', '-', dev).strip('-')}_decode"
+        path = os.path.join(args.out, tag + ".md")
+        with open(path, "w") as f:
+            f.write("```\n" + "\n".join(lines) + "\n```\n")
+        print("wrote", path)
 
 
 if __name__ == "__main__":

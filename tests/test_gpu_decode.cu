@@ -285,7 +285,7 @@ static void test_lengths(void)
     for (li = 0; li < 6; li++)
         for (pi = 0; pi < 5; pi++) {
             int L[4];
-            if (QUICK && (lens[li] > 300 || (pi != 0 && pi != 2))) continue;
+            if (QUICK && ((li != 0 && li != 1 && li != 4) || (pi != 0 && pi != 2))) continue;
             memset(&c, 0, sizeof c);
             L[0] = L[1] = L[2] = L[3] = lens[li];
             c.batch = 2; c.sq = 1; c.cap = lens[li] + 5; c.hq = 8; c.hkv = 2; c.d = 128;
@@ -324,7 +324,7 @@ static void test_features(void)
     for (di = 0; di < 3; di++)
         for (gi = 0; gi < 5; gi++)
             for (f = 0; f < 6; f++) {
-                if (QUICK && (f > 2 || gi > 2)) continue;
+                if (QUICK && ((f != 0 && f != 2) || (gi != 0 && gi != 2))) continue;
                 memset(&c, 0, sizeof c);
                 c.batch = 2; c.hq = groups[gi][0]; c.hkv = groups[gi][1]; c.d = dims[di];
                 c.sq = sqs[f];
