@@ -96,7 +96,7 @@ def main():
     cbw = copy_bandwidth()
     out(f"# measured device copy bandwidth (read + write): {cbw:.0f} GB/s")
     out("")
-    hdr = (f"{'batch':>5} {'cache':>6} | {'ours us':>8} {'contig':>7} {'pg16':>7} {'pg256':>7} | "
+    hdr = (f"{'batch':>5} {'cache':>6} {'splits':>6} | {'ours us':>8} {'contig':>7} {'pg16':>7} {'pg256':>7} | "
            f"{'flash':>7} {'cuDNN':>7} | {'vs cuDNN':>8} {'%copy':>6} {'pg16/ct':>7}")
     out(hdr)
     out("-" * len(hdr))
@@ -116,6 +116,8 @@ def main():
             seqlens = torch.full((batch,), L, dtype=torch.int32, device="cuda")
             ws_bytes = lib.fa_bench_decode_ws(batch, 1, HQ, HKV, D, L, 0)
             ws = torch.empty(max(ws_bytes, 16), dtype=torch.uint8, device="cuda")
+            # the workspace is splits * rows * (d + 1) floats + 256 bytes (none for one split)
+            splits = (ws_bytes - 256) // (batch * HQ * (D + 1) * 4) if ws_bytes else 1
             res = {}
             for name, page in (("contig", 0), ("pg16", 16), ("pg256", 256)):
                 table = None
@@ -155,7 +157,7 @@ def main():
                     res[name] = float("nan")
                     print(f"   ({name} failed: {str(e).splitlines()[0][:100]})", file=sys.stderr)
             gbs = {k_: kv_bytes / (t * 1e-6) / 1e9 for k_, t in res.items()}
-            out(f"{batch:>5} {L // 1024:>5}k | {res['contig']:>8.1f} {gbs['contig']:>7.0f} {gbs['pg16']:>7.0f} "
+            out(f"{batch:>5} {L // 1024:>5}k {splits:>6} | {res['contig']:>8.1f} {gbs['contig']:>7.0f} {gbs['pg16']:>7.0f} "
                 f"{gbs['pg256']:>7.0f} | {gbs['flash']:>7.0f} {gbs['cudnn']:>7.0f} | "
                 f"{gbs['contig'] / gbs['cudnn']:>7.2f}x {100 * gbs['contig'] / cbw:>5.0f}% "
                 f"{gbs['pg16'] / gbs['contig']:>7.2f}")
