@@ -1072,7 +1072,7 @@ fa__decode_kernel(const fa__decode_params p)
 
     /* ---- the copy of one K/V tile: thread copies chunk tid % CH of rows
        tid / CH + RSTEP * i. Page numbers come from `pages`, fetched one tile
-       ahead (fa__dec_fetch_pages) so the issue never waits on the table. */
+       ahead (fetch_pages) so the issue never waits on the table. */
     const int my_c = tid % CH, my_r = tid / CH;
     int pages[RPT];
 #pragma unroll
