@@ -63,8 +63,11 @@
                                when a caller passes no workspace.
      FLASHATTN_ASSERT(x)       (assert(x)) internal invariants only; bad input
                                is never asserted, it returns an fa_status.
-     FLASHATTN_CPU_BR          (64) CPU query tile rows Br.
-     FLASHATTN_CPU_BC          (64) CPU key/value tile columns Bc.
+     FLASHATTN_CPU_BR          (256) CPU query tile rows Br (1..1024).
+     FLASHATTN_CPU_BC          (128) CPU key/value tile columns Bc (1..1024).
+                               Each Q tile re-reads all of K and V, so a tall
+                               Br saves memory traffic; per-worker scratch is
+                               about (3 Br + 2 Bc) x 128 floats (forward, d 128).
      FLASHATTN_NO_SIMD         (undefined) use only the portable C loops, even
                                where AVX2/FMA or NEON is available.
      FLASHATTN_NO_CUDA         (undefined) do not pull in flashattn_cuda.cuh even
@@ -385,10 +388,10 @@ FLASHATTN_DEF fa_status fa_decode_cuda(const fa_problem *p, fa_tensor q, fa_tens
 #endif
 
 #ifndef FLASHATTN_CPU_BR
-#define FLASHATTN_CPU_BR 64
+#define FLASHATTN_CPU_BR 256
 #endif
 #ifndef FLASHATTN_CPU_BC
-#define FLASHATTN_CPU_BC 64
+#define FLASHATTN_CPU_BC 128
 #endif
 #if FLASHATTN_CPU_BR < 1 || FLASHATTN_CPU_BC < 1 || FLASHATTN_CPU_BR > 1024 || FLASHATTN_CPU_BC > 1024
 #error "flashattn.h: FLASHATTN_CPU_BR and FLASHATTN_CPU_BC must be in 1..1024"
@@ -401,6 +404,13 @@ FLASHATTN_DEF fa_status fa_decode_cuda(const fa_problem *p, fa_tensor q, fa_tens
 #include <immintrin.h>
 #else
 #define FLASHATTN__AVX2 0
+#endif
+/* AVX-512F on top of it: the matrix products and the softmax run 16 wide
+   (on CPUs that execute 512-bit FMAs at full rate, twice the AVX2 peak). */
+#if FLASHATTN__AVX2 && defined(__AVX512F__)
+#define FLASHATTN__AVX512 1
+#else
+#define FLASHATTN__AVX512 0
 #endif
 
 #if defined(_MSC_VER)
@@ -776,6 +786,8 @@ static fa_status fa__resolve(const char *fn, const fa_problem *p, fa_problem *r,
 {
     fa_problem x;
     int b;
+    if (r) /* *r is defined on every path (else gcc -Wmaybe-uninitialized in callers) */
+        memset(r, 0, sizeof *r);
     if (!p)
         return fa__fail(FA_ERROR_INVALID_ARGUMENT, "%s: problem is NULL", fn);
     if (!r)
@@ -1071,32 +1083,59 @@ static fa_status fa__check_decode(const char *fn, const fa_problem *p, fa_proble
    exp2(-inf - 0) = 0 instead of exp2(-inf + inf) = NaN, so l stays 0 and the
    row ends as O = 0, L = -inf. */
 
-#if FLASHATTN__AVX2
-/* 2^x for 8 lanes: x = n + f with n = round(x), |f| <= 1/2; 2^f from its
-   Taylor series in f ln 2 to degree 7 (truncation < 1e-8, so the result is
-   within ~2 ulp of exp2f); 2^n goes straight into the exponent bits. Inputs
-   below -127 (and -inf) give 0. */
-static FLASHATTN__FORCEINLINE __m256 fa__exp2_avx2(__m256 x)
-{
-    const __m256 lo = _mm256_set1_ps(-127.0f);
-    __m256 under = _mm256_cmp_ps(x, lo, _CMP_LT_OQ);
-    __m256 n, f, p;
-    __m256i e;
-    x = _mm256_min_ps(_mm256_max_ps(x, lo), _mm256_set1_ps(128.0f));
-    n = _mm256_round_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    f = _mm256_sub_ps(x, n);
-    p = _mm256_set1_ps(1.5252733804059840e-05f); /* (ln 2)^k / k!, k = 7 .. 0 */
-    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.5403530393381606e-04f));
-    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.3333558146428443e-03f));
-    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(9.6181291076284772e-03f));
-    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(5.5504108664821580e-02f));
-    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(2.4022650695910071e-01f));
-    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(6.9314718055994531e-01f));
-    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.0f));
-    e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-    return _mm256_andnot_ps(under, _mm256_mul_ps(p, _mm256_castsi256_ps(e)));
-}
+/* ---- the vector width ------------------------------------------------------
+   The hot loops are written ONCE over a float vector of FA__VW lanes: 16 with
+   AVX-512F (zmm), 8 with AVX2 + FMA (ymm). fa__vf is that vector; the FA__V*
+   macros are its operations. Without either, FA__VW is 0 and only the
+   portable loops exist. */
+#if FLASHATTN__AVX512
+typedef __m512 fa__vf;
+#define FA__VW 16
+#define FA__VLOAD(p) _mm512_loadu_ps(p)
+#define FA__VSTORE(p, v) _mm512_storeu_ps((p), (v))
+#define FA__VSET1(x) _mm512_set1_ps(x)
+#define FA__VZERO() _mm512_setzero_ps()
+#define FA__VADD(a, b) _mm512_add_ps((a), (b))
+#define FA__VSUB(a, b) _mm512_sub_ps((a), (b))
+#define FA__VMUL(a, b) _mm512_mul_ps((a), (b))
+#define FA__VFMA(a, b, c) _mm512_fmadd_ps((a), (b), (c)) /* a * b + c */
+/* (the all-lanes maskz forms: the plain ones pass gcc 12's C++ -Wextra
+   -Werror only with a "may be used uninitialized" in its own header) */
+#define FA__VALL ((__mmask16)0xffff)
+#define FA__VMAX(a, b) _mm512_maskz_max_ps(FA__VALL, (a), (b)) /* b when either is NaN */
+#define FA__VMIN(a, b) _mm512_maskz_min_ps(FA__VALL, (a), (b))
+#define FA__VROUND(x) _mm512_maskz_roundscale_ps(FA__VALL, (x), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
+/* 2^n for integral n in [-127, 128] by writing the exponent bits (n = -127: 0) */
+#define FA__VPOW2I(n)                                                                                  \
+    _mm512_castsi512_ps(_mm512_maskz_slli_epi32(                                                       \
+        FA__VALL, _mm512_add_epi32(_mm512_maskz_cvtps_epi32(FA__VALL, n), _mm512_set1_epi32(127)), 23))
+/* horizontal sum / max: the two 8-lane halves, then as AVX2 does */
+#define FA__VHALF(v, i) _mm256_castpd_ps(_mm512_maskz_extractf64x4_pd((__mmask8)0xff, _mm512_castps_pd(v), i))
+#define FA__VHSUM(v) fa__hsum_avx2(_mm256_add_ps(FA__VHALF(v, 0), FA__VHALF(v, 1)))
+#define FA__VHMAX(v) fa__hmax_avx2(_mm256_max_ps(FA__VHALF(v, 0), FA__VHALF(v, 1)))
+#elif FLASHATTN__AVX2
+typedef __m256 fa__vf;
+#define FA__VW 8
+#define FA__VLOAD(p) _mm256_loadu_ps(p)
+#define FA__VSTORE(p, v) _mm256_storeu_ps((p), (v))
+#define FA__VSET1(x) _mm256_set1_ps(x)
+#define FA__VZERO() _mm256_setzero_ps()
+#define FA__VADD(a, b) _mm256_add_ps((a), (b))
+#define FA__VSUB(a, b) _mm256_sub_ps((a), (b))
+#define FA__VMUL(a, b) _mm256_mul_ps((a), (b))
+#define FA__VFMA(a, b, c) _mm256_fmadd_ps((a), (b), (c))
+#define FA__VMAX(a, b) _mm256_max_ps((a), (b))
+#define FA__VMIN(a, b) _mm256_min_ps((a), (b))
+#define FA__VROUND(x) _mm256_round_ps((x), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
+#define FA__VPOW2I(n) \
+    _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23))
+#define FA__VHSUM(v) fa__hsum_avx2(v)
+#define FA__VHMAX(v) fa__hmax_avx2(v)
+#else
+#define FA__VW 0
+#endif
 
+#if FLASHATTN__AVX2
 static FLASHATTN__FORCEINLINE float fa__hsum_avx2(__m256 v)
 {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -1114,16 +1153,44 @@ static FLASHATTN__FORCEINLINE float fa__hmax_avx2(__m256 v)
 }
 #endif
 
+#if FA__VW
+/* 2^x for FA__VW lanes: x = n + f with n = round(x), |f| <= 1/2; 2^f from
+   its Taylor series in f ln 2 to degree 7 (truncation < 1e-8, so the result
+   is within ~2 ulp of exp2f); 2^n goes straight into the exponent bits.
+   x is clamped to [-127, 128] first: x <= -126.5 (and -inf) rounds to
+   n = -127, whose exponent bits are 0, so the result is exactly 0 (exp2f
+   would give a subnormal: the difference is below 2^-126, far under f32
+   precision of a sum >= 1); x >= 128 gives +inf. */
+static FLASHATTN__FORCEINLINE fa__vf fa__exp2_v(fa__vf x)
+{
+    fa__vf n, f, p;
+    /* operand order matters: max/min return the SECOND operand when one
+       is NaN, so a NaN input stays NaN */
+    x = FA__VMIN(FA__VSET1(128.0f), FA__VMAX(FA__VSET1(-127.0f), x));
+    n = FA__VROUND(x);
+    f = FA__VSUB(x, n);
+    p = FA__VSET1(1.5252733804059840e-05f); /* (ln 2)^k / k!, k = 7 .. 0 */
+    p = FA__VFMA(p, f, FA__VSET1(1.5403530393381606e-04f));
+    p = FA__VFMA(p, f, FA__VSET1(1.3333558146428443e-03f));
+    p = FA__VFMA(p, f, FA__VSET1(9.6181291076284772e-03f));
+    p = FA__VFMA(p, f, FA__VSET1(5.5504108664821580e-02f));
+    p = FA__VFMA(p, f, FA__VSET1(2.4022650695910071e-01f));
+    p = FA__VFMA(p, f, FA__VSET1(6.9314718055994531e-01f));
+    p = FA__VFMA(p, f, FA__VSET1(1.0f));
+    return FA__VMUL(p, FA__VPOW2I(n));
+}
+#endif
+
 static float fa__row_max(const float *s, int n)
 {
     float mx = -INFINITY;
     int j = 0;
-#if FLASHATTN__AVX2
-    if (n >= 8) {
-        __m256 v = _mm256_loadu_ps(s);
-        for (j = 8; j + 8 <= n; j += 8)
-            v = _mm256_max_ps(v, _mm256_loadu_ps(s + j));
-        mx = fa__hmax_avx2(v);
+#if FA__VW
+    if (n >= FA__VW) {
+        fa__vf v = FA__VLOAD(s);
+        for (j = FA__VW; j + FA__VW <= n; j += FA__VW)
+            v = FA__VMAX(v, FA__VLOAD(s + j));
+        mx = FA__VHMAX(v);
     }
 #endif
     for (; j < n; ++j)
@@ -1136,15 +1203,15 @@ static float fa__exp2_row(float *s, int n, float base)
 {
     float sum = 0.0f;
     int j = 0;
-#if FLASHATTN__AVX2
+#if FA__VW
     {
-        __m256 vb = _mm256_set1_ps(base), acc = _mm256_setzero_ps();
-        for (; j + 8 <= n; j += 8) {
-            __m256 p = fa__exp2_avx2(_mm256_sub_ps(_mm256_loadu_ps(s + j), vb));
-            _mm256_storeu_ps(s + j, p);
-            acc = _mm256_add_ps(acc, p);
+        fa__vf vb = FA__VSET1(base), acc = FA__VZERO();
+        for (; j + FA__VW <= n; j += FA__VW) {
+            fa__vf p = fa__exp2_v(FA__VSUB(FA__VLOAD(s + j), vb));
+            FA__VSTORE(s + j, p);
+            acc = FA__VADD(acc, p);
         }
-        sum = fa__hsum_avx2(acc);
+        sum = FA__VHSUM(acc);
     }
 #endif
     for (; j < n; ++j) {
@@ -1208,66 +1275,117 @@ static void fa__softmax_finish(float *o, int dv, float m, float l, float *L)
    Everything on the CPU is f32 in a worker's scratch: tiles are converted
    from the tensors' storage type (f32, f16, bf16) as they are loaded. The
    matrix products are one routine, fa__gemm, on row-major tiles whose
-   widths are padded to 16 floats (zeros in the padding). */
+   widths are padded to 16 floats (zeros in the padding); only tiles of at
+   most FA__FEW_ROWS query rows (decode) use dot products, fa__gemm_nt.
+
+   Why Br = 256 by default: every Q tile streams all of K and V through the
+   cache once, so K/V traffic is (sq / Br) x (size of K and V). Measured on a
+   2-core AVX2 machine at d = 128, Br = 64 spent about 40% of the forward
+   waiting on K/V loads; Br = 256 brings that under 10%. */
 
 #define FA__BR FLASHATTN_CPU_BR
 #define FA__BC FLASHATTN_CPU_BC
 #define FA__PAD(n) (((n) + 15) / 16 * 16)
+#define FA__FEW_ROWS 4 /* up to this many query rows: S by dot products (decode) */
 
 /* ---- the matrix product --------------------------------------------------
    C[M, N] (+)= A[M, K] B[K, N], all row-major, N a multiple of 16. The
-   micro-kernel keeps an mr x 16 block of C in registers and walks K: each
-   step broadcasts one A element per row and multiplies it into 16 B values
-   (a rank-1 update). That is why K tiles are stored transposed (K^T[d, Bc]):
-   S = Q K^T then reads B = K^T row by row, contiguously. */
-#if FLASHATTN__AVX2
-static FLASHATTN__FORCEINLINE void fa__kernel_avx2(const int mr, int K, const float *A, int lda,
-                                                   const float *B, int ldb, float *C, int ldc, int acc)
+   micro-kernel keeps an mr x (nv FA__VW) block of C in registers and walks
+   K: each step loads nv vectors of one row of B, broadcasts one A element
+   per row and multiplies it into them (a rank-1 update): 2 mr nv FLOP-lanes
+   for nv loads and mr broadcasts. That is why K tiles are stored transposed
+   (K^T[d, Bc]): S = Q K^T then reads B = K^T row by row, contiguously.
+
+   The block is as tall as the registers allow (FA__MR rows of 2 vectors):
+       AVX-512: 12 x 32 = 24 zmm accumulators + 2 B vectors + 1 broadcast
+                of the 32 zmm registers;
+       AVX2:     6 x 16 = 12 ymm accumulators + 2 + 1 of the 16 ymm.
+   Every element of C is summed over k = 0, 1, ... K-1 in that order, so the
+   result does not depend on how the rows are cut into blocks. */
+#if FA__VW
+#if FLASHATTN__AVX512
+#define FA__MR 12
+#else
+#define FA__MR 6
+#endif
+/* The loops over the rows and vectors of the block must be unrolled for
+   the block to live in registers; gcc does not do it by itself at -O2. */
+#if defined(__GNUC__)
+#define FA__UNROLL _Pragma("GCC unroll 16")
+#else
+#define FA__UNROLL
+#endif
+static FLASHATTN__FORCEINLINE void fa__kernel(const int mr, const int nv, int K, const float *A, int lda,
+                                              const float *B, int ldb, float *C, int ldc, int acc)
 {
-    /* 6 rows x 16 columns = 12 accumulators + 2 B vectors + 1 broadcast
-       = 15 of the 16 ymm registers. mr is a constant after inlining. */
-    __m256 c0[6], c1[6];
-    int r, k;
-    for (r = 0; r < mr; ++r) {
-        c0[r] = acc ? _mm256_loadu_ps(C + r * ldc) : _mm256_setzero_ps();
-        c1[r] = acc ? _mm256_loadu_ps(C + r * ldc + 8) : _mm256_setzero_ps();
-    }
+    fa__vf c[FA__MR][2], b[2]; /* mr and nv are constants after inlining */
+    int r, v, k;
+    FA__UNROLL for (r = 0; r < mr; ++r)
+        FA__UNROLL for (v = 0; v < nv; ++v)
+            c[r][v] = acc ? FA__VLOAD(C + (size_t)r * ldc + v * FA__VW) : FA__VZERO();
     for (k = 0; k < K; ++k) {
-        __m256 b0 = _mm256_loadu_ps(B + (size_t)k * ldb), b1 = _mm256_loadu_ps(B + (size_t)k * ldb + 8);
-        for (r = 0; r < mr; ++r) {
-            __m256 a = _mm256_broadcast_ss(A + r * lda + k);
-            c0[r] = _mm256_fmadd_ps(a, b0, c0[r]);
-            c1[r] = _mm256_fmadd_ps(a, b1, c1[r]);
+        FA__UNROLL for (v = 0; v < nv; ++v)
+            b[v] = FA__VLOAD(B + (size_t)k * ldb + v * FA__VW);
+        FA__UNROLL for (r = 0; r < mr; ++r) {
+            fa__vf a = FA__VSET1(A[(size_t)r * lda + k]);
+            FA__UNROLL for (v = 0; v < nv; ++v)
+                c[r][v] = FA__VFMA(a, b[v], c[r][v]);
         }
     }
-    for (r = 0; r < mr; ++r) {
-        _mm256_storeu_ps(C + r * ldc, c0[r]);
-        _mm256_storeu_ps(C + r * ldc + 8, c1[r]);
+    FA__UNROLL for (r = 0; r < mr; ++r)
+        FA__UNROLL for (v = 0; v < nv; ++v)
+            FA__VSTORE(C + (size_t)r * ldc + v * FA__VW, c[r][v]);
+}
+
+/* All rows of one strip of nv vectors: full FA__MR blocks, then the rest. */
+static FLASHATTN__FORCEINLINE void fa__kernel_strip(const int nv, int M, int K, const float *A, int lda,
+                                                    const float *B, int ldb, float *C, int ldc, int acc)
+{
+    int i;
+    for (i = 0; i + FA__MR <= M; i += FA__MR)
+        fa__kernel(FA__MR, nv, K, A + (size_t)i * lda, lda, B, ldb, C + (size_t)i * ldc, ldc, acc);
+    A += (size_t)i * lda;
+    C += (size_t)i * ldc;
+    switch (M - i) { /* one constant-size instance per remainder */
+#define FA__KERNEL_REST(n) \
+    case n: fa__kernel(n, nv, K, A, lda, B, ldb, C, ldc, acc); break;
+#if FA__MR > 6
+    FA__KERNEL_REST(11) FA__KERNEL_REST(10) FA__KERNEL_REST(9) FA__KERNEL_REST(8) FA__KERNEL_REST(7)
+    FA__KERNEL_REST(6)
+#endif
+    FA__KERNEL_REST(5) FA__KERNEL_REST(4) FA__KERNEL_REST(3) FA__KERNEL_REST(2) FA__KERNEL_REST(1)
+#undef FA__KERNEL_REST
+    default: break;
     }
 }
 #endif
 
+/* pack: room for K x 32 floats (w->pack); unused by the portable loops. */
 static void fa__gemm(int M, int N, int K, const float *A, int lda, const float *B, int ldb, float *C,
-                     int ldc, int accumulate)
+                     int ldc, int accumulate, float *pack)
 {
     int i, j;
     FLASHATTN_ASSERT(N % 16 == 0);
-#if FLASHATTN__AVX2
-    for (j = 0; j < N; j += 16) /* a 16-column strip of B stays in L1 ... */
-        for (i = 0; i < M; i += 6) { /* ... while the rows of A stream past */
-            const float *a = A + (size_t)i * lda;
-            const float *b = B + j;
-            float *c = C + (size_t)i * ldc + j;
-            switch (M - i < 6 ? M - i : 6) {
-            case 6: fa__kernel_avx2(6, K, a, lda, b, ldb, c, ldc, accumulate); break;
-            case 5: fa__kernel_avx2(5, K, a, lda, b, ldb, c, ldc, accumulate); break;
-            case 4: fa__kernel_avx2(4, K, a, lda, b, ldb, c, ldc, accumulate); break;
-            case 3: fa__kernel_avx2(3, K, a, lda, b, ldb, c, ldc, accumulate); break;
-            case 2: fa__kernel_avx2(2, K, a, lda, b, ldb, c, ldc, accumulate); break;
-            default: fa__kernel_avx2(1, K, a, lda, b, ldb, c, ldc, accumulate); break;
-            }
-        }
+#if FA__VW
+    /* One strip of 2 vectors of B (16 KiB at K = 128, AVX-512) at a time
+       stays in L1 while the rows of A stream past. The strip is first
+       copied to contiguous memory: in place, its rows sit ldb floats apart
+       (512 bytes at Bc = 128), so they would all fall in a quarter of the
+       L1 sets and evict each other. N % (2 FA__VW) = 16 leaves one
+       single-vector strip (AVX-512 only). */
+    FLASHATTN_ASSERT(pack != NULL);
+    for (j = 0; j < N; j += 2 * FA__VW) {
+        int nv = N - j >= 2 * FA__VW ? 2 : 1, wdt = nv * FA__VW, k;
+        for (k = 0; k < K; ++k)
+            memcpy(pack + (size_t)k * wdt, B + (size_t)k * ldb + j, (size_t)wdt * sizeof(float));
+        if (nv == 2)
+            fa__kernel_strip(2, M, K, A, lda, pack, wdt, C + j, ldc, accumulate);
+        else
+            fa__kernel_strip(1, M, K, A, lda, pack, wdt, C + j, ldc, accumulate);
+    }
+    (void)i;
 #else
+    (void)pack;
     /* portable: i-k-j order so the inner loop is a contiguous axpy that the
        compiler vectorizes */
     for (i = 0; i < M; ++i) {
@@ -1284,6 +1402,55 @@ static void fa__gemm(int M, int N, int K, const float *A, int lda, const float *
         }
     }
 #endif
+}
+
+/* C[M, N] = A[M, K] B[N, K]^T: dot products of rows (K a multiple of 8,
+   rows zero-padded). The decode path uses it when a tile has only a few
+   query rows: then a rank-1 update would broadcast each element of A for
+   just one or two FMAs, and transposing the K tile would cost more than
+   the product itself. */
+static void fa__gemm_nt(int M, int N, int K, const float *A, int lda, const float *B, int ldb, float *C, int ldc)
+{
+    int i, j, k;
+    for (j = 0; j < N; ++j) {
+        const float *b = B + (size_t)j * ldb;
+        i = 0;
+#if FLASHATTN__AVX2
+        for (; i + 4 <= M; i += 4) { /* 4 rows share each load of b */
+            const float *a = A + (size_t)i * lda;
+            __m256 c0 = _mm256_setzero_ps(), c1 = c0, c2 = c0, c3 = c0;
+            for (k = 0; k < K; k += 8) {
+                __m256 bk = _mm256_loadu_ps(b + k);
+                c0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + k), bk, c0);
+                c1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + lda + k), bk, c1);
+                c2 = _mm256_fmadd_ps(_mm256_loadu_ps(a + 2 * lda + k), bk, c2);
+                c3 = _mm256_fmadd_ps(_mm256_loadu_ps(a + 3 * lda + k), bk, c3);
+            }
+            C[(size_t)i * ldc + j] = fa__hsum_avx2(c0);
+            C[(size_t)(i + 1) * ldc + j] = fa__hsum_avx2(c1);
+            C[(size_t)(i + 2) * ldc + j] = fa__hsum_avx2(c2);
+            C[(size_t)(i + 3) * ldc + j] = fa__hsum_avx2(c3);
+        }
+        for (; i < M; ++i) {
+            const float *a = A + (size_t)i * lda;
+            __m256 c0 = _mm256_setzero_ps(), c1 = c0;
+            for (k = 0; k + 16 <= K; k += 16) {
+                c0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + k), _mm256_loadu_ps(b + k), c0);
+                c1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + k + 8), _mm256_loadu_ps(b + k + 8), c1);
+            }
+            if (k < K)
+                c0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + k), _mm256_loadu_ps(b + k), c0);
+            C[(size_t)i * ldc + j] = fa__hsum_avx2(_mm256_add_ps(c0, c1));
+        }
+#endif
+        for (; i < M; ++i) {
+            const float *a = A + (size_t)i * lda;
+            float acc = 0.0f;
+            for (k = 0; k < K; ++k)
+                acc += a[k] * b[k];
+            C[(size_t)i * ldc + j] = acc;
+        }
+    }
 }
 
 /* ---- loading and storing rows ------------------------------------------- */
@@ -1432,7 +1599,7 @@ static int64_t fa__lse_index(const fa__attn *a, const fa__seq *s, int h, int i)
 typedef struct fa__scratch {
     float *Q;      /* [Br, dp]  Q~ tile (Q * q_fold) */
     float *Kt;     /* [d, bcp]  K_j transposed */
-    float *K;      /* [Bc, dp]  K_j (backward dQ) */
+    float *K;      /* [Bc, dp]  K_j row-major (backward dQ; forward with few rows) */
     float *V;      /* [Bc, dvp] V_j (forward) */
     float *Vt;     /* [dv, bcp] V_j transposed (backward dP) */
     float *S;      /* [Br, bcp] scores, then P */
@@ -1449,7 +1616,8 @@ typedef struct fa__scratch {
     int *pos;      /* [Br] key position i' = i + sk - sq of the row */
     int *head;     /* [Br] query head of the row */
     int *tok;      /* [Br] query index i within its sequence */
-    float *row;    /* [max(d, dv) padded] conversion buffer */
+    float *row;    /* [8, max(d, dv) padded] conversion buffer */
+    float *pack;   /* [max(Br, Bc, dp, dvp), 32] one strip of B, copied by fa__gemm */
 } fa__scratch;
 
 enum { FA__SCRATCH_FWD = 0, FA__SCRATCH_BWD = 1 };
@@ -1476,11 +1644,16 @@ static size_t fa__scratch_layout(const fa__attn *a, int kind, char *base, fa__sc
     FA__TAKE(w->pos, int, br);
     FA__TAKE(w->head, int, br);
     FA__TAKE(w->tok, int, br);
-    FA__TAKE(w->row, float, wide);
+    FA__TAKE(w->row, float, 8 * wide); /* 8 rows for the transposing loads */
+    {
+        int kmax = br > bc ? br : bc;
+        kmax = kmax > wide ? kmax : wide;
+        FA__TAKE(w->pack, float, kmax * 32);
+    }
+    FA__TAKE(w->K, float, bc * a->dp);
     if (kind == FA__SCRATCH_FWD) {
         FA__TAKE(w->V, float, bc * a->dvp);
     } else {
-        FA__TAKE(w->K, float, bc * a->dp);
         FA__TAKE(w->Vt, float, a->dv_ * a->bcp);
         FA__TAKE(w->T, float, br * a->bcp);
         FA__TAKE(w->Z, float, br * a->bcp);
@@ -1507,23 +1680,108 @@ static char *fa__align64(void *p)
 
 /* ---- tiles ------------------------------------------------------------------ */
 
-/* Rows of K_j (positions n0 .. n0+nc-1, KV head h) into Kt[d, bcp],
-   transposed; columns nc .. bcp-1 are zero. */
-static void fa__load_k_tile_t(const fa__attn *a, const fa__seq *s, int h, int n0, int nc, float *Kt,
-                              float *tmp)
+#if FLASHATTN__AVX2
+/* An 8 x 8 block: rows src[r * lds + 0..7] -> columns dst[c * ldd + r]. */
+static FLASHATTN__FORCEINLINE void fa__transpose8_avx2(const float *src, int lds, float *dst, int ldd, int nrows_out)
 {
-    int c, k;
-    for (c = 0; c < nc; ++c) {
-        fa__load_row(fa__kv_row(a, &a->k, s, n0 + c, h), a->k.dtype, a->d, 1.0f, tmp);
-        for (k = 0; k < a->d; ++k)
-            Kt[(size_t)k * a->bcp + c] = tmp[k];
-    }
-    for (k = 0; k < a->d; ++k)
-        for (c = nc; c < a->bcp; ++c)
-            Kt[(size_t)k * a->bcp + c] = 0.0f;
+    __m256 r0 = _mm256_loadu_ps(src), r1 = _mm256_loadu_ps(src + lds), r2 = _mm256_loadu_ps(src + 2 * lds),
+           r3 = _mm256_loadu_ps(src + 3 * lds), r4 = _mm256_loadu_ps(src + 4 * lds),
+           r5 = _mm256_loadu_ps(src + 5 * lds), r6 = _mm256_loadu_ps(src + 6 * lds),
+           r7 = _mm256_loadu_ps(src + 7 * lds);
+    __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1), t2 = _mm256_unpacklo_ps(r2, r3),
+           t3 = _mm256_unpackhi_ps(r2, r3), t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5),
+           t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
+    __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE),
+           u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE),
+           u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE),
+           u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+    __m256 o[8];
+    int i;
+    o[0] = _mm256_permute2f128_ps(u0, u4, 0x20);
+    o[1] = _mm256_permute2f128_ps(u1, u5, 0x20);
+    o[2] = _mm256_permute2f128_ps(u2, u6, 0x20);
+    o[3] = _mm256_permute2f128_ps(u3, u7, 0x20);
+    o[4] = _mm256_permute2f128_ps(u0, u4, 0x31);
+    o[5] = _mm256_permute2f128_ps(u1, u5, 0x31);
+    o[6] = _mm256_permute2f128_ps(u2, u6, 0x31);
+    o[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
+    for (i = 0; i < nrows_out; ++i)
+        _mm256_storeu_ps(dst + (size_t)i * ldd, o[i]);
+}
+#endif
+
+/* dst[c, r] = src[r, c] for r < nr, c < nc (src rows padded to 8 floats). */
+static void fa__transpose_tile(const float *src, int lds, int nr, int nc, float *dst, int ldd)
+{
+    int r0 = 0, r, c;
+#if FLASHATTN__AVX2
+    for (; r0 + 8 <= nr; r0 += 8)
+        for (c = 0; c < nc; c += 8)
+            fa__transpose8_avx2(src + (size_t)r0 * lds + c, lds, dst + (size_t)c * ldd + r0, ldd,
+                                nc - c < 8 ? nc - c : 8);
+#endif
+    for (r = r0; r < nr; ++r)
+        for (c = 0; c < nc; ++c)
+            dst[(size_t)c * ldd + r] = src[(size_t)r * lds + c];
 }
 
-/* Rows of a K or V tile into X[nc, ldx] (ldx >= dim, padding zeroed). */
+/* Rows n0 .. n0+nc-1 of a K or V tensor (head h) into Xt[dim, bcp],
+   transposed; tile columns nc .. bcp-1 are zero. Rows are converted to f32
+   eight at a time into tmp [8, dim padded to 8] and transposed as 8 x 8
+   blocks. */
+static void fa__load_tile_t(const fa__attn *a, const fa_tensor *t, int dim, const fa__seq *s, int h,
+                            int n0, int nc, float *Xt, float *tmp)
+{
+    int c0, c, k, ld = (dim + 7) / 8 * 8;
+    for (c0 = 0; c0 < nc; c0 += 8) {
+        int cn = nc - c0 < 8 ? nc - c0 : 8;
+        for (c = 0; c < 8; ++c) {
+            float *x = tmp + (size_t)c * ld;
+            if (c < cn)
+                fa__load_row(fa__kv_row(a, t, s, n0 + c0 + c, h), t->dtype, dim, 1.0f, x);
+            else
+                for (k = 0; k < dim; ++k)
+                    x[k] = 0.0f;
+            for (k = dim; k < ld; ++k)
+                x[k] = 0.0f;
+        }
+#if FLASHATTN__AVX2
+        for (k = 0; k < dim; k += 8)
+            fa__transpose8_avx2(tmp + k, ld, Xt + (size_t)k * a->bcp + c0, a->bcp, dim - k < 8 ? dim - k : 8);
+#else
+        for (c = 0; c < 8; ++c)
+            for (k = 0; k < dim; ++k)
+                Xt[(size_t)k * a->bcp + c0 + c] = tmp[(size_t)c * ld + k];
+#endif
+    }
+    for (k = 0; k < dim; ++k)
+        for (c = (nc + 7) / 8 * 8; c < a->bcp; ++c)
+            Xt[(size_t)k * a->bcp + c] = 0.0f;
+}
+
+/* Ask the cache for rows n0 .. n0+nc-1 of a K or V tensor ahead of their
+   use: the next tile's rows arrive while this tile's products run. (Rows
+   of one head are often 4 KiB or more apart, too far for the hardware
+   prefetcher to follow.) */
+static void fa__prefetch_rows(const fa__attn *a, const fa_tensor *t, int dim, const fa__seq *s, int h,
+                              int n0, int nc)
+{
+#if defined(__GNUC__) || defined(__clang__)
+    int c, bytes = dim * fa__dtype_size(t->dtype), off;
+    for (c = 0; c < nc; ++c) {
+        const char *row = (const char *)fa__kv_row(a, t, s, n0 + c, h);
+        for (off = 0; off < bytes; off += 64)
+            __builtin_prefetch(row + off, 0, 2);
+    }
+#else
+    (void)a; (void)t; (void)dim; (void)s; (void)h; (void)n0; (void)nc;
+#endif
+}
+
+/* Rows of a K or V tile into X[nc, ldx] (ldx >= dim, padding zeroed).
+   Even f32 V is copied: read in place, its rows sit heads * dv floats apart
+   (4 KiB at 8 heads x 128), so the 16-column strips fa__gemm walks down
+   all fall in the same few L1 sets; measured, the copy is faster. */
 static void fa__load_kv_tile(const fa__attn *a, const fa_tensor *t, int dim, const fa__seq *s, int h,
                              int n0, int nc, float *X, int ldx)
 {
@@ -1564,19 +1822,24 @@ static void fa__key_band(const fa__attn *a, const fa__scratch *w, int nr, int sk
 
 /* THE score tile, shared by forward, backward and decode. For the nr query
    rows described in w (Q~ in w->Q, key position, ALiBi slope) and keys
-   n0 .. n0+nc-1 (K_j^T in w->Kt), compute in base-2 units
+   n0 .. n0+nc-1 (K_j^T in w->Kt, or K_j in w->K when k_rows), compute in
+   base-2 units
        S = Q~ K_j^T                          (scale * log2 e already in Q~)
        S = c log2e * tanh(S)                 (softcap; tanh kept in T if T)
        S -= slope * log2e * |i' - j|         (ALiBi)
        S = -inf where key j is not visible   (causal, window, j >= sk)
-   into S[nr, bcp]; columns nc .. bcp-1 are -inf. */
-static void fa__score_tile(const fa__attn *a, const fa__scratch *w, int nr, int n0, int nc, int sk,
-                           float *S, float *T)
+   into rows r0 .. r0+nr-1 of S[., bcp]; columns nc .. bcp-1 are -inf. */
+static void fa__score_tile(const fa__attn *a, const fa__scratch *w, int r0, int nr, int n0, int nc, int sk,
+                           int k_rows, float *S, float *T)
 {
     const fa_problem *r = &a->r;
     int i, c;
-    fa__gemm(nr, a->bcp, a->d, w->Q, a->dp, w->Kt, a->bcp, S, a->bcp, 0);
-    for (i = 0; i < nr; ++i) {
+    if (k_rows) /* K_j row-major in w->K (few rows: dot products) */
+        fa__gemm_nt(nr, nc, a->dp, w->Q + (size_t)r0 * a->dp, a->dp, w->K, a->dp, S + (size_t)r0 * a->bcp, a->bcp);
+    else
+        fa__gemm(nr, a->bcp, a->d, w->Q + (size_t)r0 * a->dp, a->dp, w->Kt, a->bcp, S + (size_t)r0 * a->bcp,
+                 a->bcp, 0, w->pack);
+    for (i = r0; i < r0 + nr; ++i) {
         float *s = S + (size_t)i * a->bcp;
         int64_t pos = w->pos[i], jlo = 0, jhi = sk - 1; /* visible keys of this row */
         int clo, chi;
@@ -1615,11 +1878,11 @@ static void fa__score_tile(const fa__attn *a, const fa__scratch *w, int nr, int 
 /* Dropout on P (rows in w, keys n0 .. n0+nc-1): P <- P * Z, Z = 1/(1-p) for
    kept elements, 0 for dropped ones (seed 000, Alg. 2 line 12). Also writes
    Z itself when Z is not NULL (the backward needs it for dP too). */
-static void fa__dropout_tile(const fa__attn *a, const fa__scratch *w, int b, int nr, int n0, int nc,
+static void fa__dropout_tile(const fa__attn *a, const fa__scratch *w, int b, int r0, int nr, int n0, int nc,
                              float *P, float *Z)
 {
     int i, c;
-    for (i = 0; i < nr; ++i) {
+    for (i = r0; i < r0 + nr; ++i) {
         uint32_t bits[4];
         for (c = 0; c < nc; ++c) {
             int j = n0 + c;
@@ -1649,13 +1912,35 @@ static void fa__load_q_rows(const fa__attn *a, const fa_tensor *q, const fa__seq
     }
 }
 
+/* Rows [r0, r1) of the nr rows in w that see at least one key of
+   n0 .. n0+nc-1. The key position never decreases with the row index
+   (forward: i + off; decode: t + off for row t * group + g), and each mask
+   keeps a row either from some point on (causal, window right) or up to
+   some point (window left), so those rows are one range. */
+static void fa__row_range(const fa__attn *a, const fa__scratch *w, int nr, int n0, int nc, int *r0, int *r1)
+{
+    const fa_problem *r = &a->r;
+    int lo = 0, hi = nr;
+#define FA__SEES_TILE(p)                                                                     \
+    ((!r->causal || (int64_t)(p) >= n0) &&                                                   \
+     (!r->sliding_window ||                                                                  \
+      ((int64_t)(p) + r->window_right >= n0 && (int64_t)(p) - r->window_left <= (int64_t)n0 + nc - 1)))
+    while (lo < hi && !FA__SEES_TILE(w->pos[lo]))
+        ++lo;
+    while (hi > lo && !FA__SEES_TILE(w->pos[hi - 1]))
+        --hi;
+#undef FA__SEES_TILE
+    *r0 = lo;
+    *r1 = hi;
+}
+
 /* The inner loop of the forward (and of each decode split): the nr rows in
    w attend to the keys in [n_lo, n_hi) of KV head kvh that they may see.
    Leaves the unscaled O~ [nr, dvp], m and l in w. */
 static void fa__attend_rows(const fa__attn *a, fa__scratch *w, const fa__seq *s, int kvh, int nr,
                             int n_lo, int n_hi)
 {
-    int i, c, lo, hi, n0;
+    int i, c, lo, hi, n0, r0, r1, k_rows = nr <= FA__FEW_ROWS;
     for (i = 0; i < nr; ++i) {
         w->m[i] = -INFINITY;
         w->l[i] = 0.0f;
@@ -1666,10 +1951,21 @@ static void fa__attend_rows(const fa__attn *a, fa__scratch *w, const fa__seq *s,
     fa__key_band(a, w, nr, s->sk, n_lo, n_hi, &lo, &hi);
     for (n0 = lo; n0 < hi; n0 += FA__BC) {
         int nc = hi - n0 < FA__BC ? hi - n0 : FA__BC, ncp = FA__PAD(nc);
-        fa__load_k_tile_t(a, s, kvh, n0, nc, w->Kt, w->row);
+        if (k_rows)
+            fa__load_kv_tile(a, &a->k, a->d, s, kvh, n0, nc, w->K, a->dp);
+        else
+            fa__load_tile_t(a, &a->k, a->d, s, kvh, n0, nc, w->Kt, w->row);
         fa__load_kv_tile(a, &a->v, a->dv_, s, kvh, n0, nc, w->V, a->dvp);
-        fa__score_tile(a, w, nr, n0, nc, s->sk, w->S, NULL);
-        for (i = 0; i < nr; ++i) {
+        if (n0 + FA__BC < hi) {
+            int nn = hi - n0 - FA__BC < FA__BC ? hi - n0 - FA__BC : FA__BC;
+            fa__prefetch_rows(a, &a->k, a->d, s, kvh, n0 + FA__BC, nn);
+            fa__prefetch_rows(a, &a->v, a->dv_, s, kvh, n0 + FA__BC, nn);
+        }
+        /* rows that see none of these keys are skipped: they would get
+           S = -inf, alpha = 1 and P = 0, i.e. no change at all */
+        fa__row_range(a, w, nr, n0, nc, &r0, &r1);
+        fa__score_tile(a, w, r0, r1 - r0, n0, nc, s->sk, k_rows, w->S, NULL);
+        for (i = r0; i < r1; ++i) {
             float alpha = fa__softmax_step(w->S + (size_t)i * a->bcp, ncp, &w->m[i], &w->l[i]);
             if (alpha != 1.0f) { /* a new maximum: O~ was summed against the old one */
                 float *o = w->O + (size_t)i * a->dvp;
@@ -1678,18 +1974,20 @@ static void fa__attend_rows(const fa__attn *a, fa__scratch *w, const fa__seq *s,
             }
         }
         if (a->drop_thr) /* l already has the undropped P: L ignores dropout */
-            fa__dropout_tile(a, w, s->b, nr, n0, nc, w->S, NULL);
-        fa__gemm(nr, a->dvp, nc, w->S, a->bcp, w->V, a->dvp, w->O, a->dvp, 1); /* O~ += P~ V_j */
+            fa__dropout_tile(a, w, s->b, r0, r1 - r0, n0, nc, w->S, NULL);
+        fa__gemm(r1 - r0, a->dvp, nc, w->S + (size_t)r0 * a->bcp, a->bcp, w->V, a->dvp,
+                 w->O + (size_t)r0 * a->dvp, a->dvp, 1, w->pack); /* O~ += P~ V_j */
     }
 }
 
-/* Task index -> (b, h, Q tile). Heaviest tiles first: with a causal mask
-   the last Q tile sees the most keys, so tile-major order, reversed, lets
-   a dynamic scheduler balance the workers. */
+/* Task index -> (b, h, Q tile). Consecutive tasks share (b, h), so the
+   workers stream the same K and V through the shared cache; within a head
+   the last Q tile comes first: under a causal mask it sees the most keys,
+   and a dynamic scheduler balances best with the heaviest tasks first. */
 static void fa__forward_task(void *ctx, int index, int worker)
 {
     const fa__attn *a = (const fa__attn *)ctx;
-    int bh = index % (a->r.batch * a->r.heads_q), tile = a->tr - 1 - index / (a->r.batch * a->r.heads_q);
+    int bh = index / a->tr, tile = a->tr - 1 - index % a->tr;
     int b = bh / a->r.heads_q, h = bh % a->r.heads_q, i0 = tile * FA__BR, nr, i;
     fa__scratch w;
     fa__seq s;
@@ -1836,21 +2134,6 @@ FLASHATTN_DEF fa_status fa_forward(const fa_problem *p, fa_tensor q, fa_tensor k
        pass 1  (b, hkv, K tile): dK, dV
        pass 2  (b, h, Q tile):   dQ                                       */
 
-/* Rows of X^T[dim, bcp] from a K or V tensor (tile columns nc .. bcp-1 zero). */
-static void fa__load_tile_t(const fa__attn *a, const fa_tensor *t, int dim, const fa__seq *s, int h,
-                            int n0, int nc, float *Xt, float *tmp)
-{
-    int c, k;
-    for (c = 0; c < nc; ++c) {
-        fa__load_row(fa__kv_row(a, t, s, n0 + c, h), t->dtype, dim, 1.0f, tmp);
-        for (k = 0; k < dim; ++k)
-            Xt[(size_t)k * a->bcp + c] = tmp[k];
-    }
-    for (k = 0; k < dim; ++k)
-        for (c = nc; c < a->bcp; ++c)
-            Xt[(size_t)k * a->bcp + c] = 0.0f;
-}
-
 /* Query-side rows of a backward tile: Q~, dO, L (base 2) and D. */
 static void fa__bwd_load_rows(const fa__attn *a, const fa__seq *s, fa__scratch *w, int h, int i0, int nr)
 {
@@ -1877,22 +2160,27 @@ static void fa__bwd_load_rows(const fa__attn *a, const fa__seq *s, fa__scratch *
 static void fa__bwd_pair(const fa__attn *a, fa__scratch *w, const fa__seq *s, int nr, int n0, int nc)
 {
     int i, c, bcp = a->bcp;
-    fa__score_tile(a, w, nr, n0, nc, s->sk, w->S, a->cap2 != 0.0f ? w->T : NULL);
+    fa__score_tile(a, w, 0, nr, n0, nc, s->sk, 0, w->S, a->cap2 != 0.0f ? w->T : NULL);
     for (i = 0; i < nr; ++i) /* P = exp(S - L): the forward's probabilities, rebuilt */
         fa__exp2_row(w->S + (size_t)i * bcp, bcp, w->m[i]);
     if (a->drop_thr)
-        fa__dropout_tile(a, w, s->b, nr, n0, nc, NULL, w->Z);
-    fa__gemm(nr, bcp, a->dv_, w->dO, a->dvp, w->Vt, bcp, w->dP, bcp, 0); /* dP = dO V_j^T */
+        fa__dropout_tile(a, w, s->b, 0, nr, n0, nc, NULL, w->Z);
+    fa__gemm(nr, bcp, a->dv_, w->dO, a->dvp, w->Vt, bcp, w->dP, bcp, 0, w->pack); /* dP = dO V_j^T */
     for (i = 0; i < nr; ++i) {
         const float *p = w->S + (size_t)i * bcp, *z = w->Z + (size_t)i * bcp, *t = w->T + (size_t)i * bcp;
-        float *ds = w->dP + (size_t)i * bcp, D = w->l[i];
-        for (c = 0; c < nc; ++c) {
-            float dp = a->drop_thr ? ds[c] * z[c] : ds[c];
-            float g = p[c] * (dp - D);
-            if (a->cap2 != 0.0f)
-                g *= 1.0f - t[c] * t[c]; /* d/dx c tanh(x / c) */
-            ds[c] = g * a->r.scale;
-        }
+        float *ds = w->dP + (size_t)i * bcp, D = w->l[i], scale = a->r.scale;
+        /* the plain case gets its own loop so that it vectorizes cleanly */
+        if (!a->drop_thr && a->cap2 == 0.0f)
+            for (c = 0; c < nc; ++c)
+                ds[c] = p[c] * (ds[c] - D) * scale;
+        else
+            for (c = 0; c < nc; ++c) {
+                float dp = a->drop_thr ? ds[c] * z[c] : ds[c];
+                float g = p[c] * (dp - D);
+                if (a->cap2 != 0.0f)
+                    g *= 1.0f - t[c] * t[c]; /* d/dx c tanh(x / c) */
+                ds[c] = g * scale;
+            }
         for (; c < bcp; ++c)
             ds[c] = 0.0f;
     }
@@ -1958,15 +2246,14 @@ static void fa__backward_kv_task(void *ctx, int index, int worker)
                 int nr = ihi - i0 < FA__BR ? ihi - i0 : FA__BR;
                 fa__bwd_load_rows(a, &s, &w, h, i0, nr);
                 fa__bwd_pair(a, &w, &s, nr, n0, nc);
-                for (i = 0; i < nr; ++i) /* Pt = (P o Z)^T */
-                    for (c = 0; c < nc; ++c)
-                        w.Pt[(size_t)c * FA__BR + i] =
-                            w.S[(size_t)i * a->bcp + c] * (a->drop_thr ? w.Z[(size_t)i * a->bcp + c] : 1.0f);
-                fa__gemm(nc, a->dvp, nr, w.Pt, FA__BR, w.dO, a->dvp, w.dV, a->dvp, 1); /* dV += P^T dO */
-                for (i = 0; i < nr; ++i) /* Pt = dS^T */
-                    for (c = 0; c < nc; ++c)
-                        w.Pt[(size_t)c * FA__BR + i] = w.dP[(size_t)i * a->bcp + c];
-                fa__gemm(nc, a->dp, nr, w.Pt, FA__BR, w.Q, a->dp, w.dK, a->dp, 1); /* dK += dS^T Q~ */
+                if (a->drop_thr) /* P is done with: keep P o Z in its place */
+                    for (i = 0; i < nr; ++i)
+                        for (c = 0; c < nc; ++c)
+                            w.S[(size_t)i * a->bcp + c] *= w.Z[(size_t)i * a->bcp + c];
+                fa__transpose_tile(w.S, a->bcp, nr, nc, w.Pt, FA__BR); /* Pt = (P o Z)^T */
+                fa__gemm(nc, a->dvp, nr, w.Pt, FA__BR, w.dO, a->dvp, w.dV, a->dvp, 1, w.pack); /* dV += P^T dO */
+                fa__transpose_tile(w.dP, a->bcp, nr, nc, w.Pt, FA__BR); /* Pt = dS^T */
+                fa__gemm(nc, a->dp, nr, w.Pt, FA__BR, w.Q, a->dp, w.dK, a->dp, 1, w.pack); /* dK += dS^T Q~ */
             }
         }
     }
@@ -2003,7 +2290,7 @@ static void fa__backward_q_task(void *ctx, int index, int worker)
         fa__load_tile_t(a, &a->v, a->dv_, &s, kvh, n0, nc, w.Vt, w.row);
         fa__load_kv_tile(a, &a->k, a->d, &s, kvh, n0, nc, w.K, a->dp);
         fa__bwd_pair(a, &w, &s, nr, n0, nc);
-        fa__gemm(nr, a->dp, nc, w.dP, a->bcp, w.K, a->dp, w.O, a->dp, 1); /* dQ += dS K_j */
+        fa__gemm(nr, a->dp, nc, w.dP, a->bcp, w.K, a->dp, w.O, a->dp, 1, w.pack); /* dQ += dS K_j */
     }
     for (i = 0; i < nr; ++i)
         fa__store_row(fa__at(&a->dq, s.q_b, s.q_row0 + i0 + i, h), a->dq.dtype, a->d, w.O + (size_t)i * a->dp);

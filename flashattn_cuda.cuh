@@ -128,6 +128,22 @@
        head-dim columns past d/dv read as 0 (finite, so 0 * P stays 0); those
        keys are masked, those output columns and rows are not written. A
        head dim between instantiated sizes runs in the next one up.
+
+   12. One kernel template, fa__fwd_kernel_sm80<BF16, D, BLOCK_M, BLOCK_N,
+       WARPS, EXTRAS>. EXTRAS (softcap, ALiBi, dropout, negative scale) is a
+       template flag rather than a run-time branch because the extra per-score
+       work and Philox state cost registers the plain path needs: with it as
+       a run-time flag the d128 kernel spilled ~900 bytes. Masks are run-time
+       (they touch only a few blocks per row).
+
+   MEASURED (H200, 2026-11-22, bf16, FA3-paper grid; bench/results/):
+     d64: 1.01-1.02x SDPA flash (FlashAttention-2) non-causal from 1k up,
+     0.91-0.99x causal; d128: 0.92-0.94x non-causal, 0.88-0.92x causal;
+     d256: 0.96-1.01x non-causal, 0.87-1.08x causal. cuDNN is 1.5-2x faster
+     than both (it is not an mma.sync kernel on Hopper). ptxas (sm_90a), plain
+     kernels: 195-255 registers, spills 0 except d96 (96 B), d128 (24 B
+     stores / 68 B loads) and the sm_86/89 d192 shape (20 B); the EXTRAS
+     kernels spill 20-790 B (a slow path by design).
 */
 
 #ifndef FLASHATTN_CUDA_CUH
@@ -142,7 +158,9 @@
    >>gpu-config  CONFIGURATION MACROS (define before the implementation include)
    ============================================================================
      FLASHATTN_HEAD_DIMS   (32, 64, 96, 128, 192, 256) the head dims compiled,
-                           a comma-separated list in increasing order. A
+                           a comma-separated list in increasing order, each a
+                           multiple of 32 (#define it in the source: nvcc's
+                           -D splits values at commas). A
                            problem runs in the smallest listed size >=
                            max(head_dim, head_dim_v); none: FA_ERROR_UNSUPPORTED.
                            Each size costs compile time (two dtypes, up to two
@@ -636,22 +654,27 @@ fa__fwd_kernel_sm80(const fa__fwd_params p)
    >>gpu-host  CONFIGURATION, CHECKS, LAUNCH
    ============================================================================ */
 
-/* Tile shape per head dim and GPU family (FlashAttention-2's choices, fitted
-   to our double-buffered K/V: shared bytes = 2 * D * (BM + 4 * BN)).
-     family 0: sm_80 (A100, 164 KB) and sm_90 (H100, 227 KB)
-     family 1: sm_86 / sm_89 (99 KB per block)                                  */
+/* Tile shape (BLOCK_M x BLOCK_N, warps) per head dim and GPU family; shared
+   bytes = 2 * D * (BLOCK_M + 4 * BLOCK_N) (Q once, K and V twice).
+     family 0: sm_90 (H100/H200, 227 KB per block)
+     family 1: sm_86 / sm_89 (99 KB per block)
+     family 2: sm_80 / sm_87 (A100, 163 KB per block)
+   BLOCK_M = 128 with 4 warps gives each warp two 16-row tiles, so every K and
+   V fragment read from shared memory feeds two MMAs: on H200 that beat one
+   tile per warp by 10-17% at d 64 / 128 (bench/results/, the tile-variants log).
+   At d 192 / 256 the O~ accumulator (D / 2 floats per row tile per thread)
+   leaves room for one row tile per warp only, hence 8 warps. Measured on
+   H200 only; families 1 and 2 are FlashAttention-2's shapes fitted to our
+   shared-memory budget, untimed. */
 typedef struct fa__config { int bm, bn, warps; } fa__config;
 
 static constexpr fa__config fa__default_config(int d, int family)
 {
-    return family == 0
-               ? (d <= 64 ? fa__config{128, 128, 8}
-                  : d <= 128 ? fa__config{128, 64, 8}
-                             : fa__config{64, 64, 4})
-               : (d <= 32 ? fa__config{128, 128, 8}
-                  : d <= 96 ? fa__config{128, 64, 8}
-                  : d <= 128 ? fa__config{64, 64, 4}
-                             : fa__config{64, 32, 4});
+    return d <= 96    ? fa__config{128, 64, 4}
+           : d <= 128 ? fa__config{128, 32, 4}
+           : family == 1 ? fa__config{64, 32, 4}
+           : (d <= 192 || family == 0) ? fa__config{128, 64, 8}
+                                       : fa__config{64, 64, 4};
 }
 
 static constexpr fa__config fa__config_for(int d, int family)
@@ -720,11 +743,17 @@ template <bool BF16, int D>
 static fa_status fa__dispatch_family(const char *fn, const fa__fwd_params &p, int batch,
                                      int family, int smem_optin, cudaStream_t stream)
 {
-    constexpr fa__config c0 = fa__config_for(D, 0), c1 = fa__config_for(D, 1);
+    constexpr fa__config c0 = fa__config_for(D, 0), c1 = fa__config_for(D, 1), c2 = fa__config_for(D, 2);
+    /* (identical shapes are one instantiation: templates are deduplicated) */
     if (family == 1) {
         if (p.extras)
             return fa__launch_fwd<BF16, D, c1.bm, c1.bn, c1.warps, true>(fn, p, batch, smem_optin, stream);
         return fa__launch_fwd<BF16, D, c1.bm, c1.bn, c1.warps, false>(fn, p, batch, smem_optin, stream);
+    }
+    if (family == 2) {
+        if (p.extras)
+            return fa__launch_fwd<BF16, D, c2.bm, c2.bn, c2.warps, true>(fn, p, batch, smem_optin, stream);
+        return fa__launch_fwd<BF16, D, c2.bm, c2.bn, c2.warps, false>(fn, p, batch, smem_optin, stream);
     }
     if (p.extras)
         return fa__launch_fwd<BF16, D, c0.bm, c0.bn, c0.warps, true>(fn, p, batch, smem_optin, stream);
@@ -833,7 +862,7 @@ FLASHATTN_DEF fa_status fa_forward_cuda(const fa_problem *p, fa_tensor q, fa_ten
     if (major < 8)
         return fa__fail(FA_ERROR_UNSUPPORTED, "%s: needs compute capability 8.0 or newer (this "
                         "device is %d.%d)", fn, major, minor);
-    family = (major == 8 && (minor == 6 || minor == 9)) ? 1 : 0;
+    family = major == 8 ? ((minor == 6 || minor == 9) ? 1 : 2) : 0;
 
     /* ---- 3. kernel parameters ---- */
     kp.q = (const uint16_t *)q.data; kp.k = (const uint16_t *)k.data;

@@ -59,7 +59,7 @@ def main():
 
     lib = ctypes.CDLL(os.path.abspath(args.lib))
     lib.fa_bench_forward.restype = ctypes.c_int
-    lib.fa_bench_forward.argtypes = [ctypes.c_void_p] * 5 + [ctypes.c_int] * 9 + [ctypes.c_void_p]
+    lib.fa_bench_forward.argtypes = [ctypes.c_void_p] * 5 + [ctypes.c_int] * 8 + [ctypes.c_void_p]
     lib.fa_bench_last_error.restype = ctypes.c_char_p
 
     dev = torch.device("cuda")
