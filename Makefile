@@ -143,22 +143,28 @@ NVCC_WERROR    := -Werror all-warnings -Xcompiler -Wall,-Wextra,-Werror
 GPU_ARCHS      ?= 80 90a
 GPU_ARCHS_ALL  := 80 86 89 90a
 gencode         = $(foreach a,$(1),-gencode arch=compute_$(a),code=sm_$(a))
-GPU_SOURCES    := tests/test_gpu.cu $(wildcard examples/*.cu) $(wildcard bench/*.cu)
+GPU_SOURCES    := tests/test_gpu.cu tests/test_gpu_decode.cu $(wildcard examples/*.cu) $(wildcard bench/*.cu)
 SANITIZER      ?= compute-sanitizer
 
 $(BUILD)/test_gpu: tests/test_gpu.cu tests/reference.h flashattn.h flashattn_cuda.cuh | $(BUILD)
 	$(NVCC) $(NVCC_FLAGS) $(call gencode,$(GPU_ARCHS)) -Xcompiler -fopenmp $< -o $@ -lgomp
 
-# Full suite, then the --quick size list under memcheck, racecheck and synccheck.
-test-gpu: $(BUILD)/test_gpu
-	@set -e; f=0; \
-	$(BUILD)/test_gpu || f=$$((f+1)); \
-	for t in memcheck racecheck synccheck; do \
-	  echo "== compute-sanitizer --tool $$t (quick size list)"; \
-	  $(SANITIZER) --tool $$t --error-exitcode 3 $(BUILD)/test_gpu --quick > $(BUILD)/sanitize-$$t.log 2>&1 || f=$$((f+1)); \
-	  grep -E "passed, .* failed|SUMMARY" $(BUILD)/sanitize-$$t.log; \
+$(BUILD)/test_gpu_decode: tests/test_gpu_decode.cu tests/reference.h tests/test_util.h flashattn.h flashattn_cuda.cuh | $(BUILD)
+	$(NVCC) $(NVCC_FLAGS) $(call gencode,$(GPU_ARCHS)) $< -o $@
+
+# Full suites, then the --quick size lists under memcheck, racecheck and synccheck.
+GPU_TEST_PROGS := test_gpu test_gpu_decode
+test-gpu: $(addprefix $(BUILD)/,$(GPU_TEST_PROGS))
+	@set -e; f=0; n=0; \
+	for p in $(GPU_TEST_PROGS); do \
+	  n=$$((n+4)); $(BUILD)/$$p || f=$$((f+1)); \
+	  for t in memcheck racecheck synccheck; do \
+	    echo "== compute-sanitizer --tool $$t $$p (quick size list)"; \
+	    $(SANITIZER) --tool $$t --error-exitcode 3 $(BUILD)/$$p --quick > $(BUILD)/sanitize-$$p-$$t.log 2>&1 || f=$$((f+1)); \
+	    grep -E "passed, .* failed|SUMMARY" $(BUILD)/sanitize-$$p-$$t.log; \
+	  done; \
 	done; \
-	echo "test-gpu: $$((4-f)) passed, $$f failed (the test program and 3 sanitizer runs)"; \
+	echo "test-gpu: $$((n-f)) passed, $$f failed (each test program and its 3 sanitizer runs)"; \
 	test $$f -eq 0
 
 # One compile per (source, architecture): PASS/FAIL lines, counts in
@@ -189,6 +195,13 @@ $(BUILD)/bench_gpu: bench/bench_gpu.cu flashattn.h flashattn_cuda.cuh | $(BUILD)
 
 $(BUILD)/libfa_bench.so: bench/fa_bench_lib.cu flashattn.h flashattn_cuda.cuh | $(BUILD)
 	$(NVCC) $(NVCC_FLAGS) $(call gencode,$(GPU_ARCHS)) -shared -Xcompiler -fPIC $< -o $@
+
+$(BUILD)/libfa_bench_decode.so: bench/fa_bench_decode_lib.cu flashattn.h flashattn_cuda.cuh | $(BUILD)
+	$(NVCC) $(NVCC_FLAGS) $(call gencode,$(GPU_ARCHS)) -shared -Xcompiler -fPIC $< -o $@
+
+.PHONY: bench-gpu-decode
+bench-gpu-decode: $(BUILD)/libfa_bench_decode.so
+	python3 bench/vs_torch_decode.py --lib $< --out bench/results
 
 bench-gpu: $(BUILD)/bench_gpu $(BUILD)/libfa_bench.so
 	$(BUILD)/bench_gpu
