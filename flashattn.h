@@ -23,8 +23,8 @@
      >>impl-softmax  the online softmax, step by step
      >>impl-forward  CPU forward (FlashAttention-2 loop order)
      >>impl-backward CPU backward (recomputation)
-     >>impl-decode   CPU decode against a KV cache (split-KV)
      >>impl-merge    merging partial results by log-sum-exp
+     >>impl-decode   CPU decode against a KV cache (split-KV)
      >>license
 
    ============================================================================
@@ -164,7 +164,13 @@
 
 #ifndef FLASHATTN_DEF
 #ifdef FLASHATTN_STATIC
+#if defined(__GNUC__) || defined(__clang__)
+/* unused: a file that calls only some functions (or has no GPU half) must
+   not warn about the rest */
+#define FLASHATTN_DEF static __attribute__((unused))
+#else
 #define FLASHATTN_DEF static
+#endif
 #else
 #define FLASHATTN_DEF extern
 #endif
@@ -312,12 +318,16 @@ FLASHATTN_DEF fa_status fa_merge(int num_splits, int64_t rows, int dim,
 /* ---- GPU (defined when the implementation file is compiled by nvcc) --------
    Same arguments as the CPU calls, all pointers in device memory, plus the
    CUDA stream as void* (NULL = default stream). Stream-ordered: no host
-   synchronization; a workspace not given is allocated stream-ordered. */
+   synchronization; a workspace not given is allocated stream-ordered.
+   Under FLASHATTN_STATIC they exist only in a file compiled by nvcc, so
+   only such a file declares them. */
+#if !defined(FLASHATTN_STATIC) || (defined(__CUDACC__) && !defined(FLASHATTN_NO_CUDA))
 FLASHATTN_DEF fa_status fa_forward_cuda_workspace_size(const fa_problem *p, size_t *bytes);
 FLASHATTN_DEF fa_status fa_forward_cuda(const fa_problem *p, fa_tensor q, fa_tensor k,
                                         fa_tensor v, fa_tensor o, float *lse,
                                         void *workspace, size_t workspace_size,
                                         void *stream);
+#endif
 
 FLASHATTN_DEF fa_status fa_backward_cuda_workspace_size(const fa_problem *p, size_t *bytes);
 FLASHATTN_DEF fa_status fa_backward_cuda(const fa_problem *p, fa_tensor q, fa_tensor k,
@@ -344,7 +354,2029 @@ FLASHATTN_DEF fa_status fa_decode_cuda(const fa_problem *p, fa_tensor q, fa_tens
 #ifndef FLASHATTN_IMPLEMENTATION_DONE
 #define FLASHATTN_IMPLEMENTATION_DONE
 
-/* (the CPU implementation goes here) */
+/* ============================================================================
+   >>impl-util  status, errors, allocation, threads
+   ============================================================================
+   Everything below is private (prefix fa__) except the fa_* definitions of
+   the public functions declared in >>api. */
+
+#include <math.h>
+#include <string.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <limits.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+/* Allocation: both or neither. Used only when the caller passes no workspace. */
+#if defined(FLASHATTN_MALLOC) && !defined(FLASHATTN_FREE)
+#error "flashattn.h: define both FLASHATTN_MALLOC and FLASHATTN_FREE, or neither"
+#elif !defined(FLASHATTN_MALLOC) && defined(FLASHATTN_FREE)
+#error "flashattn.h: define both FLASHATTN_MALLOC and FLASHATTN_FREE, or neither"
+#elif !defined(FLASHATTN_MALLOC)
+#include <stdlib.h>
+#define FLASHATTN_MALLOC(n) malloc(n)
+#define FLASHATTN_FREE(p) free(p)
+#endif
+
+#ifndef FLASHATTN_ASSERT
+#include <assert.h>
+#define FLASHATTN_ASSERT(x) assert(x)
+#endif
+
+#ifndef FLASHATTN_CPU_BR
+#define FLASHATTN_CPU_BR 64
+#endif
+#ifndef FLASHATTN_CPU_BC
+#define FLASHATTN_CPU_BC 64
+#endif
+#if FLASHATTN_CPU_BR < 1 || FLASHATTN_CPU_BC < 1 || FLASHATTN_CPU_BR > 1024 || FLASHATTN_CPU_BC > 1024
+#error "flashattn.h: FLASHATTN_CPU_BR and FLASHATTN_CPU_BC must be in 1..1024"
+#endif
+
+/* The hand-vectorized x86 path (AVX2 + FMA, F16C when present). Everything
+   it does also exists as portable C below it, which is the reference. */
+#if defined(__AVX2__) && defined(__FMA__) && !defined(FLASHATTN_NO_SIMD) && !defined(__CUDACC__)
+#define FLASHATTN__AVX2 1
+#include <immintrin.h>
+#else
+#define FLASHATTN__AVX2 0
+#endif
+
+#if defined(_MSC_VER)
+#define FLASHATTN__TLS __declspec(thread)
+#define FLASHATTN__FORCEINLINE __forceinline
+#define FLASHATTN__RESTRICT __restrict
+#elif defined(__GNUC__) || defined(__clang__)
+#define FLASHATTN__TLS __thread
+#define FLASHATTN__FORCEINLINE inline __attribute__((always_inline))
+#define FLASHATTN__RESTRICT __restrict__
+#else
+#define FLASHATTN__TLS /* no thread-local storage known: one message for all threads */
+#define FLASHATTN__FORCEINLINE inline
+#define FLASHATTN__RESTRICT
+#endif
+
+#if defined(_MSC_VER) && !defined(__cplusplus)
+#define FLASHATTN__INLINE __inline
+#else
+#define FLASHATTN__INLINE inline
+#endif
+
+#define FA__LOG2E 1.4426950408889634
+#define FA__LN2 0.6931471805599453
+
+FLASHATTN_DEF const char *fa_status_string(fa_status s)
+{
+    switch (s) {
+#define FLASHATTN_X_CASE(name, value, text) \
+    case name:                              \
+        return text;
+        FLASHATTN_STATUS_LIST(FLASHATTN_X_CASE)
+#undef FLASHATTN_X_CASE
+    default:
+        break;
+    }
+    return "unknown fa_status";
+}
+
+/* The last failure message of this thread. Only failures write it. */
+static FLASHATTN__TLS char fa__last_error_buf[256];
+
+FLASHATTN_DEF const char *fa_last_error(void)
+{
+    return fa__last_error_buf[0] ? fa__last_error_buf : "no error";
+}
+
+/* Record why a call fails and return its status:
+       return fa__fail(FA_ERROR_INVALID_ARGUMENT, "%s: q.data is NULL", fn);
+   Messages start with the public function's name and name the argument. */
+#if defined(__GNUC__) || defined(__clang__)
+__attribute__((format(printf, 2, 3)))
+#endif
+static fa_status fa__fail(fa_status s, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(fa__last_error_buf, sizeof fa__last_error_buf, fmt, ap);
+    va_end(ap);
+    return s;
+}
+
+/* ---- threads ---------------------------------------------------------------
+   The CPU work is a list of independent tasks (index 0..n-1). Each task is
+   handed a worker index so it can use that worker's slice of the workspace
+   without locks. Which worker runs which task never changes a result: every
+   output element is computed by exactly one task, in a fixed order. */
+static fa_parallel_for_fn fa__pf_fn;
+static void *fa__pf_user;
+static int fa__pf_workers;
+
+FLASHATTN_DEF void fa_set_parallel_for(fa_parallel_for_fn fn, void *user, int workers)
+{
+    fa__pf_fn = fn;
+    fa__pf_user = user;
+    fa__pf_workers = fn ? (workers < 1 ? 1 : workers) : 0;
+}
+
+static int fa__num_workers(void)
+{
+    if (fa__pf_fn)
+        return fa__pf_workers;
+#ifdef _OPENMP
+    {
+        int n = omp_get_max_threads();
+        return n < 1 ? 1 : n;
+    }
+#else
+    return 1;
+#endif
+}
+
+static void fa__parallel_for(int n, fa_task_fn task, void *ctx)
+{
+    int i;
+    if (n <= 0)
+        return;
+    if (fa__pf_fn) {
+        fa__pf_fn(fa__pf_user, n, task, ctx);
+        return;
+    }
+#ifdef _OPENMP
+    {
+        int nw = fa__num_workers();
+        if (nw > 1 && n > 1) {
+            /* dynamic: tasks differ in cost (causal tiles); the order of the
+               index list puts the heaviest first. */
+#pragma omp parallel for num_threads(nw) schedule(dynamic, 1)
+            for (i = 0; i < n; ++i)
+                task(ctx, i, omp_get_thread_num());
+            return;
+        }
+    }
+#endif
+    for (i = 0; i < n; ++i)
+        task(ctx, i, 0);
+}
+
+/* ============================================================================
+   >>impl-convert  f16 / bf16 <-> f32 conversion
+   ============================================================================
+   Software conversions, bit-exact, round-to-nearest-even, with NaN, infinity
+   and subnormals handled. Pure C with no CUDA types: under nvcc they are
+   __host__ __device__ so the GPU file calls the very same functions. */
+#ifdef __CUDACC__
+#define FLASHATTN_HD __host__ __device__
+#else
+#define FLASHATTN_HD
+#endif
+
+static FLASHATTN_HD FLASHATTN__INLINE uint32_t fa__f32_bits(float f)
+{
+#ifdef __CUDA_ARCH__
+    return __float_as_uint(f);
+#else
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+#endif
+}
+
+static FLASHATTN_HD FLASHATTN__INLINE float fa__bits_f32(uint32_t u)
+{
+#ifdef __CUDA_ARCH__
+    return __uint_as_float(u);
+#else
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+#endif
+}
+
+/* binary16: 1 sign, 5 exponent (bias 15), 10 mantissa bits. */
+static FLASHATTN_HD FLASHATTN__INLINE float fa__f16_to_f32(uint16_t h)
+{
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+    uint32_t e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
+    if (e == 0x1f) /* inf / NaN: keep the payload */
+        return fa__bits_f32(sign | 0x7f800000u | (m << 13));
+    if (e == 0) {
+        if (m == 0)
+            return fa__bits_f32(sign);
+        /* subnormal m * 2^-24: shift the leading 1 up to bit 10 */
+        e = 1;
+        while (!(m & 0x400u)) {
+            m <<= 1;
+            --e;
+        }
+        m &= 0x3ffu;
+    }
+    /* rebias: exponent e - 15 + 127 = e + 112 */
+    return fa__bits_f32(sign | ((e + 112u) << 23) | (m << 13));
+}
+
+static FLASHATTN_HD FLASHATTN__INLINE uint16_t fa__f32_to_f16(float f)
+{
+    uint32_t x = fa__f32_bits(f);
+    uint32_t sign = (x >> 16) & 0x8000u, ax = x & 0x7fffffffu, h, rem;
+    if (ax >= 0x7f800000u) /* inf, or NaN made quiet with its top payload */
+        return (uint16_t)(sign | (ax > 0x7f800000u ? 0x7e00u | ((ax >> 13) & 0x3ffu) : 0x7c00u));
+    if (ax >= 0x47800000u) /* >= 65536: beyond even the rounding range */
+        return (uint16_t)(sign | 0x7c00u);
+    if (ax < 0x38800000u) { /* below 2^-14: a half subnormal, unit 2^-24 */
+        uint32_t e = ax >> 23, mant = (ax & 0x7fffffu) | 0x800000u, shift, half;
+        if (ax < 0x33000000u) /* below 2^-25: rounds to zero */
+            return (uint16_t)sign;
+        shift = 126u - e; /* value = mant * 2^(e-150) = (mant >> shift) * 2^-24 */
+        h = mant >> shift;
+        rem = mant & ((1u << shift) - 1u);
+        half = 1u << (shift - 1u);
+        if (rem > half || (rem == half && (h & 1u)))
+            ++h; /* may carry into the smallest normal: still the right bits */
+        return (uint16_t)(sign | h);
+    }
+    h = (ax - 0x38000000u) >> 13; /* rebias 127 -> 15, drop 13 mantissa bits */
+    rem = ax & 0x1fffu;
+    if (rem > 0x1000u || (rem == 0x1000u && (h & 1u)))
+        ++h; /* a carry out of the mantissa bumps the exponent, up to inf */
+    return (uint16_t)(sign | h);
+}
+
+/* bfloat16 is the top half of a binary32. */
+static FLASHATTN_HD FLASHATTN__INLINE float fa__bf16_to_f32(uint16_t b)
+{
+    return fa__bits_f32((uint32_t)b << 16);
+}
+
+static FLASHATTN_HD FLASHATTN__INLINE uint16_t fa__f32_to_bf16(float f)
+{
+    uint32_t x = fa__f32_bits(f);
+    if ((x & 0x7fffffffu) > 0x7f800000u) /* NaN: truncate, keep it quiet */
+        return (uint16_t)((x >> 16) | 0x0040u);
+    x += 0x7fffu + ((x >> 16) & 1u); /* round half to even on bit 16 */
+    return (uint16_t)(x >> 16);
+}
+
+/* ============================================================================
+   >>impl-philox  dropout random numbers
+   ============================================================================
+   Philox-4x32-10 (Salmon et al., "Parallel random numbers: as easy as 1, 2,
+   3", SC 2011): a counter-based generator, so the keep/drop decision for
+   element (b, h, i, j) is a pure function of its coordinates. The forward,
+   the backward (which must drop the same elements) and the GPU kernels all
+   call these functions. */
+static FLASHATTN_HD FLASHATTN__INLINE void fa__philox4x32_10(uint32_t c0, uint32_t c1, uint32_t c2,
+                                                            uint32_t c3, uint32_t k0, uint32_t k1,
+                                                            uint32_t out[4])
+{
+    int round;
+    for (round = 0; round < 10; ++round) {
+        uint64_t p0 = (uint64_t)0xD2511F53u * c0;
+        uint64_t p1 = (uint64_t)0xCD9E8D57u * c2;
+        uint32_t n0 = (uint32_t)(p1 >> 32) ^ c1 ^ k0;
+        uint32_t n2 = (uint32_t)(p0 >> 32) ^ c3 ^ k1;
+        c1 = (uint32_t)p1;
+        c3 = (uint32_t)p0;
+        c0 = n0;
+        c2 = n2;
+        k0 += 0x9E3779B9u; /* the Weyl key schedule */
+        k1 += 0xBB67AE85u;
+    }
+    out[0] = c0;
+    out[1] = c1;
+    out[2] = c2;
+    out[3] = c3;
+}
+
+/* Keep an element when its 32-bit random number is >= floor(p * 2^32):
+   probability 1 - p (to within 2^-32). */
+static FLASHATTN_HD FLASHATTN__INLINE uint32_t fa__dropout_threshold(float p)
+{
+    double t;
+    if (!(p > 0.0f))
+        return 0u;
+    t = (double)p * 4294967296.0;
+    return t >= 4294967295.0 ? 0xffffffffu : (uint32_t)t;
+}
+
+/* The four random words shared by columns 4*(j>>2) .. 4*(j>>2)+3 of row i. */
+static FLASHATTN_HD FLASHATTN__INLINE void fa__dropout_bits(uint64_t seed, uint64_t offset, int b, int h,
+                                                           int heads_q, int i, int j, uint32_t r[4])
+{
+    fa__philox4x32_10((uint32_t)j >> 2, (uint32_t)i, (uint32_t)b * (uint32_t)heads_q + (uint32_t)h,
+                      (uint32_t)offset, (uint32_t)seed,
+                      (uint32_t)(seed >> 32) ^ (uint32_t)(offset >> 32), r);
+}
+
+/* Element (b, h, i, j), i and j counted within the sequence: kept? */
+static FLASHATTN_HD FLASHATTN__INLINE int fa__dropout_keep(uint64_t seed, uint64_t offset, int b, int h,
+                                                          int heads_q, int i, int j, uint32_t threshold)
+{
+    uint32_t r[4];
+    fa__dropout_bits(seed, offset, b, h, heads_q, i, j, r);
+    return r[j & 3] >= threshold;
+}
+
+/* ============================================================================
+   >>impl-check  argument validation
+   ============================================================================
+   Shared by the CPU and GPU entry points. Every check runs before anything is
+   written, so a failing call leaves every output untouched. host_arrays = 1
+   means cu_seqlens_q/k, seqlens_k, block_table and alibi_slopes are host
+   memory and their contents are checked too; 0 means device memory, which
+   is never read here. */
+
+static int fa__mul64(int64_t a, int64_t b, int64_t *out) /* a, b >= 0 */
+{
+    if (a != 0 && b > INT64_MAX / a)
+        return 0;
+    *out = a * b;
+    return 1;
+}
+
+static int fa__add64(int64_t a, int64_t b, int64_t *out) /* a, b >= 0 */
+{
+    if (b > INT64_MAX - a)
+        return 0;
+    *out = a + b;
+    return 1;
+}
+
+static int fa__dtype_size(fa_dtype t)
+{
+    return t == FA_F32 ? 4 : t == FA_E4M3 ? 1 : 2;
+}
+
+static const char *fa__dtype_name(fa_dtype t)
+{
+    switch (t) {
+    case FA_F32: return "FA_F32";
+    case FA_F16: return "FA_F16";
+    case FA_BF16: return "FA_BF16";
+    case FA_E4M3: return "FA_E4M3";
+    }
+    return "?";
+}
+
+static int fa__isfinite(float x)
+{
+    return x == x && x - x == 0.0f;
+}
+
+/* Tokens in use in sequence b's cache (forward: keys of sequence b). */
+static int64_t fa__cache_len(const fa_problem *r, int b)
+{
+    if (r->seqlens_k)
+        return r->seqlens_k[b];
+    if (r->cu_seqlens_k)
+        return (int64_t)r->cu_seqlens_k[b + 1] - r->cu_seqlens_k[b];
+    return r->seqlen_k;
+}
+
+/* Block-table entries that cover tokens [0, len_b + extra) of each sequence
+   must name a page of the pool. */
+static fa_status fa__check_pages(const char *fn, const fa_problem *r, int extra)
+{
+    int b;
+    for (b = 0; b < r->batch; ++b) {
+        int64_t n = fa__cache_len(r, b) + extra, pages = (n + r->page_size - 1) / r->page_size, t;
+        for (t = 0; t < pages; ++t) {
+            int32_t pg = r->block_table[(int64_t)b * r->pages_per_seq + t];
+            if (pg < 0 || pg >= r->num_pages)
+                return fa__fail(FA_ERROR_INVALID_ARGUMENT,
+                                "%s: block_table[%d * pages_per_seq + %lld] = %d is not a page "
+                                "index in [0, num_pages = %d)",
+                                fn, b, (long long)t, (int)pg, r->num_pages);
+        }
+    }
+    return FA_OK;
+}
+
+/* Offsets [batch + 1]: start at 0, never decrease, each length <= max. */
+static fa_status fa__check_cu(const char *fn, const char *name, const int32_t *cu, int batch,
+                              int maxlen, const char *maxname)
+{
+    int b;
+    if (cu[0] != 0)
+        return fa__fail(FA_ERROR_INVALID_ARGUMENT, "%s: %s[0] = %d, must be 0", fn, name, (int)cu[0]);
+    for (b = 0; b < batch; ++b) {
+        int64_t len = (int64_t)cu[b + 1] - cu[b];
+        if (len < 0)
+            return fa__fail(FA_ERROR_INVALID_ARGUMENT, "%s: %s decreases: [%d] = %d > [%d] = %d", fn,
+                            name, b, (int)cu[b], b + 1, (int)cu[b + 1]);
+        if (len > maxlen)
+            return fa__fail(FA_ERROR_INVALID_ARGUMENT,
+                            "%s: %s[%d + 1] - %s[%d] = %lld exceeds %s (%d)", fn, name, b, name, b,
+                            (long long)len, maxname, maxlen);
+    }
+    return FA_OK;
+}
+
+static fa_status fa__resolve(const char *fn, const fa_problem *p, fa_problem *r, int host_arrays)
+{
+    fa_problem x;
+    int b;
+    if (!p)
+        return fa__fail(FA_ERROR_INVALID_ARGUMENT, "%s: problem is NULL", fn);
+    if (!r)
+        return fa__fail(FA_ERROR_INVALID_ARGUMENT, "%s: resolved problem is NULL", fn);
+    x = *p;
+#define FA__POSITIVE(field)                                                                    \
+    if (x.field < 1)                                                                           \
+        return fa__fail(FA_ERROR_INVALID_ARGUMENT, "%s: " #field " (%d) must be >= 1", fn,     \
+                        (int)x.field);
+    FA__POSITIVE(batch)
+    FA__POSITIVE(seqlen_q)
+    FA__POSITIVE(seqlen_k)
+    FA__POSITIVE(heads_q)
+    FA__POSITIVE(head_dim)
+#undef FA__POSITIVE
+    if (x.heads_kv < 0)
+        return fa__fail(FA_ERROR_INVALID_ARGUMENT, "%s: heads_kv (%d) is negative", fn, x.heads_kv);
+    if (x.heads_kv == 0)
+        x.heads_kv = x.heads_q;
+    if (x.heads_q % x.heads_kv != 0)
+        return fa__fail(FA_ERROR_INVALID_ARGUMENT,
+                        "%s: heads_q (%d) is not a multiple of heads_kv (%d)", fn, x.heads_q, x.heads_kv);
+    if (x.head_dim > 256)
+        return fa__fail(FA_ERROR_INVALID_ARGUMENT, "%s: head_dim (%d) is over 256", fn, x.head_dim);
+    if (x.head_dim_v < 0 || x.head_dim_v > 256)
+        return fa__fail(FA_ERROR_INVALID_ARGUMENT, "%s: head_dim_v (%d) is not in 0..256", fn,
+                        x.head_dim_v);
+    if (x.head_dim_v == 0)
+        x.head_dim_v = x.head_dim;
+    if (!fa__isfinite(x.scale))
+        return fa__fail(FA_ERROR_INVALID_ARGUMENT, "%s: scale (%g) is not finite", fn, (double)x.scale);
+    if (x.scale == 0.0f)
+        x.scale = (float)(1.0 / sqrt((double)x.head_dim));
+    if (!fa__isfinite(x.softcap) || x.softcap < 0.0f)
+        return fa__fail(FA_ERROR_INVALID_ARGUMENT, "%s: softcap (%g) must be finite and >= 0", fn,
+                        (double)x.softcap);
+    if (x.sliding_window && (x.window_left < 0 || x.window_right < 0))
+        return fa__fail(FA_ERROR_INVALID_ARGUMENT,
+                        "%s: window_left (%d) / window_right (%d) must be >= 0", fn, x.window_left,
+                        x.window_right);
+    if (!(x.dropout_p >= 0.0f && x.dropout_p < 1.0f)) /* also NaN */
+        return fa__fail(FA_ERROR_INVALID_ARGUMENT, "%s: dropout_p (%g) is not in [0, 1)", fn,
+                        (double)x.dropout_p);
+    if (x.num_splits < 0)
+        return fa__fail(FA_ERROR_INVALID_ARGUMENT, "%s: num_splits (%d) is negative", fn, x.num_splits);
+    if (!fa__isfinite(x.descale_q) || !fa__isfinite(x.descale_k) || !fa__isfinite(x.descale_v))
+        return fa__fail(FA_ERROR_INVALID_ARGUMENT, "%s: descale_q/k/v must be finite", fn);
+    if (x.descale_q == 0.0f) x.descale_q = 1.0f;
+    if (x.descale_k == 0.0f) x.descale_k = 1.0f;
+    if (x.descale_v == 0.0f) x.descale_v = 1.0f;
+    if (x.block_table) {
+        int64_t cap;
+        if (x.page_size < 1)
+            return fa__fail(FA_ERROR_INVALID_ARGUMENT, "%s: page_size (%d) must be >= 1 with a block_table",
+                            fn, x.page_size);
+        if (x.pages_per_seq < 1 || x.num_pages < 1)
+            return fa__fail(FA_ERROR_INVALID_ARGUMENT,
+                            "%s: pages_per_seq (%d) and num_pages (%d) must be >= 1 with a block_table",
+                            fn, x.pages_per_seq, x.num_pages);
+        if (!fa__mul64(x.pages_per_seq, x.page_size, &cap) || cap < x.seqlen_k)
+            return fa__fail(FA_ERROR_INVALID_ARGUMENT,
+                            "%s: pages_per_seq (%d) x page_size (%d) is less than seqlen_k (%d)", fn,
+                            x.pages_per_seq, x.page_size, x.seqlen_k);
+        if (x.cu_seqlens_k)
+            return fa__fail(FA_ERROR_INVALID_ARGUMENT,
+                            "%s: cu_seqlens_k and block_table cannot be used together", fn);
+    }
+    { /* every count the kernels multiply must fit */
+        int64_t t;
+        if (!fa__mul64((int64_t)x.batch * x.heads_q, x.seqlen_q, &t) ||
+            !fa__mul64(t, x.head_dim > x.head_dim_v ? x.head_dim : x.head_dim_v, &t) ||
+            !fa__mul64((int64_t)x.batch * x.heads_kv, x.seqlen_k, &t) ||
+            !fa__mul64(t, x.head_dim > x.head_dim_v ? x.head_dim : x.head_dim_v, &t))
+            return fa__fail(FA_ERROR_INVALID_ARGUMENT,
+                            "%s: batch x seqlen x heads x head_dim overflows int64", fn);
+    }
+    if (host_arrays) {
+        fa_status s;
+        if (x.cu_seqlens_q &&
+            (s = fa__check_cu(fn, "cu_seqlens_q", x.cu_seqlens_q, x.batch, x.seqlen_q, "seqlen_q")) != FA_OK)
+            return s;
+        if (x.cu_seqlens_k &&
+            (s = fa__check_cu(fn, "cu_seqlens_k", x.cu_seqlens_k, x.batch, x.seqlen_k, "seqlen_k")) != FA_OK)
+            return s;
+        if (x.seqlens_k)
+            for (b = 0; b < x.batch; ++b) {
+                int64_t cap = x.cu_seqlens_k ? (int64_t)x.cu_seqlens_k[b + 1] - x.cu_seqlens_k[b]
+                                             : x.seqlen_k;
+                if (x.seqlens_k[b] < 0 || x.seqlens_k[b] > cap)
+                    return fa__fail(FA_ERROR_INVALID_ARGUMENT,
+                                    "%s: seqlens_k[%d] = %d is not in [0, %lld] (the capacity)", fn, b,
+                                    (int)x.seqlens_k[b], (long long)cap);
+            }
+        if (x.alibi_slopes)
+            for (b = 0; b < x.heads_q; ++b)
+                if (!fa__isfinite(x.alibi_slopes[b]))
+                    return fa__fail(FA_ERROR_INVALID_ARGUMENT, "%s: alibi_slopes[%d] is not finite", fn, b);
+        if (x.block_table && (s = fa__check_pages(fn, &x, 0)) != FA_OK)
+            return s;
+    }
+    *r = x;
+    return FA_OK;
+}
+
+FLASHATTN_DEF fa_status fa_problem_resolve(const fa_problem *p, fa_problem *resolved)
+{
+    return fa__resolve("fa_problem_resolve", p, resolved, 1);
+}
+
+/* One [nb, ns, nh, dim] view: data present, dtype known, strides >= 0 and
+   not overlapping, extent within int64. Zero strides become the packed ones.
+   The strides may come in any order (e.g. [batch, heads, seq, dim] is fine):
+   sorted by size, each must step over everything the smaller ones span. */
+static fa_status fa__check_tensor(const char *fn, const char *name, fa_tensor *t, int64_t nb,
+                                  int64_t ns, int64_t nh, int64_t dim)
+{
+    int64_t cnt[3], str[3], extent = dim;
+    const char *fld[3] = {"batch", "seq", "head"};
+    int idx[3] = {0, 1, 2}, a, c;
+    if (!t->data)
+        return fa__fail(FA_ERROR_INVALID_ARGUMENT, "%s: %s.data is NULL", fn, name);
+    if ((unsigned)t->dtype > (unsigned)FA_E4M3)
+        return fa__fail(FA_ERROR_INVALID_ARGUMENT, "%s: %s.dtype (%d) is not an fa_dtype", fn, name,
+                        (int)t->dtype);
+    if (t->batch_stride < 0 || t->seq_stride < 0 || t->head_stride < 0)
+        return fa__fail(FA_ERROR_INVALID_ARGUMENT, "%s: %s has a negative stride", fn, name);
+    if (t->head_stride == 0)
+        t->head_stride = dim;
+    if (t->seq_stride == 0 && !fa__mul64(nh, dim, &t->seq_stride))
+        return fa__fail(FA_ERROR_INVALID_ARGUMENT, "%s: %s size overflows int64", fn, name);
+    if (t->batch_stride == 0 && !fa__mul64(ns, t->seq_stride, &t->batch_stride))
+        return fa__fail(FA_ERROR_INVALID_ARGUMENT, "%s: %s size overflows int64", fn, name);
+    cnt[0] = nb; cnt[1] = ns; cnt[2] = nh;
+    str[0] = t->batch_stride; str[1] = t->seq_stride; str[2] = t->head_stride;
+    for (a = 0; a < 3; ++a) /* sort the three dimensions by stride */
+        for (c = a + 1; c < 3; ++c)
+            if (str[idx[c]] < str[idx[a]]) {
+                int tmp = idx[a];
+                idx[a] = idx[c];
+                idx[c] = tmp;
+            }
+    for (a = 0; a < 3; ++a) {
+        int i = idx[a];
+        int64_t span;
+        if (cnt[i] <= 1)
+            continue; /* a single row has no stride to overlap */
+        if (str[i] < extent)
+            return fa__fail(FA_ERROR_INVALID_ARGUMENT,
+                            "%s: %s.%s_stride (%lld) overlaps rows of head_dim %lld x heads %lld "
+                            "(the inner dimensions span %lld elements)",
+                            fn, name, fld[i], (long long)str[i], (long long)dim, (long long)nh,
+                            (long long)extent);
+        if (!fa__mul64(str[i], cnt[i] - 1, &span) || !fa__add64(span, extent, &extent) ||
+            extent > INT64_MAX / 8)
+            return fa__fail(FA_ERROR_INVALID_ARGUMENT, "%s: %s.%s_stride (%lld) x %lld overflows int64",
+                            fn, name, fld[i], (long long)str[i], (long long)cnt[i]);
+    }
+    return FA_OK;
+}
+
+/* Rows of a query-shaped tensor: varlen packs all sequences in one batch. */
+static void fa__q_rows(const fa_problem *r, int host_arrays, int64_t *nb, int64_t *ns)
+{
+    if (r->cu_seqlens_q) {
+        *nb = 1;
+        *ns = host_arrays ? r->cu_seqlens_q[r->batch] : (int64_t)r->batch * r->seqlen_q;
+    } else {
+        *nb = r->batch;
+        *ns = r->seqlen_q;
+    }
+}
+
+static void fa__k_rows(const fa_problem *r, int host_arrays, int64_t *nb, int64_t *ns)
+{
+    if (r->block_table) {
+        *nb = r->num_pages;
+        *ns = r->page_size;
+    } else if (r->cu_seqlens_k) {
+        *nb = 1;
+        *ns = host_arrays ? r->cu_seqlens_k[r->batch] : (int64_t)r->batch * r->seqlen_k;
+    } else {
+        *nb = r->batch;
+        *ns = r->seqlen_k;
+    }
+}
+
+static fa_status fa__check_forward(const char *fn, const fa_problem *p, fa_problem *r, fa_tensor *q,
+                                   fa_tensor *k, fa_tensor *v, fa_tensor *o, const float *lse,
+                                   int host_arrays)
+{
+    int64_t qb, qs, kb, ks;
+    fa_status s = fa__resolve(fn, p, r, host_arrays);
+    (void)lse; /* optional output, any pointer */
+    if (s != FA_OK)
+        return s;
+    fa__q_rows(r, host_arrays, &qb, &qs);
+    fa__k_rows(r, host_arrays, &kb, &ks);
+    if ((s = fa__check_tensor(fn, "q", q, qb, qs, r->heads_q, r->head_dim)) != FA_OK ||
+        (s = fa__check_tensor(fn, "k", k, kb, ks, r->heads_kv, r->head_dim)) != FA_OK ||
+        (s = fa__check_tensor(fn, "v", v, kb, ks, r->heads_kv, r->head_dim_v)) != FA_OK ||
+        (s = fa__check_tensor(fn, "o", o, qb, qs, r->heads_q, r->head_dim_v)) != FA_OK)
+        return s;
+    return FA_OK;
+}
+
+static fa_status fa__check_backward(const char *fn, const fa_problem *p, fa_problem *r, fa_tensor *q,
+                                    fa_tensor *k, fa_tensor *v, fa_tensor *o, fa_tensor *dout,
+                                    const float *lse, fa_tensor *dq, fa_tensor *dk, fa_tensor *dv,
+                                    int host_arrays)
+{
+    int64_t qb, qs, kb, ks;
+    fa_status s = fa__check_forward(fn, p, r, q, k, v, o, lse, host_arrays);
+    if (s != FA_OK)
+        return s;
+    if (!lse)
+        return fa__fail(FA_ERROR_INVALID_ARGUMENT, "%s: lse is NULL (the forward's log-sum-exp is required)", fn);
+    if (r->block_table)
+        return fa__fail(FA_ERROR_UNSUPPORTED, "%s: block_table (paged K/V) has no backward", fn);
+    fa__q_rows(r, host_arrays, &qb, &qs);
+    fa__k_rows(r, host_arrays, &kb, &ks);
+    if ((s = fa__check_tensor(fn, "dout", dout, qb, qs, r->heads_q, r->head_dim_v)) != FA_OK ||
+        (s = fa__check_tensor(fn, "dq", dq, qb, qs, r->heads_q, r->head_dim)) != FA_OK ||
+        (s = fa__check_tensor(fn, "dk", dk, kb, ks, r->heads_kv, r->head_dim)) != FA_OK ||
+        (s = fa__check_tensor(fn, "dv", dv, kb, ks, r->heads_kv, r->head_dim_v)) != FA_OK)
+        return s;
+    return FA_OK;
+}
+
+/* Decode: q / o / k_new / v_new are [batch, seqlen_q, heads, dim]; the cache
+   is [batch, seqlen_k (capacity), heads_kv, dim] or a page pool. */
+static fa_status fa__check_decode(const char *fn, const fa_problem *p, fa_problem *r, fa_tensor *q,
+                                  fa_tensor *k_cache, fa_tensor *v_cache, fa_tensor *k_new,
+                                  fa_tensor *v_new, fa_tensor *o, const float *lse, int host_arrays)
+{
+    int64_t kb, ks;
+    int append;
+    fa_status s = fa__resolve(fn, p, r, host_arrays);
+    (void)lse;
+    if (s != FA_OK)
+        return s;
+    if (r->cu_seqlens_q || r->cu_seqlens_k)
+        return fa__fail(FA_ERROR_INVALID_ARGUMENT,
+                        "%s: cu_seqlens_q / cu_seqlens_k are not used by decode (use seqlens_k)", fn);
+    if (r->dropout_p != 0.0f)
+        return fa__fail(FA_ERROR_INVALID_ARGUMENT, "%s: dropout_p (%g) must be 0 in decode", fn,
+                        (double)r->dropout_p);
+    append = k_new->data != NULL || v_new->data != NULL;
+    if (append && (!k_new->data || !v_new->data))
+        return fa__fail(FA_ERROR_INVALID_ARGUMENT, "%s: %s.data is NULL but %s.data is not (give both or neither)",
+                        fn, k_new->data ? "v_new" : "k_new", k_new->data ? "k_new" : "v_new");
+    fa__k_rows(r, host_arrays, &kb, &ks);
+    if ((s = fa__check_tensor(fn, "q", q, r->batch, r->seqlen_q, r->heads_q, r->head_dim)) != FA_OK ||
+        (s = fa__check_tensor(fn, "k_cache", k_cache, kb, ks, r->heads_kv, r->head_dim)) != FA_OK ||
+        (s = fa__check_tensor(fn, "v_cache", v_cache, kb, ks, r->heads_kv, r->head_dim_v)) != FA_OK ||
+        (s = fa__check_tensor(fn, "o", o, r->batch, r->seqlen_q, r->heads_q, r->head_dim_v)) != FA_OK)
+        return s;
+    if (append) {
+        if ((s = fa__check_tensor(fn, "k_new", k_new, r->batch, r->seqlen_q, r->heads_kv, r->head_dim)) != FA_OK ||
+            (s = fa__check_tensor(fn, "v_new", v_new, r->batch, r->seqlen_q, r->heads_kv, r->head_dim_v)) != FA_OK)
+            return s;
+        if (host_arrays) {
+            int b;
+            for (b = 0; b < r->batch; ++b)
+                if (fa__cache_len(r, b) + r->seqlen_q > r->seqlen_k)
+                    return fa__fail(FA_ERROR_INVALID_ARGUMENT,
+                                    "%s: seqlens_k[%d] (%lld) + seqlen_q (%d) new tokens exceed the "
+                                    "cache capacity seqlen_k (%d)",
+                                    fn, b, (long long)fa__cache_len(r, b), r->seqlen_q, r->seqlen_k);
+            if (r->block_table && (s = fa__check_pages(fn, r, r->seqlen_q)) != FA_OK)
+                return s;
+        }
+    }
+    return FA_OK;
+}
+
+/* ============================================================================
+   >>impl-softmax  the online softmax, step by step
+   ============================================================================
+   softmax(s)_j = exp(s_j - m) / l with m = max_j s_j and l = sum_j exp(s_j - m).
+   The scores of a row arrive one key tile at a time, so keep a running m and
+   l for the tiles seen so far (seed 004). When tile t brings a larger
+   maximum, every exp(s - m_old) already summed into l must become
+   exp(s - m_new): multiply l by alpha = exp(m_old - m_new). The same alpha
+   rescales the unscaled output accumulator O~ = sum_j exp(s_j - m) v_j, so
+   after the last tile O = O~ / l with ONE division (FlashAttention-2), and
+   the row's log-sum-exp is L = m + log(l).
+
+   The CPU code works in base 2: scores arrive already multiplied by log2(e)
+   (folded into Q when it is loaded), so exp(s - m) = exp2(s2 - m2), which is
+   cheaper, and L = (m2 + log2 l) * ln 2 at the end.
+
+   A row whose keys are all masked has m = -inf; using 0 in place of m keeps
+   exp2(-inf - 0) = 0 instead of exp2(-inf + inf) = NaN, so l stays 0 and the
+   row ends as O = 0, L = -inf. */
+
+#if FLASHATTN__AVX2
+/* 2^x for 8 lanes: x = n + f with n = round(x), |f| <= 1/2; 2^f from its
+   Taylor series in f ln 2 to degree 7 (truncation < 1e-8, so the result is
+   within ~2 ulp of exp2f); 2^n goes straight into the exponent bits. Inputs
+   below -127 (and -inf) give 0. */
+static FLASHATTN__FORCEINLINE __m256 fa__exp2_avx2(__m256 x)
+{
+    const __m256 lo = _mm256_set1_ps(-127.0f);
+    __m256 under = _mm256_cmp_ps(x, lo, _CMP_LT_OQ);
+    __m256 n, f, p;
+    __m256i e;
+    x = _mm256_min_ps(_mm256_max_ps(x, lo), _mm256_set1_ps(128.0f));
+    n = _mm256_round_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    f = _mm256_sub_ps(x, n);
+    p = _mm256_set1_ps(1.5252733804059840e-05f); /* (ln 2)^k / k!, k = 7 .. 0 */
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.5403530393381606e-04f));
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.3333558146428443e-03f));
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(9.6181291076284772e-03f));
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(5.5504108664821580e-02f));
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(2.4022650695910071e-01f));
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(6.9314718055994531e-01f));
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.0f));
+    e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    return _mm256_andnot_ps(under, _mm256_mul_ps(p, _mm256_castsi256_ps(e)));
+}
+
+static FLASHATTN__FORCEINLINE float fa__hsum_avx2(__m256 v)
+{
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+static FLASHATTN__FORCEINLINE float fa__hmax_avx2(__m256 v)
+{
+    __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_max_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+#endif
+
+static float fa__row_max(const float *s, int n)
+{
+    float mx = -INFINITY;
+    int j = 0;
+#if FLASHATTN__AVX2
+    if (n >= 8) {
+        __m256 v = _mm256_loadu_ps(s);
+        for (j = 8; j + 8 <= n; j += 8)
+            v = _mm256_max_ps(v, _mm256_loadu_ps(s + j));
+        mx = fa__hmax_avx2(v);
+    }
+#endif
+    for (; j < n; ++j)
+        mx = s[j] > mx ? s[j] : mx;
+    return mx;
+}
+
+/* s[j] <- exp2(s[j] - base); returns the sum of the new s[j]. */
+static float fa__exp2_row(float *s, int n, float base)
+{
+    float sum = 0.0f;
+    int j = 0;
+#if FLASHATTN__AVX2
+    {
+        __m256 vb = _mm256_set1_ps(base), acc = _mm256_setzero_ps();
+        for (; j + 8 <= n; j += 8) {
+            __m256 p = fa__exp2_avx2(_mm256_sub_ps(_mm256_loadu_ps(s + j), vb));
+            _mm256_storeu_ps(s + j, p);
+            acc = _mm256_add_ps(acc, p);
+        }
+        sum = fa__hsum_avx2(acc);
+    }
+#endif
+    for (; j < n; ++j) {
+        s[j] = exp2f(s[j] - base);
+        sum += s[j];
+    }
+    return sum;
+}
+
+/* One online-softmax step for ONE query row: the row's scores s[0..n) of the
+   next key tile (base-2 units) arrive; m and l summarize the earlier tiles.
+   On return s holds P~ = exp2(s - m_new), m and l are updated, and the
+   result is alpha = exp2(m_old - m_new): the factor the caller must apply
+   to the row's accumulator O~ before adding P~ V. */
+static float fa__softmax_step(float *s, int n, float *m, float *l)
+{
+    float m_old = *m, tile_max = fa__row_max(s, n);
+    float m_new = tile_max > m_old ? tile_max : m_old;
+    float base = m_new == -INFINITY ? 0.0f : m_new; /* all masked so far: see above */
+    float alpha = exp2f(m_old - base);              /* m_old = -inf gives 0: nothing to rescale */
+    float rowsum = fa__exp2_row(s, n, base);
+    *l = *l * alpha + rowsum; /* l_new = e^(m_old - m_new) l_old + rowsum(P~) */
+    *m = m_new;
+    return alpha;
+}
+
+/* After the last tile: O = O~ / l and L = m + log l (natural log). */
+static void fa__softmax_finish(float *o, int dv, float m, float l, float *L)
+{
+    int c;
+    if (l > 0.0f) {
+        for (c = 0; c < dv; ++c)
+            o[c] /= l;
+        *L = (float)((double)m * FA__LN2 + log((double)l));
+    } else { /* the row saw no key */
+        for (c = 0; c < dv; ++c)
+            o[c] = 0.0f;
+        *L = -INFINITY;
+    }
+}
+
+/* ============================================================================
+   >>impl-forward  CPU forward (FlashAttention-2 loop order)
+   ============================================================================
+   Shapes (per sequence b, query head h, KV head h / (heads_q / heads_kv)):
+       Q [sq, d], K [sk, d], V [sk, dv], O [sq, dv], L [sq]
+   Q is cut into Tr = ceil(sq / Br) tiles Q_i of Br rows, K and V into tiles
+   K_j, V_j of Bc rows. FlashAttention-2 puts the Q tile in the OUTER loop:
+   one task = one (b, h, Q_i), which owns its rows of O and L outright, so
+   tasks never share an output and need no locks or atomics.
+
+       for each task (b, h, i):                      parallel
+           Q~_i = Q_i * scale * log2 e     (f32, once)
+           m = -inf, l = 0, O~ = 0         [Br], [Br], [Br, dv]
+           for each K_j, V_j that any row of Q_i may see:
+               S = Q~_i K_j^T              [Br, Bc]  (then softcap, ALiBi, masks)
+               P~ = exp2(S - m_new), rescale l and O~ by alpha   (online softmax)
+               O~ += dropout(P~) V_j       [Br, dv]
+           O_i = O~ / l,  L_i = m + log l
+
+   Everything on the CPU is f32 in a worker's scratch: tiles are converted
+   from the tensors' storage type (f32, f16, bf16) as they are loaded. The
+   matrix products are one routine, fa__gemm, on row-major tiles whose
+   widths are padded to 16 floats (zeros in the padding). */
+
+#define FA__BR FLASHATTN_CPU_BR
+#define FA__BC FLASHATTN_CPU_BC
+#define FA__PAD(n) (((n) + 15) / 16 * 16)
+
+/* ---- the matrix product --------------------------------------------------
+   C[M, N] (+)= A[M, K] B[K, N], all row-major, N a multiple of 16. The
+   micro-kernel keeps an mr x 16 block of C in registers and walks K: each
+   step broadcasts one A element per row and multiplies it into 16 B values
+   (a rank-1 update). That is why K tiles are stored transposed (K^T[d, Bc]):
+   S = Q K^T then reads B = K^T row by row, contiguously. */
+#if FLASHATTN__AVX2
+static FLASHATTN__FORCEINLINE void fa__kernel_avx2(const int mr, int K, const float *A, int lda,
+                                                   const float *B, int ldb, float *C, int ldc, int acc)
+{
+    /* 6 rows x 16 columns = 12 accumulators + 2 B vectors + 1 broadcast
+       = 15 of the 16 ymm registers. mr is a constant after inlining. */
+    __m256 c0[6], c1[6];
+    int r, k;
+    for (r = 0; r < mr; ++r) {
+        c0[r] = acc ? _mm256_loadu_ps(C + r * ldc) : _mm256_setzero_ps();
+        c1[r] = acc ? _mm256_loadu_ps(C + r * ldc + 8) : _mm256_setzero_ps();
+    }
+    for (k = 0; k < K; ++k) {
+        __m256 b0 = _mm256_loadu_ps(B + (size_t)k * ldb), b1 = _mm256_loadu_ps(B + (size_t)k * ldb + 8);
+        for (r = 0; r < mr; ++r) {
+            __m256 a = _mm256_broadcast_ss(A + r * lda + k);
+            c0[r] = _mm256_fmadd_ps(a, b0, c0[r]);
+            c1[r] = _mm256_fmadd_ps(a, b1, c1[r]);
+        }
+    }
+    for (r = 0; r < mr; ++r) {
+        _mm256_storeu_ps(C + r * ldc, c0[r]);
+        _mm256_storeu_ps(C + r * ldc + 8, c1[r]);
+    }
+}
+#endif
+
+static void fa__gemm(int M, int N, int K, const float *A, int lda, const float *B, int ldb, float *C,
+                     int ldc, int accumulate)
+{
+    int i, j;
+    FLASHATTN_ASSERT(N % 16 == 0);
+#if FLASHATTN__AVX2
+    for (j = 0; j < N; j += 16) /* a 16-column strip of B stays in L1 ... */
+        for (i = 0; i < M; i += 6) { /* ... while the rows of A stream past */
+            const float *a = A + (size_t)i * lda;
+            const float *b = B + j;
+            float *c = C + (size_t)i * ldc + j;
+            switch (M - i < 6 ? M - i : 6) {
+            case 6: fa__kernel_avx2(6, K, a, lda, b, ldb, c, ldc, accumulate); break;
+            case 5: fa__kernel_avx2(5, K, a, lda, b, ldb, c, ldc, accumulate); break;
+            case 4: fa__kernel_avx2(4, K, a, lda, b, ldb, c, ldc, accumulate); break;
+            case 3: fa__kernel_avx2(3, K, a, lda, b, ldb, c, ldc, accumulate); break;
+            case 2: fa__kernel_avx2(2, K, a, lda, b, ldb, c, ldc, accumulate); break;
+            default: fa__kernel_avx2(1, K, a, lda, b, ldb, c, ldc, accumulate); break;
+            }
+        }
+#else
+    /* portable: i-k-j order so the inner loop is a contiguous axpy that the
+       compiler vectorizes */
+    for (i = 0; i < M; ++i) {
+        float *FLASHATTN__RESTRICT c = C + (size_t)i * ldc;
+        int k;
+        if (!accumulate)
+            for (j = 0; j < N; ++j)
+                c[j] = 0.0f;
+        for (k = 0; k < K; ++k) {
+            const float a = A[(size_t)i * lda + k];
+            const float *FLASHATTN__RESTRICT b = B + (size_t)k * ldb;
+            for (j = 0; j < N; ++j)
+                c[j] += a * b[j];
+        }
+    }
+#endif
+}
+
+/* ---- loading and storing rows ------------------------------------------- */
+static void fa__load_row(const void *src, fa_dtype dt, int n, float mul, float *dst)
+{
+    int c = 0;
+    if (dt == FA_F32) {
+        const float *s = (const float *)src;
+        for (; c < n; ++c)
+            dst[c] = s[c] * mul;
+    } else if (dt == FA_F16) {
+        const uint16_t *s = (const uint16_t *)src;
+#if FLASHATTN__AVX2 && defined(__F16C__)
+        /* the hardware conversion is exact for f16 -> f32, so this gives the
+           same bits as fa__f16_to_f32 */
+        __m256 vm = _mm256_set1_ps(mul);
+        for (; c + 8 <= n; c += 8)
+            _mm256_storeu_ps(dst + c, _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(s + c))), vm));
+#endif
+        for (; c < n; ++c)
+            dst[c] = fa__f16_to_f32(s[c]) * mul;
+    } else {
+        const uint16_t *s = (const uint16_t *)src;
+        for (; c < n; ++c)
+            dst[c] = fa__bf16_to_f32(s[c]) * mul;
+    }
+}
+
+static void fa__store_row(void *dst, fa_dtype dt, int n, const float *src)
+{
+    int c;
+    if (dt == FA_F32)
+        memcpy(dst, src, (size_t)n * sizeof(float));
+    else if (dt == FA_F16)
+        for (c = 0; c < n; ++c)
+            ((uint16_t *)dst)[c] = fa__f32_to_f16(src[c]);
+    else
+        for (c = 0; c < n; ++c)
+            ((uint16_t *)dst)[c] = fa__f32_to_bf16(src[c]);
+}
+
+/* ---- the call's context -------------------------------------------------- */
+typedef struct fa__attn {
+    fa_problem r;                      /* resolved problem */
+    fa_tensor q, k, v, o;              /* strides resolved (decode: k, v = the cache) */
+    fa_tensor dout, dq, dk, dv, knew, vnew;
+    float *lse;                        /* forward output / backward input (as float *) */
+    int group;                         /* heads_q / heads_kv query heads per KV head */
+    int d, dv_, dp, dvp, bcp;          /* d, dv and the padded widths */
+    int tr;                            /* Tr for seqlen_q (the max with varlen) */
+    int64_t total_q;                   /* rows of L per head */
+    float q_fold;                      /* Q is multiplied by this when loaded */
+    float cap2;                        /* softcap * log2 e, 0 = none */
+    uint32_t drop_thr;                 /* dropout threshold, 0 = none */
+    float drop_scale;                  /* 1 / (1 - p) */
+    int splits;                        /* decode */
+    float *ws_D;                       /* backward: D; decode: partial O */
+    float *ws_L;                       /* decode: partial L */
+    char *ws_workers;                  /* per-worker scratch */
+    size_t worker_bytes;
+} fa__attn;
+
+static void fa__attn_init(fa__attn *a, const fa_problem *r)
+{
+    memset(a, 0, sizeof *a);
+    a->r = *r;
+    a->group = r->heads_q / r->heads_kv;
+    a->d = r->head_dim;
+    a->dv_ = r->head_dim_v;
+    a->dp = FA__PAD(r->head_dim);
+    a->dvp = FA__PAD(r->head_dim_v);
+    a->bcp = FA__PAD(FA__BC);
+    a->tr = (r->seqlen_q + FA__BR - 1) / FA__BR;
+    a->total_q = r->cu_seqlens_q ? r->cu_seqlens_q[r->batch] : (int64_t)r->batch * r->seqlen_q;
+    /* S2 = log2(e) * S, with the constant folded into Q (one multiply per
+       element of Q instead of one per score). With a softcap, the scores go
+       through tanh first: S2 = (c log2 e) * tanh(Q (scale / c) . k). */
+    if (r->softcap > 0.0f) {
+        a->q_fold = r->scale / r->softcap;
+        a->cap2 = (float)(r->softcap * FA__LOG2E);
+    } else {
+        a->q_fold = (float)(r->scale * FA__LOG2E);
+    }
+    a->drop_thr = fa__dropout_threshold(r->dropout_p);
+    a->drop_scale = 1.0f / (1.0f - r->dropout_p);
+}
+
+/* Where sequence b lives and how long it is. */
+typedef struct fa__seq {
+    int b;
+    int sq, sk;          /* queries and keys of this sequence */
+    int off;             /* sk - sq: query row i sits at key position i + off */
+    int64_t q_b, q_row0; /* q row i is at batch q_b, row q_row0 + i */
+    int64_t k_b, k_row0; /* same for k / v (unless paged) */
+} fa__seq;
+
+static void fa__seq_info(const fa__attn *a, int b, fa__seq *s)
+{
+    const fa_problem *r = &a->r;
+    s->b = b;
+    if (r->cu_seqlens_q) {
+        s->q_b = 0;
+        s->q_row0 = r->cu_seqlens_q[b];
+        s->sq = r->cu_seqlens_q[b + 1] - r->cu_seqlens_q[b];
+    } else {
+        s->q_b = b;
+        s->q_row0 = 0;
+        s->sq = r->seqlen_q;
+    }
+    if (r->cu_seqlens_k) {
+        s->k_b = 0;
+        s->k_row0 = r->cu_seqlens_k[b];
+    } else {
+        s->k_b = b;
+        s->k_row0 = 0;
+    }
+    s->sk = (int)fa__cache_len(r, b);
+    s->off = s->sk - s->sq;
+}
+
+static void *fa__at(const fa_tensor *t, int64_t b, int64_t row, int64_t h)
+{
+    return (char *)t->data + (size_t)fa__dtype_size(t->dtype) * (size_t)(b * t->batch_stride + row * t->seq_stride + h * t->head_stride);
+}
+
+/* Row n (key position within the sequence) of a K or V tensor. */
+static const void *fa__kv_row(const fa__attn *a, const fa_tensor *t, const fa__seq *s, int n, int h)
+{
+    const fa_problem *r = &a->r;
+    if (r->block_table) {
+        int32_t page = r->block_table[(int64_t)s->b * r->pages_per_seq + n / r->page_size];
+        return fa__at(t, page, n % r->page_size, h);
+    }
+    return fa__at(t, s->k_b, s->k_row0 + n, h);
+}
+
+/* Index of L[b, h, i] (or L[h, cu_seqlens_q[b] + i] with varlen). */
+static int64_t fa__lse_index(const fa__attn *a, const fa__seq *s, int h, int i)
+{
+    if (a->r.cu_seqlens_q)
+        return (int64_t)h * a->total_q + s->q_row0 + i;
+    return ((int64_t)s->b * a->r.heads_q + h) * a->r.seqlen_q + i;
+}
+
+/* ---- per-worker scratch -------------------------------------------------- */
+typedef struct fa__scratch {
+    float *Q;      /* [Br, dp]  Q~ tile (Q * q_fold) */
+    float *Kt;     /* [d, bcp]  K_j transposed */
+    float *K;      /* [Bc, dp]  K_j (backward dQ) */
+    float *V;      /* [Bc, dvp] V_j (forward) */
+    float *Vt;     /* [dv, bcp] V_j transposed (backward dP) */
+    float *S;      /* [Br, bcp] scores, then P */
+    float *T;      /* [Br, bcp] tanh of the scores (backward with softcap) */
+    float *Z;      /* [Br, bcp] dropout multipliers 0 or 1/(1-p) (backward) */
+    float *dP;     /* [Br, bcp] dP, then dS (backward) */
+    float *Pt;     /* [Bc, Br]  transposed P or dS (backward) */
+    float *dO;     /* [Br, dvp] dO tile (backward) */
+    float *O;      /* [Br, max(dvp, dp)] O~ (forward), dQ accumulator (backward) */
+    float *dK;     /* [Bc, dp] */
+    float *dV;     /* [Bc, dvp] */
+    float *m, *l;  /* [Br] row max, row sum (backward: L2 and D) */
+    float *slope2; /* [Br] ALiBi slope of the row's head, times log2 e */
+    int *pos;      /* [Br] key position i' = i + sk - sq of the row */
+    int *head;     /* [Br] query head of the row */
+    int *tok;      /* [Br] query index i within its sequence */
+    float *row;    /* [max(d, dv) padded] conversion buffer */
+} fa__scratch;
+
+enum { FA__SCRATCH_FWD = 0, FA__SCRATCH_BWD = 1 };
+
+/* Lay out one worker's scratch at base (NULL: just measure). Every buffer
+   starts on a 64-byte boundary. */
+static size_t fa__scratch_layout(const fa__attn *a, int kind, char *base, fa__scratch *w)
+{
+    size_t off = 0;
+    int br = FA__BR, bc = FA__BC, wide = a->dvp > a->dp ? a->dvp : a->dp;
+#define FA__TAKE(ptr, type, count)                                          \
+    do {                                                                    \
+        (ptr) = base ? (type *)(void *)(base + off) : (type *)0;            \
+        off += ((size_t)(count) * sizeof(type) + 63) / 64 * 64;             \
+    } while (0)
+    memset(w, 0, sizeof *w);
+    FA__TAKE(w->Q, float, br * a->dp);
+    FA__TAKE(w->Kt, float, a->d * a->bcp);
+    FA__TAKE(w->S, float, br * a->bcp);
+    FA__TAKE(w->O, float, br * wide);
+    FA__TAKE(w->m, float, br);
+    FA__TAKE(w->l, float, br);
+    FA__TAKE(w->slope2, float, br);
+    FA__TAKE(w->pos, int, br);
+    FA__TAKE(w->head, int, br);
+    FA__TAKE(w->tok, int, br);
+    FA__TAKE(w->row, float, wide);
+    if (kind == FA__SCRATCH_FWD) {
+        FA__TAKE(w->V, float, bc * a->dvp);
+    } else {
+        FA__TAKE(w->K, float, bc * a->dp);
+        FA__TAKE(w->Vt, float, a->dv_ * a->bcp);
+        FA__TAKE(w->T, float, br * a->bcp);
+        FA__TAKE(w->Z, float, br * a->bcp);
+        FA__TAKE(w->dP, float, br * a->bcp);
+        FA__TAKE(w->Pt, float, bc * br);
+        FA__TAKE(w->dO, float, br * a->dvp);
+        FA__TAKE(w->dK, float, bc * a->dp);
+        FA__TAKE(w->dV, float, bc * a->dvp);
+    }
+#undef FA__TAKE
+    return off;
+}
+
+static void fa__worker_scratch(const fa__attn *a, int kind, int worker, fa__scratch *w)
+{
+    fa__scratch_layout(a, kind, a->ws_workers + (size_t)worker * a->worker_bytes, w);
+}
+
+/* Round a workspace pointer up to 64 bytes; sizes include that slack. */
+static char *fa__align64(void *p)
+{
+    return (char *)p + ((64 - (size_t)((uintptr_t)p & 63)) & 63);
+}
+
+/* ---- tiles ------------------------------------------------------------------ */
+
+/* Rows of K_j (positions n0 .. n0+nc-1, KV head h) into Kt[d, bcp],
+   transposed; columns nc .. bcp-1 are zero. */
+static void fa__load_k_tile_t(const fa__attn *a, const fa__seq *s, int h, int n0, int nc, float *Kt,
+                              float *tmp)
+{
+    int c, k;
+    for (c = 0; c < nc; ++c) {
+        fa__load_row(fa__kv_row(a, &a->k, s, n0 + c, h), a->k.dtype, a->d, 1.0f, tmp);
+        for (k = 0; k < a->d; ++k)
+            Kt[(size_t)k * a->bcp + c] = tmp[k];
+    }
+    for (k = 0; k < a->d; ++k)
+        for (c = nc; c < a->bcp; ++c)
+            Kt[(size_t)k * a->bcp + c] = 0.0f;
+}
+
+/* Rows of a K or V tile into X[nc, ldx] (ldx >= dim, padding zeroed). */
+static void fa__load_kv_tile(const fa__attn *a, const fa_tensor *t, int dim, const fa__seq *s, int h,
+                             int n0, int nc, float *X, int ldx)
+{
+    int c, k;
+    for (c = 0; c < nc; ++c) {
+        float *x = X + (size_t)c * ldx;
+        fa__load_row(fa__kv_row(a, t, s, n0 + c, h), t->dtype, dim, 1.0f, x);
+        for (k = dim; k < ldx; ++k)
+            x[k] = 0.0f;
+    }
+}
+
+/* Keys [lo, hi) that at least one of the nr rows in w may see. */
+static void fa__key_band(const fa__attn *a, const fa__scratch *w, int nr, int sk, int n_lo, int n_hi,
+                         int *lo, int *hi)
+{
+    int64_t pmin = w->pos[0], pmax = w->pos[0], l = n_lo, h = n_hi;
+    int r;
+    for (r = 1; r < nr; ++r) {
+        pmin = w->pos[r] < pmin ? w->pos[r] : pmin;
+        pmax = w->pos[r] > pmax ? w->pos[r] : pmax;
+    }
+    if (h > sk)
+        h = sk;
+    if (a->r.causal && pmax + 1 < h)
+        h = pmax + 1;
+    if (a->r.sliding_window) {
+        if (pmax + a->r.window_right + 1 < h)
+            h = pmax + a->r.window_right + 1;
+        if (pmin - a->r.window_left > l)
+            l = pmin - a->r.window_left;
+    }
+    if (l < 0)
+        l = 0;
+    *lo = (int)l;
+    *hi = (int)(h > l ? h : l);
+}
+
+/* THE score tile, shared by forward, backward and decode. For the nr query
+   rows described in w (Q~ in w->Q, key position, ALiBi slope) and keys
+   n0 .. n0+nc-1 (K_j^T in w->Kt), compute in base-2 units
+       S = Q~ K_j^T                          (scale * log2 e already in Q~)
+       S = c log2e * tanh(S)                 (softcap; tanh kept in T if T)
+       S -= slope * log2e * |i' - j|         (ALiBi)
+       S = -inf where key j is not visible   (causal, window, j >= sk)
+   into S[nr, bcp]; columns nc .. bcp-1 are -inf. */
+static void fa__score_tile(const fa__attn *a, const fa__scratch *w, int nr, int n0, int nc, int sk,
+                           float *S, float *T)
+{
+    const fa_problem *r = &a->r;
+    int i, c;
+    fa__gemm(nr, a->bcp, a->d, w->Q, a->dp, w->Kt, a->bcp, S, a->bcp, 0);
+    for (i = 0; i < nr; ++i) {
+        float *s = S + (size_t)i * a->bcp;
+        int64_t pos = w->pos[i], jlo = 0, jhi = sk - 1; /* visible keys of this row */
+        int clo, chi;
+        if (a->cap2 != 0.0f)
+            for (c = 0; c < nc; ++c) {
+                float t = tanhf(s[c]);
+                if (T)
+                    T[(size_t)i * a->bcp + c] = t;
+                s[c] = a->cap2 * t;
+            }
+        if (r->alibi_slopes)
+            for (c = 0; c < nc; ++c) {
+                int64_t dist = pos - (n0 + c);
+                s[c] -= w->slope2[i] * (float)(dist < 0 ? -dist : dist);
+            }
+        if (r->causal && pos < jhi)
+            jhi = pos;
+        if (r->sliding_window) {
+            if (pos + r->window_right < jhi)
+                jhi = pos + r->window_right;
+            if (pos - r->window_left > jlo)
+                jlo = pos - r->window_left;
+        }
+        /* columns [clo, chi] stay, the rest are masked */
+        clo = jlo - n0 < 0 ? 0 : jlo - n0 > nc ? nc : (int)(jlo - n0);
+        chi = jhi - n0 < -1 ? -1 : jhi - n0 > nc - 1 ? nc - 1 : (int)(jhi - n0);
+        if (chi < clo)
+            chi = clo - 1;
+        for (c = 0; c < clo; ++c)
+            s[c] = -INFINITY;
+        for (c = chi + 1; c < a->bcp; ++c)
+            s[c] = -INFINITY;
+    }
+}
+
+/* Dropout on P (rows in w, keys n0 .. n0+nc-1): P <- P * Z, Z = 1/(1-p) for
+   kept elements, 0 for dropped ones (seed 000, Alg. 2 line 12). Also writes
+   Z itself when Z is not NULL (the backward needs it for dP too). */
+static void fa__dropout_tile(const fa__attn *a, const fa__scratch *w, int b, int nr, int n0, int nc,
+                             float *P, float *Z)
+{
+    int i, c;
+    for (i = 0; i < nr; ++i) {
+        uint32_t bits[4];
+        for (c = 0; c < nc; ++c) {
+            int j = n0 + c;
+            float z;
+            if (c == 0 || (j & 3) == 0) /* one Philox call serves 4 columns */
+                fa__dropout_bits(a->r.dropout_seed, a->r.dropout_offset, b, w->head[i], a->r.heads_q,
+                                 w->tok[i], j, bits);
+            z = bits[j & 3] >= a->drop_thr ? a->drop_scale : 0.0f;
+            if (P)
+                P[(size_t)i * a->bcp + c] *= z;
+            if (Z)
+                Z[(size_t)i * a->bcp + c] = z;
+        }
+    }
+}
+
+/* Load the Q~ rows described by (seq s, head per row, tok per row). */
+static void fa__load_q_rows(const fa__attn *a, const fa_tensor *q, const fa__seq *s, fa__scratch *w, int nr)
+{
+    int i, c;
+    for (i = 0; i < nr; ++i) {
+        float *x = w->Q + (size_t)i * a->dp;
+        fa__load_row(fa__at(q, s->q_b, s->q_row0 + w->tok[i], w->head[i]), q->dtype, a->d, a->q_fold, x);
+        for (c = a->d; c < a->dp; ++c)
+            x[c] = 0.0f;
+        w->slope2[i] = a->r.alibi_slopes ? (float)(a->r.alibi_slopes[w->head[i]] * FA__LOG2E) : 0.0f;
+    }
+}
+
+/* The inner loop of the forward (and of each decode split): the nr rows in
+   w attend to the keys in [n_lo, n_hi) of KV head kvh that they may see.
+   Leaves the unscaled O~ [nr, dvp], m and l in w. */
+static void fa__attend_rows(const fa__attn *a, fa__scratch *w, const fa__seq *s, int kvh, int nr,
+                            int n_lo, int n_hi)
+{
+    int i, c, lo, hi, n0;
+    for (i = 0; i < nr; ++i) {
+        w->m[i] = -INFINITY;
+        w->l[i] = 0.0f;
+    }
+    memset(w->O, 0, (size_t)nr * a->dvp * sizeof(float));
+    /* keys no row can see are never loaded: causal and windowed tiles
+       outside the band cost nothing */
+    fa__key_band(a, w, nr, s->sk, n_lo, n_hi, &lo, &hi);
+    for (n0 = lo; n0 < hi; n0 += FA__BC) {
+        int nc = hi - n0 < FA__BC ? hi - n0 : FA__BC, ncp = FA__PAD(nc);
+        fa__load_k_tile_t(a, s, kvh, n0, nc, w->Kt, w->row);
+        fa__load_kv_tile(a, &a->v, a->dv_, s, kvh, n0, nc, w->V, a->dvp);
+        fa__score_tile(a, w, nr, n0, nc, s->sk, w->S, NULL);
+        for (i = 0; i < nr; ++i) {
+            float alpha = fa__softmax_step(w->S + (size_t)i * a->bcp, ncp, &w->m[i], &w->l[i]);
+            if (alpha != 1.0f) { /* a new maximum: O~ was summed against the old one */
+                float *o = w->O + (size_t)i * a->dvp;
+                for (c = 0; c < a->dv_; ++c)
+                    o[c] *= alpha;
+            }
+        }
+        if (a->drop_thr) /* l already has the undropped P: L ignores dropout */
+            fa__dropout_tile(a, w, s->b, nr, n0, nc, w->S, NULL);
+        fa__gemm(nr, a->dvp, nc, w->S, a->bcp, w->V, a->dvp, w->O, a->dvp, 1); /* O~ += P~ V_j */
+    }
+}
+
+/* Task index -> (b, h, Q tile). Heaviest tiles first: with a causal mask
+   the last Q tile sees the most keys, so tile-major order, reversed, lets
+   a dynamic scheduler balance the workers. */
+static void fa__forward_task(void *ctx, int index, int worker)
+{
+    const fa__attn *a = (const fa__attn *)ctx;
+    int bh = index % (a->r.batch * a->r.heads_q), tile = a->tr - 1 - index / (a->r.batch * a->r.heads_q);
+    int b = bh / a->r.heads_q, h = bh % a->r.heads_q, i0 = tile * FA__BR, nr, i;
+    fa__scratch w;
+    fa__seq s;
+    fa__seq_info(a, b, &s);
+    if (i0 >= s.sq)
+        return; /* a short sequence of a varlen batch */
+    nr = s.sq - i0 < FA__BR ? s.sq - i0 : FA__BR;
+    fa__worker_scratch(a, FA__SCRATCH_FWD, worker, &w);
+    for (i = 0; i < nr; ++i) {
+        w.tok[i] = i0 + i;
+        w.head[i] = h;
+        w.pos[i] = i0 + i + s.off;
+    }
+    fa__load_q_rows(a, &a->q, &s, &w, nr);
+    fa__attend_rows(a, &w, &s, h / a->group, nr, 0, s.sk);
+    for (i = 0; i < nr; ++i) {
+        float L, *o = w.O + (size_t)i * a->dvp;
+        float m = w.m[i] == -INFINITY ? 0.0f : w.m[i];
+        fa__softmax_finish(o, a->dv_, m, w.l[i], &L);
+        fa__store_row(fa__at(&a->o, s.q_b, s.q_row0 + i0 + i, h), a->o.dtype, a->dv_, o);
+        if (a->lse)
+            a->lse[fa__lse_index(a, &s, h, i0 + i)] = L;
+    }
+}
+
+/* Take the caller's workspace or allocate one. */
+static fa_status fa__workspace(const char *fn, void *workspace, size_t workspace_size, size_t need,
+                               void **mem, int *owned)
+{
+    *owned = 0;
+    *mem = workspace;
+    if (workspace) {
+        if (workspace_size < need)
+            return fa__fail(FA_ERROR_INVALID_ARGUMENT,
+                            "%s: workspace_size (%llu bytes) is less than the %llu bytes needed "
+                            "(see the *_workspace_size function)",
+                            fn, (unsigned long long)workspace_size, (unsigned long long)need);
+        return FA_OK;
+    }
+    *mem = FLASHATTN_MALLOC(need);
+    if (!*mem)
+        return fa__fail(FA_ERROR_OUT_OF_MEMORY, "%s: could not allocate a %llu-byte workspace", fn,
+                        (unsigned long long)need);
+    *owned = 1;
+    return FA_OK;
+}
+
+static fa_status fa__unsupported_dtype(const char *fn, const char *name, const fa_tensor *t)
+{
+    if (t->data && t->dtype == FA_E4M3)
+        return fa__fail(FA_ERROR_UNSUPPORTED, "%s: %s.dtype %s is not supported on the CPU", fn, name,
+                        fa__dtype_name(t->dtype));
+    return FA_OK;
+}
+
+static fa_status fa__task_count(const char *fn, int64_t n, int *out)
+{
+    if (n > INT_MAX)
+        return fa__fail(FA_ERROR_INVALID_ARGUMENT, "%s: %lld tasks is too many for one call", fn, (long long)n);
+    *out = (int)n;
+    return FA_OK;
+}
+
+static size_t fa__forward_bytes(const fa__attn *a, int workers)
+{
+    fa__scratch w;
+    return 64 + (size_t)workers * fa__scratch_layout(a, FA__SCRATCH_FWD, NULL, &w);
+}
+
+FLASHATTN_DEF fa_status fa_forward_workspace_size(const fa_problem *p, size_t *bytes)
+{
+    fa_problem r;
+    fa__attn a;
+    fa_status s = fa__resolve("fa_forward_workspace_size", p, &r, 1);
+    if (s != FA_OK)
+        return s;
+    if (!bytes)
+        return fa__fail(FA_ERROR_INVALID_ARGUMENT, "fa_forward_workspace_size: bytes is NULL");
+    fa__attn_init(&a, &r);
+    *bytes = fa__forward_bytes(&a, fa__num_workers());
+    return FA_OK;
+}
+
+FLASHATTN_DEF fa_status fa_forward(const fa_problem *p, fa_tensor q, fa_tensor k, fa_tensor v,
+                                   fa_tensor o, float *lse, void *workspace, size_t workspace_size)
+{
+    static const char fn[] = "fa_forward";
+    fa_problem r;
+    fa__attn a;
+    void *mem;
+    int owned, ntasks = 0, workers = fa__num_workers();
+    fa_status s = fa__check_forward(fn, p, &r, &q, &k, &v, &o, lse, 1);
+    if (s != FA_OK || (s = fa__unsupported_dtype(fn, "q", &q)) != FA_OK ||
+        (s = fa__unsupported_dtype(fn, "k", &k)) != FA_OK || (s = fa__unsupported_dtype(fn, "v", &v)) != FA_OK ||
+        (s = fa__unsupported_dtype(fn, "o", &o)) != FA_OK)
+        return s;
+    fa__attn_init(&a, &r);
+    if ((s = fa__task_count(fn, (int64_t)r.batch * r.heads_q * a.tr, &ntasks)) != FA_OK)
+        return s;
+    if ((s = fa__workspace(fn, workspace, workspace_size, fa__forward_bytes(&a, workers), &mem, &owned)) != FA_OK)
+        return s;
+    a.q = q;
+    a.k = k;
+    a.v = v;
+    a.o = o;
+    a.lse = lse;
+    a.ws_workers = fa__align64(mem);
+    {
+        fa__scratch w;
+        a.worker_bytes = fa__scratch_layout(&a, FA__SCRATCH_FWD, NULL, &w);
+    }
+    fa__parallel_for(ntasks, fa__forward_task, &a);
+    if (owned)
+        FLASHATTN_FREE(mem);
+    return FA_OK;
+}
+
+/* ============================================================================
+   >>impl-backward  CPU backward (recomputation)
+   ============================================================================
+   Seed 000, Alg. 4, in FlashAttention-2 form: P is never stored; each
+   (Q tile, K tile) pair rebuilds it from the saved L:
+       S = Q~ K_j^T (same masks, softcap, ALiBi)    P = exp(S - L)
+       dV_j += (P o Z)^T dO_i                       Z = dropout multipliers
+       dP = dO_i V_j^T
+       dS = P o (dP o Z - D_i)                      D = rowsum(dO o O)
+       dS <- scale * dS * (1 - tanh^2)              (softcap derivative)
+       dK_j += dS^T Q_i        dQ_i += dS K_j
+   D = rowsum(dO o O) equals rowsum(P o dP) (seed 001), computed once per row.
+
+   Ownership decides the loop order. A task (b, KV head, K tile) owns its
+   rows of dK and dV: it loops over the Q tiles of every query head of its
+   GQA group and sums into them, so no two tasks write the same element.
+   dQ would need the opposite ownership: every K tile adds into every row
+   of dQ. Accumulating dQ across tasks needs atomics (order-dependent,
+   hence not bit-reproducible) or one partial dQ per K tile (Tc times the
+   memory). We take the simplest deterministic choice: a SECOND pass whose
+   task (b, query head, Q tile) owns its rows of dQ and recomputes P and
+   dS for its K tiles. It costs 3 extra matrix products per pair (S, dP and
+   dQ: 7 instead of 5) and keeps every result independent of the number of
+   threads.
+
+       pass 0  (b, h, Q tile):   D = rowsum(dO o O)
+       pass 1  (b, hkv, K tile): dK, dV
+       pass 2  (b, h, Q tile):   dQ                                       */
+
+/* Rows of X^T[dim, bcp] from a K or V tensor (tile columns nc .. bcp-1 zero). */
+static void fa__load_tile_t(const fa__attn *a, const fa_tensor *t, int dim, const fa__seq *s, int h,
+                            int n0, int nc, float *Xt, float *tmp)
+{
+    int c, k;
+    for (c = 0; c < nc; ++c) {
+        fa__load_row(fa__kv_row(a, t, s, n0 + c, h), t->dtype, dim, 1.0f, tmp);
+        for (k = 0; k < dim; ++k)
+            Xt[(size_t)k * a->bcp + c] = tmp[k];
+    }
+    for (k = 0; k < dim; ++k)
+        for (c = nc; c < a->bcp; ++c)
+            Xt[(size_t)k * a->bcp + c] = 0.0f;
+}
+
+/* Query-side rows of a backward tile: Q~, dO, L (base 2) and D. */
+static void fa__bwd_load_rows(const fa__attn *a, const fa__seq *s, fa__scratch *w, int h, int i0, int nr)
+{
+    int i, c;
+    for (i = 0; i < nr; ++i) {
+        float L = a->lse[fa__lse_index(a, s, h, i0 + i)], *x = w->dO + (size_t)i * a->dvp;
+        w->tok[i] = i0 + i;
+        w->head[i] = h;
+        w->pos[i] = i0 + i + s->off;
+        fa__load_row(fa__at(&a->dout, s->q_b, s->q_row0 + i0 + i, h), a->dout.dtype, a->dv_, 1.0f, x);
+        for (c = a->dv_; c < a->dvp; ++c)
+            x[c] = 0.0f;
+        /* P = exp2(S2 - L2). A row that saw no key has L = -inf; using +inf
+           instead makes every exp2(S2 - L2) exactly 0: it gets no gradient. */
+        w->m[i] = L == -INFINITY ? INFINITY : (float)(L * FA__LOG2E);
+        w->l[i] = a->ws_D[fa__lse_index(a, s, h, i0 + i)];
+    }
+    fa__load_q_rows(a, &a->q, s, w, nr);
+}
+
+/* One (Q tile, K tile) pair: P into w->S, Z into w->Z (dropout), and
+   dS (times scale and the softcap derivative) into w->dP. Needs w->Kt,
+   w->Vt and the rows from fa__bwd_load_rows. */
+static void fa__bwd_pair(const fa__attn *a, fa__scratch *w, const fa__seq *s, int nr, int n0, int nc)
+{
+    int i, c, bcp = a->bcp;
+    fa__score_tile(a, w, nr, n0, nc, s->sk, w->S, a->cap2 != 0.0f ? w->T : NULL);
+    for (i = 0; i < nr; ++i) /* P = exp(S - L): the forward's probabilities, rebuilt */
+        fa__exp2_row(w->S + (size_t)i * bcp, bcp, w->m[i]);
+    if (a->drop_thr)
+        fa__dropout_tile(a, w, s->b, nr, n0, nc, NULL, w->Z);
+    fa__gemm(nr, bcp, a->dv_, w->dO, a->dvp, w->Vt, bcp, w->dP, bcp, 0); /* dP = dO V_j^T */
+    for (i = 0; i < nr; ++i) {
+        const float *p = w->S + (size_t)i * bcp, *z = w->Z + (size_t)i * bcp, *t = w->T + (size_t)i * bcp;
+        float *ds = w->dP + (size_t)i * bcp, D = w->l[i];
+        for (c = 0; c < nc; ++c) {
+            float dp = a->drop_thr ? ds[c] * z[c] : ds[c];
+            float g = p[c] * (dp - D);
+            if (a->cap2 != 0.0f)
+                g *= 1.0f - t[c] * t[c]; /* d/dx c tanh(x / c) */
+            ds[c] = g * a->r.scale;
+        }
+        for (; c < bcp; ++c)
+            ds[c] = 0.0f;
+    }
+}
+
+/* pass 0: D = rowsum(dO o O), one task per (b, h, Q tile) */
+static void fa__backward_d_task(void *ctx, int index, int worker)
+{
+    const fa__attn *a = (const fa__attn *)ctx;
+    int bh = index % (a->r.batch * a->r.heads_q), tile = index / (a->r.batch * a->r.heads_q);
+    int b = bh / a->r.heads_q, h = bh % a->r.heads_q, i, c;
+    fa__scratch w;
+    fa__seq s;
+    fa__seq_info(a, b, &s);
+    fa__worker_scratch(a, FA__SCRATCH_BWD, worker, &w);
+    for (i = tile * FA__BR; i < s.sq && i < (tile + 1) * FA__BR; ++i) {
+        double D = 0.0;
+        fa__load_row(fa__at(&a->dout, s.q_b, s.q_row0 + i, h), a->dout.dtype, a->dv_, 1.0f, w.dO);
+        fa__load_row(fa__at(&a->o, s.q_b, s.q_row0 + i, h), a->o.dtype, a->dv_, 1.0f, w.O);
+        for (c = 0; c < a->dv_; ++c)
+            D += (double)w.dO[c] * w.O[c];
+        a->ws_D[fa__lse_index(a, &s, h, i)] = (float)D;
+    }
+}
+
+/* pass 1: dK_j, dV_j, one task per (b, KV head, K tile); K tile 0 first:
+   under a causal mask it sees the most queries. */
+static void fa__backward_kv_task(void *ctx, int index, int worker)
+{
+    const fa__attn *a = (const fa__attn *)ctx;
+    const fa_problem *r = &a->r;
+    int nbk = r->batch * r->heads_kv, b = (index % nbk) / r->heads_kv, kvh = (index % nbk) % r->heads_kv;
+    int n0 = (index / nbk) * FA__BC, cap, nc, nct, g, i, c, i0, ilo, ihi;
+    float unfold = 1.0f / a->q_fold; /* dK = dS^T Q = dS^T Q~ / q_fold */
+    fa__scratch w;
+    fa__seq s;
+    fa__seq_info(a, b, &s);
+    cap = r->cu_seqlens_k ? r->cu_seqlens_k[b + 1] - r->cu_seqlens_k[b] : r->seqlen_k;
+    if (n0 >= cap)
+        return;
+    nct = cap - n0 < FA__BC ? cap - n0 : FA__BC;    /* rows of dK/dV this task writes */
+    nc = s.sk - n0 < nct ? (s.sk - n0 > 0 ? s.sk - n0 : 0) : nct; /* of which keys in use */
+    fa__worker_scratch(a, FA__SCRATCH_BWD, worker, &w);
+    memset(w.dK, 0, (size_t)FA__BC * a->dp * sizeof(float));
+    memset(w.dV, 0, (size_t)FA__BC * a->dvp * sizeof(float));
+    if (nc > 0) {
+        int64_t lo = 0, hi = s.sq; /* query rows that see at least one key of the tile */
+        fa__load_tile_t(a, &a->k, a->d, &s, kvh, n0, nc, w.Kt, w.row);
+        fa__load_tile_t(a, &a->v, a->dv_, &s, kvh, n0, nc, w.Vt, w.row);
+        if (r->causal && (int64_t)n0 - s.off > lo)
+            lo = (int64_t)n0 - s.off;
+        if (r->sliding_window) {
+            if ((int64_t)n0 - r->window_right - s.off > lo)
+                lo = (int64_t)n0 - r->window_right - s.off;
+            if ((int64_t)n0 + nc + r->window_left - s.off < hi)
+                hi = (int64_t)n0 + nc + r->window_left - s.off;
+        }
+        ilo = (int)lo;
+        ihi = (int)(hi > lo ? hi : lo);
+        for (g = 0; g < a->group; ++g) {
+            int h = kvh * a->group + g;
+            for (i0 = ilo; i0 < ihi; i0 += FA__BR) {
+                int nr = ihi - i0 < FA__BR ? ihi - i0 : FA__BR;
+                fa__bwd_load_rows(a, &s, &w, h, i0, nr);
+                fa__bwd_pair(a, &w, &s, nr, n0, nc);
+                for (i = 0; i < nr; ++i) /* Pt = (P o Z)^T */
+                    for (c = 0; c < nc; ++c)
+                        w.Pt[(size_t)c * FA__BR + i] =
+                            w.S[(size_t)i * a->bcp + c] * (a->drop_thr ? w.Z[(size_t)i * a->bcp + c] : 1.0f);
+                fa__gemm(nc, a->dvp, nr, w.Pt, FA__BR, w.dO, a->dvp, w.dV, a->dvp, 1); /* dV += P^T dO */
+                for (i = 0; i < nr; ++i) /* Pt = dS^T */
+                    for (c = 0; c < nc; ++c)
+                        w.Pt[(size_t)c * FA__BR + i] = w.dP[(size_t)i * a->bcp + c];
+                fa__gemm(nc, a->dp, nr, w.Pt, FA__BR, w.Q, a->dp, w.dK, a->dp, 1); /* dK += dS^T Q~ */
+            }
+        }
+    }
+    for (c = 0; c < nct; ++c) { /* keys beyond seqlens_k[b] get zero gradient */
+        float *dk = w.dK + (size_t)c * a->dp;
+        for (i = 0; i < a->d; ++i)
+            dk[i] *= unfold;
+        fa__store_row(fa__at(&a->dk, s.k_b, s.k_row0 + n0 + c, kvh), a->dk.dtype, a->d, dk);
+        fa__store_row(fa__at(&a->dv, s.k_b, s.k_row0 + n0 + c, kvh), a->dv.dtype, a->dv_, w.dV + (size_t)c * a->dvp);
+    }
+}
+
+/* pass 2: dQ_i, one task per (b, query head, Q tile), K tiles inner, in
+   order: the sum over K tiles is always added up the same way. */
+static void fa__backward_q_task(void *ctx, int index, int worker)
+{
+    const fa__attn *a = (const fa__attn *)ctx;
+    int bh = index % (a->r.batch * a->r.heads_q), tile = a->tr - 1 - index / (a->r.batch * a->r.heads_q);
+    int b = bh / a->r.heads_q, h = bh % a->r.heads_q, kvh = h / a->group, i0 = tile * FA__BR, nr, i;
+    int lo, hi, n0;
+    fa__scratch w;
+    fa__seq s;
+    fa__seq_info(a, b, &s);
+    if (i0 >= s.sq)
+        return;
+    nr = s.sq - i0 < FA__BR ? s.sq - i0 : FA__BR;
+    fa__worker_scratch(a, FA__SCRATCH_BWD, worker, &w);
+    fa__bwd_load_rows(a, &s, &w, h, i0, nr);
+    memset(w.O, 0, (size_t)nr * a->dp * sizeof(float));
+    fa__key_band(a, &w, nr, s.sk, 0, s.sk, &lo, &hi);
+    for (n0 = lo; n0 < hi; n0 += FA__BC) {
+        int nc = hi - n0 < FA__BC ? hi - n0 : FA__BC;
+        fa__load_tile_t(a, &a->k, a->d, &s, kvh, n0, nc, w.Kt, w.row);
+        fa__load_tile_t(a, &a->v, a->dv_, &s, kvh, n0, nc, w.Vt, w.row);
+        fa__load_kv_tile(a, &a->k, a->d, &s, kvh, n0, nc, w.K, a->dp);
+        fa__bwd_pair(a, &w, &s, nr, n0, nc);
+        fa__gemm(nr, a->dp, nc, w.dP, a->bcp, w.K, a->dp, w.O, a->dp, 1); /* dQ += dS K_j */
+    }
+    for (i = 0; i < nr; ++i)
+        fa__store_row(fa__at(&a->dq, s.q_b, s.q_row0 + i0 + i, h), a->dq.dtype, a->d, w.O + (size_t)i * a->dp);
+}
+
+static size_t fa__backward_bytes(const fa__attn *a, int workers)
+{
+    fa__scratch w;
+    size_t d_bytes = ((size_t)a->r.heads_q * (size_t)a->total_q * sizeof(float) + 63) / 64 * 64;
+    return 64 + d_bytes + (size_t)workers * fa__scratch_layout(a, FA__SCRATCH_BWD, NULL, &w);
+}
+
+FLASHATTN_DEF fa_status fa_backward_workspace_size(const fa_problem *p, size_t *bytes)
+{
+    fa_problem r;
+    fa__attn a;
+    fa_status s = fa__resolve("fa_backward_workspace_size", p, &r, 1);
+    if (s != FA_OK)
+        return s;
+    if (!bytes)
+        return fa__fail(FA_ERROR_INVALID_ARGUMENT, "fa_backward_workspace_size: bytes is NULL");
+    fa__attn_init(&a, &r);
+    *bytes = fa__backward_bytes(&a, fa__num_workers());
+    return FA_OK;
+}
+
+FLASHATTN_DEF fa_status fa_backward(const fa_problem *p, fa_tensor q, fa_tensor k, fa_tensor v,
+                                    fa_tensor o, fa_tensor dout, const float *lse, fa_tensor dq,
+                                    fa_tensor dk, fa_tensor dv, void *workspace, size_t workspace_size)
+{
+    static const char fn[] = "fa_backward";
+    fa_problem r;
+    fa__attn a;
+    void *mem;
+    int owned, nq = 0, nkv = 0, tc, workers = fa__num_workers();
+    fa_status s = fa__check_backward(fn, p, &r, &q, &k, &v, &o, &dout, lse, &dq, &dk, &dv, 1);
+    if (s != FA_OK || (s = fa__unsupported_dtype(fn, "q", &q)) != FA_OK ||
+        (s = fa__unsupported_dtype(fn, "k", &k)) != FA_OK || (s = fa__unsupported_dtype(fn, "v", &v)) != FA_OK ||
+        (s = fa__unsupported_dtype(fn, "o", &o)) != FA_OK || (s = fa__unsupported_dtype(fn, "dout", &dout)) != FA_OK ||
+        (s = fa__unsupported_dtype(fn, "dq", &dq)) != FA_OK || (s = fa__unsupported_dtype(fn, "dk", &dk)) != FA_OK ||
+        (s = fa__unsupported_dtype(fn, "dv", &dv)) != FA_OK)
+        return s;
+    fa__attn_init(&a, &r);
+    tc = (r.seqlen_k + FA__BC - 1) / FA__BC;
+    if ((s = fa__task_count(fn, (int64_t)r.batch * r.heads_q * a.tr, &nq)) != FA_OK ||
+        (s = fa__task_count(fn, (int64_t)r.batch * r.heads_kv * tc, &nkv)) != FA_OK)
+        return s;
+    if ((s = fa__workspace(fn, workspace, workspace_size, fa__backward_bytes(&a, workers), &mem, &owned)) != FA_OK)
+        return s;
+    a.q = q; a.k = k; a.v = v; a.o = o; a.dout = dout;
+    a.dq = dq; a.dk = dk; a.dv = dv;
+    a.lse = (float *)(uintptr_t)lse; /* read only in the backward */
+    a.ws_D = (float *)(void *)fa__align64(mem);
+    a.ws_workers = (char *)a.ws_D + ((size_t)r.heads_q * (size_t)a.total_q * sizeof(float) + 63) / 64 * 64;
+    {
+        fa__scratch w;
+        a.worker_bytes = fa__scratch_layout(&a, FA__SCRATCH_BWD, NULL, &w);
+    }
+    fa__parallel_for(nq, fa__backward_d_task, &a);
+    fa__parallel_for(nkv, fa__backward_kv_task, &a);
+    fa__parallel_for(nq, fa__backward_q_task, &a);
+    if (owned)
+        FLASHATTN_FREE(mem);
+    return FA_OK;
+}
+
+/* ============================================================================
+   >>impl-merge  merging partial results by log-sum-exp
+   ============================================================================
+   Split s attended to its own keys and produced O_s (normalized within the
+   split) and L_s = log sum_{j in s} exp(S_j). Over all keys
+       L = log sum_s exp(L_s) = M + log sum_s exp(L_s - M),  M = max_s L_s
+       O = sum_s exp(L_s - L) O_s
+   (subtracting M keeps every exp <= 1). Splits with L_s = -inf saw no key
+   and weigh nothing; if all are -inf the row is O = 0, L = -inf. */
+static void fa__merge_row(int nsplit, int dim, const float *o_parts, int64_t o_stride,
+                          const float *lse_parts, int64_t lse_stride, float *o, float *lse)
+{
+    float M = -INFINITY, L;
+    double sum = 0.0;
+    int s, c;
+    for (s = 0; s < nsplit; ++s)
+        if (lse_parts[s * lse_stride] > M)
+            M = lse_parts[s * lse_stride];
+    for (c = 0; c < dim; ++c)
+        o[c] = 0.0f;
+    if (M == -INFINITY) {
+        if (lse)
+            *lse = -INFINITY;
+        return;
+    }
+    for (s = 0; s < nsplit; ++s)
+        if (lse_parts[s * lse_stride] != -INFINITY)
+            sum += exp((double)lse_parts[s * lse_stride] - M);
+    L = (float)(M + log(sum));
+    for (s = 0; s < nsplit; ++s) {
+        const float *os = o_parts + s * o_stride;
+        float ls = lse_parts[s * lse_stride], wgt;
+        if (ls == -INFINITY)
+            continue;
+        wgt = (float)exp((double)ls - L);
+        for (c = 0; c < dim; ++c)
+            o[c] += wgt * os[c];
+    }
+    if (lse)
+        *lse = L;
+}
+
+typedef struct fa__merge_ctx {
+    int nsplit, dim;
+    int64_t rows;
+    const float *o_parts, *lse_parts;
+    float *o, *lse;
+} fa__merge_ctx;
+
+#define FA__MERGE_ROWS 256 /* rows per merge task */
+
+static void fa__merge_task(void *ctx, int index, int worker)
+{
+    const fa__merge_ctx *m = (const fa__merge_ctx *)ctx;
+    int64_t row = (int64_t)index * FA__MERGE_ROWS, end = row + FA__MERGE_ROWS;
+    (void)worker;
+    for (; row < end && row < m->rows; ++row)
+        fa__merge_row(m->nsplit, m->dim, m->o_parts + row * m->dim, m->rows * m->dim, m->lse_parts + row,
+                      m->rows, m->o + row * m->dim, m->lse ? m->lse + row : NULL);
+}
+
+FLASHATTN_DEF fa_status fa_merge(int num_splits, int64_t rows, int dim, const float *o_parts,
+                                 const float *lse_parts, float *o, float *lse)
+{
+    static const char fn[] = "fa_merge";
+    fa__merge_ctx m;
+    int64_t t;
+    int ntasks = 0;
+    fa_status s;
+    if (num_splits < 1)
+        return fa__fail(FA_ERROR_INVALID_ARGUMENT, "%s: num_splits (%d) must be >= 1", fn, num_splits);
+    if (rows < 0)
+        return fa__fail(FA_ERROR_INVALID_ARGUMENT, "%s: rows (%lld) is negative", fn, (long long)rows);
+    if (dim < 1)
+        return fa__fail(FA_ERROR_INVALID_ARGUMENT, "%s: dim (%d) must be >= 1", fn, dim);
+    if (!fa__mul64(rows, dim, &t) || !fa__mul64(t, num_splits, &t) || t > INT64_MAX / 4)
+        return fa__fail(FA_ERROR_INVALID_ARGUMENT, "%s: num_splits x rows x dim overflows int64", fn);
+    if (!o_parts || !lse_parts || !o)
+        return fa__fail(FA_ERROR_INVALID_ARGUMENT, "%s: %s is NULL", fn,
+                        !o_parts ? "o_parts" : !lse_parts ? "lse_parts" : "o");
+    if ((s = fa__task_count(fn, (rows + FA__MERGE_ROWS - 1) / FA__MERGE_ROWS, &ntasks)) != FA_OK)
+        return s;
+    m.nsplit = num_splits;
+    m.dim = dim;
+    m.rows = rows;
+    m.o_parts = o_parts;
+    m.lse_parts = lse_parts;
+    m.o = o;
+    m.lse = lse;
+    fa__parallel_for(ntasks, fa__merge_task, &m);
+    return FA_OK;
+}
+
+/* ============================================================================
+   >>impl-decode  CPU decode against a KV cache (split-KV)
+   ============================================================================
+   Shapes: q [b, sq, hq, d] (sq new tokens, often 1), cache [b, cap, hkv, d]
+   or a page pool, o [b, sq, hq, dv], L [b, hq, sq].
+
+   1. Append: k_new / v_new rows go to cache positions seqlens_k[b] ... (after
+      every argument has been checked, so a failing call writes nothing).
+   2. Split-KV (flash-decoding, seed 000): with few query rows, one task per
+      (b, head) leaves most workers idle and a long cache in one task's
+      hands. So the keys of each sequence are cut into num_splits ranges and
+      one task = (b, KV head, split). The task takes ALL query heads of the
+      GQA group and all sq tokens as the rows of one Q tile (row = t * group
+      + g), so every K/V byte is read once per group, not once per head. It
+      writes a normalized partial O and its L (the forward's inner loop,
+      fa__attend_rows, unchanged).
+   3. Merge the splits with fa__merge_row (the code behind fa_merge).
+   The number of splits depends only on the problem (never on the number of
+   workers), so the result is bit-identical on any thread count. */
+
+#define FA__DECODE_MIN_KEYS 256 /* keys per split at least */
+#define FA__DECODE_TASKS 64     /* aim for this many (b, kv head, split) tasks */
+
+static int fa__decode_splits(const fa_problem *r, int append)
+{
+    int64_t maxk = 0, want;
+    int b;
+    for (b = 0; b < r->batch; ++b) {
+        int64_t n = fa__cache_len(r, b) + (append ? r->seqlen_q : 0);
+        maxk = n > maxk ? n : maxk;
+    }
+    if (r->num_splits > 0)
+        want = r->num_splits;
+    else {
+        int64_t tasks = (int64_t)r->batch * r->heads_kv;
+        want = (FA__DECODE_TASKS + tasks - 1) / tasks;
+        if (want > (maxk + FA__DECODE_MIN_KEYS - 1) / FA__DECODE_MIN_KEYS)
+            want = (maxk + FA__DECODE_MIN_KEYS - 1) / FA__DECODE_MIN_KEYS;
+    }
+    if (want > maxk) /* more splits than keys would only add empty ones */
+        want = maxk;
+    if (want > 1024)
+        want = 1024;
+    return want < 1 ? 1 : (int)want;
+}
+
+static void fa__decode_seq(const fa__attn *a, int b, fa__seq *s)
+{
+    s->b = b;
+    s->sq = a->r.seqlen_q;
+    s->q_b = b;
+    s->q_row0 = 0;
+    s->k_b = b;
+    s->k_row0 = 0;
+    s->sk = (int)fa__cache_len(&a->r, b) + (a->knew.data ? a->r.seqlen_q : 0);
+    s->off = s->sk - s->sq;
+}
+
+static void fa__decode_task(void *ctx, int index, int worker)
+{
+    const fa__attn *a = (const fa__attn *)ctx;
+    const fa_problem *r = &a->r;
+    int split = index % a->splits, bk = index / a->splits;
+    int b = bk / r->heads_kv, kvh = bk % r->heads_kv, rows = a->group * r->seqlen_q, rc0, i;
+    int64_t rows_total = (int64_t)r->batch * r->seqlen_q * r->heads_q;
+    int chunk, n_lo, n_hi;
+    fa__scratch w;
+    fa__seq s;
+    fa__decode_seq(a, b, &s);
+    chunk = (s.sk + a->splits - 1) / a->splits;
+    n_lo = split * chunk;
+    n_hi = n_lo + chunk < s.sk ? n_lo + chunk : s.sk;
+    fa__worker_scratch(a, FA__SCRATCH_FWD, worker, &w);
+    for (rc0 = 0; rc0 < rows; rc0 += FA__BR) {
+        int nr = rows - rc0 < FA__BR ? rows - rc0 : FA__BR;
+        for (i = 0; i < nr; ++i) {
+            int t = (rc0 + i) / a->group, g = (rc0 + i) % a->group;
+            w.tok[i] = t;
+            w.head[i] = kvh * a->group + g;
+            w.pos[i] = t + s.off;
+        }
+        fa__load_q_rows(a, &a->q, &s, &w, nr);
+        fa__attend_rows(a, &w, &s, kvh, nr, n_lo, n_lo < n_hi ? n_hi : n_lo);
+        for (i = 0; i < nr; ++i) {
+            int64_t row = ((int64_t)b * r->seqlen_q + w.tok[i]) * r->heads_q + w.head[i];
+            float *o = w.O + (size_t)i * a->dvp, m = w.m[i] == -INFINITY ? 0.0f : w.m[i];
+            fa__softmax_finish(o, a->dv_, m, w.l[i], &a->ws_L[split * rows_total + row]);
+            memcpy(a->ws_D + (split * rows_total + row) * a->dv_, o, (size_t)a->dv_ * sizeof(float));
+        }
+    }
+}
+
+/* One task per (b, token): merge the splits of its heads into o and L. */
+static void fa__decode_merge_task(void *ctx, int index, int worker)
+{
+    const fa__attn *a = (const fa__attn *)ctx;
+    const fa_problem *r = &a->r;
+    int b = index / r->seqlen_q, t = index % r->seqlen_q, h;
+    int64_t rows_total = (int64_t)r->batch * r->seqlen_q * r->heads_q;
+    fa__scratch w;
+    fa__worker_scratch(a, FA__SCRATCH_FWD, worker, &w);
+    for (h = 0; h < r->heads_q; ++h) {
+        int64_t row = (int64_t)index * r->heads_q + h;
+        float L;
+        fa__merge_row(a->splits, a->dv_, a->ws_D + row * a->dv_, rows_total * a->dv_, a->ws_L + row,
+                      rows_total, w.row, &L);
+        fa__store_row(fa__at(&a->o, b, t, h), a->o.dtype, a->dv_, w.row);
+        if (a->lse)
+            a->lse[((int64_t)b * r->heads_q + h) * r->seqlen_q + t] = L;
+    }
+}
+
+/* Copy k_new / v_new into the cache (any dtype to any dtype). */
+static void fa__decode_append(const fa__attn *a)
+{
+    const fa_problem *r = &a->r;
+    int b, t, h;
+    for (b = 0; b < r->batch; ++b) {
+        fa__seq s;
+        int len = (int)fa__cache_len(r, b);
+        fa__decode_seq(a, b, &s);
+        for (t = 0; t < r->seqlen_q; ++t)
+            for (h = 0; h < r->heads_kv; ++h) {
+                float *tmp = a->ws_L; /* the partial-L area is free before the splits run */
+                fa__load_row(fa__at(&a->knew, b, t, h), a->knew.dtype, a->d, 1.0f, tmp);
+                fa__store_row((void *)(uintptr_t)fa__kv_row(a, &a->k, &s, len + t, h), a->k.dtype, a->d, tmp);
+                fa__load_row(fa__at(&a->vnew, b, t, h), a->vnew.dtype, a->dv_, 1.0f, tmp);
+                fa__store_row((void *)(uintptr_t)fa__kv_row(a, &a->v, &s, len + t, h), a->v.dtype, a->dv_, tmp);
+            }
+    }
+}
+
+/* Workspace: partial O [splits, rows, dv], partial L [splits, rows] (at
+   least 256 floats: the append uses it as a row buffer), worker scratch. */
+static size_t fa__decode_bytes(const fa__attn *a, int workers, size_t *o_bytes, size_t *l_bytes)
+{
+    fa__scratch w;
+    size_t rows = (size_t)a->r.batch * (size_t)a->r.seqlen_q * (size_t)a->r.heads_q;
+    size_t lcount = (size_t)a->splits * rows < 256 ? 256 : (size_t)a->splits * rows;
+    *o_bytes = ((size_t)a->splits * rows * (size_t)a->dv_ * sizeof(float) + 63) / 64 * 64;
+    *l_bytes = (lcount * sizeof(float) + 63) / 64 * 64;
+    return 64 + *o_bytes + *l_bytes + (size_t)workers * fa__scratch_layout(a, FA__SCRATCH_FWD, NULL, &w);
+}
+
+FLASHATTN_DEF fa_status fa_decode_workspace_size(const fa_problem *p, size_t *bytes)
+{
+    fa_problem r;
+    fa__attn a;
+    size_t ob, lb;
+    fa_status s = fa__resolve("fa_decode_workspace_size", p, &r, 1);
+    if (s != FA_OK)
+        return s;
+    if (!bytes)
+        return fa__fail(FA_ERROR_INVALID_ARGUMENT, "fa_decode_workspace_size: bytes is NULL");
+    fa__attn_init(&a, &r);
+    /* sized for an append (the larger key count), so it fits both uses */
+    a.splits = fa__decode_splits(&r, 1);
+    {
+        int s0 = fa__decode_splits(&r, 0);
+        a.splits = s0 > a.splits ? s0 : a.splits;
+    }
+    *bytes = fa__decode_bytes(&a, fa__num_workers(), &ob, &lb);
+    return FA_OK;
+}
+
+FLASHATTN_DEF fa_status fa_decode(const fa_problem *p, fa_tensor q, fa_tensor k_cache, fa_tensor v_cache,
+                                  fa_tensor k_new, fa_tensor v_new, fa_tensor o, float *lse,
+                                  void *workspace, size_t workspace_size)
+{
+    static const char fn[] = "fa_decode";
+    fa_problem r;
+    fa__attn a;
+    void *mem;
+    size_t ob, lb;
+    int owned, ntasks = 0, nmerge = 0, workers = fa__num_workers();
+    fa_status s = fa__check_decode(fn, p, &r, &q, &k_cache, &v_cache, &k_new, &v_new, &o, lse, 1);
+    if (s != FA_OK || (s = fa__unsupported_dtype(fn, "q", &q)) != FA_OK ||
+        (s = fa__unsupported_dtype(fn, "k_cache", &k_cache)) != FA_OK ||
+        (s = fa__unsupported_dtype(fn, "v_cache", &v_cache)) != FA_OK ||
+        (s = fa__unsupported_dtype(fn, "k_new", &k_new)) != FA_OK ||
+        (s = fa__unsupported_dtype(fn, "v_new", &v_new)) != FA_OK || (s = fa__unsupported_dtype(fn, "o", &o)) != FA_OK)
+        return s;
+    fa__attn_init(&a, &r);
+    a.knew = k_new;
+    a.vnew = v_new;
+    a.splits = fa__decode_splits(&r, k_new.data != NULL);
+    if ((s = fa__task_count(fn, (int64_t)r.batch * r.heads_kv * a.splits, &ntasks)) != FA_OK ||
+        (s = fa__task_count(fn, (int64_t)r.batch * r.seqlen_q, &nmerge)) != FA_OK)
+        return s;
+    if ((s = fa__workspace(fn, workspace, workspace_size, fa__decode_bytes(&a, workers, &ob, &lb), &mem,
+                           &owned)) != FA_OK)
+        return s;
+    a.q = q;
+    a.k = k_cache;
+    a.v = v_cache;
+    a.o = o;
+    a.lse = lse;
+    a.ws_D = (float *)(void *)fa__align64(mem);
+    a.ws_L = (float *)(void *)((char *)a.ws_D + ob);
+    a.ws_workers = (char *)a.ws_L + lb;
+    {
+        fa__scratch w;
+        a.worker_bytes = fa__scratch_layout(&a, FA__SCRATCH_FWD, NULL, &w);
+    }
+    if (k_new.data)
+        fa__decode_append(&a);
+    fa__parallel_for(ntasks, fa__decode_task, &a);
+    fa__parallel_for(nmerge, fa__decode_merge_task, &a);
+    if (owned)
+        FLASHATTN_FREE(mem);
+    return FA_OK;
+}
+
 
 #if defined(__CUDACC__) && !defined(FLASHATTN_NO_CUDA)
 #include "flashattn_cuda.cuh"

@@ -1,0 +1,1060 @@
+/* tests/test_cpu.c - the CPU implementation against the fp64 reference.
+
+   Build: cc -O2 -fopenmp tests/test_cpu.c -lm -lpthread   (see the Makefile)
+   Run:   build/test_cpu [--quick]     (--quick or FA_TEST_QUICK=1: small sizes only)
+
+   Every case draws fresh random inputs from its own seed (printed on failure),
+   poisons outputs with NaN before the call (so an element never written shows
+   up), fills padding and unused cache slots with NaN (so reading them shows
+   up), and compares with tests/reference.h element by element:
+   |got - ref| <= atol + rtol * |ref|, tolerances per dtype.
+
+   Sections: conversions, Philox, resolve, forward grid, backward grid,
+   finite differences, fully masked rows, decode, merge, determinism across
+   thread counts, NaN/Inf inputs. */
+#define FLASHATTN_IMPLEMENTATION
+#include "../flashattn.h"
+#include "test_util.h"
+
+#include <pthread.h>
+#include <time.h>
+
+static int QUICK = 0;
+
+/* ---- tolerances per dtype ------------------------------------------------------ */
+/* Forward: fp32 arithmetic on inputs that are exact in fp64, so the error is
+   the fp32 accumulation plus, for 16-bit types, the rounding of O on output
+   and of P as the operand of P.V (half an ulp of the type each). */
+static tol tol_out(fa_dtype d)
+{
+    tol t;
+    if (d == FA_F32) { t.atol = 5e-5; t.rtol = 1e-4; }
+    else if (d == FA_F16) { t.atol = 3e-3; t.rtol = 3e-3; }
+    else { t.atol = 2e-2; t.rtol = 2e-2; }
+    return t;
+}
+static tol tol_lse(fa_dtype d)
+{
+    tol t;
+    t.atol = d == FA_F32 ? 1e-4 : 1e-3;
+    t.rtol = 1e-5;
+    return t;
+}
+/* Backward: errors grow with the size of the gradient, so atol is scaled by
+   the RMS of the reference tensor. */
+static tol tol_grad(fa_dtype d, double ref_rms)
+{
+    tol t;
+    double s = ref_rms > 1e-6 ? ref_rms : 1e-6;
+    if (d == FA_F32) { t.atol = 2e-4 * s; t.rtol = 1e-3; }
+    else if (d == FA_F16) { t.atol = 1.5e-2 * s; t.rtol = 1e-2; }
+    else { t.atol = 8e-2 * s; t.rtol = 5e-2; }
+    return t;
+}
+
+/* ---- workspace with a canary tail ------------------------------------------------ */
+
+#define WS_CANARY 64
+typedef struct wspace { unsigned char *buf; size_t bytes; } wspace;
+
+/* use = 0: no workspace (the call allocates); else exactly the size asked for. */
+static wspace ws_make(fa_status (*size_fn)(const fa_problem *, size_t *), const fa_problem *p, int use)
+{
+    wspace w;
+    w.buf = NULL; w.bytes = 0;
+    if (!use) return w;
+    if (size_fn(p, &w.bytes) != FA_OK) { check(0, "workspace_size failed: %s", fa_last_error()); return w; }
+    w.buf = (unsigned char *)malloc(w.bytes + WS_CANARY);
+    memset(w.buf, 0xA5, w.bytes + WS_CANARY);
+    return w;
+}
+static int ws_canary_ok(const wspace *w)
+{
+    size_t i;
+    if (!w->buf) return 1;
+    for (i = 0; i < WS_CANARY; i++) if (w->buf[w->bytes + i] != 0xA5) return 0;
+    return 1;
+}
+
+/* ==========================================================================
+   >>conversions  f16 / bf16 <-> f32 (internal functions, tested directly)
+   ========================================================================== */
+#ifndef FA_T_F16_TO_F32
+#define FA_T_F16_TO_F32 fa__f16_to_f32
+#define FA_T_F32_TO_F16 fa__f32_to_f16
+#define FA_T_BF16_TO_F32 fa__bf16_to_f32
+#define FA_T_F32_TO_BF16 fa__f32_to_bf16
+#endif
+
+static int same_float(float a, float b)
+{
+    if (a != a) return b != b;
+    return ref_f32_bits(a) == ref_f32_bits(b);
+}
+static int is_f16_nan(uint16_t h) { return (h & 0x7C00u) == 0x7C00u && (h & 0x3FFu); }
+static int is_bf16_nan(uint16_t h) { return (h & 0x7F80u) == 0x7F80u && (h & 0x7Fu); }
+
+static void test_conversions(void)
+{
+    uint32_t i;
+    int64_t bad16 = 0, badb = 0, bad_rt16 = 0, bad_rtb = 0;
+    uint64_t rng = 0xC0FFEE;
+    int64_t badr16 = 0, badrb = 0, n;
+    /* exhaustive: every 16-bit pattern widens exactly and narrows back */
+    for (i = 0; i < 65536; i++) {
+        uint16_t h = (uint16_t)i;
+        float f = FA_T_F16_TO_F32(h), g = FA_T_BF16_TO_F32(h);
+        if (!same_float(f, ref_f16_to_f32(h))) { if (bad16 < 3) printf("  f16 %04x -> %g want %g\n", h, f, ref_f16_to_f32(h)); bad16++; }
+        if (!same_float(g, ref_bf16_to_f32(h))) { if (badb < 3) printf("  bf16 %04x -> %g want %g\n", h, g, ref_bf16_to_f32(h)); badb++; }
+        if (is_f16_nan(h) ? !is_f16_nan(FA_T_F32_TO_F16(f)) : FA_T_F32_TO_F16(f) != h) {
+            if (bad_rt16 < 3) printf("  f16 round trip %04x -> %04x\n", h, FA_T_F32_TO_F16(f));
+            bad_rt16++;
+        }
+        if (is_bf16_nan(h) ? !is_bf16_nan(FA_T_F32_TO_BF16(g)) : FA_T_F32_TO_BF16(g) != h) {
+            if (bad_rtb < 3) printf("  bf16 round trip %04x -> %04x\n", h, FA_T_F32_TO_BF16(g));
+            bad_rtb++;
+        }
+    }
+    check(bad16 == 0, "f16 -> f32 exhaustive: %lld wrong", (long long)bad16);
+    check(badb == 0, "bf16 -> f32 exhaustive: %lld wrong", (long long)badb);
+    check(bad_rt16 == 0, "f16 -> f32 -> f16 round trip exhaustive: %lld wrong", (long long)bad_rt16);
+    check(bad_rtb == 0, "bf16 -> f32 -> bf16 round trip exhaustive: %lld wrong", (long long)bad_rtb);
+
+    /* random f32 bit patterns (all exponents: subnormals, overflow, inf, NaN),
+       values near the f16 range, and exact ties between neighbours */
+    n = QUICK ? 200000 : 2000000;
+    for (i = 0; i < (uint32_t)n; i++) {
+        uint32_t u = (uint32_t)rng_next(&rng);
+        float f;
+        uint16_t want16, wantb, got16, gotb;
+        int kind = (int)(i % 5);
+        if (kind == 1) /* exponents around the f16 range: 2^-26 .. 2^17 */
+            u = (u & 0x807FFFFFu) | ((uint32_t)(101 + (u >> 23) % 44) << 23);
+        else if (kind == 2) { /* the exact midpoint of two neighbouring f16 values */
+            uint16_t h = (uint16_t)(u & 0x7BFEu);
+            double a = ref_f16_to_f32(h), b = ref_f16_to_f32((uint16_t)(h + 1));
+            f = (float)((a + b) / 2);
+            if (u & 0x80000000u) f = -f;
+            u = ref_f32_bits(f);
+        } else if (kind == 3) { /* the exact midpoint of two neighbouring bf16 values */
+            u = (u & 0xFFFF0000u) | 0x8000u;
+        } else if (kind == 4) /* f32 subnormals and tiny normals */
+            u &= 0x80FFFFFFu;
+        f = ref_bits_f32(u);
+        want16 = ref_f32_to_f16(f); wantb = ref_f32_to_bf16(f);
+        got16 = FA_T_F32_TO_F16(f); gotb = FA_T_F32_TO_BF16(f);
+        if (f != f ? !is_f16_nan(got16) || (got16 & 0x8000u) != (want16 & 0x8000u) : got16 != want16) {
+            if (badr16 < 4) printf("  f32 %08x (%.9g) -> f16 %04x, want %04x\n", u, f, got16, want16);
+            badr16++;
+        }
+        if (f != f ? !is_bf16_nan(gotb) || (gotb & 0x8000u) != (wantb & 0x8000u) : gotb != wantb) {
+            if (badrb < 4) printf("  f32 %08x (%.9g) -> bf16 %04x, want %04x\n", u, f, gotb, wantb);
+            badrb++;
+        }
+    }
+    check(badr16 == 0, "f32 -> f16 RNE on %lld random values (ties, subnormals, overflow, NaN): %lld wrong", (long long)n, (long long)badr16);
+    check(badrb == 0, "f32 -> bf16 RNE on %lld random values (ties, subnormals, overflow, NaN): %lld wrong", (long long)n, (long long)badrb);
+    /* a few by hand: ties go to even, overflow goes to inf */
+    check(FA_T_F32_TO_F16(65520.0f) == 0x7C00u && FA_T_F32_TO_F16(65519.996f) == 0x7BFFu &&
+          FA_T_F32_TO_F16(-65536.0f) == 0xFC00u, "f32 -> f16 overflow boundary");
+    check(FA_T_F32_TO_F16(1.0f + 1.0f / 2048.0f) == 0x3C00u && FA_T_F32_TO_F16(1.0f + 3.0f / 2048.0f) == 0x3C02u,
+          "f32 -> f16 ties to even at 1.0");
+    check(FA_T_F32_TO_F16(ldexpf(1.0f, -25)) == 0x0000u && FA_T_F32_TO_F16(ldexpf(3.0f, -25)) == 0x0002u &&
+          FA_T_F32_TO_F16(ldexpf(1.0f, -24)) == 0x0001u, "f32 -> f16 subnormal ties");
+    check(FA_T_F32_TO_BF16(ref_bits_f32(0x3F808000u)) == 0x3F80u && FA_T_F32_TO_BF16(ref_bits_f32(0x3F818000u)) == 0x3F82u &&
+          FA_T_F32_TO_BF16(ref_bits_f32(0x7F7FFFFFu)) == 0x7F80u, "f32 -> bf16 ties to even, overflow to inf");
+}
+
+/* Philox-4x32-10 known-answer vectors (Random123's published kat_vectors):
+   this checks our reference generator, which the dropout tests rely on. */
+static void test_philox(void)
+{
+    static const uint32_t ctr[3][4] = {{0, 0, 0, 0}, {0xffffffffu, 0xffffffffu, 0xffffffffu, 0xffffffffu},
+                                       {0x243f6a88u, 0x85a308d3u, 0x13198a2eu, 0x03707344u}};
+    static const uint32_t key[3][2] = {{0, 0}, {0xffffffffu, 0xffffffffu}, {0xa4093822u, 0x299f31d0u}};
+    static const uint32_t want[3][4] = {{0x6627e8d5u, 0xe169c58du, 0xbc57ac4cu, 0x9b00dbd8u},
+                                        {0x408f276du, 0x41c83b0eu, 0xa20bc7c6u, 0x6d5451fdu},
+                                        {0xd16cfe09u, 0x94fdccebu, 0x5001e420u, 0x24126ea1u}};
+    int t;
+    for (t = 0; t < 3; t++) {
+        uint32_t out[4];
+        ref_philox4x32_10(ctr[t], key[t], out);
+        check(!memcmp(out, want[t], sizeof out), "reference Philox-4x32-10 KAT %d: %08x %08x %08x %08x", t,
+              out[0], out[1], out[2], out[3]);
+    }
+    { /* the keep rate is 1 - p */
+        fa_problem p;
+        int i, j, kept = 0;
+        memset(&p, 0, sizeof p);
+        p.heads_q = 1; p.dropout_p = 0.3f; p.dropout_seed = 0x123456789ull; p.dropout_offset = 77;
+        for (i = 0; i < 200; i++) for (j = 0; j < 200; j++) kept += ref_dropout_keep(&p, 0, 0, i, j);
+        check(fabs(kept / 40000.0 - 0.7) < 0.01, "reference dropout keep rate %.4f, want 0.7", kept / 40000.0);
+    }
+}
+
+static void test_resolve(void)
+{
+    fa_problem p, r;
+    memset(&p, 0, sizeof p);
+    memset(&r, 0xFF, sizeof r);
+    p.batch = 2; p.seqlen_q = 5; p.seqlen_k = 9; p.heads_q = 6; p.head_dim = 80;
+    check(fa_problem_resolve(&p, &r) == FA_OK, "fa_problem_resolve on a plain problem: %s", fa_last_error());
+    check(r.heads_kv == 6 && r.head_dim_v == 80, "resolve: heads_kv %d (want 6), head_dim_v %d (want 80)", r.heads_kv, r.head_dim_v);
+    check(fabs(r.scale - 1.0 / sqrt(80.0)) < 1e-7, "resolve: scale %.9g, want 1/sqrt(80)", r.scale);
+    check(r.descale_q == 1.0f && r.descale_k == 1.0f && r.descale_v == 1.0f, "resolve: descale %g %g %g, want 1",
+          r.descale_q, r.descale_k, r.descale_v);
+    check(r.batch == 2 && r.seqlen_q == 5 && r.seqlen_k == 9 && r.heads_q == 6 && r.head_dim == 80,
+          "resolve keeps the given fields");
+    p.heads_kv = 2; p.head_dim_v = 3; p.scale = 0.5f;
+    check(fa_problem_resolve(&p, &r) == FA_OK && r.heads_kv == 2 && r.head_dim_v == 3 && r.scale == 0.5f,
+          "resolve keeps non-default heads_kv / head_dim_v / scale");
+}
+
+/* ==========================================================================
+   >>attention  forward and backward cases
+   ========================================================================== */
+
+typedef struct fcase {
+    int batch, sq, sk, hq, hkv, d, dv; /* hkv, dv: 0 = default */
+    fa_dtype dt;
+    int causal, window, wl, wr;
+    float softcap, scale;
+    int alibi, varlen, seqlens_k;
+    float dropout;
+    int layout, backward, outliers;
+} fcase;
+
+static void fcase_str(const fcase *c, uint64_t seed, char *buf, size_t n)
+{
+    snprintf(buf, n, "seed=%llu b=%d sq=%d sk=%d hq=%d hkv=%d d=%d dv=%d %s%s%s%s%s%s%s%s%s%s layout=%d",
+             (unsigned long long)seed, c->batch, c->sq, c->sk, c->hq, c->hkv, c->d, c->dv, dt_name(c->dt),
+             c->causal ? " causal" : "", c->window ? " window" : "", c->softcap > 0 ? " softcap" : "",
+             c->alibi ? " alibi" : "", c->varlen ? " varlen" : "", c->seqlens_k ? " seqlens_k" : "",
+             c->dropout > 0 ? " dropout" : "", c->scale != 0 ? " scale" : "", c->outliers ? " outliers" : "",
+             c->layout);
+    if (c->window) {
+        size_t l = strlen(buf);
+        snprintf(buf + l, n - l, " wl=%d wr=%d", c->wl, c->wr);
+    }
+}
+
+/* Inputs of one attention problem, drawn from the seed. */
+typedef struct attn {
+    fa_problem p;
+    int32_t cu_q[65], cu_k[65], used_k[64];
+    float slopes[64];
+    tens q, k, v;
+    int hkv, dv;
+} attn;
+
+static void attn_make(attn *a, const fcase *c, uint64_t *rng)
+{
+    int b, hkv = c->hkv ? c->hkv : c->hq, dv = c->dv ? c->dv : c->d;
+    int nbq = c->batch, nbk = c->batch, rq = c->sq, rk = c->sk;
+    memset(a, 0, sizeof *a);
+    a->hkv = hkv; a->dv = dv;
+    a->p.batch = c->batch; a->p.seqlen_q = c->sq; a->p.seqlen_k = c->sk;
+    a->p.heads_q = c->hq; a->p.heads_kv = c->hkv; a->p.head_dim = c->d; a->p.head_dim_v = c->dv;
+    a->p.scale = c->scale; a->p.causal = c->causal;
+    a->p.sliding_window = c->window; a->p.window_left = c->wl; a->p.window_right = c->wr;
+    a->p.softcap = c->softcap; a->p.dropout_p = c->dropout;
+    a->p.dropout_seed = rng_next(rng); a->p.dropout_offset = rng_next(rng) >> (rng_next(rng) % 64);
+    if (c->alibi) {
+        for (b = 0; b < c->hq; b++) a->slopes[b] = (float)(rng_uniform(rng) * 0.5);
+        a->p.alibi_slopes = a->slopes;
+    }
+    if (c->varlen) { /* lengths in [0, max], one sequence at the max; zero-length ones allowed */
+        a->cu_q[0] = a->cu_k[0] = 0;
+        for (b = 0; b < c->batch; b++) {
+            int lq = b == 0 ? c->sq : rng_int(rng, 0, c->sq);
+            int lk = b == c->batch - 1 ? c->sk : rng_int(rng, 0, c->sk);
+            a->cu_q[b + 1] = a->cu_q[b] + lq;
+            a->cu_k[b + 1] = a->cu_k[b] + lk;
+        }
+        a->p.cu_seqlens_q = a->cu_q; a->p.cu_seqlens_k = a->cu_k;
+        nbq = nbk = 1; rq = a->cu_q[c->batch]; rk = a->cu_k[c->batch];
+    }
+    if (c->seqlens_k) {
+        for (b = 0; b < c->batch; b++) a->used_k[b] = b == 0 ? c->sk : rng_int(rng, 0, c->sk);
+        a->p.seqlens_k = a->used_k;
+    }
+    a->q = tens_make(c->dt, nbq, rq, c->hq, c->d, c->layout, rng);
+    a->k = tens_make(c->dt, nbk, rk, hkv, c->d, c->layout, rng);
+    a->v = tens_make(c->dt, nbk, rk, hkv, dv, c->layout, rng);
+    if (c->outliers) { tens_fill_outliers(&a->q, rng); tens_fill_outliers(&a->k, rng); tens_fill_outliers(&a->v, rng); }
+    else { tens_fill(&a->q, rng, 1.0); tens_fill(&a->k, rng, 1.0); tens_fill(&a->v, rng, 1.0); }
+    if (c->seqlens_k) { /* keys past seqlens_k are garbage (NaN): they must not be read */
+        int64_t t;
+        int h, e;
+        for (b = 0; b < c->batch; b++)
+            for (t = a->used_k[b]; t < c->sk; t++)
+                for (h = 0; h < hkv; h++) {
+                    for (e = 0; e < c->d; e++) tens_set_bits_nan(&a->k, tens_index(&a->k, b, t, h, e));
+                    for (e = 0; e < dv; e++) tens_set_bits_nan(&a->v, tens_index(&a->v, b, t, h, e));
+                }
+    }
+}
+
+static void attn_free(attn *a) { tens_free(&a->q); tens_free(&a->k); tens_free(&a->v); }
+
+static float *lse_make(int64_t n)
+{
+    float *l = (float *)malloc(sizeof(float) * (size_t)(n + 1));
+    int64_t i;
+    for (i = 0; i <= n; i++) l[i] = NAN;
+    return l;
+}
+
+/* Rows whose L is -inf must have O exactly 0. */
+static int64_t check_masked_rows_zero(const attn *a, const tens *o, const double *lref)
+{
+    int b, h, c;
+    int64_t i, bad = 0;
+    for (b = 0; b < a->p.batch; b++)
+        for (h = 0; h < a->p.heads_q; h++)
+            for (i = 0; i < ref_len_q(&a->p, b); i++)
+                if (lref[ref_lse_index(&a->p, b, h, i)] == -INFINITY) {
+                    int64_t row = ref_row_q(&a->p, b, i);
+                    for (c = 0; c < a->dv; c++)
+                        if (ref_get(o->t, row * o->s[1] + h * o->s[2] + c) != 0.0) bad++;
+                }
+    return bad;
+}
+
+static void run_attention(const fcase *c, uint64_t seed)
+{
+    attn a;
+    uint64_t rng = seed;
+    char ctx[400];
+    tens o, dout, dq, dk, dv;
+    double *oref, *lref, *dqr, *dkr, *dvr;
+    float *lse;
+    int64_t nq, nk, nl, bad;
+    wspace ws;
+    fa_status st;
+    fcase_str(c, seed, ctx, sizeof ctx);
+    attn_make(&a, c, &rng);
+    nq = ref_rows_q(&a.p); nk = ref_rows_k(&a.p); nl = ref_lse_count(&a.p);
+    o = tens_make(c->dt, a.q.nb, a.q.seq, c->hq, a.dv, c->layout, &rng);
+    tens_snapshot(&o);
+    lse = lse_make(nl);
+    oref = (double *)malloc(sizeof(double) * (size_t)(nq * c->hq * a.dv + 1));
+    lref = (double *)malloc(sizeof(double) * (size_t)(nl + 1));
+    ref_forward(&a.p, a.q.t, a.k.t, a.v.t, oref, lref);
+
+    ws = ws_make(fa_forward_workspace_size, &a.p, (int)(seed & 1));
+    st = fa_forward(&a.p, a.q.t, a.k.t, a.v.t, o.t, lse, ws.buf, ws.bytes);
+    if (check(st == FA_OK, "forward %s: status %d (%s)", ctx, (int)st, fa_last_error())) {
+        bad = compare(ctx, "O", &o, oref, tol_out(c->dt));
+        bad += compare_lse(ctx, lse, lref, nl, tol_lse(c->dt));
+        check(bad == 0 && lse[nl] != lse[nl], "forward %s", ctx);
+        check(check_masked_rows_zero(&a, &o, lref) == 0, "forward %s: a row with L = -inf has O != 0", ctx);
+        check(ws_canary_ok(&ws), "forward %s: wrote past the workspace", ctx);
+    }
+    free(ws.buf);
+
+    if (c->backward && st == FA_OK) {
+        double grms;
+        dout = tens_make(c->dt, a.q.nb, a.q.seq, c->hq, a.dv, c->layout, &rng);
+        tens_fill(&dout, &rng, 1.0);
+        dq = tens_make(c->dt, a.q.nb, a.q.seq, c->hq, c->d, c->layout, &rng);
+        dk = tens_make(c->dt, a.k.nb, a.k.seq, a.hkv, c->d, c->layout, &rng);
+        dv = tens_make(c->dt, a.k.nb, a.k.seq, a.hkv, a.dv, c->layout, &rng);
+        tens_snapshot(&dq); tens_snapshot(&dk); tens_snapshot(&dv);
+        dqr = (double *)malloc(sizeof(double) * (size_t)(nq * c->hq * c->d + 1));
+        dkr = (double *)malloc(sizeof(double) * (size_t)(nk * a.hkv * c->d + 1));
+        dvr = (double *)malloc(sizeof(double) * (size_t)(nk * a.hkv * a.dv + 1));
+        ref_backward(&a.p, a.q.t, a.k.t, a.v.t, dout.t, dqr, dkr, dvr);
+        ws = ws_make(fa_backward_workspace_size, &a.p, (int)((seed >> 1) & 1));
+        st = fa_backward(&a.p, a.q.t, a.k.t, a.v.t, o.t, dout.t, lse, dq.t, dk.t, dv.t, ws.buf, ws.bytes);
+        if (check(st == FA_OK, "backward %s: status %d (%s)", ctx, (int)st, fa_last_error())) {
+            grms = rms(dqr, nq * c->hq * c->d);
+            bad = compare(ctx, "dQ", &dq, dqr, tol_grad(c->dt, grms));
+            grms = rms(dkr, nk * a.hkv * c->d);
+            bad += compare(ctx, "dK", &dk, dkr, tol_grad(c->dt, grms));
+            grms = rms(dvr, nk * a.hkv * a.dv);
+            bad += compare(ctx, "dV", &dv, dvr, tol_grad(c->dt, grms));
+            check(bad == 0, "backward %s", ctx);
+            check(ws_canary_ok(&ws), "backward %s: wrote past the workspace", ctx);
+        }
+        free(ws.buf);
+        free(dqr); free(dkr); free(dvr);
+        tens_free(&dout); tens_free(&dq); tens_free(&dk); tens_free(&dv);
+    }
+    free(oref); free(lref); free(lse);
+    tens_free(&o);
+    attn_free(&a);
+}
+
+static fcase fc(int batch, int sq, int sk, int hq, int hkv, int d, int dv, fa_dtype dt)
+{
+    fcase c;
+    memset(&c, 0, sizeof c);
+    c.batch = batch; c.sq = sq; c.sk = sk; c.hq = hq; c.hkv = hkv; c.d = d; c.dv = dv; c.dt = dt;
+    return c;
+}
+
+static uint64_t case_seed(int section, int index) { return 1000003ull * (uint64_t)section + (uint64_t)index * 7919ull + 17; }
+
+static void test_attention_grid(void)
+{
+    static const int lens[6] = {1, 7, 64, 113, 203, 1023};
+    static const int dims[12] = {1, 3, 8, 16, 32, 64, 80, 96, 128, 130, 192, 256};
+    static const fa_dtype dts[3] = {FA_F32, FA_F16, FA_BF16};
+    int i, j, n = 0;
+    fcase c;
+    int before = T_COUNT.failed;
+
+    /* 1. every (seqlen_q, seqlen_k) pair, above and below each other */
+    for (i = 0; i < 6; i++)
+        for (j = 0; j < 6; j++) {
+            int big = lens[i] == 1023 || lens[j] == 1023;
+            if (QUICK && big) continue;
+            c = fc(big ? 1 : 2, lens[i], lens[j], 2, (i + j) % 2 ? 1 : 2, big ? 16 : (n % 2 ? 32 : 19), 0, dts[n % 3]);
+            c.causal = n % 2;
+            c.layout = n % 3 == 2 ? LAYOUT_PADDED : LAYOUT_PACKED;
+            c.backward = (long)lens[i] * lens[j] <= 203L * 1023;
+            run_attention(&c, case_seed(1, n++));
+        }
+    printf("  lengths grid: %d cases\n", n);
+
+    /* 2. head dims 1..256, every dtype, d != dv */
+    for (i = 0; i < 12; i++)
+        for (j = 0; j < 3; j++) {
+            c = fc(2, 37, 45 + 8 * j, 3, 1 + (j == 1 ? 2 : 0), dims[i], 0, dts[j]);
+            c.causal = i % 2; c.layout = (i + j) % 3 == 0 ? LAYOUT_PADDED : (i + j) % 3;
+            c.backward = 1;
+            run_attention(&c, case_seed(2, n++));
+        }
+    {
+        static const int dd[8][2] = {{64, 32}, {32, 128}, {3, 130}, {256, 1}, {130, 80}, {1, 256}, {80, 96}, {192, 128}};
+        for (i = 0; i < 8; i++) {
+            c = fc(2, 29, 53, 4, 2, dd[i][0], dd[i][1], dts[i % 3]);
+            c.causal = i % 2; c.layout = i % 3; c.backward = 1;
+            run_attention(&c, case_seed(3, n++));
+        }
+    }
+    printf("  head dims: done (%d cases so far)\n", n);
+
+    /* 3. features, alone and combined, each in every dtype with sq < sk and sq > sk */
+    for (i = 0; i < 26; i++)
+        for (j = 0; j < 3; j++) {
+            int sq = (i + j) % 2 ? 47 : 113, sk = (i + j) % 2 ? 113 : 47;
+            c = fc(3, sq, sk, 4, 4, 24, 0, dts[j]);
+            c.backward = 1; c.layout = (i + j) % 3;
+            switch (i) {
+            case 0: c.causal = 1; break;
+            case 1: c.window = 1; c.wl = 9; c.wr = 4; break;
+            case 2: c.window = 1; c.wl = 0; c.wr = 0; break;
+            case 3: c.window = 1; c.wl = 30; c.wr = 0; c.causal = 1; break;
+            case 4: c.window = 1; c.wl = 0; c.wr = 200; break;
+            case 5: c.softcap = 2.5f; c.scale = 1.0f; break; /* large scores: the cap matters */
+            case 6: c.alibi = 1; break;
+            case 7: c.hkv = 2; break;            /* GQA */
+            case 8: c.hkv = 1; break;            /* MQA */
+            case 9: c.varlen = 1; break;
+            case 10: c.seqlens_k = 1; break;
+            case 11: c.dropout = 0.1f; break;
+            case 12: c.dropout = 0.5f; break;
+            case 13: c.dropout = 0.9f; break;
+            case 14: c.scale = 0.37f; break;
+            case 15: c.causal = 1; c.alibi = 1; c.softcap = 5.0f; c.hkv = 2; break;
+            case 16: c.causal = 1; c.varlen = 1; c.hkv = 1; c.dropout = 0.2f; break;
+            case 17: c.window = 1; c.wl = 17; c.wr = 3; c.varlen = 1; c.alibi = 1; break;
+            case 18: c.seqlens_k = 1; c.causal = 1; c.hkv = 2; c.softcap = 3.0f; break;
+            case 19: c.seqlens_k = 1; c.window = 1; c.wl = 5; c.wr = 5; c.dropout = 0.3f; break;
+            case 20: c.causal = 1; c.window = 1; c.wl = 11; c.wr = 0; c.softcap = 4.0f; c.alibi = 1;
+                     c.hkv = 2; c.dropout = 0.15f; c.varlen = 1; c.dv = 40; break;
+            case 21: c.outliers = 1; break;
+            case 22: c.outliers = 1; c.causal = 1; c.hkv = 1; break;
+            case 23: c.varlen = 1; c.batch = 5; c.softcap = 1.0f; c.dv = 9; break;
+            case 24: c.dropout = 0.25f; c.alibi = 1; c.seqlens_k = 1; c.hkv = 1; break;
+            case 25: c.causal = 1; c.dropout = 0.4f; c.d = 130; c.dv = 66; break;
+            }
+            run_attention(&c, case_seed(4, n++));
+        }
+    printf("  features: done (%d cases so far)\n", n);
+
+    /* 4. long sequences with every feature, few heads, small dims */
+    if (!QUICK) {
+        static const int big[4][2] = {{1023, 1023}, {203, 1023}, {1023, 113}, {1023, 1023}};
+        for (i = 0; i < 4; i++) {
+            c = fc(i == 3 ? 3 : 1, big[i][0], big[i][1], 2, 1, 8, 16, dts[i % 3]);
+            c.causal = i != 1; c.layout = i % 2 ? LAYOUT_PADDED : LAYOUT_PACKED;
+            c.alibi = i == 0; c.softcap = i == 1 ? 3.0f : 0.0f; c.dropout = i >= 2 ? 0.1f : 0.0f;
+            c.window = i == 1; c.wl = 300; c.wr = 40; c.varlen = i == 3;
+            c.backward = i != 0 && i != 3;
+            run_attention(&c, case_seed(5, n++));
+        }
+    }
+    printf("attention grid: %d cases, %d failures\n", n, T_COUNT.failed - before);
+}
+
+/* Rows that see no key at all: O = 0 exactly, L = -inf, never NaN. */
+static void test_fully_masked(void)
+{
+    fcase c;
+    int n = 0, t;
+    fa_dtype dts[3] = {FA_F32, FA_F16, FA_BF16};
+    for (t = 0; t < 3; t++) {
+        c = fc(2, 64, 7, 2, 1, 16, 0, dts[t]); c.causal = 1; c.backward = 1;   /* 57 rows before key 0 */
+        run_attention(&c, case_seed(6, n++));
+        c = fc(2, 10, 3, 2, 2, 8, 0, dts[t]); c.window = 1; c.backward = 1;   /* window (0, 0), i' < 0 */
+        run_attention(&c, case_seed(6, n++));
+        c = fc(1, 5, 40, 1, 1, 8, 0, dts[t]); c.window = 1; c.wl = 0; c.wr = 0; c.causal = 1; c.softcap = 2.0f;
+        c.backward = 1; run_attention(&c, case_seed(6, n++));
+        c = fc(4, 9, 13, 2, 1, 8, 0, dts[t]); c.seqlens_k = 1; c.backward = 1; c.alibi = 1;
+        run_attention(&c, case_seed(6, n++));                                      /* some seqlens_k = 0 */
+    }
+    { /* every sequence empty of keys: all L = -inf */
+        attn a;
+        uint64_t rng = case_seed(6, 99);
+        tens o;
+        float *lse;
+        int b;
+        int64_t i, bad = 0;
+        c = fc(3, 6, 8, 2, 2, 4, 0, FA_F32); c.seqlens_k = 1;
+        attn_make(&a, &c, &rng);
+        for (b = 0; b < 3; b++) a.used_k[b] = 0;
+        o = tens_make(FA_F32, 3, 6, 2, 4, LAYOUT_PACKED, &rng);
+        lse = lse_make(ref_lse_count(&a.p));
+        check(fa_forward(&a.p, a.q.t, a.k.t, a.v.t, o.t, lse, NULL, 0) == FA_OK, "forward with all seqlens_k = 0: %s", fa_last_error());
+        for (i = 0; i < 3 * 6 * 2 * 4; i++) bad += ((float *)o.buf)[i] != 0.0f;
+        for (i = 0; i < ref_lse_count(&a.p); i++) bad += lse[i] != -INFINITY;
+        check(bad == 0, "all seqlens_k = 0: O must be 0 and L -inf (%lld wrong)", (long long)bad);
+        free(lse); tens_free(&o); attn_free(&a);
+    }
+}
+
+/* ==========================================================================
+   >>finite-differences  backward against the forward's numerical gradient
+   ========================================================================== */
+
+/* loss = sum(O . R), R = dout, from the library's forward (f32) or the reference. */
+static double loss_lib(const attn *a, const tens *o, const tens *r)
+{
+    int b, h, c;
+    int64_t t;
+    double s = 0.0;
+    if (fa_forward(&a->p, a->q.t, a->k.t, a->v.t, o->t, NULL, NULL, 0) != FA_OK) return NAN;
+    for (b = 0; b < o->nb; b++) for (t = 0; t < o->seq; t++) for (h = 0; h < o->heads; h++)
+        for (c = 0; c < o->dim; c++) s += tens_get(o, b, t, h, c) * tens_get(r, b, t, h, c);
+    return s;
+}
+static double loss_ref(const attn *a, const tens *r, double *obuf)
+{
+    int b, h, c;
+    int64_t t;
+    double s = 0.0;
+    ref_forward(&a->p, a->q.t, a->k.t, a->v.t, obuf, NULL);
+    for (b = 0; b < r->nb; b++) for (t = 0; t < r->seq; t++) for (h = 0; h < r->heads; h++)
+        for (c = 0; c < r->dim; c++)
+            s += obuf[(((int64_t)b * r->seq + t) * r->heads + h) * r->dim + c] * tens_get(r, b, t, h, c);
+    return s;
+}
+
+static void test_finite_differences(void)
+{
+    int ci;
+    for (ci = 0; ci < 8; ci++) {
+        fcase c = fc(2, 3 + ci % 3, 5, 2, 1 + (ci % 2), 4, 3, FA_F32);
+        uint64_t seed = case_seed(7, ci), rng = seed;
+        attn a;
+        tens o, r, g[3];
+        tens *x[3];
+        double *gref[3], *obuf;
+        float *lse;
+        char ctx[400];
+        int which, bad_lib = 0, bad_ref = 0, bad_refvslib = 0;
+        c.causal = ci == 1 || ci == 5; c.softcap = (ci == 2 || ci == 5) ? 1.5f : 0.0f;
+        c.alibi = ci == 3 || ci == 5; c.dropout = (ci == 4 || ci == 5 || ci == 7) ? 0.3f : 0.0f;
+        c.window = ci == 6; c.wl = 1; c.wr = 1; c.varlen = ci == 7; c.scale = ci == 2 ? 1.0f : 0.0f;
+        fcase_str(&c, seed, ctx, sizeof ctx);
+        attn_make(&a, &c, &rng);
+        o = tens_make(FA_F32, a.q.nb, a.q.seq, c.hq, c.dv, LAYOUT_PACKED, &rng);
+        r = tens_make(FA_F32, a.q.nb, a.q.seq, c.hq, c.dv, LAYOUT_PACKED, &rng);
+        tens_fill(&r, &rng, 1.0);
+        lse = lse_make(ref_lse_count(&a.p));
+        obuf = (double *)malloc(sizeof(double) * (size_t)(o.n + 1));
+        x[0] = &a.q; x[1] = &a.k; x[2] = &a.v;
+        g[0] = tens_make(FA_F32, a.q.nb, a.q.seq, c.hq, c.d, LAYOUT_PACKED, &rng);
+        g[1] = tens_make(FA_F32, a.k.nb, a.k.seq, a.hkv, c.d, LAYOUT_PACKED, &rng);
+        g[2] = tens_make(FA_F32, a.k.nb, a.k.seq, a.hkv, c.dv, LAYOUT_PACKED, &rng);
+        for (which = 0; which < 3; which++)
+            gref[which] = (double *)malloc(sizeof(double) * (size_t)(g[which].n + 1));
+        ref_backward(&a.p, a.q.t, a.k.t, a.v.t, r.t, gref[0], gref[1], gref[2]);
+        if (!check(fa_forward(&a.p, a.q.t, a.k.t, a.v.t, o.t, lse, NULL, 0) == FA_OK &&
+                   fa_backward(&a.p, a.q.t, a.k.t, a.v.t, o.t, r.t, lse, g[0].t, g[1].t, g[2].t, NULL, 0) == FA_OK,
+                   "finite differences %s: forward/backward failed: %s", ctx, fa_last_error()))
+            goto done;
+        for (which = 0; which < 3; which++) {
+            int64_t i;
+            for (i = 0; i < x[which]->n; i++) {
+                float *e = (float *)x[which]->buf + i, keep = *e;
+                double up, dn, fd_lib, fd_ref, h = 1.0 / 64, gl = ((float *)g[which].buf)[i];
+                double d_up, d_dn, gr = gref[which][i];
+                if (!x[which]->live[i]) continue;
+                *e = (float)(keep + h); d_up = (double)*e - keep;
+                up = loss_lib(&a, &o, &r);
+                *e = (float)(keep - h); d_dn = keep - (double)*e;
+                dn = loss_lib(&a, &o, &r);
+                fd_lib = (up - dn) / (d_up + d_dn);
+                *e = (float)(keep + 1e-3); d_up = (double)*e - keep;
+                up = loss_ref(&a, &r, obuf);
+                *e = (float)(keep - 1e-3); d_dn = keep - (double)*e;
+                dn = loss_ref(&a, &r, obuf);
+                fd_ref = (up - dn) / (d_up + d_dn);
+                *e = keep;
+                /* reference backward vs reference forward: tight */
+                if (fabs(fd_ref - gr) > 1e-5 + 1e-4 * fabs(gr)) {
+                    if (bad_ref < 3) printf("  %s: reference d%c[%lld] %.9g, fd %.9g\n", ctx, "qkv"[which], (long long)i, gr, fd_ref);
+                    bad_ref++;
+                }
+                /* library backward vs library forward: loose (fp32 forward, h = 1/64) */
+                if (fabs(fd_lib - gl) > 2e-3 + 2e-2 * fabs(gl)) {
+                    if (bad_lib < 3) printf("  %s: library d%c[%lld] %.9g, fd %.9g\n", ctx, "qkv"[which], (long long)i, gl, fd_lib);
+                    bad_lib++;
+                }
+                if (fabs(gl - gr) > 1e-4 + 1e-3 * fabs(gr)) bad_refvslib++;
+            }
+        }
+        check(bad_ref == 0, "reference backward vs finite differences of the reference forward %s: %d bad", ctx, bad_ref);
+        check(bad_lib == 0, "library backward vs finite differences of the library forward %s: %d bad", ctx, bad_lib);
+        check(bad_refvslib == 0, "library backward vs reference backward %s: %d bad", ctx, bad_refvslib);
+    done:
+        for (which = 0; which < 3; which++) { free(gref[which]); tens_free(&g[which]); }
+        free(obuf); free(lse); tens_free(&o); tens_free(&r); attn_free(&a);
+    }
+}
+
+/* ==========================================================================
+   >>decode  against a contiguous or paged KV cache
+   ========================================================================== */
+
+typedef struct dcase {
+    int batch, sq, cap, hq, hkv, d, dv;
+    fa_dtype dt;
+    int page_size; /* 0 = contiguous */
+    int append, splits, causal, mixed, layout, null_seqlens;
+    float softcap;
+    int alibi, window, wl, wr;
+} dcase;
+
+static void run_decode(const dcase *c, uint64_t seed)
+{
+    uint64_t rng = seed;
+    fa_problem p;
+    char ctx[400];
+    int32_t used[64], table[64 * 1100];
+    float slopes[64];
+    int b, pps = 0, npages = 0, hkv = c->hkv ? c->hkv : c->hq, dv = c->dv ? c->dv : c->d, cap = c->cap;
+    tens q, kc, vc, kn, vn, o, kexp, vexp;
+    double *oref, *lref;
+    float *lse;
+    int64_t nl, bad;
+    wspace ws;
+    fa_status st;
+    snprintf(ctx, sizeof ctx, "decode seed=%llu b=%d sq=%d cap=%d hq=%d hkv=%d d=%d dv=%d %s page=%d%s splits=%d%s%s%s%s%s%s layout=%d",
+             (unsigned long long)seed, c->batch, c->sq, c->cap, c->hq, c->hkv, c->d, c->dv, dt_name(c->dt),
+             c->page_size, c->append ? " append" : "", c->splits, c->causal ? " causal" : "",
+             c->mixed ? " mixed" : "", c->null_seqlens ? " no-seqlens" : "", c->softcap > 0 ? " softcap" : "",
+             c->alibi ? " alibi" : "", c->window ? " window" : "", c->layout);
+    memset(&p, 0, sizeof p);
+    if (c->page_size) { pps = (cap + c->page_size - 1) / c->page_size; cap = pps * c->page_size; npages = c->batch * pps + 3; }
+    p.batch = c->batch; p.seqlen_q = c->sq; p.seqlen_k = cap; p.heads_q = c->hq; p.heads_kv = c->hkv;
+    p.head_dim = c->d; p.head_dim_v = c->dv; p.causal = c->causal; p.num_splits = c->splits;
+    p.softcap = c->softcap; p.sliding_window = c->window; p.window_left = c->wl; p.window_right = c->wr;
+    if (c->alibi) { for (b = 0; b < c->hq; b++) slopes[b] = (float)rng_uniform(&rng); p.alibi_slopes = slopes; }
+    for (b = 0; b < c->batch; b++) {
+        int room = cap - (c->append ? c->sq : 0);
+        used[b] = c->mixed ? (b == 0 ? room : b == 1 ? 0 : rng_int(&rng, 0, room)) : room;
+    }
+    if (!c->null_seqlens) p.seqlens_k = used;
+    if (c->page_size) { /* a random permutation of the pool, 3 pages unused */
+        int i;
+        for (i = 0; i < npages; i++) table[i] = i;
+        for (i = npages - 1; i > 0; i--) { int j = rng_int(&rng, 0, i), t = table[i]; table[i] = table[j]; table[j] = t; }
+        p.block_table = table; p.page_size = c->page_size; p.pages_per_seq = pps; p.num_pages = npages;
+        kc = tens_make(c->dt, npages, c->page_size, hkv, c->d, c->layout, &rng);
+        vc = tens_make(c->dt, npages, c->page_size, hkv, dv, c->layout, &rng);
+    } else {
+        kc = tens_make(c->dt, c->batch, cap, hkv, c->d, c->layout, &rng);
+        vc = tens_make(c->dt, c->batch, cap, hkv, dv, c->layout, &rng);
+    }
+    tens_fill(&kc, &rng, 1.0); tens_fill(&vc, &rng, 1.0);
+    for (b = 0; b < c->batch; b++) { /* slots past the cache length: garbage that must not be read */
+        int64_t n;
+        int h, e;
+        for (n = used[b]; n < cap; n++)
+            for (h = 0; h < hkv; h++) {
+                for (e = 0; e < c->d; e++) tens_set_bits_nan(&kc, ref_cache_offset(&p, kc.t, c->d, b, n, h) + e);
+                for (e = 0; e < dv; e++) tens_set_bits_nan(&vc, ref_cache_offset(&p, vc.t, dv, b, n, h) + e);
+            }
+    }
+    q = tens_make(c->dt, c->batch, c->sq, c->hq, c->d, c->layout, &rng);
+    tens_fill(&q, &rng, 1.0);
+    memset(&kn, 0, sizeof kn); memset(&vn, 0, sizeof vn);
+    if (c->append) {
+        kn = tens_make(c->dt, c->batch, c->sq, hkv, c->d, c->layout, &rng);
+        vn = tens_make(c->dt, c->batch, c->sq, hkv, dv, c->layout, &rng);
+        tens_fill(&kn, &rng, 1.0); tens_fill(&vn, &rng, 1.0);
+    }
+    o = tens_make(c->dt, c->batch, c->sq, c->hq, dv, c->layout, &rng);
+    tens_snapshot(&o);
+    nl = (int64_t)c->batch * c->hq * c->sq;
+    lse = lse_make(nl);
+    oref = (double *)malloc(sizeof(double) * (size_t)(o.n + 1));
+    lref = (double *)malloc(sizeof(double) * (size_t)(nl + 1));
+    ref_decode(&p, q.t, kc.t, vc.t, kn.t, vn.t, oref, lref);
+    /* the expected caches: a copy with the new tokens written in */
+    kexp = kc; vexp = vc;
+    kexp.buf = malloc((size_t)kc.n * dt_size(c->dt)); memcpy(kexp.buf, kc.buf, (size_t)kc.n * dt_size(c->dt));
+    vexp.buf = malloc((size_t)vc.n * dt_size(c->dt)); memcpy(vexp.buf, vc.buf, (size_t)vc.n * dt_size(c->dt));
+    kexp.t.data = kexp.buf; vexp.t.data = vexp.buf;
+    if (c->append) ref_decode_append(&p, kexp.t, vexp.t, kn.t, vn.t);
+
+    ws = ws_make(fa_decode_workspace_size, &p, (int)(seed & 1));
+    st = fa_decode(&p, q.t, kc.t, vc.t, kn.t, vn.t, o.t, lse, ws.buf, ws.bytes);
+    if (check(st == FA_OK, "%s: status %d (%s)", ctx, (int)st, fa_last_error())) {
+        int64_t i, kbad = 0, vbad = 0;
+        size_t es = dt_size(c->dt);
+        bad = compare(ctx, "O", &o, oref, tol_out(c->dt));
+        bad += compare_lse(ctx, lse, lref, nl, tol_lse(c->dt));
+        check(bad == 0, "%s", ctx);
+        for (i = 0; i < kc.n; i++) kbad += memcmp((char *)kc.buf + i * es, (char *)kexp.buf + i * es, es) != 0;
+        for (i = 0; i < vc.n; i++) vbad += memcmp((char *)vc.buf + i * es, (char *)vexp.buf + i * es, es) != 0;
+        check(kbad == 0 && vbad == 0, "%s: cache after the call: %lld K and %lld V elements differ from the expected cache",
+              ctx, (long long)kbad, (long long)vbad);
+        check(ws_canary_ok(&ws), "%s: wrote past the workspace", ctx);
+    }
+    free(ws.buf);
+    free(kexp.buf); free(vexp.buf); free(oref); free(lref); free(lse);
+    tens_free(&q); tens_free(&kc); tens_free(&vc); tens_free(&o);
+    if (c->append) { tens_free(&kn); tens_free(&vn); }
+}
+
+static void test_decode(void)
+{
+    static const int pages[5] = {0, 1, 3, 16, 64};
+    static const int splits[4] = {1, 3, 0, 7};
+    static const fa_dtype dts[3] = {FA_F32, FA_F16, FA_BF16};
+    int n = 0, pi, si, a, before = T_COUNT.failed;
+    dcase c;
+    for (pi = 0; pi < 5; pi++)
+        for (si = 0; si < 4; si++)
+            for (a = 0; a < 2; a++) {
+                memset(&c, 0, sizeof c);
+                c.batch = 3; c.sq = 1 + (si + a) % 4; c.cap = QUICK ? 150 : 300 + 23 * si;
+                c.hq = 4; c.hkv = pi % 2 ? 1 : 2; c.d = 32 + pi; c.dv = (si == 3) ? 24 : 0;
+                c.dt = dts[(pi + si + a) % 3]; c.page_size = pages[pi]; c.append = a; c.splits = splits[si];
+                c.causal = (si % 2) == 0; c.mixed = 1; c.layout = (pi + si) % 3;
+                run_decode(&c, case_seed(8, n++));
+            }
+    /* features on decode: softcap, alibi, window, MQA, a full cache without seqlens_k, long caches */
+    memset(&c, 0, sizeof c);
+    c.batch = 2; c.sq = 1; c.cap = 1023; c.hq = 8; c.hkv = 1; c.d = 64; c.dt = FA_F16; c.splits = 0; c.mixed = 1;
+    run_decode(&c, case_seed(8, n++));
+    c.page_size = 16; c.append = 1; c.softcap = 3.0f; c.alibi = 1; c.dt = FA_BF16; c.splits = 5;
+    run_decode(&c, case_seed(8, n++));
+    c.page_size = 0; c.append = 0; c.softcap = 0; c.alibi = 0; c.window = 1; c.wl = 50; c.wr = 0; c.dt = FA_F32;
+    c.sq = 3; c.causal = 1; run_decode(&c, case_seed(8, n++));
+    c.window = 0; c.null_seqlens = 1; c.mixed = 0; c.cap = 77; c.splits = 4; c.sq = 2; c.causal = 1; c.d = 80; c.dv = 40;
+    run_decode(&c, case_seed(8, n++));
+    c.page_size = 3; c.cap = 30; run_decode(&c, case_seed(8, n++));
+    memset(&c, 0, sizeof c); /* more splits than keys */
+    c.batch = 4; c.sq = 1; c.cap = 5; c.hq = 2; c.d = 8; c.dt = FA_F32; c.splits = 16; c.mixed = 1; c.append = 1;
+    run_decode(&c, case_seed(8, n++));
+    c.page_size = 1; c.dt = FA_F16; run_decode(&c, case_seed(8, n++));
+    printf("decode: %d cases, %d failures\n", n, T_COUNT.failed - before);
+}
+
+/* ==========================================================================
+   >>merge  partial results combined by their log-sum-exp
+   ========================================================================== */
+
+static void test_merge(void)
+{
+    int trial;
+    for (trial = 0; trial < 12; trial++) {
+        uint64_t seed = case_seed(9, trial), rng = seed;
+        int splits = 1 + trial % 5, dim = trial % 2 ? 19 : 64, sk = 40, s, c, j;
+        int64_t rows = 37 + trial, r, bad = 0;
+        float *op = (float *)malloc(sizeof(float) * (size_t)(splits * rows * dim));
+        float *lp = (float *)malloc(sizeof(float) * (size_t)(splits * rows));
+        float *o = (float *)malloc(sizeof(float) * (size_t)(rows * dim + 1));
+        float *l = (float *)malloc(sizeof(float) * (size_t)(rows + 1));
+        double *sc = (double *)malloc(sizeof(double) * (size_t)sk);
+        double *vv = (double *)malloc(sizeof(double) * (size_t)(sk * dim));
+        double *want = (double *)malloc(sizeof(double) * (size_t)(rows * dim));
+        double *wantl = (double *)malloc(sizeof(double) * (size_t)rows);
+        int bounds[7];
+        fa_status st;
+        for (r = 0; r < rows * dim + 1; r++) o[r] = NAN;
+        for (r = 0; r < rows + 1; r++) l[r] = NAN;
+        for (r = 0; r < rows; r++) {
+            int visible = r % 7 == 3 ? 0 : rng_int(&rng, 1, sk); /* keys [0, visible) are visible */
+            double m = -INFINITY, sum = 0.0;
+            /* split boundaries: sorted, empty ranges allowed */
+            bounds[0] = 0; bounds[splits] = sk;
+            for (s = 1; s < splits; s++) bounds[s] = rng_int(&rng, bounds[s - 1], sk);
+            for (j = 0; j < sk; j++) {
+                sc[j] = j < visible ? 3.0 * rng_normal(&rng) : -INFINITY;
+                for (c = 0; c < dim; c++) vv[j * dim + c] = rng_normal(&rng);
+                if (sc[j] > m) m = sc[j];
+            }
+            for (j = 0; j < sk; j++) sum += sc[j] == -INFINITY ? 0.0 : exp(sc[j] - m);
+            wantl[r] = visible ? m + log(sum) : -INFINITY;
+            for (c = 0; c < dim; c++) {
+                double acc = 0.0;
+                for (j = 0; j < visible; j++) acc += exp(sc[j] - wantl[r]) * vv[j * dim + c];
+                want[r * dim + c] = acc;
+            }
+            for (s = 0; s < splits; s++) { /* each split normalized within itself */
+                double ms = -INFINITY, ls = 0.0, L;
+                for (j = bounds[s]; j < bounds[s + 1]; j++) if (sc[j] > ms) ms = sc[j];
+                for (j = bounds[s]; j < bounds[s + 1]; j++) ls += sc[j] == -INFINITY ? 0.0 : exp(sc[j] - ms);
+                L = ms == -INFINITY ? -INFINITY : ms + log(ls);
+                lp[s * rows + r] = (float)L;
+                for (c = 0; c < dim; c++) {
+                    double acc = 0.0;
+                    if (L != -INFINITY)
+                        for (j = bounds[s]; j < bounds[s + 1]; j++)
+                            if (sc[j] != -INFINITY) acc += exp(sc[j] - L) * vv[j * dim + c];
+                    op[((int64_t)s * rows + r) * dim + c] = (float)acc;
+                }
+            }
+        }
+        st = fa_merge(splits, rows, dim, op, lp, o, trial % 4 == 3 ? NULL : l);
+        if (check(st == FA_OK, "merge seed=%llu: status %d (%s)", (unsigned long long)seed, (int)st, fa_last_error())) {
+            for (r = 0; r < rows; r++) {
+                for (c = 0; c < dim; c++) {
+                    double g = o[r * dim + c], w = want[r * dim + c];
+                    if (!(fabs(g - w) <= 1e-5 + 1e-4 * fabs(w)) || (wantl[r] == -INFINITY && g != 0.0)) {
+                        if (bad < 3) printf("  merge row %lld col %d: got %g want %g\n", (long long)r, c, g, w);
+                        bad++;
+                    }
+                }
+                if (trial % 4 != 3) {
+                    if (wantl[r] == -INFINITY ? l[r] != -INFINITY : !(fabs(l[r] - wantl[r]) <= 1e-5 + 1e-6 * fabs(wantl[r]))) {
+                        if (bad < 3) printf("  merge row %lld lse: got %g want %g\n", (long long)r, l[r], wantl[r]);
+                        bad++;
+                    }
+                }
+            }
+            bad += o[rows * dim] == o[rows * dim]; /* nothing past the end */
+            bad += l[rows] == l[rows];
+            check(bad == 0, "merge seed=%llu splits=%d rows=%lld dim=%d%s: %lld bad", (unsigned long long)seed,
+                  splits, (long long)rows, dim, trial % 4 == 3 ? " lse=NULL" : "", (long long)bad);
+        }
+        free(op); free(lp); free(o); free(l); free(sc); free(vv); free(want); free(wantl);
+    }
+}
+
+/* ==========================================================================
+   >>determinism  same bytes run to run and on any thread count
+   ========================================================================== */
+
+static void pf_reverse(void *user, int n, fa_task_fn task, void *ctx)
+{
+    int i;
+    (void)user;
+    for (i = n - 1; i >= 0; i--) task(ctx, i, (n - 1 - i) % 3);
+}
+
+typedef struct pool_job {
+    pthread_mutex_t mu;
+    int next, n, worker_seq;
+    fa_task_fn task;
+    void *ctx;
+} pool_job;
+
+static void *pool_worker(void *arg)
+{
+    pool_job *j = (pool_job *)arg;
+    int me, i;
+    pthread_mutex_lock(&j->mu);
+    me = j->worker_seq++;
+    pthread_mutex_unlock(&j->mu);
+    for (;;) {
+        pthread_mutex_lock(&j->mu);
+        i = j->next++;
+        pthread_mutex_unlock(&j->mu);
+        if (i >= j->n) break;
+        j->task(j->ctx, i, me);
+    }
+    return NULL;
+}
+
+/* Three real threads claiming tasks dynamically. */
+static void pf_threads3(void *user, int n, fa_task_fn task, void *ctx)
+{
+    pool_job j;
+    pthread_t th[3];
+    int t;
+    (void)user;
+    pthread_mutex_init(&j.mu, NULL);
+    j.next = 0; j.n = n; j.worker_seq = 0; j.task = task; j.ctx = ctx;
+    for (t = 0; t < 3; t++) pthread_create(&th[t], NULL, pool_worker, &j);
+    for (t = 0; t < 3; t++) pthread_join(th[t], NULL);
+    pthread_mutex_destroy(&j.mu);
+}
+
+/* Run forward + backward + decode, return a hash-free concatenation of all output bytes. */
+typedef struct det_out { unsigned char *bytes; size_t n; } det_out;
+
+static void det_append(det_out *d, const void *p, size_t n)
+{
+    d->bytes = (unsigned char *)realloc(d->bytes, d->n + n);
+    memcpy(d->bytes + d->n, p, n);
+    d->n += n;
+}
+
+static det_out det_run(fa_dtype dt, uint64_t seed)
+{
+    det_out out = {NULL, 0};
+    uint64_t rng = seed;
+    attn a;
+    fcase c = fc(2, 203, 250, 4, 2, 64, 0, dt);
+    tens o, dout, dq, dk, dv;
+    float *lse;
+    fa_status st;
+    c.causal = 1; c.dropout = 0.1f; c.softcap = 8.0f; c.alibi = 1;
+    attn_make(&a, &c, &rng);
+    o = tens_make(dt, 2, 203, 4, 64, LAYOUT_PACKED, &rng);
+    dout = tens_make(dt, 2, 203, 4, 64, LAYOUT_PACKED, &rng);
+    tens_fill(&dout, &rng, 1.0);
+    dq = tens_make(dt, 2, 203, 4, 64, LAYOUT_PACKED, &rng);
+    dk = tens_make(dt, 2, 250, 2, 64, LAYOUT_PACKED, &rng);
+    dv = tens_make(dt, 2, 250, 2, 64, LAYOUT_PACKED, &rng);
+    lse = lse_make(ref_lse_count(&a.p));
+    st = fa_forward(&a.p, a.q.t, a.k.t, a.v.t, o.t, lse, NULL, 0);
+    st = st == FA_OK ? fa_backward(&a.p, a.q.t, a.k.t, a.v.t, o.t, dout.t, lse, dq.t, dk.t, dv.t, NULL, 0) : st;
+    check(st == FA_OK, "determinism run: %s", fa_last_error());
+    det_append(&out, o.buf, (size_t)o.n * dt_size(dt));
+    det_append(&out, lse, sizeof(float) * (size_t)ref_lse_count(&a.p));
+    det_append(&out, dq.buf, (size_t)dq.n * dt_size(dt));
+    det_append(&out, dk.buf, (size_t)dk.n * dt_size(dt));
+    det_append(&out, dv.buf, (size_t)dv.n * dt_size(dt));
+    { /* decode with automatic splits, appending */
+        fa_problem p;
+        int32_t used[2] = {600, 3};
+        tens kc = tens_make(dt, 2, 700, 2, 64, LAYOUT_PACKED, &rng), vc = tens_make(dt, 2, 700, 2, 64, LAYOUT_PACKED, &rng);
+        tens q = tens_make(dt, 2, 2, 4, 64, LAYOUT_PACKED, &rng), kn = tens_make(dt, 2, 2, 2, 64, LAYOUT_PACKED, &rng);
+        tens vn = tens_make(dt, 2, 2, 2, 64, LAYOUT_PACKED, &rng), od = tens_make(dt, 2, 2, 4, 64, LAYOUT_PACKED, &rng);
+        float ld[16];
+        tens_fill(&kc, &rng, 1.0); tens_fill(&vc, &rng, 1.0); tens_fill(&q, &rng, 1.0);
+        tens_fill(&kn, &rng, 1.0); tens_fill(&vn, &rng, 1.0);
+        memset(&p, 0, sizeof p);
+        p.batch = 2; p.seqlen_q = 2; p.seqlen_k = 700; p.heads_q = 4; p.heads_kv = 2; p.head_dim = 64;
+        p.seqlens_k = used; p.causal = 1;
+        check(fa_decode(&p, q.t, kc.t, vc.t, kn.t, vn.t, od.t, ld, NULL, 0) == FA_OK, "determinism decode: %s", fa_last_error());
+        det_append(&out, od.buf, (size_t)od.n * dt_size(dt));
+        det_append(&out, ld, sizeof ld);
+        det_append(&out, kc.buf, (size_t)kc.n * dt_size(dt));
+        tens_free(&kc); tens_free(&vc); tens_free(&q); tens_free(&kn); tens_free(&vn); tens_free(&od);
+    }
+    free(lse);
+    tens_free(&o); tens_free(&dout); tens_free(&dq); tens_free(&dk); tens_free(&dv);
+    attn_free(&a);
+    return out;
+}
+
+static void test_determinism(void)
+{
+    static const fa_dtype dts[3] = {FA_F32, FA_F16, FA_BF16};
+    int t;
+    for (t = 0; t < 3; t++) {
+        uint64_t seed = case_seed(10, t);
+        det_out base, again, rev, thr;
+        fa_set_parallel_for(NULL, NULL, 0);
+        base = det_run(dts[t], seed);
+        again = det_run(dts[t], seed);
+        fa_set_parallel_for(pf_reverse, NULL, 3);
+        rev = det_run(dts[t], seed);
+        fa_set_parallel_for(pf_threads3, NULL, 3);
+        thr = det_run(dts[t], seed);
+        fa_set_parallel_for(NULL, NULL, 0);
+        check(base.n == again.n && !memcmp(base.bytes, again.bytes, base.n), "determinism %s seed=%llu: run to run differs",
+              dt_name(dts[t]), (unsigned long long)seed);
+        check(base.n == rev.n && !memcmp(base.bytes, rev.bytes, base.n),
+              "determinism %s seed=%llu: reverse-order parallel-for (3 workers) differs from default", dt_name(dts[t]),
+              (unsigned long long)seed);
+        check(base.n == thr.n && !memcmp(base.bytes, thr.bytes, base.n),
+              "determinism %s seed=%llu: 3-thread parallel-for differs from default", dt_name(dts[t]), (unsigned long long)seed);
+        free(base.bytes); free(again.bytes); free(rev.bytes); free(thr.bytes);
+    }
+    { /* and the results under a custom parallel-for are still right */
+        fcase c = fc(2, 113, 203, 4, 2, 32, 0, FA_F32);
+        c.causal = 1; c.backward = 1;
+        fa_set_parallel_for(pf_threads3, NULL, 3);
+        run_attention(&c, case_seed(10, 50));
+        fa_set_parallel_for(pf_reverse, NULL, 3);
+        c.dt = FA_F16; c.varlen = 1; run_attention(&c, case_seed(10, 51));
+        fa_set_parallel_for(NULL, NULL, 0);
+    }
+}
+
+/* ==========================================================================
+   >>nonfinite  NaN / Inf inputs: no crash, valid status
+   ========================================================================== */
+
+static void test_nonfinite_inputs(void)
+{
+    static const fa_dtype dts[3] = {FA_F32, FA_F16, FA_BF16};
+    int t, which;
+    for (t = 0; t < 3; t++)
+        for (which = 0; which < 4; which++) {
+            uint64_t seed = case_seed(11, t * 4 + which), rng = seed;
+            attn a;
+            fcase c = fc(2, 33, 70, 2, 1, 16, 0, dts[t]);
+            tens o, dout, dq, dk, dv;
+            float *lse;
+            int64_t i;
+            fa_status s1, s2;
+            c.causal = which % 2;
+            attn_make(&a, &c, &rng);
+            for (i = 0; i < a.q.n; i += 17) if (a.q.live[i]) ref_put(a.q.t, i, which < 2 ? NAN : INFINITY);
+            for (i = 0; i < a.k.n; i += 29) if (a.k.live[i]) ref_put(a.k.t, i, which == 1 ? -INFINITY : NAN);
+            for (i = 0; i < a.v.n; i += 31) if (a.v.live[i]) ref_put(a.v.t, i, which == 3 ? INFINITY : NAN);
+            o = tens_make(dts[t], 2, 33, 2, 16, LAYOUT_PACKED, &rng);
+            dout = tens_make(dts[t], 2, 33, 2, 16, LAYOUT_PACKED, &rng);
+            tens_fill(&dout, &rng, 1.0);
+            dq = tens_make(dts[t], 2, 33, 2, 16, LAYOUT_PACKED, &rng);
+            dk = tens_make(dts[t], 2, 70, 1, 16, LAYOUT_PACKED, &rng);
+            dv = tens_make(dts[t], 2, 70, 1, 16, LAYOUT_PACKED, &rng);
+            lse = lse_make(ref_lse_count(&a.p));
+            s1 = fa_forward(&a.p, a.q.t, a.k.t, a.v.t, o.t, lse, NULL, 0);
+            s2 = fa_backward(&a.p, a.q.t, a.k.t, a.v.t, o.t, dout.t, lse, dq.t, dk.t, dv.t, NULL, 0);
+            check(s1 == FA_OK && s2 == FA_OK, "NaN/Inf inputs %s seed=%llu: forward %d backward %d (no crash, data is not validated)",
+                  dt_name(dts[t]), (unsigned long long)seed, (int)s1, (int)s2);
+            free(lse);
+            tens_free(&o); tens_free(&dout); tens_free(&dq); tens_free(&dk); tens_free(&dv);
+            attn_free(&a);
+        }
+}
+
+static double now(void) { return (double)clock() / CLOCKS_PER_SEC; }
+
+int main(int argc, char **argv)
+{
+    double t0 = now();
+    const char *env = getenv("FA_TEST_QUICK");
+    if ((argc > 1 && !strcmp(argv[1], "--quick")) || (env && *env && strcmp(env, "0"))) QUICK = 1;
+    printf("test_cpu%s\n", QUICK ? " (quick)" : "");
+    test_philox();
+    test_conversions();
+    printf("conversions: %.1fs cpu\n", now() - t0);
+    test_resolve();
+    test_attention_grid();
+    printf("attention: %.1fs cpu\n", now() - t0);
+    test_fully_masked();
+    test_finite_differences();
+    printf("finite differences: %.1fs cpu\n", now() - t0);
+    test_decode();
+    printf("decode: %.1fs cpu\n", now() - t0);
+    test_merge();
+    test_determinism();
+    test_nonfinite_inputs();
+    printf("total: %.1fs cpu\n", now() - t0);
+    return summary("test_cpu");
+}
