@@ -27,6 +27,22 @@ $(BUILD):
 # ---- tests (CPU, compile checks, sanitizers) ---------------------------------
 
 # ---- GPU build, tests and benchmark -------------------------------------------
+NVCC_ARCH  ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90a,code=sm_90a
+NVCC_FLAGS ?= -std=c++17 -O2 $(NVCC_ARCH)
+GPU_DEPS   := flashattn.h flashattn_cuda.cuh tests/reference.h tests/test_util.h
+
+# backward (issue 5): GPU backward vs the fp64 reference and the CPU backward
+$(BUILD)/test_gpu_backward: tests/test_gpu_backward.cu $(GPU_DEPS) | $(BUILD)
+	$(NVCC) $(NVCC_FLAGS) -o $@ $<
+$(BUILD)/libflashattn.so: bench/fa_capi.cu flashattn.h flashattn_cuda.cuh | $(BUILD)
+	$(NVCC) $(NVCC_FLAGS) -Xcompiler -fPIC -shared -o $@ $<
+
+.PHONY: test-gpu-compile
+test-gpu-compile: $(BUILD)/test_gpu_backward
+test-gpu: $(BUILD)/test_gpu_backward
+	./$(BUILD)/test_gpu_backward
+bench-gpu: $(BUILD)/libflashattn.so
+	python3 bench/vs_torch_backward.py --lib $(BUILD)/libflashattn.so
 
 # ---- examples and demo --------------------------------------------------------
 

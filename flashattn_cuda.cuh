@@ -154,24 +154,6 @@ __device__ __forceinline__ uint32_t fa__bwd_smem_u32(const void *p) {
     return (uint32_t)__cvta_generic_to_shared(p);
 }
 
-/* Philox-4x32-10 keep decision, the rule written in flashattn.h's Semantics
-   (temporary copy: fa__dropout_keep of the CPU section replaces it). */
-__host__ __device__ __forceinline__ int fa__bwd_dropout_keep(uint64_t seed, uint64_t offset,
-                                                             uint32_t threshold, int bh,
-                                                             int i, int j) {
-    uint32_t c0 = (uint32_t)j >> 2, c1 = (uint32_t)i, c2 = (uint32_t)bh, c3 = (uint32_t)offset;
-    uint32_t k0 = (uint32_t)seed, k1 = (uint32_t)(seed >> 32) ^ (uint32_t)(offset >> 32);
-    for (int r = 0; r < 10; ++r) {
-        uint64_t p0 = (uint64_t)0xD2511F53u * c0, p1 = (uint64_t)0xCD9E8D57u * c2;
-        uint32_t hi0 = (uint32_t)(p0 >> 32), lo0 = (uint32_t)p0;
-        uint32_t hi1 = (uint32_t)(p1 >> 32), lo1 = (uint32_t)p1;
-        c0 = hi1 ^ c1 ^ k0; c1 = lo1; c2 = hi0 ^ c3 ^ k1; c3 = lo0;
-        k0 += 0x9E3779B9u; k1 += 0xBB67AE85u;
-    }
-    uint32_t rr = (j & 3) == 0 ? c0 : (j & 3) == 1 ? c1 : (j & 3) == 2 ? c2 : c3;
-    return rr >= threshold;
-}
-
 /* ---- parameters and per-sequence geometry ---------------------------------- */
 
 /* One tensor view with its strides resolved (elements, never 0). */
@@ -564,12 +546,11 @@ __global__ void __launch_bounds__(NWARPS * 32, 1) fa__bwd_kernel_sm80(const fa__
            rounds per element would bloat the unrolled code. */
         uint32_t keep = 0xffffffffu;
         if (p.dropout) {
-            const int bh = b * p.hq + h;
 #pragma unroll 1
             for (int x = 0; x < NQ * 4; ++x) {
                 const int n = x >> 2, e = x & 3;
                 const int kj = j0 + krow + g + (e >> 1) * 8, qi = i0 + n * 8 + 2 * t4 + (e & 1);
-                if (!fa__bwd_dropout_keep(p.seed, p.offset, p.drop_threshold, bh, qi, kj))
+                if (!fa__dropout_keep(p.seed, p.offset, b, h, p.hq, qi, kj, p.drop_threshold))
                     keep &= ~(1u << x);
             }
         }
@@ -742,76 +723,51 @@ typedef struct fa__bwd_plan {
     size_t dsum_bytes, acc_bytes, total_bytes;
 } fa__bwd_plan;
 
-static char fa__bwd_msg[256]; /* TODO(merge): report through fa__fail of the CPU section */
-static fa_status fa__bwd_fail(fa_status s, const char *msg) {
-    size_t i = 0;
-    for (; msg[i] && i + 1 < sizeof fa__bwd_msg; ++i) fa__bwd_msg[i] = msg[i];
-    fa__bwd_msg[i] = 0;
-    return s;
-}
 static fa_status fa__bwd_cuda_fail(const char *what, cudaError_t e) {
-    (void)e;
-    return fa__bwd_fail(FA_ERROR_CUDA, what);
+    return fa__fail(e == cudaErrorMemoryAllocation ? FA_ERROR_OUT_OF_MEMORY : FA_ERROR_CUDA,
+                    "fa_backward_cuda: %s: %s", what, cudaGetErrorString(e));
 }
 
 static size_t fa__bwd_round256(size_t x) { return (x + 255) & ~(size_t)255; }
 
-static fa_status fa__bwd_make_plan(const fa_problem *p, fa__bwd_plan *pl) {
-    if (!p) return fa__bwd_fail(FA_ERROR_INVALID_ARGUMENT, "fa_backward_cuda: p is NULL");
-    const int hkv = p->heads_kv ? p->heads_kv : p->heads_q;
-    const int dv = p->head_dim_v ? p->head_dim_v : p->head_dim;
-    if (p->batch < 1 || p->seqlen_q < 1 || p->seqlen_k < 1 || p->heads_q < 1 || hkv < 1 ||
-        p->heads_q % hkv)
-        return fa__bwd_fail(FA_ERROR_INVALID_ARGUMENT,
-                            "fa_backward_cuda: batch, seqlen_q, seqlen_k, heads_q must be >= 1 and "
-                            "heads_q a multiple of heads_kv");
-    if (p->head_dim < 1 || p->head_dim > 256 || dv < 1 || dv > 256)
-        return fa__bwd_fail(FA_ERROR_INVALID_ARGUMENT, "fa_backward_cuda: head_dim must be 1..256");
-    if (!(p->scale == p->scale) || p->scale > 3.4e38f || p->scale < -3.4e38f ||
-        !(p->softcap >= 0.f) || p->softcap > 3.4e38f || !(p->dropout_p >= 0.f && p->dropout_p < 1.f) ||
-        (p->sliding_window && (p->window_left < 0 || p->window_right < 0)))
-        return fa__bwd_fail(FA_ERROR_INVALID_ARGUMENT,
-                            "fa_backward_cuda: scale, softcap, dropout_p or window out of range");
-    if (dv != p->head_dim || p->head_dim % 8)
-        return fa__bwd_fail(FA_ERROR_UNSUPPORTED,
-                            "fa_backward_cuda: needs head_dim_v == head_dim, a multiple of 8");
-    if (p->seqlens_k || p->block_table)
-        return fa__bwd_fail(FA_ERROR_UNSUPPORTED,
-                            "fa_backward_cuda: seqlens_k / paged KV are decode-only features");
-    if ((p->cu_seqlens_q == NULL) != (p->cu_seqlens_k == NULL))
-        return fa__bwd_fail(FA_ERROR_INVALID_ARGUMENT,
-                            "fa_backward_cuda: give both cu_seqlens_q and cu_seqlens_k or neither");
-    const int d = p->head_dim;
+/* r: the problem as fa__resolve filled it in (defaults resolved). */
+static fa_status fa__bwd_make_plan(const char *fn, const fa_problem *r, fa__bwd_plan *pl) {
+    const int d = r->head_dim;
+    if (r->head_dim_v != d || d % 8)
+        return fa__fail(FA_ERROR_UNSUPPORTED,
+                        "%s: head_dim (%d) must equal head_dim_v (%d) and be a multiple of 8 on the GPU",
+                        fn, d, r->head_dim_v);
+    if (r->seqlens_k || r->block_table)
+        return fa__fail(FA_ERROR_UNSUPPORTED, "%s: seqlens_k / block_table are decode-only features", fn);
+    if ((r->cu_seqlens_q == NULL) != (r->cu_seqlens_k == NULL))
+        return fa__fail(FA_ERROR_INVALID_ARGUMENT,
+                        "%s: give both cu_seqlens_q and cu_seqlens_k, or neither", fn);
     pl->D = d <= 32 ? 32 : d <= 64 ? 64 : d <= 128 ? 128 : 256;
     pl->br = pl->D <= 128 ? 64 : 32;
     pl->bc = pl->D <= 128 ? 128 : 64;
     pl->smem = (size_t)(2 * pl->bc * pl->D + 4 * pl->br * pl->D + pl->bc * pl->br) * 2 + 4 * pl->br * 4;
-    const size_t rows = (size_t)p->batch * p->seqlen_q * p->heads_q;
-    const size_t slices = p->deterministic ? (size_t)(p->seqlen_k + pl->bc - 1) / pl->bc : 1;
+    const size_t rows = (size_t)r->batch * r->seqlen_q * r->heads_q;
+    const size_t slices = r->deterministic ? (size_t)(r->seqlen_k + pl->bc - 1) / pl->bc : 1;
     pl->dsum_bytes = fa__bwd_round256(rows * sizeof(float));
     pl->acc_bytes = fa__bwd_round256(slices * rows * pl->D * sizeof(float));
     pl->total_bytes = 2 * pl->dsum_bytes + pl->acc_bytes;
     return FA_OK;
 }
 
-/* Resolve a tensor view's strides (0 = packed) and check what the kernels
-   assume: f16/bf16 of the common type, 16-byte aligned base and rows. */
-static fa_status fa__bwd_view_make(const char *name, fa_tensor t, fa_dtype dt, int seqlen, int heads,
-                                   int dim, fa__bwd_view *v) {
-    static char msg[160];
-    if (!t.data || t.dtype != dt) {
-        snprintf(msg, sizeof msg, "fa_backward_cuda: %s is NULL or not of q's dtype", name);
-        return fa__bwd_fail(FA_ERROR_INVALID_ARGUMENT, msg);
-    }
-    v->data = t.data;
-    v->hs = t.head_stride ? t.head_stride : dim;
-    v->ss = t.seq_stride ? t.seq_stride : (int64_t)heads * dim;
-    v->bs = t.batch_stride ? t.batch_stride : (int64_t)seqlen * v->ss;
-    if (((uintptr_t)t.data % 16) || (v->hs % 8) || (v->ss % 8) || (v->bs % 8)) {
-        snprintf(msg, sizeof msg,
-                 "fa_backward_cuda: %s must be 16-byte aligned with strides a multiple of 8", name);
-        return fa__bwd_fail(FA_ERROR_UNSUPPORTED, msg);
-    }
+/* A view for the kernels, after fa__check_tensor resolved its strides: the
+   kernels read and write 16 bytes at a time, so base and strides must be
+   16-byte multiples. */
+static fa_status fa__bwd_view_make(const char *fn, const char *name, const fa_tensor *t, fa_dtype dt,
+                                   fa__bwd_view *v) {
+    if (t->dtype != dt)
+        return fa__fail(FA_ERROR_INVALID_ARGUMENT, "%s: %s.dtype differs from q.dtype", fn, name);
+    v->data = t->data;
+    v->hs = t->head_stride;
+    v->ss = t->seq_stride;
+    v->bs = t->batch_stride;
+    if (((uintptr_t)t->data % 16) || (v->hs % 8) || (v->ss % 8) || (v->bs % 8))
+        return fa__fail(FA_ERROR_UNSUPPORTED,
+                        "%s: %s must be 16-byte aligned with strides a multiple of 8 elements", fn, name);
     return FA_OK;
 }
 
@@ -851,10 +807,12 @@ static fa_status fa__bwd_run(const fa__bwd_params &kp, const fa__bwd_plan &pl, c
 }
 
 extern "C" FLASHATTN_DEF fa_status fa_backward_cuda_workspace_size(const fa_problem *p, size_t *bytes) {
+    const char *fn = "fa_backward_cuda_workspace_size";
+    fa_problem r;
     fa__bwd_plan pl;
-    fa_status s = fa__bwd_make_plan(p, &pl);
-    if (s != FA_OK) return s;
-    if (!bytes) return fa__bwd_fail(FA_ERROR_INVALID_ARGUMENT, "fa_backward_cuda_workspace_size: bytes is NULL");
+    fa_status s = fa__resolve(fn, p, &r, 0);
+    if (s != FA_OK || (s = fa__bwd_make_plan(fn, &r, &pl)) != FA_OK) return s;
+    if (!bytes) return fa__fail(FA_ERROR_INVALID_ARGUMENT, "%s: bytes is NULL", fn);
     *bytes = pl.total_bytes;
     return FA_OK;
 }
@@ -867,36 +825,36 @@ extern "C" FLASHATTN_DEF fa_status fa_backward_cuda(const fa_problem *p, fa_tens
                                                     const float *lse, fa_tensor dq, fa_tensor dk,
                                                     fa_tensor dv, void *workspace,
                                                     size_t workspace_size, void *stream) {
+    const char *fn = "fa_backward_cuda";
+    fa_problem r;
     fa__bwd_plan pl;
-    fa_status s = fa__bwd_make_plan(p, &pl);
-    if (s != FA_OK) return s;
-    const int hkv = p->heads_kv ? p->heads_kv : p->heads_q, d = p->head_dim;
+    fa_status s = fa__check_backward(fn, p, &r, &q, &k, &v, &o, &dout, lse, &dq, &dk, &dv, 0);
+    if (s != FA_OK || (s = fa__bwd_make_plan(fn, &r, &pl)) != FA_OK) return s;
     if (q.dtype != FA_F16 && q.dtype != FA_BF16)
-        return fa__bwd_fail(FA_ERROR_UNSUPPORTED, "fa_backward_cuda: q must be f16 or bf16");
-    if (!lse) return fa__bwd_fail(FA_ERROR_INVALID_ARGUMENT, "fa_backward_cuda: lse is NULL");
+        return fa__fail(FA_ERROR_UNSUPPORTED, "%s: q.dtype must be f16 or bf16 on the GPU", fn);
     fa__bwd_params kp;
     memset(&kp, 0, sizeof kp);
-    if ((s = fa__bwd_view_make("q", q, q.dtype, p->seqlen_q, p->heads_q, d, &kp.q)) ||
-        (s = fa__bwd_view_make("k", k, q.dtype, p->seqlen_k, hkv, d, &kp.k)) ||
-        (s = fa__bwd_view_make("v", v, q.dtype, p->seqlen_k, hkv, d, &kp.v)) ||
-        (s = fa__bwd_view_make("o", o, q.dtype, p->seqlen_q, p->heads_q, d, &kp.o)) ||
-        (s = fa__bwd_view_make("dout", dout, q.dtype, p->seqlen_q, p->heads_q, d, &kp.dout)) ||
-        (s = fa__bwd_view_make("dq", dq, q.dtype, p->seqlen_q, p->heads_q, d, &kp.dq)) ||
-        (s = fa__bwd_view_make("dk", dk, q.dtype, p->seqlen_k, hkv, d, &kp.dk)) ||
-        (s = fa__bwd_view_make("dv", dv, q.dtype, p->seqlen_k, hkv, d, &kp.dv)))
+    if ((s = fa__bwd_view_make(fn, "q", &q, q.dtype, &kp.q)) || (s = fa__bwd_view_make(fn, "k", &k, q.dtype, &kp.k)) ||
+        (s = fa__bwd_view_make(fn, "v", &v, q.dtype, &kp.v)) || (s = fa__bwd_view_make(fn, "o", &o, q.dtype, &kp.o)) ||
+        (s = fa__bwd_view_make(fn, "dout", &dout, q.dtype, &kp.dout)) ||
+        (s = fa__bwd_view_make(fn, "dq", &dq, q.dtype, &kp.dq)) ||
+        (s = fa__bwd_view_make(fn, "dk", &dk, q.dtype, &kp.dk)) ||
+        (s = fa__bwd_view_make(fn, "dv", &dv, q.dtype, &kp.dv)))
         return s;
     if (workspace && (workspace_size < pl.total_bytes || (uintptr_t)workspace % 16))
-        return fa__bwd_fail(FA_ERROR_INVALID_ARGUMENT,
-                            "fa_backward_cuda: workspace smaller than fa_backward_cuda_workspace_size "
-                            "or not 16-byte aligned");
+        return fa__fail(FA_ERROR_INVALID_ARGUMENT,
+                        "%s: workspace (%zu bytes) is smaller than fa_backward_cuda_workspace_size (%zu) "
+                        "or not 16-byte aligned", fn, workspace_size, pl.total_bytes);
     int dev = 0, major = 0, smem_optin = 0;
     FA__BWD_CUDA_TRY(cudaGetDevice(&dev));
     FA__BWD_CUDA_TRY(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
     FA__BWD_CUDA_TRY(cudaDeviceGetAttribute(&smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
     if (major < 8 || (size_t)smem_optin < pl.smem)
-        return fa__bwd_fail(FA_ERROR_UNSUPPORTED,
-                            "fa_backward_cuda: needs sm_80+ with enough shared memory for this head dim");
-
+        return fa__fail(FA_ERROR_UNSUPPORTED,
+                        "%s: needs sm_80+ with %zu bytes of shared memory per block for head_dim %d", fn,
+                        pl.smem, r.head_dim);
+    const int hkv = r.heads_kv, d = r.head_dim;
+    p = &r;
     kp.lse = lse;
     kp.cu_q = p->cu_seqlens_q;
     kp.cu_k = p->cu_seqlens_k;
@@ -911,7 +869,7 @@ extern "C" FLASHATTN_DEF fa_status fa_backward_cuda(const fa_problem *p, fa_tens
     kp.acc_d = pl.D;
     kp.acc_rows = (int64_t)p->batch * p->seqlen_q;
     kp.acc_slice = (int64_t)p->heads_q * kp.acc_rows * pl.D;
-    kp.scale = p->scale != 0.f ? p->scale : 1.f / sqrtf((float)d);
+    kp.scale = p->scale;
     kp.scale_log2 = kp.scale * 1.4426950408889634f;
     kp.softcap = p->softcap;
     kp.causal = p->causal != 0;
@@ -920,7 +878,7 @@ extern "C" FLASHATTN_DEF fa_status fa_backward_cuda(const fa_problem *p, fa_tens
     kp.wr = p->window_right;
     kp.dropout = p->dropout_p > 0.f;
     kp.rp_drop = kp.dropout ? 1.f / (1.f - p->dropout_p) : 1.f;
-    kp.drop_threshold = (uint32_t)((double)p->dropout_p * 4294967296.0);
+    kp.drop_threshold = fa__dropout_threshold(p->dropout_p);
     kp.seed = p->dropout_seed;
     kp.offset = p->dropout_offset;
     kp.deterministic = p->deterministic != 0;
@@ -933,8 +891,7 @@ extern "C" FLASHATTN_DEF fa_status fa_backward_cuda(const fa_problem *p, fa_tens
         cudaError_t e = cudaMallocAsync(&ws, pl.total_bytes, st);
         if (e != cudaSuccess) {
             (void)cudaGetLastError();
-            return fa__bwd_fail(e == cudaErrorMemoryAllocation ? FA_ERROR_OUT_OF_MEMORY : FA_ERROR_CUDA,
-                                "fa_backward_cuda: cudaMallocAsync of the workspace failed");
+            return fa__bwd_cuda_fail("cudaMallocAsync (workspace)", e);
         }
     }
     kp.dsum = (float *)ws;
