@@ -144,6 +144,11 @@ __device__ __forceinline__ void fa__bwd_cp_async16(uint32_t dst, const void *src
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
                  "r"(src_bytes));
 }
+__device__ __forceinline__ void fa__bwd_cp_async4(uint32_t dst, const void *src, int src_bytes) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src),
+                 "r"(src_bytes));
+}
+
 __device__ __forceinline__ void fa__bwd_cp_async_commit() {
     asm volatile("cp.async.commit_group;\n" ::);
 }
@@ -376,11 +381,6 @@ __device__ __forceinline__ void fa__bwd_load_tile(T *s, const T *g, int64_t row_
         fa__bwd_cp_async16(fa__bwd_smem_u32(s + fa__bwd_swz<CH>(r, c * 8)), src, ok ? 16 : 0);
     }
 }
-__device__ __forceinline__ void fa__bwd_cp_async4(uint32_t dst, const void *src, int src_bytes) {
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src),
-                 "r"(src_bytes));
-}
-
 template <int D, int BR, int BC>
 struct fa__bwd_smem_layout {
     /* bytes: K, V [Bc][D]; Q, dO double-buffered [2][Br][D]; dS^T [Bc][Br];
@@ -806,7 +806,7 @@ static fa_status fa__bwd_run(const fa__bwd_params &kp, const fa__bwd_plan &pl, c
     return FA_OK;
 }
 
-extern "C" FLASHATTN_DEF fa_status fa_backward_cuda_workspace_size(const fa_problem *p, size_t *bytes) {
+FLASHATTN_DEF fa_status fa_backward_cuda_workspace_size(const fa_problem *p, size_t *bytes) {
     const char *fn = "fa_backward_cuda_workspace_size";
     fa_problem r;
     fa__bwd_plan pl;
@@ -820,7 +820,7 @@ extern "C" FLASHATTN_DEF fa_status fa_backward_cuda_workspace_size(const fa_prob
 /* Shapes: q, dq [b, sq, hq, d]; k, v, dk, dv [b, sk, hkv, d]; o, dout
    [b, sq, hq, d]; lse [b, hq, sq] (varlen: [hq, total_q]). Three launches on
    `stream`, no host synchronization. */
-extern "C" FLASHATTN_DEF fa_status fa_backward_cuda(const fa_problem *p, fa_tensor q, fa_tensor k,
+FLASHATTN_DEF fa_status fa_backward_cuda(const fa_problem *p, fa_tensor q, fa_tensor k,
                                                     fa_tensor v, fa_tensor o, fa_tensor dout,
                                                     const float *lse, fa_tensor dq, fa_tensor dk,
                                                     fa_tensor dv, void *workspace,
