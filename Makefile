@@ -37,7 +37,17 @@ $(BUILD)/test_gpu_backward: tests/test_gpu_backward.cu $(GPU_DEPS) | $(BUILD)
 $(BUILD)/libflashattn.so: bench/fa_capi.cu flashattn.h flashattn_cuda.cuh | $(BUILD)
 	$(NVCC) $(NVCC_FLAGS) -Xcompiler -fPIC -shared -o $@ $<
 
-.PHONY: test-gpu-compile
+# the same test with the backward kernels run on the CPU (no GPU needed; slow:
+# every CUDA thread is an OS thread): tests/emu_cuda.h
+CUDA_INC ?= $(dir $(NVCC))../include
+$(BUILD)/emu_backward.inc: flashattn_cuda.cuh tests/emu_extract.py | $(BUILD)
+	python3 tests/emu_extract.py $< $@
+$(BUILD)/test_gpu_backward_emu: tests/test_gpu_backward.cu tests/emu_cuda.h $(BUILD)/emu_backward.inc $(GPU_DEPS) | $(BUILD)
+	$(CXX) -std=c++20 -O2 -DFA_EMU -x c++ -I$(CUDA_INC) -o $@ $< -lpthread
+
+.PHONY: test-gpu-compile test-gpu-emu
+test-gpu-emu: $(BUILD)/test_gpu_backward_emu
+	FA_QUICK=1 ./$(BUILD)/test_gpu_backward_emu
 test-gpu-compile: $(BUILD)/test_gpu_backward
 test-gpu: $(BUILD)/test_gpu_backward
 	./$(BUILD)/test_gpu_backward

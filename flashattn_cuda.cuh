@@ -155,6 +155,12 @@ __device__ __forceinline__ void fa__bwd_cp_async_commit() {
 template <int N> __device__ __forceinline__ void fa__bwd_cp_async_wait() {
     asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
 }
+/* 2^x in one MUFU.EX2 (flushes denormal results to 0; 2^-inf = 0). */
+__device__ __forceinline__ float fa__bwd_exp2(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+    return y;
+}
 __device__ __forceinline__ uint32_t fa__bwd_smem_u32(const void *p) {
     return (uint32_t)__cvta_generic_to_shared(p);
 }
@@ -539,7 +545,7 @@ __global__ void __launch_bounds__(NWARPS * 32, 1) fa__bwd_kernel_sm80(const fa__
                 }
                 if (p.alibi) x -= slope * fabsf((float)(qi + off - kj));
                 if (need_mask && !fa__bwd_visible(p, s.sq, s.sk, qi, kj)) x = -INFINITY;
-                st[n][e] = exp2f(x - ((e & 1) ? l2.y : l2.x));
+                st[n][e] = fa__bwd_exp2(x - ((e & 1) ? l2.y : l2.x));
             }
         }
         /* Dropout keep bits Z (line 14), bit 4n+e; a plain loop: 10 Philox

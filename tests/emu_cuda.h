@@ -232,6 +232,7 @@ static inline void fa__bwd_cp_async4(uint32_t dst, const void *src, int n) {
 }
 static inline void fa__bwd_cp_async_commit() {}
 template <int N> static inline void fa__bwd_cp_async_wait() {}
+static inline float fa__bwd_exp2(float x) { return exp2f(x); }
 static inline uint32_t fa__bwd_smem_u32(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
 
 /* the backward section itself, as extracted from flashattn_cuda.cuh */

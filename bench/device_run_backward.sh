@@ -1,0 +1,13 @@
+#!/bin/bash
+# One device call: tests, the three sanitizers (in parallel, quick case set),
+# then the benchmark alone on the GPU. Logs under $OUT.
+cd "$(dirname "$0")/.."
+OUT=${OUT:-/tmp/out}; mkdir -p $OUT
+nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu --format=csv,noheader | tee $OUT/gpu.txt
+san() { FA_QUICK=1 timeout ${2:-150} compute-sanitizer --tool $1 --error-exitcode 9 ./build/test_gpu_backward > $OUT/$1.log 2>&1; echo "$1 rc=$?" >> $OUT/$1.log; }
+san memcheck & san racecheck & san synccheck &
+timeout 200 ./build/test_gpu_backward > $OUT/test.log 2>&1; echo "test rc=$?" >> $OUT/test.log
+wait
+for t in memcheck racecheck synccheck; do echo "== $t"; grep -E "ERROR SUMMARY|RACECHECK SUMMARY|Error|Hazard|passed, .* failed|rc=" $OUT/$t.log | sort | uniq -c | head -8; done
+echo "== test"; grep -E "BAD|FAIL|rc=|passed" $OUT/test.log | head -40; grep -c "rel-L2 vs fp64" $OUT/test.log
+PYTHONUNBUFFERED=1 timeout ${BENCH_S:-170} python3 bench/vs_torch_backward.py --lib build/libflashattn.so $BENCH_ARGS 2>&1 | tee $OUT/bench.txt
