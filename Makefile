@@ -25,6 +25,114 @@ $(BUILD):
 	mkdir -p $(BUILD)
 
 # ---- tests (CPU, compile checks, sanitizers) ---------------------------------
+# `make test` runs every check below, each writing build/results/<name>.txt
+# (one line "N passed, M failed", see tests/run_check.sh), then sums them: the
+# LAST line of its output is the total. It exits non-zero if anything failed.
+#   test-cpu       CPU tests against the fp64 reference (also the portable
+#                  loops with odd tile sizes) + bad-input tests
+#   test-compile   the header as C99 and C++11, static and extern, gcc and
+#                  clang, with and without OpenMP (each compile one check)
+#   test-sanitize  the CPU tests under ASan + UBSan (quick sizes)
+#   test-gpu-compile  (GPU section) when nvcc exists
+TEST_RESULTS := $(BUILD)/results
+TEST_CFLAGS  := $(WARN) -O2 -g
+TEST_DEPS    := flashattn.h tests/reference.h tests/test_util.h
+SAN_FLAGS    := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer -O1 -g
+RUN_CHECK    := sh tests/run_check.sh
+CLANG        := $(shell command -v clang 2>/dev/null)
+CLANGXX      := $(shell command -v clang++ 2>/dev/null)
+
+$(TEST_RESULTS):
+	mkdir -p $(TEST_RESULTS)
+
+$(BUILD)/test_cpu: tests/test_cpu.c $(TEST_DEPS) | $(BUILD)
+	$(CC) -std=c99 $(TEST_CFLAGS) $(OPT) $(OPENMP) -o $@ tests/test_cpu.c -lm -lpthread
+
+$(BUILD)/test_bad_input: tests/test_bad_input.c $(TEST_DEPS) | $(BUILD)
+	$(CC) -std=c99 $(TEST_CFLAGS) -o $@ tests/test_bad_input.c -lm
+
+# The portable C loops (no SIMD) with odd tile sizes, so every tile edge case shows.
+$(BUILD)/test_cpu_portable: tests/test_cpu.c $(TEST_DEPS) | $(BUILD)
+	$(CC) -std=c99 $(TEST_CFLAGS) $(OPENMP) -DFLASHATTN_NO_SIMD -DFLASHATTN_CPU_BR=5 -DFLASHATTN_CPU_BC=3 \
+	  -o $@ tests/test_cpu.c -lm -lpthread
+
+$(BUILD)/test_cpu_san: tests/test_cpu.c $(TEST_DEPS) | $(BUILD)
+	$(CC) -std=c99 $(WARN) $(SAN_FLAGS) -o $@ tests/test_cpu.c -lm -lpthread
+
+$(BUILD)/test_bad_input_san: tests/test_bad_input.c $(TEST_DEPS) | $(BUILD)
+	$(CC) -std=c99 $(WARN) $(SAN_FLAGS) -o $@ tests/test_bad_input.c -lm
+
+.PHONY: FORCE
+FORCE:
+
+$(TEST_RESULTS)/cpu.txt: $(BUILD)/test_cpu FORCE | $(TEST_RESULTS)
+	@$(RUN_CHECK) $@ "test_cpu" $(BUILD)/test_cpu
+
+$(TEST_RESULTS)/cpu_portable.txt: $(BUILD)/test_cpu_portable FORCE | $(TEST_RESULTS)
+	@$(RUN_CHECK) $@ "test_cpu, portable loops, Br=5 Bc=3 (quick)" env FA_TEST_QUICK=1 $(BUILD)/test_cpu_portable
+
+$(TEST_RESULTS)/bad_input.txt: $(BUILD)/test_bad_input FORCE | $(TEST_RESULTS)
+	@$(RUN_CHECK) $@ "test_bad_input" $(BUILD)/test_bad_input
+
+SAN_ENV := ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 FA_TEST_QUICK=1
+$(TEST_RESULTS)/san_cpu.txt: $(BUILD)/test_cpu_san FORCE | $(TEST_RESULTS)
+	@$(RUN_CHECK) $@ "test_cpu under ASan+UBSan (quick)" env $(SAN_ENV) $(BUILD)/test_cpu_san
+
+$(TEST_RESULTS)/san_bad_input.txt: $(BUILD)/test_bad_input_san FORCE | $(TEST_RESULTS)
+	@$(RUN_CHECK) $@ "test_bad_input under ASan+UBSan" env $(SAN_ENV) $(BUILD)/test_bad_input_san
+
+# Compile checks: <compiler>-<language>-<linkage>-<openmp>. Static: the
+# implementation and its user in one file under FLASHATTN_STATIC; extern: the
+# implementation in tests/compile_impl.c, its user in tests/compile_use.c,
+# compiled separately and linked.
+COMPILE_CCS   := gcc $(if $(CLANG),clang)
+COMPILE_CHECKS := $(foreach cc,$(COMPILE_CCS),$(foreach lang,c99 cxx11,$(foreach link,static extern,\
+                  $(foreach omp,noomp omp,$(TEST_RESULTS)/compile-$(cc)-$(lang)-$(link)-$(omp).txt))))
+
+compile_driver = $(if $(filter clang,$(1)),$(if $(filter cxx11,$(2)),$(CLANGXX),$(CLANG)),$(if $(filter cxx11,$(2)),g++,gcc))
+compile_std    = $(if $(filter cxx11,$(1)),-x c++ -std=c++11,-std=c99)
+compile_omp    = $(if $(filter omp,$(1)),$(OPENMP))
+compile_dir    = $(BUILD)/compile/$(1)-$(2)-$(3)-$(4)
+
+# $(call compile_cmd,cc,lang,link,omp)
+compile_cmd = sh -c 'set -e; d=$(call compile_dir,$(1),$(2),$(3),$(4)); mkdir -p $$d; \
+  cc="$(call compile_driver,$(1),$(2))"; flags="$(call compile_std,$(2)) $(WARN) -O2 $(call compile_omp,$(4))"; \
+  if [ $(3) = static ]; then $$cc $$flags -c tests/compile_static.c -o $$d/static.o; \
+    $$cc $(call compile_omp,$(4)) $$d/static.o -o $$d/prog -lm; \
+  else $$cc $$flags -c tests/compile_impl.c -o $$d/impl.o; $$cc $$flags -c tests/compile_use.c -o $$d/use.o; \
+    $$cc $(call compile_omp,$(4)) $$d/impl.o $$d/use.o -o $$d/prog -lm; fi'
+
+compile_word = $(word $(1),$(subst -, ,$*))
+$(TEST_RESULTS)/compile-%.txt: flashattn.h tests/compile_use.c tests/compile_impl.c tests/compile_static.c FORCE | $(TEST_RESULTS)
+	@$(RUN_CHECK) $@ "compile $*" \
+	  $(call compile_cmd,$(call compile_word,1),$(call compile_word,2),$(call compile_word,3),$(call compile_word,4))
+
+# GPU compile checks: the target test-gpu-compile belongs to the GPU section;
+# it is run only when nvcc exists and the target is defined. Its last
+# "...: N passed, M failed" line is its count (else it counts as one check).
+$(TEST_RESULTS)/gpu_compile.txt: FORCE | $(TEST_RESULTS)
+	@if [ -z "$(NVCC)" ]; then echo "nvcc not found: skipping the GPU compile checks"; echo "0 passed, 0 failed" > $@; \
+	elif ! $(MAKE) --no-print-directory -n test-gpu-compile > /dev/null 2>&1; then \
+	  echo "test-gpu-compile is not defined (no GPU section in this Makefile): skipping the GPU compile checks"; \
+	  echo "0 passed, 0 failed" > $@; \
+	else $(RUN_CHECK) $@ "GPU compile checks (make test-gpu-compile)" $(MAKE) --no-print-directory test-gpu-compile; fi
+
+CPU_RESULTS      := $(TEST_RESULTS)/cpu.txt $(TEST_RESULTS)/cpu_portable.txt $(TEST_RESULTS)/bad_input.txt
+SANITIZE_RESULTS := $(TEST_RESULTS)/san_cpu.txt $(TEST_RESULTS)/san_bad_input.txt
+ALL_RESULTS      := $(CPU_RESULTS) $(COMPILE_CHECKS) $(SANITIZE_RESULTS) $(TEST_RESULTS)/gpu_compile.txt
+
+# Sum result files; the last line printed is "N passed, M failed".
+sum_results = for f in $(1); do tail -n 1 $$f; done | \
+  awk '{p += $$1; f += $$3} END {printf "%d passed, %d failed\n", p, f; exit (f > 0)}'
+
+test-cpu: $(CPU_RESULTS)
+	@$(call sum_results,$^)
+test-compile: $(COMPILE_CHECKS)
+	@$(call sum_results,$^)
+test-sanitize: $(SANITIZE_RESULTS)
+	@$(call sum_results,$^)
+test: $(ALL_RESULTS)
+	@$(call sum_results,$^)
 
 # ---- GPU build, tests and benchmark -------------------------------------------
 NVCC_ARCH  ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90a,code=sm_90a

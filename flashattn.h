@@ -63,8 +63,11 @@
                                when a caller passes no workspace.
      FLASHATTN_ASSERT(x)       (assert(x)) internal invariants only; bad input
                                is never asserted, it returns an fa_status.
-     FLASHATTN_CPU_BR          (64) CPU query tile rows Br.
-     FLASHATTN_CPU_BC          (64) CPU key/value tile columns Bc.
+     FLASHATTN_CPU_BR          (256) CPU query tile rows Br (1..1024).
+     FLASHATTN_CPU_BC          (128) CPU key/value tile columns Bc (1..1024).
+                               Each Q tile re-reads all of K and V, so a tall
+                               Br saves memory traffic; per-worker scratch is
+                               about (3 Br + 2 Bc) x 128 floats (forward, d 128).
      FLASHATTN_NO_SIMD         (undefined) use only the portable C loops, even
                                where AVX2/FMA or NEON is available.
      FLASHATTN_NO_CUDA         (undefined) do not pull in flashattn_cuda.cuh even
@@ -386,10 +389,10 @@ FLASHATTN_DEF fa_status fa_decode_cuda(const fa_problem *p, fa_tensor q, fa_tens
 #endif
 
 #ifndef FLASHATTN_CPU_BR
-#define FLASHATTN_CPU_BR 64
+#define FLASHATTN_CPU_BR 256
 #endif
 #ifndef FLASHATTN_CPU_BC
-#define FLASHATTN_CPU_BC 64
+#define FLASHATTN_CPU_BC 128
 #endif
 #if FLASHATTN_CPU_BR < 1 || FLASHATTN_CPU_BC < 1 || FLASHATTN_CPU_BR > 1024 || FLASHATTN_CPU_BC > 1024
 #error "flashattn.h: FLASHATTN_CPU_BR and FLASHATTN_CPU_BC must be in 1..1024"
@@ -1076,14 +1079,17 @@ static fa_status fa__check_decode(const char *fn, const fa_problem *p, fa_proble
 /* 2^x for 8 lanes: x = n + f with n = round(x), |f| <= 1/2; 2^f from its
    Taylor series in f ln 2 to degree 7 (truncation < 1e-8, so the result is
    within ~2 ulp of exp2f); 2^n goes straight into the exponent bits. Inputs
-   below -127 (and -inf) give 0. */
+   below -127 (and -inf) give 0 (exp2f would give a subnormal: the
+   difference is below 2^-126, far under f32 precision of a sum >= 1). */
 static FLASHATTN__FORCEINLINE __m256 fa__exp2_avx2(__m256 x)
 {
     const __m256 lo = _mm256_set1_ps(-127.0f);
     __m256 under = _mm256_cmp_ps(x, lo, _CMP_LT_OQ);
     __m256 n, f, p;
     __m256i e;
-    x = _mm256_min_ps(_mm256_max_ps(x, lo), _mm256_set1_ps(128.0f));
+    /* operand order matters: max/min return the SECOND operand when one
+       is NaN, so a NaN input stays NaN */
+    x = _mm256_min_ps(_mm256_set1_ps(128.0f), _mm256_max_ps(lo, x));
     n = _mm256_round_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     f = _mm256_sub_ps(x, n);
     p = _mm256_set1_ps(1.5252733804059840e-05f); /* (ln 2)^k / k!, k = 7 .. 0 */
@@ -1209,11 +1215,18 @@ static void fa__softmax_finish(float *o, int dv, float m, float l, float *L)
    Everything on the CPU is f32 in a worker's scratch: tiles are converted
    from the tensors' storage type (f32, f16, bf16) as they are loaded. The
    matrix products are one routine, fa__gemm, on row-major tiles whose
-   widths are padded to 16 floats (zeros in the padding). */
+   widths are padded to 16 floats (zeros in the padding); only tiles of at
+   most FA__FEW_ROWS query rows (decode) use dot products, fa__gemm_nt.
+
+   Why Br = 256 by default: every Q tile streams all of K and V through the
+   cache once, so K/V traffic is (sq / Br) x (size of K and V). Measured on a
+   2-core AVX2 machine at d = 128, Br = 64 spent about 40% of the forward
+   waiting on K/V loads; Br = 256 brings that under 10%. */
 
 #define FA__BR FLASHATTN_CPU_BR
 #define FA__BC FLASHATTN_CPU_BC
 #define FA__PAD(n) (((n) + 15) / 16 * 16)
+#define FA__FEW_ROWS 4 /* up to this many query rows: S by dot products (decode) */
 
 /* ---- the matrix product --------------------------------------------------
    C[M, N] (+)= A[M, K] B[K, N], all row-major, N a multiple of 16. The
@@ -1285,6 +1298,55 @@ static void fa__gemm(int M, int N, int K, const float *A, int lda, const float *
         }
     }
 #endif
+}
+
+/* C[M, N] = A[M, K] B[N, K]^T: dot products of rows (K a multiple of 8,
+   rows zero-padded). The decode path uses it when a tile has only a few
+   query rows: then a rank-1 update would broadcast each element of A for
+   just one or two FMAs, and transposing the K tile would cost more than
+   the product itself. */
+static void fa__gemm_nt(int M, int N, int K, const float *A, int lda, const float *B, int ldb, float *C, int ldc)
+{
+    int i, j, k;
+    for (j = 0; j < N; ++j) {
+        const float *b = B + (size_t)j * ldb;
+        i = 0;
+#if FLASHATTN__AVX2
+        for (; i + 4 <= M; i += 4) { /* 4 rows share each load of b */
+            const float *a = A + (size_t)i * lda;
+            __m256 c0 = _mm256_setzero_ps(), c1 = c0, c2 = c0, c3 = c0;
+            for (k = 0; k < K; k += 8) {
+                __m256 bk = _mm256_loadu_ps(b + k);
+                c0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + k), bk, c0);
+                c1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + lda + k), bk, c1);
+                c2 = _mm256_fmadd_ps(_mm256_loadu_ps(a + 2 * lda + k), bk, c2);
+                c3 = _mm256_fmadd_ps(_mm256_loadu_ps(a + 3 * lda + k), bk, c3);
+            }
+            C[(size_t)i * ldc + j] = fa__hsum_avx2(c0);
+            C[(size_t)(i + 1) * ldc + j] = fa__hsum_avx2(c1);
+            C[(size_t)(i + 2) * ldc + j] = fa__hsum_avx2(c2);
+            C[(size_t)(i + 3) * ldc + j] = fa__hsum_avx2(c3);
+        }
+        for (; i < M; ++i) {
+            const float *a = A + (size_t)i * lda;
+            __m256 c0 = _mm256_setzero_ps(), c1 = c0;
+            for (k = 0; k + 16 <= K; k += 16) {
+                c0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + k), _mm256_loadu_ps(b + k), c0);
+                c1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + k + 8), _mm256_loadu_ps(b + k + 8), c1);
+            }
+            if (k < K)
+                c0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + k), _mm256_loadu_ps(b + k), c0);
+            C[(size_t)i * ldc + j] = fa__hsum_avx2(_mm256_add_ps(c0, c1));
+        }
+#endif
+        for (; i < M; ++i) {
+            const float *a = A + (size_t)i * lda;
+            float acc = 0.0f;
+            for (k = 0; k < K; ++k)
+                acc += a[k] * b[k];
+            C[(size_t)i * ldc + j] = acc;
+        }
+    }
 }
 
 /* ---- loading and storing rows ------------------------------------------- */
@@ -1433,7 +1495,7 @@ static int64_t fa__lse_index(const fa__attn *a, const fa__seq *s, int h, int i)
 typedef struct fa__scratch {
     float *Q;      /* [Br, dp]  Q~ tile (Q * q_fold) */
     float *Kt;     /* [d, bcp]  K_j transposed */
-    float *K;      /* [Bc, dp]  K_j (backward dQ) */
+    float *K;      /* [Bc, dp]  K_j row-major (backward dQ; forward with few rows) */
     float *V;      /* [Bc, dvp] V_j (forward) */
     float *Vt;     /* [dv, bcp] V_j transposed (backward dP) */
     float *S;      /* [Br, bcp] scores, then P */
@@ -1450,7 +1512,7 @@ typedef struct fa__scratch {
     int *pos;      /* [Br] key position i' = i + sk - sq of the row */
     int *head;     /* [Br] query head of the row */
     int *tok;      /* [Br] query index i within its sequence */
-    float *row;    /* [max(d, dv) padded] conversion buffer */
+    float *row;    /* [8, max(d, dv) padded] conversion buffer */
 } fa__scratch;
 
 enum { FA__SCRATCH_FWD = 0, FA__SCRATCH_BWD = 1 };
@@ -1477,11 +1539,11 @@ static size_t fa__scratch_layout(const fa__attn *a, int kind, char *base, fa__sc
     FA__TAKE(w->pos, int, br);
     FA__TAKE(w->head, int, br);
     FA__TAKE(w->tok, int, br);
-    FA__TAKE(w->row, float, wide);
+    FA__TAKE(w->row, float, 8 * wide); /* 8 rows for the transposing loads */
+    FA__TAKE(w->K, float, bc * a->dp);
     if (kind == FA__SCRATCH_FWD) {
         FA__TAKE(w->V, float, bc * a->dvp);
     } else {
-        FA__TAKE(w->K, float, bc * a->dp);
         FA__TAKE(w->Vt, float, a->dv_ * a->bcp);
         FA__TAKE(w->T, float, br * a->bcp);
         FA__TAKE(w->Z, float, br * a->bcp);
@@ -1508,23 +1570,108 @@ static char *fa__align64(void *p)
 
 /* ---- tiles ------------------------------------------------------------------ */
 
-/* Rows of K_j (positions n0 .. n0+nc-1, KV head h) into Kt[d, bcp],
-   transposed; columns nc .. bcp-1 are zero. */
-static void fa__load_k_tile_t(const fa__attn *a, const fa__seq *s, int h, int n0, int nc, float *Kt,
-                              float *tmp)
+#if FLASHATTN__AVX2
+/* An 8 x 8 block: rows src[r * lds + 0..7] -> columns dst[c * ldd + r]. */
+static FLASHATTN__FORCEINLINE void fa__transpose8_avx2(const float *src, int lds, float *dst, int ldd, int nrows_out)
 {
-    int c, k;
-    for (c = 0; c < nc; ++c) {
-        fa__load_row(fa__kv_row(a, &a->k, s, n0 + c, h), a->k.dtype, a->d, 1.0f, tmp);
-        for (k = 0; k < a->d; ++k)
-            Kt[(size_t)k * a->bcp + c] = tmp[k];
-    }
-    for (k = 0; k < a->d; ++k)
-        for (c = nc; c < a->bcp; ++c)
-            Kt[(size_t)k * a->bcp + c] = 0.0f;
+    __m256 r0 = _mm256_loadu_ps(src), r1 = _mm256_loadu_ps(src + lds), r2 = _mm256_loadu_ps(src + 2 * lds),
+           r3 = _mm256_loadu_ps(src + 3 * lds), r4 = _mm256_loadu_ps(src + 4 * lds),
+           r5 = _mm256_loadu_ps(src + 5 * lds), r6 = _mm256_loadu_ps(src + 6 * lds),
+           r7 = _mm256_loadu_ps(src + 7 * lds);
+    __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1), t2 = _mm256_unpacklo_ps(r2, r3),
+           t3 = _mm256_unpackhi_ps(r2, r3), t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5),
+           t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
+    __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE),
+           u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE),
+           u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE),
+           u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+    __m256 o[8];
+    int i;
+    o[0] = _mm256_permute2f128_ps(u0, u4, 0x20);
+    o[1] = _mm256_permute2f128_ps(u1, u5, 0x20);
+    o[2] = _mm256_permute2f128_ps(u2, u6, 0x20);
+    o[3] = _mm256_permute2f128_ps(u3, u7, 0x20);
+    o[4] = _mm256_permute2f128_ps(u0, u4, 0x31);
+    o[5] = _mm256_permute2f128_ps(u1, u5, 0x31);
+    o[6] = _mm256_permute2f128_ps(u2, u6, 0x31);
+    o[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
+    for (i = 0; i < nrows_out; ++i)
+        _mm256_storeu_ps(dst + (size_t)i * ldd, o[i]);
+}
+#endif
+
+/* dst[c, r] = src[r, c] for r < nr, c < nc (src rows padded to 8 floats). */
+static void fa__transpose_tile(const float *src, int lds, int nr, int nc, float *dst, int ldd)
+{
+    int r0 = 0, r, c;
+#if FLASHATTN__AVX2
+    for (; r0 + 8 <= nr; r0 += 8)
+        for (c = 0; c < nc; c += 8)
+            fa__transpose8_avx2(src + (size_t)r0 * lds + c, lds, dst + (size_t)c * ldd + r0, ldd,
+                                nc - c < 8 ? nc - c : 8);
+#endif
+    for (r = r0; r < nr; ++r)
+        for (c = 0; c < nc; ++c)
+            dst[(size_t)c * ldd + r] = src[(size_t)r * lds + c];
 }
 
-/* Rows of a K or V tile into X[nc, ldx] (ldx >= dim, padding zeroed). */
+/* Rows n0 .. n0+nc-1 of a K or V tensor (head h) into Xt[dim, bcp],
+   transposed; tile columns nc .. bcp-1 are zero. Rows are converted to f32
+   eight at a time into tmp [8, dim padded to 8] and transposed as 8 x 8
+   blocks. */
+static void fa__load_tile_t(const fa__attn *a, const fa_tensor *t, int dim, const fa__seq *s, int h,
+                            int n0, int nc, float *Xt, float *tmp)
+{
+    int c0, c, k, ld = (dim + 7) / 8 * 8;
+    for (c0 = 0; c0 < nc; c0 += 8) {
+        int cn = nc - c0 < 8 ? nc - c0 : 8;
+        for (c = 0; c < 8; ++c) {
+            float *x = tmp + (size_t)c * ld;
+            if (c < cn)
+                fa__load_row(fa__kv_row(a, t, s, n0 + c0 + c, h), t->dtype, dim, 1.0f, x);
+            else
+                for (k = 0; k < dim; ++k)
+                    x[k] = 0.0f;
+            for (k = dim; k < ld; ++k)
+                x[k] = 0.0f;
+        }
+#if FLASHATTN__AVX2
+        for (k = 0; k < dim; k += 8)
+            fa__transpose8_avx2(tmp + k, ld, Xt + (size_t)k * a->bcp + c0, a->bcp, dim - k < 8 ? dim - k : 8);
+#else
+        for (c = 0; c < 8; ++c)
+            for (k = 0; k < dim; ++k)
+                Xt[(size_t)k * a->bcp + c0 + c] = tmp[(size_t)c * ld + k];
+#endif
+    }
+    for (k = 0; k < dim; ++k)
+        for (c = (nc + 7) / 8 * 8; c < a->bcp; ++c)
+            Xt[(size_t)k * a->bcp + c] = 0.0f;
+}
+
+/* Ask the cache for rows n0 .. n0+nc-1 of a K or V tensor ahead of their
+   use: the next tile's rows arrive while this tile's products run. (Rows
+   of one head are often 4 KiB or more apart, too far for the hardware
+   prefetcher to follow.) */
+static void fa__prefetch_rows(const fa__attn *a, const fa_tensor *t, int dim, const fa__seq *s, int h,
+                              int n0, int nc)
+{
+#if defined(__GNUC__) || defined(__clang__)
+    int c, bytes = dim * fa__dtype_size(t->dtype), off;
+    for (c = 0; c < nc; ++c) {
+        const char *row = (const char *)fa__kv_row(a, t, s, n0 + c, h);
+        for (off = 0; off < bytes; off += 64)
+            __builtin_prefetch(row + off, 0, 2);
+    }
+#else
+    (void)a; (void)t; (void)dim; (void)s; (void)h; (void)n0; (void)nc;
+#endif
+}
+
+/* Rows of a K or V tile into X[nc, ldx] (ldx >= dim, padding zeroed).
+   Even f32 V is copied: read in place, its rows sit heads * dv floats apart
+   (4 KiB at 8 heads x 128), so the 16-column strips fa__gemm walks down
+   all fall in the same few L1 sets; measured, the copy is faster. */
 static void fa__load_kv_tile(const fa__attn *a, const fa_tensor *t, int dim, const fa__seq *s, int h,
                              int n0, int nc, float *X, int ldx)
 {
@@ -1565,19 +1712,24 @@ static void fa__key_band(const fa__attn *a, const fa__scratch *w, int nr, int sk
 
 /* THE score tile, shared by forward, backward and decode. For the nr query
    rows described in w (Q~ in w->Q, key position, ALiBi slope) and keys
-   n0 .. n0+nc-1 (K_j^T in w->Kt), compute in base-2 units
+   n0 .. n0+nc-1 (K_j^T in w->Kt, or K_j in w->K when k_rows), compute in
+   base-2 units
        S = Q~ K_j^T                          (scale * log2 e already in Q~)
        S = c log2e * tanh(S)                 (softcap; tanh kept in T if T)
        S -= slope * log2e * |i' - j|         (ALiBi)
        S = -inf where key j is not visible   (causal, window, j >= sk)
-   into S[nr, bcp]; columns nc .. bcp-1 are -inf. */
-static void fa__score_tile(const fa__attn *a, const fa__scratch *w, int nr, int n0, int nc, int sk,
-                           float *S, float *T)
+   into rows r0 .. r0+nr-1 of S[., bcp]; columns nc .. bcp-1 are -inf. */
+static void fa__score_tile(const fa__attn *a, const fa__scratch *w, int r0, int nr, int n0, int nc, int sk,
+                           int k_rows, float *S, float *T)
 {
     const fa_problem *r = &a->r;
     int i, c;
-    fa__gemm(nr, a->bcp, a->d, w->Q, a->dp, w->Kt, a->bcp, S, a->bcp, 0);
-    for (i = 0; i < nr; ++i) {
+    if (k_rows) /* K_j row-major in w->K (few rows: dot products) */
+        fa__gemm_nt(nr, nc, a->dp, w->Q + (size_t)r0 * a->dp, a->dp, w->K, a->dp, S + (size_t)r0 * a->bcp, a->bcp);
+    else
+        fa__gemm(nr, a->bcp, a->d, w->Q + (size_t)r0 * a->dp, a->dp, w->Kt, a->bcp, S + (size_t)r0 * a->bcp,
+                 a->bcp, 0);
+    for (i = r0; i < r0 + nr; ++i) {
         float *s = S + (size_t)i * a->bcp;
         int64_t pos = w->pos[i], jlo = 0, jhi = sk - 1; /* visible keys of this row */
         int clo, chi;
@@ -1616,11 +1768,11 @@ static void fa__score_tile(const fa__attn *a, const fa__scratch *w, int nr, int 
 /* Dropout on P (rows in w, keys n0 .. n0+nc-1): P <- P * Z, Z = 1/(1-p) for
    kept elements, 0 for dropped ones (seed 000, Alg. 2 line 12). Also writes
    Z itself when Z is not NULL (the backward needs it for dP too). */
-static void fa__dropout_tile(const fa__attn *a, const fa__scratch *w, int b, int nr, int n0, int nc,
+static void fa__dropout_tile(const fa__attn *a, const fa__scratch *w, int b, int r0, int nr, int n0, int nc,
                              float *P, float *Z)
 {
     int i, c;
-    for (i = 0; i < nr; ++i) {
+    for (i = r0; i < r0 + nr; ++i) {
         uint32_t bits[4];
         for (c = 0; c < nc; ++c) {
             int j = n0 + c;
@@ -1650,13 +1802,35 @@ static void fa__load_q_rows(const fa__attn *a, const fa_tensor *q, const fa__seq
     }
 }
 
+/* Rows [r0, r1) of the nr rows in w that see at least one key of
+   n0 .. n0+nc-1. The key position never decreases with the row index
+   (forward: i + off; decode: t + off for row t * group + g), and each mask
+   keeps a row either from some point on (causal, window right) or up to
+   some point (window left), so those rows are one range. */
+static void fa__row_range(const fa__attn *a, const fa__scratch *w, int nr, int n0, int nc, int *r0, int *r1)
+{
+    const fa_problem *r = &a->r;
+    int lo = 0, hi = nr;
+#define FA__SEES_TILE(p)                                                                     \
+    ((!r->causal || (int64_t)(p) >= n0) &&                                                   \
+     (!r->sliding_window ||                                                                  \
+      ((int64_t)(p) + r->window_right >= n0 && (int64_t)(p) - r->window_left <= (int64_t)n0 + nc - 1)))
+    while (lo < hi && !FA__SEES_TILE(w->pos[lo]))
+        ++lo;
+    while (hi > lo && !FA__SEES_TILE(w->pos[hi - 1]))
+        --hi;
+#undef FA__SEES_TILE
+    *r0 = lo;
+    *r1 = hi;
+}
+
 /* The inner loop of the forward (and of each decode split): the nr rows in
    w attend to the keys in [n_lo, n_hi) of KV head kvh that they may see.
    Leaves the unscaled O~ [nr, dvp], m and l in w. */
 static void fa__attend_rows(const fa__attn *a, fa__scratch *w, const fa__seq *s, int kvh, int nr,
                             int n_lo, int n_hi)
 {
-    int i, c, lo, hi, n0;
+    int i, c, lo, hi, n0, r0, r1, k_rows = nr <= FA__FEW_ROWS;
     for (i = 0; i < nr; ++i) {
         w->m[i] = -INFINITY;
         w->l[i] = 0.0f;
@@ -1667,10 +1841,21 @@ static void fa__attend_rows(const fa__attn *a, fa__scratch *w, const fa__seq *s,
     fa__key_band(a, w, nr, s->sk, n_lo, n_hi, &lo, &hi);
     for (n0 = lo; n0 < hi; n0 += FA__BC) {
         int nc = hi - n0 < FA__BC ? hi - n0 : FA__BC, ncp = FA__PAD(nc);
-        fa__load_k_tile_t(a, s, kvh, n0, nc, w->Kt, w->row);
+        if (k_rows)
+            fa__load_kv_tile(a, &a->k, a->d, s, kvh, n0, nc, w->K, a->dp);
+        else
+            fa__load_tile_t(a, &a->k, a->d, s, kvh, n0, nc, w->Kt, w->row);
         fa__load_kv_tile(a, &a->v, a->dv_, s, kvh, n0, nc, w->V, a->dvp);
-        fa__score_tile(a, w, nr, n0, nc, s->sk, w->S, NULL);
-        for (i = 0; i < nr; ++i) {
+        if (n0 + FA__BC < hi) {
+            int nn = hi - n0 - FA__BC < FA__BC ? hi - n0 - FA__BC : FA__BC;
+            fa__prefetch_rows(a, &a->k, a->d, s, kvh, n0 + FA__BC, nn);
+            fa__prefetch_rows(a, &a->v, a->dv_, s, kvh, n0 + FA__BC, nn);
+        }
+        /* rows that see none of these keys are skipped: they would get
+           S = -inf, alpha = 1 and P = 0, i.e. no change at all */
+        fa__row_range(a, w, nr, n0, nc, &r0, &r1);
+        fa__score_tile(a, w, r0, r1 - r0, n0, nc, s->sk, k_rows, w->S, NULL);
+        for (i = r0; i < r1; ++i) {
             float alpha = fa__softmax_step(w->S + (size_t)i * a->bcp, ncp, &w->m[i], &w->l[i]);
             if (alpha != 1.0f) { /* a new maximum: O~ was summed against the old one */
                 float *o = w->O + (size_t)i * a->dvp;
@@ -1679,18 +1864,20 @@ static void fa__attend_rows(const fa__attn *a, fa__scratch *w, const fa__seq *s,
             }
         }
         if (a->drop_thr) /* l already has the undropped P: L ignores dropout */
-            fa__dropout_tile(a, w, s->b, nr, n0, nc, w->S, NULL);
-        fa__gemm(nr, a->dvp, nc, w->S, a->bcp, w->V, a->dvp, w->O, a->dvp, 1); /* O~ += P~ V_j */
+            fa__dropout_tile(a, w, s->b, r0, r1 - r0, n0, nc, w->S, NULL);
+        fa__gemm(r1 - r0, a->dvp, nc, w->S + (size_t)r0 * a->bcp, a->bcp, w->V, a->dvp,
+                 w->O + (size_t)r0 * a->dvp, a->dvp, 1); /* O~ += P~ V_j */
     }
 }
 
-/* Task index -> (b, h, Q tile). Heaviest tiles first: with a causal mask
-   the last Q tile sees the most keys, so tile-major order, reversed, lets
-   a dynamic scheduler balance the workers. */
+/* Task index -> (b, h, Q tile). Consecutive tasks share (b, h), so the
+   workers stream the same K and V through the shared cache; within a head
+   the last Q tile comes first: under a causal mask it sees the most keys,
+   and a dynamic scheduler balances best with the heaviest tasks first. */
 static void fa__forward_task(void *ctx, int index, int worker)
 {
     const fa__attn *a = (const fa__attn *)ctx;
-    int bh = index % (a->r.batch * a->r.heads_q), tile = a->tr - 1 - index / (a->r.batch * a->r.heads_q);
+    int bh = index / a->tr, tile = a->tr - 1 - index % a->tr;
     int b = bh / a->r.heads_q, h = bh % a->r.heads_q, i0 = tile * FA__BR, nr, i;
     fa__scratch w;
     fa__seq s;
@@ -1837,21 +2024,6 @@ FLASHATTN_DEF fa_status fa_forward(const fa_problem *p, fa_tensor q, fa_tensor k
        pass 1  (b, hkv, K tile): dK, dV
        pass 2  (b, h, Q tile):   dQ                                       */
 
-/* Rows of X^T[dim, bcp] from a K or V tensor (tile columns nc .. bcp-1 zero). */
-static void fa__load_tile_t(const fa__attn *a, const fa_tensor *t, int dim, const fa__seq *s, int h,
-                            int n0, int nc, float *Xt, float *tmp)
-{
-    int c, k;
-    for (c = 0; c < nc; ++c) {
-        fa__load_row(fa__kv_row(a, t, s, n0 + c, h), t->dtype, dim, 1.0f, tmp);
-        for (k = 0; k < dim; ++k)
-            Xt[(size_t)k * a->bcp + c] = tmp[k];
-    }
-    for (k = 0; k < dim; ++k)
-        for (c = nc; c < a->bcp; ++c)
-            Xt[(size_t)k * a->bcp + c] = 0.0f;
-}
-
 /* Query-side rows of a backward tile: Q~, dO, L (base 2) and D. */
 static void fa__bwd_load_rows(const fa__attn *a, const fa__seq *s, fa__scratch *w, int h, int i0, int nr)
 {
@@ -1878,22 +2050,27 @@ static void fa__bwd_load_rows(const fa__attn *a, const fa__seq *s, fa__scratch *
 static void fa__bwd_pair(const fa__attn *a, fa__scratch *w, const fa__seq *s, int nr, int n0, int nc)
 {
     int i, c, bcp = a->bcp;
-    fa__score_tile(a, w, nr, n0, nc, s->sk, w->S, a->cap2 != 0.0f ? w->T : NULL);
+    fa__score_tile(a, w, 0, nr, n0, nc, s->sk, 0, w->S, a->cap2 != 0.0f ? w->T : NULL);
     for (i = 0; i < nr; ++i) /* P = exp(S - L): the forward's probabilities, rebuilt */
         fa__exp2_row(w->S + (size_t)i * bcp, bcp, w->m[i]);
     if (a->drop_thr)
-        fa__dropout_tile(a, w, s->b, nr, n0, nc, NULL, w->Z);
+        fa__dropout_tile(a, w, s->b, 0, nr, n0, nc, NULL, w->Z);
     fa__gemm(nr, bcp, a->dv_, w->dO, a->dvp, w->Vt, bcp, w->dP, bcp, 0); /* dP = dO V_j^T */
     for (i = 0; i < nr; ++i) {
         const float *p = w->S + (size_t)i * bcp, *z = w->Z + (size_t)i * bcp, *t = w->T + (size_t)i * bcp;
-        float *ds = w->dP + (size_t)i * bcp, D = w->l[i];
-        for (c = 0; c < nc; ++c) {
-            float dp = a->drop_thr ? ds[c] * z[c] : ds[c];
-            float g = p[c] * (dp - D);
-            if (a->cap2 != 0.0f)
-                g *= 1.0f - t[c] * t[c]; /* d/dx c tanh(x / c) */
-            ds[c] = g * a->r.scale;
-        }
+        float *ds = w->dP + (size_t)i * bcp, D = w->l[i], scale = a->r.scale;
+        /* the plain case gets its own loop so that it vectorizes cleanly */
+        if (!a->drop_thr && a->cap2 == 0.0f)
+            for (c = 0; c < nc; ++c)
+                ds[c] = p[c] * (ds[c] - D) * scale;
+        else
+            for (c = 0; c < nc; ++c) {
+                float dp = a->drop_thr ? ds[c] * z[c] : ds[c];
+                float g = p[c] * (dp - D);
+                if (a->cap2 != 0.0f)
+                    g *= 1.0f - t[c] * t[c]; /* d/dx c tanh(x / c) */
+                ds[c] = g * scale;
+            }
         for (; c < bcp; ++c)
             ds[c] = 0.0f;
     }
@@ -1959,14 +2136,13 @@ static void fa__backward_kv_task(void *ctx, int index, int worker)
                 int nr = ihi - i0 < FA__BR ? ihi - i0 : FA__BR;
                 fa__bwd_load_rows(a, &s, &w, h, i0, nr);
                 fa__bwd_pair(a, &w, &s, nr, n0, nc);
-                for (i = 0; i < nr; ++i) /* Pt = (P o Z)^T */
-                    for (c = 0; c < nc; ++c)
-                        w.Pt[(size_t)c * FA__BR + i] =
-                            w.S[(size_t)i * a->bcp + c] * (a->drop_thr ? w.Z[(size_t)i * a->bcp + c] : 1.0f);
+                if (a->drop_thr) /* P is done with: keep P o Z in its place */
+                    for (i = 0; i < nr; ++i)
+                        for (c = 0; c < nc; ++c)
+                            w.S[(size_t)i * a->bcp + c] *= w.Z[(size_t)i * a->bcp + c];
+                fa__transpose_tile(w.S, a->bcp, nr, nc, w.Pt, FA__BR); /* Pt = (P o Z)^T */
                 fa__gemm(nc, a->dvp, nr, w.Pt, FA__BR, w.dO, a->dvp, w.dV, a->dvp, 1); /* dV += P^T dO */
-                for (i = 0; i < nr; ++i) /* Pt = dS^T */
-                    for (c = 0; c < nc; ++c)
-                        w.Pt[(size_t)c * FA__BR + i] = w.dP[(size_t)i * a->bcp + c];
+                fa__transpose_tile(w.dP, a->bcp, nr, nc, w.Pt, FA__BR); /* Pt = dS^T */
                 fa__gemm(nc, a->dp, nr, w.Pt, FA__BR, w.Q, a->dp, w.dK, a->dp, 1); /* dK += dS^T Q~ */
             }
         }

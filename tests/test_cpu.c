@@ -18,6 +18,9 @@
 
 #include <pthread.h>
 #include <time.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 static int QUICK = 0;
 
@@ -28,9 +31,9 @@ static int QUICK = 0;
 static tol tol_out(fa_dtype d)
 {
     tol t;
-    if (d == FA_F32) { t.atol = 5e-5; t.rtol = 1e-4; }
-    else if (d == FA_F16) { t.atol = 3e-3; t.rtol = 3e-3; }
-    else { t.atol = 2e-2; t.rtol = 2e-2; }
+    if (d == FA_F32) { t.atol = 1e-5; t.rtol = 5e-5; }
+    else if (d == FA_F16) { t.atol = 1.5e-3; t.rtol = 1.5e-3; }
+    else { t.atol = 8e-3; t.rtol = 8e-3; }
     return t;
 }
 static tol tol_lse(fa_dtype d)
@@ -41,30 +44,38 @@ static tol tol_lse(fa_dtype d)
     return t;
 }
 /* Backward: errors grow with the size of the gradient, so atol is scaled by
-   the RMS of the reference tensor. */
-static tol tol_grad(fa_dtype d, double ref_rms)
+   the RMS of the reference tensor, floored at 0.05: with one visible key per
+   row the exact gradient dQ = dK = 0, and what is left is the cancellation
+   error of dP - D with D = rowsum(dO * O), O being the forward's stored
+   output (for 16-bit types, rounded), of the order of the inputs times eps.
+   Outlier inputs (FA3's N(0,100) * Bernoulli(0.001)) make O and dP large
+   next to dQ, so those cases get 4x the tolerance (`loose`). */
+static tol tol_grad(fa_dtype d, double ref_rms, int loose)
 {
     tol t;
-    double s = ref_rms > 1e-6 ? ref_rms : 1e-6;
-    if (d == FA_F32) { t.atol = 2e-4 * s; t.rtol = 1e-3; }
+    double s = ref_rms > 0.05 ? ref_rms : 0.05;
+    if (d == FA_F32) { t.atol = 4e-4 * s; t.rtol = 1e-3; }
     else if (d == FA_F16) { t.atol = 1.5e-2 * s; t.rtol = 1e-2; }
-    else { t.atol = 8e-2 * s; t.rtol = 5e-2; }
+    else { t.atol = 1.2e-1 * s; t.rtol = 6e-2; }
+    if (loose) { t.atol *= 4; t.rtol *= 4; }
     return t;
 }
 
 /* ---- workspace with a canary tail ------------------------------------------------ */
 
 #define WS_CANARY 64
-typedef struct wspace { unsigned char *buf; size_t bytes; } wspace;
+typedef struct wspace { unsigned char *base, *buf; size_t bytes; } wspace;
 
 /* use = 0: no workspace (the call allocates); else exactly the size asked for. */
 static wspace ws_make(fa_status (*size_fn)(const fa_problem *, size_t *), const fa_problem *p, int use)
 {
     wspace w;
-    w.buf = NULL; w.bytes = 0;
+    w.base = w.buf = NULL; w.bytes = 0;
     if (!use) return w;
     if (size_fn(p, &w.bytes) != FA_OK) { check(0, "workspace_size failed: %s", fa_last_error()); return w; }
-    w.buf = (unsigned char *)malloc(w.bytes + WS_CANARY);
+    w.base = (unsigned char *)malloc(w.bytes + WS_CANARY + 8);
+    /* use = 2: an odd address (the API takes any void *) */
+    w.buf = w.base + (use == 2 ? 3 : 0);
     memset(w.buf, 0xA5, w.bytes + WS_CANARY);
     return w;
 }
@@ -314,9 +325,11 @@ static int64_t check_masked_rows_zero(const attn *a, const tens *o, const double
         for (h = 0; h < a->p.heads_q; h++)
             for (i = 0; i < ref_len_q(&a->p, b); i++)
                 if (lref[ref_lse_index(&a->p, b, h, i)] == -INFINITY) {
-                    int64_t row = ref_row_q(&a->p, b, i);
+                    /* varlen tensors are one batch of cu_seqlens_q[batch] rows */
+                    int bb = a->p.cu_seqlens_q ? 0 : b;
+                    int64_t t = a->p.cu_seqlens_q ? ref_row_q(&a->p, b, i) : i;
                     for (c = 0; c < a->dv; c++)
-                        if (ref_get(o->t, row * o->s[1] + h * o->s[2] + c) != 0.0) bad++;
+                        if (ref_get(o->t, tens_index(o, bb, t, h, c)) != 0.0) bad++;
                 }
     return bad;
 }
@@ -330,6 +343,7 @@ static void run_attention(const fcase *c, uint64_t seed)
     double *oref, *lref, *dqr, *dkr, *dvr;
     float *lse;
     int64_t nq, nk, nl, bad;
+    int no_lse;
     wspace ws;
     fa_status st;
     fcase_str(c, seed, ctx, sizeof ctx);
@@ -342,16 +356,18 @@ static void run_attention(const fcase *c, uint64_t seed)
     lref = (double *)malloc(sizeof(double) * (size_t)(nl + 1));
     ref_forward(&a.p, a.q.t, a.k.t, a.v.t, oref, lref);
 
-    ws = ws_make(fa_forward_workspace_size, &a.p, (int)(seed & 1));
-    st = fa_forward(&a.p, a.q.t, a.k.t, a.v.t, o.t, lse, ws.buf, ws.bytes);
-    if (check(st == FA_OK, "forward %s: status %d (%s)", ctx, (int)st, fa_last_error())) {
+    ws = ws_make(fa_forward_workspace_size, &a.p, (int)(seed % 3));
+    /* lse is optional: leave it out now and then (not when the backward needs it) */
+    no_lse = !c->backward && (seed >> 3) % 3 == 0;
+    st = fa_forward(&a.p, a.q.t, a.k.t, a.v.t, o.t, no_lse ? NULL : lse, ws.buf, ws.bytes);
+    if (check(st == FA_OK, "forward %s%s: status %d (%s)", ctx, no_lse ? " lse=NULL" : "", (int)st, fa_last_error())) {
         bad = compare(ctx, "O", &o, oref, tol_out(c->dt));
-        bad += compare_lse(ctx, lse, lref, nl, tol_lse(c->dt));
-        check(bad == 0 && lse[nl] != lse[nl], "forward %s", ctx);
+        if (!no_lse) bad += compare_lse(ctx, lse, lref, nl, tol_lse(c->dt));
+        check(bad == 0 && lse[nl] != lse[nl], "forward %s%s", ctx, no_lse ? " lse=NULL" : "");
         check(check_masked_rows_zero(&a, &o, lref) == 0, "forward %s: a row with L = -inf has O != 0", ctx);
         check(ws_canary_ok(&ws), "forward %s: wrote past the workspace", ctx);
     }
-    free(ws.buf);
+    free(ws.base);
 
     if (c->backward && st == FA_OK) {
         double grms;
@@ -365,19 +381,19 @@ static void run_attention(const fcase *c, uint64_t seed)
         dkr = (double *)malloc(sizeof(double) * (size_t)(nk * a.hkv * c->d + 1));
         dvr = (double *)malloc(sizeof(double) * (size_t)(nk * a.hkv * a.dv + 1));
         ref_backward(&a.p, a.q.t, a.k.t, a.v.t, dout.t, dqr, dkr, dvr);
-        ws = ws_make(fa_backward_workspace_size, &a.p, (int)((seed >> 1) & 1));
+        ws = ws_make(fa_backward_workspace_size, &a.p, (int)((seed >> 1) % 3));
         st = fa_backward(&a.p, a.q.t, a.k.t, a.v.t, o.t, dout.t, lse, dq.t, dk.t, dv.t, ws.buf, ws.bytes);
         if (check(st == FA_OK, "backward %s: status %d (%s)", ctx, (int)st, fa_last_error())) {
             grms = rms(dqr, nq * c->hq * c->d);
-            bad = compare(ctx, "dQ", &dq, dqr, tol_grad(c->dt, grms));
+            bad = compare(ctx, "dQ", &dq, dqr, tol_grad(c->dt, grms, c->outliers));
             grms = rms(dkr, nk * a.hkv * c->d);
-            bad += compare(ctx, "dK", &dk, dkr, tol_grad(c->dt, grms));
+            bad += compare(ctx, "dK", &dk, dkr, tol_grad(c->dt, grms, c->outliers));
             grms = rms(dvr, nk * a.hkv * a.dv);
-            bad += compare(ctx, "dV", &dv, dvr, tol_grad(c->dt, grms));
+            bad += compare(ctx, "dV", &dv, dvr, tol_grad(c->dt, grms, c->outliers));
             check(bad == 0, "backward %s", ctx);
             check(ws_canary_ok(&ws), "backward %s: wrote past the workspace", ctx);
         }
-        free(ws.buf);
+        free(ws.base);
         free(dqr); free(dkr); free(dvr);
         tens_free(&dout); tens_free(&dq); tens_free(&dk); tens_free(&dv);
     }
@@ -441,7 +457,7 @@ static void test_attention_grid(void)
         for (j = 0; j < 3; j++) {
             int sq = (i + j) % 2 ? 47 : 113, sk = (i + j) % 2 ? 113 : 47;
             c = fc(3, sq, sk, 4, 4, 24, 0, dts[j]);
-            c.backward = 1; c.layout = (i + j) % 3;
+            c.backward = 1; c.layout = (i + j) % 4;
             switch (i) {
             case 0: c.causal = 1; break;
             case 1: c.window = 1; c.wl = 9; c.wr = 4; break;
@@ -457,7 +473,7 @@ static void test_attention_grid(void)
             case 11: c.dropout = 0.1f; break;
             case 12: c.dropout = 0.5f; break;
             case 13: c.dropout = 0.9f; break;
-            case 14: c.scale = 0.37f; break;
+            case 14: c.scale = 0.37f; c.hkv = 0; break; /* heads_kv 0 = heads_q */
             case 15: c.causal = 1; c.alibi = 1; c.softcap = 5.0f; c.hkv = 2; break;
             case 16: c.causal = 1; c.varlen = 1; c.hkv = 1; c.dropout = 0.2f; break;
             case 17: c.window = 1; c.wl = 17; c.wr = 3; c.varlen = 1; c.alibi = 1; break;
@@ -652,6 +668,7 @@ static void run_decode(const dcase *c, uint64_t seed)
     double *oref, *lref;
     float *lse;
     int64_t nl, bad;
+    int no_lse;
     wspace ws;
     fa_status st;
     snprintf(ctx, sizeof ctx, "decode seed=%llu b=%d sq=%d cap=%d hq=%d hkv=%d d=%d dv=%d %s page=%d%s splits=%d%s%s%s%s%s%s layout=%d",
@@ -713,21 +730,22 @@ static void run_decode(const dcase *c, uint64_t seed)
     kexp.t.data = kexp.buf; vexp.t.data = vexp.buf;
     if (c->append) ref_decode_append(&p, kexp.t, vexp.t, kn.t, vn.t);
 
-    ws = ws_make(fa_decode_workspace_size, &p, (int)(seed & 1));
-    st = fa_decode(&p, q.t, kc.t, vc.t, kn.t, vn.t, o.t, lse, ws.buf, ws.bytes);
+    ws = ws_make(fa_decode_workspace_size, &p, (int)(seed % 3));
+    no_lse = (seed >> 3) % 4 == 0; /* lse is optional */
+    st = fa_decode(&p, q.t, kc.t, vc.t, kn.t, vn.t, o.t, no_lse ? NULL : lse, ws.buf, ws.bytes);
     if (check(st == FA_OK, "%s: status %d (%s)", ctx, (int)st, fa_last_error())) {
         int64_t i, kbad = 0, vbad = 0;
         size_t es = dt_size(c->dt);
         bad = compare(ctx, "O", &o, oref, tol_out(c->dt));
-        bad += compare_lse(ctx, lse, lref, nl, tol_lse(c->dt));
-        check(bad == 0, "%s", ctx);
+        if (!no_lse) bad += compare_lse(ctx, lse, lref, nl, tol_lse(c->dt));
+        check(bad == 0, "%s%s", ctx, no_lse ? " lse=NULL" : "");
         for (i = 0; i < kc.n; i++) kbad += memcmp((char *)kc.buf + i * es, (char *)kexp.buf + i * es, es) != 0;
         for (i = 0; i < vc.n; i++) vbad += memcmp((char *)vc.buf + i * es, (char *)vexp.buf + i * es, es) != 0;
         check(kbad == 0 && vbad == 0, "%s: cache after the call: %lld K and %lld V elements differ from the expected cache",
               ctx, (long long)kbad, (long long)vbad);
         check(ws_canary_ok(&ws), "%s: wrote past the workspace", ctx);
     }
-    free(ws.buf);
+    free(ws.base);
     free(kexp.buf); free(vexp.buf); free(oref); free(lref); free(lse);
     tens_free(&q); tens_free(&kc); tens_free(&vc); tens_free(&o);
     if (c->append) { tens_free(&kn); tens_free(&vn); }
@@ -959,6 +977,47 @@ static det_out det_run(fa_dtype dt, uint64_t seed)
     return out;
 }
 
+/* Two threads of the caller each running their own forward at once must get
+   the bytes a lone call gets (the library keeps no state between calls). */
+typedef struct conc_job { attn a; tens o; float *lse; fa_status st; } conc_job;
+
+static void *conc_thread(void *arg)
+{
+    conc_job *j = (conc_job *)arg;
+    j->st = fa_forward(&j->a.p, j->a.q.t, j->a.k.t, j->a.v.t, j->o.t, j->lse, NULL, 0);
+    return NULL;
+}
+
+static void test_concurrent_calls(void)
+{
+    conc_job j[2];
+    pthread_t th[2];
+    int t, same = 1;
+    unsigned char *solo[2];
+    size_t bytes[2];
+    for (t = 0; t < 2; t++) {
+        uint64_t rng = case_seed(12, t);
+        fcase c = fc(2, 150 + 50 * t, 170, 4, 2, 32, 0, t ? FA_F16 : FA_F32);
+        c.causal = t; c.dropout = 0.2f;
+        attn_make(&j[t].a, &c, &rng);
+        j[t].o = tens_make(c.dt, 2, c.sq, 4, 32, LAYOUT_PACKED, &rng);
+        j[t].lse = lse_make(ref_lse_count(&j[t].a.p));
+        conc_thread(&j[t]);
+        bytes[t] = (size_t)j[t].o.n * dt_size(c.dt);
+        solo[t] = (unsigned char *)malloc(bytes[t]);
+        memcpy(solo[t], j[t].o.buf, bytes[t]);
+        { int64_t i; for (i = 0; i < j[t].o.n; i++) tens_set_bits_nan(&j[t].o, i); } /* poison again */
+    }
+    for (t = 0; t < 2; t++) pthread_create(&th[t], NULL, conc_thread, &j[t]);
+    for (t = 0; t < 2; t++) pthread_join(th[t], NULL);
+    for (t = 0; t < 2; t++) {
+        same &= j[t].st == FA_OK && !memcmp(solo[t], j[t].o.buf, bytes[t]);
+        free(solo[t]); free(j[t].lse); tens_free(&j[t].o); attn_free(&j[t].a);
+    }
+    check(same, "two concurrent fa_forward calls from two threads: results differ from lone calls (seeds %llu, %llu)",
+          (unsigned long long)case_seed(12, 0), (unsigned long long)case_seed(12, 1));
+}
+
 static void test_determinism(void)
 {
     static const fa_dtype dts[3] = {FA_F32, FA_F16, FA_BF16};
@@ -974,6 +1033,21 @@ static void test_determinism(void)
         fa_set_parallel_for(pf_threads3, NULL, 3);
         thr = det_run(dts[t], seed);
         fa_set_parallel_for(NULL, NULL, 0);
+#ifdef _OPENMP
+        { /* the OpenMP fallback on 1 and 3 threads */
+            int nt = omp_get_max_threads();
+            det_out o1, o3;
+            omp_set_num_threads(1);
+            o1 = det_run(dts[t], seed);
+            omp_set_num_threads(3);
+            o3 = det_run(dts[t], seed);
+            omp_set_num_threads(nt);
+            check(base.n == o1.n && !memcmp(base.bytes, o1.bytes, base.n) && base.n == o3.n &&
+                  !memcmp(base.bytes, o3.bytes, base.n), "determinism %s seed=%llu: OpenMP on 1 / 3 threads differs",
+                  dt_name(dts[t]), (unsigned long long)seed);
+            free(o1.bytes); free(o3.bytes);
+        }
+#endif
         check(base.n == again.n && !memcmp(base.bytes, again.bytes, base.n), "determinism %s seed=%llu: run to run differs",
               dt_name(dts[t]), (unsigned long long)seed);
         check(base.n == rev.n && !memcmp(base.bytes, rev.bytes, base.n),
@@ -1054,6 +1128,7 @@ int main(int argc, char **argv)
     printf("decode: %.1fs cpu\n", now() - t0);
     test_merge();
     test_determinism();
+    test_concurrent_calls();
     test_nonfinite_inputs();
     printf("total: %.1fs cpu\n", now() - t0);
     return summary("test_cpu");

@@ -17,11 +17,14 @@
 
 /* ---- counters ------------------------------------------------------------- */
 
-typedef struct tcount { int passed, failed; } tcount;
+typedef struct tcount {
+    int passed, failed;
+    double worst[4]; /* per dtype: the largest err / (atol + rtol |ref|) seen by compare() */
+} tcount;
 static tcount T_COUNT; /* the one global of the test program */
 
 /* Record one check; on failure print the message (it should carry the seed). */
-static int check(int ok, const char *fmt, ...)
+REF_FN int check(int ok, const char *fmt, ...)
 {
     if (ok) { T_COUNT.passed++; return 1; }
     T_COUNT.failed++;
@@ -37,8 +40,11 @@ static int check(int ok, const char *fmt, ...)
     return 0;
 }
 
-static int summary(const char *prog)
+REF_FN int summary(const char *prog)
 {
+    if (T_COUNT.worst[0] + T_COUNT.worst[1] + T_COUNT.worst[2] > 0)
+        printf("%s: largest error / tolerance: f32 %.3f, f16 %.3f, bf16 %.3f\n", prog, T_COUNT.worst[0],
+               T_COUNT.worst[1], T_COUNT.worst[2]);
     printf("%s: %d passed, %d failed\n", prog, T_COUNT.passed, T_COUNT.failed);
     printf("%d passed, %d failed\n", T_COUNT.passed, T_COUNT.failed);
     return T_COUNT.failed ? 1 : 0;
@@ -46,19 +52,19 @@ static int summary(const char *prog)
 
 /* ---- RNG: splitmix64 ------------------------------------------------------ */
 
-static uint64_t rng_next(uint64_t *s)
+REF_FN uint64_t rng_next(uint64_t *s)
 {
     uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
     return z ^ (z >> 31);
 }
-static double rng_uniform(uint64_t *s) { return (double)(rng_next(s) >> 11) * (1.0 / 9007199254740992.0); }
-static int rng_int(uint64_t *s, int lo, int hi) /* [lo, hi] */
+REF_FN double rng_uniform(uint64_t *s) { return (double)(rng_next(s) >> 11) * (1.0 / 9007199254740992.0); }
+REF_FN int rng_int(uint64_t *s, int lo, int hi) /* [lo, hi] */
 {
     return lo + (int)(rng_next(s) % (uint64_t)(hi - lo + 1));
 }
-static double rng_normal(uint64_t *s)
+REF_FN double rng_normal(uint64_t *s)
 {
     double u = rng_uniform(s), v = rng_uniform(s);
     if (u < 1e-300) u = 1e-300;
@@ -67,7 +73,10 @@ static double rng_normal(uint64_t *s)
 
 /* ---- tensors ------------------------------------------------------------------ */
 
-enum { LAYOUT_PACKED = 0, LAYOUT_PADDED = 1, LAYOUT_EXPLICIT_PACKED = 2 };
+/* packed (strides 0), padded (explicit strides with gaps between heads, rows
+   and batches), explicit strides equal to the packed ones, or mixed: each
+   tensor of a case picks one of the three. */
+enum { LAYOUT_PACKED = 0, LAYOUT_PADDED = 1, LAYOUT_EXPLICIT_PACKED = 2, LAYOUT_MIXED = 3 };
 
 /* A logical [nb, seq, heads, dim] tensor inside an allocation of n elements.
    The view t has strides 0 (packed) or explicit ones with padding between
@@ -83,9 +92,9 @@ typedef struct tens {
     int64_t s[3];
 } tens;
 
-static size_t dt_size(fa_dtype d) { return ref_dtype_size(d); }
+REF_FN size_t dt_size(fa_dtype d) { return ref_dtype_size(d); }
 
-static void tens_set_bits_nan(tens *x, int64_t i)
+REF_FN void tens_set_bits_nan(tens *x, int64_t i)
 {
     if (x->t.dtype == FA_F32) ((uint32_t *)x->buf)[i] = 0x7FC00000u;
     else if (x->t.dtype == FA_F16) ((uint16_t *)x->buf)[i] = 0x7E00u;
@@ -93,13 +102,13 @@ static void tens_set_bits_nan(tens *x, int64_t i)
     else ((uint8_t *)x->buf)[i] = 0x7F;
 }
 
-static int64_t tens_index(const tens *x, int b, int64_t t, int h, int c)
+REF_FN int64_t tens_index(const tens *x, int b, int64_t t, int h, int c)
 {
     return (int64_t)b * x->s[0] + t * x->s[1] + (int64_t)h * x->s[2] + c;
 }
 
 /* Allocate; every element (logical and padding) starts as NaN. */
-static tens tens_make(fa_dtype dt, int nb, int seq, int heads, int dim, int layout, uint64_t *rng)
+REF_FN tens tens_make(fa_dtype dt, int nb, int seq, int heads, int dim, int layout, uint64_t *rng)
 {
     tens x;
     int64_t i;
@@ -107,6 +116,7 @@ static tens tens_make(fa_dtype dt, int nb, int seq, int heads, int dim, int layo
     memset(&x, 0, sizeof x);
     x.nb = nb; x.seq = seq; x.heads = heads; x.dim = dim;
     x.t.dtype = dt;
+    if (layout == LAYOUT_MIXED) layout = rng_int(rng, 0, 2);
     if (layout == LAYOUT_PADDED) {
         x.s[2] = dim + rng_int(rng, 1, 3);
         x.s[1] = heads * x.s[2] + rng_int(rng, 1, 5);
@@ -133,7 +143,7 @@ static tens tens_make(fa_dtype dt, int nb, int seq, int heads, int dim, int layo
 }
 
 /* Fill the logical elements with N(0, sd^2) (rounded to the dtype). */
-static void tens_fill(tens *x, uint64_t *rng, double sd)
+REF_FN void tens_fill(tens *x, uint64_t *rng, double sd)
 {
     int64_t i;
     for (i = 0; i < x->n; i++)
@@ -141,7 +151,7 @@ static void tens_fill(tens *x, uint64_t *rng, double sd)
 }
 
 /* FlashAttention-3's accuracy distribution: N(0,1) + N(0,100) * Bernoulli(0.001). */
-static void tens_fill_outliers(tens *x, uint64_t *rng)
+REF_FN void tens_fill_outliers(tens *x, uint64_t *rng)
 {
     int64_t i;
     for (i = 0; i < x->n; i++)
@@ -152,7 +162,7 @@ static void tens_fill_outliers(tens *x, uint64_t *rng)
         }
 }
 
-static void tens_snapshot(tens *x)
+REF_FN void tens_snapshot(tens *x)
 {
     size_t bytes = (size_t)x->n * dt_size(x->t.dtype);
     if (!x->snap) x->snap = malloc(bytes);
@@ -160,7 +170,7 @@ static void tens_snapshot(tens *x)
 }
 
 /* Bytes of non-live elements unchanged since the snapshot? */
-static int64_t tens_padding_changed(const tens *x)
+REF_FN int64_t tens_padding_changed(const tens *x)
 {
     size_t es = dt_size(x->t.dtype);
     int64_t i, bad = 0;
@@ -169,13 +179,13 @@ static int64_t tens_padding_changed(const tens *x)
     return bad;
 }
 
-static void tens_free(tens *x)
+REF_FN void tens_free(tens *x)
 {
     free(x->buf); free(x->live); free(x->snap);
     memset(x, 0, sizeof *x);
 }
 
-static double tens_get(const tens *x, int b, int64_t t, int h, int c)
+REF_FN double tens_get(const tens *x, int b, int64_t t, int h, int c)
 {
     return ref_get(x->t, tens_index(x, b, t, h, c));
 }
@@ -188,10 +198,10 @@ typedef struct tol { double atol, rtol; } tol;
    doubles): |x - ref| <= atol + rtol * |ref|; NaN (never written) fails;
    padding must be untouched since the snapshot. Prints the first few
    mismatches with `ctx`. Returns the number of bad elements. */
-static int64_t compare(const char *ctx, const char *what, const tens *x, const double *ref, tol tl)
+REF_FN int64_t compare(const char *ctx, const char *what, const tens *x, const double *ref, tol tl)
 {
     int64_t bad = 0, unwritten = 0, pad;
-    double worst = 0.0;
+    double worst = 0.0, worst_ratio = 0.0, se = 0.0, sr = 0.0;
     int b, h, c;
     int64_t t;
     for (b = 0; b < x->nb; b++)
@@ -211,7 +221,16 @@ static int64_t compare(const char *ctx, const char *what, const tens *x, const d
                         bad++;
                     }
                     if (err == err && err > worst) worst = err;
+                    if (err == err && want == want) { se += err * err; sr += want * want; }
+                    if (err == err && want == want && err / (tl.atol + tl.rtol * fabs(want)) > worst_ratio)
+                        worst_ratio = err / (tl.atol + tl.rtol * fabs(want));
+                    if (err == err && want == want && x->t.dtype <= FA_E4M3 &&
+                        err / (tl.atol + tl.rtol * fabs(want)) > T_COUNT.worst[x->t.dtype])
+                        T_COUNT.worst[x->t.dtype] = err / (tl.atol + tl.rtol * fabs(want));
                 }
+    if (getenv("FA_TEST_VERBOSE"))
+        printf("  %s %s: max err %.3g, max err/tolerance %.3f, rms err/rms ref %.3g\n", ctx, what, worst, worst_ratio,
+               sr > 0 ? sqrt(se / sr) : 0.0);
     pad = tens_padding_changed(x);
     if (bad || pad)
         printf("  %s %s: %lld bad (%lld never written, NaN), max err %.3g, %lld padding elements changed\n",
@@ -220,7 +239,7 @@ static int64_t compare(const char *ctx, const char *what, const tens *x, const d
 }
 
 /* Compare fp32 L against the reference's doubles (count n): -inf must be exactly -inf. */
-static int64_t compare_lse(const char *ctx, const float *lse, const double *ref, int64_t n, tol tl)
+REF_FN int64_t compare_lse(const char *ctx, const float *lse, const double *ref, int64_t n, tol tl)
 {
     int64_t i, bad = 0;
     for (i = 0; i < n; i++) {
@@ -237,7 +256,7 @@ static int64_t compare_lse(const char *ctx, const float *lse, const double *ref,
     return bad;
 }
 
-static double rms(const double *x, int64_t n)
+REF_FN double rms(const double *x, int64_t n)
 {
     double s = 0.0;
     int64_t i;
@@ -245,7 +264,7 @@ static double rms(const double *x, int64_t n)
     return n ? sqrt(s / (double)n) : 0.0;
 }
 
-static const char *dt_name(fa_dtype d)
+REF_FN const char *dt_name(fa_dtype d)
 {
     return d == FA_F32 ? "f32" : d == FA_F16 ? "f16" : d == FA_BF16 ? "bf16" : "e4m3";
 }
