@@ -1,9 +1,137 @@
-/* flashattn_cuda.cuh - the GPU half of flashattn.h (included by it when the
-   implementation file is compiled by nvcc). See flashattn.h for the API.
+/* flashattn_cuda.cuh - the GPU half of flashattn.h (sm_80 and later).
 
-   (The forward engineer owns this file's opening, tiling notes and shared
-   primitives; the backward section below is self-contained until those land.)
+   Do not include this file yourself: flashattn.h pulls it in when the file
+   that defines FLASHATTN_IMPLEMENTATION is compiled by nvcc. It needs the
+   helpers of flashattn.h's implementation (fa__fail, fa__check_forward,
+   fa__dropout_keep, ...), which are defined just before the #include.
+
+   ============================================================================
+   CONTENTS (search for the tag)
+   ============================================================================
+     >>gpu-course     how the forward kernel works, read this first
+     >>gpu-config     macros: block sizes, warps, head dims
+     >>gpu-ptx        the five PTX instructions we use, wrapped
+     >>gpu-smem       the swizzled shared-memory layout
+     >>gpu-fwd        the forward kernel (FlashAttention-2)
+     >>gpu-host       choosing a configuration, checks, the launch
+     >>backward       the backward pass (FlashAttention-2, Alg. 4): three kernels,
+                      a deterministic mode, fa_backward_cuda (define
+                      FLASHATTN_NO_BACKWARD to leave it out)
+
+   ============================================================================
+   >>gpu-course  HOW THE FORWARD KERNEL WORKS
+   ============================================================================
+   The algorithm is FlashAttention-2 (seed 002; Dao 2023, Algorithm 1): for one
+   block of Br query rows, walk over the key/value blocks of Bc rows, keep
+   the running row maximum m and row sum l (ell) of exp(S - m), and an
+   UNSCALED output accumulator O~ that is multiplied by exp(m_old - m_new)
+   whenever m grows. Only at the very end is O = O~ / l written, with
+   L = m + log(l). Here Br = BLOCK_M and Bc = BLOCK_N.
+
+   1. Work split (the grid). One thread block (CTA) per (query block, query
+      head, sequence): blockIdx.x = query block (issued last-first so the
+      longest causal blocks start first), blockIdx.y = head, blockIdx.z =
+      sequence. Blocks never talk to each other, so there are no atomics and
+      the result is bit-identical run to run.
+
+   2. Inside the block. W warps; the query rows are split among them in tiles
+      of 16 rows (the M of one tensor-core instruction): warp w owns MT =
+      BLOCK_M / (16 W) row tiles. Warps NEVER split the keys (that was
+      FlashAttention-1's "split-K" scheme, which needed a reduction through
+      shared memory): every warp sees the whole K/V block, so each row's m, l
+      and O~ live in one warp's registers from start to finish.
+
+   3. Shared memory. Q [BLOCK_M x D] once; K and V in TWO stages each
+      [2][BLOCK_N x D]: while the warps multiply with stage s, cp.async
+      (asynchronous global -> shared copies that bypass registers) fills
+      stage s^1 with the next block. The loop per key block j:
+
+        wait(K_j landed); barrier .......... K_j visible to every warp
+        S = Q K_j^T ....................... tensor cores, S in registers
+        issue cp.async K_{j+1} -> other stage (its last reader, S_{j-1},
+                                           finished before the barrier above)
+        mask, online softmax, P = exp2(...) in registers
+        wait(V_j landed); barrier .......... V_j visible to every warp
+        O~ += P V_j ....................... tensor cores, P straight from registers
+        issue cp.async V_{j+1} -> other stage (its last reader, P V_{j-1},
+                                           finished before this iteration's first barrier)
+
+      So two barriers per block, each there to publish data another thread's
+      cp.async wrote; no barrier is needed to protect a buffer from being
+      overwritten, because each is refilled only after a barrier that all of
+      its readers have passed.
+
+   4. Swizzle. A row of D bf16 is D/8 chunks of 16 bytes. ldmatrix (below)
+      reads one 16-byte chunk from each of 8 consecutive rows; with plain
+      row-major storage those 8 chunks sit in the same 4 banks whenever the
+      row length is a multiple of 128 bytes: an 8-way bank conflict. So chunk
+      c of row r is stored at chunk c ^ (r % 8) (rows of 8k chunks), or at
+      c ^ ((r / 2) % 4) when D/8 is 4 mod 8 (D = 32, 96: two rows share each
+      128-byte line). Either way the 8 chunks an ldmatrix reads land in 8
+      different groups of 4 banks. cp.async writes with the same formula.
+
+   5. The tensor-core instruction: mma.sync.aligned.m16n8k16.row.col with
+      f16 or bf16 inputs and fp32 accumulators, D = A B + C, A 16x16, B 16x8.
+      A warp holds each fragment spread over its 32 lanes. With g = lane / 4
+      (the "group", 0..7) and t = lane % 4 (the "thread in group", 0..3):
+
+        A (16 x 16, row major), 4 registers of 2 halves each:
+          a0: row g,   cols 2t, 2t+1        a2: row g,   cols 2t+8, 2t+9
+          a1: row g+8, cols 2t, 2t+1        a3: row g+8, cols 2t+8, 2t+9
+        B (16 x 8, "col" = stored as 8 columns of 16):
+          b0: rows (k) 2t, 2t+1 of col g    b1: rows 2t+8, 2t+9 of col g
+        C/D (16 x 8), 4 floats:
+          c0, c1: row g,   cols 2t, 2t+1    c2, c3: row g+8, cols 2t, 2t+1
+
+      So a row of S lives in the 4 lanes of one group (a "quad"): row
+      reductions are 2 in-thread steps then __shfl_xor_sync with 1 and 2.
+
+   6. ldmatrix.x4 loads four 8x8 b16 matrices; lanes 8i..8i+7 give the row
+      addresses of matrix i and every lane receives, for matrix i, register i
+      = (row g, cols 2t, 2t+1): exactly one A/B fragment register. With
+      .trans it receives (rows 2t, 2t+1 of col g) instead.
+        Q (A of S = Q K^T): matrices (rows 0-7 | 8-15) x (cols 0-7 | 8-15)
+          -> a0..a3; lane l addresses row l % 16, chunk l / 16.
+        K (B of S): K is stored [key][d], and B wants consecutive d for one
+          key: that IS a row of K, so no transpose; one x4 gives b0, b1 of
+          two 8-key tiles.
+        V (B of O~ += P V): V is stored [key][d] but B wants consecutive keys
+          for one d column: .trans; one x4 gives b0, b1 of two 8-wide d tiles.
+
+   7. P never leaves registers. The C fragments of S tiles 2j and 2j+1
+      (keys 16j .. 16j+15), rounded to f16/bf16 and packed in pairs, are
+      exactly the A fragment of k-step j of P V:
+        a0 = pack(S[2j].c0, c1), a1 = pack(S[2j].c2, c3),
+        a2 = pack(S[2j+1].c0, c1), a3 = pack(S[2j+1].c2, c3).
+
+   8. Softmax in base 2. exp(x) = exp2(x log2 e): with scale_log2 = scale *
+      log2(e), p = exp2(s * scale_log2 - m * scale_log2), one FFMA and one
+      MUFU.EX2 per score, where s is the raw dot product and m its running
+      maximum (kept in base-2 units). With softcap, ALiBi or dropout (the
+      "extras") or a negative scale, each score is first transformed in
+      natural units and then multiplied by log2 e; the same code then runs
+      with a multiplier of 1. A row whose maximum is still -infinity (no
+      visible key yet) uses 0 in place of m so exp2(-inf - 0) = 0, never NaN.
+
+   9. Masks. Query row i sits at key position i' = i + sk - sq (bottom-right
+      alignment). Key j is visible when j < sk, and (causal) j <= i', and
+      (window) i' - left <= j <= i' + right. Whole key blocks outside every
+      row's range are never loaded (the loop bounds); blocks cut by a mask
+      boundary or by sk are masked element by element; the rest (most of
+      them) skip the mask code entirely.
+
+   10. Dropout. P_ij is kept when fa__dropout_keep(seed, offset, b, h, i, j)
+       says so (the Philox rule of flashattn.h, shared with the CPU path, so
+       both drop the same elements). l sums the undropped P (L is the
+       undropped log-sum-exp); the final 1 / (1 - p) is folded into 1 / l.
+
+   11. Sizes that are not tile multiples. cp.async's src-size operand copies
+       fewer than 16 bytes and zero-fills the rest, so K/V rows past sk and
+       head-dim columns past d/dv read as 0 (finite, so 0 * P stays 0); those
+       keys are masked, those output columns and rows are not written. A
+       head dim between instantiated sizes runs in the next one up.
 */
+
 #ifndef FLASHATTN_CUDA_CUH
 #define FLASHATTN_CUDA_CUH
 
@@ -11,9 +139,751 @@
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
 #include <stdint.h>
-#include <stdio.h>
-#include <string.h>
-#include <math.h>
+
+/* ============================================================================
+   >>gpu-config  CONFIGURATION MACROS (define before the implementation include)
+   ============================================================================
+     FLASHATTN_HEAD_DIMS   (32, 64, 96, 128, 192, 256) the head dims compiled,
+                           a comma-separated list in increasing order, each a
+                           multiple of 32 (#define it in the source: nvcc's
+                           -D splits values at commas). A
+                           problem runs in the smallest listed size >=
+                           max(head_dim, head_dim_v); none: FA_ERROR_UNSUPPORTED.
+                           Each size costs compile time (two dtypes, up to two
+                           tile shapes).
+     FLASHATTN_BLOCK_M     (per head dim and GPU, see fa__default_config)
+                           query rows per thread block, a multiple of 16*WARPS.
+     FLASHATTN_BLOCK_N     (likewise) keys per K/V block, a multiple of 16.
+     FLASHATTN_WARPS       (likewise) warps per thread block.
+   Setting any of the last three applies it to every head dim and GPU; a
+   shape whose shared memory exceeds the device's limit is refused at run
+   time with FA_ERROR_UNSUPPORTED.
+   Tensors on the GPU must be f16 or bf16 (all four the same type); f32 gives
+   FA_ERROR_UNSUPPORTED: convert first (the tensor cores take 16-bit inputs,
+   and a hidden conversion would need a workspace as big as Q, K and V).
+*/
+#ifndef FLASHATTN_HEAD_DIMS
+#define FLASHATTN_HEAD_DIMS 32, 64, 96, 128, 192, 256
+#endif
+
+/* The device-side rounding helpers and the FLASHATTN_HD qualifier come from
+   flashattn.h's implementation. */
+
+/* ============================================================================
+   >>gpu-ptx  THE PTX WE USE
+   ============================================================================ */
+
+/* 16-byte asynchronous copy global -> shared; bytes in [0, 16] are read and
+   the rest of the 16 is zero-filled. .cg: cache in L2 only (each tile is read
+   once per block, no point polluting L1). */
+static __device__ __forceinline__ void fa__cp_async16(uint32_t smem_addr, const void *gmem,
+                                                      int bytes)
+{
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr),
+                 "l"(gmem), "r"(bytes)
+                 : "memory");
+}
+static __device__ __forceinline__ void fa__cp_async_commit(void)
+{
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+/* Wait until at most N of this thread's committed groups are still in flight. */
+template <int N> static __device__ __forceinline__ void fa__cp_async_wait(void)
+{
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+static __device__ __forceinline__ void fa__ldmatrix_x4(uint32_t r[4], uint32_t smem_addr)
+{
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(smem_addr)
+                 : "memory");
+}
+static __device__ __forceinline__ void fa__ldmatrix_x4_trans(uint32_t r[4], uint32_t smem_addr)
+{
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(smem_addr)
+                 : "memory");
+}
+
+/* D = A B + D for one 16x8x16 tile, fp32 accumulate. BF16 selects the input type. */
+template <bool BF16>
+static __device__ __forceinline__ void fa__mma16816(float d[4], const uint32_t a[4],
+                                                    uint32_t b0, uint32_t b1)
+{
+    if (BF16)
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+                     "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    else
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+                     "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+/* Two floats -> one register of two 16-bit values (lo in the low half), RNE. */
+template <bool BF16> static __device__ __forceinline__ uint32_t fa__pack2(float lo, float hi)
+{
+    uint32_t r;
+    if (BF16) {
+        __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+        memcpy(&r, &v, 4);
+    } else {
+        __half2 v = __floats2half2_rn(lo, hi);
+        memcpy(&r, &v, 4);
+    }
+    return r;
+}
+
+/* 2^x on the special-function unit (one MUFU.EX2); ex2(-inf) = 0. */
+static __device__ __forceinline__ float fa__exp2(float x)
+{
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+    return y;
+}
+
+/* ============================================================================
+   >>gpu-smem  SWIZZLED TILES
+   ============================================================================
+   A tile of ROWS x D 16-bit elements, row-major, D/8 chunks of 16 bytes per
+   row, chunk c of row r stored at chunk fa__swizzle<D>(r, c) (see course
+   item 4). Returns the element offset of the chunk's first element. */
+template <int D> static __device__ __forceinline__ int fa__swizzle(int r, int c)
+{
+    constexpr int C = D / 8; /* chunks per row */
+    static_assert(C % 4 == 0, "head dim must be a multiple of 32");
+    int cs = (C % 8 == 0) ? (c ^ (r & 7)) : (c ^ ((r >> 1) & 3));
+    return r * D + cs * 8;
+}
+
+/* Copy rows [0, rows) x columns [0, cols) of a global tile (row stride
+   `stride` elements) into a swizzled ROWS x D shared tile; rows >= rows and
+   columns >= cols are zero-filled. All NT threads take part, one 16-byte
+   cp.async each per step. Thread `tid` always copies chunk c = tid % C of
+   rows tid / C, tid / C + NT / C, ...: so its column, its byte count and
+   (when NT / C is a multiple of 8) its swizzle are fixed, and the addresses
+   of the steps differ by constants. */
+template <int ROWS, int D, int NT>
+static __device__ __forceinline__ void fa__load_tile(uint32_t smem_base, const uint16_t *g,
+                                                     int64_t stride, int rows, int cols)
+{
+    constexpr int C = D / 8;       /* chunks per row */
+    if constexpr (NT % C != 0) {   /* D = 96, 192: each step's chunk differs */
+#pragma unroll
+        for (int it = 0; it < (ROWS * C + NT - 1) / NT; it++) {
+            const int idx = it * NT + (int)threadIdx.x;
+            if ((ROWS * C) % NT != 0 && idx >= ROWS * C) break;
+            const int r = idx / C, c = idx % C, left = (cols - c * 8) * 2;
+            const int bytes = r < rows ? (left >= 16 ? 16 : (left > 0 ? left : 0)) : 0;
+            fa__cp_async16(smem_base + 2u * (uint32_t)fa__swizzle<D>(r, c),
+                           bytes ? g + (int64_t)r * stride + c * 8 : g, bytes);
+        }
+        return;
+    }
+    constexpr int RPS = NT % C == 0 ? NT / C : 1; /* rows per step */
+    const int r0 = (int)threadIdx.x / C, c = (int)threadIdx.x % C;
+    const int left = (cols - c * 8) * 2;
+    const int bytes = left >= 16 ? 16 : (left > 0 ? left : 0);
+    const uint16_t *src = g + (int64_t)r0 * stride + c * 8;
+#pragma unroll
+    for (int it = 0; it < (ROWS + RPS - 1) / RPS; it++) {
+        const int r = r0 + it * RPS;
+        if (ROWS % RPS != 0 && r >= ROWS) break;
+        const bool in = r < rows && bytes > 0;
+        /* src-size 0 reads nothing; the address must still be a valid one */
+        fa__cp_async16(smem_base + 2u * (uint32_t)fa__swizzle<D>(r, c), in ? src : g, in ? bytes : 0);
+        src += RPS * stride;
+    }
+}
+
+/* ldmatrix addresses. Every ldmatrix below reads rows R + (lane % 8) with R a
+   multiple of 8, and chunks 2k + e with e a per-thread bit (which half of the
+   16 columns this lane addresses). So the swizzle key (row % 8, or (row / 2)
+   % 4) is the per-thread constant lane-derived x, and the swizzled chunk of
+   2k + e is (2k with its low bits XOR-ed by (e ^ x)): precompute, per thread,
+   the byte offsets of the few distinct low-bit patterns; the rest of the
+   address is a compile-time constant. */
+template <int D> struct fa__ldsm_addr {
+    static constexpr int C = D / 8;
+    static constexpr int M = (C % 8 == 0) ? 7 : 3; /* chunk bits the swizzle touches */
+    uint32_t off[(M + 1) / 2];                      /* bytes, for (2k & M) = 0, 2, 4, 6 */
+    __device__ __forceinline__ fa__ldsm_addr(int lane, int e)
+    {
+        const int x = (M == 7) ? (lane & 7) : ((lane >> 1) & 3);
+#pragma unroll
+        for (int m = 0; m < (M + 1) / 2; m++) off[m] = (uint32_t)(((2 * m) | e) ^ x) * 16u;
+    }
+    /* byte offset of (row base `row`, whose low 3 bits are lane & 7, chunk 2k + e) */
+    __device__ __forceinline__ uint32_t at(int row, int k) const
+    {
+        return (uint32_t)row * (2u * D) + (uint32_t)((2 * k) & ~M) * 16u + off[k % ((M + 1) / 2)];
+    }
+};
+
+/* ============================================================================
+   >>gpu-fwd  THE FORWARD KERNEL
+   ============================================================================ */
+
+/* Everything the kernel needs, resolved on the host (strides in elements). */
+typedef struct fa__fwd_params {
+    const uint16_t *q, *k, *v;
+    uint16_t *o;
+    float *lse;
+    int64_t q_batch, q_seq, q_head;
+    int64_t k_batch, k_seq, k_head;
+    int64_t v_batch, v_seq, v_head;
+    int64_t o_batch, o_seq, o_head;
+    int seqlen_q, seqlen_k, heads_q, group; /* group = heads_q / heads_kv */
+    int d, dv;
+    const int32_t *cu_seqlens_q, *cu_seqlens_k, *seqlens_k;
+    float scale;      /* natural units */
+    float scale_log2; /* scale * log2(e) */
+    float softcap;    /* 0 = off */
+    const float *alibi_slopes;
+    int has_left, has_right; /* window / causal bounds active */
+    int left, right;         /* visible keys: i' - left <= j <= i' + right */
+    int extras;              /* softcap, ALiBi, dropout or scale < 0 */
+    int dropout;
+    uint32_t dropout_threshold;
+    uint64_t dropout_seed, dropout_offset;
+    float out_scale; /* 1 / (1 - dropout_p) */
+} fa__fwd_params;
+
+#define FA__GPU_LOG2E 1.4426950408889634f
+#define FA__GPU_LN2 0.6931471805599453f
+
+/* S, O~: per warp, MT row tiles of 16; per thread, [MT][tiles][4] floats in
+   the C-fragment layout (course item 5). */
+template <bool BF16, int D, int BM, int BN, int WARPS, bool EXTRAS>
+__global__ void __launch_bounds__(WARPS * 32)
+fa__fwd_kernel_sm80(const fa__fwd_params p)
+{
+    constexpr int NT = WARPS * 32;     /* threads */
+    constexpr int MT = BM / (16 * WARPS); /* 16-row tiles per warp */
+    constexpr int NS = BN / 8;          /* 8-key tiles of S per row tile */
+    constexpr int NO = D / 8;           /* 8-column tiles of O~ per row tile */
+    static_assert(BM % (16 * WARPS) == 0, "BLOCK_M must be a multiple of 16 * WARPS");
+    static_assert(BN % 16 == 0 && D % 32 == 0, "BLOCK_N % 16, head dim % 32");
+
+    extern __shared__ __align__(128) uint16_t fa__smem[];
+    const uint32_t sQ = (uint32_t)__cvta_generic_to_shared(fa__smem);
+    const uint32_t sK = sQ + 2u * BM * D;          /* two stages of BN x D */
+    const uint32_t sV = sK + 2u * 2u * BN * D;     /* two stages of BN x D */
+    constexpr uint32_t KV_STAGE_BYTES = 2u * BN * D;
+
+    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+    const int g = lane / 4, t = lane % 4;
+    const int m_block = gridDim.x - 1 - blockIdx.x; /* heavy causal blocks first */
+    const int h = blockIdx.y, b = blockIdx.z, hk = h / p.group;
+
+    /* ---- this sequence's extent (variable length, KV-cache lengths) ---- */
+    int sq = p.seqlen_q, sk = p.seqlen_k;
+    int64_t q_tok0 = 0, k_tok0 = 0; /* first token row with cu_seqlens */
+    if (p.cu_seqlens_q) { q_tok0 = p.cu_seqlens_q[b]; sq = (int)(p.cu_seqlens_q[b + 1] - q_tok0); }
+    if (p.cu_seqlens_k) { k_tok0 = p.cu_seqlens_k[b]; sk = (int)(p.cu_seqlens_k[b + 1] - k_tok0); }
+    if (p.seqlens_k) sk = p.seqlens_k[b];
+    const int row0 = m_block * BM; /* first query row of this block */
+    if (row0 >= sq) return;        /* whole block past this sequence's end */
+    const int64_t shift = (int64_t)sk - sq; /* i' = i + shift */
+
+    const uint16_t *gq = p.q + (p.cu_seqlens_q ? q_tok0 * p.q_seq : b * p.q_batch) +
+                         h * p.q_head + (int64_t)row0 * p.q_seq;
+    const uint16_t *gk = p.k + (p.cu_seqlens_k ? k_tok0 * p.k_seq : b * p.k_batch) + hk * p.k_head;
+    const uint16_t *gv = p.v + (p.cu_seqlens_k ? k_tok0 * p.v_seq : b * p.v_batch) + hk * p.v_head;
+    uint16_t *go = p.o + (p.cu_seqlens_q ? q_tok0 * p.o_seq : b * p.o_batch) + h * p.o_head;
+
+    /* ---- key blocks any row of this block can see: [n_begin, n_end) ---- */
+    int n_end = (sk + BN - 1) / BN;
+    int n_begin = 0;
+    if (p.has_right) {
+        int64_t last_row = (int64_t)(row0 + BM < sq ? row0 + BM : sq) - 1;
+        int64_t lim = last_row + shift + p.right + 1; /* keys < lim */
+        int64_t nb = lim > 0 ? (lim + BN - 1) / BN : 0;
+        if (nb < n_end) n_end = (int)nb;
+    }
+    if (p.has_left) {
+        int64_t lo = (int64_t)row0 + shift - p.left; /* smallest key any row sees */
+        if (lo > 0) n_begin = (int)(lo / BN);
+    }
+
+    /* Row indices (within the sequence) of this thread's rows: tile mt, half hf. */
+    const int wrow0 = row0 + warp * 16 * MT;
+
+    float m_run[MT][2], l_run[MT][2]; /* running max (base-2 units) and partial sum */
+    float acc_o[MT][NO][4];           /* O~, unscaled */
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++) {
+        m_run[mt][0] = m_run[mt][1] = -INFINITY;
+        l_run[mt][0] = l_run[mt][1] = 0.0f;
+#pragma unroll
+        for (int n = 0; n < NO; n++) acc_o[mt][n][0] = acc_o[mt][n][1] = acc_o[mt][n][2] = acc_o[mt][n][3] = 0.0f;
+    }
+
+    if (n_begin < n_end) {
+        /* Prologue: Q and K_{n_begin} in group 1, V_{n_begin} in group 2. */
+        fa__load_tile<BM, D, NT>(sQ, gq, p.q_seq, sq - row0, p.d);
+        {
+            int k0 = n_begin * BN;
+            fa__load_tile<BN, D, NT>(sK, gk + (int64_t)k0 * p.k_seq, p.k_seq, sk - k0, p.d);
+            fa__cp_async_commit();
+            fa__load_tile<BN, D, NT>(sV, gv + (int64_t)k0 * p.v_seq, p.v_seq, sk - k0, p.dv);
+            fa__cp_async_commit();
+        }
+        /* Per-thread ldmatrix offsets (course item 6): lane l addresses
+           Q row l % 16, chunk half l / 16; K row (l / 16) * 8 + l % 8, chunk
+           half (l / 8) % 2; V (trans) row l % 16, chunk half l / 16. */
+        const fa__ldsm_addr<D> aq(lane, lane >> 4), ak(lane, (lane >> 3) & 1), av(lane, lane >> 4);
+        /* The multiplier that takes a score in S to base-2 units (course item 8). */
+        const float mul = EXTRAS ? 1.0f : p.scale_log2;
+
+        for (int n = n_begin; n < n_end; n++) {
+            const uint32_t stage = (uint32_t)((n - n_begin) & 1) * KV_STAGE_BYTES;
+            const int k0 = n * BN;
+
+            /* K_n (and, first time, Q) has landed for this thread's copies;
+               the barrier makes every thread's copies visible to all warps. */
+            fa__cp_async_wait<1>();
+            __syncthreads();
+
+            /* ---- S = Q K_n^T (raw dot products) ---- */
+            float s[MT][NS][4];
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+                for (int j = 0; j < NS; j++) s[mt][j][0] = s[mt][j][1] = s[mt][j][2] = s[mt][j][3] = 0.0f;
+#pragma unroll
+            for (int ks = 0; ks < D / 16; ks++) {
+                uint32_t qa[MT][4];
+#pragma unroll
+                for (int mt = 0; mt < MT; mt++)
+                    fa__ldmatrix_x4(qa[mt], sQ + aq.at(warp * 16 * MT + mt * 16 + (lane & 15), ks));
+#pragma unroll
+                for (int np = 0; np < NS / 2; np++) {
+                    uint32_t kb[4];
+                    fa__ldmatrix_x4(kb, sK + stage + ak.at(np * 16 + ((lane >> 4) << 3) + (lane & 7), ks));
+#pragma unroll
+                    for (int mt = 0; mt < MT; mt++) {
+                        fa__mma16816<BF16>(s[mt][2 * np], qa[mt], kb[0], kb[1]);
+                        fa__mma16816<BF16>(s[mt][2 * np + 1], qa[mt], kb[2], kb[3]);
+                    }
+                }
+            }
+
+            /* Prefetch K_{n+1} into the other stage (its readers, S_{n-1},
+               all passed this iteration's first barrier). Always commit, so
+               the group count the waits rely on stays the same at the end. */
+            if (n + 1 < n_end)
+                fa__load_tile<BN, D, NT>(sK + (stage ^ KV_STAGE_BYTES), gk + (int64_t)(k0 + BN) * p.k_seq,
+                                         p.k_seq, sk - k0 - BN, p.d);
+            fa__cp_async_commit();
+
+            /* ---- masks and extras, element by element, only where needed ---- */
+            bool need_mask = k0 + BN > sk;
+            if (p.has_right) need_mask |= (int64_t)k0 + BN - 1 > (int64_t)row0 + shift + p.right;
+            if (p.has_left) need_mask |= (int64_t)k0 < (int64_t)row0 + BM - 1 + shift - p.left;
+            if (need_mask || EXTRAS) {
+#pragma unroll
+                for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+                    for (int j = 0; j < NS; j++)
+#pragma unroll
+                        for (int e = 0; e < 4; e++) {
+                            const int i = wrow0 + mt * 16 + g + (e >> 1) * 8; /* query row */
+                            const int kj = k0 + j * 8 + 2 * t + (e & 1);    /* key */
+                            const int64_t ip = i + shift;
+                            bool vis = kj < sk;
+                            if (p.has_right) vis = vis && kj <= ip + p.right;
+                            if (p.has_left) vis = vis && kj >= ip - p.left;
+                            float x = s[mt][j][e];
+                            if (EXTRAS) {
+                                x *= p.scale;
+                                if (p.softcap > 0.0f) x = p.softcap * tanhf(x / p.softcap);
+                                if (p.alibi_slopes) {
+                                    int64_t dist = ip - kj;
+                                    x -= p.alibi_slopes[h] * (float)(dist < 0 ? -dist : dist);
+                                }
+                                x *= FA__GPU_LOG2E;
+                            }
+                            s[mt][j][e] = vis ? x : -INFINITY;
+                        }
+            }
+
+            /* ---- online softmax (seed 002: m, l, unscaled O~) ---- */
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+                for (int hf = 0; hf < 2; hf++) {
+                    float mx = -INFINITY;
+#pragma unroll
+                    for (int j = 0; j < NS; j++) mx = fmaxf(mx, fmaxf(s[mt][j][2 * hf], s[mt][j][2 * hf + 1]));
+                    /* the row's other 3 quarters are in the quad's other lanes */
+                    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+                    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+                    const float m_new = fmaxf(m_run[mt][hf], mx * mul);
+                    const float m_use = m_new == -INFINITY ? 0.0f : m_new;
+                    /* Rescale: O~ and l were relative to the old max. */
+                    const float alpha = fa__exp2(m_run[mt][hf] - m_use);
+                    m_run[mt][hf] = m_new;
+                    l_run[mt][hf] *= alpha;
+#pragma unroll
+                    for (int c = 0; c < NO; c++) {
+                        acc_o[mt][c][2 * hf] *= alpha;
+                        acc_o[mt][c][2 * hf + 1] *= alpha;
+                    }
+                    float sum = 0.0f;
+#pragma unroll
+                    for (int j = 0; j < NS; j++)
+#pragma unroll
+                        for (int e = 0; e < 2; e++) {
+                            float pe = fa__exp2(fmaf(s[mt][j][2 * hf + e], mul, -m_use));
+                            sum += pe;
+                            s[mt][j][2 * hf + e] = pe;
+                        }
+                    l_run[mt][hf] += sum; /* partial: this lane's quarter of the row */
+                }
+
+            if (EXTRAS && p.dropout) {
+#pragma unroll
+                for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+                    for (int j = 0; j < NS; j++)
+#pragma unroll
+                        for (int e = 0; e < 4; e++) {
+                            const int i = wrow0 + mt * 16 + g + (e >> 1) * 8;
+                            const int kj = k0 + j * 8 + 2 * t + (e & 1);
+                            if (!fa__dropout_keep(p.dropout_seed, p.dropout_offset, b, h, p.heads_q, i, kj,
+                                                  p.dropout_threshold))
+                                s[mt][j][e] = 0.0f;
+                        }
+            }
+
+            /* V_n has landed (only K_{n+1} may still be in flight); the
+               barrier publishes every thread's copies. */
+            fa__cp_async_wait<1>();
+            __syncthreads();
+
+            /* ---- O~ += P V_n, P from registers (course item 7) ---- */
+            /* Round P to 16 bits once, up front: half the registers of S. */
+            uint32_t pa[BN / 16][MT][4];
+#pragma unroll
+            for (int ks = 0; ks < BN / 16; ks++)
+#pragma unroll
+                for (int mt = 0; mt < MT; mt++) {
+                    pa[ks][mt][0] = fa__pack2<BF16>(s[mt][2 * ks][0], s[mt][2 * ks][1]);
+                    pa[ks][mt][1] = fa__pack2<BF16>(s[mt][2 * ks][2], s[mt][2 * ks][3]);
+                    pa[ks][mt][2] = fa__pack2<BF16>(s[mt][2 * ks + 1][0], s[mt][2 * ks + 1][1]);
+                    pa[ks][mt][3] = fa__pack2<BF16>(s[mt][2 * ks + 1][2], s[mt][2 * ks + 1][3]);
+                }
+#pragma unroll
+            for (int ks = 0; ks < BN / 16; ks++) {
+#pragma unroll
+                for (int dp = 0; dp < NO / 2; dp++) {
+                    uint32_t vb[4];
+                    fa__ldmatrix_x4_trans(vb, sV + stage + av.at(ks * 16 + (lane & 15), dp));
+#pragma unroll
+                    for (int mt = 0; mt < MT; mt++) {
+                        fa__mma16816<BF16>(acc_o[mt][2 * dp], pa[ks][mt], vb[0], vb[1]);
+                        fa__mma16816<BF16>(acc_o[mt][2 * dp + 1], pa[ks][mt], vb[2], vb[3]);
+                    }
+                }
+            }
+
+            /* Prefetch V_{n+1} into the other stage (its readers, P V_{n-1},
+               all passed this iteration's first barrier). */
+            if (n + 1 < n_end)
+                fa__load_tile<BN, D, NT>(sV + (stage ^ KV_STAGE_BYTES), gv + (int64_t)(k0 + BN) * p.v_seq,
+                                         p.v_seq, sk - k0 - BN, p.dv);
+            fa__cp_async_commit();
+        }
+        /* Nothing may be left in flight when the block exits (the last two
+           groups are empty, but say so). */
+        fa__cp_async_wait<0>();
+    }
+
+    /* ---- epilogue: the one final rescale, O = O~ / l, and L = m + log l ---- */
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int hf = 0; hf < 2; hf++) {
+            float l = l_run[mt][hf];
+            l += __shfl_xor_sync(0xffffffffu, l, 1);
+            l += __shfl_xor_sync(0xffffffffu, l, 2);
+            const int i = wrow0 + mt * 16 + g + hf * 8;
+            if (i >= sq) continue;
+            const float inv = l > 0.0f ? p.out_scale / l : 0.0f; /* no visible key: O = 0 */
+            uint16_t *orow = go + (int64_t)i * p.o_seq;
+#pragma unroll
+            for (int c = 0; c < NO; c++) {
+                const int col = c * 8 + 2 * t;
+                const uint32_t v2 = fa__pack2<BF16>(acc_o[mt][c][2 * hf] * inv, acc_o[mt][c][2 * hf + 1] * inv);
+                if (col + 1 < p.dv)
+                    *(uint32_t *)(orow + col) = v2; /* 4-byte aligned: even col, aligned rows */
+                else if (col < p.dv)
+                    orow[col] = (uint16_t)(v2 & 0xffffu);
+            }
+            if (p.lse && t == 0) {
+                const float L = l > 0.0f ? m_run[mt][hf] * FA__GPU_LN2 + logf(l) : -INFINITY;
+                const int64_t li = p.cu_seqlens_q
+                                       ? (int64_t)h * p.cu_seqlens_q[gridDim.z] + q_tok0 + i
+                                       : ((int64_t)b * p.heads_q + h) * p.seqlen_q + i;
+                p.lse[li] = L;
+            }
+        }
+}
+
+/* ============================================================================
+   >>gpu-host  CONFIGURATION, CHECKS, LAUNCH
+   ============================================================================ */
+
+/* Tile shape (BLOCK_M x BLOCK_N, warps) per head dim and GPU family; shared
+   bytes = 2 * D * (BLOCK_M + 4 * BLOCK_N) (Q once, K and V twice).
+     family 0: sm_90 (H100/H200, 227 KB per block)
+     family 1: sm_86 / sm_89 (99 KB per block)
+     family 2: sm_80 / sm_87 (A100, 163 KB per block)
+   BLOCK_M = 128 with 4 warps gives each warp two 16-row tiles, so every K and
+   V fragment read from shared memory feeds two MMAs: on H200 that beat one
+   tile per warp by 10-17% at d 64 / 128 (bench/results/*tile-variants*).
+   At d 192 / 256 the O~ accumulator (D / 2 floats per row tile per thread)
+   leaves room for one row tile per warp only, hence 8 warps. Measured on
+   H200 only; families 1 and 2 are FlashAttention-2's shapes fitted to our
+   shared-memory budget, untimed. */
+typedef struct fa__config { int bm, bn, warps; } fa__config;
+
+static constexpr fa__config fa__default_config(int d, int family)
+{
+    return d <= 96    ? fa__config{128, 64, 4}
+           : d <= 128 ? fa__config{128, 32, 4}
+           : family == 1 ? fa__config{64, 32, 4}
+           : (d <= 192 || family == 0) ? fa__config{128, 64, 8}
+                                       : fa__config{64, 64, 4};
+}
+
+static constexpr fa__config fa__config_for(int d, int family)
+{
+    return fa__config{
+#ifdef FLASHATTN_BLOCK_M
+        FLASHATTN_BLOCK_M,
+#else
+        fa__default_config(d, family).bm,
+#endif
+#ifdef FLASHATTN_BLOCK_N
+        FLASHATTN_BLOCK_N,
+#else
+        fa__default_config(d, family).bn,
+#endif
+#ifdef FLASHATTN_WARPS
+        FLASHATTN_WARPS,
+#else
+        fa__default_config(d, family).warps,
+#endif
+    };
+}
+
+static constexpr int fa__head_dims[] = {FLASHATTN_HEAD_DIMS};
+static constexpr int fa__n_head_dims = (int)(sizeof(fa__head_dims) / sizeof(fa__head_dims[0]));
+
+static constexpr bool fa__head_dim_compiled(int d)
+{
+    for (int i = 0; i < fa__n_head_dims; i++)
+        if (fa__head_dims[i] == d) return true;
+    return false;
+}
+
+static fa_status fa__cuda_fail(const char *fn, cudaError_t e, const char *what)
+{
+    return fa__fail(FA_ERROR_CUDA, "%s: %s: %s (%s)", fn, what, cudaGetErrorString(e),
+                    cudaGetErrorName(e));
+}
+
+/* Launch one instantiation: check its shared memory against the device's
+   opt-in limit, raise the kernel's own limit (needed above 48 KB), launch. */
+template <bool BF16, int D, int BM, int BN, int WARPS, bool EXTRAS>
+static fa_status fa__launch_fwd(const char *fn, const fa__fwd_params &p, int batch,
+                                int smem_optin, cudaStream_t stream)
+{
+    const size_t smem = 2u * (size_t)D * (BM + 4 * BN); /* Q + 2 stages of K and V */
+    const dim3 grid((unsigned)((p.seqlen_q + BM - 1) / BM), (unsigned)p.heads_q, (unsigned)batch);
+    cudaError_t e;
+    if (smem > (size_t)smem_optin)
+        return fa__fail(FA_ERROR_UNSUPPORTED,
+                        "%s: head dim %d with tiles %dx%d needs %zu bytes of shared memory, the "
+                        "device allows %d per block (see FLASHATTN_BLOCK_M / FLASHATTN_BLOCK_N)",
+                        fn, D, BM, BN, smem, smem_optin);
+    /* Idempotent and cheap; set on every call rather than cached per device. */
+    e = cudaFuncSetAttribute(fa__fwd_kernel_sm80<BF16, D, BM, BN, WARPS, EXTRAS>,
+                             cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    if (e != cudaSuccess) return fa__cuda_fail(fn, e, "cudaFuncSetAttribute");
+    fa__fwd_kernel_sm80<BF16, D, BM, BN, WARPS, EXTRAS><<<grid, WARPS * 32, smem, stream>>>(p);
+    e = cudaGetLastError();
+    if (e != cudaSuccess) return fa__cuda_fail(fn, e, "kernel launch");
+    return FA_OK;
+}
+
+/* Pick the family's tile shape for head dim D at compile time. */
+template <bool BF16, int D>
+static fa_status fa__dispatch_family(const char *fn, const fa__fwd_params &p, int batch,
+                                     int family, int smem_optin, cudaStream_t stream)
+{
+    constexpr fa__config c0 = fa__config_for(D, 0), c1 = fa__config_for(D, 1), c2 = fa__config_for(D, 2);
+    /* (identical shapes are one instantiation: templates are deduplicated) */
+    if (family == 1) {
+        if (p.extras)
+            return fa__launch_fwd<BF16, D, c1.bm, c1.bn, c1.warps, true>(fn, p, batch, smem_optin, stream);
+        return fa__launch_fwd<BF16, D, c1.bm, c1.bn, c1.warps, false>(fn, p, batch, smem_optin, stream);
+    }
+    if (family == 2) {
+        if (p.extras)
+            return fa__launch_fwd<BF16, D, c2.bm, c2.bn, c2.warps, true>(fn, p, batch, smem_optin, stream);
+        return fa__launch_fwd<BF16, D, c2.bm, c2.bn, c2.warps, false>(fn, p, batch, smem_optin, stream);
+    }
+    if (p.extras)
+        return fa__launch_fwd<BF16, D, c0.bm, c0.bn, c0.warps, true>(fn, p, batch, smem_optin, stream);
+    return fa__launch_fwd<BF16, D, c0.bm, c0.bn, c0.warps, false>(fn, p, batch, smem_optin, stream);
+}
+
+/* The smallest compiled head dim >= need (index I onwards), then the dtype. */
+template <int I>
+static fa_status fa__dispatch_head_dim(const char *fn, const fa__fwd_params &p, int batch, int need,
+                                       int bf16, int family, int smem_optin, cudaStream_t stream)
+{
+    if constexpr (I >= fa__n_head_dims) {
+        (void)p; (void)batch; (void)bf16; (void)family; (void)smem_optin; (void)stream;
+        return fa__fail(FA_ERROR_UNSUPPORTED,
+                        "%s: head dim %d is larger than every head dim compiled in "
+                        "(FLASHATTN_HEAD_DIMS)", fn, need);
+    } else {
+        constexpr int D = fa__head_dims[I];
+        static_assert(D % 32 == 0 && D >= 32 && D <= 256,
+                      "FLASHATTN_HEAD_DIMS: each must be 32, 64, ..., 256 (a multiple of 32)");
+        if (need > D)
+            return fa__dispatch_head_dim<I + 1>(fn, p, batch, need, bf16, family, smem_optin, stream);
+        if (bf16) return fa__dispatch_family<true, D>(fn, p, batch, family, smem_optin, stream);
+        return fa__dispatch_family<false, D>(fn, p, batch, family, smem_optin, stream);
+    }
+}
+
+/* A tensor the kernel reads or writes with 16-byte accesses: its rows must
+   start on 16-byte boundaries. */
+static fa_status fa__check_rows_aligned(const char *fn, const char *name, const fa_tensor *t,
+                                        int varlen)
+{
+    if (((uintptr_t)t->data & 15u) != 0)
+        return fa__fail(FA_ERROR_INVALID_ARGUMENT,
+                        "%s: %s.data must be 16-byte aligned on the GPU (cp.async copies 16 bytes)",
+                        fn, name);
+    if ((t->seq_stride & 7) || (t->head_stride & 7) || (!varlen && (t->batch_stride & 7)))
+        return fa__fail(FA_ERROR_INVALID_ARGUMENT,
+                        "%s: %s strides (batch %lld, seq %lld, head %lld) must be multiples of 8 "
+                        "elements on the GPU so every row starts on a 16-byte boundary",
+                        fn, name, (long long)t->batch_stride, (long long)t->seq_stride,
+                        (long long)t->head_stride);
+    return FA_OK;
+}
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+FLASHATTN_DEF fa_status fa_forward_cuda_workspace_size(const fa_problem *p, size_t *bytes)
+{
+    fa_problem r;
+    if (!bytes) return fa__fail(FA_ERROR_INVALID_ARGUMENT, "fa_forward_cuda_workspace_size: bytes is NULL");
+    fa_status s = fa_problem_resolve(p, &r);
+    if (s != FA_OK) return s;
+    *bytes = 0; /* the forward kernel needs no scratch */
+    return FA_OK;
+}
+
+FLASHATTN_DEF fa_status fa_forward_cuda(const fa_problem *p, fa_tensor q, fa_tensor k, fa_tensor v,
+                                        fa_tensor o, float *lse, void *workspace,
+                                        size_t workspace_size, void *stream)
+{
+    static const char fn[] = "fa_forward_cuda";
+    fa_problem r;
+    fa__fwd_params kp;
+    fa_status s;
+    int dev = 0, major = 0, minor = 0, smem_optin = 0, family, need, varlen_q, varlen_k;
+    cudaError_t e;
+    (void)workspace; (void)workspace_size; /* no scratch needed */
+    memset(&r, 0, sizeof r);
+
+    /* ---- 1. arguments, before anything touches the device ---- */
+    s = fa__check_forward(fn, p, &r, &q, &k, &v, &o, lse, 0);
+    if (s != FA_OK) return s;
+    if (q.dtype == FA_F32)
+        return fa__fail(FA_ERROR_UNSUPPORTED,
+                        "%s: f32 tensors are not supported on the GPU (the tensor cores take f16 or "
+                        "bf16); convert q, k, v and o to FA_F16 or FA_BF16", fn);
+    if (q.dtype != FA_F16 && q.dtype != FA_BF16)
+        return fa__fail(FA_ERROR_UNSUPPORTED, "%s: q dtype %d is not supported by the GPU forward "
+                        "(f16 or bf16)", fn, (int)q.dtype);
+    if (k.dtype != q.dtype || v.dtype != q.dtype || o.dtype != q.dtype)
+        return fa__fail(FA_ERROR_INVALID_ARGUMENT, "%s: q, k, v and o must have the same dtype", fn);
+    varlen_q = r.cu_seqlens_q != NULL;
+    varlen_k = r.cu_seqlens_k != NULL;
+    if ((s = fa__check_rows_aligned(fn, "q", &q, varlen_q)) != FA_OK) return s;
+    if ((s = fa__check_rows_aligned(fn, "k", &k, varlen_k)) != FA_OK) return s;
+    if ((s = fa__check_rows_aligned(fn, "v", &v, varlen_k)) != FA_OK) return s;
+    if ((s = fa__check_rows_aligned(fn, "o", &o, varlen_q)) != FA_OK) return s;
+    if (lse && ((uintptr_t)lse & 3u))
+        return fa__fail(FA_ERROR_INVALID_ARGUMENT, "%s: lse must be 4-byte aligned", fn);
+    if (r.heads_q > 65535 || r.batch > 65535)
+        return fa__fail(FA_ERROR_UNSUPPORTED, "%s: heads_q (%d) and batch (%d) must be <= 65535 "
+                        "(CUDA grid limits)", fn, r.heads_q, r.batch);
+    need = r.head_dim > r.head_dim_v ? r.head_dim : r.head_dim_v;
+    if (r.seqlen_q == 0) return FA_OK; /* no query rows: nothing to write */
+
+    /* ---- 2. the device: family and shared-memory limit ---- */
+    if ((e = cudaGetDevice(&dev)) != cudaSuccess) return fa__cuda_fail(fn, e, "cudaGetDevice");
+    if ((e = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev)) != cudaSuccess ||
+        (e = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev)) != cudaSuccess ||
+        (e = cudaDeviceGetAttribute(&smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev)) !=
+            cudaSuccess)
+        return fa__cuda_fail(fn, e, "cudaDeviceGetAttribute");
+    if (major < 8)
+        return fa__fail(FA_ERROR_UNSUPPORTED, "%s: needs compute capability 8.0 or newer (this "
+                        "device is %d.%d)", fn, major, minor);
+    family = major == 8 ? ((minor == 6 || minor == 9) ? 1 : 2) : 0;
+
+    /* ---- 3. kernel parameters ---- */
+    kp.q = (const uint16_t *)q.data; kp.k = (const uint16_t *)k.data;
+    kp.v = (const uint16_t *)v.data; kp.o = (uint16_t *)o.data;
+    kp.lse = lse;
+    kp.q_batch = q.batch_stride; kp.q_seq = q.seq_stride; kp.q_head = q.head_stride;
+    kp.k_batch = k.batch_stride; kp.k_seq = k.seq_stride; kp.k_head = k.head_stride;
+    kp.v_batch = v.batch_stride; kp.v_seq = v.seq_stride; kp.v_head = v.head_stride;
+    kp.o_batch = o.batch_stride; kp.o_seq = o.seq_stride; kp.o_head = o.head_stride;
+    kp.seqlen_q = r.seqlen_q; kp.seqlen_k = r.seqlen_k;
+    kp.heads_q = r.heads_q; kp.group = r.heads_q / r.heads_kv;
+    kp.d = r.head_dim; kp.dv = r.head_dim_v;
+    kp.cu_seqlens_q = r.cu_seqlens_q; kp.cu_seqlens_k = r.cu_seqlens_k; kp.seqlens_k = r.seqlens_k;
+    kp.scale = r.scale;
+    kp.scale_log2 = r.scale * FA__GPU_LOG2E;
+    kp.softcap = r.softcap > 0.0f ? r.softcap : 0.0f;
+    kp.alibi_slopes = r.alibi_slopes;
+    kp.has_right = r.causal || r.sliding_window;
+    kp.right = r.causal ? 0 : r.window_right; /* causal within a window: j <= i' */
+    kp.has_left = r.sliding_window;
+    kp.left = r.window_left;
+    kp.dropout = r.dropout_p > 0.0f;
+    kp.dropout_threshold = kp.dropout ? fa__dropout_threshold(r.dropout_p) : 0u;
+    kp.dropout_seed = r.dropout_seed; kp.dropout_offset = r.dropout_offset;
+    kp.out_scale = kp.dropout ? 1.0f / (1.0f - r.dropout_p) : 1.0f;
+    kp.extras = kp.softcap > 0.0f || kp.alibi_slopes != NULL || kp.dropout || r.scale < 0.0f;
+
+    /* ---- 4. launch ---- */
+    return fa__dispatch_head_dim<0>(fn, kp, r.batch, need, q.dtype == FA_BF16, family, smem_optin,
+                                    (cudaStream_t)stream);
+}
+
+#ifdef __cplusplus
+}
+#endif
 
 #ifndef FLASHATTN_NO_BACKWARD
 /* ============================================================================
@@ -83,85 +953,28 @@
    hit 8 different bank groups.
 */
 
-/* ---- temporary primitives (to be replaced by the forward's shared ones) ---- */
+/* ---- what the forward's primitives (>>gpu-ptx, >>gpu-smem) do not cover --- */
 
-#define FA__BWD_CUDA_TRY(call)                                                   \
-    do {                                                                         \
-        cudaError_t fa__e = (call);                                              \
-        if (fa__e != cudaSuccess) return fa__bwd_cuda_fail(#call, fa__e);        \
-    } while (0)
-
-template <typename T> struct fa__bwd_type;
-template <> struct fa__bwd_type<__half> {
-    static __device__ __forceinline__ uint32_t pack(float a, float b) {
-        __half2 h = __floats2half2_rn(a, b);
-        return *reinterpret_cast<uint32_t *>(&h);
+/* Two 16-bit values of one register -> two floats (the inverse of fa__pack2). */
+template <bool BF16> static __device__ __forceinline__ float2 fa__bwd_unpack2(uint32_t u)
+{
+    if (BF16) {
+        __nv_bfloat162 v;
+        memcpy(&v, &u, 4);
+        return __bfloat1622float2(v);
     }
-    static __device__ __forceinline__ float2 unpack(uint32_t u) {
-        __half2 h = *reinterpret_cast<__half2 *>(&u);
-        return __half22float2(h);
-    }
-};
-template <> struct fa__bwd_type<__nv_bfloat16> {
-    static __device__ __forceinline__ uint32_t pack(float a, float b) {
-        __nv_bfloat162 h = __floats2bfloat162_rn(a, b);
-        return *reinterpret_cast<uint32_t *>(&h);
-    }
-    static __device__ __forceinline__ float2 unpack(uint32_t u) {
-        __nv_bfloat162 h = *reinterpret_cast<__nv_bfloat162 *>(&u);
-        return __bfloat1622float2(h);
-    }
-};
-
-/* c += a * b, one m16n8k16 tensor-core product, fp32 accumulate. */
-__device__ __forceinline__ void fa__bwd_mma(__half, float c[4], const uint32_t a[4],
-                                            uint32_t b0, uint32_t b1) {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
-                 "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    __half2 v;
+    memcpy(&v, &u, 4);
+    return __half22float2(v);
 }
-__device__ __forceinline__ void fa__bwd_mma(__nv_bfloat16, float c[4], const uint32_t a[4],
-                                            uint32_t b0, uint32_t b1) {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
-                 "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+/* 4-byte asynchronous copy (L and D of a query block); src_bytes 0 zero-fills. */
+static __device__ __forceinline__ void fa__bwd_cp_async4(uint32_t dst, const void *src, int src_bytes)
+{
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes)
+                 : "memory");
 }
-
-__device__ __forceinline__ void fa__bwd_ldsm_x4(uint32_t r[4], uint32_t addr) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(addr));
-}
-__device__ __forceinline__ void fa__bwd_ldsm_x4_t(uint32_t r[4], uint32_t addr) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(addr));
-}
-/* 16 bytes global -> shared, asynchronously; src_bytes = 0 zero-fills. */
-__device__ __forceinline__ void fa__bwd_cp_async16(uint32_t dst, const void *src, int src_bytes) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
-                 "r"(src_bytes));
-}
-__device__ __forceinline__ void fa__bwd_cp_async4(uint32_t dst, const void *src, int src_bytes) {
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src),
-                 "r"(src_bytes));
-}
-
-__device__ __forceinline__ void fa__bwd_cp_async_commit() {
-    asm volatile("cp.async.commit_group;\n" ::);
-}
-template <int N> __device__ __forceinline__ void fa__bwd_cp_async_wait() {
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-}
-/* 2^x in one MUFU.EX2 (flushes denormal results to 0; 2^-inf = 0). */
-__device__ __forceinline__ float fa__bwd_exp2(float x) {
-    float y;
-    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-    return y;
-}
-__device__ __forceinline__ uint32_t fa__bwd_smem_u32(const void *p) {
+static __device__ __forceinline__ uint32_t fa__bwd_smem_u32(const void *p)
+{
     return (uint32_t)__cvta_generic_to_shared(p);
 }
 
@@ -273,9 +1086,8 @@ __device__ __forceinline__ void fa__bwd_q_range(const fa__bwd_params &p, int sq,
 /* ---- kernel 1: D = rowsum(dO * O), zero the dQ accumulator ----------------- */
 
 /* One warp per (row, head); lane c holds 16-byte chunk c of the row (d <= 256). */
-template <typename T>
+template <bool BF16>
 __global__ void __launch_bounds__(256) fa__bwd_preprocess_kernel(const fa__bwd_params p) {
-    typedef fa__bwd_type<T> TT;
     const int lane = threadIdx.x % 32;
     const int t = blockIdx.x * 8 + threadIdx.x / 32, h = blockIdx.y, b = blockIdx.z;
     fa__bwd_seq s = fa__bwd_seq_info(p, b);
@@ -283,13 +1095,13 @@ __global__ void __launch_bounds__(256) fa__bwd_preprocess_kernel(const fa__bwd_p
     float acc = 0.f;
     if (lane * 8 < p.d) {
         const uint4 o4 = *reinterpret_cast<const uint4 *>(
-            (const T *)p.o.data + fa__bwd_off(p.o, b, s.q_tok0, t, h) + lane * 8);
+            (const uint16_t *)p.o.data + fa__bwd_off(p.o, b, s.q_tok0, t, h) + lane * 8);
         const uint4 g4 = *reinterpret_cast<const uint4 *>(
-            (const T *)p.dout.data + fa__bwd_off(p.dout, b, s.q_tok0, t, h) + lane * 8);
+            (const uint16_t *)p.dout.data + fa__bwd_off(p.dout, b, s.q_tok0, t, h) + lane * 8);
         const uint32_t ou[4] = {o4.x, o4.y, o4.z, o4.w}, gu[4] = {g4.x, g4.y, g4.z, g4.w};
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
-            float2 a = TT::unpack(ou[e]), c = TT::unpack(gu[e]);
+            float2 a = fa__bwd_unpack2<BF16>(ou[e]), c = fa__bwd_unpack2<BF16>(gu[e]);
             acc += a.x * c.x + a.y * c.y;
         }
     }
@@ -315,9 +1127,8 @@ __global__ void __launch_bounds__(256) fa__bwd_preprocess_kernel(const fa__bwd_p
 
 /* ---- kernel 3: dQ = scale * accumulator (sum of slices in fixed order) ------ */
 
-template <typename T>
+template <bool BF16>
 __global__ void __launch_bounds__(256) fa__bwd_dq_convert_kernel(const fa__bwd_params p) {
-    typedef fa__bwd_type<T> TT;
     const int lane = threadIdx.x % 32;
     const int t = blockIdx.x * 8 + threadIdx.x / 32, h = blockIdx.y, b = blockIdx.z;
     fa__bwd_seq s = fa__bwd_seq_info(p, b);
@@ -344,22 +1155,21 @@ __global__ void __launch_bounds__(256) fa__bwd_dq_convert_kernel(const fa__bwd_p
         }
     }
     uint4 out;
-    out.x = TT::pack(x[0] * p.scale, x[1] * p.scale);
-    out.y = TT::pack(x[2] * p.scale, x[3] * p.scale);
-    out.z = TT::pack(x[4] * p.scale, x[5] * p.scale);
-    out.w = TT::pack(x[6] * p.scale, x[7] * p.scale);
-    *reinterpret_cast<uint4 *>((T *)p.dq.data + fa__bwd_off(p.dq, b, s.q_tok0, t, h) + lane * 8) = out;
+    out.x = fa__pack2<BF16>(x[0] * p.scale, x[1] * p.scale);
+    out.y = fa__pack2<BF16>(x[2] * p.scale, x[3] * p.scale);
+    out.z = fa__pack2<BF16>(x[4] * p.scale, x[5] * p.scale);
+    out.w = fa__pack2<BF16>(x[6] * p.scale, x[7] * p.scale);
+    *reinterpret_cast<uint4 *>((uint16_t *)p.dq.data + fa__bwd_off(p.dq, b, s.q_tok0, t, h) + lane * 8) = out;
 }
 
 /* ---- kernel 2: the main loop over Q blocks for one K/V block --------------- */
 
 /* Swizzled element index of (row r, column col) in a shared tile whose rows
-   hold CH 16-byte chunks (the chunk is col / 8). */
+   hold CH 16-byte chunks: the forward's fa__swizzle (>>gpu-smem) plus the
+   column within the chunk (the 4-byte dS^T stores address inside chunks). */
 template <int CH>
-__device__ __forceinline__ int fa__bwd_swz(int r, int col) {
-    int c = col >> 3;
-    c = CH >= 8 ? (c ^ (r & 7)) : (c ^ ((r >> 1) & 3));
-    return r * CH * 8 + c * 8 + (col & 7);
+static __device__ __forceinline__ int fa__bwd_swz(int r, int col) {
+    return fa__swizzle<CH * 8>(r, col >> 3) + (col & 7);
 }
 /* Address of chunk cc (a compile-time constant) past a thread's swizzled base
    address `base` (whose own chunk bits are disjoint from cc's low bits, and
@@ -372,21 +1182,6 @@ __device__ __forceinline__ uint32_t fa__bwd_at(uint32_t base, int cc) {
     return (base ^ (uint32_t)((cc % G) * 16)) + (uint32_t)((cc / G) * G * 16);
 }
 
-/* Copy rows [0, ROWS) x columns [0, D) of a tile from global memory (row r at
-   g + r * row_stride) into swizzled shared memory with cp.async; rows at or past
-   nrows and columns at or past d are zero-filled, reading nothing. */
-template <typename T, int ROWS, int D, int NT>
-__device__ __forceinline__ void fa__bwd_load_tile(T *s, const T *g, int64_t row_stride,
-                                                  int nrows, int d, const void *safe) {
-    constexpr int CH = D / 8;
-#pragma unroll
-    for (int x = threadIdx.x; x < ROWS * CH; x += NT) {
-        const int r = x / CH, c = x % CH;
-        const bool ok = r < nrows && c * 8 < d;
-        const void *src = ok ? (const void *)(g + r * row_stride + c * 8) : safe;
-        fa__bwd_cp_async16(fa__bwd_smem_u32(s + fa__bwd_swz<CH>(r, c * 8)), src, ok ? 16 : 0);
-    }
-}
 template <int D, int BR, int BC>
 struct fa__bwd_smem_layout {
     /* bytes: K, V [Bc][D]; Q, dO double-buffered [2][Br][D]; dS^T [Bc][Br];
@@ -396,10 +1191,9 @@ struct fa__bwd_smem_layout {
                          total = dsum + 2 * BR * 4;
 };
 
-template <typename T, int D, int BR, int BC, int NWARPS, int WD, bool SOFTCAP>
+template <bool BF16, int D, int BR, int BC, int NWARPS, int WD, bool SOFTCAP>
 __global__ void __launch_bounds__(NWARPS * 32, 1) fa__bwd_kernel_sm80(const fa__bwd_params p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    typedef fa__bwd_type<T> TT;
     constexpr int NT = NWARPS * 32;
     constexpr int CH = D / 8;           /* chunks per K/V/Q/dO row */
     constexpr int CHS = BR / 8;         /* chunks per dS^T row */
@@ -415,10 +1209,10 @@ __global__ void __launch_bounds__(NWARPS * 32, 1) fa__bwd_kernel_sm80(const fa__
     const float LOG2E = 1.4426950408889634f;
 
     extern __shared__ __align__(1024) unsigned char fa__bwd_smem[];
-    T *sK = (T *)(fa__bwd_smem + L::k), *sV = (T *)(fa__bwd_smem + L::v);
-    T *sQ = (T *)(fa__bwd_smem + L::q), *sdO = (T *)(fa__bwd_smem + L::dout);
-    T *sdS = (T *)(fa__bwd_smem + L::ds);
+    uint16_t *sdS = (uint16_t *)(fa__bwd_smem + L::ds);
     float *sL = (float *)(fa__bwd_smem + L::lse), *sD = (float *)(fa__bwd_smem + L::dsum);
+    const uint32_t smem_u = fa__bwd_smem_u32(fa__bwd_smem);
+    constexpr uint32_t ROWB = CH * 16, QBUF = BR * D * 2; /* bytes per row, per Q buffer */
 
     const int jb = blockIdx.x, hk = blockIdx.y, b = blockIdx.z;
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t4 = lane % 4;
@@ -429,25 +1223,25 @@ __global__ void __launch_bounds__(NWARPS * 32, 1) fa__bwd_kernel_sm80(const fa__
     fa__bwd_q_range(p, s.sq, s.sk, j0, BR, BC, &ib0, &ib1);
     const int nib = ib1 - ib0, iters = nib * p.group;
 
-    const T *gq = (const T *)p.q.data, *gdo = (const T *)p.dout.data;
+    const uint16_t *gq = (const uint16_t *)p.q.data, *gdo = (const uint16_t *)p.dout.data;
     /* K_j, V_j: loaded once, cp.async group 0 (waited for with step 0). */
-    fa__bwd_load_tile<T, BC, D, NT>(sK, (const T *)p.k.data + fa__bwd_off(p.k, b, s.k_tok0, j0, hk),
-                                    p.k.ss, s.sk - j0, p.d, p.k.data);
-    fa__bwd_load_tile<T, BC, D, NT>(sV, (const T *)p.v.data + fa__bwd_off(p.v, b, s.k_tok0, j0, hk),
-                                    p.v.ss, s.sk - j0, p.d, p.v.data);
-    fa__bwd_cp_async_commit();
+    fa__load_tile<BC, D, NT>(smem_u + L::k, (const uint16_t *)p.k.data + fa__bwd_off(p.k, b, s.k_tok0, j0, hk),
+                             p.k.ss, s.sk - j0, p.d);
+    fa__load_tile<BC, D, NT>(smem_u + L::v, (const uint16_t *)p.v.data + fa__bwd_off(p.v, b, s.k_tok0, j0, hk),
+                             p.v.ss, s.sk - j0, p.d);
+    fa__cp_async_commit();
     /* Step it: query head h = hk*group + it / nib, query block ib0 + it % nib.
        Q_i, dO_i, and L, D of its rows (prepared by kernel 1, indexed like the
        dQ accumulator; rows past sq read as 0, harmless: their Q and dO are 0). */
 #define FA__BWD_LOAD_STEP(it, buf)                                                             \
     do {                                                                                       \
         const int h_ = hk * p.group + (it) / nib, i0_ = (ib0 + (it) % nib) * BR;               \
-        fa__bwd_load_tile<T, BR, D, NT>(sQ + (buf) * BR * D,                                   \
-                                        gq + fa__bwd_off(p.q, b, s.q_tok0, i0_, h_), p.q.ss,   \
-                                        s.sq - i0_, p.d, p.q.data);                            \
-        fa__bwd_load_tile<T, BR, D, NT>(sdO + (buf) * BR * D,                                  \
-                                        gdo + fa__bwd_off(p.dout, b, s.q_tok0, i0_, h_),       \
-                                        p.dout.ss, s.sq - i0_, p.d, p.dout.data);              \
+        fa__load_tile<BR, D, NT>(smem_u + L::q + (buf) * QBUF,                                 \
+                                 gq + fa__bwd_off(p.q, b, s.q_tok0, i0_, h_), p.q.ss,          \
+                                 s.sq - i0_, p.d);                                             \
+        fa__load_tile<BR, D, NT>(smem_u + L::dout + (buf) * QBUF,                              \
+                                 gdo + fa__bwd_off(p.dout, b, s.q_tok0, i0_, h_), p.dout.ss,   \
+                                 s.sq - i0_, p.d);                                             \
         if (tid < 2 * BR) {                                                                    \
             const int r_ = tid % BR;                                                           \
             const float *src_ = (tid < BR ? p.lse2 : p.dsum) + (int64_t)h_ * p.acc_rows +     \
@@ -458,7 +1252,7 @@ __global__ void __launch_bounds__(NWARPS * 32, 1) fa__bwd_kernel_sm80(const fa__
         }                                                                                      \
     } while (0)
     if (iters > 0) FA__BWD_LOAD_STEP(0, 0);
-    fa__bwd_cp_async_commit();
+    fa__cp_async_commit();
 
     /* This warp's 16 keys and dK/dV columns. */
     const int krow = (warp / WD) * 16, dcol0 = (warp % WD) * DW;
@@ -473,7 +1267,6 @@ __global__ void __launch_bounds__(NWARPS * 32, 1) fa__bwd_kernel_sm80(const fa__
        lanes give rows (lane%8) + 8*(lane/16), chunk (lane/8)%2. */
     const int rA = (lane & 7) + ((lane >> 3) & 1) * 8, cA = lane >> 4;
     const int rB = (lane & 7) + (lane >> 4) * 8, cB = (lane >> 3) & 1;
-    const uint32_t smem_u = fa__bwd_smem_u32(fa__bwd_smem);
     const uint32_t aK = smem_u + L::k + 2 * fa__bwd_swz<CH>(krow + rA, cA * 8);
     const uint32_t aV = smem_u + L::v + 2 * fa__bwd_swz<CH>(krow + rA, cA * 8);
     const uint32_t aQB = smem_u + L::q + 2 * fa__bwd_swz<CH>(rB, cB * 8);     /* B of S^T */
@@ -483,7 +1276,6 @@ __global__ void __launch_bounds__(NWARPS * 32, 1) fa__bwd_kernel_sm80(const fa__
     const int strip = warp / NCG, cg = warp % NCG;
     const uint32_t adS = smem_u + L::ds + 2 * fa__bwd_swz<CHS>(rB, strip * 16 + cB * 8); /* A of dQ */
     const uint32_t aKT = smem_u + L::k + 2 * fa__bwd_swz<CH>(rA, cg * QC + cA * 8);      /* B of dQ */
-    constexpr uint32_t ROWB = CH * 16, QBUF = BR * D * 2; /* bytes per row, per Q buffer */
 
     for (int it = 0; it < iters; ++it) {
         const int buf = it & 1;
@@ -491,8 +1283,8 @@ __global__ void __launch_bounds__(NWARPS * 32, 1) fa__bwd_kernel_sm80(const fa__
         /* Prefetch step it+1 into the other buffer. Its last readers (step
            it-1's products and L/D reads) all passed step it-1's barrier 2. */
         if (it + 1 < iters) FA__BWD_LOAD_STEP(it + 1, buf ^ 1);
-        fa__bwd_cp_async_commit(); /* possibly empty: keeps the group count uniform */
-        fa__bwd_cp_async_wait<1>(); /* all but the newest group: K, V and step it */
+        fa__cp_async_commit(); /* possibly empty: keeps the group count uniform */
+        fa__cp_async_wait<1>(); /* all but the newest group: K, V and step it */
         /* Barrier 1: every thread's copies of step it (and K, V) are visible,
            and every warp finished reading dS^T of step it-1 (the dQ product),
            so it may be overwritten below. */
@@ -509,13 +1301,13 @@ __global__ void __launch_bounds__(NWARPS * 32, 1) fa__bwd_kernel_sm80(const fa__
 #pragma unroll
         for (int kk = 0; kk < D / 16; ++kk) {
             uint32_t a[4];
-            fa__bwd_ldsm_x4(a, fa__bwd_at<CH>(aK, 2 * kk));
+            fa__ldmatrix_x4(a, fa__bwd_at<CH>(aK, 2 * kk));
 #pragma unroll
             for (int np = 0; np < NQ / 2; ++np) {
                 uint32_t bq[4];
-                fa__bwd_ldsm_x4(bq, fa__bwd_at<CH>(aQB + bo + np * 16 * ROWB, 2 * kk));
-                fa__bwd_mma(T(), st[2 * np], a, bq[0], bq[1]);
-                fa__bwd_mma(T(), st[2 * np + 1], a, bq[2], bq[3]);
+                fa__ldmatrix_x4(bq, fa__bwd_at<CH>(aQB + bo + np * 16 * ROWB, 2 * kk));
+                fa__mma16816<BF16>(st[2 * np], a, bq[0], bq[1]);
+                fa__mma16816<BF16>(st[2 * np + 1], a, bq[2], bq[3]);
             }
         }
 
@@ -545,7 +1337,7 @@ __global__ void __launch_bounds__(NWARPS * 32, 1) fa__bwd_kernel_sm80(const fa__
                 }
                 if (p.alibi) x -= slope * fabsf((float)(qi + off - kj));
                 if (need_mask && !fa__bwd_visible(p, s.sq, s.sk, qi, kj)) x = -INFINITY;
-                st[n][e] = fa__bwd_exp2(x - ((e & 1) ? l2.y : l2.x));
+                st[n][e] = fa__exp2(x - ((e & 1) ? l2.y : l2.x));
             }
         }
         /* Dropout keep bits Z (line 14), bit 4n+e; a plain loop: 10 Philox
@@ -576,15 +1368,15 @@ __global__ void __launch_bounds__(NWARPS * 32, 1) fa__bwd_kernel_sm80(const fa__
                     q2 = (keep >> (n * 4 + 2) & 1) ? q2 * p.rp_drop : 0.f;
                     q3 = (keep >> (n * 4 + 3) & 1) ? q3 * p.rp_drop : 0.f;
                 }
-                a[2 * hlf] = TT::pack(q0, q1);
-                a[2 * hlf + 1] = TT::pack(q2, q3);
+                a[2 * hlf] = fa__pack2<BF16>(q0, q1);
+                a[2 * hlf + 1] = fa__pack2<BF16>(q2, q3);
             }
 #pragma unroll
             for (int np = 0; np < DW / 16; ++np) {
                 uint32_t bb[4];
-                fa__bwd_ldsm_x4_t(bb, fa__bwd_at<CH>(adOT + bo + kk * 16 * ROWB, 2 * np));
-                fa__bwd_mma(T(), dv[2 * np], a, bb[0], bb[1]);
-                fa__bwd_mma(T(), dv[2 * np + 1], a, bb[2], bb[3]);
+                fa__ldmatrix_x4_trans(bb, fa__bwd_at<CH>(adOT + bo + kk * 16 * ROWB, 2 * np));
+                fa__mma16816<BF16>(dv[2 * np], a, bb[0], bb[1]);
+                fa__mma16816<BF16>(dv[2 * np + 1], a, bb[2], bb[3]);
             }
         }
 
@@ -597,13 +1389,13 @@ __global__ void __launch_bounds__(NWARPS * 32, 1) fa__bwd_kernel_sm80(const fa__
 #pragma unroll
         for (int kk = 0; kk < D / 16; ++kk) {
             uint32_t a[4];
-            fa__bwd_ldsm_x4(a, fa__bwd_at<CH>(aV, 2 * kk));
+            fa__ldmatrix_x4(a, fa__bwd_at<CH>(aV, 2 * kk));
 #pragma unroll
             for (int np = 0; np < NQ / 2; ++np) {
                 uint32_t bb[4];
-                fa__bwd_ldsm_x4(bb, fa__bwd_at<CH>(adOB + bo + np * 16 * ROWB, 2 * kk));
-                fa__bwd_mma(T(), dpt[2 * np], a, bb[0], bb[1]);
-                fa__bwd_mma(T(), dpt[2 * np + 1], a, bb[2], bb[3]);
+                fa__ldmatrix_x4(bb, fa__bwd_at<CH>(adOB + bo + np * 16 * ROWB, 2 * kk));
+                fa__mma16816<BF16>(dpt[2 * np], a, bb[0], bb[1]);
+                fa__mma16816<BF16>(dpt[2 * np + 1], a, bb[2], bb[3]);
             }
         }
 
@@ -627,10 +1419,10 @@ __global__ void __launch_bounds__(NWARPS * 32, 1) fa__bwd_kernel_sm80(const fa__
 #pragma unroll
         for (int kk = 0; kk < NQ / 2; ++kk) {
             uint32_t a[4];
-            a[0] = TT::pack(dpt[2 * kk][0], dpt[2 * kk][1]);
-            a[1] = TT::pack(dpt[2 * kk][2], dpt[2 * kk][3]);
-            a[2] = TT::pack(dpt[2 * kk + 1][0], dpt[2 * kk + 1][1]);
-            a[3] = TT::pack(dpt[2 * kk + 1][2], dpt[2 * kk + 1][3]);
+            a[0] = fa__pack2<BF16>(dpt[2 * kk][0], dpt[2 * kk][1]);
+            a[1] = fa__pack2<BF16>(dpt[2 * kk][2], dpt[2 * kk][3]);
+            a[2] = fa__pack2<BF16>(dpt[2 * kk + 1][0], dpt[2 * kk + 1][1]);
+            a[3] = fa__pack2<BF16>(dpt[2 * kk + 1][2], dpt[2 * kk + 1][3]);
             if (store_ds) {
                 /* dS^T rows krow+g, krow+g+8; query columns 16kk + 2*t4 (+8). */
                 sdS32[fa__bwd_swz<CHS>(krow + g, kk * 16 + 2 * t4) / 2] = a[0];
@@ -641,9 +1433,9 @@ __global__ void __launch_bounds__(NWARPS * 32, 1) fa__bwd_kernel_sm80(const fa__
 #pragma unroll
             for (int np = 0; np < DW / 16; ++np) {
                 uint32_t bb[4];
-                fa__bwd_ldsm_x4_t(bb, fa__bwd_at<CH>(aQT + bo + kk * 16 * ROWB, 2 * np));
-                fa__bwd_mma(T(), dk[2 * np], a, bb[0], bb[1]);
-                fa__bwd_mma(T(), dk[2 * np + 1], a, bb[2], bb[3]);
+                fa__ldmatrix_x4_trans(bb, fa__bwd_at<CH>(aQT + bo + kk * 16 * ROWB, 2 * np));
+                fa__mma16816<BF16>(dk[2 * np], a, bb[0], bb[1]);
+                fa__mma16816<BF16>(dk[2 * np + 1], a, bb[2], bb[3]);
             }
         }
         /* Barrier 2: dS^T of this step is complete in shared memory before
@@ -668,13 +1460,13 @@ __global__ void __launch_bounds__(NWARPS * 32, 1) fa__bwd_kernel_sm80(const fa__
 #pragma unroll
                 for (int kk = 0; kk < BC / 16; ++kk) {
                     uint32_t a[4];
-                    fa__bwd_ldsm_x4_t(a, adS + kk * 16 * CHS * 16);
+                    fa__ldmatrix_x4_trans(a, adS + kk * 16 * CHS * 16);
 #pragma unroll
                     for (int np = 0; np < QCH / 16; ++np) {
                         uint32_t bb[4];
-                        fa__bwd_ldsm_x4_t(bb, fa__bwd_at<CH>(aKT + kk * 16 * ROWB, (c0 + np * 16) / 8));
-                        fa__bwd_mma(T(), dq[2 * np], a, bb[0], bb[1]);
-                        fa__bwd_mma(T(), dq[2 * np + 1], a, bb[2], bb[3]);
+                        fa__ldmatrix_x4_trans(bb, fa__bwd_at<CH>(aKT + kk * 16 * ROWB, (c0 + np * 16) / 8));
+                        fa__mma16816<BF16>(dq[2 * np], a, bb[0], bb[1]);
+                        fa__mma16816<BF16>(dq[2 * np + 1], a, bb[2], bb[3]);
                     }
                 }
 #pragma unroll
@@ -698,12 +1490,12 @@ __global__ void __launch_bounds__(NWARPS * 32, 1) fa__bwd_kernel_sm80(const fa__
         }
     }
 #undef FA__BWD_LOAD_STEP
-    fa__bwd_cp_async_wait<0>(); /* no copy may still be in flight at exit */
+    fa__cp_async_wait<0>(); /* no copy may still be in flight at exit */
 
     /* (7) Write dK_j (times scale) and dV_j (line 24). Rows past the keys and
        columns past d are not written; a block that no query sees writes 0. */
-    T *gdk = (T *)p.dk.data + fa__bwd_off(p.dk, b, s.k_tok0, j0, hk);
-    T *gdv = (T *)p.dv.data + fa__bwd_off(p.dv, b, s.k_tok0, j0, hk);
+    uint16_t *gdk = (uint16_t *)p.dk.data + fa__bwd_off(p.dk, b, s.k_tok0, j0, hk);
+    uint16_t *gdv = (uint16_t *)p.dv.data + fa__bwd_off(p.dv, b, s.k_tok0, j0, hk);
 #pragma unroll
     for (int n = 0; n < DW / 8; ++n) {
         const int col = dcol0 + n * 8 + 2 * t4;
@@ -713,8 +1505,8 @@ __global__ void __launch_bounds__(NWARPS * 32, 1) fa__bwd_kernel_sm80(const fa__
             const int r = krow + g + hh * 8;
             if (j0 + r >= s.sk) continue;
             *reinterpret_cast<uint32_t *>(gdk + r * p.dk.ss + col) =
-                TT::pack(dk[n][2 * hh] * p.scale, dk[n][2 * hh + 1] * p.scale);
-            *reinterpret_cast<uint32_t *>(gdv + r * p.dv.ss + col) = TT::pack(dv[n][2 * hh], dv[n][2 * hh + 1]);
+                fa__pack2<BF16>(dk[n][2 * hh] * p.scale, dk[n][2 * hh + 1] * p.scale);
+            *reinterpret_cast<uint32_t *>(gdv + r * p.dv.ss + col) = fa__pack2<BF16>(dv[n][2 * hh], dv[n][2 * hh + 1]);
         }
     }
 #endif
@@ -729,10 +1521,11 @@ typedef struct fa__bwd_plan {
     size_t dsum_bytes, acc_bytes, total_bytes;
 } fa__bwd_plan;
 
-static fa_status fa__bwd_cuda_fail(const char *what, cudaError_t e) {
-    return fa__fail(e == cudaErrorMemoryAllocation ? FA_ERROR_OUT_OF_MEMORY : FA_ERROR_CUDA,
-                    "fa_backward_cuda: %s: %s", what, cudaGetErrorString(e));
-}
+#define FA__BWD_CUDA_TRY(call)                                                        \
+    do {                                                                              \
+        cudaError_t fa__e = (call);                                                   \
+        if (fa__e != cudaSuccess) return fa__cuda_fail("fa_backward_cuda", fa__e, #call); \
+    } while (0)
 
 static size_t fa__bwd_round256(size_t x) { return (x + 255) & ~(size_t)255; }
 
@@ -764,24 +1557,23 @@ static fa_status fa__bwd_make_plan(const char *fn, const fa_problem *r, fa__bwd_
    kernels read and write 16 bytes at a time, so base and strides must be
    16-byte multiples. */
 static fa_status fa__bwd_view_make(const char *fn, const char *name, const fa_tensor *t, fa_dtype dt,
-                                   fa__bwd_view *v) {
+                                   int varlen, fa__bwd_view *v) {
+    fa_status s;
     if (t->dtype != dt)
         return fa__fail(FA_ERROR_INVALID_ARGUMENT, "%s: %s.dtype differs from q.dtype", fn, name);
     v->data = t->data;
     v->hs = t->head_stride;
     v->ss = t->seq_stride;
     v->bs = t->batch_stride;
-    if (((uintptr_t)t->data % 16) || (v->hs % 8) || (v->ss % 8) || (v->bs % 8))
-        return fa__fail(FA_ERROR_UNSUPPORTED,
-                        "%s: %s must be 16-byte aligned with strides a multiple of 8 elements", fn, name);
+    if ((s = fa__check_rows_aligned(fn, name, t, varlen)) != FA_OK) return s;
     return FA_OK;
 }
 
-template <typename T, int D, int BR, int BC, bool SOFTCAP>
+template <bool BF16, int D, int BR, int BC, bool SOFTCAP>
 static fa_status fa__bwd_launch_main(const fa__bwd_params &kp, const fa__bwd_plan &pl,
                                      cudaStream_t st) {
     constexpr int NWARPS = 8, WD = D <= 128 ? 1 : 2;
-    void (*kern)(const fa__bwd_params) = fa__bwd_kernel_sm80<T, D, BR, BC, NWARPS, WD, SOFTCAP>;
+    void (*kern)(const fa__bwd_params) = fa__bwd_kernel_sm80<BF16, D, BR, BC, NWARPS, WD, SOFTCAP>;
     FA__BWD_CUDA_TRY(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)pl.smem));
     dim3 grid((kp.seqlen_k + BC - 1) / BC, kp.hkv, kp.batch);
     kern<<<grid, NWARPS * 32, pl.smem, st>>>(kp);
@@ -789,25 +1581,25 @@ static fa_status fa__bwd_launch_main(const fa__bwd_params &kp, const fa__bwd_pla
     return FA_OK;
 }
 
-template <typename T>
+template <bool BF16>
 static fa_status fa__bwd_run(const fa__bwd_params &kp, const fa__bwd_plan &pl, cudaStream_t st) {
     dim3 rows_grid((kp.seqlen_q + 7) / 8, kp.hq, kp.batch);
-    fa__bwd_preprocess_kernel<T><<<rows_grid, 256, 0, st>>>(kp);
+    fa__bwd_preprocess_kernel<BF16><<<rows_grid, 256, 0, st>>>(kp);
     FA__BWD_CUDA_TRY(cudaGetLastError());
     fa_status s;
     const bool sc = kp.softcap > 0.f;
     switch (pl.D) {
-    case 32: s = sc ? fa__bwd_launch_main<T, 32, 64, 128, true>(kp, pl, st)
-                    : fa__bwd_launch_main<T, 32, 64, 128, false>(kp, pl, st); break;
-    case 64: s = sc ? fa__bwd_launch_main<T, 64, 64, 128, true>(kp, pl, st)
-                    : fa__bwd_launch_main<T, 64, 64, 128, false>(kp, pl, st); break;
-    case 128: s = sc ? fa__bwd_launch_main<T, 128, 64, 128, true>(kp, pl, st)
-                     : fa__bwd_launch_main<T, 128, 64, 128, false>(kp, pl, st); break;
-    default: s = sc ? fa__bwd_launch_main<T, 256, 32, 64, true>(kp, pl, st)
-                    : fa__bwd_launch_main<T, 256, 32, 64, false>(kp, pl, st); break;
+    case 32: s = sc ? fa__bwd_launch_main<BF16, 32, 64, 128, true>(kp, pl, st)
+                    : fa__bwd_launch_main<BF16, 32, 64, 128, false>(kp, pl, st); break;
+    case 64: s = sc ? fa__bwd_launch_main<BF16, 64, 64, 128, true>(kp, pl, st)
+                    : fa__bwd_launch_main<BF16, 64, 64, 128, false>(kp, pl, st); break;
+    case 128: s = sc ? fa__bwd_launch_main<BF16, 128, 64, 128, true>(kp, pl, st)
+                     : fa__bwd_launch_main<BF16, 128, 64, 128, false>(kp, pl, st); break;
+    default: s = sc ? fa__bwd_launch_main<BF16, 256, 32, 64, true>(kp, pl, st)
+                    : fa__bwd_launch_main<BF16, 256, 32, 64, false>(kp, pl, st); break;
     }
     if (s != FA_OK) return s;
-    fa__bwd_dq_convert_kernel<T><<<rows_grid, 256, 0, st>>>(kp);
+    fa__bwd_dq_convert_kernel<BF16><<<rows_grid, 256, 0, st>>>(kp);
     FA__BWD_CUDA_TRY(cudaGetLastError());
     return FA_OK;
 }
@@ -840,12 +1632,13 @@ FLASHATTN_DEF fa_status fa_backward_cuda(const fa_problem *p, fa_tensor q, fa_te
         return fa__fail(FA_ERROR_UNSUPPORTED, "%s: q.dtype must be f16 or bf16 on the GPU", fn);
     fa__bwd_params kp;
     memset(&kp, 0, sizeof kp);
-    if ((s = fa__bwd_view_make(fn, "q", &q, q.dtype, &kp.q)) || (s = fa__bwd_view_make(fn, "k", &k, q.dtype, &kp.k)) ||
-        (s = fa__bwd_view_make(fn, "v", &v, q.dtype, &kp.v)) || (s = fa__bwd_view_make(fn, "o", &o, q.dtype, &kp.o)) ||
-        (s = fa__bwd_view_make(fn, "dout", &dout, q.dtype, &kp.dout)) ||
-        (s = fa__bwd_view_make(fn, "dq", &dq, q.dtype, &kp.dq)) ||
-        (s = fa__bwd_view_make(fn, "dk", &dk, q.dtype, &kp.dk)) ||
-        (s = fa__bwd_view_make(fn, "dv", &dv, q.dtype, &kp.dv)))
+    const int vl = r.cu_seqlens_q != NULL; /* varlen: the batch stride is unused */
+    if ((s = fa__bwd_view_make(fn, "q", &q, q.dtype, vl, &kp.q)) || (s = fa__bwd_view_make(fn, "k", &k, q.dtype, vl, &kp.k)) ||
+        (s = fa__bwd_view_make(fn, "v", &v, q.dtype, vl, &kp.v)) || (s = fa__bwd_view_make(fn, "o", &o, q.dtype, vl, &kp.o)) ||
+        (s = fa__bwd_view_make(fn, "dout", &dout, q.dtype, vl, &kp.dout)) ||
+        (s = fa__bwd_view_make(fn, "dq", &dq, q.dtype, vl, &kp.dq)) ||
+        (s = fa__bwd_view_make(fn, "dk", &dk, q.dtype, vl, &kp.dk)) ||
+        (s = fa__bwd_view_make(fn, "dv", &dv, q.dtype, vl, &kp.dv)))
         return s;
     if (workspace && (workspace_size < pl.total_bytes || (uintptr_t)workspace % 16))
         return fa__fail(FA_ERROR_INVALID_ARGUMENT,
@@ -897,16 +1690,18 @@ FLASHATTN_DEF fa_status fa_backward_cuda(const fa_problem *p, fa_tensor q, fa_te
         cudaError_t e = cudaMallocAsync(&ws, pl.total_bytes, st);
         if (e != cudaSuccess) {
             (void)cudaGetLastError();
-            return fa__bwd_cuda_fail("cudaMallocAsync (workspace)", e);
+            return e == cudaErrorMemoryAllocation
+                       ? fa__fail(FA_ERROR_OUT_OF_MEMORY, "%s: cudaMallocAsync of %zu workspace bytes failed", fn, pl.total_bytes)
+                       : fa__cuda_fail(fn, e, "cudaMallocAsync (workspace)");
         }
     }
     kp.dsum = (float *)ws;
     kp.lse2 = (float *)((char *)ws + pl.dsum_bytes);
     kp.dq_acc = (float *)((char *)ws + 2 * pl.dsum_bytes);
-    s = q.dtype == FA_F16 ? fa__bwd_run<__half>(kp, pl, st) : fa__bwd_run<__nv_bfloat16>(kp, pl, st);
+    s = q.dtype == FA_F16 ? fa__bwd_run<false>(kp, pl, st) : fa__bwd_run<true>(kp, pl, st);
     if (!workspace) {
         cudaError_t e = cudaFreeAsync(ws, st);
-        if (s == FA_OK && e != cudaSuccess) return fa__bwd_cuda_fail("cudaFreeAsync", e);
+        if (s == FA_OK && e != cudaSuccess) return fa__cuda_fail(fn, e, "cudaFreeAsync (workspace)");
     }
     return s;
 }

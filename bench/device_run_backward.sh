@@ -12,4 +12,4 @@ for t in memcheck racecheck synccheck; do echo "== $t"; grep -E "ERROR SUMMARY|R
 echo "== sass (sm_90a): instruction counts per main kernel"
 cuobjdump -sass -arch sm_90a build/test_gpu_backward 2>/dev/null | awk '/Function :/ {f=$3} /HMMA|LDSM|LDGSTS|RED\.|MUFU\.EX2/ {match($0, /(HMMA|LDSM|LDGSTS|RED|MUFU)[.A-Z0-9_]*/); n[f" "substr($0, RSTART, RLENGTH)]++} END {for (k in n) print n[k], k}' | grep kernel_sm80 | sed 's/_Z19fa__bwd_kernel_sm80I//; s/EEv14fa__bwd_params//' | sort -k2 > $OUT/sass.txt; grep "Li128ELi64ELi128ELi8ELi1ELb0" $OUT/sass.txt
 echo "== test"; grep -E "BAD|FAIL|rc=|passed" $OUT/test.log | head -40; grep -c "rel-L2 vs fp64" $OUT/test.log
-PYTHONUNBUFFERED=1 timeout ${BENCH_S:-170} python3 bench/vs_torch_backward.py --lib build/libflashattn.so $BENCH_ARGS 2>&1 | tee $OUT/bench.txt
+PYTHONUNBUFFERED=1 timeout ${BENCH_S:-170} python3 bench/vs_torch_backward.py --lib build/libfa_bench.so $BENCH_ARGS 2>&1 | tee $OUT/bench.txt

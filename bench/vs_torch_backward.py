@@ -8,8 +8,8 @@ TFLOP/s = 2.5 * 4 * sq * sk * d * heads * batch (halved for causal) / time.
 Each timing is the median of CUDA-event timings after warm-up; the backward
 of SDPA is timed as out.backward(dO) (its backward kernels only).
 
-Usage: python3 bench/vs_torch_backward.py [--lib build/libflashattn.so] [--quick]
-(build the library with bench/fa_capi.cu; see its header)."""
+Usage: python3 bench/vs_torch_backward.py [--lib build/libfa_bench.so] [--quick]
+(make build/libfa_bench.so: the library as a shared object)."""
 import argparse, ctypes, datetime, statistics, sys
 
 import torch
@@ -62,7 +62,7 @@ def time_ms(fn, warmup=3, reps=15):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--lib", default="build/libflashattn.so")
+    ap.add_argument("--lib", default="build/libfa_bench.so")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--deterministic", action="store_true")
     a = ap.parse_args()

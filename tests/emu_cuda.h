@@ -51,6 +51,7 @@ cudaError_t CUDARTAPI cudaStreamDestroy(cudaStream_t) { return cudaSuccess; }
 cudaError_t CUDARTAPI cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
 cudaError_t CUDARTAPI cudaGetLastError(void) { return cudaSuccess; }
 const char *CUDARTAPI cudaGetErrorString(cudaError_t) { return "emulated CUDA error"; }
+const char *CUDARTAPI cudaGetErrorName(cudaError_t) { return "cudaErrorEmulated"; }
 cudaError_t CUDARTAPI cudaGetDevice(int *d) { *d = 0; return cudaSuccess; }
 cudaError_t CUDARTAPI cudaGetDeviceProperties(struct cudaDeviceProp *p, int) {
     memset(p, 0, sizeof *p);
@@ -191,11 +192,9 @@ static inline void emu_mma(float c[4], const uint32_t a[4], uint32_t b0, uint32_
     emu_warp_sync();
     for (int e = 0; e < 4; e++) c[e] = out[e];
 }
-static inline void fa__bwd_mma(__half, float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
-    emu_mma<__half>(c, a, b0, b1);
-}
-static inline void fa__bwd_mma(__nv_bfloat16, float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
-    emu_mma<__nv_bfloat16>(c, a, b0, b1);
+template <bool BF16> static inline void fa__mma16816(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
+    if (BF16) emu_mma<__nv_bfloat16>(c, a, b0, b1);
+    else emu_mma<__half>(c, a, b0, b1);
 }
 
 /* ldmatrix.x4: lanes 8i..8i+7 give the row addresses of matrix i. Plain:
@@ -220,9 +219,9 @@ static inline void emu_ldsm(uint32_t r[4], uint32_t addr, bool trans) {
     emu_warp_sync();
     for (int i = 0; i < 4; i++) r[i] = out[i];
 }
-static inline void fa__bwd_ldsm_x4(uint32_t r[4], uint32_t addr) { emu_ldsm(r, addr, false); }
-static inline void fa__bwd_ldsm_x4_t(uint32_t r[4], uint32_t addr) { emu_ldsm(r, addr, true); }
-static inline void fa__bwd_cp_async16(uint32_t dst, const void *src, int n) {
+static inline void fa__ldmatrix_x4(uint32_t r[4], uint32_t addr) { emu_ldsm(r, addr, false); }
+static inline void fa__ldmatrix_x4_trans(uint32_t r[4], uint32_t addr) { emu_ldsm(r, addr, true); }
+static inline void fa__cp_async16(uint32_t dst, const void *src, int n) {
     memset(fa__bwd_smem + dst, 0, 16);
     memcpy(fa__bwd_smem + dst, src, n);
 }
@@ -230,9 +229,9 @@ static inline void fa__bwd_cp_async4(uint32_t dst, const void *src, int n) {
     memset(fa__bwd_smem + dst, 0, 4);
     memcpy(fa__bwd_smem + dst, src, n);
 }
-static inline void fa__bwd_cp_async_commit() {}
-template <int N> static inline void fa__bwd_cp_async_wait() {}
-static inline float fa__bwd_exp2(float x) { return exp2f(x); }
+static inline void fa__cp_async_commit() {}
+template <int N> static inline void fa__cp_async_wait() {}
+static inline float fa__exp2(float x) { return exp2f(x); }
 static inline uint32_t fa__bwd_smem_u32(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
 
 /* the backward section itself, as extracted from flashattn_cuda.cuh */

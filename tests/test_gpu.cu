@@ -1,0 +1,378 @@
+/* tests/test_gpu.cu - the GPU forward (fa_forward_cuda) against the fp64
+   reference (tests/reference.h), on fresh random inputs.
+
+   Build and run: make test-gpu (needs a GPU). Options:
+     --quick   a smaller size list (used under compute-sanitizer)
+   Every case: inputs drawn anew; compared with the fp64 reference AND with
+   the CPU fa_forward on the same inputs; O and L poisoned with NaN before the call;
+   afterwards every element that should be written is checked finite and
+   within tolerance of the reference, every element that should not be
+   written (stride gaps) is checked still poisoned, and a second run must give
+   the same bits. Tolerances (|got - ref| <= atol + rtol |ref|, times the
+   dropout scale): f16 3e-3, bf16 2e-2 on O; 1e-3 + 1e-4 |L| on L.
+   Output ends with "N passed, N failed". */
+#define FLASHATTN_IMPLEMENTATION
+#include "../flashattn.h"
+#include "reference.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <vector>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+static int g_pass = 0, g_fail = 0;
+
+#define CUDA_OK(x)                                                                      \
+    do {                                                                                \
+        cudaError_t e_ = (x);                                                           \
+        if (e_ != cudaSuccess) {                                                        \
+            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
+            exit(2);                                                                    \
+        }                                                                               \
+    } while (0)
+
+/* ---- random numbers (xorshift64*, seeded per case) ---- */
+static uint64_t g_rng = 0x9E3779B97F4A7C15ull;
+static double urand(void) /* [0, 1) */
+{
+    g_rng ^= g_rng >> 12; g_rng ^= g_rng << 25; g_rng ^= g_rng >> 27;
+    return (double)((g_rng * 0x2545F4914F6CDD1Dull) >> 11) * (1.0 / 9007199254740992.0);
+}
+static int irand(int n) { return (int)(urand() * n); }
+
+static uint16_t to_bits(fa_dtype t, float x) { return t == FA_BF16 ? ref_f32_to_bf16(x) : ref_f32_to_f16(x); }
+static float from_bits(fa_dtype t, uint16_t b) { return t == FA_BF16 ? ref_bf16_to_f32(b) : ref_f16_to_f32(b); }
+
+typedef struct tcase {
+    const char *name;
+    fa_dtype dt;
+    int batch, sq, sk, hq, hkv, d, dv;
+    int causal, window, wl, wr;
+    float softcap, scale, dropout;
+    int alibi, varlen, seqlens_k, strided;
+} tcase;
+
+/* A host tensor [rows, heads, dim] (rows = batch * seq, or total tokens) with
+   optional padded strides, its device copy and its view. */
+typedef struct tbuf {
+    std::vector<uint16_t> h;
+    void *dev;
+    fa_tensor view;     /* host view (for the reference) */
+    fa_tensor dview;    /* device view */
+    int64_t s[3];       /* batch, seq, head strides */
+} tbuf;
+
+static void make_buf(tbuf *t, fa_dtype dt, int batch, int seq, int heads, int dim, int strided,
+                     int varlen_rows, int fill)
+{
+    int64_t hs = strided ? ((dim + 7) / 8) * 8 + 8 : dim;
+    int64_t ss = heads * hs + (strided ? 16 : 0);
+    int64_t bs = (int64_t)seq * ss + (strided ? 24 : 0);
+    int64_t n = varlen_rows >= 0 ? (int64_t)varlen_rows * ss + 8 : batch * bs + 8;
+    t->s[0] = bs; t->s[1] = ss; t->s[2] = hs;
+    t->h.assign((size_t)n, 0x7FFF); /* NaN in both f16 and bf16 */
+    if (fill)
+        for (int64_t i = 0; i < n; i++) t->h[(size_t)i] = to_bits(dt, (float)(urand() * 2.0 - 1.0));
+    CUDA_OK(cudaMalloc(&t->dev, (size_t)n * 2));
+    CUDA_OK(cudaMemcpy(t->dev, t->h.data(), (size_t)n * 2, cudaMemcpyHostToDevice));
+    memset(&t->view, 0, sizeof t->view);
+    t->view.data = t->h.data(); t->view.dtype = dt;
+    if (strided) { t->view.batch_stride = bs; t->view.seq_stride = ss; t->view.head_stride = hs; }
+    t->dview = t->view;
+    t->dview.data = t->dev;
+}
+
+static void check(int ok, const char *name, const char *what)
+{
+    if (ok) { g_pass++; return; }
+    g_fail++;
+    printf("FAIL %s: %s\n", name, what);
+}
+
+static void run_case(const tcase *c)
+{
+    fa_problem p;
+    memset(&p, 0, sizeof p);
+    p.batch = c->batch; p.seqlen_q = c->sq; p.seqlen_k = c->sk;
+    p.heads_q = c->hq; p.heads_kv = c->hkv; p.head_dim = c->d; p.head_dim_v = c->dv;
+    p.causal = c->causal; p.sliding_window = c->window; p.window_left = c->wl; p.window_right = c->wr;
+    p.softcap = c->softcap; p.scale = c->scale;
+    p.dropout_p = c->dropout; p.dropout_seed = 0x123456789abcdefull ^ g_rng; p.dropout_offset = (7ull << 32) + 12345;
+    int dv = c->dv ? c->dv : c->d, hkv = c->hkv ? c->hkv : c->hq;
+
+    /* variable lengths / cache lengths */
+    std::vector<int32_t> cuq, cuk, lk;
+    int32_t *d_cuq = NULL, *d_cuk = NULL, *d_lk = NULL;
+    float *d_alibi = NULL;
+    std::vector<float> alibi;
+    int rows_q = -1, rows_k = -1;
+    if (c->varlen) {
+        cuq.push_back(0); cuk.push_back(0);
+        for (int b = 0; b < c->batch; b++) {
+            int lq = b == 0 ? c->sq : irand(c->sq + 1), lkk = b == 0 ? c->sk : irand(c->sk + 1);
+            cuq.push_back(cuq.back() + lq); cuk.push_back(cuk.back() + lkk);
+        }
+        rows_q = cuq.back(); rows_k = cuk.back();
+        CUDA_OK(cudaMalloc(&d_cuq, cuq.size() * 4)); CUDA_OK(cudaMalloc(&d_cuk, cuk.size() * 4));
+        CUDA_OK(cudaMemcpy(d_cuq, cuq.data(), cuq.size() * 4, cudaMemcpyHostToDevice));
+        CUDA_OK(cudaMemcpy(d_cuk, cuk.data(), cuk.size() * 4, cudaMemcpyHostToDevice));
+    }
+    if (c->seqlens_k) {
+        for (int b = 0; b < c->batch; b++) {
+            int maxk = c->varlen ? cuk[b + 1] - cuk[b] : c->sk;
+            lk.push_back(b == 0 ? 0 : b == 1 ? maxk : irand(maxk + 1));
+        }
+        CUDA_OK(cudaMalloc(&d_lk, lk.size() * 4));
+        CUDA_OK(cudaMemcpy(d_lk, lk.data(), lk.size() * 4, cudaMemcpyHostToDevice));
+    }
+    if (c->alibi) {
+        for (int h = 0; h < c->hq; h++) alibi.push_back((float)(0.02 + 0.4 * urand()));
+        CUDA_OK(cudaMalloc(&d_alibi, alibi.size() * 4));
+        CUDA_OK(cudaMemcpy(d_alibi, alibi.data(), alibi.size() * 4, cudaMemcpyHostToDevice));
+    }
+
+    tbuf q, k, v, o;
+    make_buf(&q, c->dt, c->batch, c->sq, c->hq, c->d, c->strided, rows_q, 1);
+    make_buf(&k, c->dt, c->batch, c->sk, hkv, c->d, c->strided, rows_k, 1);
+    make_buf(&v, c->dt, c->batch, c->sk, hkv, dv, c->strided, rows_k, 1);
+    make_buf(&o, c->dt, c->batch, c->sq, c->hq, dv, c->strided, rows_q, 0);
+    int64_t nrows = c->varlen ? rows_q : (int64_t)c->batch * c->sq;
+    int64_t nlse = (int64_t)c->hq * nrows;
+    std::vector<float> lse((size_t)nlse + 1, NAN), lse2((size_t)nlse + 1);
+    float *d_lse;
+    CUDA_OK(cudaMalloc(&d_lse, lse.size() * 4));
+    CUDA_OK(cudaMemcpy(d_lse, lse.data(), lse.size() * 4, cudaMemcpyHostToDevice));
+
+    fa_problem pd = p; /* device arrays */
+    pd.cu_seqlens_q = d_cuq; pd.cu_seqlens_k = d_cuk; pd.seqlens_k = d_lk; pd.alibi_slopes = d_alibi;
+    fa_status st = fa_forward_cuda(&pd, q.dview, k.dview, v.dview, o.dview, d_lse, NULL, 0, NULL);
+    check(st == FA_OK, c->name, fa_last_error());
+    if (st != FA_OK) goto done;
+    CUDA_OK(cudaGetLastError());
+    CUDA_OK(cudaDeviceSynchronize());
+    {
+        std::vector<uint16_t> og(o.h.size());
+        CUDA_OK(cudaMemcpy(og.data(), o.dev, og.size() * 2, cudaMemcpyDeviceToHost));
+        CUDA_OK(cudaMemcpy(lse.data(), d_lse, lse.size() * 4, cudaMemcpyDeviceToHost));
+        /* second run: same bits */
+        CUDA_OK(cudaMemset(d_lse, 0xFF, lse.size() * 4));
+        st = fa_forward_cuda(&pd, q.dview, k.dview, v.dview, o.dview, d_lse, NULL, 0, NULL);
+        CUDA_OK(cudaDeviceSynchronize());
+        std::vector<uint16_t> og2(o.h.size());
+        CUDA_OK(cudaMemcpy(og2.data(), o.dev, og2.size() * 2, cudaMemcpyDeviceToHost));
+        CUDA_OK(cudaMemcpy(lse2.data(), d_lse, lse2.size() * 4, cudaMemcpyDeviceToHost));
+        check(st == FA_OK && memcmp(og.data(), og2.data(), og.size() * 2) == 0 &&
+                  memcmp(lse.data(), lse2.data(), (size_t)nlse * 4) == 0,
+              c->name, "second run not bit-identical");
+
+        /* reference, row by row, in parallel */
+        fa_problem ph = p;
+        ph.cu_seqlens_q = c->varlen ? cuq.data() : NULL;
+        ph.cu_seqlens_k = c->varlen ? cuk.data() : NULL;
+        ph.seqlens_k = c->seqlens_k ? lk.data() : NULL;
+        ph.alibi_slopes = c->alibi ? alibi.data() : NULL;
+        ref_dims r = ref_resolve(&ph);
+        std::vector<char> written(og.size(), 0);
+        /* the CPU fa_forward on the same host inputs, same output layout */
+        std::vector<uint16_t> oc(o.h.size(), 0x7FFF);
+        std::vector<float> lc((size_t)nlse + 1, NAN);
+        fa_tensor ocv = o.view;
+        ocv.data = oc.data();
+        fa_status cst = fa_forward(&ph, q.view, k.view, v.view, ocv, lc.data(), NULL, 0);
+        check(cst == FA_OK, c->name, "CPU fa_forward failed");
+        long long badc = 0;
+        const double rt = c->dt == FA_BF16 ? 2e-2 : 3e-3;
+        const double dscale = c->dropout > 0 ? 1.0 / (1.0 - c->dropout) : 1.0;
+        long long bad = 0, badl = 0, nanw = 0;
+        double maxerr = 0;
+        for (int b = 0; b < c->batch; b++) {
+            int64_t sq = ref_len_q(&ph, b), sk = ref_len_k(&ph, b);
+            std::vector<int64_t> koff((size_t)sk + 1), voff((size_t)sk + 1);
+            std::vector<fa_tensor> kt((size_t)sk + 1, k.view), vt((size_t)sk + 1, v.view);
+            for (int h = 0; h < c->hq; h++) {
+                int hk = h / r.group;
+                for (int64_t j = 0; j < sk; j++) {
+                    koff[(size_t)j] = ref_offset(k.s, ph.cu_seqlens_k, b, j, hk);
+                    voff[(size_t)j] = ref_offset(v.s, ph.cu_seqlens_k, b, j, hk);
+                }
+#pragma omp parallel for schedule(dynamic, 4) reduction(+ : bad, badl, nanw, badc) reduction(max : maxerr)
+                for (int64_t i = 0; i < sq; i++) {
+                    std::vector<double> s((size_t)sk + 1), pr((size_t)sk + 1), orow((size_t)dv);
+                    double L = ref_row(&ph, &r, b, h, i, sq, sk, q.view, ref_offset(q.s, ph.cu_seqlens_q, b, i, h),
+                                       kt.data(), koff.data(), vt.data(), voff.data(), s.data(), pr.data(),
+                                       orow.data());
+                    int64_t ob = ref_offset(o.s, ph.cu_seqlens_q, b, i, h);
+                    for (int cc = 0; cc < dv; cc++) {
+                        uint16_t bits = og[(size_t)(ob + cc)];
+                        float got = from_bits(c->dt, bits);
+                        double ref = L == -INFINITY ? 0.0 : orow[(size_t)cc];
+                        written[(size_t)(ob + cc)] = 1;
+                        if (got != got) { nanw++; continue; }
+                        double err = fabs(got - ref);
+                        if (err > maxerr) maxerr = err;
+                        if (err > (rt + rt * fabs(ref)) * dscale) bad++;
+                        float cg = from_bits(c->dt, oc[(size_t)(ob + cc)]);
+                        if (!(fabs(cg - got) <= (2 * rt + 2 * rt * fabs(ref)) * dscale)) badc++;
+                    }
+                    float lg = lse[(size_t)ref_lse_index(&ph, b, h, i)];
+                    if (L == -INFINITY ? lg != -INFINITY : !(fabs(lg - L) <= 1e-3 + 1e-4 * fabs(L))) badl++;
+                }
+            }
+        }
+        long long gap = 0;
+        for (size_t i = 0; i < og.size(); i++)
+            if (!written[i] && og[i] != 0x7FFF) gap++;
+        for (size_t i = (size_t)nlse; i < lse.size(); i++)
+            if (lse[i] == lse[i]) gap++;
+        char msg[256];
+        snprintf(msg, sizeof msg, "O: %lld out of tolerance (max err %.3g), %lld unwritten; L: %lld wrong; %lld "
+                 "written outside", bad, maxerr, nanw, badl, gap);
+        check(bad == 0 && nanw == 0 && badl == 0 && gap == 0, c->name, msg);
+        snprintf(msg, sizeof msg, "GPU vs CPU fa_forward: %lld elements differ beyond 2x tolerance", badc);
+        check(cst == FA_OK && badc == 0, c->name, msg);
+        printf("%-4s %-40s %s  (max |err| %.2e)\n", bad || nanw || badl || gap || badc ? "FAIL" : "ok", c->name,
+               c->dt == FA_BF16 ? "bf16" : "f16 ", maxerr);
+    }
+done:
+    cudaFree(q.dev); cudaFree(k.dev); cudaFree(v.dev); cudaFree(o.dev); cudaFree(d_lse);
+    cudaFree(d_cuq); cudaFree(d_cuk); cudaFree(d_lk); cudaFree(d_alibi);
+}
+
+/* ---- bad arguments: rejected before any launch, outputs untouched ---- */
+static void bad_args(void)
+{
+    fa_problem p;
+    memset(&p, 0, sizeof p);
+    p.batch = 1; p.seqlen_q = 64; p.seqlen_k = 64; p.heads_q = 2; p.head_dim = 64;
+    tbuf q, k, v, o;
+    make_buf(&q, FA_BF16, 1, 64, 2, 64, 0, -1, 1);
+    make_buf(&k, FA_BF16, 1, 64, 2, 64, 0, -1, 1);
+    make_buf(&v, FA_BF16, 1, 64, 2, 64, 0, -1, 1);
+    make_buf(&o, FA_BF16, 1, 64, 2, 64, 0, -1, 0);
+    struct { const char *name; fa_status want; const char *needle; } t[8];
+    fa_status got[8];
+    int n = 0;
+    fa_tensor qq, kk, oo;
+    fa_problem pp;
+
+    qq = q.dview; qq.dtype = FA_F32; kk = k.dview; kk.dtype = FA_F32;
+    fa_tensor vv = v.dview; vv.dtype = FA_F32; oo = o.dview; oo.dtype = FA_F32;
+    got[n] = fa_forward_cuda(&p, qq, kk, vv, oo, NULL, NULL, 0, NULL);
+    t[n].name = "f32 tensors -> unsupported"; t[n].want = FA_ERROR_UNSUPPORTED; t[n].needle = "f32"; n++;
+    if (strstr(fa_last_error(), t[n - 1].needle) == NULL) got[n - 1] = FA_OK;
+
+    qq = q.dview; qq.data = (char *)q.dev + 2;
+    got[n] = fa_forward_cuda(&p, qq, k.dview, v.dview, o.dview, NULL, NULL, 0, NULL);
+    t[n].name = "misaligned q.data"; t[n].want = FA_ERROR_INVALID_ARGUMENT; t[n].needle = "q.data"; n++;
+    if (strstr(fa_last_error(), t[n - 1].needle) == NULL) got[n - 1] = FA_OK;
+
+    kk = k.dview; kk.seq_stride = 130; kk.head_stride = 65; /* rows not 16-byte aligned */
+    got[n] = fa_forward_cuda(&p, q.dview, kk, v.dview, o.dview, NULL, NULL, 0, NULL);
+    t[n].name = "k strides not multiples of 8"; t[n].want = FA_ERROR_INVALID_ARGUMENT; t[n].needle = "k strides"; n++;
+    if (strstr(fa_last_error(), t[n - 1].needle) == NULL) got[n - 1] = FA_OK;
+
+    oo = o.dview; oo.dtype = FA_F16;
+    got[n] = fa_forward_cuda(&p, q.dview, k.dview, v.dview, oo, NULL, NULL, 0, NULL);
+    t[n].name = "mixed dtypes"; t[n].want = FA_ERROR_INVALID_ARGUMENT; t[n].needle = ""; n++;
+
+    pp = p; pp.head_dim = 300;
+    got[n] = fa_forward_cuda(&pp, q.dview, k.dview, v.dview, o.dview, NULL, NULL, 0, NULL);
+    t[n].name = "head_dim 300"; t[n].want = FA_ERROR_INVALID_ARGUMENT; t[n].needle = ""; n++;
+
+    pp = p; pp.heads_kv = 3; pp.heads_q = 4;
+    got[n] = fa_forward_cuda(&pp, q.dview, k.dview, v.dview, o.dview, NULL, NULL, 0, NULL);
+    t[n].name = "heads_q % heads_kv != 0"; t[n].want = FA_ERROR_INVALID_ARGUMENT; t[n].needle = ""; n++;
+
+    got[n] = fa_forward_cuda(NULL, q.dview, k.dview, v.dview, o.dview, NULL, NULL, 0, NULL);
+    t[n].name = "NULL problem"; t[n].want = FA_ERROR_INVALID_ARGUMENT; t[n].needle = ""; n++;
+
+    qq = q.dview; qq.data = NULL;
+    got[n] = fa_forward_cuda(&p, qq, k.dview, v.dview, o.dview, NULL, NULL, 0, NULL);
+    t[n].name = "NULL q.data"; t[n].want = FA_ERROR_INVALID_ARGUMENT; t[n].needle = ""; n++;
+
+    CUDA_OK(cudaDeviceSynchronize());
+    std::vector<uint16_t> og(o.h.size());
+    CUDA_OK(cudaMemcpy(og.data(), o.dev, og.size() * 2, cudaMemcpyDeviceToHost));
+    int untouched = 1;
+    for (size_t i = 0; i < og.size(); i++) untouched &= og[i] == 0x7FFF;
+    for (int i = 0; i < n; i++) {
+        char msg[200];
+        snprintf(msg, sizeof msg, "bad args: %s: got status %d, want %d", t[i].name, (int)got[i], (int)t[i].want);
+        check(got[i] == t[i].want, "bad-args", msg);
+        printf("%-4s bad args: %s\n", got[i] == t[i].want ? "ok" : "FAIL", t[i].name);
+    }
+    check(untouched, "bad-args", "o written by a failing call");
+    cudaFree(q.dev); cudaFree(k.dev); cudaFree(v.dev); cudaFree(o.dev);
+}
+
+int main(int argc, char **argv)
+{
+    int quick = argc > 1 && strcmp(argv[1], "--quick") == 0;
+    cudaDeviceProp prop;
+    CUDA_OK(cudaGetDeviceProperties(&prop, 0));
+    printf("device: %s (sm_%d%d)%s\n", prop.name, prop.major, prop.minor, quick ? ", quick size list" : "");
+    std::vector<tcase> cs;
+    const int dims[] = {32, 64, 96, 128, 192, 256};
+    const int lens_full[][2] = {{1, 7}, {7, 1}, {113, 203}, {203, 113}, {1023, 4097}, {4097, 1023}};
+    const int lens_quick[][2] = {{1, 7}, {7, 1}, {113, 203}, {203, 113}};
+    static char names[512][64];
+    int nn = 0;
+#define NAME(...) (snprintf(names[nn], 64, __VA_ARGS__), names[nn++])
+    for (int dti = 0; dti < 2; dti++) {
+        fa_dtype dt = dti ? FA_BF16 : FA_F16;
+        int nl = quick ? 4 : 6;
+        for (int di = 0; di < 6; di++) {
+            int d = dims[di];
+            for (int li = 0; li < nl; li++) {
+                const int *L = quick ? lens_quick[li] : lens_full[li];
+                if (L[0] * (int64_t)L[1] > 1000000 && (d != 64 && d != 128)) continue; /* big sizes: d 64, 128 */
+                for (int causal = 0; causal < 2; causal++) {
+                    tcase c = {};
+                    c.dt = dt; c.batch = 2; c.sq = L[0]; c.sk = L[1]; c.hq = 2; c.d = d; c.causal = causal;
+                    if (L[0] * (int64_t)L[1] > 1000000) c.batch = 1;
+                    c.name = NAME("d%d sq%d sk%d%s", d, c.sq, c.sk, causal ? " causal" : "");
+                    cs.push_back(c);
+                }
+            }
+        }
+        /* features, at odd sizes */
+        tcase base = {};
+        base.dt = dt; base.batch = 2; base.sq = 113; base.sk = 203; base.hq = 4; base.d = 64;
+        tcase c;
+        c = base; c.d = 128; c.dv = 64; c.name = NAME("dv != d (128, 64)"); cs.push_back(c);
+        c = base; c.d = 64; c.dv = 128; c.causal = 1; c.name = NAME("dv != d (64, 128) causal"); cs.push_back(c);
+        c = base; c.d = 40; c.dv = 72; c.name = NAME("padded dims (40, 72)"); cs.push_back(c);
+        c = base; c.d = 192; c.dv = 128; c.name = NAME("dv != d (192, 128)"); cs.push_back(c);
+        c = base; c.d = 8; c.sq = 203; c.sk = 113; c.causal = 1; c.name = NAME("d 8 causal sq > sk"); cs.push_back(c);
+        c = base; c.window = 1; c.wl = 17; c.wr = 5; c.name = NAME("window (17, 5)"); cs.push_back(c);
+        c = base; c.window = 1; c.wl = 40; c.wr = 9; c.causal = 1; c.sq = 203; c.sk = 113; c.d = 128;
+        c.name = NAME("window (40) + causal, sq > sk"); cs.push_back(c);
+        c = base; c.softcap = 3.0f; c.scale = 1.0f; c.name = NAME("softcap 3, scale 1"); cs.push_back(c);
+        c = base; c.alibi = 1; c.causal = 1; c.name = NAME("alibi causal"); cs.push_back(c);
+        c = base; c.alibi = 1; c.softcap = 5.0f; c.d = 128; c.name = NAME("alibi + softcap d128"); cs.push_back(c);
+        c = base; c.hq = 8; c.hkv = 2; c.causal = 1; c.name = NAME("GQA 8/2 causal"); cs.push_back(c);
+        c = base; c.hq = 6; c.hkv = 1; c.d = 128; c.name = NAME("MQA 6/1 d128"); cs.push_back(c);
+        c = base; c.batch = 4; c.varlen = 1; c.name = NAME("varlen b4"); cs.push_back(c);
+        c = base; c.batch = 4; c.varlen = 1; c.causal = 1; c.d = 128; c.name = NAME("varlen b4 causal d128"); cs.push_back(c);
+        c = base; c.batch = 3; c.seqlens_k = 1; c.causal = 1; c.name = NAME("seqlens_k b3 causal"); cs.push_back(c);
+        c = base; c.batch = 4; c.varlen = 1; c.seqlens_k = 1; c.hq = 4; c.hkv = 2; c.name = NAME("varlen + seqlens_k + GQA"); cs.push_back(c);
+        c = base; c.strided = 1; c.name = NAME("padded strides"); cs.push_back(c);
+        c = base; c.strided = 1; c.varlen = 1; c.batch = 3; c.d = 96; c.causal = 1; c.name = NAME("padded strides varlen d96"); cs.push_back(c);
+        c = base; c.dropout = 0.17f; c.name = NAME("dropout 0.17"); cs.push_back(c);
+        c = base; c.dropout = 0.5f; c.causal = 1; c.d = 128; c.hq = 4; c.hkv = 2; c.name = NAME("dropout 0.5 causal GQA d128"); cs.push_back(c);
+        c = base; c.scale = -0.2f; c.name = NAME("negative scale"); cs.push_back(c);
+        if (!quick) {
+            c = base; c.d = 256; c.sq = 1023; c.sk = 1023; c.causal = 1; c.window = 1; c.wl = 300; c.wr = 0; c.alibi = 1;
+            c.name = NAME("d256 1023 window + alibi"); cs.push_back(c);
+            c = base; c.d = 128; c.sq = 4097; c.sk = 4097; c.batch = 1; c.hq = 2; c.causal = 1; c.softcap = 10; c.dropout = 0.1f;
+            c.name = NAME("d128 4097 causal softcap dropout"); cs.push_back(c);
+        }
+    }
+    for (size_t i = 0; i < cs.size(); i++) { g_rng = 0x9E3779B97F4A7C15ull * (i + 1); run_case(&cs[i]); }
+    bad_args();
+    printf("%d passed, %d failed\n", g_pass, g_fail);
+    return g_fail ? 1 : 0;
+}
