@@ -780,6 +780,8 @@ static fa_status fa__resolve(const char *fn, const fa_problem *p, fa_problem *r,
 {
     fa_problem x;
     int b;
+    if (r) /* *r is defined on every path (else gcc -Wmaybe-uninitialized in callers) */
+        memset(r, 0, sizeof *r);
     if (!p)
         return fa__fail(FA_ERROR_INVALID_ARGUMENT, "%s: problem is NULL", fn);
     if (!r)

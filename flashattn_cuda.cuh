@@ -130,6 +130,22 @@
        head-dim columns past d/dv read as 0 (finite, so 0 * P stays 0); those
        keys are masked, those output columns and rows are not written. A
        head dim between instantiated sizes runs in the next one up.
+
+   12. One kernel template, fa__fwd_kernel_sm80<BF16, D, BLOCK_M, BLOCK_N,
+       WARPS, EXTRAS>. EXTRAS (softcap, ALiBi, dropout, negative scale) is a
+       template flag rather than a run-time branch because the extra per-score
+       work and Philox state cost registers the plain path needs: with it as
+       a run-time flag the d128 kernel spilled ~900 bytes. Masks are run-time
+       (they touch only a few blocks per row).
+
+   MEASURED (H200, 2026-11-22, bf16, FA3-paper grid; bench/results/):
+     d64: 1.01-1.02x SDPA flash (FlashAttention-2) non-causal from 1k up,
+     0.91-0.99x causal; d128: 0.92-0.94x non-causal, 0.88-0.92x causal;
+     d256: 0.96-1.01x non-causal, 0.87-1.08x causal. cuDNN is 1.5-2x faster
+     than both (it is not an mma.sync kernel on Hopper). ptxas (sm_90a), plain
+     kernels: 195-255 registers, spills 0 except d96 (96 B), d128 (24 B
+     stores / 68 B loads) and the sm_86/89 d192 shape (20 B); the EXTRAS
+     kernels spill 20-790 B (a slow path by design).
 */
 
 #ifndef FLASHATTN_CUDA_CUH
@@ -647,7 +663,7 @@ fa__fwd_kernel_sm80(const fa__fwd_params p)
      family 2: sm_80 / sm_87 (A100, 163 KB per block)
    BLOCK_M = 128 with 4 warps gives each warp two 16-row tiles, so every K and
    V fragment read from shared memory feeds two MMAs: on H200 that beat one
-   tile per warp by 10-17% at d 64 / 128 (bench/results/*tile-variants*).
+   tile per warp by 10-17% at d 64 / 128 (bench/results/, the tile-variants log).
    At d 192 / 256 the O~ accumulator (D / 2 floats per row tile per thread)
    leaves room for one row tile per warp only, hence 8 warps. Measured on
    H200 only; families 1 and 2 are FlashAttention-2's shapes fitted to our

@@ -25,6 +25,14 @@
 
 static int g_pass = 0, g_fail = 0;
 
+/* The reference rows run in parallel when built with OpenMP (make test-gpu). */
+#ifdef _OPENMP
+#define FA_TEST_PARALLEL_FOR \
+    _Pragma("omp parallel for schedule(dynamic, 4) reduction(+ : bad, badl, nanw, badc) reduction(max : maxerr)")
+#else
+#define FA_TEST_PARALLEL_FOR
+#endif
+
 #define CUDA_OK(x)                                                                      \
     do {                                                                                \
         cudaError_t e_ = (x);                                                           \
@@ -198,7 +206,7 @@ static void run_case(const tcase *c)
                     koff[(size_t)j] = ref_offset(k.s, ph.cu_seqlens_k, b, j, hk);
                     voff[(size_t)j] = ref_offset(v.s, ph.cu_seqlens_k, b, j, hk);
                 }
-#pragma omp parallel for schedule(dynamic, 4) reduction(+ : bad, badl, nanw, badc) reduction(max : maxerr)
+                FA_TEST_PARALLEL_FOR
                 for (int64_t i = 0; i < sq; i++) {
                     std::vector<double> s((size_t)sk + 1), pr((size_t)sk + 1), orow((size_t)dv);
                     double L = ref_row(&ph, &r, b, h, i, sq, sk, q.view, ref_offset(q.s, ph.cu_seqlens_q, b, i, h),
