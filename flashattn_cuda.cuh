@@ -938,7 +938,15 @@ FLASHATTN_DEF fa_status fa_forward_cuda(const fa_problem *p, fa_tensor q, fa_ten
 
    The tiles (Bc keys per CTA, Br queries per step), for 8 warps:
        d <= 64 : Bc 128, Br 64    d <= 128: Bc 128, Br 64    d <= 256: Bc 64, Br 32
-   Other head dims run on the next larger kernel with zero-filled columns.
+   Other head dims (96, 192, any multiple of 8) run on the next larger kernel
+   with zero-filled columns: correct, not tuned. (FLASHATTN_HEAD_DIMS selects
+   the forward's sizes only.) Each warp of a CTA: 16 keys; 1 CTA per SM.
+
+   Workspace (fa_backward_cuda_workspace_size): L and D, 4 bytes per query
+   row and head each, plus the fp32 dQ accumulator, 4 * D bytes per query row
+   and head - times ceil(seqlen_k / Bc) in deterministic mode, where every K/V
+   block owns a slice (large for long sequences: 16k x 16 heads x d128 is
+   4 GB; the default atomic mode needs 1/128 of that).
 
    Warp layout. Warp w owns 16 keys (rows 16*(w/WD) .. of K_j) and, when WD = 2
    (d = 256, where dK and dV of 16 x 256 would need 256 registers), half of the
