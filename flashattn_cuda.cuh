@@ -1631,7 +1631,7 @@ static fa_status fa__bwd_run(const fa__bwd_params &kp, const fa__bwd_plan &pl, c
 FLASHATTN_DEF fa_status fa_backward_cuda_workspace_size(const fa_problem *p, size_t *bytes) {
     const char *fn = "fa_backward_cuda_workspace_size";
     fa_problem r;
-    fa__bwd_plan pl;
+    fa__bwd_plan pl = {};
     fa_status s = fa__resolve(fn, p, &r, 0);
     if (s != FA_OK || (s = fa__bwd_make_plan(fn, &r, &pl)) != FA_OK) return s;
     if (!bytes) return fa__fail(FA_ERROR_INVALID_ARGUMENT, "%s: bytes is NULL", fn);
@@ -1649,7 +1649,7 @@ FLASHATTN_DEF fa_status fa_backward_cuda(const fa_problem *p, fa_tensor q, fa_te
                                                     size_t workspace_size, void *stream) {
     const char *fn = "fa_backward_cuda";
     fa_problem r;
-    fa__bwd_plan pl;
+    fa__bwd_plan pl = {};
     fa_status s = fa__check_backward(fn, p, &r, &q, &k, &v, &o, &dout, lse, &dq, &dk, &dv, 0);
     if (s != FA_OK || (s = fa__bwd_make_plan(fn, &r, &pl)) != FA_OK) return s;
     if (q.dtype != FA_F16 && q.dtype != FA_BF16)
