@@ -1,6 +1,9 @@
 #!/bin/bash
 # One device call: tests, the three sanitizers (in parallel, quick case set),
 # then the benchmark alone on the GPU. Logs under $OUT.
+# Build here first (make build/test_gpu_backward build/libfa_bench.so), then
+#   rsync -a --delete --exclude .git --exclude 'build/emu*' --exclude 'build/*.o' <worktree>/ <main>/.dev/bwd/
+# and run `cd .dev/bwd && bash bench/device_run_backward.sh` with carry [".dev/bwd"].
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/out}; mkdir -p $OUT
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu --format=csv,noheader | tee $OUT/gpu.txt
