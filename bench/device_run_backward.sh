@@ -2,7 +2,7 @@
 # One device call: tests, the three sanitizers (in parallel, quick case set),
 # then the benchmark alone on the GPU. Logs under $OUT.
 # Build here first (make build/test_gpu_backward build/libfa_bench.so), then
-#   rsync -a --delete --exclude .git --exclude 'build/emu*' --exclude 'build/*.o' <worktree>/ <main>/.dev/bwd/
+#   copy flashattn.h flashattn_cuda.cuh Makefile tests bench build/{test_gpu_backward,libfa_bench.so} to <main>/.dev/bwd/
 # and run `cd .dev/bwd && bash bench/device_run_backward.sh` with carry [".dev/bwd"].
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/out}; mkdir -p $OUT
