@@ -143,17 +143,32 @@ NVCC_WERROR    := -Werror all-warnings -Xcompiler -Wall,-Wextra,-Werror
 GPU_ARCHS      ?= 80 90a
 GPU_ARCHS_ALL  := 80 86 89 90a
 gencode         = $(foreach a,$(1),-gencode arch=compute_$(a),code=sm_$(a))
-GPU_SOURCES    := tests/test_gpu.cu tests/test_gpu_decode.cu $(wildcard examples/*.cu) $(wildcard bench/*.cu)
+GPU_SOURCES    := tests/test_gpu.cu tests/test_gpu_decode.cu tests/test_gpu_backward.cu $(wildcard examples/*.cu) $(wildcard bench/*.cu)
 SANITIZER      ?= compute-sanitizer
 
 $(BUILD)/test_gpu: tests/test_gpu.cu tests/reference.h flashattn.h flashattn_cuda.cuh | $(BUILD)
 	$(NVCC) $(NVCC_FLAGS) $(call gencode,$(GPU_ARCHS)) -Xcompiler -fopenmp $< -o $@ -lgomp
 
+# backward (issue 5): fa_backward_cuda vs the fp64 reference and the CPU backward
+$(BUILD)/test_gpu_backward: tests/test_gpu_backward.cu tests/reference.h tests/test_util.h flashattn.h flashattn_cuda.cuh | $(BUILD)
+	$(NVCC) $(NVCC_FLAGS) $(call gencode,$(GPU_ARCHS)) $< -o $@
+
+# The same backward test with the kernels run on the CPU (no GPU needed; slow:
+# every CUDA thread is an OS thread), see tests/emu_cuda.h.
+CUDA_INC ?= $(dir $(NVCC))../include
+$(BUILD)/emu_backward.inc: flashattn_cuda.cuh tests/emu_extract.py | $(BUILD)
+	python3 tests/emu_extract.py $< $@
+$(BUILD)/test_gpu_backward_emu: tests/test_gpu_backward.cu tests/emu_cuda.h $(BUILD)/emu_backward.inc tests/reference.h tests/test_util.h flashattn.h | $(BUILD)
+	$(CXX) -std=c++20 -O2 -DFA_EMU -x c++ -I$(CUDA_INC) -o $@ $< -lpthread
+.PHONY: test-gpu-emu
+test-gpu-emu: $(BUILD)/test_gpu_backward_emu
+	FA_QUICK=1 $(BUILD)/test_gpu_backward_emu
+
 $(BUILD)/test_gpu_decode: tests/test_gpu_decode.cu tests/reference.h tests/test_util.h flashattn.h flashattn_cuda.cuh | $(BUILD)
 	$(NVCC) $(NVCC_FLAGS) $(call gencode,$(GPU_ARCHS)) $< -o $@
 
 # Full suites, then the --quick size lists under memcheck, racecheck and synccheck.
-GPU_TEST_PROGS := test_gpu test_gpu_decode
+GPU_TEST_PROGS := test_gpu test_gpu_decode test_gpu_backward
 test-gpu: $(addprefix $(BUILD)/,$(GPU_TEST_PROGS))
 	@set -e; f=0; n=0; \
 	for p in $(GPU_TEST_PROGS); do \
@@ -206,6 +221,7 @@ bench-gpu-decode: $(BUILD)/libfa_bench_decode.so
 bench-gpu: $(BUILD)/bench_gpu $(BUILD)/libfa_bench.so
 	$(BUILD)/bench_gpu
 	python3 bench/vs_torch.py --lib $(BUILD)/libfa_bench.so --out bench/results
+	python3 bench/vs_torch_backward.py --lib $(BUILD)/libfa_bench.so | tee bench/results/backward-latest.txt
 
 
 # ---- examples and demo --------------------------------------------------------

@@ -1,0 +1,136 @@
+#!/usr/bin/env python3
+"""bench/vs_torch_backward.py - flashattn's GPU backward beside PyTorch SDPA's
+flash (FlashAttention-2) and cuDNN backward, on the FlashAttention-3 paper's
+grid: batch * seqlen = 16k tokens, hidden 2048 (heads = 2048 / d), bf16,
+d 64 / 128 / 256, causal and not, seqlen 512 .. 16k.
+
+TFLOP/s = 2.5 * 4 * sq * sk * d * heads * batch (halved for causal) / time.
+Each timing is the median of CUDA-event timings after warm-up; the backward
+of SDPA is timed as out.backward(dO) (its backward kernels only).
+
+Usage: python3 bench/vs_torch_backward.py [--lib build/libfa_bench.so] [--quick]
+(make build/libfa_bench.so: the library as a shared object)."""
+import argparse, ctypes, datetime, statistics, sys
+
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+
+class FaTensor(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("dtype", ctypes.c_int), ("batch_stride", ctypes.c_int64),
+                ("seq_stride", ctypes.c_int64), ("head_stride", ctypes.c_int64)]
+
+
+class FaProblem(ctypes.Structure):
+    _fields_ = [("batch", ctypes.c_int), ("seqlen_q", ctypes.c_int), ("seqlen_k", ctypes.c_int),
+                ("heads_q", ctypes.c_int), ("heads_kv", ctypes.c_int), ("head_dim", ctypes.c_int),
+                ("head_dim_v", ctypes.c_int), ("scale", ctypes.c_float), ("causal", ctypes.c_int),
+                ("sliding_window", ctypes.c_int), ("window_left", ctypes.c_int),
+                ("window_right", ctypes.c_int), ("softcap", ctypes.c_float),
+                ("alibi_slopes", ctypes.c_void_p), ("cu_seqlens_q", ctypes.c_void_p),
+                ("cu_seqlens_k", ctypes.c_void_p), ("seqlens_k", ctypes.c_void_p),
+                ("block_table", ctypes.c_void_p), ("page_size", ctypes.c_int),
+                ("pages_per_seq", ctypes.c_int), ("num_pages", ctypes.c_int),
+                ("dropout_p", ctypes.c_float), ("dropout_seed", ctypes.c_uint64),
+                ("dropout_offset", ctypes.c_uint64), ("num_splits", ctypes.c_int),
+                ("deterministic", ctypes.c_int), ("descale_q", ctypes.c_float),
+                ("descale_k", ctypes.c_float), ("descale_v", ctypes.c_float)]
+
+
+FA_BF16 = 2
+
+
+def view(x):
+    """fa_tensor of a [b, s, h, d] torch tensor (any strides, d contiguous)."""
+    assert x.stride(3) == 1
+    return FaTensor(x.data_ptr(), FA_BF16, x.stride(0), x.stride(1), x.stride(2))
+
+
+def time_ms(fn, warmup=3, reps=15):
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    ts = []
+    for _ in range(reps):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record(); fn(); b.record()
+        b.synchronize()
+        ts.append(a.elapsed_time(b))
+    return statistics.median(ts)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--lib", default="build/libfa_bench.so")
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--deterministic", action="store_true")
+    a = ap.parse_args()
+    lib = ctypes.CDLL(a.lib)
+    lib.fa_backward_cuda.restype = ctypes.c_int
+    lib.fa_backward_cuda_workspace_size.restype = ctypes.c_int
+    lib.fa_last_error.restype = ctypes.c_char_p
+    dev = torch.cuda.get_device_name()
+    print(f"# flashattn backward vs SDPA, bf16, {dev}, torch {torch.__version__}, "
+          f"{datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}")
+    print(f"{'d':>4} {'causal':>6} {'seqlen':>6} {'batch':>5} | {'ours':>7} {'sdpa-flash':>10} {'cudnn':>7}"
+          f" | {'ours/flash':>10} {'maxrel-diff':>11}   (TFLOP/s)")
+    seqlens = [512, 1024, 2048, 4096, 8192, 16384]
+    if a.quick:
+        seqlens = [2048, 8192]
+    torch.manual_seed(0)
+    for d in (64, 128, 256):
+        for causal in (False, True):
+            for sq in seqlens:
+                b, h = 16384 // sq, 2048 // d
+                q, k, v, do = (torch.randn(b, sq, h, d, device="cuda", dtype=torch.bfloat16) for _ in range(4))
+                qt, kt, vt = (x.transpose(1, 2).detach().requires_grad_() for x in (q, k, v))
+                dot = do.transpose(1, 2)
+                flops = 2.5 * 4 * sq * sq * d * h * b / (2 if causal else 1)
+                res = {}
+                for name, be in (("flash", SDPBackend.FLASH_ATTENTION), ("cudnn", SDPBackend.CUDNN_ATTENTION)):
+                    try:
+                        with sdpa_kernel([be]):
+                            out = F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal)
+                            res[name] = flops / time_ms(lambda: torch.autograd.grad(
+                                out, (qt, kt, vt), dot, retain_graph=True)) / 1e9
+                        del out
+                    except Exception as e:  # backend unavailable for this shape
+                        res[name] = float("nan")
+                # O and L from SDPA's flash forward (its logsumexp is [b, h, sq], natural log).
+                with torch.no_grad():
+                    o, lse = torch.ops.aten._scaled_dot_product_flash_attention(qt, kt, vt, 0.0, causal)[:2]
+                o = o.transpose(1, 2)  # [b, sq, h, d] view
+                lse = lse[..., :sq].contiguous()
+                dq, dk, dv = (torch.empty_like(x) for x in (q, k, v))
+                p = FaProblem()
+                p.batch, p.seqlen_q, p.seqlen_k, p.heads_q, p.head_dim = b, sq, sq, h, d
+                p.causal = int(causal)
+                p.deterministic = int(a.deterministic)
+                ws_bytes = ctypes.c_size_t(0)
+                assert lib.fa_backward_cuda_workspace_size(ctypes.byref(p), ctypes.byref(ws_bytes)) == 0
+                ws = torch.empty(ws_bytes.value, dtype=torch.uint8, device="cuda")
+                stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
+                args = (ctypes.byref(p), view(q), view(k), view(v), view(o), view(do),
+                        ctypes.c_void_p(lse.data_ptr()), view(dq), view(dk), view(dv),
+                        ctypes.c_void_p(ws.data_ptr()), ctypes.c_size_t(ws_bytes.value), stream)
+
+                def ours():
+                    s = lib.fa_backward_cuda(*args)
+                    if s != 0:
+                        raise RuntimeError(lib.fa_last_error().decode())
+                res["ours"] = flops / time_ms(ours) / 1e9
+                # sanity: our dQ against SDPA flash's
+                with sdpa_kernel([SDPBackend.FLASH_ATTENTION]):
+                    out = F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal)
+                    gq, gk, gv = torch.autograd.grad(out, (qt, kt, vt), dot)
+                err = max((a - g.transpose(1, 2)).abs().max().item() / g.abs().max().item()
+                          for a, g in ((dq, gq), (dk, gk), (dv, gv)))
+                print(f"{d:>4} {str(causal):>6} {sq:>6} {b:>5} | {res['ours']:7.1f} {res['flash']:10.1f} "
+                      f"{res['cudnn']:7.1f} | {res['ours'] / res['flash']:10.2f} {err:11.2e}", flush=True)
+                del q, k, v, do, qt, kt, vt, o, lse, dq, dk, dv, ws, out, gq, gk, gv
+                torch.cuda.empty_cache()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,377 @@
+/* tests/test_gpu_backward.cu - fa_backward_cuda against the fp64 reference
+   (tests/reference.h) and the CPU fa_backward, on fresh random inputs.
+
+   Every case: random Q, K, V, dO (N(0,1), rounded to f16/bf16); O and L from
+   the fp64 reference forward (O rounded to the dtype, L to fp32), so the
+   backward's inputs are consistent; outputs poisoned with NaN (padding too,
+   and the padding must stay untouched); odd lengths with seqlen_q != seqlen_k;
+   every feature. Errors are relative L2 norms, ||gpu - ref|| / ||ref||, per
+   output. Deterministic cases run three times and must agree bit for bit.
+
+   Build: nvcc -std=c++17 -O2 -gencode arch=compute_90a,code=sm_90a \
+          -o build/test_gpu_backward tests/test_gpu_backward.cu
+   Run:   build/test_gpu_backward          (all cases)
+          build/test_gpu_backward --quick   (or FA_QUICK=1; small cases: for compute-sanitizer)
+   Ends with the line "N passed, M failed". */
+#define FLASHATTN_IMPLEMENTATION
+#include "../flashattn.h"
+#include "test_util.h"
+
+#ifdef FA_EMU /* the kernels on the CPU: see tests/emu_cuda.h */
+#include "emu_cuda.h"
+#else
+#include <cuda_runtime.h>
+#endif
+
+#define CK(x)                                                                              \
+    do {                                                                                   \
+        cudaError_t e_ = (x);                                                              \
+        if (e_ != cudaSuccess) {                                                           \
+            printf("CUDA error %s at %s:%d: %s\n", cudaGetErrorString(e_), __FILE__, __LINE__, #x); \
+            exit(2);                                                                       \
+        }                                                                                  \
+    } while (0)
+
+typedef struct bcase {
+    const char *name;
+    fa_dtype dt;
+    int d, batch, sq, sk, hq, hkv;
+    int causal, window, wl, wr;
+    float softcap;
+    int alibi;
+    float dropout;
+    int varlen;     /* lengths vary per sequence (cu_seqlens) */
+    int layout;     /* LAYOUT_PACKED or LAYOUT_PADDED (strided views) */
+    int det;        /* deterministic: 3 runs, bit-identical */
+    int workspace;  /* pass a caller workspace (else stream-ordered allocation) */
+    int cpu;        /* also compare with the CPU fa_backward */
+} bcase;
+
+static double rel_l2(const tens *x, const double *ref, int64_t *nan_count)
+{
+    double num = 0, den = 0;
+    int b, h, c;
+    int64_t t;
+    for (b = 0; b < x->nb; b++)
+        for (t = 0; t < x->seq; t++)
+            for (h = 0; h < x->heads; h++)
+                for (c = 0; c < x->dim; c++) {
+                    double got = tens_get(x, b, t, h, c);
+                    double want = ref[(((int64_t)b * x->seq + t) * x->heads + h) * x->dim + c];
+                    if (got != got || isinf(got)) { (*nan_count)++; continue; }
+                    num += (got - want) * (got - want);
+                    den += want * want;
+                }
+    return den > 0 ? sqrt(num / den) : sqrt(num);
+}
+
+/* Read a tensor's logical elements into packed doubles (for GPU vs CPU). */
+static double *tens_to_packed(const tens *x)
+{
+    double *r = (double *)malloc(sizeof(double) * (size_t)x->nb * x->seq * x->heads * x->dim + 8);
+    int b, h, c;
+    int64_t t;
+    for (b = 0; b < x->nb; b++)
+        for (t = 0; t < x->seq; t++)
+            for (h = 0; h < x->heads; h++)
+                for (c = 0; c < x->dim; c++)
+                    r[(((int64_t)b * x->seq + t) * x->heads + h) * x->dim + c] = tens_get(x, b, t, h, c);
+    return r;
+}
+
+/* tens_make with padding that keeps every row 16-byte aligned (the GPU
+   kernels move 16 bytes at a time; other strides are FA_ERROR_UNSUPPORTED). */
+static tens tens_make_gpu(fa_dtype dt, int nb, int seq, int heads, int dim, int layout, uint64_t *rng)
+{
+    tens x = tens_make(dt, nb, seq, heads, dim, LAYOUT_PACKED, rng);
+    int64_t i;
+    int b, t, h, c;
+    if (layout != LAYOUT_PADDED) return x;
+    tens_free(&x);
+    memset(&x, 0, sizeof x);
+    x.nb = nb; x.seq = seq; x.heads = heads; x.dim = dim;
+    x.t.dtype = dt;
+    x.s[2] = dim + 8 * rng_int(rng, 1, 2);
+    x.s[1] = heads * x.s[2] + 8 * rng_int(rng, 1, 3);
+    x.s[0] = (int64_t)seq * x.s[1] + 8 * rng_int(rng, 1, 3);
+    x.t.head_stride = x.s[2]; x.t.seq_stride = x.s[1]; x.t.batch_stride = x.s[0];
+    x.n = (int64_t)nb * x.s[0] + 16;
+    x.buf = malloc((size_t)x.n * dt_size(dt));
+    x.live = (unsigned char *)calloc((size_t)x.n, 1);
+    x.t.data = x.buf;
+    for (i = 0; i < x.n; i++) tens_set_bits_nan(&x, i);
+    for (b = 0; b < nb; b++)
+        for (t = 0; t < seq; t++)
+            for (h = 0; h < heads; h++)
+                for (c = 0; c < dim; c++) x.live[tens_index(&x, b, t, h, c)] = 1;
+    return x;
+}
+
+static void *to_device(const void *h, size_t bytes)
+{
+    void *d = NULL;
+    CK(cudaMalloc(&d, bytes ? bytes : 16));
+    if (bytes) CK(cudaMemcpy(d, h, bytes, cudaMemcpyHostToDevice));
+    return d;
+}
+
+static fa_tensor dev_view(const tens *x, void *dptr)
+{
+    fa_tensor t = x->t;
+    t.data = dptr;
+    return t;
+}
+
+static void run_case(const bcase *c, uint64_t seed)
+{
+    uint64_t rng = seed;
+    fa_problem p;
+    int32_t cuq[8], cuk[8];
+    float slopes[64];
+    int b, i;
+    memset(&p, 0, sizeof p);
+    p.batch = c->batch;
+    p.heads_q = c->hq;
+    p.heads_kv = c->hkv;
+    p.head_dim = c->d;
+    p.causal = c->causal;
+    p.sliding_window = c->window;
+    p.window_left = c->wl;
+    p.window_right = c->wr;
+    p.softcap = c->softcap;
+    p.dropout_p = c->dropout;
+    p.dropout_seed = rng_next(&rng);
+    p.dropout_offset = rng_next(&rng) & 0xffffffffffull;
+    p.deterministic = c->det;
+    p.seqlen_q = c->sq;
+    p.seqlen_k = c->sk;
+    int nbq = c->batch, seqq = c->sq, nbk = c->batch, seqk = c->sk;
+    if (c->varlen) {
+        /* lengths in [1, sq] / [1, sk]; the first sequence gets the maximum */
+        cuq[0] = cuk[0] = 0;
+        for (b = 0; b < c->batch; b++) {
+            int lq = b == 0 ? c->sq : rng_int(&rng, 1, c->sq);
+            int lk = b == 0 ? c->sk : rng_int(&rng, 1, c->sk);
+            cuq[b + 1] = cuq[b] + lq;
+            cuk[b + 1] = cuk[b] + lk;
+        }
+        p.cu_seqlens_q = cuq;
+        p.cu_seqlens_k = cuk;
+        nbq = nbk = 1;
+        seqq = cuq[c->batch];
+        seqk = cuk[c->batch];
+    }
+    if (c->alibi) {
+        for (i = 0; i < c->hq; i++) slopes[i] = (float)pow(2.0, -8.0 * (i + 1) / c->hq);
+        p.alibi_slopes = slopes;
+    }
+    char ctx[256];
+    snprintf(ctx, sizeof ctx, "%s [%s d=%d b=%d sq=%d sk=%d hq=%d hkv=%d seed=%llu]", c->name,
+             dt_name(c->dt), c->d, c->batch, c->sq, c->sk, c->hq, c->hkv, (unsigned long long)seed);
+
+    tens q = tens_make_gpu(c->dt, nbq, seqq, c->hq, c->d, c->layout, &rng);
+    tens k = tens_make_gpu(c->dt, nbk, seqk, c->hkv, c->d, c->layout, &rng);
+    tens v = tens_make_gpu(c->dt, nbk, seqk, c->hkv, c->d, c->layout, &rng);
+    tens o = tens_make_gpu(c->dt, nbq, seqq, c->hq, c->d, c->layout, &rng);
+    tens dout = tens_make_gpu(c->dt, nbq, seqq, c->hq, c->d, c->layout, &rng);
+    tens dq = tens_make_gpu(c->dt, nbq, seqq, c->hq, c->d, c->layout, &rng);
+    tens dk = tens_make_gpu(c->dt, nbk, seqk, c->hkv, c->d, c->layout, &rng);
+    tens dv = tens_make_gpu(c->dt, nbk, seqk, c->hkv, c->d, c->layout, &rng);
+    tens_fill(&q, &rng, 1.0);
+    tens_fill(&k, &rng, 1.0);
+    tens_fill(&v, &rng, 1.0);
+    tens_fill(&dout, &rng, 1.0);
+    tens_snapshot(&dq);
+    tens_snapshot(&dk);
+    tens_snapshot(&dv);
+
+    /* O and L from the fp64 forward, rounded as a real forward would store them. */
+    int64_t nq = ref_rows_q(&p), nk = ref_rows_k(&p), nl = ref_lse_count(&p);
+    double *o_ref = (double *)malloc(sizeof(double) * (size_t)(nq * c->hq * c->d));
+    double *l_ref = (double *)malloc(sizeof(double) * (size_t)nl);
+    float *lse = (float *)malloc(sizeof(float) * (size_t)nl);
+    ref_forward(&p, q.t, k.t, v.t, o_ref, l_ref);
+    for (b = 0; b < nbq; b++)
+        for (int64_t t = 0; t < seqq; t++)
+            for (int h = 0; h < c->hq; h++)
+                for (int e = 0; e < c->d; e++)
+                    ref_put(o.t, tens_index(&o, b, t, h, e), o_ref[(((int64_t)b * seqq + t) * c->hq + h) * c->d + e]);
+    for (int64_t x = 0; x < nl; x++) lse[x] = (float)l_ref[x];
+    double *gq = (double *)malloc(sizeof(double) * (size_t)(nq * c->hq * c->d));
+    double *gk = (double *)malloc(sizeof(double) * (size_t)(nk * c->hkv * c->d));
+    double *gv = (double *)malloc(sizeof(double) * (size_t)(nk * c->hkv * c->d));
+    ref_backward(&p, q.t, k.t, v.t, dout.t, gq, gk, gv);
+
+    /* Device copies (whole allocations, padding included). */
+    size_t es = dt_size(c->dt);
+    void *d_q = to_device(q.buf, q.n * es), *d_k = to_device(k.buf, k.n * es), *d_v = to_device(v.buf, v.n * es);
+    void *d_o = to_device(o.buf, o.n * es), *d_do = to_device(dout.buf, dout.n * es);
+    void *d_dq = to_device(dq.buf, dq.n * es), *d_dk = to_device(dk.buf, dk.n * es), *d_dv = to_device(dv.buf, dv.n * es);
+    float *d_lse = (float *)to_device(lse, sizeof(float) * nl);
+    fa_problem pd = p;
+    if (c->varlen) {
+        pd.cu_seqlens_q = (const int32_t *)to_device(cuq, sizeof(int32_t) * (c->batch + 1));
+        pd.cu_seqlens_k = (const int32_t *)to_device(cuk, sizeof(int32_t) * (c->batch + 1));
+    }
+    if (c->alibi) pd.alibi_slopes = (const float *)to_device(slopes, sizeof(float) * c->hq);
+    size_t ws_bytes = 0;
+    void *d_ws = NULL;
+    fa_status st = fa_backward_cuda_workspace_size(&pd, &ws_bytes);
+    check(st == FA_OK, "%s: workspace_size: %s (%s)", ctx, fa_status_string(st), fa_last_error());
+    if (c->workspace) CK(cudaMalloc(&d_ws, ws_bytes));
+    cudaStream_t stream;
+    CK(cudaStreamCreate(&stream));
+
+    unsigned char *first[3] = {NULL, NULL, NULL};
+    int runs = c->det ? 3 : 1, identical = 1;
+    for (int run = 0; run < runs; run++) {
+        /* fresh NaN poison before every run */
+        CK(cudaMemcpy(d_dq, dq.snap, dq.n * es, cudaMemcpyHostToDevice));
+        CK(cudaMemcpy(d_dk, dk.snap, dk.n * es, cudaMemcpyHostToDevice));
+        CK(cudaMemcpy(d_dv, dv.snap, dv.n * es, cudaMemcpyHostToDevice));
+        st = fa_backward_cuda(&pd, dev_view(&q, d_q), dev_view(&k, d_k), dev_view(&v, d_v),
+                              dev_view(&o, d_o), dev_view(&dout, d_do), d_lse, dev_view(&dq, d_dq),
+                              dev_view(&dk, d_dk), dev_view(&dv, d_dv), d_ws, ws_bytes, stream);
+        if (!check(st == FA_OK, "%s: fa_backward_cuda: %s (%s)", ctx, fa_status_string(st), fa_last_error()))
+            break;
+        CK(cudaStreamSynchronize(stream));
+        CK(cudaGetLastError());
+        CK(cudaMemcpy(dq.buf, d_dq, dq.n * es, cudaMemcpyDeviceToHost));
+        CK(cudaMemcpy(dk.buf, d_dk, dk.n * es, cudaMemcpyDeviceToHost));
+        CK(cudaMemcpy(dv.buf, d_dv, dv.n * es, cudaMemcpyDeviceToHost));
+        if (c->det) {
+            tens *outs[3] = {&dq, &dk, &dv};
+            for (int x = 0; x < 3; x++) {
+                if (run == 0) {
+                    first[x] = (unsigned char *)malloc(outs[x]->n * es);
+                    memcpy(first[x], outs[x]->buf, outs[x]->n * es);
+                } else if (memcmp(first[x], outs[x]->buf, outs[x]->n * es)) {
+                    identical = 0;
+                }
+            }
+        }
+    }
+    if (st == FA_OK) {
+        const double tl = c->dt == FA_BF16 ? 2e-2 : 5e-3;
+        int64_t nan_q = 0, nan_k = 0, nan_v = 0;
+        double eq = rel_l2(&dq, gq, &nan_q), ek = rel_l2(&dk, gk, &nan_k), ev = rel_l2(&dv, gv, &nan_v);
+        int64_t pad = tens_padding_changed(&dq) + tens_padding_changed(&dk) + tens_padding_changed(&dv);
+        printf("%-10s %-62s rel-L2 vs fp64: dQ %.2e dK %.2e dV %.2e%s\n", nan_q + nan_k + nan_v + pad ? "BAD" : "",
+               ctx, eq, ek, ev, c->det ? (identical ? "  (3 runs bit-identical)" : "  (runs DIFFER)") : "");
+        check(nan_q + nan_k + nan_v == 0, "%s: %lld/%lld/%lld non-finite (unwritten) elements in dQ/dK/dV", ctx,
+              (long long)nan_q, (long long)nan_k, (long long)nan_v);
+        check(pad == 0, "%s: %lld padding elements changed", ctx, (long long)pad);
+        check(eq <= tl && ek <= tl && ev <= tl, "%s: error vs fp64 reference over %.0e", ctx, tl);
+        if (c->det) check(identical, "%s: deterministic runs differ", ctx);
+        if (c->cpu) {
+            /* The CPU fa_backward on the same host inputs; GPU and CPU should
+               agree to the same tolerance. */
+            double *gpu_q = tens_to_packed(&dq), *gpu_k = tens_to_packed(&dk), *gpu_v = tens_to_packed(&dv);
+            tens cq = tens_make(c->dt, nbq, seqq, c->hq, c->d, LAYOUT_PACKED, &rng);
+            tens ck = tens_make(c->dt, nbk, seqk, c->hkv, c->d, LAYOUT_PACKED, &rng);
+            tens cv = tens_make(c->dt, nbk, seqk, c->hkv, c->d, LAYOUT_PACKED, &rng);
+            st = fa_backward(&p, q.t, k.t, v.t, o.t, dout.t, lse, cq.t, ck.t, cv.t, NULL, 0);
+            if (check(st == FA_OK, "%s: CPU fa_backward: %s (%s)", ctx, fa_status_string(st), fa_last_error())) {
+                int64_t n0 = 0;
+                double cq_e = rel_l2(&cq, gpu_q, &n0), ck_e = rel_l2(&ck, gpu_k, &n0), cv_e = rel_l2(&cv, gpu_v, &n0);
+                printf("%-10s %-62s rel-L2 GPU vs CPU: dQ %.2e dK %.2e dV %.2e\n", "", "", cq_e, ck_e, cv_e);
+                check(n0 == 0 && cq_e <= tl && ck_e <= tl && cv_e <= tl, "%s: GPU vs CPU fa_backward over %.0e", ctx, tl);
+            }
+            tens_free(&cq); tens_free(&ck); tens_free(&cv);
+            free(gpu_q); free(gpu_k); free(gpu_v);
+        }
+    }
+    fflush(stdout);
+    for (int x = 0; x < 3; x++) free(first[x]);
+    CK(cudaStreamDestroy(stream));
+    cudaFree(d_q); cudaFree(d_k); cudaFree(d_v); cudaFree(d_o); cudaFree(d_do);
+    cudaFree(d_dq); cudaFree(d_dk); cudaFree(d_dv); cudaFree(d_lse); cudaFree(d_ws);
+    if (c->varlen) { cudaFree((void *)pd.cu_seqlens_q); cudaFree((void *)pd.cu_seqlens_k); }
+    if (c->alibi) cudaFree((void *)pd.alibi_slopes);
+    tens_free(&q); tens_free(&k); tens_free(&v); tens_free(&o); tens_free(&dout);
+    tens_free(&dq); tens_free(&dk); tens_free(&dv);
+    free(o_ref); free(l_ref); free(lse); free(gq); free(gk); free(gv);
+}
+
+/* Bad arguments: a failing call must return the right status. */
+static void test_errors(void)
+{
+    fa_problem p;
+    memset(&p, 0, sizeof p);
+    p.batch = 1; p.seqlen_q = 8; p.seqlen_k = 8; p.heads_q = 2; p.head_dim = 64;
+    size_t bytes = 0;
+    check(fa_backward_cuda_workspace_size(&p, &bytes) == FA_OK && bytes > 0, "workspace size of a valid problem");
+    check(fa_backward_cuda_workspace_size(NULL, &bytes) == FA_ERROR_INVALID_ARGUMENT, "NULL problem");
+    p.head_dim = 60; /* not a multiple of 8 */
+    check(fa_backward_cuda_workspace_size(&p, &bytes) == FA_ERROR_UNSUPPORTED, "head_dim 60 is unsupported");
+    p.head_dim = 64;
+    fa_tensor none;
+    memset(&none, 0, sizeof none);
+    check(fa_backward_cuda(&p, none, none, none, none, none, NULL, none, none, none, NULL, 0, NULL) ==
+              FA_ERROR_INVALID_ARGUMENT,
+          "NULL tensors are an invalid argument");
+}
+
+int main(int argc, char **argv)
+{
+    (void)compare; (void)compare_lse; (void)rms; (void)tens_fill_outliers; /* test_util.h, unused here */
+    const int quick = getenv("FA_QUICK") != NULL || (argc > 1 && !strcmp(argv[1], "--quick"));
+    const int only = getenv("FA_CASE") ? atoi(getenv("FA_CASE")) : -1; /* run one case by index */
+    const fa_dtype BF = FA_BF16, F16 = FA_F16;
+    const int P = LAYOUT_PACKED, S = LAYOUT_PADDED;
+    /* name, dtype, d, batch, sq, sk, hq, hkv, causal, window, wl, wr, softcap, alibi,
+       dropout, varlen, layout, det, workspace, cpu */
+    const bcase cases[] = {
+        {"plain", BF, 64, 2, 113, 203, 3, 3, 0, 0, 0, 0, 0, 0, 0, 0, P, 0, 1, 1},
+        {"plain", F16, 64, 1, 203, 113, 2, 2, 0, 0, 0, 0, 0, 0, 0, 0, P, 0, 0, 1},
+        {"plain", BF, 128, 1, 7, 1023, 2, 2, 0, 0, 0, 0, 0, 0, 0, 0, P, 0, 1, 0},
+        {"plain", F16, 128, 2, 1, 203, 2, 2, 0, 0, 0, 0, 0, 0, 0, 0, P, 0, 0, 1},
+        {"plain", BF, 32, 2, 113, 7, 2, 2, 0, 0, 0, 0, 0, 0, 0, 0, P, 0, 0, 1},
+        {"plain", F16, 256, 1, 203, 113, 2, 2, 0, 0, 0, 0, 0, 0, 0, 0, P, 0, 1, 1},
+        {"plain", BF, 256, 1, 113, 203, 2, 2, 0, 0, 0, 0, 0, 0, 0, 0, P, 0, 0, 0},
+        {"d96", BF, 96, 1, 203, 203, 2, 2, 0, 0, 0, 0, 0, 0, 0, 0, P, 0, 0, 1},
+        {"d80", F16, 80, 1, 113, 113, 2, 2, 0, 0, 0, 0, 0, 0, 0, 0, P, 0, 0, 0},
+        {"d192", BF, 192, 1, 113, 203, 2, 2, 0, 0, 0, 0, 0, 0, 0, 0, P, 0, 0, 0},
+        {"causal", BF, 64, 2, 203, 113, 2, 2, 1, 0, 0, 0, 0, 0, 0, 0, P, 0, 0, 1}, /* rows with L = -inf */
+        {"causal", F16, 128, 1, 113, 203, 2, 2, 1, 0, 0, 0, 0, 0, 0, 0, P, 0, 0, 1},
+        {"causal", BF, 128, 1, 1023, 1023, 2, 2, 1, 0, 0, 0, 0, 0, 0, 0, P, 0, 1, 0},
+        {"causal", BF, 256, 1, 203, 203, 2, 2, 1, 0, 0, 0, 0, 0, 0, 0, P, 0, 0, 0},
+        {"causal", F16, 32, 1, 7, 113, 2, 2, 1, 0, 0, 0, 0, 0, 0, 0, P, 0, 0, 0},
+        {"window", BF, 64, 1, 203, 203, 2, 2, 0, 1, 37, 11, 0, 0, 0, 0, P, 0, 0, 1},
+        {"window", F16, 128, 1, 1023, 1023, 1, 1, 0, 1, 100, 0, 0, 0, 0, 0, P, 0, 0, 0},
+        {"win+causal", BF, 128, 1, 113, 203, 2, 2, 1, 1, 50, 50, 0, 0, 0, 0, P, 0, 0, 0},
+        {"softcap", BF, 64, 1, 113, 203, 2, 2, 0, 0, 0, 0, 2.0f, 0, 0, 0, P, 0, 0, 1},
+        {"softcap", F16, 128, 1, 203, 113, 2, 2, 1, 0, 0, 0, 5.0f, 0, 0, 0, P, 0, 0, 0},
+        {"softcap", BF, 256, 1, 113, 113, 2, 2, 0, 0, 0, 0, 3.0f, 0, 0, 0, P, 0, 0, 0},
+        {"alibi", F16, 128, 1, 203, 203, 4, 4, 1, 0, 0, 0, 0, 1, 0, 0, P, 0, 0, 1},
+        {"alibi", BF, 64, 1, 113, 203, 4, 4, 0, 0, 0, 0, 0, 1, 0, 0, P, 0, 0, 0},
+        {"gqa", BF, 64, 2, 113, 203, 8, 2, 1, 0, 0, 0, 0, 0, 0, 0, P, 0, 0, 1},
+        {"mqa", F16, 128, 1, 203, 113, 4, 1, 0, 0, 0, 0, 0, 0, 0, 0, P, 0, 0, 1},
+        {"gqa", BF, 256, 1, 113, 113, 4, 2, 0, 0, 0, 0, 0, 0, 0, 0, P, 0, 0, 0},
+        {"varlen", BF, 64, 3, 203, 113, 2, 2, 1, 0, 0, 0, 0, 0, 0, 1, P, 0, 0, 1},
+        {"varlen", F16, 128, 4, 113, 203, 4, 2, 0, 0, 0, 0, 0, 0, 0, 1, P, 0, 1, 1},
+        {"strided", BF, 64, 2, 113, 203, 2, 2, 0, 0, 0, 0, 0, 0, 0, 0, S, 0, 0, 1},
+        {"strided", F16, 128, 2, 203, 113, 4, 2, 1, 0, 0, 0, 0, 0, 0, 0, S, 0, 0, 0},
+        {"dropout", BF, 64, 2, 113, 203, 2, 2, 0, 0, 0, 0, 0, 0, 0.17f, 0, P, 0, 0, 1},
+        {"dropout", F16, 128, 1, 203, 203, 2, 2, 1, 0, 0, 0, 0, 0, 0.3f, 0, P, 0, 0, 1},
+        {"everything", BF, 128, 3, 203, 113, 4, 2, 1, 1, 60, 20, 4.0f, 1, 0.1f, 1, S, 0, 0, 1},
+        {"determ", BF, 64, 1, 203, 113, 2, 2, 0, 0, 0, 0, 0, 0, 0, 0, P, 1, 0, 0},
+        {"determ", BF, 128, 1, 1023, 1023, 2, 2, 1, 0, 0, 0, 0, 0, 0, 0, P, 1, 1, 0},
+        {"determ", F16, 256, 2, 203, 113, 4, 2, 0, 1, 30, 30, 0, 0, 0.1f, 1, S, 1, 0, 0},
+    };
+    const int n = (int)(sizeof cases / sizeof cases[0]);
+    int dev = 0;
+    cudaDeviceProp prop;
+    CK(cudaGetDevice(&dev));
+    CK(cudaGetDeviceProperties(&prop, dev));
+    printf("test_gpu_backward on %s (sm_%d%d)%s\n", prop.name, prop.major, prop.minor, quick ? ", quick" : "");
+    test_errors();
+    for (int x = 0; x < n; x++) {
+        bcase c = cases[x];
+        if (only >= 0 && x != only) continue;
+        if (only < 0 && quick && (c.sq > 203 || c.sk > 203 || x % 3)) continue; /* a spread of small cases */
+        if (quick) c.cpu = 0;
+        run_case(&c, 0x5eed0000ull + (uint64_t)x * 7919u);
+    }
+    return summary("test_gpu_backward");
+}
