@@ -167,19 +167,24 @@ test-gpu-emu: $(BUILD)/test_gpu_backward_emu
 $(BUILD)/test_gpu_decode: tests/test_gpu_decode.cu tests/reference.h tests/test_util.h flashattn.h flashattn_cuda.cuh | $(BUILD)
 	$(NVCC) $(NVCC_FLAGS) $(call gencode,$(GPU_ARCHS)) $< -o $@
 
-# Full suites, then the --quick size lists under memcheck, racecheck and synccheck.
+# Full suites one after another, then the --quick size lists under memcheck,
+# racecheck and synccheck, all nine sanitizer runs at once (they are bound by
+# the host CPU, not the GPU). Logs: $(BUILD)/sanitize-<program>-<tool>.log.
 GPU_TEST_PROGS := test_gpu test_gpu_decode test_gpu_backward
+SANITIZERS     := memcheck racecheck synccheck
 test-gpu: $(addprefix $(BUILD)/,$(GPU_TEST_PROGS))
 	@set -e; f=0; n=0; \
-	for p in $(GPU_TEST_PROGS); do \
-	  n=$$((n+4)); $(BUILD)/$$p || f=$$((f+1)); \
-	  for t in memcheck racecheck synccheck; do \
-	    echo "== compute-sanitizer --tool $$t $$p (quick size list)"; \
-	    $(SANITIZER) --tool $$t --error-exitcode 3 $(BUILD)/$$p --quick > $(BUILD)/sanitize-$$p-$$t.log 2>&1 || f=$$((f+1)); \
-	    grep -E "passed, .* failed|SUMMARY" $(BUILD)/sanitize-$$p-$$t.log; \
-	  done; \
-	done; \
-	echo "test-gpu: $$((n-f)) passed, $$f failed (each test program and its 3 sanitizer runs)"; \
+	for p in $(GPU_TEST_PROGS); do n=$$((n+1)); $(BUILD)/$$p || f=$$((f+1)); done; \
+	for p in $(GPU_TEST_PROGS); do for t in $(SANITIZERS); do \
+	  ( $(SANITIZER) --tool $$t --error-exitcode 3 $(BUILD)/$$p --quick > $(BUILD)/sanitize-$$p-$$t.log 2>&1; \
+	    echo $$? > $(BUILD)/sanitize-$$p-$$t.rc ) & \
+	done; done; wait; \
+	for p in $(GPU_TEST_PROGS); do for t in $(SANITIZERS); do \
+	  n=$$((n+1)); echo "== compute-sanitizer --tool $$t $$p --quick: exit $$(cat $(BUILD)/sanitize-$$p-$$t.rc)"; \
+	  grep -E "passed, .* failed|SUMMARY" $(BUILD)/sanitize-$$p-$$t.log || true; \
+	  [ "$$(cat $(BUILD)/sanitize-$$p-$$t.rc)" = 0 ] || f=$$((f+1)); \
+	done; done; \
+	echo "test-gpu: $$((n-f)) passed, $$f failed (each test program, and each under 3 sanitizers)"; \
 	test $$f -eq 0
 
 # One compile per (source, architecture): PASS/FAIL lines, counts in
