@@ -133,6 +133,9 @@ static void run_decode(const dcase *c, uint64_t seed)
         int room = cap - (c->append ? c->sq : 0);
         used[b] = c->lens ? c->lens[b] : (b == 0 ? room : b == 1 ? 0 : rng_int(&rng, 0, room));
         if (used[b] > room) used[b] = room;
+        /* seqlens_k == NULL means every sequence holds seqlen_k tokens (flashattn.h):
+           the whole cache is in use, so no slot may be NaN-poisoned below */
+        if (c->null_seqlens) used[b] = cap;
     }
     if (!c->null_seqlens) p.seqlens_k = used;
     if (c->page_size) { /* a random permutation of the pool, 3 pages unused */
