@@ -72,7 +72,8 @@
                                Br saves memory traffic; per-worker scratch is
                                about (3 Br + 2 Bc) x 128 floats (forward, d 128).
      FLASHATTN_NO_SIMD         (undefined) use only the portable C loops, even
-                               where AVX-512F, AVX2/FMA or NEON is available.
+                               where AVX-512F or AVX2/FMA is available. (No
+                               NEON path yet: ARM runs the portable loops.)
      FLASHATTN_NO_CUDA         (undefined) do not pull in flashattn_cuda.cuh even
                                when compiled by nvcc.
      GPU macros (FLASHATTN_BLOCK_M, FLASHATTN_BLOCK_N, FLASHATTN_WARPS,
