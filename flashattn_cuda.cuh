@@ -2044,6 +2044,30 @@ __device__ __forceinline__ uint32_t fa__bwd_at(uint32_t base, int cc) {
     return (base ^ (uint32_t)((cc % G) * 16)) + (uint32_t)((cc / G) * G * 16);
 }
 
+/* acc = A B^T for one warp: A is the warp's 16 rows (K_j or V_j) at swizzled
+   address aA, B is NQ * 8 rows (Q_i or dO_i) at aB, ROWB bytes apart, both
+   [rows][D] in shared memory. Used for S^T = K_j Q_i^T and dP^T = V_j dO_i^T,
+   which differ only in their operands. */
+template <bool BF16, int D, int NQ, int CH, uint32_t ROWB>
+static __device__ __forceinline__ void fa__bwd_mma_abt(float (&acc)[NQ][4], uint32_t aA, uint32_t aB) {
+#pragma unroll
+    for (int n = 0; n < NQ; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc[n][e] = 0.f;
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+        uint32_t a[4];
+        fa__ldmatrix_x4(a, fa__bwd_at<CH>(aA, 2 * kk));
+#pragma unroll
+        for (int np = 0; np < NQ / 2; ++np) {
+            uint32_t b[4];
+            fa__ldmatrix_x4(b, fa__bwd_at<CH>(aB + np * 16 * ROWB, 2 * kk));
+            fa__mma16816<BF16>(acc[2 * np], a, b[0], b[1]);
+            fa__mma16816<BF16>(acc[2 * np + 1], a, b[2], b[3]);
+        }
+    }
+}
+
 template <int D, int BR, int BC>
 struct fa__bwd_smem_layout {
     /* bytes: K, V [Bc][D]; Q, dO double-buffered [2][Br][D]; dS^T [Bc][Br];
@@ -2156,22 +2180,7 @@ __global__ void __launch_bounds__(NWARPS * 32, 1) fa__bwd_kernel_sm80(const fa__
 
         /* (1) S^T = K_j Q_i^T: 16 keys x Br queries for this warp (line 11). */
         float st[NQ][4];
-#pragma unroll
-        for (int n = 0; n < NQ; ++n)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) st[n][e] = 0.f;
-#pragma unroll
-        for (int kk = 0; kk < D / 16; ++kk) {
-            uint32_t a[4];
-            fa__ldmatrix_x4(a, fa__bwd_at<CH>(aK, 2 * kk));
-#pragma unroll
-            for (int np = 0; np < NQ / 2; ++np) {
-                uint32_t bq[4];
-                fa__ldmatrix_x4(bq, fa__bwd_at<CH>(aQB + bo + np * 16 * ROWB, 2 * kk));
-                fa__mma16816<BF16>(st[2 * np], a, bq[0], bq[1]);
-                fa__mma16816<BF16>(st[2 * np + 1], a, bq[2], bq[3]);
-            }
-        }
+        fa__bwd_mma_abt<BF16, D, NQ, CH, ROWB>(st, aK, aQB + bo);
 
         /* (2) P^T = exp(S^T - L) with softcap, ALiBi and masks (lines 11-13).
            Element (n, e) is key kj = j0 + krow + g (+8 for e >= 2), query
@@ -2244,22 +2253,7 @@ __global__ void __launch_bounds__(NWARPS * 32, 1) fa__bwd_kernel_sm80(const fa__
 
         /* (4) dP^T = V_j dO_i^T (line 17). */
         float dpt[NQ][4];
-#pragma unroll
-        for (int n = 0; n < NQ; ++n)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) dpt[n][e] = 0.f;
-#pragma unroll
-        for (int kk = 0; kk < D / 16; ++kk) {
-            uint32_t a[4];
-            fa__ldmatrix_x4(a, fa__bwd_at<CH>(aV, 2 * kk));
-#pragma unroll
-            for (int np = 0; np < NQ / 2; ++np) {
-                uint32_t bb[4];
-                fa__ldmatrix_x4(bb, fa__bwd_at<CH>(adOB + bo + np * 16 * ROWB, 2 * kk));
-                fa__mma16816<BF16>(dpt[2 * np], a, bb[0], bb[1]);
-                fa__mma16816<BF16>(dpt[2 * np + 1], a, bb[2], bb[3]);
-            }
-        }
+        fa__bwd_mma_abt<BF16, D, NQ, CH, ROWB>(dpt, aV, adOB + bo);
 
         /* (5) dS = P * (dP * Z - D) (lines 18-20), times 1 - tanh^2 under
            softcap; dK += dS^T Q (line 22; the scale is applied once at the
