@@ -327,6 +327,25 @@ REF_FN double ref_row(const fa_problem *p, const ref_dims *r, int b, int h, int6
 
 /* ---- forward -------------------------------------------------------------------- */
 
+/* Scratch for one query row against up to n keys: where each key's K and V
+   rows start (koff, voff) and in which tensor (kt, vt: a cache or the new
+   tokens), its score s and probability pr. n may be 0: nothing is read. */
+REF_FN void ref_row_scratch(int64_t n, int64_t **koff, int64_t **voff, fa_tensor **kt,
+                            fa_tensor **vt, double **s, double **pr)
+{
+    *koff = (int64_t *)malloc(sizeof(int64_t) * (size_t)n);
+    *voff = (int64_t *)malloc(sizeof(int64_t) * (size_t)n);
+    *kt = (fa_tensor *)malloc(sizeof(fa_tensor) * (size_t)n);
+    *vt = (fa_tensor *)malloc(sizeof(fa_tensor) * (size_t)n);
+    *s = (double *)malloc(sizeof(double) * (size_t)n);
+    *pr = (double *)malloc(sizeof(double) * (size_t)n);
+}
+REF_FN void ref_row_scratch_free(int64_t *koff, int64_t *voff, fa_tensor *kt, fa_tensor *vt,
+                                 double *s, double *pr)
+{
+    free(koff); free(voff); free(kt); free(vt); free(s); free(pr);
+}
+
 /* O -> o [rows_q, heads_q, dv] packed doubles; L -> lse (library layout, may be NULL). */
 REF_FN void ref_forward(const fa_problem *p, fa_tensor q, fa_tensor k, fa_tensor v,
                         double *o, double *lse)
@@ -343,12 +362,7 @@ REF_FN void ref_forward(const fa_problem *p, fa_tensor q, fa_tensor k, fa_tensor
     ref_strides(q, p->seqlen_q, r.hq, r.d, sq_s);
     ref_strides(k, p->seqlen_k, r.hkv, r.d, k_s);
     ref_strides(v, p->seqlen_k, r.hkv, r.dv, v_s);
-    koff = (int64_t *)malloc(sizeof(int64_t) * (size_t)maxk);
-    voff = (int64_t *)malloc(sizeof(int64_t) * (size_t)maxk);
-    kt = (fa_tensor *)malloc(sizeof(fa_tensor) * (size_t)maxk);
-    vt = (fa_tensor *)malloc(sizeof(fa_tensor) * (size_t)maxk);
-    s = (double *)malloc(sizeof(double) * (size_t)maxk);
-    pr = (double *)malloc(sizeof(double) * (size_t)maxk);
+    ref_row_scratch(maxk, &koff, &voff, &kt, &vt, &s, &pr);
     for (j = 0; j < maxk; j++) { kt[j] = k; vt[j] = v; }
     for (b = 0; b < p->batch; b++) {
         int64_t sq = ref_len_q(p, b), sk = ref_len_k(p, b);
@@ -367,7 +381,7 @@ REF_FN void ref_forward(const fa_problem *p, fa_tensor q, fa_tensor k, fa_tensor
             }
         }
     }
-    free(koff); free(voff); free(kt); free(vt); free(s); free(pr);
+    ref_row_scratch_free(koff, voff, kt, vt, s, pr);
 }
 
 /* ---- backward ------------------------------------------------------------------ */
@@ -506,12 +520,7 @@ REF_FN void ref_decode(const fa_problem *p, fa_tensor q, fa_tensor k_cache,
     ref_strides(q, p->seqlen_q, r.hq, r.d, q_s);
     ref_strides(k_new, p->seqlen_q, r.hkv, r.d, kn_s);
     ref_strides(v_new, p->seqlen_q, r.hkv, r.dv, vn_s);
-    koff = (int64_t *)malloc(sizeof(int64_t) * (size_t)maxk);
-    voff = (int64_t *)malloc(sizeof(int64_t) * (size_t)maxk);
-    kt = (fa_tensor *)malloc(sizeof(fa_tensor) * (size_t)maxk);
-    vt = (fa_tensor *)malloc(sizeof(fa_tensor) * (size_t)maxk);
-    s = (double *)malloc(sizeof(double) * (size_t)maxk);
-    pr = (double *)malloc(sizeof(double) * (size_t)maxk);
+    ref_row_scratch(maxk, &koff, &voff, &kt, &vt, &s, &pr);
     for (b = 0; b < p->batch; b++) {
         int64_t cached = ref_decode_len(p, b);
         int64_t sk = cached + (append ? p->seqlen_q : 0), sq = p->seqlen_q;
@@ -537,7 +546,7 @@ REF_FN void ref_decode(const fa_problem *p, fa_tensor q, fa_tensor k_cache,
             }
         }
     }
-    free(koff); free(voff); free(kt); free(vt); free(s); free(pr);
+    ref_row_scratch_free(koff, voff, kt, vt, s, pr);
 }
 
 /* The cache after appending: copies token t of k_new / v_new (converted to the

@@ -724,10 +724,7 @@ static void run_decode(const dcase *c, uint64_t seed)
     lref = (double *)malloc(sizeof(double) * (size_t)(nl + 1));
     ref_decode(&p, q.t, kc.t, vc.t, kn.t, vn.t, oref, lref);
     /* the expected caches: a copy with the new tokens written in */
-    kexp = kc; vexp = vc;
-    kexp.buf = malloc((size_t)kc.n * dt_size(c->dt)); memcpy(kexp.buf, kc.buf, (size_t)kc.n * dt_size(c->dt));
-    vexp.buf = malloc((size_t)vc.n * dt_size(c->dt)); memcpy(vexp.buf, vc.buf, (size_t)vc.n * dt_size(c->dt));
-    kexp.t.data = kexp.buf; vexp.t.data = vexp.buf;
+    kexp = tens_clone(&kc); vexp = tens_clone(&vc);
     if (c->append) ref_decode_append(&p, kexp.t, vexp.t, kn.t, vn.t);
 
     ws = ws_make(fa_decode_workspace_size, &p, (int)(seed % 3));
@@ -746,7 +743,7 @@ static void run_decode(const dcase *c, uint64_t seed)
         check(ws_canary_ok(&ws), "%s: wrote past the workspace", ctx);
     }
     free(ws.base);
-    free(kexp.buf); free(vexp.buf); free(oref); free(lref); free(lse);
+    tens_free(&kexp); tens_free(&vexp); free(oref); free(lref); free(lse);
     tens_free(&q); tens_free(&kc); tens_free(&vc); tens_free(&o);
     if (c->append) { tens_free(&kn); tens_free(&vn); }
 }

@@ -83,28 +83,12 @@ static double *tens_to_packed(const tens *x)
    kernels move 16 bytes at a time; other strides are FA_ERROR_UNSUPPORTED). */
 static tens tens_make_gpu(fa_dtype dt, int nb, int seq, int heads, int dim, int layout, uint64_t *rng)
 {
-    tens x = tens_make(dt, nb, seq, heads, dim, LAYOUT_PACKED, rng);
-    int64_t i;
-    int b, t, h, c;
-    if (layout != LAYOUT_PADDED) return x;
-    tens_free(&x);
-    memset(&x, 0, sizeof x);
-    x.nb = nb; x.seq = seq; x.heads = heads; x.dim = dim;
-    x.t.dtype = dt;
-    x.s[2] = dim + 8 * rng_int(rng, 1, 2);
-    x.s[1] = heads * x.s[2] + 8 * rng_int(rng, 1, 3);
-    x.s[0] = (int64_t)seq * x.s[1] + 8 * rng_int(rng, 1, 3);
-    x.t.head_stride = x.s[2]; x.t.seq_stride = x.s[1]; x.t.batch_stride = x.s[0];
-    x.n = (int64_t)nb * x.s[0] + 16;
-    x.buf = malloc((size_t)x.n * dt_size(dt));
-    x.live = (unsigned char *)calloc((size_t)x.n, 1);
-    x.t.data = x.buf;
-    for (i = 0; i < x.n; i++) tens_set_bits_nan(&x, i);
-    for (b = 0; b < nb; b++)
-        for (t = 0; t < seq; t++)
-            for (h = 0; h < heads; h++)
-                for (c = 0; c < dim; c++) x.live[tens_index(&x, b, t, h, c)] = 1;
-    return x;
+    int64_t s0, s1, s2;
+    if (layout != LAYOUT_PADDED) return tens_make(dt, nb, seq, heads, dim, LAYOUT_PACKED, rng);
+    s2 = dim + 8 * rng_int(rng, 1, 2);
+    s1 = heads * s2 + 8 * rng_int(rng, 1, 3);
+    s0 = (int64_t)seq * s1 + 8 * rng_int(rng, 1, 3);
+    return tens_make_strided(dt, nb, seq, heads, dim, s0, s1, s2, 1);
 }
 
 static void *to_device(const void *h, size_t bytes)

@@ -45,28 +45,10 @@ static tol tol_lse(fa_dtype d) { tol t; (void)d; t.atol = 1e-3; t.rtol = 1e-5; r
    (the GPU path needs 16-byte aligned rows). */
 static tens tens_make_gpu(fa_dtype dt, int nb, int seq, int heads, int dim, int padded)
 {
-    tens x;
     uint64_t dummy = 1;
-    int b, t, h, c;
-    int64_t i;
+    int64_t s2 = dim + 8, s1 = heads * s2 + 16, s0 = (int64_t)seq * s1 + 24;
     if (!padded) return tens_make(dt, nb, seq, heads, dim, LAYOUT_PACKED, &dummy);
-    memset(&x, 0, sizeof x);
-    x.nb = nb; x.seq = seq; x.heads = heads; x.dim = dim;
-    x.t.dtype = dt;
-    x.s[2] = dim + 8;
-    x.s[1] = heads * x.s[2] + 16;
-    x.s[0] = (int64_t)seq * x.s[1] + 24;
-    x.t.head_stride = x.s[2]; x.t.seq_stride = x.s[1]; x.t.batch_stride = x.s[0];
-    x.n = (int64_t)nb * x.s[0] + 16;
-    x.buf = malloc((size_t)x.n * dt_size(dt));
-    x.live = (unsigned char *)calloc((size_t)x.n, 1);
-    x.t.data = x.buf;
-    for (i = 0; i < x.n; i++) tens_set_bits_nan(&x, i);
-    for (b = 0; b < nb; b++)
-        for (t = 0; t < seq; t++)
-            for (h = 0; h < heads; h++)
-                for (c = 0; c < dim; c++) x.live[tens_index(&x, b, t, h, c)] = 1;
-    return x;
+    return tens_make_strided(dt, nb, seq, heads, dim, s0, s1, s2, 1);
 }
 
 /* Device copy of a host tensor (whole allocation, padding included). */
@@ -177,10 +159,7 @@ static void run_decode(const dcase *c, uint64_t seed)
     oref = (double *)malloc(sizeof(double) * (size_t)(o.n + 1));
     lref = (double *)malloc(sizeof(double) * (size_t)(nl + 1));
     ref_decode(&p, q.t, kc.t, vc.t, kn.t, vn.t, oref, lref);
-    kexp = kc; vexp = vc;
-    kexp.buf = malloc((size_t)kc.n * dt_size(c->dt)); memcpy(kexp.buf, kc.buf, (size_t)kc.n * dt_size(c->dt));
-    vexp.buf = malloc((size_t)vc.n * dt_size(c->dt)); memcpy(vexp.buf, vc.buf, (size_t)vc.n * dt_size(c->dt));
-    kexp.t.data = kexp.buf; vexp.t.data = vexp.buf;
+    kexp = tens_clone(&kc); vexp = tens_clone(&vc);
     if (c->append) ref_decode_append(&p, kexp.t, vexp.t, kn.t, vn.t);
 
     /* device copies; arrays named by the problem move to the device too */
@@ -273,7 +252,7 @@ static void run_decode(const dcase *c, uint64_t seed)
     if (stream) CUDA_OK(cudaStreamDestroy(stream));
     cudaFree(dq); cudaFree(dkc); cudaFree(dvc); cudaFree(dkn); cudaFree(dvn); cudaFree(dout);
     cudaFree(dws); cudaFree(dlse); cudaFree(dslopes); cudaFree(dused); cudaFree(dtable);
-    free(kexp.buf); free(vexp.buf); free(oref); free(lref); free(lse); free(used); free(table);
+    tens_free(&kexp); tens_free(&vexp); free(oref); free(lref); free(lse); free(used); free(table);
     tens_free(&q); tens_free(&kc); tens_free(&vc); tens_free(&o);
     if (c->append) { tens_free(&kn); tens_free(&vn); }
 }

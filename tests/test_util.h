@@ -107,8 +107,11 @@ REF_FN int64_t tens_index(const tens *x, int b, int64_t t, int h, int c)
     return (int64_t)b * x->s[0] + t * x->s[1] + (int64_t)h * x->s[2] + c;
 }
 
-/* Allocate; every element (logical and padding) starts as NaN. */
-REF_FN tens tens_make(fa_dtype dt, int nb, int seq, int heads, int dim, int layout, uint64_t *rng)
+/* Allocate with element strides s0 (batch), s1 (seq), s2 (head); every
+   element, logical and padding, starts as NaN. With explicit = 0 the view's
+   strides stay 0 ("packed", which s0..s2 must then be). */
+REF_FN tens tens_make_strided(fa_dtype dt, int nb, int seq, int heads, int dim, int64_t s0,
+                              int64_t s1, int64_t s2, int explicit_strides)
 {
     tens x;
     int64_t i;
@@ -116,17 +119,8 @@ REF_FN tens tens_make(fa_dtype dt, int nb, int seq, int heads, int dim, int layo
     memset(&x, 0, sizeof x);
     x.nb = nb; x.seq = seq; x.heads = heads; x.dim = dim;
     x.t.dtype = dt;
-    if (layout == LAYOUT_MIXED) layout = rng_int(rng, 0, 2);
-    if (layout == LAYOUT_PADDED) {
-        x.s[2] = dim + rng_int(rng, 1, 3);
-        x.s[1] = heads * x.s[2] + rng_int(rng, 1, 5);
-        x.s[0] = (int64_t)seq * x.s[1] + rng_int(rng, 1, 9);
-    } else {
-        x.s[2] = dim;
-        x.s[1] = (int64_t)heads * dim;
-        x.s[0] = (int64_t)seq * x.s[1];
-    }
-    if (layout != LAYOUT_PACKED) {
+    x.s[0] = s0; x.s[1] = s1; x.s[2] = s2;
+    if (explicit_strides) {
         x.t.head_stride = x.s[2]; x.t.seq_stride = x.s[1]; x.t.batch_stride = x.s[0];
     }
     x.n = (int64_t)nb * x.s[0] + 16; /* a little tail padding too */
@@ -140,6 +134,23 @@ REF_FN tens tens_make(fa_dtype dt, int nb, int seq, int heads, int dim, int layo
             for (h = 0; h < heads; h++)
                 for (c = 0; c < dim; c++) x.live[tens_index(&x, b, t, h, c)] = 1;
     return x;
+}
+
+/* Allocate in a layout (packed, or padded by a few elements at random). */
+REF_FN tens tens_make(fa_dtype dt, int nb, int seq, int heads, int dim, int layout, uint64_t *rng)
+{
+    int64_t s0, s1, s2;
+    if (layout == LAYOUT_MIXED) layout = rng_int(rng, 0, 2);
+    if (layout == LAYOUT_PADDED) {
+        s2 = dim + rng_int(rng, 1, 3);
+        s1 = heads * s2 + rng_int(rng, 1, 5);
+        s0 = (int64_t)seq * s1 + rng_int(rng, 1, 9);
+    } else {
+        s2 = dim;
+        s1 = (int64_t)heads * dim;
+        s0 = (int64_t)seq * s1;
+    }
+    return tens_make_strided(dt, nb, seq, heads, dim, s0, s1, s2, layout != LAYOUT_PACKED);
 }
 
 /* Fill the logical elements with N(0, sd^2) (rounded to the dtype). */
@@ -177,6 +188,20 @@ REF_FN int64_t tens_padding_changed(const tens *x)
     for (i = 0; i < x->n; i++)
         if (!x->live[i] && memcmp((char *)x->buf + i * es, (char *)x->snap + i * es, es)) bad++;
     return bad;
+}
+
+/* A copy of x's whole buffer, padding included (e.g. the expected state of
+   a cache); no live map or snapshot of its own. Free it with tens_free. */
+REF_FN tens tens_clone(const tens *x)
+{
+    tens y = *x;
+    size_t bytes = (size_t)x->n * dt_size(x->t.dtype);
+    y.buf = malloc(bytes);
+    memcpy(y.buf, x->buf, bytes);
+    y.t.data = y.buf;
+    y.live = NULL;
+    y.snap = NULL;
+    return y;
 }
 
 REF_FN void tens_free(tens *x)
