@@ -14,7 +14,7 @@ WARN     := -Wall -Wextra -Wpedantic -Werror
 OPT      := -O2 -march=native
 OPENMP   := -fopenmp
 
-.PHONY: all run test test-cpu test-compile test-sanitize test-gpu bench bench-gpu build-all clean
+.PHONY: all run test test-cpu test-compile test-sanitize test-gpu test-neon bench bench-gpu build-all clean
 
 all: test
 
@@ -34,6 +34,7 @@ $(BUILD):
 #                  clang, with and without OpenMP (each compile one check)
 #   test-sanitize  the CPU tests under ASan + UBSan (quick sizes)
 #   test-gpu-compile  (GPU section) when nvcc exists
+#   neon-compile   (NEON section) when an AArch64 cross compiler exists
 TEST_RESULTS := $(BUILD)/results
 TEST_CFLAGS  := $(WARN) -O2 -g
 TEST_DEPS    := flashattn.h tests/reference.h tests/test_util.h
@@ -117,9 +118,18 @@ $(TEST_RESULTS)/gpu_compile.txt: FORCE | $(TEST_RESULTS)
 	  echo "0 passed, 0 failed" > $@; \
 	else $(RUN_CHECK) $@ "GPU compile checks (make test-gpu-compile)" $(MAKE) --no-print-directory test-gpu-compile; fi
 
+# NEON compile check: the NEON section's neon-compile when an AArch64 cross
+# compiler with its C library headers exists, else skipped (CI has none, and
+# `make test` installs nothing). `make test-neon` also RUNS the tests, under qemu.
+$(TEST_RESULTS)/neon_compile.txt: FORCE | $(TEST_RESULTS)
+	@why=$$($(call neon_missing)); if [ -n "$$why" ]; then \
+	  echo "NEON compile check skipped ($$why)"; echo "0 passed, 0 failed" > $@; \
+	else $(RUN_CHECK) $@ "NEON compile check (make neon-compile)" $(MAKE) --no-print-directory neon-compile; fi
+
 CPU_RESULTS      := $(TEST_RESULTS)/cpu.txt $(TEST_RESULTS)/cpu_portable.txt $(TEST_RESULTS)/bad_input.txt
 SANITIZE_RESULTS := $(TEST_RESULTS)/san_cpu.txt $(TEST_RESULTS)/san_bad_input.txt
-ALL_RESULTS      := $(CPU_RESULTS) $(COMPILE_CHECKS) $(SANITIZE_RESULTS) $(TEST_RESULTS)/gpu_compile.txt
+ALL_RESULTS      := $(CPU_RESULTS) $(COMPILE_CHECKS) $(SANITIZE_RESULTS) $(TEST_RESULTS)/gpu_compile.txt \
+                    $(TEST_RESULTS)/neon_compile.txt
 
 # Sum result files; the last line printed is "N passed, M failed".
 sum_results = for f in $(1); do tail -n 1 $$f; done | \
@@ -234,6 +244,62 @@ bench-gpu: $(BUILD)/bench_gpu $(BUILD)/libfa_bench.so $(BUILD)/libfa_bench_decod
 	python3 bench/vs_torch.py --lib $(BUILD)/libfa_bench.so --out bench/results
 	python3 bench/vs_torch_decode.py --lib $(BUILD)/libfa_bench_decode.so --out bench/results
 	python3 bench/vs_torch_backward.py --lib $(BUILD)/libfa_bench.so | tee bench/results/backward-latest.txt
+
+
+# ---- NEON (AArch64) path, cross compiled and run under qemu ------------------
+# An x86 machine tests the NEON path by compiling the tests for AArch64 and
+# running them under qemu's user-mode emulator; on Debian or Ubuntu:
+#     sudo apt-get install gcc-aarch64-linux-gnu g++-aarch64-linux-gnu qemu-user
+#   neon-compile  the tests and the header as C++11 compiled for AArch64 (no
+#                 linking, no running); part of `make test` when possible
+#   test-neon     test_cpu and test_bad_input built -static for AArch64 (NEON
+#                 loops, and once more with FLASHATTN_NO_SIMD) and run under
+#                 qemu; says "skipped" and why when a tool is missing. qemu
+#                 translates every instruction: its timings mean nothing.
+# A static link with OpenMP makes ld warn that libgomp's dlopen needs the
+# shared glibc at run time: the tests never reach that code.
+AARCH64_CC   ?= $(shell command -v aarch64-linux-gnu-gcc 2>/dev/null)
+AARCH64_CXX  ?= $(shell command -v aarch64-linux-gnu-g++ 2>/dev/null)
+QEMU_AARCH64 ?= $(shell command -v qemu-aarch64 2>/dev/null || command -v qemu-aarch64-static 2>/dev/null)
+NEON_BUILD   := $(BUILD)/neon
+NEON_CFLAGS  := -std=c99 $(WARN) -O2
+
+# Why the NEON checks cannot run here, or nothing. $(1) = qemu: it is needed too.
+# (A cross gcc installed without libc6-dev-arm64-cross has no <stdlib.h>.)
+neon_missing = if [ -z "$(AARCH64_CC)" ]; then echo "no aarch64 cross compiler"; \
+  elif ! $(AARCH64_CC) -fsyntax-only -include stdlib.h -x c /dev/null > /dev/null 2>&1; then \
+    echo "$(AARCH64_CC) finds no AArch64 C library headers"; \
+  elif [ "$(1)" = qemu ] && [ -z "$(QEMU_AARCH64)" ]; then echo "no qemu-aarch64"; fi
+
+$(NEON_BUILD) $(NEON_BUILD)/results:
+	mkdir -p $@
+
+NEON_OBJS := $(NEON_BUILD)/test_cpu.o $(NEON_BUILD)/test_bad_input.o $(if $(AARCH64_CXX),$(NEON_BUILD)/compile_static_cxx11.o)
+$(NEON_BUILD)/%.o: tests/%.c $(TEST_DEPS) | $(NEON_BUILD)
+	$(AARCH64_CC) $(NEON_CFLAGS) $(OPENMP) -c -o $@ $<
+$(NEON_BUILD)/compile_static_cxx11.o: tests/compile_static.c tests/compile_use.c flashattn.h | $(NEON_BUILD)
+	$(AARCH64_CXX) -x c++ -std=c++11 $(WARN) -O2 -c -o $@ $<
+.PHONY: neon-compile
+neon-compile: $(NEON_OBJS)
+
+# <test>_simd: the NEON loops; <test>_nosimd: FLASHATTN_NO_SIMD, the portable
+# loops (test_cpu_nosimd with the quick sizes: at full size it would add
+# half an hour of emulation for loops that test-cpu already runs natively).
+$(NEON_BUILD)/%_simd: tests/%.c $(TEST_DEPS) | $(NEON_BUILD)
+	$(AARCH64_CC) $(NEON_CFLAGS) $(OPENMP) -static -o $@ $< -lm -lpthread
+$(NEON_BUILD)/%_nosimd: tests/%.c $(TEST_DEPS) | $(NEON_BUILD)
+	$(AARCH64_CC) $(NEON_CFLAGS) $(OPENMP) -DFLASHATTN_NO_SIMD -static -o $@ $< -lm -lpthread
+$(NEON_BUILD)/results/%.txt: $(NEON_BUILD)/% FORCE | $(NEON_BUILD)/results
+	@$(RUN_CHECK) $@ "$* (AArch64, qemu)" env $(if $(filter test_cpu_nosimd,$*),FA_TEST_QUICK=1) $(QEMU_AARCH64) $<
+
+NEON_RESULTS := $(foreach t,test_cpu test_bad_input,$(foreach v,simd nosimd,$(NEON_BUILD)/results/$(t)_$(v).txt))
+.PHONY: neon-run
+neon-run: $(NEON_RESULTS)
+	@$(call sum_results,$^)
+test-neon:
+	@why=$$($(call neon_missing,qemu)); if [ -n "$$why" ]; then \
+	  echo "test-neon: skipped ($$why; see the Makefile's NEON section)"; \
+	else $(MAKE) --no-print-directory neon-run; fi
 
 
 # ---- examples and demo --------------------------------------------------------

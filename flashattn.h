@@ -431,6 +431,16 @@ FLASHATTN_DEF fa_status fa_decode_cuda(const fa_problem *p, fa_tensor q, fa_tens
 #else
 #define FLASHATTN__AVX512 0
 #endif
+/* The AArch64 NEON path (4 lanes). Everything it needs (FMA, round to
+   nearest, the across-lanes sum and max, f16 -> f32) is in base AArch64, so
+   no -march flag is needed. 32-bit ARM keeps the portable loops: its NEON
+   has no rounding instruction and its FMA is optional (VFPv4). */
+#if defined(__aarch64__) && defined(__ARM_NEON) && !defined(FLASHATTN_NO_SIMD) && !defined(__CUDACC__)
+#define FLASHATTN__NEON 1
+#include <arm_neon.h>
+#else
+#define FLASHATTN__NEON 0
+#endif
 
 #if defined(_MSC_VER)
 #define FLASHATTN__TLS __declspec(thread)
@@ -1104,9 +1114,9 @@ static fa_status fa__check_decode(const char *fn, const fa_problem *p, fa_proble
 
 /* ---- the vector width ------------------------------------------------------
    The hot loops are written ONCE over a float vector of FA__VW lanes: 16 with
-   AVX-512F (zmm), 8 with AVX2 + FMA (ymm). fa__vf is that vector; the FA__V*
-   macros are its operations. Without either, FA__VW is 0 and only the
-   portable loops exist. */
+   AVX-512F (zmm), 8 with AVX2 + FMA (ymm), 4 with AArch64 NEON (q
+   registers). fa__vf is that vector; the FA__V* macros are its operations.
+   Without any of them, FA__VW is 0 and only the portable loops exist. */
 #if FLASHATTN__AVX512
 typedef __m512 fa__vf;
 #define FA__VW 16
@@ -1150,6 +1160,26 @@ typedef __m256 fa__vf;
     _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23))
 #define FA__VHSUM(v) fa__hsum_avx2(v)
 #define FA__VHMAX(v) fa__hmax_avx2(v)
+#elif FLASHATTN__NEON
+typedef float32x4_t fa__vf;
+#define FA__VW 4
+#define FA__VLOAD(p) vld1q_f32(p)
+#define FA__VSTORE(p, v) vst1q_f32((p), (v))
+#define FA__VSET1(x) vdupq_n_f32(x)
+#define FA__VZERO() vdupq_n_f32(0.0f)
+#define FA__VADD(a, b) vaddq_f32((a), (b))
+#define FA__VSUB(a, b) vsubq_f32((a), (b))
+#define FA__VMUL(a, b) vmulq_f32((a), (b))
+#define FA__VFMA(a, b, c) vfmaq_f32((c), (a), (b)) /* NEON puts the addend first */
+/* FMAX / FMIN give NaN when either operand is NaN (x86: the second one),
+   so a NaN input of fa__exp2_v stays NaN here too */
+#define FA__VMAX(a, b) vmaxq_f32((a), (b))
+#define FA__VMIN(a, b) vminq_f32((a), (b))
+#define FA__VROUND(x) vrndnq_f32(x) /* to nearest, ties to even, as x86's */
+/* n is integral already, so the truncating conversion is exact */
+#define FA__VPOW2I(n) vreinterpretq_f32_s32(vshlq_n_s32(vaddq_s32(vcvtq_s32_f32(n), vdupq_n_s32(127)), 23))
+#define FA__VHSUM(v) vaddvq_f32(v)
+#define FA__VHMAX(v) vmaxvq_f32(v)
 #else
 #define FA__VW 0
 #endif
@@ -1318,11 +1348,12 @@ static void fa__softmax_finish(float *o, int dv, float m, float l, float *L)
    The block is as tall as the registers allow (FA__MR rows of 2 vectors):
        AVX-512: 12 x 32 = 24 zmm accumulators + 2 B vectors + 1 broadcast
                 of the 32 zmm registers;
-       AVX2:     6 x 16 = 12 ymm accumulators + 2 + 1 of the 16 ymm.
+       AVX2:     6 x 16 = 12 ymm accumulators + 2 + 1 of the 16 ymm;
+       NEON:    12 x 8  = 24 q accumulators + 2 + 1 of the 32 v registers.
    Every element of C is summed over k = 0, 1, ... K-1 in that order, so the
    result does not depend on how the rows are cut into blocks. */
 #if FA__VW
-#if FLASHATTN__AVX512
+#if FLASHATTN__AVX512 || FLASHATTN__NEON
 #define FA__MR 12
 #else
 #define FA__MR 6
@@ -1427,7 +1458,7 @@ static void fa__gemm(int M, int N, int K, const float *A, int lda, const float *
 #endif
 }
 
-/* C[M, N] = A[M, K] B[N, K]^T: dot products of rows (K a multiple of 8,
+/* C[M, N] = A[M, K] B[N, K]^T: dot products of rows (K a multiple of 16,
    rows zero-padded). The decode path uses it when a tile has only a few
    query rows: then a rank-1 update would broadcast each element of A for
    just one or two FMAs, and transposing the K tile would cost more than
@@ -1435,35 +1466,36 @@ static void fa__gemm(int M, int N, int K, const float *A, int lda, const float *
 static void fa__gemm_nt(int M, int N, int K, const float *A, int lda, const float *B, int ldb, float *C, int ldc)
 {
     int i, j, k;
+    FLASHATTN_ASSERT(K % 16 == 0);
     for (j = 0; j < N; ++j) {
         const float *b = B + (size_t)j * ldb;
         i = 0;
-#if FLASHATTN__AVX2
+#if FA__VW
         for (; i + 4 <= M; i += 4) { /* 4 rows share each load of b */
             const float *a = A + (size_t)i * lda;
-            __m256 c0 = _mm256_setzero_ps(), c1 = c0, c2 = c0, c3 = c0;
-            for (k = 0; k < K; k += 8) {
-                __m256 bk = _mm256_loadu_ps(b + k);
-                c0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + k), bk, c0);
-                c1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + lda + k), bk, c1);
-                c2 = _mm256_fmadd_ps(_mm256_loadu_ps(a + 2 * lda + k), bk, c2);
-                c3 = _mm256_fmadd_ps(_mm256_loadu_ps(a + 3 * lda + k), bk, c3);
+            fa__vf c0 = FA__VZERO(), c1 = c0, c2 = c0, c3 = c0;
+            for (k = 0; k < K; k += FA__VW) {
+                fa__vf bk = FA__VLOAD(b + k);
+                c0 = FA__VFMA(FA__VLOAD(a + k), bk, c0);
+                c1 = FA__VFMA(FA__VLOAD(a + lda + k), bk, c1);
+                c2 = FA__VFMA(FA__VLOAD(a + 2 * lda + k), bk, c2);
+                c3 = FA__VFMA(FA__VLOAD(a + 3 * lda + k), bk, c3);
             }
-            C[(size_t)i * ldc + j] = fa__hsum_avx2(c0);
-            C[(size_t)(i + 1) * ldc + j] = fa__hsum_avx2(c1);
-            C[(size_t)(i + 2) * ldc + j] = fa__hsum_avx2(c2);
-            C[(size_t)(i + 3) * ldc + j] = fa__hsum_avx2(c3);
+            C[(size_t)i * ldc + j] = FA__VHSUM(c0);
+            C[(size_t)(i + 1) * ldc + j] = FA__VHSUM(c1);
+            C[(size_t)(i + 2) * ldc + j] = FA__VHSUM(c2);
+            C[(size_t)(i + 3) * ldc + j] = FA__VHSUM(c3);
         }
-        for (; i < M; ++i) {
+        for (; i < M; ++i) { /* two accumulators: two FMA chains in flight */
             const float *a = A + (size_t)i * lda;
-            __m256 c0 = _mm256_setzero_ps(), c1 = c0;
-            for (k = 0; k + 16 <= K; k += 16) {
-                c0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + k), _mm256_loadu_ps(b + k), c0);
-                c1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + k + 8), _mm256_loadu_ps(b + k + 8), c1);
+            fa__vf c0 = FA__VZERO(), c1 = c0;
+            for (k = 0; k + 2 * FA__VW <= K; k += 2 * FA__VW) {
+                c0 = FA__VFMA(FA__VLOAD(a + k), FA__VLOAD(b + k), c0);
+                c1 = FA__VFMA(FA__VLOAD(a + k + FA__VW), FA__VLOAD(b + k + FA__VW), c1);
             }
-            if (k < K)
-                c0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + k), _mm256_loadu_ps(b + k), c0);
-            C[(size_t)i * ldc + j] = fa__hsum_avx2(_mm256_add_ps(c0, c1));
+            if (k < K) /* K % FA__VW = 0: one vector left at most */
+                c0 = FA__VFMA(FA__VLOAD(a + k), FA__VLOAD(b + k), c0);
+            C[(size_t)i * ldc + j] = FA__VHSUM(FA__VADD(c0, c1));
         }
 #endif
         for (; i < M; ++i) {
@@ -1492,6 +1524,11 @@ static void fa__load_row(const void *src, fa_dtype dt, int n, float mul, float *
         __m256 vm = _mm256_set1_ps(mul);
         for (; c + 8 <= n; c += 8)
             _mm256_storeu_ps(dst + c, _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(s + c))), vm));
+#elif FLASHATTN__NEON
+        /* FCVTL is exact too (a NaN stays a NaN, made quiet) */
+        float32x4_t vm = vdupq_n_f32(mul);
+        for (; c + 4 <= n; c += 4)
+            vst1q_f32(dst + c, vmulq_f32(vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(s + c))), vm));
 #endif
         for (; c < n; ++c)
             dst[c] = fa__f16_to_f32(s[c]) * mul;
