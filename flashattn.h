@@ -72,8 +72,8 @@
                                Br saves memory traffic; per-worker scratch is
                                about (3 Br + 2 Bc) x 128 floats (forward, d 128).
      FLASHATTN_NO_SIMD         (undefined) use only the portable C loops, even
-                               where AVX-512F or AVX2/FMA is available. (No
-                               NEON path yet: ARM runs the portable loops.)
+                               where AVX-512F, AVX2/FMA or AArch64 NEON is
+                               available (32-bit ARM always runs them).
      FLASHATTN_NO_CUDA         (undefined) do not pull in flashattn_cuda.cuh even
                                when compiled by nvcc.
      GPU macros (FLASHATTN_BLOCK_M, FLASHATTN_BLOCK_N, FLASHATTN_WARPS,
@@ -1213,8 +1213,8 @@ static FLASHATTN__FORCEINLINE float fa__hmax_avx2(__m256 v)
 static FLASHATTN__FORCEINLINE fa__vf fa__exp2_v(fa__vf x)
 {
     fa__vf n, f, p;
-    /* operand order matters: max/min return the SECOND operand when one
-       is NaN, so a NaN input stays NaN */
+    /* operand order matters: x86's max/min return the SECOND operand when
+       one is NaN (NEON's: NaN either way), so a NaN input stays NaN */
     x = FA__VMIN(FA__VSET1(128.0f), FA__VMAX(FA__VSET1(-127.0f), x));
     n = FA__VROUND(x);
     f = FA__VSUB(x, n);

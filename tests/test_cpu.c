@@ -131,6 +131,32 @@ static void test_conversions(void)
     check(bad_rt16 == 0, "f16 -> f32 -> f16 round trip exhaustive: %lld wrong", (long long)bad_rt16);
     check(bad_rtb == 0, "bf16 -> f32 -> bf16 round trip exhaustive: %lld wrong", (long long)bad_rtb);
 
+    /* fa__load_row, which widens f16 with F16C (8 at a time) or NEON (4) where
+       it can, then a scalar tail: every pattern, times a scale, must give the
+       bits of the scalar widening times it. From an odd start: unaligned
+       vector loads, and 65533 values leave a tail for either width. */
+    {
+        static uint16_t hs[65536];
+        static float got[65536];
+        const float muls[2] = {1.0f, 0.0883883476f};
+        int64_t bad_load = 0;
+        int m, dt;
+        for (i = 0; i < 65536; i++) hs[i] = (uint16_t)i;
+        for (dt = 0; dt < 2; dt++)
+            for (m = 0; m < 2; m++) {
+                fa_dtype t = dt ? FA_BF16 : FA_F16;
+                fa__load_row(hs + 1, t, 65533, muls[m], got);
+                for (i = 0; i < 65533; i++) {
+                    float want = (dt ? ref_bf16_to_f32(hs[i + 1]) : ref_f16_to_f32(hs[i + 1])) * muls[m];
+                    if (!same_float(got[i], want)) {
+                        if (bad_load < 3) printf("  load_row %s %04x * %g -> %g want %g\n", dt ? "bf16" : "f16", hs[i + 1], muls[m], got[i], want);
+                        bad_load++;
+                    }
+                }
+            }
+        check(bad_load == 0, "fa__load_row f16 / bf16 exhaustive (vector loads and tail, times a scale): %lld wrong", (long long)bad_load);
+    }
+
     /* random f32 bit patterns (all exponents: subnormals, overflow, inf, NaN),
        values near the f16 range, and exact ties between neighbours */
     n = QUICK ? 200000 : 2000000;
