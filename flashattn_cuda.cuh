@@ -13,6 +13,9 @@
      >>gpu-ptx        the five PTX instructions we use, wrapped
      >>gpu-smem       the swizzled shared-memory layout
      >>gpu-fwd        the forward kernel (FlashAttention-2)
+     >>gpu-tile       per-tile steps (masks, online softmax, P, epilogue), shared
+     >>hopper         the sm_90a forward: TMA, mbarriers, wgmma, warp specialization
+                      (FlashAttention-3; FLASHATTN_NO_HOPPER leaves it out)
      >>gpu-host       choosing a configuration, checks, the launch
      >>decode         flash-decoding: split-KV, GQA packing, paged KV (fa_decode_cuda)
      >>backward       the backward pass (FlashAttention-2, Alg. 4): three kernels,
@@ -172,9 +175,14 @@
                            query rows per thread block, a multiple of 16*WARPS.
      FLASHATTN_BLOCK_N     (likewise) keys per K/V block, a multiple of 16.
      FLASHATTN_WARPS       (likewise) warps per thread block.
-   Setting any of the last three applies it to every head dim and GPU; a
-   shape whose shared memory exceeds the device's limit is refused at run
-   time with FA_ERROR_UNSUPPORTED.
+     FLASHATTN_NO_HOPPER   (undefined) leave out the sm_90a forward kernel
+                           (>>hopper); the sm_80 kernel then runs on H100 too.
+                           The sm_90a kernel needs the sm_90a target in the
+                           nvcc command: -gencode arch=compute_90a,code=sm_90a.
+   Setting FLASHATTN_BLOCK_M, _BLOCK_N or _WARPS applies it to every head
+   dim and GPU of the sm_80 kernel (the sm_90a kernel keeps its own shapes,
+   >>hopper-host); a shape whose shared memory exceeds the device's limit is
+   refused at run time with FA_ERROR_UNSUPPORTED.
    Tensors on the GPU must be f16 or bf16 (all four the same type); f32 gives
    FA_ERROR_UNSUPPORTED: convert first (the tensor cores take 16-bit inputs,
    and a hidden conversion would need a workspace as big as Q, K and V).
@@ -374,6 +382,202 @@ typedef struct fa__fwd_params {
 #define FA__GPU_LOG2E 1.4426950408889634f
 #define FA__GPU_LN2 0.6931471805599453f
 
+/* ---- >>gpu-tile  per-tile steps, shared by the sm_80 and the sm_90a kernels.
+   A thread's scores s[MT][NS][4] and output O~ acc_o[MT][NO][4] are in the
+   C-fragment layout of course item 5 (the wgmma accumulator of a warpgroup
+   is the same layout, warp w owning rows 16w..16w+15): element e of 8-column
+   tile j of row tile mt is row wrow0 + 16 mt + g + 8 (e / 2), column
+   8 j + 2 t + e % 2. Each thread holds two rows per row tile (hf = e / 2). */
+
+/* One (query block, sequence) pair's extent: its lengths (variable length,
+   KV-cache lengths), first token rows with cu_seqlens, the bottom-right shift
+   i' = i + shift, and the key blocks [n_begin, n_end) that any of its rows
+   [row0, row0 + bm) can see (causal / window bounds; blocks outside are never
+   loaded). */
+typedef struct fa__extent {
+    int sq, sk, row0, n_begin, n_end;
+    int64_t q_tok0, k_tok0, shift;
+} fa__extent;
+
+static __device__ __forceinline__ fa__extent fa__fwd_extent(const fa__fwd_params &p, int b, int row0,
+                                                            int bm, int bn)
+{
+    fa__extent x;
+    x.sq = p.seqlen_q; x.sk = p.seqlen_k; x.row0 = row0;
+    x.q_tok0 = x.k_tok0 = 0;
+    if (p.cu_seqlens_q) { x.q_tok0 = p.cu_seqlens_q[b]; x.sq = (int)(p.cu_seqlens_q[b + 1] - x.q_tok0); }
+    if (p.cu_seqlens_k) { x.k_tok0 = p.cu_seqlens_k[b]; x.sk = (int)(p.cu_seqlens_k[b + 1] - x.k_tok0); }
+    if (p.seqlens_k) x.sk = p.seqlens_k[b];
+    x.shift = (int64_t)x.sk - x.sq;
+    x.n_end = (x.sk + bn - 1) / bn;
+    x.n_begin = 0;
+    if (p.has_right) {
+        int64_t last_row = (int64_t)(row0 + bm < x.sq ? row0 + bm : x.sq) - 1;
+        int64_t lim = last_row + x.shift + p.right + 1; /* keys < lim */
+        int64_t nb = lim > 0 ? (lim + bn - 1) / bn : 0;
+        if (nb < x.n_end) x.n_end = (int)nb;
+    }
+    if (p.has_left) {
+        int64_t lo = (int64_t)row0 + x.shift - p.left; /* smallest key any row sees */
+        if (lo > 0) x.n_begin = (int)(lo / bn);
+    }
+    return x;
+}
+
+/* Does a key block [k0, k0 + bn) need element masks for query rows
+   [first, last]? Only blocks cut by sk or by a window / causal boundary do. */
+static __device__ __forceinline__ bool fa__block_needs_mask(const fa__fwd_params &p, int k0, int bn,
+                                                            int sk, int first, int last,
+                                                            int64_t shift)
+{
+    bool need = k0 + bn > sk;
+    if (p.has_right) need |= (int64_t)k0 + bn - 1 > (int64_t)first + shift + p.right;
+    if (p.has_left) need |= (int64_t)k0 < (int64_t)last + shift - p.left;
+    return need;
+}
+
+/* Raw dot products -> scores: -inf where key kj is not visible from row i
+   (course item 9); with EXTRAS also scale, softcap and ALiBi, in natural
+   units, then x log2(e) (course item 8). */
+template <bool EXTRAS, int MT, int NS>
+static __device__ __forceinline__ void fa__mask_scores(float (&s)[MT][NS][4], const fa__fwd_params &p,
+                                                       int wrow0, int k0, int sk, int64_t shift,
+                                                       int h, int g, int t)
+{
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int j = 0; j < NS; j++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int i = wrow0 + mt * 16 + g + (e >> 1) * 8; /* query row */
+                const int kj = k0 + j * 8 + 2 * t + (e & 1);    /* key */
+                const int64_t ip = i + shift;
+                bool vis = kj < sk;
+                if (p.has_right) vis = vis && kj <= ip + p.right;
+                if (p.has_left) vis = vis && kj >= ip - p.left;
+                float x = s[mt][j][e];
+                if (EXTRAS) {
+                    x *= p.scale;
+                    if (p.softcap > 0.0f) x = p.softcap * tanhf(x / p.softcap);
+                    if (p.alibi_slopes) {
+                        int64_t dist = ip - kj;
+                        x -= p.alibi_slopes[h] * (float)(dist < 0 ? -dist : dist);
+                    }
+                    x *= FA__GPU_LOG2E;
+                }
+                s[mt][j][e] = vis ? x : -INFINITY;
+            }
+}
+
+/* Online softmax for one tile (seed 002): new running max m, the factor
+   alpha = exp2(m_old - m_new) by which O~ and l must shrink, l rescaled and
+   grown by this tile's sum, and s overwritten by P = exp2(s mul - m). O~ is
+   NOT rescaled here: the sm_90a kernel must wait for its in-flight P V
+   product first (fa__rescale_o does it). l stays a per-lane partial sum (a
+   quarter of the row) until the epilogue. */
+template <int MT, int NS>
+static __device__ __forceinline__ void fa__softmax_tile(float (&s)[MT][NS][4], float (&m_run)[MT][2],
+                                                        float (&l_run)[MT][2], float (&alpha)[MT][2],
+                                                        float mul)
+{
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int hf = 0; hf < 2; hf++) {
+            float mx = -INFINITY;
+#pragma unroll
+            for (int j = 0; j < NS; j++) mx = fmaxf(mx, fmaxf(s[mt][j][2 * hf], s[mt][j][2 * hf + 1]));
+            /* the row's other 3 quarters are in the quad's other lanes */
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+            const float m_new = fmaxf(m_run[mt][hf], mx * mul);
+            const float m_use = m_new == -INFINITY ? 0.0f : m_new;
+            alpha[mt][hf] = fa__exp2(m_run[mt][hf] - m_use);
+            m_run[mt][hf] = m_new;
+            float sum = 0.0f;
+#pragma unroll
+            for (int j = 0; j < NS; j++)
+#pragma unroll
+                for (int e = 0; e < 2; e++) {
+                    float pe = fa__exp2(fmaf(s[mt][j][2 * hf + e], mul, -m_use));
+                    sum += pe;
+                    s[mt][j][2 * hf + e] = pe;
+                }
+            l_run[mt][hf] = l_run[mt][hf] * alpha[mt][hf] + sum;
+        }
+}
+
+/* O~ *= alpha, row by row: O~ was relative to the old maximum. */
+template <int MT, int NO>
+static __device__ __forceinline__ void fa__rescale_o(float (&acc_o)[MT][NO][4], const float (&alpha)[MT][2])
+{
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int c = 0; c < NO; c++) {
+            acc_o[mt][c][0] *= alpha[mt][0];
+            acc_o[mt][c][1] *= alpha[mt][0];
+            acc_o[mt][c][2] *= alpha[mt][1];
+            acc_o[mt][c][3] *= alpha[mt][1];
+        }
+}
+
+/* P rounded to 16 bits as the A fragments of P V (course item 7): k-step ks
+   takes 8-key tiles 2 ks and 2 ks + 1. */
+template <bool BF16, int MT, int NS>
+static __device__ __forceinline__ void fa__pack_p(const float (&s)[MT][NS][4], uint32_t (&pa)[NS / 2][MT][4])
+{
+#pragma unroll
+    for (int ks = 0; ks < NS / 2; ks++)
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++) {
+            pa[ks][mt][0] = fa__pack2<BF16>(s[mt][2 * ks][0], s[mt][2 * ks][1]);
+            pa[ks][mt][1] = fa__pack2<BF16>(s[mt][2 * ks][2], s[mt][2 * ks][3]);
+            pa[ks][mt][2] = fa__pack2<BF16>(s[mt][2 * ks + 1][0], s[mt][2 * ks + 1][1]);
+            pa[ks][mt][3] = fa__pack2<BF16>(s[mt][2 * ks + 1][2], s[mt][2 * ks + 1][3]);
+        }
+}
+
+/* The epilogue: the one final rescale O = O~ / l (l summed over the quad),
+   and L = m ln 2 + log l, natural log; rows past sq are not written. */
+template <bool BF16, int MT, int NO>
+static __device__ __forceinline__ void fa__store_o_lse(const fa__fwd_params &p,
+                                                       const float (&acc_o)[MT][NO][4],
+                                                       const float (&m_run)[MT][2], const float (&l_run)[MT][2],
+                                                       uint16_t *go, int wrow0, int sq, int h, int b,
+                                                       int64_t q_tok0, int nbatch, int g, int t)
+{
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int hf = 0; hf < 2; hf++) {
+            float l = l_run[mt][hf];
+            l += __shfl_xor_sync(0xffffffffu, l, 1);
+            l += __shfl_xor_sync(0xffffffffu, l, 2);
+            const int i = wrow0 + mt * 16 + g + hf * 8;
+            if (i >= sq) continue;
+            const float inv = l > 0.0f ? p.out_scale / l : 0.0f; /* no visible key: O = 0 */
+            uint16_t *orow = go + (int64_t)i * p.o_seq;
+#pragma unroll
+            for (int c = 0; c < NO; c++) {
+                const int col = c * 8 + 2 * t;
+                const uint32_t v2 = fa__pack2<BF16>(acc_o[mt][c][2 * hf] * inv, acc_o[mt][c][2 * hf + 1] * inv);
+                if (col + 1 < p.dv)
+                    *(uint32_t *)(orow + col) = v2; /* 4-byte aligned: even col, aligned rows */
+                else if (col < p.dv)
+                    orow[col] = (uint16_t)(v2 & 0xffffu);
+            }
+            if (p.lse && t == 0) {
+                const float L = l > 0.0f ? m_run[mt][hf] * FA__GPU_LN2 + logf(l) : -INFINITY;
+                const int64_t li = p.cu_seqlens_q
+                                       ? (int64_t)h * p.cu_seqlens_q[nbatch] + q_tok0 + i
+                                       : ((int64_t)b * p.heads_q + h) * p.seqlen_q + i;
+                p.lse[li] = L;
+            }
+        }
+}
+
 /* S, O~: per warp, MT row tiles of 16; per thread, [MT][tiles][4] floats in
    the C-fragment layout (course item 5). */
 template <bool BF16, int D, int BM, int BN, int WARPS, bool EXTRAS>
@@ -398,35 +602,17 @@ fa__fwd_kernel_sm80(const fa__fwd_params p)
     const int m_block = gridDim.x - 1 - blockIdx.x; /* heavy causal blocks first */
     const int h = blockIdx.y, b = blockIdx.z, hk = h / p.group;
 
-    /* ---- this sequence's extent (variable length, KV-cache lengths) ---- */
-    int sq = p.seqlen_q, sk = p.seqlen_k;
-    int64_t q_tok0 = 0, k_tok0 = 0; /* first token row with cu_seqlens */
-    if (p.cu_seqlens_q) { q_tok0 = p.cu_seqlens_q[b]; sq = (int)(p.cu_seqlens_q[b + 1] - q_tok0); }
-    if (p.cu_seqlens_k) { k_tok0 = p.cu_seqlens_k[b]; sk = (int)(p.cu_seqlens_k[b + 1] - k_tok0); }
-    if (p.seqlens_k) sk = p.seqlens_k[b];
-    const int row0 = m_block * BM; /* first query row of this block */
-    if (row0 >= sq) return;        /* whole block past this sequence's end */
-    const int64_t shift = (int64_t)sk - sq; /* i' = i + shift */
+    /* ---- this sequence's extent and the key blocks its rows can see ---- */
+    const fa__extent x = fa__fwd_extent(p, b, m_block * BM, BM, BN);
+    if (x.row0 >= x.sq) return; /* whole block past this sequence's end */
+    const int sq = x.sq, sk = x.sk, row0 = x.row0, n_begin = x.n_begin, n_end = x.n_end;
+    const int64_t q_tok0 = x.q_tok0, shift = x.shift;
 
     const uint16_t *gq = p.q + (p.cu_seqlens_q ? q_tok0 * p.q_seq : b * p.q_batch) +
                          h * p.q_head + (int64_t)row0 * p.q_seq;
-    const uint16_t *gk = p.k + (p.cu_seqlens_k ? k_tok0 * p.k_seq : b * p.k_batch) + hk * p.k_head;
-    const uint16_t *gv = p.v + (p.cu_seqlens_k ? k_tok0 * p.v_seq : b * p.v_batch) + hk * p.v_head;
+    const uint16_t *gk = p.k + (p.cu_seqlens_k ? x.k_tok0 * p.k_seq : b * p.k_batch) + hk * p.k_head;
+    const uint16_t *gv = p.v + (p.cu_seqlens_k ? x.k_tok0 * p.v_seq : b * p.v_batch) + hk * p.v_head;
     uint16_t *go = p.o + (p.cu_seqlens_q ? q_tok0 * p.o_seq : b * p.o_batch) + h * p.o_head;
-
-    /* ---- key blocks any row of this block can see: [n_begin, n_end) ---- */
-    int n_end = (sk + BN - 1) / BN;
-    int n_begin = 0;
-    if (p.has_right) {
-        int64_t last_row = (int64_t)(row0 + BM < sq ? row0 + BM : sq) - 1;
-        int64_t lim = last_row + shift + p.right + 1; /* keys < lim */
-        int64_t nb = lim > 0 ? (lim + BN - 1) / BN : 0;
-        if (nb < n_end) n_end = (int)nb;
-    }
-    if (p.has_left) {
-        int64_t lo = (int64_t)row0 + shift - p.left; /* smallest key any row sees */
-        if (lo > 0) n_begin = (int)(lo / BN);
-    }
 
     /* Row indices (within the sequence) of this thread's rows: tile mt, half hf. */
     const int wrow0 = row0 + warp * 16 * MT;
@@ -500,69 +686,15 @@ fa__fwd_kernel_sm80(const fa__fwd_params p)
             fa__cp_async_commit();
 
             /* ---- masks and extras, element by element, only where needed ---- */
-            bool need_mask = k0 + BN > sk;
-            if (p.has_right) need_mask |= (int64_t)k0 + BN - 1 > (int64_t)row0 + shift + p.right;
-            if (p.has_left) need_mask |= (int64_t)k0 < (int64_t)row0 + BM - 1 + shift - p.left;
-            if (need_mask || EXTRAS) {
-#pragma unroll
-                for (int mt = 0; mt < MT; mt++)
-#pragma unroll
-                    for (int j = 0; j < NS; j++)
-#pragma unroll
-                        for (int e = 0; e < 4; e++) {
-                            const int i = wrow0 + mt * 16 + g + (e >> 1) * 8; /* query row */
-                            const int kj = k0 + j * 8 + 2 * t + (e & 1);    /* key */
-                            const int64_t ip = i + shift;
-                            bool vis = kj < sk;
-                            if (p.has_right) vis = vis && kj <= ip + p.right;
-                            if (p.has_left) vis = vis && kj >= ip - p.left;
-                            float x = s[mt][j][e];
-                            if (EXTRAS) {
-                                x *= p.scale;
-                                if (p.softcap > 0.0f) x = p.softcap * tanhf(x / p.softcap);
-                                if (p.alibi_slopes) {
-                                    int64_t dist = ip - kj;
-                                    x -= p.alibi_slopes[h] * (float)(dist < 0 ? -dist : dist);
-                                }
-                                x *= FA__GPU_LOG2E;
-                            }
-                            s[mt][j][e] = vis ? x : -INFINITY;
-                        }
-            }
+            if (EXTRAS || fa__block_needs_mask(p, k0, BN, sk, row0, row0 + BM - 1, shift))
+                fa__mask_scores<EXTRAS>(s, p, wrow0, k0, sk, shift, h, g, t);
 
             /* ---- online softmax (seed 002: m, l, unscaled O~) ---- */
-#pragma unroll
-            for (int mt = 0; mt < MT; mt++)
-#pragma unroll
-                for (int hf = 0; hf < 2; hf++) {
-                    float mx = -INFINITY;
-#pragma unroll
-                    for (int j = 0; j < NS; j++) mx = fmaxf(mx, fmaxf(s[mt][j][2 * hf], s[mt][j][2 * hf + 1]));
-                    /* the row's other 3 quarters are in the quad's other lanes */
-                    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-                    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-                    const float m_new = fmaxf(m_run[mt][hf], mx * mul);
-                    const float m_use = m_new == -INFINITY ? 0.0f : m_new;
-                    /* Rescale: O~ and l were relative to the old max. */
-                    const float alpha = fa__exp2(m_run[mt][hf] - m_use);
-                    m_run[mt][hf] = m_new;
-                    l_run[mt][hf] *= alpha;
-#pragma unroll
-                    for (int c = 0; c < NO; c++) {
-                        acc_o[mt][c][2 * hf] *= alpha;
-                        acc_o[mt][c][2 * hf + 1] *= alpha;
-                    }
-                    float sum = 0.0f;
-#pragma unroll
-                    for (int j = 0; j < NS; j++)
-#pragma unroll
-                        for (int e = 0; e < 2; e++) {
-                            float pe = fa__exp2(fmaf(s[mt][j][2 * hf + e], mul, -m_use));
-                            sum += pe;
-                            s[mt][j][2 * hf + e] = pe;
-                        }
-                    l_run[mt][hf] += sum; /* partial: this lane's quarter of the row */
-                }
+            {
+                float alpha[MT][2];
+                fa__softmax_tile(s, m_run, l_run, alpha, mul);
+                fa__rescale_o(acc_o, alpha);
+            }
 
             if (EXTRAS && p.dropout) {
 #pragma unroll
@@ -587,15 +719,7 @@ fa__fwd_kernel_sm80(const fa__fwd_params p)
             /* ---- O~ += P V_n, P from registers (course item 7) ---- */
             /* Round P to 16 bits once, up front: half the registers of S. */
             uint32_t pa[BN / 16][MT][4];
-#pragma unroll
-            for (int ks = 0; ks < BN / 16; ks++)
-#pragma unroll
-                for (int mt = 0; mt < MT; mt++) {
-                    pa[ks][mt][0] = fa__pack2<BF16>(s[mt][2 * ks][0], s[mt][2 * ks][1]);
-                    pa[ks][mt][1] = fa__pack2<BF16>(s[mt][2 * ks][2], s[mt][2 * ks][3]);
-                    pa[ks][mt][2] = fa__pack2<BF16>(s[mt][2 * ks + 1][0], s[mt][2 * ks + 1][1]);
-                    pa[ks][mt][3] = fa__pack2<BF16>(s[mt][2 * ks + 1][2], s[mt][2 * ks + 1][3]);
-                }
+            fa__pack_p<BF16>(s, pa);
 #pragma unroll
             for (int ks = 0; ks < BN / 16; ks++) {
 #pragma unroll
@@ -623,35 +747,586 @@ fa__fwd_kernel_sm80(const fa__fwd_params p)
     }
 
     /* ---- epilogue: the one final rescale, O = O~ / l, and L = m + log l ---- */
+    fa__store_o_lse<BF16>(p, acc_o, m_run, l_run, go, wrow0, sq, h, b, q_tok0, gridDim.z, g, t);
+}
+
+/* ============================================================================
+   >>hopper  THE sm_90a FORWARD KERNEL (FlashAttention-3)
+   ============================================================================
+   The sm_80 kernel above feeds the tensor cores with mma.sync: every warp
+   loads its fragments from shared memory with ldmatrix and issues 16x8x16
+   products one by one, and the same warps also run the softmax and issue
+   the copies. On an H100 that tops out near half of the chip (about what
+   FlashAttention-2 gets). Hopper has three things that lift the ceiling
+   (seed 003, FlashAttention-3):
+
+   1. wgmma. A WARPGROUP (4 consecutive warps, 128 threads) issues one
+      asynchronous 64xNx16 product whose B operand (and, optionally, A) the
+      tensor cores read straight from shared memory through a 64-bit
+      DESCRIPTOR; no ldmatrix, no register staging. The accumulator is
+      spread over the warpgroup in the mma.sync C layout (warp w owns rows
+      16w..16w+15), so the softmax code of the sm_80 kernel (>>gpu-tile)
+      runs on it unchanged. S = Q K^T takes A = Q and B = K from shared
+      memory ("SS"); O~ += P V takes A = P from registers ("RS", P never
+      leaves registers, as in course item 7) and B = V, read transposed.
+      fence / commit_group / wait_group bracket the asynchronous products.
+
+   2. TMA. One thread describes a whole tile copy (a tensor map made on the
+      host by cuTensorMapEncodeTiled, plus coordinates); the copy engine
+      moves it into shared memory, already in the 128-byte swizzle wgmma
+      reads, and counts the bytes on an MBARRIER. Consumers wait on the
+      barrier's phase bit. No thread spends registers or issue slots on
+      addresses.
+
+   3. Warp specialization and setmaxnreg. The block has 3 warpgroups:
+      warpgroup 0 is the PRODUCER (one warp issues TMA copies; it gives its
+      registers back with setmaxnreg.dec to 24), warpgroups 1 and 2 are CONSUMERS
+      (64 query rows each, BLOCK_M = 128; setmaxnreg.inc to 240 registers
+      for S, P and O~). Q is loaded once; K and V go through a ring of
+      STAGES shared-memory stages, each guarded by four barriers:
+        k_full[s], v_full[s]    the producer's copies have landed (TMA bytes);
+        k_empty[s], v_empty[s]  all 8 consumer warps are done reading K (V)
+                                of stage s.
+      K and V are released separately: K as soon as S = Q K^T is done, so
+      the next K copy starts a whole softmax earlier (with one release for
+      both, the overlap of item 4 left a 2-stage ring only one tile ahead).
+      Stage s is used for the it-th time at iteration it = s + STAGES * u,
+      and every barrier's phase bit flips once per use: waiting for use u
+      means waiting for parity u & 1.
+
+   4. Overlap inside a warpgroup (seed 003, Alg. 2). wgmma is asynchronous,
+      so a consumer issues S_{j+1} = Q K_{j+1}^T and O~ += P_j V_j, then
+      computes the softmax of S_{j+1} while the tensor cores still work on
+      P_j V_j; only then does it wait, rescale O~ (the factor comes from
+      the new maximum) and pack P_{j+1}. (FA__SM90_OVERLAP = 0 turns this
+      off, for the ablation in bench/results/.)
+
+   5. Pingpong between the two consumer warpgroups (seed 003, §3.1): a
+      warpgroup issues its products only in its turn, kept by two named
+      barriers (ids 1 and 2, 256 threads: 128 that wait + 128 of the other
+      warpgroup that arrive), so one warpgroup's softmax runs while the
+      other's products occupy the tensor cores. (FA__SM90_PINGPONG = 0
+      turns it off, for the ablation.)
+
+   6. Persistent blocks. Where every tile (query block, head, batch) is the
+      same work (no causal or window mask, one length for all), the grid
+      has one block per SM, and each block walks the tiles in rounds of the
+      grid size (the order: see tile_of); elsewhere a block per tile. Its
+      barriers and ring carry on from tile
+      to tile: the producer copies the next tile's Q as soon as the last
+      S = Q K^T of the current one is done (a Q-empty barrier), and the
+      next K and V as stages free up, while the consumers still finish P V
+      and store O; a block per tile would start each tile with an empty
+      pipeline. (d 64 and 128; FA__SM90_PERSISTENT = 0 turns it off, for
+      the ablation.)
+
+   Shared memory layout (every region 1024-byte aligned, the swizzle's
+   period): a tile of R rows x D columns is stored as D / 64 column blocks
+   of [R][64] 16-bit elements, 128 bytes a row; inside each 8-row, 1024-byte
+   atom, 16-byte chunk c of row r sits at chunk c ^ (r % 8) (TMA's
+   SWIZZLE_128B, which is what wgmma's 128B-swizzle descriptor expects).
+   Descriptors:
+     K-major (Q and K; the k16 step walks along d): start = block + 32 bytes
+       per k16 step inside the block, stride byte offset (SBO) = 1024 (the
+       next 8 rows), leading byte offset unused for this swizzle (1).
+     MN-major (V read transposed: k runs over keys = rows, n over d): start
+       = block + 2048 bytes per k16 step (16 rows), SBO = 1024 (next 8 keys),
+       LBO = R * 128 (the next 64-column block along n).
+
+   Tails. A tile that runs past the sequence (rows >= sq or sk) must read
+   zeros there. When the tensor map's rows end exactly where the sequence
+   does (no cu_seqlens, no seqlens_k) TMA does it: the copy engine fills
+   every element of the box outside the map with zeros (and the columns
+   past the head dim too), and still counts the whole box's bytes. Else
+   past the sequence lies the next sequence's rows (variable length),
+   unused cache slots (seqlens_k) or the end of the buffer, and the
+   producer warp copies the tile itself with cp.async, which zero-fills
+   what it is told not to read, in the same swizzled layout; then it fences
+   (the tensor cores read through the async proxy) and arrives on the
+   barrier. Zero rows keep P V exact (0 * finite = 0) whatever lies past
+   the end. (The copies are all issued before one wait: one latency, not one
+   per row; the first version waited on each, and every d 256 tile with a
+   tail, 80 keys not dividing the length, cost about as much as the rest of
+   the block.)
+
+   Coverage. f16 / bf16, head dims that run in D = 64, 128 or 256 (head_dim
+   and head_dim_v up to D), causal / sliding window, GQA / MQA, variable
+   length, KV-cache lengths, L. Softcap, ALiBi, dropout and a negative scale
+   (the "extras"), other head dims, strides TMA cannot describe, and GPUs
+   other than compute capability 9.0 run the sm_80 kernel. The kernel needs
+   the sm_90a target (-gencode arch=compute_90a,code=sm_90a); without it, or
+   with FLASHATTN_NO_HOPPER defined, the sm_80 kernel runs everywhere.
+*/
+#ifndef FLASHATTN_NO_HOPPER
+#include <cudaTypedefs.h> /* CUtensorMap, PFN_cuTensorMapEncodeTiled_v12000: types only,
+                             the driver function is looked up at run time */
+
+#ifndef FA__SM90_OVERLAP
+#define FA__SM90_OVERLAP 1 /* 0: no intra-warpgroup overlap (ablation only) */
+#endif
+#ifndef FA__SM90_PERSISTENT
+#define FA__SM90_PERSISTENT 1 /* 0: a block per tile at every head dim (ablation only) */
+#endif
+#ifndef FA__SM90_PINGPONG
+#define FA__SM90_PINGPONG 1 /* 0: the consumer warpgroups issue products whenever ready (ablation only) */
+#endif
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define FA__SM90A 1 /* this device pass can assemble wgmma, setmaxnreg */
+#else
+#define FA__SM90A 0
+#endif
+
+/* The three tensor maps, passed by value as one __grid_constant__ kernel
+   parameter (TMA reads the map from the parameter space). */
+typedef struct fa__tma_maps { CUtensorMap q, k, v; } fa__tma_maps;
+
+#if FA__SM90A
+/* ---- >>hopper-ptx  mbarrier, TMA, wgmma, setmaxnreg ---- */
+static __device__ __forceinline__ void fa__mbar_init(uint32_t bar, uint32_t count)
+{
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count));
+}
+/* One arrival that also tells the barrier how many bytes TMA will deliver;
+   the phase completes when both the arrivals and the bytes are in. */
+static __device__ __forceinline__ void fa__mbar_expect_tx(uint32_t bar, uint32_t bytes)
+{
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes)
+                 : "memory");
+}
+static __device__ __forceinline__ void fa__mbar_arrive(uint32_t bar)
+{
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+/* Spin until the phase with this parity has completed (acquire: the data it
+   guards is then visible to this thread). */
+static __device__ __forceinline__ void fa__mbar_wait(uint32_t bar, uint32_t parity)
+{
+    uint32_t done;
+    do {
+        asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+                     "selp.u32 %0, 1, 0, p;\n}\n"
+                     : "=r"(done) : "r"(bar), "r"(parity) : "memory");
+    } while (!done);
+}
+/* A box of the 4-d map [b][h][row][col] (coordinates innermost first) into
+   shared memory, completing on bar. */
+static __device__ __forceinline__ void fa__tma_load(uint32_t dst, const CUtensorMap *map, int col,
+                                                    int row, int head, int batch, uint32_t bar)
+{
+    asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+                 " [%0], [%1, {%2, %3, %4, %5}], [%6];\n"
+                 ::"r"(dst), "l"((uint64_t)map), "r"(col), "r"(row), "r"(head), "r"(batch), "r"(bar)
+                 : "memory");
+}
+static __device__ __forceinline__ void fa__wgmma_fence(void)
+{
+    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+}
+static __device__ __forceinline__ void fa__wgmma_commit(void)
+{
+    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+}
+template <int N> static __device__ __forceinline__ void fa__wgmma_wait(void)
+{
+    asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
+/* The compiler must not read (or move) accumulator registers across a
+   wait_group it cannot see into: route each through an empty asm. */
+template <int N> static __device__ __forceinline__ void fa__fence_regs(float (&r)[N])
+{
 #pragma unroll
-    for (int mt = 0; mt < MT; mt++)
+    for (int i = 0; i < N; i++) asm volatile("" : "+f"(r[i])::"memory");
+}
+template <int N> static __device__ __forceinline__ void fa__setmaxnreg_inc(void)
+{
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N));
+}
+template <int N> static __device__ __forceinline__ void fa__setmaxnreg_dec(void)
+{
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N));
+}
+/* Named barrier id among `threads` threads: wait (bar.sync) or only arrive. */
+static __device__ __forceinline__ void fa__named_sync(int id, int threads)
+{
+    asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+static __device__ __forceinline__ void fa__named_arrive(int id, int threads)
+{
+    asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+/* Shared-memory matrix descriptor, 128-byte swizzle (see the layout above). */
+static __device__ __forceinline__ uint64_t fa__wg_desc(uint32_t addr, uint32_t lbo, uint32_t sbo)
+{
+    return (uint64_t)((addr & 0x3FFFFu) >> 4) | ((uint64_t)(lbo >> 4) << 16) |
+           ((uint64_t)(sbo >> 4) << 32) | (1ull << 62);
+}
+
+/* wgmma m64nNk16 with fp32 accumulators d[N / 2] per thread. The asm needs
+   one operand per accumulator register, so the register lists are spelled
+   out: mechanical text, the same instruction for every N. acc = 0 on the
+   first k-step overwrites d instead of adding (scale-d). ss: A and B from
+   shared memory, both K-major. rs: A from registers (4 per thread, the
+   mma.sync A fragment of this warp's 16 rows), B MN-major (transposed). */
+#define FA__WG_R0 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15"
+#define FA__WG_R1 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+#define FA__WG_R2 "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47"
+#define FA__WG_R3 "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+#define FA__WG_R4 "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79"
+#define FA__WG_R5 "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95"
+#define FA__WG_R6 "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111"
+#define FA__WG_R7 "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
+#define FA__WG_ACC32 "{" FA__WG_R0 ", " FA__WG_R1 "}"
+#define FA__WG_ACC40 "{" FA__WG_R0 ", " FA__WG_R1 ", %32, %33, %34, %35, %36, %37, %38, %39}"
+#define FA__WG_ACC64 "{" FA__WG_R0 ", " FA__WG_R1 ", " FA__WG_R2 ", " FA__WG_R3 "}"
+#define FA__WG_ACC128                                                                         \
+    "{" FA__WG_R0 ", " FA__WG_R1 ", " FA__WG_R2 ", " FA__WG_R3 ", " FA__WG_R4 ", " FA__WG_R5 \
+    ", " FA__WG_R6 ", " FA__WG_R7 "}"
+#define FA__WG_O8(d, i)                                                                    \
+    "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), \
+        "+f"(d[i + 6]), "+f"(d[i + 7])
+#define FA__WG_O32(d, i) FA__WG_O8(d, i), FA__WG_O8(d, i + 8), FA__WG_O8(d, i + 16), FA__WG_O8(d, i + 24)
+#define FA__WG_OUT32(d) FA__WG_O32(d, 0)
+#define FA__WG_OUT40(d) FA__WG_O32(d, 0), FA__WG_O8(d, 32)
+#define FA__WG_OUT64(d) FA__WG_O32(d, 0), FA__WG_O32(d, 32)
+#define FA__WG_OUT128(d) FA__WG_O32(d, 0), FA__WG_O32(d, 32), FA__WG_O32(d, 64), FA__WG_O32(d, 96)
+/* the instruction text; A0.. are the operand numbers that follow the NR
+   accumulators */
+#define FA__WG_SS(N, TY, ACC, A0, A1, A2)                                                     \
+    "{\n.reg .pred p;\nsetp.ne.b32 p, %" A2 ", 0;\nwgmma.mma_async.sync.aligned.m64n" #N     \
+    "k16.f32." TY "." TY " " ACC ", %" A0 ", %" A1 ", p, 1, 1, 0, 0;\n}\n"
+#define FA__WG_RS(N, TY, ACC, A0, A1, A2, A3, A4, A5)                                          \
+    "{\n.reg .pred p;\nsetp.ne.b32 p, %" A5 ", 0;\nwgmma.mma_async.sync.aligned.m64n" #N      \
+    "k16.f32." TY "." TY " " ACC ", {%" A0 ", %" A1 ", %" A2 ", %" A3 "}, %" A4 ", p, 1, 1, 1;\n}\n"
+template <int N, bool BF16> struct fa__wgmma;
+#define FA__WGMMA_N(N, NR, A0, A1, A2, A3, A4, A5)                                              \
+    template <bool BF16> struct fa__wgmma<N, BF16> {                                            \
+        static __device__ __forceinline__ void ss(float (&d)[NR], uint64_t a, uint64_t b, int acc) \
+        {                                                                                       \
+            if (BF16)                                                                           \
+                asm volatile(FA__WG_SS(N, "bf16", FA__WG_ACC##NR, A0, A1, A2)                   \
+                             : FA__WG_OUT##NR(d) : "l"(a), "l"(b), "r"(acc));                   \
+            else                                                                                \
+                asm volatile(FA__WG_SS(N, "f16", FA__WG_ACC##NR, A0, A1, A2)                    \
+                             : FA__WG_OUT##NR(d) : "l"(a), "l"(b), "r"(acc));                   \
+        }                                                                                       \
+        static __device__ __forceinline__ void rs(float (&d)[NR], const uint32_t (&a)[4],       \
+                                                  uint64_t b, int acc)                          \
+        {                                                                                       \
+            if (BF16)                                                                           \
+                asm volatile(FA__WG_RS(N, "bf16", FA__WG_ACC##NR, A0, A1, A2, A3, A4, A5)       \
+                             : FA__WG_OUT##NR(d)                                                \
+                             : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(acc));   \
+            else                                                                                \
+                asm volatile(FA__WG_RS(N, "f16", FA__WG_ACC##NR, A0, A1, A2, A3, A4, A5)        \
+                             : FA__WG_OUT##NR(d)                                                \
+                             : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(acc));   \
+        }                                                                                       \
+    };
+FA__WGMMA_N(64, 32, "32", "33", "34", "35", "36", "37")
+FA__WGMMA_N(80, 40, "40", "41", "42", "43", "44", "45")
+FA__WGMMA_N(128, 64, "64", "65", "66", "67", "68", "69")
+FA__WGMMA_N(256, 128, "128", "129", "130", "131", "132", "133")
+
+/* Copy one R x D tile (rows [row, row + R) of a [b][h][row][col] tensor)
+   into shared memory at dst in the swizzled layout, signalling bar. Run by
+   the 32 lanes of the producer warp. TMA (lane 0, one box per 64 columns)
+   takes a whole tile, and a tail tile whose map ends where the sequence
+   does (exact: TMA zero-fills rows past the map, and columns past the head
+   dim). Any other tail tile (valid < R; see Tails above) is copied by the
+   lanes with cp.async, 16 bytes each, all in flight at once, reading only
+   `valid` rows and `cols` columns and zero-filling the rest; each lane
+   waits for its copies and fences them for the tensor cores' async proxy
+   before lane 0 arrives. */
+template <int R, int D>
+static __device__ __forceinline__ void fa__sm90_load(uint32_t dst, uint32_t bar, const CUtensorMap *map,
+                                                     int row, int head, int batch, int valid, bool exact,
+                                                     int cols, const uint16_t *g, int64_t g_seq,
+                                                     int lane)
+{
+    if (valid >= R || exact) {
+        if (lane == 0) {
+            fa__mbar_expect_tx(bar, R * D * 2);
 #pragma unroll
-        for (int hf = 0; hf < 2; hf++) {
-            float l = l_run[mt][hf];
-            l += __shfl_xor_sync(0xffffffffu, l, 1);
-            l += __shfl_xor_sync(0xffffffffu, l, 2);
-            const int i = wrow0 + mt * 16 + g + hf * 8;
-            if (i >= sq) continue;
-            const float inv = l > 0.0f ? p.out_scale / l : 0.0f; /* no visible key: O = 0 */
-            uint16_t *orow = go + (int64_t)i * p.o_seq;
-#pragma unroll
-            for (int c = 0; c < NO; c++) {
-                const int col = c * 8 + 2 * t;
-                const uint32_t v2 = fa__pack2<BF16>(acc_o[mt][c][2 * hf] * inv, acc_o[mt][c][2 * hf + 1] * inv);
-                if (col + 1 < p.dv)
-                    *(uint32_t *)(orow + col) = v2; /* 4-byte aligned: even col, aligned rows */
-                else if (col < p.dv)
-                    orow[col] = (uint16_t)(v2 & 0xffffu);
-            }
-            if (p.lse && t == 0) {
-                const float L = l > 0.0f ? m_run[mt][hf] * FA__GPU_LN2 + logf(l) : -INFINITY;
-                const int64_t li = p.cu_seqlens_q
-                                       ? (int64_t)h * p.cu_seqlens_q[gridDim.z] + q_tok0 + i
-                                       : ((int64_t)b * p.heads_q + h) * p.seqlen_q + i;
-                p.lse[li] = L;
+            for (int j = 0; j < D / 64; j++) fa__tma_load(dst + j * R * 128, map, 64 * j, row, head, batch, bar);
+        }
+        return;
+    }
+    /* (not unrolled: the producer warp has only 24 registers) */
+#pragma unroll 1
+    for (int c = lane; c < R * (D / 8); c += 32) {
+        const int r = c / (D / 8), col = (c % (D / 8)) * 8; /* row, first column of the chunk */
+        const int bytes = (r < valid && col < cols) ? 2 * min(8, cols - col) : 0;
+        const uint32_t chunk = (uint32_t)((col % 64) / 8) ^ (uint32_t)(r % 8);
+        const uint32_t at = dst + (uint32_t)(col / 64) * R * 128 + (uint32_t)r * 128 + chunk * 16;
+        /* rows are 16-byte aligned and col % 8 == 0; a zero-byte copy reads nothing */
+        fa__cp_async16(at, bytes ? g + (int64_t)r * g_seq + col : g, bytes);
+    }
+    fa__cp_async_commit();
+    fa__cp_async_wait<0>();
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+    __syncwarp();
+    if (lane == 0) fa__mbar_arrive(bar);
+}
+#endif /* FA__SM90A */
+
+/* The kernel: 384 threads a block. Tiles are (query block of 128 rows,
+   head, batch), m_blocks query blocks per (head, batch). PERSIST: at most
+   one block per SM, each walking many tiles (item 6); else a block per tile. */
+template <bool BF16, int D, int BN, int STAGES, bool PERSIST>
+__global__ void __launch_bounds__(384, 1)
+fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_params p, int m_blocks, int batch)
+{
+#if FA__SM90A
+    constexpr int BM = 128, NS = BN / 8, NO = D / 8;
+    constexpr uint32_t Q_BYTES = BM * D * 2, KV_BYTES = BN * D * 2;
+    static_assert(D % 64 == 0 && BN % 16 == 0 && BN <= 256, "sm_90a tile shape");
+
+    extern __shared__ uint8_t fa__smem90[];
+    const uint32_t sQ = ((uint32_t)__cvta_generic_to_shared(fa__smem90) + 1023u) & ~1023u;
+    const uint32_t sK = sQ + Q_BYTES, sV = sK + STAGES * KV_BYTES;
+    /* barriers, 8 bytes each: Q full, Q empty, then per stage K full, V full,
+       K empty, V empty */
+    const uint32_t q_full = sV + STAGES * KV_BYTES, q_empty = q_full + 8u;
+    auto k_full = [&](int s) { return q_full + 8u * (2 + s); };
+    auto v_full = [&](int s) { return q_full + 8u * (2 + STAGES + s); };
+    auto k_empty = [&](int s) { return q_full + 8u * (2 + 2 * STAGES + s); };
+    auto v_empty = [&](int s) { return q_full + 8u * (2 + 3 * STAGES + s); };
+
+    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+    const int tiles = m_blocks * p.heads_q * batch;
+    /* Tile order: the query block runs fastest, so the blocks running at
+       once share a head's K and V in L2 (ordered by query block slowest, a
+       causal d 128 run at 2k tokens measured 0.76x), and last first: the
+       heaviest under a causal mask. */
+    auto tile_coords = [&](int tile, int &m_block, int &h, int &b) {
+        m_block = m_blocks - 1 - tile % m_blocks;
+        h = (tile / m_blocks) % p.heads_q;
+        b = tile / m_blocks / p.heads_q;
+    };
+    /* A persistent block's k-th tile: round k covers tiles k G .. k G + G - 1
+       (G = gridDim.x), walked forward in even rounds and backward in odd
+       ones, so that blocks that got a heavier tile in one round get a
+       lighter one in the next. Past the last tile: >= tiles. */
+    auto tile_of = [&](int k) {
+        return k * (int)gridDim.x + (k & 1 ? (int)(gridDim.x - 1 - blockIdx.x) : (int)blockIdx.x);
+    };
+    /* (a block per tile: one round, known at compile time, so no state is
+       carried in registers from tile to tile) */
+    const int rounds = PERSIST ? (tiles + (int)gridDim.x - 1) / (int)gridDim.x : 1;
+
+    if (tid == 0) {
+        fa__mbar_init(q_full, 1);
+        fa__mbar_init(q_empty, 8); /* lane 0 of each consumer warp */
+        for (int s = 0; s < STAGES; s++) {
+            fa__mbar_init(k_full(s), 1);
+            fa__mbar_init(v_full(s), 1);
+            fa__mbar_init(k_empty(s), 8);
+            fa__mbar_init(v_empty(s), 8);
+        }
+        /* make the initialized barriers visible to the copy engine */
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    __syncthreads(); /* the last block-wide barrier: the roles part here */
+
+    /* Both roles walk the same tiles and skip the same empty ones, so they
+       agree on two running counts: q_uses, the tiles whose Q was loaded (the
+       Q barriers' phase), and ring, the K/V tiles through the ring so far
+       (stage ring % STAGES, used for the (ring / STAGES)-th time). */
+    if (warp < 4) {
+        /* ---- producer warpgroup: one warp copies, the rest idle ---- */
+        fa__setmaxnreg_dec<24>();
+        if (warp == 0) {
+            int q_uses = 0, ring = 0;
+            for (int k = 0; k < rounds; k++) {
+                const int tile = tile_of(k);
+                if (tile >= tiles) continue;
+                int m_block, h, b;
+                tile_coords(tile, m_block, h, b);
+                const int hk = h / p.group;
+                const fa__extent x = fa__fwd_extent(p, b, m_block * BM, BM, BN);
+                if (x.row0 >= x.sq || x.n_begin >= x.n_end) continue;
+                /* with cu_seqlens the maps are [1][h][token][col] */
+                const int qrow = (int)x.q_tok0 + x.row0, krow = (int)x.k_tok0;
+                const int qb = p.cu_seqlens_q ? 0 : b, kb = p.cu_seqlens_k ? 0 : b;
+                /* without cu_seqlens / seqlens_k a map's rows end where the sequence does */
+                const bool q_exact = !p.cu_seqlens_q, kv_exact = !p.cu_seqlens_k && !p.seqlens_k;
+                const uint16_t *gq = p.q + (p.cu_seqlens_q ? x.q_tok0 * p.q_seq : b * p.q_batch) +
+                                     h * p.q_head + (int64_t)x.row0 * p.q_seq;
+                const uint16_t *gk = p.k + (p.cu_seqlens_k ? x.k_tok0 * p.k_seq : b * p.k_batch) + hk * p.k_head;
+                const uint16_t *gv = p.v + (p.cu_seqlens_k ? x.k_tok0 * p.v_seq : b * p.v_batch) + hk * p.v_head;
+                /* the previous tile's Q is free once its last S = Q K^T is done */
+                if (q_uses > 0) fa__mbar_wait(q_empty, (uint32_t)((q_uses - 1) & 1));
+                fa__sm90_load<BM, D>(sQ, q_full, &tm.q, qrow, h, qb, x.sq - x.row0, q_exact, p.d, gq, p.q_seq,
+                                     lane);
+                q_uses++;
+                for (int n = x.n_begin; n < x.n_end; n++, ring++) {
+                    const int s = ring % STAGES, k0 = n * BN;
+                    /* stage s was last used by ring position ring - STAGES: wait for its release */
+                    const uint32_t use = (uint32_t)((ring / STAGES - 1) & 1);
+                    if (ring >= STAGES) fa__mbar_wait(k_empty(s), use);
+                    fa__sm90_load<BN, D>(sK + s * KV_BYTES, k_full(s), &tm.k, krow + k0, hk, kb, x.sk - k0,
+                                         kv_exact, p.d, gk + (int64_t)k0 * p.k_seq, p.k_seq, lane);
+                    if (ring >= STAGES) fa__mbar_wait(v_empty(s), use);
+                    fa__sm90_load<BN, D>(sV + s * KV_BYTES, v_full(s), &tm.v, krow + k0, hk, kb, x.sk - k0,
+                                         kv_exact, p.dv, gv + (int64_t)k0 * p.v_seq, p.v_seq, lane);
+                }
             }
         }
+        return;
+    }
+
+    /* ---- consumer warpgroups 1 and 2: query rows 64 * cw .. + 63 of each tile ---- */
+    fa__setmaxnreg_inc<240>();
+    const int cw = warp / 4 - 1, g = lane / 4, t = lane % 4;
+    const uint32_t qw = sQ + (uint32_t)cw * 64 * 128; /* this warpgroup's rows of each block */
+    int q_uses = 0, ring = 0;
+    /* Pingpong turns (item 5): barrier 1 + cw is this warpgroup's turn, and
+       ending a turn arrives on the other's. The turns alternate from tile
+       to tile (both warpgroups take the same number in each): warpgroup 1
+       lets warpgroup 0 go first, once, and warpgroup 0 takes the arrival of
+       warpgroup 1's last turn at the end. (Per tile, warpgroup 1 could
+       arrive for the next tile before warpgroup 0 took its last arrival,
+       and two arrivals of one warpgroup would complete the barrier.) */
+    if (FA__SM90_PINGPONG && cw == 1) fa__named_arrive(1, 256);
+    for (int k = 0; k < rounds; k++) {
+        const int tile = tile_of(k);
+        if (tile >= tiles) continue;
+        int m_block, h, b;
+        tile_coords(tile, m_block, h, b);
+        const fa__extent x = fa__fwd_extent(p, b, m_block * BM, BM, BN);
+        if (x.row0 >= x.sq) continue;
+        const int wrow0 = x.row0 + 64 * cw + 16 * (warp % 4); /* this warp's first row */
+        float m_run[1][2] = {{-INFINITY, -INFINITY}}, l_run[1][2] = {{0.0f, 0.0f}}, alpha[1][2];
+        float acc_o[1][NO][4];
+#pragma unroll
+        for (int c = 0; c < NO; c++) acc_o[0][c][0] = acc_o[0][c][1] = acc_o[0][c][2] = acc_o[0][c][3] = 0.0f;
+        float(&o_flat)[D / 2] = reinterpret_cast<float(&)[D / 2]>(acc_o);
+
+        const int count = x.n_end - x.n_begin;
+        if (count > 0) {
+            float s[1][NS][4];
+            float(&s_flat)[BN / 2] = reinterpret_cast<float(&)[BN / 2]>(s);
+            uint32_t pa[NS / 2][1][4];
+
+            /* Iteration it (0 .. count - 1) of this tile is ring position
+               ring + it. Wait until its K or V (full barrier bar) has landed;
+               the byte offset of its stage. */
+            auto landed = [&](uint32_t bar, int it) {
+                fa__mbar_wait(bar, (uint32_t)(((ring + it) / STAGES) & 1));
+                return (uint32_t)((ring + it) % STAGES) * KV_BYTES;
+            };
+            /* issue S = Q K_it^T once K_it has landed (no wait for the result) */
+            auto issue_qk = [&](int it) {
+                const uint32_t kbase = sK + landed(k_full((ring + it) % STAGES), it);
+                fa__wgmma_fence();
+#pragma unroll
+                for (int kk = 0; kk < D / 16; kk++)
+                    fa__wgmma<BN, BF16>::ss(s_flat, fa__wg_desc(qw + (kk / 4) * BM * 128 + (kk % 4) * 32, 16, 1024),
+                                            fa__wg_desc(kbase + (kk / 4) * BN * 128 + (kk % 4) * 32, 16, 1024),
+                                            kk > 0);
+                fa__wgmma_commit();
+            };
+            /* issue O~ += P V_it once V_it has landed */
+            auto issue_pv = [&](int it) {
+                const uint32_t vbase = sV + landed(v_full((ring + it) % STAGES), it);
+                fa__wgmma_fence();
+#pragma unroll
+                for (int kk = 0; kk < BN / 16; kk++)
+                    fa__wgmma<D, BF16>::rs(o_flat, pa[kk][0], fa__wg_desc(vbase + kk * 2048, BN * 128, 1024), 1);
+                fa__wgmma_commit();
+            };
+            /* S_it is complete: masks, then the online softmax (alpha for O~) */
+            auto softmax = [&](int it) {
+                const int k0 = (x.n_begin + it) * BN;
+                if (fa__block_needs_mask(p, k0, BN, x.sk, x.row0 + 64 * cw, x.row0 + 64 * cw + 63, x.shift))
+                    fa__mask_scores<false>(s, p, wrow0, k0, x.sk, x.shift, h, g, t);
+                fa__softmax_tile(s, m_run, l_run, alpha, p.scale_log2);
+            };
+            /* S_it is done: K_it may be overwritten, and after the tile's
+               last S, Q too (the next tile's Q copy overlaps this tile's end) */
+            auto release_k = [&](int it) {
+                if (lane == 0) {
+                    fa__mbar_arrive(k_empty((ring + it) % STAGES));
+                    if (it == count - 1) fa__mbar_arrive(q_empty);
+                }
+            };
+            /* O~ += P_it V_it is done: V_it may be overwritten */
+            auto release_v = [&](int it) {
+                if (lane == 0) fa__mbar_arrive(v_empty((ring + it) % STAGES));
+            };
+
+            auto my_turn = [&]() { if (FA__SM90_PINGPONG) fa__named_sync(1 + cw, 256); };
+            auto end_turn = [&]() { if (FA__SM90_PINGPONG) fa__named_arrive(2 - cw, 256); };
+
+            fa__mbar_wait(q_full, (uint32_t)(q_uses & 1));
+            if (FA__SM90_OVERLAP) {
+                my_turn();
+                issue_qk(0);
+                end_turn();
+                fa__wgmma_wait<0>();
+                fa__fence_regs(s_flat);
+                release_k(0);
+                softmax(0); /* O~ is still 0: nothing to rescale */
+                fa__pack_p<BF16>(s, pa);
+                for (int it = 1; it < count; it++) {
+                    my_turn();
+                    issue_qk(it);     /* S_it ...                       */
+                    issue_pv(it - 1); /* ... and O~ += P_{it-1} V_{it-1} */
+                    end_turn();
+                    fa__wgmma_wait<1>(); /* groups retire in order: S_it is done */
+                    fa__fence_regs(s_flat);
+                    release_k(it);
+                    softmax(it); /* overlaps the P V product */
+                    fa__wgmma_wait<0>();
+                    fa__fence_regs(o_flat);
+                    release_v(it - 1);
+                    fa__rescale_o(acc_o, alpha); /* O~ now relative to the new maximum */
+                    fa__pack_p<BF16>(s, pa);
+                }
+                my_turn();
+                issue_pv(count - 1);
+                end_turn();
+                fa__wgmma_wait<0>();
+                fa__fence_regs(o_flat);
+                release_v(count - 1);
+            } else {
+                for (int it = 0; it < count; it++) {
+                    my_turn();
+                    issue_qk(it);
+                    end_turn();
+                    fa__wgmma_wait<0>();
+                    fa__fence_regs(s_flat);
+                    release_k(it);
+                    softmax(it);
+                    fa__rescale_o(acc_o, alpha);
+                    fa__pack_p<BF16>(s, pa);
+                    my_turn();
+                    issue_pv(it);
+                    end_turn();
+                    fa__wgmma_wait<0>();
+                    fa__fence_regs(o_flat);
+                    release_v(it);
+                }
+            }
+            q_uses++;
+            ring += count;
+        }
+        fa__store_o_lse<BF16>(p, acc_o, m_run, l_run,
+                              p.o + (p.cu_seqlens_q ? x.q_tok0 * p.o_seq : b * p.o_batch) + h * p.o_head,
+                              wrow0, x.sq, h, b, x.q_tok0, batch, g, t);
+    }
+    if (FA__SM90_PINGPONG && cw == 0) fa__named_sync(1, 256);
+#else
+    /* Compiled for a target without wgmma: a marker the host can see
+       (cudaFuncGetAttributes reports static shared memory), so it never
+       launches this empty body. */
+    __shared__ volatile int fa__sm90_missing;
+    fa__sm90_missing = 0;
+    (void)tm; (void)p; (void)m_blocks; (void)batch;
+#endif
 }
+#endif /* FLASHATTN_NO_HOPPER */
 
 /* ============================================================================
    >>gpu-host  CONFIGURATION, CHECKS, LAUNCH
@@ -659,7 +1334,9 @@ fa__fwd_kernel_sm80(const fa__fwd_params p)
 
 /* Tile shape (BLOCK_M x BLOCK_N, warps) per head dim and GPU family; shared
    bytes = 2 * D * (BLOCK_M + 4 * BLOCK_N) (Q once, K and V twice).
-     family 0: sm_90 (H100/H200, 227 KB per block)
+     family 0: sm_90 (H100/H200, 227 KB per block) and later
+     family 3: compute capability 9.0 exactly: the sm_90a kernel (>>hopper)
+               where it applies, else family 0's shapes
      family 1: sm_86 / sm_89 (99 KB per block)
      family 2: sm_80 / sm_87 (A100, 163 KB per block)
    BLOCK_M = 128 with 4 warps gives each warp two 16-row tiles, so every K and
@@ -741,12 +1418,152 @@ static fa_status fa__launch_fwd(const char *fn, const fa__fwd_params &p, int bat
     return FA_OK;
 }
 
+#ifndef FLASHATTN_NO_HOPPER
+/* ---- >>hopper-host  the sm_90a kernel's shapes, tensor maps and launch ----
+   BLOCK_M is 128 (two consumer warpgroups of 64 rows); BLOCK_N and the ring
+   depth per head dim fill the 227 KB of shared memory: 1 KB alignment slack
+   + 2 D (128 + 2 STAGES BLOCK_N) bytes + barriers
+     d 64: 128 keys, 3 stages (113 KB); d 128: 128 keys, 2 stages (161 KB;
+     3 stages fit too, and measured slower); d 256: 80 keys, 2 stages
+     (225 KB; FlashAttention-3's 128 x 80).
+   Persistent blocks (item 6) for d 64 and 128; at d 256 they measured
+   slower than a block per tile (the loop's state costs registers that the
+   256-wide O~ needs: ptxas spills more). */
+template <int D> struct fa__sm90_shape;
+template <> struct fa__sm90_shape<64> { static constexpr int bn = 128, stages = 3; static constexpr bool persistent = true; };
+template <> struct fa__sm90_shape<128> { static constexpr int bn = 128, stages = 2; static constexpr bool persistent = true; };
+template <> struct fa__sm90_shape<256> { static constexpr int bn = 80, stages = 2; static constexpr bool persistent = false; };
+
+#ifdef FLASHATTN_TEST_HOOKS
+/* tests only: how many forwards took the sm_90a kernel, a switch that
+   sends every forward to the sm_80 kernel so both are tested on one GPU,
+   and a cap on the persistent grid (0: none) so that small problems too
+   walk several tiles per block */
+static int fa__sm90_launches, fa__sm90_disable, fa__sm90_grid_cap;
+#define FA__SM90_OFF fa__sm90_disable
+#else
+#define FA__SM90_OFF 0
+#endif
+
+/* cuTensorMapEncodeTiled is a driver function; looking it up through the
+   runtime avoids linking libcuda. Looked up once (a benign race: every
+   thread stores the same pointer). */
+static PFN_cuTensorMapEncodeTiled_v12000 fa__tma_encoder(void)
+{
+    static PFN_cuTensorMapEncodeTiled_v12000 enc = NULL;
+    if (!enc) {
+        void *f = NULL;
+        cudaDriverEntryPointQueryResult q;
+        if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault,
+                                             &q) == cudaSuccess &&
+            q == cudaDriverEntryPointSuccess)
+            enc = (PFN_cuTensorMapEncodeTiled_v12000)f;
+        else
+            (void)cudaGetLastError();
+    }
+    return enc;
+}
+
+/* A map of a [batches][heads][rows][cols] view of 16-bit elements (strides
+   in elements), read in boxes of 64 columns x box_rows rows with the 128-byte
+   swizzle. Nonzero when TMA cannot describe the view (strides must be
+   multiples of 16 bytes below 2^40, coordinates 32-bit). */
+static int fa__tma_map(CUtensorMap *m, const void *base, int bf16, int cols, int64_t rows, int heads,
+                       int64_t batches, int64_t s_seq, int64_t s_head, int64_t s_batch, int box_rows)
+{
+    PFN_cuTensorMapEncodeTiled_v12000 enc = fa__tma_encoder();
+    cuuint64_t dim[4] = {(cuuint64_t)cols, (cuuint64_t)rows, (cuuint64_t)heads, (cuuint64_t)batches};
+    cuuint64_t stride[3] = {(cuuint64_t)s_seq * 2, (cuuint64_t)s_head * 2, (cuuint64_t)s_batch * 2};
+    cuuint32_t box[4] = {64, (cuuint32_t)box_rows, 1, 1}, step[4] = {1, 1, 1, 1};
+    if (!enc || rows > INT32_MAX || batches > INT32_MAX) return 1;
+    for (int i = 0; i < 3; i++)
+        if (stride[i] == 0 || stride[i] % 16 || stride[i] >= (1ull << 40)) return 1;
+    return enc(m, bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 4,
+               (void *)base, dim, stride, box, step, CU_TENSOR_MAP_INTERLEAVE_NONE,
+               CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+               CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS;
+}
+
+/* Run the problem on the sm_90a kernel when it can: *ran = 0 (and FA_OK)
+   sends it to the sm_80 kernel instead: a binary without sm_90a code, a
+   view TMA cannot describe, or too little shared memory. */
+template <bool BF16, int D>
+static fa_status fa__launch_fwd_sm90(const char *fn, const fa__fwd_params &p, int batch,
+                                     int smem_optin, cudaStream_t stream, int *ran)
+{
+    constexpr int BN = fa__sm90_shape<D>::bn, ST = fa__sm90_shape<D>::stages;
+    constexpr bool PERSIST = fa__sm90_shape<D>::persistent && FA__SM90_PERSISTENT;
+    const size_t smem = 1024 + 2u * (size_t)D * (128 + 2 * ST * BN) + 8u * (2 + 4 * ST);
+    void (*kern)(const fa__tma_maps, const fa__fwd_params, int, int) = fa__fwd_kernel_sm90<BF16, D, BN, ST, PERSIST>;
+    const int vq = p.cu_seqlens_q != NULL, vk = p.cu_seqlens_k != NULL;
+    const int64_t rows_q = vq ? (int64_t)batch * p.seqlen_q : p.seqlen_q; /* with cu_seqlens: */
+    const int64_t rows_k = vk ? (int64_t)batch * p.seqlen_k : p.seqlen_k; /* [1][h][token][col] */
+    cudaFuncAttributes fa;
+    fa__tma_maps tm;
+    cudaError_t e;
+    *ran = 0;
+    if (smem > (size_t)smem_optin) return FA_OK;
+    if (cudaFuncGetAttributes(&fa, kern) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return FA_OK;
+    }
+    if (fa.binaryVersion != 90 || fa.sharedSizeBytes != 0) return FA_OK; /* the stub body */
+    memset(&tm, 0, sizeof tm);
+    if (fa__tma_map(&tm.q, p.q, BF16, p.d, rows_q, p.heads_q, vq ? 1 : batch, p.q_seq, p.q_head,
+                    vq ? p.q_seq : p.q_batch, 128) ||
+        fa__tma_map(&tm.k, p.k, BF16, p.d, rows_k, p.heads_q / p.group, vk ? 1 : batch, p.k_seq,
+                    p.k_head, vk ? p.k_seq : p.k_batch, BN) ||
+        fa__tma_map(&tm.v, p.v, BF16, p.dv, rows_k, p.heads_q / p.group, vk ? 1 : batch, p.v_seq,
+                    p.v_head, vk ? p.v_seq : p.v_batch, BN))
+        return FA_OK;
+    e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    if (e != cudaSuccess) return fa__cuda_fail(fn, e, "cudaFuncSetAttribute");
+    /* persistent: one block per SM (the shared memory allows no second), or
+       one per tile when there are fewer tiles */
+    const int m_blocks = (p.seqlen_q + 127) / 128;
+    const int64_t tiles = (int64_t)m_blocks * p.heads_q * batch;
+    int dev = 0, sms = 0;
+    if (tiles > INT32_MAX - 1024) return FA_OK; /* tile indexes are int: the sm_80 grid takes it */
+    if ((e = cudaGetDevice(&dev)) != cudaSuccess ||
+        (e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev)) != cudaSuccess)
+        return fa__cuda_fail(fn, e, "cudaDeviceGetAttribute");
+    /* Persistent only when every tile is the same work (no mask bounds, one
+       length for all): static rounds would leave some SMs idle while others
+       finish heavy causal tiles, where the hardware's block scheduler
+       balances a block per tile as it goes (measured: persistent causal
+       d 128 at 16k tokens, straight rounds, ran at 0.63x of a block per tile). */
+    const bool uniform = !p.has_left && !p.has_right && !p.cu_seqlens_q && !p.cu_seqlens_k && !p.seqlens_k;
+    int blocks = PERSIST && uniform && tiles > sms ? sms : (int)tiles;
+#ifdef FLASHATTN_TEST_HOOKS
+    if (PERSIST && fa__sm90_grid_cap > 0 && blocks > fa__sm90_grid_cap) blocks = fa__sm90_grid_cap; /* any mask */
+#endif
+    kern<<<blocks, 384, smem, stream>>>(tm, p, m_blocks, batch);
+    e = cudaGetLastError();
+    if (e != cudaSuccess) return fa__cuda_fail(fn, e, "kernel launch");
+#ifdef FLASHATTN_TEST_HOOKS
+    fa__sm90_launches++;
+#endif
+    *ran = 1;
+    return FA_OK;
+}
+#endif /* FLASHATTN_NO_HOPPER */
+
 /* Pick the family's tile shape for head dim D at compile time. */
 template <bool BF16, int D>
 static fa_status fa__dispatch_family(const char *fn, const fa__fwd_params &p, int batch,
                                      int family, int smem_optin, cudaStream_t stream)
 {
     constexpr fa__config c0 = fa__config_for(D, 0), c1 = fa__config_for(D, 1), c2 = fa__config_for(D, 2);
+#ifndef FLASHATTN_NO_HOPPER
+    /* compute capability 9.0, no extras, D = 64 / 128 / 256: try sm_90a first */
+    if constexpr (D == 64 || D == 128 || D == 256) {
+        if (family == 3 && !p.extras && !FA__SM90_OFF) {
+            int ran = 0;
+            fa_status s = fa__launch_fwd_sm90<BF16, D>(fn, p, batch, smem_optin, stream, &ran);
+            if (s != FA_OK || ran) return s;
+        }
+    }
+#endif
     /* (identical shapes are one instantiation: templates are deduplicated) */
     if (family == 1) {
         if (p.extras)
@@ -865,7 +1682,7 @@ FLASHATTN_DEF fa_status fa_forward_cuda(const fa_problem *p, fa_tensor q, fa_ten
     if (major < 8)
         return fa__fail(FA_ERROR_UNSUPPORTED, "%s: needs compute capability 8.0 or newer (this "
                         "device is %d.%d)", fn, major, minor);
-    family = major == 8 ? ((minor == 6 || minor == 9) ? 1 : 2) : 0;
+    family = major == 8 ? ((minor == 6 || minor == 9) ? 1 : 2) : (major == 9 && minor == 0) ? 3 : 0;
 
     /* ---- 3. kernel parameters ---- */
     kp.q = (const uint16_t *)q.data; kp.k = (const uint16_t *)k.data;

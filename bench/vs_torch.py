@@ -10,7 +10,9 @@ paper's grid (batch * seqlen = 16k tokens, hidden 2048, heads = 2048 / d, head d
 with CUDA events, warm-up, the median of the timed runs, two input sets
 alternating (each set 4 x 64 MB, larger than L2). TFLOP/s with FLOPs =
 4 sq sk d heads batch, halved for causal; the bf16 matmul ceiling is an 8192^3
-torch.matmul measured in the same run. Also the memory point: batch 1, 16 heads,
+torch.matmul measured in the same run. --variant label=lib.so (repeatable) times
+other builds of ours in the same run as extra columns (the sm_90a ablation:
+e.g. the sm_80 kernel alone, built with -DFLASHATTN_NO_HOPPER). Also the memory point: batch 1, 16 heads,
 d 128, seqlen 131072, and the device memory it takes beyond O and L.
 
 Writes <out>/<date>_<device>_fwd.md (table) and .png (TFLOP/s vs seqlen, one
@@ -55,12 +57,19 @@ def main():
     ap.add_argument("--dims", default="64,128,256")
     ap.add_argument("--lens", default="512,1024,2048,4096,8192,16384")
     ap.add_argument("--no-memory-point", action="store_true")
+    ap.add_argument("--variant", action="append", default=[],
+                    help="label=path of another build of the bench library, timed as an extra column")
     args = ap.parse_args()
 
-    lib = ctypes.CDLL(os.path.abspath(args.lib))
-    lib.fa_bench_forward.restype = ctypes.c_int
-    lib.fa_bench_forward.argtypes = [ctypes.c_void_p] * 5 + [ctypes.c_int] * 8 + [ctypes.c_void_p]
-    lib.fa_bench_last_error.restype = ctypes.c_char_p
+    def load(path):
+        lib = ctypes.CDLL(os.path.abspath(path))
+        lib.fa_bench_forward.restype = ctypes.c_int
+        lib.fa_bench_forward.argtypes = [ctypes.c_void_p] * 5 + [ctypes.c_int] * 8 + [ctypes.c_void_p]
+        lib.fa_bench_last_error.restype = ctypes.c_char_p
+        return lib
+
+    lib = load(args.lib)
+    variants = [(v.split("=", 1)[0], load(v.split("=", 1)[1])) for v in args.variant]
 
     dev = torch.device("cuda")
     name = torch.cuda.get_device_name(0)
@@ -76,7 +85,7 @@ def main():
     del a, b
     print(f"bf16 matmul 8192^3: {mm_tf:.0f} TFLOP/s", flush=True)
 
-    def ours(q, k, v, o, lse, causal, stream):
+    def ours(q, k, v, o, lse, causal, stream, lib=lib):
         bsz, sq, h, d = q.shape
         st = lib.fa_bench_forward(q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), lse.data_ptr(),
                                   bsz, sq, k.shape[1], h, k.shape[2], d, int(causal), 1, stream)
@@ -113,6 +122,11 @@ def main():
 
                 t_ours = timed(run_ours, args.reps)
                 res = {"ours": flops / t_ours * 1e-9}
+                for label, vlib in variants:
+                    def run_var(it, vlib=vlib):
+                        q, k, v, o, lse = sets[it & 1]
+                        ours(q, k, v, o, lse, causal, stream, vlib)
+                    res[label] = flops / timed(run_var, args.reps) * 1e-9
                 # agreement with SDPA (flash) on set 0, as a sanity check
                 run_ours(0)
                 err = float("nan")
@@ -131,7 +145,8 @@ def main():
                 print(f"d{d:<3} {'causal' if causal else 'full  '} s{sl:<6} ours {res['ours']:6.1f}  "
                       f"flash {res['flash']:6.1f}  cudnn {res['cudnn']:6.1f}  "
                       f"ours/flash {res['ours'] / res['flash']:.2f}  ours/cudnn {res['ours'] / res['cudnn']:.2f}  "
-                      f"max|ours-flash| {err:.2e}", flush=True)
+                      f"max|ours-flash| {err:.2e}" +
+                      "".join(f"  {label} {res[label]:6.1f}" for label, _ in variants), flush=True)
                 del sets
                 torch.cuda.empty_cache()
 
@@ -168,17 +183,21 @@ def main():
     os.makedirs(args.out, exist_ok=True)
     tag = f"{date}_{re.sub(r'[^A-Za-z0-9]+', '-', name).strip('-')}_fwd"
     md = [f"# flashattn forward vs PyTorch SDPA, bf16 — {name}, {date}", "",
+          *([f"Extra columns, other builds of ours timed in the same run: "
+             f"{', '.join(f'{label} = {path}' for label, path in (v.split('=', 1) for v in args.variant))}", ""]
+            if variants else []),
           f"torch {torch.__version__}, cuDNN {torch.backends.cudnn.version()}; FA3-paper grid "
           f"(batch x seqlen = 16k, hidden 2048); TFLOP/s = 4 sq sk d h b / time (halved for causal); "
           f"median of {args.reps} runs (CUDA events) after warm-up.", "",
           f"bf16 matmul ceiling (8192^3 torch.matmul, same run): **{mm_tf:.0f} TFLOP/s**", "",
           "| head dim | causal | seqlen | batch x heads | ours | SDPA flash | SDPA cuDNN | ours/flash | ours/cuDNN | "
-          "ours/matmul | max abs diff vs flash |",
-          "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+          "ours/matmul | max abs diff vs flash |" + "".join(f" {label} |" for label, _ in variants),
+          "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |" + " --- |" * len(variants)]
     for r in rows:
         md.append(f"| {r['d']} | {'yes' if r['causal'] else 'no'} | {r['seqlen']} | {r['batch']} x {r['heads']} | "
                   f"{r['ours']:.1f} | {r['flash']:.1f} | {r['cudnn']:.1f} | {r['ours'] / r['flash']:.2f} | "
-                  f"{r['ours'] / r['cudnn']:.2f} | {r['ours'] / mm_tf:.2f} | {r['err']:.1e} |")
+                  f"{r['ours'] / r['cudnn']:.2f} | {r['ours'] / mm_tf:.2f} | {r['err']:.1e} |" +
+                  "".join(f" {r[label]:.1f} |" for label, _ in variants))
     if mem_line:
         md += ["", mem_line]
     with open(os.path.join(args.out, tag + ".md"), "w") as f:

@@ -12,6 +12,7 @@
    dropout scale): f16 3e-3, bf16 2e-2 on O; 1e-3 + 1e-4 |L| on L.
    Output ends with "N passed, N failed". */
 #define FLASHATTN_IMPLEMENTATION
+#define FLASHATTN_TEST_HOOKS /* count sm_90a launches; run each case on the sm_80 kernel too */
 #include "../flashattn.h"
 #include "reference.h"
 
@@ -24,6 +25,7 @@
 #endif
 
 static int g_pass = 0, g_fail = 0;
+static const char *g_path = ""; /* which kernel ran the case, in its report line */
 
 /* The reference rows run in parallel when built with OpenMP (make test-gpu). */
 #ifdef _OPENMP
@@ -93,6 +95,24 @@ static void make_buf(tbuf *t, fa_dtype dt, int batch, int seq, int heads, int di
     t->dview.data = t->dev;
 }
 
+/* With seqlens_k, cache rows past a sequence's length are unused slots:
+   fill them with NaN (host copy and device), so a kernel that reads one
+   into its tiles (0 * NaN in P V) fails the check. cuk is empty unless varlen. */
+static void poison_unused_rows(tbuf *t, const std::vector<int32_t> &lk, const std::vector<int32_t> &cuk,
+                               int sk, int heads, int dim)
+{
+    for (size_t b = 0; b < lk.size(); b++) {
+        int rows = cuk.empty() ? sk : cuk[b + 1] - cuk[b];
+        for (int j = lk[b]; j < rows; j++)
+            for (int h = 0; h < heads; h++) {
+                int64_t at = (cuk.empty() ? (int64_t)b * t->s[0] : (int64_t)cuk[b] * t->s[1]) +
+                             (int64_t)j * t->s[1] + (int64_t)h * t->s[2];
+                for (int c = 0; c < dim; c++) t->h[(size_t)(at + c)] = 0x7FFF;
+            }
+    }
+    CUDA_OK(cudaMemcpy(t->dev, t->h.data(), t->h.size() * 2, cudaMemcpyHostToDevice));
+}
+
 static void check(int ok, const char *name, const char *what)
 {
     if (ok) { g_pass++; return; }
@@ -146,6 +166,10 @@ static void run_case(const tcase *c)
     make_buf(&q, c->dt, c->batch, c->sq, c->hq, c->d, c->strided, rows_q, 1);
     make_buf(&k, c->dt, c->batch, c->sk, hkv, c->d, c->strided, rows_k, 1);
     make_buf(&v, c->dt, c->batch, c->sk, hkv, dv, c->strided, rows_k, 1);
+    if (c->seqlens_k) {
+        poison_unused_rows(&k, lk, cuk, c->sk, hkv, c->d);
+        poison_unused_rows(&v, lk, cuk, c->sk, hkv, dv);
+    }
     make_buf(&o, c->dt, c->batch, c->sq, c->hq, dv, c->strided, rows_q, 0);
     int64_t nrows = c->varlen ? rows_q : (int64_t)c->batch * c->sq;
     int64_t nlse = (int64_t)c->hq * nrows;
@@ -241,8 +265,8 @@ static void run_case(const tcase *c)
         check(bad == 0 && nanw == 0 && badl == 0 && gap == 0, c->name, msg);
         snprintf(msg, sizeof msg, "GPU vs CPU fa_forward: %lld elements differ beyond 2x tolerance", badc);
         check(cst == FA_OK && badc == 0, c->name, msg);
-        printf("%-4s %-40s %s  (max |err| %.2e)\n", bad || nanw || badl || gap || badc ? "FAIL" : "ok", c->name,
-               c->dt == FA_BF16 ? "bf16" : "f16 ", maxerr);
+        printf("%-4s %-40s %s%s  (max |err| %.2e)\n", bad || nanw || badl || gap || badc ? "FAIL" : "ok", c->name,
+               c->dt == FA_BF16 ? "bf16" : "f16 ", g_path, maxerr);
     }
 done:
     cudaFree(q.dev); cudaFree(k.dev); cudaFree(v.dev); cudaFree(o.dev); cudaFree(d_lse);
@@ -372,14 +396,51 @@ int main(int argc, char **argv)
         c = base; c.dropout = 0.17f; c.name = NAME("dropout 0.17"); cs.push_back(c);
         c = base; c.dropout = 0.5f; c.causal = 1; c.d = 128; c.hq = 4; c.hkv = 2; c.name = NAME("dropout 0.5 causal GQA d128"); cs.push_back(c);
         c = base; c.scale = -0.2f; c.name = NAME("negative scale"); cs.push_back(c);
+        /* shapes that reach the sm_90a kernel's tails, maps and tile edges */
+        c = base; c.d = 100; c.causal = 1; c.strided = 1; c.name = NAME("padded dims (100, 100) causal, strided"); cs.push_back(c);
+        c = base; c.d = 256; c.hq = 8; c.hkv = 2; c.window = 1; c.wl = 60; c.wr = 7; c.name = NAME("GQA 8/2 d256 window"); cs.push_back(c);
+        c = base; c.d = 128; c.strided = 1; c.causal = 1; c.hq = 4; c.hkv = 1; c.name = NAME("padded strides MQA d128 causal"); cs.push_back(c);
+        c = base; c.d = 256; c.batch = 3; c.seqlens_k = 1; c.name = NAME("seqlens_k b3 d256"); cs.push_back(c);
+        c = base; c.d = 200; c.dv = 256; c.varlen = 1; c.batch = 3; c.causal = 1; c.name = NAME("varlen (200, 256) causal"); cs.push_back(c);
+        c = base; c.d = 64; c.sq = 300; c.sk = 700; c.varlen = 1; c.batch = 5; c.name = NAME("varlen b5 d64 300x700"); cs.push_back(c);
         if (!quick) {
+            c = base; c.d = 128; c.sq = 1023; c.sk = 4097; c.varlen = 1; c.batch = 3; c.causal = 1; c.hq = 4; c.hkv = 2;
+            c.name = NAME("varlen b3 d128 1023x4097 causal GQA"); cs.push_back(c);
+            c = base; c.d = 256; c.sq = 1023; c.sk = 1500; c.causal = 1; c.window = 1; c.wl = 300; c.wr = 0;
+            c.name = NAME("d256 1023x1500 causal window"); cs.push_back(c);
             c = base; c.d = 256; c.sq = 1023; c.sk = 1023; c.causal = 1; c.window = 1; c.wl = 300; c.wr = 0; c.alibi = 1;
             c.name = NAME("d256 1023 window + alibi"); cs.push_back(c);
             c = base; c.d = 128; c.sq = 4097; c.sk = 4097; c.batch = 1; c.hq = 2; c.causal = 1; c.softcap = 10; c.dropout = 0.1f;
             c.name = NAME("d128 4097 causal softcap dropout"); cs.push_back(c);
         }
     }
-    for (size_t i = 0; i < cs.size(); i++) { g_rng = 0x9E3779B97F4A7C15ull * (i + 1); run_case(&cs[i]); }
+    /* On compute capability 9.0 a case the sm_90a kernel ran is run again on
+       the sm_80 kernel (fresh inputs from the same seed), so both are tested.
+       Every other case caps the sm_90a kernel's persistent grid at 1 to 5
+       blocks, so that each block walks many tiles (its barrier phases and
+       ring position carried from tile to tile). */
+    int sm90_cases = 0;
+    static const char *caps[] = {"", " [grid cap 1]", " [grid cap 2]", " [grid cap 3]",
+                                 " [grid cap 4]", " [grid cap 5]"};
+    for (size_t i = 0; i < cs.size(); i++) {
+        const int before = fa__sm90_launches;
+        g_rng = 0x9E3779B97F4A7C15ull * (i + 1);
+        fa__sm90_grid_cap = i % 2 ? 1 + (int)(i / 2) % 5 : 0;
+        g_path = caps[fa__sm90_grid_cap];
+        run_case(&cs[i]);
+        fa__sm90_grid_cap = 0;
+        if (fa__sm90_launches == before) continue;
+        sm90_cases++;
+        g_rng = 0x9E3779B97F4A7C15ull * (i + 1);
+        g_path = " [sm_80 kernel]";
+        fa__sm90_disable = 1;
+        run_case(&cs[i]);
+        fa__sm90_disable = 0;
+    }
+    g_path = "";
+    printf("%d of %zu cases ran on the sm_90a kernel (then again on the sm_80 kernel)\n", sm90_cases, cs.size());
+    if (prop.major == 9 && prop.minor == 0)
+        check(sm90_cases > 0, "sm_90a", "compute capability 9.0 but no case took the sm_90a kernel");
     bad_args();
     printf("%d passed, %d failed\n", g_pass, g_fail);
     return g_fail ? 1 : 0;
