@@ -156,7 +156,10 @@
    -fopenmp, fp32, d 128, seqlen 4096, 8 heads, 2 threads; % of the FMA peak
    measured in the same run (468 GFLOP/s):
      forward 317 GFLOP/s (68%), causal 316 (68%); backward (1 thread) 115 (49%);
-     decode from an f16 cache: 5 GB/s, 10-18% of read bandwidth (slow: latency-bound).
+     decode from an f16 cache: 5 GB/s, 10-18% of read bandwidth (latency-bound);
+     since reading K/V in place (2026-11-23, machine loaded, load average 3.3):
+     d 64 and 128, 13.5-13.8 GB/s = 58% of read bandwidth (1 thread), 11.1 GB/s
+     = 66% (2 threads sharing about one core); the goal is 70%, see README.md.
    GPU, NVIDIA H100 80GB HBM3, bf16, FA3-paper grid, beside PyTorch 2.11 SDPA:
      forward, seqlen 8k: d64 310 TFLOP/s (1.04x SDPA-flash), d128 329 (0.95x),
      d256 312 (1.00x); cuDNN is 1.5-2.2x faster than us there.
