@@ -29,7 +29,8 @@ $(BUILD):
 # (one line "N passed, M failed", see tests/run_check.sh), then sums them: the
 # LAST line of its output is the total. It exits non-zero if anything failed.
 #   test-cpu       CPU tests against the fp64 reference (also the portable
-#                  loops with odd tile sizes) + bad-input tests
+#                  loops with odd tile sizes, and the AVX2 paths with and
+#                  without F16C) + bad-input tests
 #   test-compile   the header as C99 and C++11, static and extern, gcc and
 #                  clang, with and without OpenMP (each compile one check)
 #   test-sanitize  the CPU tests under ASan + UBSan (quick sizes)
@@ -57,6 +58,16 @@ $(BUILD)/test_cpu_portable: tests/test_cpu.c $(TEST_DEPS) | $(BUILD)
 	$(CC) -std=c99 $(TEST_CFLAGS) $(OPENMP) -DFLASHATTN_NO_SIMD -DFLASHATTN_CPU_BR=5 -DFLASHATTN_CPU_BC=3 \
 	  -o $@ tests/test_cpu.c -lm -lpthread
 
+# The AVX2 + FMA paths (8 lanes, no AVX-512), with and without F16C (the f16
+# rows of the few-row decode tiles convert by instruction or lane by lane):
+# -march=native on an AVX-512 machine never compiles them.
+AVX2_FLAGS := -mavx2 -mfma -mno-avx512f
+$(BUILD)/test_cpu_avx2: tests/test_cpu.c $(TEST_DEPS) | $(BUILD)
+	$(CC) -std=c99 $(TEST_CFLAGS) $(AVX2_FLAGS) -mf16c $(OPENMP) -o $@ tests/test_cpu.c -lm -lpthread
+
+$(BUILD)/test_cpu_avx2_nof16c: tests/test_cpu.c $(TEST_DEPS) | $(BUILD)
+	$(CC) -std=c99 $(TEST_CFLAGS) $(AVX2_FLAGS) -mno-f16c $(OPENMP) -o $@ tests/test_cpu.c -lm -lpthread
+
 $(BUILD)/test_cpu_san: tests/test_cpu.c $(TEST_DEPS) | $(BUILD)
 	$(CC) -std=c99 $(WARN) $(SAN_FLAGS) -o $@ tests/test_cpu.c -lm -lpthread
 
@@ -71,6 +82,12 @@ $(TEST_RESULTS)/cpu.txt: $(BUILD)/test_cpu FORCE | $(TEST_RESULTS)
 
 $(TEST_RESULTS)/cpu_portable.txt: $(BUILD)/test_cpu_portable FORCE | $(TEST_RESULTS)
 	@$(RUN_CHECK) $@ "test_cpu, portable loops, Br=5 Bc=3 (quick)" env FA_TEST_QUICK=1 $(BUILD)/test_cpu_portable
+
+$(TEST_RESULTS)/cpu_avx2.txt: $(BUILD)/test_cpu_avx2 FORCE | $(TEST_RESULTS)
+	@$(RUN_CHECK) $@ "test_cpu, AVX2 + FMA + F16C (quick)" env FA_TEST_QUICK=1 $(BUILD)/test_cpu_avx2
+
+$(TEST_RESULTS)/cpu_avx2_nof16c.txt: $(BUILD)/test_cpu_avx2_nof16c FORCE | $(TEST_RESULTS)
+	@$(RUN_CHECK) $@ "test_cpu, AVX2 + FMA without F16C (quick)" env FA_TEST_QUICK=1 $(BUILD)/test_cpu_avx2_nof16c
 
 $(TEST_RESULTS)/bad_input.txt: $(BUILD)/test_bad_input FORCE | $(TEST_RESULTS)
 	@$(RUN_CHECK) $@ "test_bad_input" $(BUILD)/test_bad_input
@@ -126,7 +143,8 @@ $(TEST_RESULTS)/neon_compile.txt: FORCE | $(TEST_RESULTS)
 	  echo "NEON compile check skipped ($$why)"; echo "0 passed, 0 failed" > $@; \
 	else $(RUN_CHECK) $@ "NEON compile check (make neon-compile)" $(MAKE) --no-print-directory neon-compile; fi
 
-CPU_RESULTS      := $(TEST_RESULTS)/cpu.txt $(TEST_RESULTS)/cpu_portable.txt $(TEST_RESULTS)/bad_input.txt
+CPU_RESULTS      := $(TEST_RESULTS)/cpu.txt $(TEST_RESULTS)/cpu_portable.txt $(TEST_RESULTS)/cpu_avx2.txt \
+                    $(TEST_RESULTS)/cpu_avx2_nof16c.txt $(TEST_RESULTS)/bad_input.txt
 SANITIZE_RESULTS := $(TEST_RESULTS)/san_cpu.txt $(TEST_RESULTS)/san_bad_input.txt
 ALL_RESULTS      := $(CPU_RESULTS) $(COMPILE_CHECKS) $(SANITIZE_RESULTS) $(TEST_RESULTS)/gpu_compile.txt \
                     $(TEST_RESULTS)/neon_compile.txt

@@ -156,7 +156,10 @@
    -fopenmp, fp32, d 128, seqlen 4096, 8 heads, 2 threads; % of the FMA peak
    measured in the same run (468 GFLOP/s):
      forward 317 GFLOP/s (68%), causal 316 (68%); backward (1 thread) 115 (49%);
-     decode from an f16 cache: 5 GB/s, 10-18% of read bandwidth (slow: latency-bound).
+     decode from an f16 cache: 5 GB/s, 10-18% of read bandwidth (latency-bound);
+     since reading K/V in place (2026-11-23, machine loaded, load average 3.3):
+     d 64 and 128, 13.5-13.8 GB/s = 58% of read bandwidth (1 thread), 11.1 GB/s
+     = 66% (2 threads sharing about one core); the goal is 70%, see README.md.
    GPU, NVIDIA H100 80GB HBM3, bf16, FA3-paper grid, beside PyTorch 2.11 SDPA:
      forward, seqlen 8k: d64 310 TFLOP/s (1.04x SDPA-flash), d128 329 (0.95x),
      d256 312 (1.00x); cuDNN is 1.5-2.2x faster than us there.
@@ -1325,7 +1328,8 @@ static void fa__softmax_finish(float *o, int dv, float m, float l, float *L)
    from the tensors' storage type (f32, f16, bf16) as they are loaded. The
    matrix products are one routine, fa__gemm, on row-major tiles whose
    widths are padded to 16 floats (zeros in the padding); only tiles of at
-   most FA__FEW_ROWS query rows (decode) use dot products, fa__gemm_nt.
+   most FA__FEW_ROWS query rows (decode) read K and V in place instead, with
+   dot products (fa__dots_rows, fa__pv_rows).
 
    Why Br = 256 by default: every Q tile streams all of K and V through the
    cache once, so K/V traffic is (sq / Br) x (size of K and V). Measured on a
@@ -1335,7 +1339,7 @@ static void fa__softmax_finish(float *o, int dv, float m, float l, float *L)
 #define FA__BR FLASHATTN_CPU_BR
 #define FA__BC FLASHATTN_CPU_BC
 #define FA__PAD(n) (((n) + 15) / 16 * 16)
-#define FA__FEW_ROWS 4 /* up to this many query rows: S by dot products (decode) */
+#define FA__FEW_ROWS 4 /* up to this many query rows: K, V read in place (decode) */
 
 /* ---- the matrix product --------------------------------------------------
    C[M, N] (+)= A[M, K] B[K, N], all row-major, N a multiple of 16. The
@@ -1458,56 +1462,6 @@ static void fa__gemm(int M, int N, int K, const float *A, int lda, const float *
 #endif
 }
 
-/* C[M, N] = A[M, K] B[N, K]^T: dot products of rows (K a multiple of 16,
-   rows zero-padded). The decode path uses it when a tile has only a few
-   query rows: then a rank-1 update would broadcast each element of A for
-   just one or two FMAs, and transposing the K tile would cost more than
-   the product itself. */
-static void fa__gemm_nt(int M, int N, int K, const float *A, int lda, const float *B, int ldb, float *C, int ldc)
-{
-    int i, j, k;
-    FLASHATTN_ASSERT(K % 16 == 0);
-    for (j = 0; j < N; ++j) {
-        const float *b = B + (size_t)j * ldb;
-        i = 0;
-#if FA__VW
-        for (; i + 4 <= M; i += 4) { /* 4 rows share each load of b */
-            const float *a = A + (size_t)i * lda;
-            fa__vf c0 = FA__VZERO(), c1 = c0, c2 = c0, c3 = c0;
-            for (k = 0; k < K; k += FA__VW) {
-                fa__vf bk = FA__VLOAD(b + k);
-                c0 = FA__VFMA(FA__VLOAD(a + k), bk, c0);
-                c1 = FA__VFMA(FA__VLOAD(a + lda + k), bk, c1);
-                c2 = FA__VFMA(FA__VLOAD(a + 2 * lda + k), bk, c2);
-                c3 = FA__VFMA(FA__VLOAD(a + 3 * lda + k), bk, c3);
-            }
-            C[(size_t)i * ldc + j] = FA__VHSUM(c0);
-            C[(size_t)(i + 1) * ldc + j] = FA__VHSUM(c1);
-            C[(size_t)(i + 2) * ldc + j] = FA__VHSUM(c2);
-            C[(size_t)(i + 3) * ldc + j] = FA__VHSUM(c3);
-        }
-        for (; i < M; ++i) { /* two accumulators: two FMA chains in flight */
-            const float *a = A + (size_t)i * lda;
-            fa__vf c0 = FA__VZERO(), c1 = c0;
-            for (k = 0; k + 2 * FA__VW <= K; k += 2 * FA__VW) {
-                c0 = FA__VFMA(FA__VLOAD(a + k), FA__VLOAD(b + k), c0);
-                c1 = FA__VFMA(FA__VLOAD(a + k + FA__VW), FA__VLOAD(b + k + FA__VW), c1);
-            }
-            if (k < K) /* K % FA__VW = 0: one vector left at most */
-                c0 = FA__VFMA(FA__VLOAD(a + k), FA__VLOAD(b + k), c0);
-            C[(size_t)i * ldc + j] = FA__VHSUM(FA__VADD(c0, c1));
-        }
-#endif
-        for (; i < M; ++i) {
-            const float *a = A + (size_t)i * lda;
-            float acc = 0.0f;
-            for (k = 0; k < K; ++k)
-                acc += a[k] * b[k];
-            C[(size_t)i * ldc + j] = acc;
-        }
-    }
-}
-
 /* ---- loading and storing rows ------------------------------------------- */
 static void fa__load_row(const void *src, fa_dtype dt, int n, float mul, float *dst)
 {
@@ -1550,6 +1504,297 @@ static void fa__store_row(void *dst, fa_dtype dt, int n, const float *src)
     else
         for (c = 0; c < n; ++c)
             ((uint16_t *)dst)[c] = fa__f32_to_bf16(src[c]);
+}
+
+/* Ask the cache for the bytes [p, p + bytes) ahead of their use. */
+static FLASHATTN__FORCEINLINE void fa__prefetch_bytes(const void *p, int bytes)
+{
+#if defined(__GNUC__) || defined(__clang__)
+    int off;
+    for (off = 0; off < bytes; off += 64)
+        __builtin_prefetch((const char *)p + off, 0, 3);
+#else
+    (void)p; (void)bytes;
+#endif
+}
+
+/* ---- few query rows: K and V read where they lie --------------------------
+   With at most FA__FEW_ROWS query rows per KV head (decode: the GQA group
+   of one new token) each K and V element takes part in only a few FMAs, so
+   the tile is bound by reading K and V from memory, not by arithmetic.
+   Converting the tile to f32 first, as the many-row path does for fa__gemm,
+   would read every element, write it back as f32 and read it again; here
+   each K and V row is read once, in its storage type, FA__VW elements at a
+   time, converted in registers (f16: the F16C / AVX-512F vcvtph2ps
+   instruction, exact like fa__f16_to_f32; bf16: a 16-bit shift, exact; f32:
+   a plain load) and used at once:
+       S[i, c]   = sum_x Q~[i, x] k_c[x]     fa__dots_kernel, 4 keys at a time
+       O~[i, x] += sum_c P~[i, c] v_c[x]     fa__pv_kernel, a strip of x at a time
+   The rows are given as pointers (row c of the tile at rows[c]), so paged
+   and strided caches cost nothing extra. Every sum runs in a fixed order:
+   the results are bit-identical run to run. nr and dt are constants in
+   each instance of the kernels (FA__FEW_ROWS_CALL). */
+#if FA__VW
+/* FA__VW elements of type dt at p, as f32. */
+static FLASHATTN__FORCEINLINE fa__vf fa__vload_as(const void *p, const fa_dtype dt)
+{
+    if (dt == FA_F32)
+        return FA__VLOAD((const float *)p);
+#if FLASHATTN__NEON
+    {
+        uint16x4_t h = vld1_u16((const uint16_t *)p);
+        if (dt == FA_F16)
+            return vcvt_f32_f16(vreinterpret_f16_u16(h));
+        return vreinterpretq_f32_u32(vshll_n_u16(h, 16));
+    }
+#elif FLASHATTN__AVX512
+    {
+        __m256i h = _mm256_loadu_si256((const __m256i *)p);
+        if (dt == FA_F16)
+            return _mm512_maskz_cvtph_ps(FA__VALL, h);
+        return _mm512_castsi512_ps(_mm512_maskz_slli_epi32(FA__VALL, _mm512_maskz_cvtepu16_epi32(FA__VALL, h), 16));
+    }
+#else
+    {
+        __m128i h = _mm_loadu_si128((const __m128i *)p);
+        if (dt == FA_BF16)
+            return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+#if defined(__F16C__)
+        return _mm256_cvtph_ps(h);
+#else /* AVX2 without F16C: lane by lane */
+        {
+            float f[8];
+            int i;
+            for (i = 0; i < 8; ++i)
+                f[i] = fa__f16_to_f32(((const uint16_t *)p)[i]);
+            return _mm256_loadu_ps(f);
+        }
+#endif
+    }
+#endif
+}
+
+/* Elements x .. x+FA__VW-1 of a row of type dt of which only n exist from
+   x on: the lanes past them read as 0, and nothing past the row's end is
+   touched (its last elements are copied to a zeroed buffer first). Called
+   with n = FA__VW (a constant) inside a row, with n < FA__VW at its end. */
+static FLASHATTN__FORCEINLINE fa__vf fa__vload_n(const void *row, const fa_dtype dt, int x, const int n)
+{
+    const size_t es = dt == FA_F32 ? 4 : 2;
+    const char *p = (const char *)row + (size_t)x * es;
+    float buf[FA__VW]; /* room for FA__VW floats, or halves */
+    if (n >= FA__VW)
+        return fa__vload_as(p, dt);
+    memset(buf, 0, sizeof buf);
+    memcpy(buf, p, (size_t)n * es);
+    return fa__vload_as(buf, dt);
+}
+
+/* The sums of all lanes of a0, a1, a2 and a3, as one vector of 4 floats:
+   two pairs of vectors are interleaved and added, leaving the four partial
+   sums side by side in every 128-bit lane, then the lanes are added. (Four
+   separate horizontal sums would cost twice the instructions.) NEON: two
+   rounds of pairwise adds. */
+#if FLASHATTN__NEON
+typedef float32x4_t fa__v4;
+#define FA__V4STORE(p, v) vst1q_f32(p, v)
+#else
+typedef __m128 fa__v4;
+#define FA__V4STORE(p, v) _mm_storeu_ps(p, v)
+#endif
+static FLASHATTN__FORCEINLINE fa__v4 fa__vhsum4(fa__vf a0, fa__vf a1, fa__vf a2, fa__vf a3)
+{
+#if FLASHATTN__NEON
+    return vpaddq_f32(vpaddq_f32(a0, a1), vpaddq_f32(a2, a3));
+#else
+#if FLASHATTN__AVX512
+    __m512 t0 = _mm512_add_ps(_mm512_maskz_unpacklo_ps(FA__VALL, a0, a1), _mm512_maskz_unpackhi_ps(FA__VALL, a0, a1));
+    __m512 t1 = _mm512_add_ps(_mm512_maskz_unpacklo_ps(FA__VALL, a2, a3), _mm512_maskz_unpackhi_ps(FA__VALL, a2, a3));
+    __m512 u = _mm512_add_ps(_mm512_maskz_shuffle_ps(FA__VALL, t0, t1, 0x44), _mm512_maskz_shuffle_ps(FA__VALL, t0, t1, 0xee));
+    __m256 h = _mm256_add_ps(FA__VHALF(u, 0), FA__VHALF(u, 1));
+#else
+    __m256 t0 = _mm256_add_ps(_mm256_unpacklo_ps(a0, a1), _mm256_unpackhi_ps(a0, a1));
+    __m256 t1 = _mm256_add_ps(_mm256_unpacklo_ps(a2, a3), _mm256_unpackhi_ps(a2, a3));
+    __m256 h = _mm256_add_ps(_mm256_shuffle_ps(t0, t1, 0x44), _mm256_shuffle_ps(t0, t1, 0xee));
+#endif
+    return _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+#endif
+}
+
+/* Query rows per pass of fa__dots_kernel: its 4 x 4 accumulators, 4 key
+   vectors and a Q vector take 21 of the 32 zmm (NEON: v) registers; AVX2
+   has 16 ymm, so 2 rows per pass (13), and K is read again from L1 for the
+   others. */
+#if FLASHATTN__AVX512 || FLASHATTN__NEON
+#define FA__DOT_ROWS 4
+#else
+#define FA__DOT_ROWS 2
+#endif
+
+/* One step of fa__dots_kernel: elements x .. x+FA__VW-1 (n of them exist)
+   of the 4 keys k[] into acc[i][j] += Q[i] . k_j. */
+static FLASHATTN__FORCEINLINE void fa__dots_step(const int nr, const fa_dtype dt, fa__vf acc[][4],
+                                                 const void *const *k, const float *Q, int ldq, int x, const int n)
+{
+    fa__vf kv[4];
+    int i, j;
+    FA__UNROLL for (j = 0; j < 4; ++j)
+        kv[j] = fa__vload_n(k[j], dt, x, n);
+    FA__UNROLL for (i = 0; i < nr; ++i) {
+        fa__vf q = FA__VLOAD(Q + (size_t)i * ldq + x);
+        FA__UNROLL for (j = 0; j < 4; ++j)
+            acc[i][j] = FA__VFMA(q, kv[j], acc[i][j]);
+    }
+}
+
+/* S[i, c] = Q[i] . k_c for i < nr (Q rows ldq apart, zero-padded to a
+   multiple of FA__VW) and c < nc. Four keys at a time, so that one
+   fa__vhsum4 finishes four dot products; a short last group repeats its
+   last key, and S gets all 4 columns anyway (S rows are padded to 16: the
+   caller masks columns >= nc). The rows pf[0 .. npf) (the next tile's) are
+   requested from memory along the way, pf_bytes each. */
+static FLASHATTN__FORCEINLINE void fa__dots_kernel(const int nr, const fa_dtype dt, int d, int nc, const float *Q,
+                                                   int ldq, const void *const *rows, float *S, int lds,
+                                                   const void *const *pf, int npf, int pf_bytes)
+{
+    int c, i, j, x;
+    for (c = 0; c < nc; c += 4) {
+        fa__vf acc[FA__FEW_ROWS][4];
+        const void *k[4];
+        for (j = c; j < c + 4 && j < npf; ++j)
+            fa__prefetch_bytes(pf[j], pf_bytes);
+        FA__UNROLL for (j = 0; j < 4; ++j)
+            k[j] = rows[c + j < nc ? c + j : nc - 1];
+        FA__UNROLL for (i = 0; i < nr; ++i)
+            FA__UNROLL for (j = 0; j < 4; ++j)
+                acc[i][j] = FA__VZERO();
+        for (x = 0; x + FA__VW <= d; x += FA__VW)
+            fa__dots_step(nr, dt, acc, k, Q, ldq, x, FA__VW);
+        if (x < d)
+            fa__dots_step(nr, dt, acc, k, Q, ldq, x, d - x);
+        FA__UNROLL for (i = 0; i < nr; ++i)
+            FA__V4STORE(S + (size_t)i * lds + c, fa__vhsum4(acc[i][0], acc[i][1], acc[i][2], acc[i][3]));
+    }
+}
+
+/* O[i, x .. x + nv FA__VW) += sum_c P[i, c] v_c[same] for i < nr, c < nc:
+   the strip of every row's O stays in registers while the nc V rows stream
+   past; n elements exist in the strip's last vector. The widest strip,
+   FA__PV_VECS vectors: AVX-512 4 rows x 4 = 16 zmm accumulators, 4 for the
+   V vectors, 1 broadcast; AVX2 4 x 2 of the 16 ymm. */
+#if FLASHATTN__AVX512
+#define FA__PV_VECS 4
+#else
+#define FA__PV_VECS 2
+#endif
+static FLASHATTN__FORCEINLINE void fa__pv_strip(const int nr, const int nv, const fa_dtype dt, int nc, const float *P,
+                                                int ldp, const void *const *rows, int x, const int n, float *O,
+                                                int ldo, const void *const *pf, int npf, int pf_bytes)
+{
+    fa__vf acc[FA__FEW_ROWS][FA__PV_VECS], vv[FA__PV_VECS];
+    int c, i, v;
+    FA__UNROLL for (i = 0; i < nr; ++i)
+        FA__UNROLL for (v = 0; v < nv; ++v)
+            acc[i][v] = FA__VLOAD(O + (size_t)i * ldo + x + v * FA__VW);
+    for (c = 0; c < nc; ++c) {
+        if (c < npf)
+            fa__prefetch_bytes(pf[c], pf_bytes);
+        FA__UNROLL for (v = 0; v < nv; ++v)
+            vv[v] = fa__vload_n(rows[c], dt, x + v * FA__VW, v == nv - 1 ? n : FA__VW);
+        FA__UNROLL for (i = 0; i < nr; ++i) {
+            fa__vf p = FA__VSET1(P[(size_t)i * ldp + c]);
+            FA__UNROLL for (v = 0; v < nv; ++v)
+                acc[i][v] = FA__VFMA(p, vv[v], acc[i][v]);
+        }
+    }
+    FA__UNROLL for (i = 0; i < nr; ++i)
+        FA__UNROLL for (v = 0; v < nv; ++v)
+            FA__VSTORE(O + (size_t)i * ldo + x + v * FA__VW, acc[i][v]);
+}
+
+/* O[i, :dv] += sum_c P[i, c] v_c: full strips, then one vector at a time
+   (the last one partial when dv is not a multiple of FA__VW; O rows are
+   padded, so a vector never runs into the next row). pf as for dots, while
+   the first strip streams. */
+static FLASHATTN__FORCEINLINE void fa__pv_kernel(const int nr, const fa_dtype dt, int dv, int nc, const float *P,
+                                                 int ldp, const void *const *rows, float *O, int ldo,
+                                                 const void *const *pf, int npf, int pf_bytes)
+{
+    int x;
+    for (x = 0; x + FA__PV_VECS * FA__VW <= dv; x += FA__PV_VECS * FA__VW, npf = 0)
+        fa__pv_strip(nr, FA__PV_VECS, dt, nc, P, ldp, rows, x, FA__VW, O, ldo, pf, npf, pf_bytes);
+    for (; x < dv; x += FA__VW, npf = 0)
+        fa__pv_strip(nr, 1, dt, nc, P, ldp, rows, x, dv - x < FA__VW ? dv - x : FA__VW, O, ldo, pf, npf, pf_bytes);
+}
+
+/* CALL(nr, dt) with both as constants: one unrolled instance each. */
+#define FA__FEW_ROWS_CALL(nr, dt, CALL)                                        \
+    switch ((nr) * 3 + ((dt) == FA_F16 ? 1 : (dt) == FA_BF16 ? 2 : 0)) {      \
+    case 3: CALL(1, FA_F32); break;  case 4: CALL(1, FA_F16); break;          \
+    case 5: CALL(1, FA_BF16); break; case 6: CALL(2, FA_F32); break;          \
+    case 7: CALL(2, FA_F16); break;  case 8: CALL(2, FA_BF16); break;         \
+    case 9: CALL(3, FA_F32); break;  case 10: CALL(3, FA_F16); break;         \
+    case 11: CALL(3, FA_BF16); break; case 12: CALL(4, FA_F32); break;        \
+    case 13: CALL(4, FA_F16); break; default: CALL(4, FA_BF16); break;        \
+    }
+#endif
+
+/* S[nr, lds] = Q[nr, ldq] K^T, K rows of type dt at rows[0 .. nc), and
+   O[nr, ldo] += P[nr, ldp] V, V rows at rows[0 .. nc); nr <= FA__FEW_ROWS;
+   pf[0 .. npf) (pf_bytes each) are prefetched along the way. The portable
+   loops convert each row to f32 into buf [max(d, dv)] first. */
+static void fa__dots_rows(int nr, fa_dtype dt, int d, int nc, const float *Q, int ldq, const void *const *rows,
+                          float *S, int lds, float *buf, const void *const *pf, int npf, int pf_bytes)
+{
+#if FA__VW
+    int i, n;
+    (void)buf;
+    for (i = 0; i < nr; i += n) {
+        const float *Qi = Q + (size_t)i * ldq;
+        float *Si = S + (size_t)i * lds;
+        n = nr - i < FA__DOT_ROWS ? nr - i : FA__DOT_ROWS;
+#define FA__DOTS(n_, t_) fa__dots_kernel(n_, t_, d, nc, Qi, ldq, rows, Si, lds, pf, i == 0 ? npf : 0, pf_bytes)
+        FA__FEW_ROWS_CALL(n, dt, FA__DOTS)
+#undef FA__DOTS
+    }
+#else
+    int c, i, x;
+    for (c = 0; c < nc; ++c) {
+        if (c < npf)
+            fa__prefetch_bytes(pf[c], pf_bytes);
+        fa__load_row(rows[c], dt, d, 1.0f, buf);
+        for (i = 0; i < nr; ++i) {
+            float acc = 0.0f;
+            for (x = 0; x < d; ++x)
+                acc += Q[(size_t)i * ldq + x] * buf[x];
+            S[(size_t)i * lds + c] = acc;
+        }
+    }
+#endif
+}
+
+static void fa__pv_rows(int nr, fa_dtype dt, int dv, int nc, const float *P, int ldp, const void *const *rows,
+                        float *O, int ldo, float *buf, const void *const *pf, int npf, int pf_bytes)
+{
+#if FA__VW
+    (void)buf;
+#define FA__PV(n_, t_) fa__pv_kernel(n_, t_, dv, nc, P, ldp, rows, O, ldo, pf, npf, pf_bytes)
+    FA__FEW_ROWS_CALL(nr, dt, FA__PV)
+#undef FA__PV
+#else
+    int c, i, x;
+    for (c = 0; c < nc; ++c) {
+        if (c < npf)
+            fa__prefetch_bytes(pf[c], pf_bytes);
+        fa__load_row(rows[c], dt, dv, 1.0f, buf);
+        for (i = 0; i < nr; ++i) {
+            const float p = P[(size_t)i * ldp + c];
+            float *FLASHATTN__RESTRICT o = O + (size_t)i * ldo;
+            for (x = 0; x < dv; ++x)
+                o[x] += p * buf[x];
+        }
+    }
+#endif
 }
 
 /* ---- the call's context -------------------------------------------------- */
@@ -1659,7 +1904,7 @@ static int64_t fa__lse_index(const fa__attn *a, const fa__seq *s, int h, int i)
 typedef struct fa__scratch {
     float *Q;      /* [Br, dp]  Q~ tile (Q * q_fold) */
     float *Kt;     /* [d, bcp]  K_j transposed */
-    float *K;      /* [Bc, dp]  K_j row-major (backward dQ; forward with few rows) */
+    float *K;      /* [Bc, dp]  K_j row-major (backward dQ) */
     float *V;      /* [Bc, dvp] V_j (forward) */
     float *Vt;     /* [dv, bcp] V_j transposed (backward dP) */
     float *S;      /* [Br, bcp] scores, then P */
@@ -1677,6 +1922,8 @@ typedef struct fa__scratch {
     int *head;     /* [Br] query head of the row */
     int *tok;      /* [Br] query index i within its sequence */
     float *row;    /* [8, max(d, dv) padded] conversion buffer */
+    const void **krows, **vrows; /* [2 Bc] few rows: where the K / V rows of the tile lie, */
+    int npf;                     /* then (from Bc on) npf rows of the next tile to prefetch */
     float *pack;   /* [max(Br, Bc, dp, dvp), 32] one strip of B, copied by fa__gemm */
 } fa__scratch;
 
@@ -1705,6 +1952,8 @@ static size_t fa__scratch_layout(const fa__attn *a, int kind, char *base, fa__sc
     FA__TAKE(w->head, int, br);
     FA__TAKE(w->tok, int, br);
     FA__TAKE(w->row, float, 8 * wide); /* 8 rows for the transposing loads */
+    FA__TAKE(w->krows, const void *, 2 * bc);
+    FA__TAKE(w->vrows, const void *, 2 * bc);
     {
         int kmax = br > bc ? br : bc;
         kmax = kmax > wide ? kmax : wide;
@@ -1833,16 +2082,6 @@ static void fa__load_tile_t(const fa__attn *a, const fa_tensor *t, int dim, cons
    use: the next tile's rows arrive while this tile's products run. (Rows
    of one head are often 4 KiB or more apart, too far for the hardware
    prefetcher to follow.) */
-static FLASHATTN__FORCEINLINE void fa__prefetch_bytes(const void *p, int bytes)
-{
-#if defined(__GNUC__) || defined(__clang__)
-    int off;
-    for (off = 0; off < bytes; off += 64)
-        __builtin_prefetch((const char *)p + off, 0, 3);
-#else
-    (void)p; (void)bytes;
-#endif
-}
 
 static FLASHATTN__FORCEINLINE void fa__prefetch_row(const fa__attn *a, const fa_tensor *t, int dim, const fa__seq *s,
                                                    int h, int n, int n_end)
@@ -1864,6 +2103,24 @@ static void fa__prefetch_rows(const fa__attn *a, const fa_tensor *t, int dim, co
 #else
     (void)a; (void)t; (void)dim; (void)s; (void)h; (void)n0; (void)nc;
 #endif
+}
+
+/* Where rows n0 .. n0+nc-1 of a K or V tensor (head h) lie: rows[c]. The
+   rows of one page (of the whole sequence when not paged) are seq_stride
+   elements apart, so only the first row of each page is looked up. */
+static void fa__kv_row_ptrs(const fa__attn *a, const fa_tensor *t, const fa__seq *s, int h, int n0, int nc,
+                            const void **rows)
+{
+    const size_t step = (size_t)t->seq_stride * (size_t)fa__dtype_size(t->dtype);
+    int c = 0;
+    while (c < nc) {
+        const char *p = (const char *)fa__kv_row(a, t, s, n0 + c, h);
+        int run = nc - c;
+        if (a->r.block_table && a->r.page_size - (n0 + c) % a->r.page_size < run)
+            run = a->r.page_size - (n0 + c) % a->r.page_size;
+        for (; run > 0; --run, p += step)
+            rows[c++] = p;
+    }
 }
 
 /* Rows of a K or V tile into X[nc, ldx] (ldx >= dim, padding zeroed).
@@ -1911,7 +2168,8 @@ static void fa__key_band(const fa__attn *a, const fa__scratch *w, int nr, int sk
 
 /* THE score tile, shared by forward, backward and decode. For the nr query
    rows described in w (Q~ in w->Q, key position, ALiBi slope) and keys
-   n0 .. n0+nc-1 (K_j^T in w->Kt, or K_j in w->K when k_rows), compute in
+   n0 .. n0+nc-1 (K_j^T in w->Kt, or when k_rows the K rows in place at
+   w->krows[0 .. nc), see fa__dots_rows), compute in
    base-2 units
        S = Q~ K_j^T                          (scale * log2 e already in Q~)
        S = c log2e * tanh(S)                 (softcap; tanh kept in T if T)
@@ -1923,8 +2181,10 @@ static void fa__score_tile(const fa__attn *a, const fa__scratch *w, int r0, int 
 {
     const fa_problem *r = &a->r;
     int i, c;
-    if (k_rows) /* K_j row-major in w->K (few rows: dot products) */
-        fa__gemm_nt(nr, nc, a->dp, w->Q + (size_t)r0 * a->dp, a->dp, w->K, a->dp, S + (size_t)r0 * a->bcp, a->bcp);
+    if (k_rows) /* few rows: dot products with the K rows where they lie */
+        fa__dots_rows(nr, a->k.dtype, a->d, nc, w->Q + (size_t)r0 * a->dp, a->dp, w->krows,
+                      S + (size_t)r0 * a->bcp, a->bcp, w->row, w->krows + FA__BC, w->npf,
+                      a->d * fa__dtype_size(a->k.dtype));
     else
         fa__gemm(nr, a->bcp, a->d, w->Q + (size_t)r0 * a->dp, a->dp, w->Kt, a->bcp, S + (size_t)r0 * a->bcp,
                  a->bcp, 0, w->pack);
@@ -2052,11 +2312,19 @@ static void fa__attend_tile(const fa__attn *a, fa__scratch *w, const fa__seq *s,
     fa__row_range(a, w, nr, n0, nc, &r0, &r1);
     if (r0 >= r1)
         return;
-    if (k_rows)
-        fa__load_kv_tile(a, &a->k, a->d, s, kvh, n0, nc, n_end, w->K, a->dp);
-    else
+    if (k_rows) { /* few rows: K and V are read in place (see fa__dots_rows) */
+        fa__kv_row_ptrs(a, &a->k, s, kvh, n0, nc, w->krows);
+        fa__kv_row_ptrs(a, &a->v, s, kvh, n0, nc, w->vrows);
+        /* the same rows of the next tile (keys before n_end) are requested
+           from memory while this tile streams: see FA__DECODE_AHEAD */
+        w->npf = n_end - (n0 + nc) < nc ? n_end - (n0 + nc) : nc;
+        w->npf = w->npf < 0 ? 0 : w->npf;
+        fa__kv_row_ptrs(a, &a->k, s, kvh, n0 + nc, w->npf, w->krows + FA__BC);
+        fa__kv_row_ptrs(a, &a->v, s, kvh, n0 + nc, w->npf, w->vrows + FA__BC);
+    } else {
         fa__load_tile_t(a, &a->k, a->d, s, kvh, n0, nc, n_end, w->Kt, w->row);
-    fa__load_kv_tile(a, &a->v, a->dv_, s, kvh, n0, nc, n_end, w->V, a->dvp);
+        fa__load_kv_tile(a, &a->v, a->dv_, s, kvh, n0, nc, n_end, w->V, a->dvp);
+    }
     fa__score_tile(a, w, r0, r1 - r0, n0, nc, s->sk, k_rows, w->S, NULL);
     for (i = r0; i < r1; ++i) {
         float alpha = fa__softmax_step(w->S + (size_t)i * a->bcp, ncp, &w->m[i], &w->l[i]);
@@ -2068,8 +2336,13 @@ static void fa__attend_tile(const fa__attn *a, fa__scratch *w, const fa__seq *s,
     }
     if (a->drop_thr) /* l already has the undropped P: L ignores dropout */
         fa__dropout_tile(a, w, s->b, r0, r1 - r0, n0, nc, w->S, NULL);
-    fa__gemm(r1 - r0, a->dvp, nc, w->S + (size_t)r0 * a->bcp, a->bcp, w->V, a->dvp,
-             w->O + (size_t)r0 * a->dvp, a->dvp, 1, w->pack); /* O~ += P~ V_j */
+    if (k_rows) /* O~ += P~ V_j */
+        fa__pv_rows(r1 - r0, a->v.dtype, a->dv_, nc, w->S + (size_t)r0 * a->bcp, a->bcp, w->vrows,
+                    w->O + (size_t)r0 * a->dvp, a->dvp, w->row, w->vrows + FA__BC, w->npf,
+                    a->dv_ * fa__dtype_size(a->v.dtype));
+    else
+        fa__gemm(r1 - r0, a->dvp, nc, w->S + (size_t)r0 * a->bcp, a->bcp, w->V, a->dvp,
+                 w->O + (size_t)r0 * a->dvp, a->dvp, 1, w->pack);
 }
 
 static void fa__attend_rows(const fa__attn *a, fa__scratch *w, const fa__seq *s, int kvh, int nr,
@@ -2082,7 +2355,9 @@ static void fa__attend_rows(const fa__attn *a, fa__scratch *w, const fa__seq *s,
     fa__key_band(a, w, nr, s->sk, n_lo, n_hi, &lo, &hi);
     for (n0 = lo; n0 < hi; n0 += FA__BC) {
         int nc = hi - n0 < FA__BC ? hi - n0 : FA__BC;
-        if (n0 + FA__BC < hi) { /* the next tile arrives while this one computes */
+        /* the next tile arrives while this one computes (few rows: asked
+           for row by row inside fa__attend_tile) */
+        if (nr > FA__FEW_ROWS && n0 + FA__BC < hi) {
             int nn = hi - n0 - FA__BC < FA__BC ? hi - n0 - FA__BC : FA__BC;
             fa__prefetch_rows(a, &a->k, a->d, s, kvh, n0 + FA__BC, nn);
             fa__prefetch_rows(a, &a->v, a->dv_, s, kvh, n0 + FA__BC, nn);
@@ -2580,8 +2855,12 @@ FLASHATTN_DEF fa_status fa_merge(int num_splits, int64_t rows, int dim, const fl
       tile it runs the forward's tile step (fa__attend_tile) once per KV
       head on that head's rows, so every K/V byte is read once per GQA
       group, not once per query head, and the cache is walked densely
-      (all heads of a token are adjacent). It writes a normalized partial O
-      and its L.
+      (all heads of a token are adjacent). With one new token the rows of
+      a KV head are its GQA group, at most FA__FEW_ROWS of them for the
+      usual groups, so the tile step reads K and V where they lie and
+      converts them in registers (fa__dots_rows, fa__pv_rows): decode is
+      bound by reading the cache, and that reads each byte once. It writes
+      a normalized partial O and its L.
    3. Merge the splits with fa__merge_row (the code behind fa_merge).
    The number of splits depends only on the problem (never on the number of
    workers), so the result is bit-identical on any thread count. */
@@ -2640,6 +2919,24 @@ static fa__scratch fa__scratch_from_row(const fa__attn *a, const fa__scratch *w,
     return v;
 }
 
+/* Keys per decode tile: FA__BC, halved while one tile of all KV heads
+   (K and V) is larger than FA__DECODE_AHEAD bytes. With few query rows per
+   KV head, fa__attend_tile requests the next tile's rows of its head while
+   it streams this tile's, so the request runs one tile of all heads ahead
+   of the use: far enough to hide the memory latency (measured: asking for
+   the rows only a few keys ahead, or for the next head's tile, left 30-40%
+   of the bandwidth unused), near enough that the rows are still in L2 (1
+   MiB on the Zen 5 this was measured on) when they are used. */
+#define FA__DECODE_AHEAD (512 << 10)
+static int fa__decode_tile(const fa__attn *a)
+{
+    int64_t row_bytes = (int64_t)a->r.heads_kv * (a->d * fa__dtype_size(a->k.dtype) + a->dv_ * fa__dtype_size(a->v.dtype));
+    int keys = FA__BC;
+    while (keys > 16 && keys * row_bytes > FA__DECODE_AHEAD)
+        keys /= 2;
+    return keys;
+}
+
 /* One task = (b, split): every query row of the sequence (row = (kvh * sq
    + t) * group + g, so the rows of one KV head are adjacent) against the
    split's keys, one key tile at a time, KV head by KV head within it. The
@@ -2653,7 +2950,7 @@ static void fa__decode_task(void *ctx, int index, int worker)
     const fa_problem *r = &a->r;
     int split = index % a->splits, b = index / a->splits, rows = r->heads_q * r->seqlen_q, rc0, i, i1;
     int64_t rows_total = (int64_t)r->batch * r->seqlen_q * r->heads_q;
-    int chunk, n_lo, n_hi, n0;
+    int chunk, n_lo, n_hi, n0, tile = fa__decode_tile(a);
     fa__scratch w;
     fa__seq s;
     fa__decode_seq(a, b, &s);
@@ -2671,8 +2968,8 @@ static void fa__decode_task(void *ctx, int index, int worker)
         }
         fa__load_q_rows(a, &a->q, &s, &w, nr);
         fa__attend_begin(a, &w, nr);
-        for (n0 = n_lo; n0 < n_hi; n0 += FA__BC) {
-            int nc = n_hi - n0 < FA__BC ? n_hi - n0 : FA__BC;
+        for (n0 = n_lo; n0 < n_hi; n0 += tile) {
+            int nc = n_hi - n0 < tile ? n_hi - n0 : tile;
             for (i = 0; i < nr; i = i1) { /* the rows of one KV head at a time */
                 int kvh = w.head[i] / a->group;
                 fa__scratch v = fa__scratch_from_row(a, &w, i);

@@ -22,9 +22,10 @@
       attention (S = QK^T materialized per head, row softmax, then PV), plain
       loops in this file, parallel over heads, and flashattn's max abs
       difference from it.
-   4. Decode: one query token, batch 1, 32 query heads / 8 KV heads, d 128,
-      an f16 KV cache of at least 8x the last-level cache; GB/s of K+V read
-      and % of the measured read bandwidth.
+   4. Decode: one query token, batch 1, 32 query heads / 8 KV heads, d 64
+      and 128, an f16 KV cache of at least 8x the last-level cache; GB/s of
+      K+V read (each byte of the cache counted once) and % of the measured
+      read bandwidth.
 
    Every time is the median of several repetitions (3 to 9; 1 for a call
    slower than 4 s) after one warm-up run; inputs are random (never zeros).
@@ -467,7 +468,7 @@ static double time_naive(int n, int heads, int d, int causal, const float *Q, co
    main
    ============================================================================ */
 int main(int argc, char **argv) {
-    enum { HEADS = 8, DEC_HQ = 32, DEC_HKV = 8, DEC_D = 128 };
+    enum { HEADS = 8, DEC_HQ = 32, DEC_HKV = 8 };
     const int dims[2] = {64, 128}, lens[2] = {1024, 4096};
     int nthr[2], n_tc, tc, di, li, i, all;
     double peak_avx2[2], peak_512[2] = {0, 0}, peak[2], bw[2];
@@ -639,18 +640,26 @@ int main(int argc, char **argv) {
     printf("\n");
 
     /* ---- decode --------------------------------------------------------------- */
-    {
+    printf("## Decode, f16 KV cache\n\n");
+    printf("One query token, batch 1, %d query heads / %d KV heads; the cache is a power of two tokens\n"
+           "long, at least 64k, with K+V at least 8x the last-level cache. GB/s of K+V read (every cache\n"
+           "byte counted once); %% of the measured read bandwidth of the same thread count. err: max\n"
+           "|O_decode - O_forward| (fa_forward on the same cache).\n\n", DEC_HQ, DEC_HKV);
+    printf("| d | tokens | K+V MiB | threads | splits | ms | GB/s | %% of read BW | err | reps |\n"
+           "| ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: |\n");
+    for (di = 0; di < 2; di++) {
+        const int d = dims[di];
         /* Cache length: a power of two with K+V >= 8x the LLC, at least 64k tokens. */
         int64_t tokens = 65536, e;
-        size_t kv_elems, kv_bytes, q_elems = (size_t)DEC_HQ * DEC_D;
+        size_t kv_elems, kv_bytes, q_elems = (size_t)DEC_HQ * d;
         uint16_t *Kc, *Vc, *q16, *o16, *oref16;
         int32_t seqlen;
         fa_problem p;
         fa_tensor q, k, v, none, o;
-        while ((size_t)tokens * DEC_HKV * DEC_D * 2 * 2 < 8 * llc) tokens *= 2;
+        while ((size_t)tokens * DEC_HKV * d * 2 * 2 < 8 * llc) tokens *= 2;
         if (g_quick) tokens = 65536;
-        kv_elems = (size_t)tokens * DEC_HKV * DEC_D;
-        kv_bytes = 2 * kv_elems * sizeof(uint16_t);
+        kv_elems = (size_t)tokens * DEC_HKV * d;
+        kv_bytes = 2 * kv_elems * sizeof(uint16_t); /* K and V, each read once */
         Kc = (uint16_t *)xmalloc(kv_elems * 2);
         Vc = (uint16_t *)xmalloc(kv_elems * 2);
         q16 = (uint16_t *)xmalloc(q_elems * 2);
@@ -672,7 +681,7 @@ int main(int argc, char **argv) {
         p.seqlen_k = (int)tokens;
         p.heads_q = DEC_HQ;
         p.heads_kv = DEC_HKV;
-        p.head_dim = DEC_D;
+        p.head_dim = d;
         p.seqlens_k = &seqlen;
         memset(&q, 0, sizeof q);
         q.data = q16; q.dtype = FA_F16;
@@ -680,13 +689,6 @@ int main(int argc, char **argv) {
         v = q; v.data = Vc;
         o = q; o.data = o16;
 
-        printf("## Decode, f16 KV cache\n\n");
-        printf("One query token, batch 1, %d query heads / %d KV heads, d %d, %lld cached tokens:\n"
-               "K+V = %.0f MiB (%.0fx the last-level cache). GB/s of K+V read; %% of the measured read\n"
-               "bandwidth of the same thread count. err: max |O_decode - O_forward| (fa_forward on the same cache).\n\n",
-               DEC_HQ, DEC_HKV, DEC_D, (long long)tokens, (double)kv_bytes / 1048576.0,
-               (double)kv_bytes / (double)llc);
-        printf("| threads | splits | ms | GB/s | %% of read BW | err | reps |\n| ---: | --- | ---: | ---: | ---: | ---: | ---: |\n");
         for (tc = 0; tc < n_tc; tc++) {
             double t[16], t0, w, err = -1.0;
             size_t ws_bytes = 0;
@@ -696,7 +698,7 @@ int main(int argc, char **argv) {
             use_threads(nthr[tc]);
             s = fa_decode_workspace_size(&p, &ws_bytes);
             if (s != FA_OK) {
-                printf("| %d | fa_decode_workspace_size failed: %s |\n", nthr[tc], fa_last_error());
+                printf("| %d | | | %d | fa_decode_workspace_size failed: %s |\n", d, nthr[tc], fa_last_error());
                 continue;
             }
             ws = xmalloc(ws_bytes);
@@ -705,7 +707,8 @@ int main(int argc, char **argv) {
             s = fa_decode(&p, q, k, v, none, none, o, NULL, ws, ws_bytes);
             w = now_s() - t0;
             if (s != FA_OK) {
-                printf("| %d | fa_decode failed: %s: %s |\n", nthr[tc], fa_status_string(s), fa_last_error());
+                printf("| %d | | | %d | fa_decode failed: %s: %s |\n", d, nthr[tc], fa_status_string(s),
+                       fa_last_error());
                 free(ws);
                 continue;
             }
@@ -731,7 +734,8 @@ int main(int argc, char **argv) {
                 }
             }
             w = median(t, reps);
-            printf("| %d | auto | %.2f | %.1f | %.1f%% | ", nthr[tc], 1e3 * w, (double)kv_bytes / w * 1e-9,
+            printf("| %d | %lld | %.0f | %d | auto | %.2f | %.1f | %.1f%% | ", d, (long long)tokens,
+                   (double)kv_bytes / 1048576.0, nthr[tc], 1e3 * w, (double)kv_bytes / w * 1e-9,
                    100.0 * (double)kv_bytes / w * 1e-9 / bw[tc]);
             if (err >= 0) printf("%.1e | %d |\n", err, reps);
             else printf("- | %d |\n", reps);
