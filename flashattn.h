@@ -157,19 +157,23 @@
    measured in the same run (468 GFLOP/s):
      forward 317 GFLOP/s (68%), causal 316 (68%); backward (1 thread) 115 (49%);
      decode from an f16 cache: 5 GB/s, 10-18% of read bandwidth (latency-bound);
-     since reading K/V in place (2026-11-23, machine loaded, load average 3.3):
-     d 64 and 128, 13.5-13.8 GB/s = 58% of read bandwidth (1 thread), 11.1 GB/s
-     = 66% (2 threads sharing about one core); the goal is 70%, see README.md.
-   GPU, NVIDIA H100 80GB HBM3, bf16, FA3-paper grid, beside PyTorch 2.11 SDPA:
-     forward, seqlen 8k: d64 310 TFLOP/s (1.04x SDPA-flash), d128 329 (0.95x),
-     d256 312 (1.00x); cuDNN is 1.5-2.2x faster than us there.
-     backward, seqlen 8k: 0.56-0.73x SDPA-flash.
-     decode, 32/8 heads d128: 0.77-0.99x SDPA-cuDNN; paged pages of 16: 0.66-0.95x
+     since reading K/V in place (2026-11-23 12:44 UTC, quiet, load 0.15):
+     d 64 and 128, 13.5-13.9 GB/s = 52-53% of read bandwidth (1 thread),
+     25.9-26.8 GB/s = 54-56% (2 threads); the goal is 70%, see README.md.
+   GPU, NVIDIA H100 80GB HBM3, bf16, FA3-paper grid, beside PyTorch 2.11 SDPA
+   (2026-11-23, one run; the bf16 matmul ceiling measured in it: 786 TFLOP/s):
+     forward (the sm_90a kernel), seqlen 8k non-causal: d64 469 TFLOP/s
+     (1.57x SDPA-flash, 1.01x SDPA-cuDNN), d128 643 (2.07x, 1.04x), d256 693
+     (2.41x, 1.00x); seqlen 16k causal: d128 634 (1.04x cuDNN), d256 698
+     (1.10x). The sm_80 kernel alone: 305-313 TFLOP/s at 16k non-causal.
+     backward, every grid point: 0.55-0.92x SDPA-flash.
+     decode, 32/8 heads d128: 0.78-0.99x SDPA-cuDNN; paged pages of 16: 0.68-0.92x
      of contiguous.
    Accuracy: CPU f32 forward within 2.4e-7 (max abs) of a naive 3-pass fp32
    attention at d128, 4k (the benchmark's check);
-   GPU bf16 forward within 4e-3 max abs of SDPA-flash; tests' tolerances per
-   dtype in tests/ (largest error / tolerance: f32 0.13, f16 0.34, bf16 0.58).
+   GPU bf16 forward within 7.8e-3 max abs of SDPA-flash (2026-11-23);
+   tests' tolerances per dtype in tests/ (largest error / tolerance: f32
+   0.13, f16 0.34, bf16 0.58).
 */
 
 #ifndef FLASHATTN_H
