@@ -151,15 +151,14 @@
    ============================================================================
    7. PERFORMANCE AND ACCURACY
    ============================================================================
-   Measured 2026-11-22; every table in full in README.md and bench/results/.
+   Every table in full in README.md and bench/results/.
    CPU, AMD EPYC with 2 logical CPUs (AVX-512), gcc 12 -O3 -march=native
    -fopenmp, fp32, d 128, seqlen 4096, 8 heads, 2 threads; % of the FMA peak
-   measured in the same run (468 GFLOP/s):
-     forward 317 GFLOP/s (68%), causal 316 (68%); backward (1 thread) 115 (49%);
-     decode from an f16 cache: 5 GB/s, 10-18% of read bandwidth (latency-bound);
-     since reading K/V in place (2026-11-23 12:44 UTC, quiet, load 0.15):
-     d 64 and 128, 13.5-13.9 GB/s = 52-53% of read bandwidth (1 thread),
-     25.9-26.8 GB/s = 54-56% (2 threads); the goal is 70%, see README.md.
+   measured in the same run (2026-11-23, quiet machine, 448 GFLOP/s):
+     forward 328 GFLOP/s (73%), causal 326 (73%); backward 205 (46%);
+     decode from an f16 cache (d 64 and 128, 256 MiB): 23-27 GB/s, 48-56% of
+     the read bandwidth (two runs); the goal is 70%, see README.md. (Before
+     it read K/V in place, 2026-11-22: 5 GB/s, 10-18%.)
    GPU, NVIDIA H100 80GB HBM3, bf16, FA3-paper grid, beside PyTorch 2.11 SDPA
    (2026-11-23, one run; the bf16 matmul ceiling measured in it: 786 TFLOP/s):
      forward (the sm_90a kernel), seqlen 8k non-causal: d64 469 TFLOP/s
