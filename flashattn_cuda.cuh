@@ -436,6 +436,21 @@ static __device__ __forceinline__ bool fa__block_needs_mask(const fa__fwd_params
     return need;
 }
 
+/* f(i, kj, x) for every score x (by reference) that this thread holds, with
+   its query row i and key kj: the layout above, for the key block at k0. */
+template <int MT, int NS, class F>
+static __device__ __forceinline__ void fa__each_score(float (&s)[MT][NS][4], int wrow0, int k0, int g, int t,
+                                                      F f)
+{
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int j = 0; j < NS; j++)
+#pragma unroll
+            for (int e = 0; e < 4; e++)
+                f(wrow0 + mt * 16 + g + (e >> 1) * 8, k0 + j * 8 + 2 * t + (e & 1), s[mt][j][e]);
+}
+
 /* Raw dot products -> scores: -inf where key kj is not visible from row i
    (course item 9); with EXTRAS also scale, softcap and ALiBi, in natural
    units, then x log2(e) (course item 8). */
@@ -444,30 +459,23 @@ static __device__ __forceinline__ void fa__mask_scores(float (&s)[MT][NS][4], co
                                                        int wrow0, int k0, int sk, int64_t shift,
                                                        int h, int g, int t)
 {
-#pragma unroll
-    for (int mt = 0; mt < MT; mt++)
-#pragma unroll
-        for (int j = 0; j < NS; j++)
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-                const int i = wrow0 + mt * 16 + g + (e >> 1) * 8; /* query row */
-                const int kj = k0 + j * 8 + 2 * t + (e & 1);    /* key */
-                const int64_t ip = i + shift;
-                bool vis = kj < sk;
-                if (p.has_right) vis = vis && kj <= ip + p.right;
-                if (p.has_left) vis = vis && kj >= ip - p.left;
-                float x = s[mt][j][e];
-                if (EXTRAS) {
-                    x *= p.scale;
-                    if (p.softcap > 0.0f) x = p.softcap * tanhf(x / p.softcap);
-                    if (p.alibi_slopes) {
-                        int64_t dist = ip - kj;
-                        x -= p.alibi_slopes[h] * (float)(dist < 0 ? -dist : dist);
-                    }
-                    x *= FA__GPU_LOG2E;
-                }
-                s[mt][j][e] = vis ? x : -INFINITY;
+    fa__each_score(s, wrow0, k0, g, t, [&](int i, int kj, float &score) {
+        const int64_t ip = i + shift;
+        bool vis = kj < sk;
+        if (p.has_right) vis = vis && kj <= ip + p.right;
+        if (p.has_left) vis = vis && kj >= ip - p.left;
+        float x = score;
+        if (EXTRAS) {
+            x *= p.scale;
+            if (p.softcap > 0.0f) x = p.softcap * tanhf(x / p.softcap);
+            if (p.alibi_slopes) {
+                int64_t dist = ip - kj;
+                x -= p.alibi_slopes[h] * (float)(dist < 0 ? -dist : dist);
             }
+            x *= FA__GPU_LOG2E;
+        }
+        score = vis ? x : -INFINITY;
+    });
 }
 
 /* Online softmax for one tile (seed 002): new running max m, the factor
@@ -696,20 +704,12 @@ fa__fwd_kernel_sm80(const fa__fwd_params p)
                 fa__rescale_o(acc_o, alpha);
             }
 
-            if (EXTRAS && p.dropout) {
-#pragma unroll
-                for (int mt = 0; mt < MT; mt++)
-#pragma unroll
-                    for (int j = 0; j < NS; j++)
-#pragma unroll
-                        for (int e = 0; e < 4; e++) {
-                            const int i = wrow0 + mt * 16 + g + (e >> 1) * 8;
-                            const int kj = k0 + j * 8 + 2 * t + (e & 1);
-                            if (!fa__dropout_keep(p.dropout_seed, p.dropout_offset, b, h, p.heads_q, i, kj,
-                                                  p.dropout_threshold))
-                                s[mt][j][e] = 0.0f;
-                        }
-            }
+            if (EXTRAS && p.dropout)
+                fa__each_score(s, wrow0, k0, g, t, [&](int i, int kj, float &score) {
+                    if (!fa__dropout_keep(p.dropout_seed, p.dropout_offset, b, h, p.heads_q, i, kj,
+                                          p.dropout_threshold))
+                        score = 0.0f;
+                });
 
             /* V_n has landed (only K_{n+1} may still be in flight); the
                barrier publishes every thread's copies. */
