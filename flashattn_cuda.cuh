@@ -1394,6 +1394,13 @@ static fa_status fa__cuda_fail(const char *fn, cudaError_t e, const char *what)
                     cudaGetErrorName(e));
 }
 
+/* What fa_forward_cuda learns of the device, once a call, for the dispatch
+   below: its family (the table above), the shared-memory opt-in limit per
+   block, and the SM count (the persistent sm_90a grid). */
+typedef struct fa__gpu {
+    int family, smem_optin, sms;
+} fa__gpu;
+
 /* Launch one instantiation: check its shared memory against the device's
    opt-in limit, raise the kernel's own limit (needed above 48 KB), launch. */
 template <bool BF16, int D, int BM, int BN, int WARPS, bool EXTRAS>
@@ -1489,7 +1496,7 @@ static int fa__tma_map(CUtensorMap *m, const void *base, int bf16, int cols, int
    view TMA cannot describe, or too little shared memory. */
 template <bool BF16, int D>
 static fa_status fa__launch_fwd_sm90(const char *fn, const fa__fwd_params &p, int batch,
-                                     int smem_optin, cudaStream_t stream, int *ran)
+                                     const fa__gpu &gpu, cudaStream_t stream, int *ran)
 {
     constexpr int BN = fa__sm90_shape<D>::bn, ST = fa__sm90_shape<D>::stages;
     constexpr bool PERSIST = fa__sm90_shape<D>::persistent && FA__SM90_PERSISTENT;
@@ -1502,7 +1509,7 @@ static fa_status fa__launch_fwd_sm90(const char *fn, const fa__fwd_params &p, in
     fa__tma_maps tm;
     cudaError_t e;
     *ran = 0;
-    if (smem > (size_t)smem_optin) return FA_OK;
+    if (smem > (size_t)gpu.smem_optin) return FA_OK;
     if (cudaFuncGetAttributes(&fa, kern) != cudaSuccess) {
         (void)cudaGetLastError();
         return FA_OK;
@@ -1522,18 +1529,14 @@ static fa_status fa__launch_fwd_sm90(const char *fn, const fa__fwd_params &p, in
        one per tile when there are fewer tiles */
     const int m_blocks = (p.seqlen_q + 127) / 128;
     const int64_t tiles = (int64_t)m_blocks * p.heads_q * batch;
-    int dev = 0, sms = 0;
     if (tiles > INT32_MAX - 1024) return FA_OK; /* tile indexes are int: the sm_80 grid takes it */
-    if ((e = cudaGetDevice(&dev)) != cudaSuccess ||
-        (e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev)) != cudaSuccess)
-        return fa__cuda_fail(fn, e, "cudaDeviceGetAttribute");
     /* Persistent only when every tile is the same work (no mask bounds, one
        length for all): static rounds would leave some SMs idle while others
        finish heavy causal tiles, where the hardware's block scheduler
        balances a block per tile as it goes (measured: persistent causal
        d 128 at 16k tokens, straight rounds, ran at 0.63x of a block per tile). */
     const bool uniform = !p.has_left && !p.has_right && !p.cu_seqlens_q && !p.cu_seqlens_k && !p.seqlens_k;
-    int blocks = PERSIST && uniform && tiles > sms ? sms : (int)tiles;
+    int blocks = PERSIST && uniform && tiles > gpu.sms ? gpu.sms : (int)tiles;
 #ifdef FLASHATTN_TEST_HOOKS
     if (PERSIST && fa__sm90_grid_cap > 0 && blocks > fa__sm90_grid_cap) blocks = fa__sm90_grid_cap; /* any mask */
 #endif
@@ -1551,15 +1554,16 @@ static fa_status fa__launch_fwd_sm90(const char *fn, const fa__fwd_params &p, in
 /* Pick the family's tile shape for head dim D at compile time. */
 template <bool BF16, int D>
 static fa_status fa__dispatch_family(const char *fn, const fa__fwd_params &p, int batch,
-                                     int family, int smem_optin, cudaStream_t stream)
+                                     const fa__gpu &gpu, cudaStream_t stream)
 {
+    const int family = gpu.family, smem_optin = gpu.smem_optin;
     constexpr fa__config c0 = fa__config_for(D, 0), c1 = fa__config_for(D, 1), c2 = fa__config_for(D, 2);
 #ifndef FLASHATTN_NO_HOPPER
     /* compute capability 9.0, no extras, D = 64 / 128 / 256: try sm_90a first */
     if constexpr (D == 64 || D == 128 || D == 256) {
         if (family == 3 && !p.extras && !FA__SM90_OFF) {
             int ran = 0;
-            fa_status s = fa__launch_fwd_sm90<BF16, D>(fn, p, batch, smem_optin, stream, &ran);
+            fa_status s = fa__launch_fwd_sm90<BF16, D>(fn, p, batch, gpu, stream, &ran);
             if (s != FA_OK || ran) return s;
         }
     }
@@ -1583,10 +1587,10 @@ static fa_status fa__dispatch_family(const char *fn, const fa__fwd_params &p, in
 /* The smallest compiled head dim >= need (index I onwards), then the dtype. */
 template <int I>
 static fa_status fa__dispatch_head_dim(const char *fn, const fa__fwd_params &p, int batch, int need,
-                                       int bf16, int family, int smem_optin, cudaStream_t stream)
+                                       int bf16, const fa__gpu &gpu, cudaStream_t stream)
 {
     if constexpr (I >= fa__n_head_dims) {
-        (void)p; (void)batch; (void)bf16; (void)family; (void)smem_optin; (void)stream;
+        (void)p; (void)batch; (void)bf16; (void)gpu; (void)stream;
         return fa__fail(FA_ERROR_UNSUPPORTED,
                         "%s: head dim %d is larger than every head dim compiled in "
                         "(FLASHATTN_HEAD_DIMS)", fn, need);
@@ -1595,9 +1599,9 @@ static fa_status fa__dispatch_head_dim(const char *fn, const fa__fwd_params &p, 
         static_assert(D % 32 == 0 && D >= 32 && D <= 256,
                       "FLASHATTN_HEAD_DIMS: each must be 32, 64, ..., 256 (a multiple of 32)");
         if (need > D)
-            return fa__dispatch_head_dim<I + 1>(fn, p, batch, need, bf16, family, smem_optin, stream);
-        if (bf16) return fa__dispatch_family<true, D>(fn, p, batch, family, smem_optin, stream);
-        return fa__dispatch_family<false, D>(fn, p, batch, family, smem_optin, stream);
+            return fa__dispatch_head_dim<I + 1>(fn, p, batch, need, bf16, gpu, stream);
+        if (bf16) return fa__dispatch_family<true, D>(fn, p, batch, gpu, stream);
+        return fa__dispatch_family<false, D>(fn, p, batch, gpu, stream);
     }
 }
 
@@ -1641,7 +1645,8 @@ FLASHATTN_DEF fa_status fa_forward_cuda(const fa_problem *p, fa_tensor q, fa_ten
     fa_problem r;
     fa__fwd_params kp;
     fa_status s;
-    int dev = 0, major = 0, minor = 0, smem_optin = 0, family, need, varlen_q, varlen_k;
+    int dev = 0, major = 0, minor = 0, need, varlen_q, varlen_k;
+    fa__gpu gpu;
     cudaError_t e;
     (void)workspace; (void)workspace_size; /* no scratch needed */
     memset(&r, 0, sizeof r);
@@ -1672,17 +1677,18 @@ FLASHATTN_DEF fa_status fa_forward_cuda(const fa_problem *p, fa_tensor q, fa_ten
     need = r.head_dim > r.head_dim_v ? r.head_dim : r.head_dim_v;
     if (r.seqlen_q == 0) return FA_OK; /* no query rows: nothing to write */
 
-    /* ---- 2. the device: family and shared-memory limit ---- */
+    /* ---- 2. the device: family, shared-memory limit, SMs ---- */
     if ((e = cudaGetDevice(&dev)) != cudaSuccess) return fa__cuda_fail(fn, e, "cudaGetDevice");
     if ((e = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev)) != cudaSuccess ||
         (e = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev)) != cudaSuccess ||
-        (e = cudaDeviceGetAttribute(&smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev)) !=
-            cudaSuccess)
+        (e = cudaDeviceGetAttribute(&gpu.smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev)) !=
+            cudaSuccess ||
+        (e = cudaDeviceGetAttribute(&gpu.sms, cudaDevAttrMultiProcessorCount, dev)) != cudaSuccess)
         return fa__cuda_fail(fn, e, "cudaDeviceGetAttribute");
     if (major < 8)
         return fa__fail(FA_ERROR_UNSUPPORTED, "%s: needs compute capability 8.0 or newer (this "
                         "device is %d.%d)", fn, major, minor);
-    family = major == 8 ? ((minor == 6 || minor == 9) ? 1 : 2) : (major == 9 && minor == 0) ? 3 : 0;
+    gpu.family = major == 8 ? ((minor == 6 || minor == 9) ? 1 : 2) : (major == 9 && minor == 0) ? 3 : 0;
 
     /* ---- 3. kernel parameters ---- */
     kp.q = (const uint16_t *)q.data; kp.k = (const uint16_t *)k.data;
@@ -1711,8 +1717,7 @@ FLASHATTN_DEF fa_status fa_forward_cuda(const fa_problem *p, fa_tensor q, fa_ten
     kp.extras = kp.softcap > 0.0f || kp.alibi_slopes != NULL || kp.dropout || r.scale < 0.0f;
 
     /* ---- 4. launch ---- */
-    return fa__dispatch_head_dim<0>(fn, kp, r.batch, need, q.dtype == FA_BF16, family, smem_optin,
-                                    (cudaStream_t)stream);
+    return fa__dispatch_head_dim<0>(fn, kp, r.batch, need, q.dtype == FA_BF16, gpu, (cudaStream_t)stream);
 }
 
 #ifdef __cplusplus
