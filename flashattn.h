@@ -1466,27 +1466,66 @@ static void fa__gemm(int M, int N, int K, const float *A, int lda, const float *
 }
 
 /* ---- loading and storing rows ------------------------------------------- */
+#if FA__VW
+/* FA__VW elements of type dt at p, as f32. The conversions are exact (f16:
+   the F16C / AVX-512F / NEON instruction, which gives the bits of
+   fa__f16_to_f32; bf16: a 16-bit shift), so vector and scalar code agree. */
+static FLASHATTN__FORCEINLINE fa__vf fa__vload_as(const void *p, const fa_dtype dt)
+{
+    if (dt == FA_F32)
+        return FA__VLOAD((const float *)p);
+#if FLASHATTN__NEON
+    {
+        uint16x4_t h = vld1_u16((const uint16_t *)p);
+        if (dt == FA_F16)
+            return vcvt_f32_f16(vreinterpret_f16_u16(h));
+        return vreinterpretq_f32_u32(vshll_n_u16(h, 16));
+    }
+#elif FLASHATTN__AVX512
+    {
+        __m256i h = _mm256_loadu_si256((const __m256i *)p);
+        if (dt == FA_F16)
+            return _mm512_maskz_cvtph_ps(FA__VALL, h);
+        return _mm512_castsi512_ps(_mm512_maskz_slli_epi32(FA__VALL, _mm512_maskz_cvtepu16_epi32(FA__VALL, h), 16));
+    }
+#else
+    {
+        __m128i h = _mm_loadu_si128((const __m128i *)p);
+        if (dt == FA_BF16)
+            return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+#if defined(__F16C__)
+        return _mm256_cvtph_ps(h);
+#else /* AVX2 without F16C: lane by lane */
+        {
+            float f[8];
+            int i;
+            for (i = 0; i < 8; ++i)
+                f[i] = fa__f16_to_f32(((const uint16_t *)p)[i]);
+            return _mm256_loadu_ps(f);
+        }
+#endif
+    }
+#endif
+}
+#endif
+
+/* dst[0 .. n) = src[0 .. n) * mul, widened to f32: whole vectors through
+   fa__vload_as, then a scalar tail. */
 static void fa__load_row(const void *src, fa_dtype dt, int n, float mul, float *dst)
 {
     int c = 0;
+#if FA__VW
+    const size_t es = dt == FA_F32 ? 4 : 2;
+    const fa__vf vm = FA__VSET1(mul);
+    for (; c + FA__VW <= n; c += FA__VW)
+        FA__VSTORE(dst + c, FA__VMUL(fa__vload_as((const char *)src + (size_t)c * es, dt), vm));
+#endif
     if (dt == FA_F32) {
         const float *s = (const float *)src;
         for (; c < n; ++c)
             dst[c] = s[c] * mul;
     } else if (dt == FA_F16) {
         const uint16_t *s = (const uint16_t *)src;
-#if FLASHATTN__AVX2 && defined(__F16C__)
-        /* the hardware conversion is exact for f16 -> f32, so this gives the
-           same bits as fa__f16_to_f32 */
-        __m256 vm = _mm256_set1_ps(mul);
-        for (; c + 8 <= n; c += 8)
-            _mm256_storeu_ps(dst + c, _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(s + c))), vm));
-#elif FLASHATTN__NEON
-        /* FCVTL is exact too (a NaN stays a NaN, made quiet) */
-        float32x4_t vm = vdupq_n_f32(mul);
-        for (; c + 4 <= n; c += 4)
-            vst1q_f32(dst + c, vmulq_f32(vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(s + c))), vm));
-#endif
         for (; c < n; ++c)
             dst[c] = fa__f16_to_f32(s[c]) * mul;
     } else {
@@ -1538,45 +1577,6 @@ static FLASHATTN__FORCEINLINE void fa__prefetch_bytes(const void *p, int bytes)
    the results are bit-identical run to run. nr and dt are constants in
    each instance of the kernels (FA__FEW_ROWS_CALL). */
 #if FA__VW
-/* FA__VW elements of type dt at p, as f32. */
-static FLASHATTN__FORCEINLINE fa__vf fa__vload_as(const void *p, const fa_dtype dt)
-{
-    if (dt == FA_F32)
-        return FA__VLOAD((const float *)p);
-#if FLASHATTN__NEON
-    {
-        uint16x4_t h = vld1_u16((const uint16_t *)p);
-        if (dt == FA_F16)
-            return vcvt_f32_f16(vreinterpret_f16_u16(h));
-        return vreinterpretq_f32_u32(vshll_n_u16(h, 16));
-    }
-#elif FLASHATTN__AVX512
-    {
-        __m256i h = _mm256_loadu_si256((const __m256i *)p);
-        if (dt == FA_F16)
-            return _mm512_maskz_cvtph_ps(FA__VALL, h);
-        return _mm512_castsi512_ps(_mm512_maskz_slli_epi32(FA__VALL, _mm512_maskz_cvtepu16_epi32(FA__VALL, h), 16));
-    }
-#else
-    {
-        __m128i h = _mm_loadu_si128((const __m128i *)p);
-        if (dt == FA_BF16)
-            return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
-#if defined(__F16C__)
-        return _mm256_cvtph_ps(h);
-#else /* AVX2 without F16C: lane by lane */
-        {
-            float f[8];
-            int i;
-            for (i = 0; i < 8; ++i)
-                f[i] = fa__f16_to_f32(((const uint16_t *)p)[i]);
-            return _mm256_loadu_ps(f);
-        }
-#endif
-    }
-#endif
-}
-
 /* Elements x .. x+FA__VW-1 of a row of type dt of which only n exist from
    x on: the lanes past them read as 0, and nothing past the row's end is
    touched (its last elements are copied to a zeroed buffer first). Called
