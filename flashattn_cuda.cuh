@@ -453,29 +453,50 @@ static __device__ __forceinline__ void fa__each_score(float (&s)[MT][NS][4], int
 
 /* Raw dot products -> scores: -inf where key kj is not visible from row i
    (course item 9); with EXTRAS also scale, softcap and ALiBi, in natural
-   units, then x log2(e) (course item 8). */
+   units, then x log2(e) (course item 8). The visible keys of a row are one
+   range, [lo, hi): found once per row in 64-bit arithmetic, then made
+   relative to the thread's first column (k0 + 2 t) and clamped to the
+   block, so that each score costs two 32-bit compares against constants
+   (its column offset j * 8 + (e & 1) is known at compile time). Comparing
+   every key in 64 bits, as the first version did, took about 20
+   instructions a score: at 512 tokens, causal d 64, the masked diagonal
+   block then cost more than the rest of the tile (106 TFLOP/s, against
+   185 with the mask left out; H100, 2026-11-23). */
 template <bool EXTRAS, int MT, int NS>
 static __device__ __forceinline__ void fa__mask_scores(float (&s)[MT][NS][4], const fa__fwd_params &p,
                                                        int wrow0, int k0, int sk, int64_t shift,
                                                        int h, int g, int t)
 {
-    fa__each_score(s, wrow0, k0, g, t, [&](int i, int kj, float &score) {
-        const int64_t ip = i + shift;
-        bool vis = kj < sk;
-        if (p.has_right) vis = vis && kj <= ip + p.right;
-        if (p.has_left) vis = vis && kj >= ip - p.left;
-        float x = score;
-        if (EXTRAS) {
-            x *= p.scale;
-            if (p.softcap > 0.0f) x = p.softcap * tanhf(x / p.softcap);
-            if (p.alibi_slopes) {
-                int64_t dist = ip - kj;
-                x -= p.alibi_slopes[h] * (float)(dist < 0 ? -dist : dist);
-            }
-            x *= FA__GPU_LOG2E;
+    const int first = k0 + 2 * t; /* the key of this thread's column offset 0 */
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int half = 0; half < 2; half++) {
+            const int64_t ip = (int64_t)wrow0 + mt * 16 + g + half * 8 + shift; /* the row's key position */
+            int64_t hi = sk, lo = 0;
+            if (p.has_right && ip + p.right + 1 < hi) hi = ip + p.right + 1;
+            if (p.has_left && ip - p.left > lo) lo = ip - p.left;
+            /* offsets c from `first` with lo_c <= c < hi_c are visible (c < 8 NS) */
+            const int hi_c = (int)(hi - first < 0 ? 0 : hi - first > 8 * NS ? 8 * NS : hi - first);
+            const int lo_c = (int)(lo - first < 0 ? 0 : lo - first > 8 * NS ? 8 * NS : lo - first);
+#pragma unroll
+            for (int j = 0; j < NS; j++)
+#pragma unroll
+                for (int e = 0; e < 2; e++) {
+                    const int c = j * 8 + e;
+                    float x = s[mt][j][half * 2 + e];
+                    if (EXTRAS) {
+                        x *= p.scale;
+                        if (p.softcap > 0.0f) x = p.softcap * tanhf(x / p.softcap);
+                        if (p.alibi_slopes) {
+                            const int64_t dist = ip - (first + c);
+                            x -= p.alibi_slopes[h] * (float)(dist < 0 ? -dist : dist);
+                        }
+                        x *= FA__GPU_LOG2E;
+                    }
+                    s[mt][j][half * 2 + e] = c >= lo_c && c < hi_c ? x : -INFINITY;
+                }
         }
-        score = vis ? x : -INFINITY;
-    });
 }
 
 /* Online softmax for one tile (seed 002): new running max m, the factor
@@ -808,17 +829,21 @@ fa__fwd_kernel_sm80(const fa__fwd_params p)
       other's products occupy the tensor cores. (FA__SM90_PINGPONG = 0
       turns it off, for the ablation.)
 
-   6. Persistent blocks. Where every tile (query block, head, batch) is the
-      same work (no causal or window mask, one length for all), the grid
-      has one block per SM, and each block walks the tiles in rounds of the
-      grid size (the order: see tile_of); elsewhere a block per tile. Its
-      barriers and ring carry on from tile
-      to tile: the producer copies the next tile's Q as soon as the last
-      S = Q K^T of the current one is done (a Q-empty barrier), and the
-      next K and V as stages free up, while the consumers still finish P V
-      and store O; a block per tile would start each tile with an empty
-      pipeline. (d 64 and 128; FA__SM90_PERSISTENT = 0 turns it off, for
-      the ablation.)
+   6. Persistent blocks. With more tiles (query block, head, batch) than
+      SMs and one length for all sequences, the grid has one block per SM
+      and each block walks its share of the tiles (d 64 and 128). The
+      tiles go out in pairs, query blocks M - 1 - i and i of one head
+      (M query blocks): under a causal mask they see M - i and i + 1 key
+      blocks, M + 1 together whatever i is, so every pair is the same work
+      and static rounds keep every SM equally busy (unit() in the kernel). The barriers and ring carry on from tile to tile: the
+      producer copies the next tile's Q as soon as the last S = Q K^T of
+      the current one is done (a Q-empty barrier), and the next K and V as
+      stages free up, while the consumers still finish P V and store O; a
+      block per tile would start each tile with an empty pipeline, which
+      short causal tiles (one to four key blocks at 512 tokens) feel most.
+      Unequal lengths (cu_seqlens, seqlens_k) get a block per tile, which
+      the hardware balances as it goes. (FA__SM90_PERSISTENT = 0 turns
+      persistence off, for the ablation.)
 
    Shared memory layout (every region 1024-byte aligned, the swizzle's
    period): a tile of R rows x D columns is stored as D / 64 column blocks
@@ -1104,16 +1129,33 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
         h = (tile / m_blocks) % p.heads_q;
         b = tile / m_blocks / p.heads_q;
     };
-    /* A persistent block's k-th tile: round k covers tiles k G .. k G + G - 1
-       (G = gridDim.x), walked forward in even rounds and backward in odd
-       ones, so that blocks that got a heavier tile in one round get a
-       lighter one in the next. Past the last tile: >= tiles. */
-    auto tile_of = [&](int k) {
-        return k * (int)gridDim.x + (k & 1 ? (int)(gridDim.x - 1 - blockIdx.x) : (int)blockIdx.x);
+    /* A persistent block (gridDim.x < tiles) walks PAIRS of tiles: pair j
+       is query blocks M - 1 - i and i (i = j % ceil(M / 2), M = m_blocks)
+       of one head and batch, the heaviest and the lightest left under a
+       causal mask, so every pair is the same work (M + 1 key blocks: the
+       causal block count grows by one per query block) and a block that
+       takes pairs j = blockIdx.x, + G, + 2 G, ... (G = gridDim.x) is
+       exactly as busy as every other, mask or not. Unit k of the block is
+       pair k / 2 (rounds of G pairs), its heavy tile first. A block per
+       tile (gridDim.x >= tiles) takes tile blockIdx.x in tile_coords'
+       order. False: no tile (past the last pair, or the second half of the
+       middle pair when M is odd). */
+    const bool one_tile = !PERSIST || (int)gridDim.x >= tiles;
+    const int pairs_m = (m_blocks + 1) / 2, pairs = pairs_m * p.heads_q * batch;
+    auto unit = [&](int k, int &m_block, int &h, int &b) {
+        if (one_tile) {
+            tile_coords((int)blockIdx.x, m_block, h, b);
+            return (int)blockIdx.x < tiles;
+        }
+        const int j = (k / 2) * (int)gridDim.x + (int)blockIdx.x, i = j % pairs_m;
+        h = (j / pairs_m) % p.heads_q;
+        b = j / pairs_m / p.heads_q;
+        m_block = k % 2 ? i : m_blocks - 1 - i;
+        return j < pairs && !(k % 2 && i == m_blocks - 1 - i);
     };
-    /* (a block per tile: one round, known at compile time, so no state is
-       carried in registers from tile to tile) */
-    const int rounds = PERSIST ? (tiles + (int)gridDim.x - 1) / (int)gridDim.x : 1;
+    /* (a block per tile: one unit, known at compile time without PERSIST,
+       so no state is carried in registers from tile to tile) */
+    const int rounds = one_tile ? 1 : 2 * ((pairs + (int)gridDim.x - 1) / (int)gridDim.x);
 
     if (tid == 0) {
         fa__mbar_init(q_full, 1);
@@ -1139,10 +1181,8 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
         if (warp == 0) {
             int q_uses = 0, ring = 0;
             for (int k = 0; k < rounds; k++) {
-                const int tile = tile_of(k);
-                if (tile >= tiles) continue;
                 int m_block, h, b;
-                tile_coords(tile, m_block, h, b);
+                if (!unit(k, m_block, h, b)) continue;
                 const int hk = h / p.group;
                 const fa__extent x = fa__fwd_extent(p, b, m_block * BM, BM, BN);
                 if (x.row0 >= x.sq || x.n_begin >= x.n_end) continue;
@@ -1190,10 +1230,8 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
        and two arrivals of one warpgroup would complete the barrier.) */
     if (FA__SM90_PINGPONG && cw == 1) fa__named_arrive(1, 256);
     for (int k = 0; k < rounds; k++) {
-        const int tile = tile_of(k);
-        if (tile >= tiles) continue;
         int m_block, h, b;
-        tile_coords(tile, m_block, h, b);
+        if (!unit(k, m_block, h, b)) continue;
         const fa__extent x = fa__fwd_extent(p, b, m_block * BM, BM, BN);
         if (x.row0 >= x.sq) continue;
         const int wrow0 = x.row0 + 64 * cw + 16 * (warp % 4); /* this warp's first row */
@@ -1530,13 +1568,16 @@ static fa_status fa__launch_fwd_sm90(const char *fn, const fa__fwd_params &p, in
     const int m_blocks = (p.seqlen_q + 127) / 128;
     const int64_t tiles = (int64_t)m_blocks * p.heads_q * batch;
     if (tiles > INT32_MAX - 1024) return FA_OK; /* tile indexes are int: the sm_80 grid takes it */
-    /* Persistent only when every tile is the same work (no mask bounds, one
-       length for all): static rounds would leave some SMs idle while others
-       finish heavy causal tiles, where the hardware's block scheduler
-       balances a block per tile as it goes (measured: persistent causal
-       d 128 at 16k tokens, straight rounds, ran at 0.63x of a block per tile). */
-    const bool uniform = !p.has_left && !p.has_right && !p.cu_seqlens_q && !p.cu_seqlens_k && !p.seqlens_k;
-    int blocks = PERSIST && uniform && tiles > gpu.sms ? gpu.sms : (int)tiles;
+    /* Persistent when there are more tiles than SMs and every pair of tiles
+       (see unit() in the kernel) is the same work: one length for all
+       sequences (no cu_seqlens, no seqlens_k); causal and window masks
+       are fine, pairing balances them. Unequal lengths take a block per
+       tile, which the hardware's block scheduler balances as it goes
+       (measured before the pairs: persistent causal d 128 at 16k tokens in
+       straight rounds ran at 0.63x of a block per tile). */
+    const bool same_lengths = !p.cu_seqlens_q && !p.cu_seqlens_k && !p.seqlens_k;
+    const int64_t pairs = (int64_t)((m_blocks + 1) / 2) * p.heads_q * batch;
+    int blocks = PERSIST && same_lengths && tiles > gpu.sms ? (int)(pairs < gpu.sms ? pairs : gpu.sms) : (int)tiles;
 #ifdef FLASHATTN_TEST_HOOKS
     if (PERSIST && fa__sm90_grid_cap > 0 && blocks > fa__sm90_grid_cap) blocks = fa__sm90_grid_cap; /* any mask */
 #endif
