@@ -160,13 +160,16 @@
      the read bandwidth (two runs); the goal is 70%, see README.md. (Before
      it read K/V in place, 2026-11-22: 5 GB/s, 10-18%.)
    GPU, NVIDIA H100 80GB HBM3, bf16, FA3-paper grid, beside PyTorch 2.11 SDPA
-   (2026-11-23, one run; the bf16 matmul ceiling measured in it: 786 TFLOP/s):
-     forward (the sm_90a kernel), seqlen 8k non-causal: d64 469 TFLOP/s
-     (1.57x SDPA-flash, 1.01x SDPA-cuDNN), d128 643 (2.07x, 1.04x), d256 693
-     (2.41x, 1.00x); seqlen 16k causal: d128 634 (1.04x cuDNN), d256 698
-     (1.10x). The sm_80 kernel alone: 305-313 TFLOP/s at 16k non-causal.
-     backward, every grid point: 0.55-0.92x SDPA-flash.
-     decode, 32/8 heads d128: 0.78-0.99x SDPA-cuDNN; paged pages of 16: 0.68-0.92x
+   (2026-11-23 14:06 UTC, one run; the bf16 matmul ceiling measured in it:
+   741 TFLOP/s):
+     forward (the sm_90a kernel), seqlen 8k non-causal: d64 457 TFLOP/s
+     (1.62x SDPA-flash, 0.95x SDPA-cuDNN), d128 658 (2.13x, 1.04x), d256 715
+     (2.46x, 1.08x); seqlen 16k causal: d128 639 (1.12x cuDNN), d256 726
+     (1.24x); causal 512: d64 170 (1.58x flash), d128 220 (1.80x). Every
+     grid point 1.41x SDPA-flash or more. The sm_80 kernel alone: 305-313
+     TFLOP/s at 16k non-causal (12:11 UTC run).
+     backward, every grid point: 0.55-0.88x SDPA-flash.
+     decode, 32/8 heads d128: 0.76-0.99x SDPA-cuDNN; paged pages of 16: 0.66-0.94x
      of contiguous.
    Accuracy: CPU f32 forward within 2.4e-7 (max abs) of a naive 3-pass fp32
    attention at d128, 4k (the benchmark's check);
