@@ -160,16 +160,17 @@
      the read bandwidth (two runs); the goal is 70%, see README.md. (Before
      it read K/V in place, 2026-11-22: 5 GB/s, 10-18%.)
    GPU, NVIDIA H100 80GB HBM3, bf16, FA3-paper grid, beside PyTorch 2.11 SDPA
-   (2026-11-23 14:06 UTC, one run; the bf16 matmul ceiling measured in it:
-   741 TFLOP/s):
-     forward (the sm_90a kernel), seqlen 8k non-causal: d64 457 TFLOP/s
-     (1.62x SDPA-flash, 0.95x SDPA-cuDNN), d128 658 (2.13x, 1.04x), d256 715
-     (2.46x, 1.08x); seqlen 16k causal: d128 639 (1.12x cuDNN), d256 726
-     (1.24x); causal 512: d64 170 (1.58x flash), d128 220 (1.80x). Every
-     grid point 1.41x SDPA-flash or more. The sm_80 kernel alone: 305-313
-     TFLOP/s at 16k non-causal (12:11 UTC run).
-     backward, every grid point: 0.55-0.88x SDPA-flash.
-     decode, 32/8 heads d128: 0.76-0.99x SDPA-cuDNN; paged pages of 16: 0.66-0.94x
+   (2026-11-23 14:20 UTC, one run; the bf16 matmul ceiling measured in it:
+   767 TFLOP/s):
+     forward (the sm_90a kernel), seqlen 8k non-causal: d64 482 TFLOP/s
+     (1.68x SDPA-flash, 1.02x SDPA-cuDNN), d128 684 (2.24x, 1.11x), d256 733
+     (2.64x, 1.06x); seqlen 16k causal: d128 675 (1.14x cuDNN), d256 741
+     (1.21x); causal 512: d64 185 (1.57x flash), d128 235 (1.74x). Every
+     grid point 1.43x SDPA-flash and 1.02x SDPA-cuDNN or more. The sm_80
+     kernel alone (FLASHATTN_NO_HOPPER, 14:10 UTC): 225-322 TFLOP/s
+     non-causal, 0.90-1.27x SDPA-flash.
+     backward, every grid point: 0.56-0.91x SDPA-flash.
+     decode, 32/8 heads d128: 0.80-0.99x SDPA-cuDNN; paged pages of 16: 0.68-0.93x
      of contiguous.
    Accuracy: CPU f32 forward within 2.4e-7 (max abs) of a naive 3-pass fp32
    attention at d128, 4k (the benchmark's check);

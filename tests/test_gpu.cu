@@ -418,17 +418,23 @@ int main(int argc, char **argv)
        the sm_80 kernel (fresh inputs from the same seed), so both are tested.
        Every other case caps the sm_90a kernel's persistent grid at 1 to 5
        blocks, so that each block walks many tiles (its barrier phases and
-       ring position carried from tile to tile). */
+       ring position carried from tile to tile), and every other pair of
+       cases takes the wide key blocks (d 64 and 128), which the sizes here
+       would otherwise never reach. */
     int sm90_cases = 0;
-    static const char *caps[] = {"", " [grid cap 1]", " [grid cap 2]", " [grid cap 3]",
-                                 " [grid cap 4]", " [grid cap 5]"};
+    static const char *caps[2][6] = {{"", " [grid cap 1]", " [grid cap 2]", " [grid cap 3]", " [grid cap 4]",
+                                      " [grid cap 5]"},
+                                     {" [wide]", " [wide, grid cap 1]", " [wide, grid cap 2]",
+                                      " [wide, grid cap 3]", " [wide, grid cap 4]", " [wide, grid cap 5]"}};
     for (size_t i = 0; i < cs.size(); i++) {
         const int before = fa__sm90_launches;
         g_rng = 0x9E3779B97F4A7C15ull * (i + 1);
         fa__sm90_grid_cap = i % 2 ? 1 + (int)(i / 2) % 5 : 0;
-        g_path = caps[fa__sm90_grid_cap];
+        fa__sm90_wide = (int)(i / 2) % 2;
+        g_path = caps[fa__sm90_wide][fa__sm90_grid_cap];
         run_case(&cs[i]);
         fa__sm90_grid_cap = 0;
+        fa__sm90_wide = -1;
         if (fa__sm90_launches == before) continue;
         sm90_cases++;
         g_rng = 0x9E3779B97F4A7C15ull * (i + 1);
