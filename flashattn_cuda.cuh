@@ -1140,9 +1140,10 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
        of one head and batch, the heaviest and the lightest left under a
        causal mask, so every pair is the same work (M + 1 key blocks: the
        causal block count grows by one per query block) and a block that
-       takes pairs j = blockIdx.x, + G, + 2 G, ... (G = gridDim.x) is
-       exactly as busy as every other, mask or not. Unit k of the block is
-       pair k / 2 (rounds of G pairs), its heavy tile first. A block per
+       takes pairs j = blockIdx.x, + G, + 2 G, ... (G = gridDim.x) is as
+       busy as every other, mask or not (up to one pair in the last round).
+       Unit k of the block is the heavy (k even) or light (k odd) tile of
+       pair (k / 2) G + blockIdx.x. A block per
        tile (gridDim.x >= tiles) takes tile blockIdx.x in tile_coords'
        order. False: no tile (past the last pair, or the second half of the
        middle pair when M is odd). */
