@@ -1740,6 +1740,49 @@ static FLASHATTN__FORCEINLINE void fa__pv_kernel(const int nr, const fa_dtype dt
     case 11: CALL(3, FA_BF16); break; case 12: CALL(4, FA_F32); break;        \
     case 13: CALL(4, FA_F16); break; default: CALL(4, FA_BF16); break;        \
     }
+
+/* The same two products for decode, one key at a time over the KV heads
+   (fa__dots_heads, fa__pv_heads below): nr <= 4 rows against one K row,
+   the four sums finished by one fa__vhsum4 (rows past nr are zero), and
+   O[nr rows] += p_i v with O read and written in L1. */
+static FLASHATTN__FORCEINLINE void fa__dot_col(const int nr, const fa_dtype dt, int d, const float *Q, int ldq,
+                                               const void *krow, float *S, int lds)
+{
+    fa__vf acc[4], kv;
+    float out[4];
+    int i, x;
+    FA__UNROLL for (i = 0; i < 4; ++i)
+        acc[i] = FA__VZERO();
+    for (x = 0; x + FA__VW <= d; x += FA__VW) {
+        kv = fa__vload_n(krow, dt, x, FA__VW);
+        FA__UNROLL for (i = 0; i < nr; ++i)
+            acc[i] = FA__VFMA(FA__VLOAD(Q + (size_t)i * ldq + x), kv, acc[i]);
+    }
+    if (x < d) { /* Q rows are zero-padded: the lanes past d add 0 */
+        kv = fa__vload_n(krow, dt, x, d - x);
+        FA__UNROLL for (i = 0; i < nr; ++i)
+            acc[i] = FA__VFMA(FA__VLOAD(Q + (size_t)i * ldq + x), kv, acc[i]);
+    }
+    FA__V4STORE(out, fa__vhsum4(acc[0], acc[1], acc[2], acc[3]));
+    FA__UNROLL for (i = 0; i < nr; ++i)
+        S[(size_t)i * lds] = out[i];
+}
+
+static FLASHATTN__FORCEINLINE void fa__pv_col(const int nr, const fa_dtype dt, int dv, const float *P, int ldp,
+                                              const void *vrow, float *O, int ldo)
+{
+    fa__vf p[4], vv;
+    int i, x;
+    FA__UNROLL for (i = 0; i < nr; ++i)
+        p[i] = FA__VSET1(P[(size_t)i * ldp]);
+    for (x = 0; x < dv; x += FA__VW) { /* O rows are padded: a last partial vector stays in its row */
+        vv = x + FA__VW <= dv ? fa__vload_n(vrow, dt, x, FA__VW) : fa__vload_n(vrow, dt, x, dv - x);
+        FA__UNROLL for (i = 0; i < nr; ++i) {
+            float *o = O + (size_t)i * ldo + x;
+            FA__VSTORE(o, FA__VFMA(p[i], vv, FA__VLOAD(o)));
+        }
+    }
+}
 #endif
 
 /* S[nr, lds] = Q[nr, ldq] K^T, K rows of type dt at rows[0 .. nc), and
@@ -1797,6 +1840,69 @@ static void fa__pv_rows(int nr, fa_dtype dt, int dv, int nc, const float *P, int
                 o[x] += p * buf[x];
         }
     }
+#endif
+}
+
+/* Decode: the nh KV heads of a key tile, every head with nr query rows.
+   Key c of head j lies at rows[c] + j * hbytes; its query rows are Q +
+   j * qstep rows (S, P and O likewise). The loop runs over keys outside
+   and heads inside: in a packed cache that is address order (see
+   FA__DECODE_STEP for why that matters). Portable loops: row to f32 in
+   buf first. */
+static void fa__dots_heads(int nr, fa_dtype dt, int d, int nc, int nh, const float *Q, int ldq, int qstep,
+                           const void *const *rows, size_t hbytes, float *S, int lds, float *buf)
+{
+    int c, j;
+#if FA__VW
+    (void)buf;
+#define FA__DOTH(n_, t_)                                                                            \
+    for (c = 0; c < nc; ++c)                                                                        \
+        for (j = 0; j < nh; ++j)                                                                    \
+            fa__dot_col(n_, t_, d, Q + (size_t)j * qstep * ldq, ldq, (const char *)rows[c] + j * hbytes, \
+                        S + (size_t)j * qstep * lds + c, lds)
+    FA__FEW_ROWS_CALL(nr, dt, FA__DOTH)
+#undef FA__DOTH
+#else
+    int i, x;
+    for (c = 0; c < nc; ++c)
+        for (j = 0; j < nh; ++j) {
+            fa__load_row((const char *)rows[c] + j * hbytes, dt, d, 1.0f, buf);
+            for (i = 0; i < nr; ++i) {
+                const float *q = Q + ((size_t)j * qstep + i) * ldq;
+                float acc = 0.0f;
+                for (x = 0; x < d; ++x)
+                    acc += q[x] * buf[x];
+                S[((size_t)j * qstep + i) * lds + c] = acc;
+            }
+        }
+#endif
+}
+
+static void fa__pv_heads(int nr, fa_dtype dt, int dv, int nc, int nh, const float *P, int ldp, int qstep,
+                         const void *const *rows, size_t hbytes, float *O, int ldo, float *buf)
+{
+    int c, j;
+#if FA__VW
+    (void)buf;
+#define FA__PVH(n_, t_)                                                                             \
+    for (c = 0; c < nc; ++c)                                                                        \
+        for (j = 0; j < nh; ++j)                                                                    \
+            fa__pv_col(n_, t_, dv, P + (size_t)j * qstep * ldp + c, ldp, (const char *)rows[c] + j * hbytes, \
+                       O + (size_t)j * qstep * ldo, ldo)
+    FA__FEW_ROWS_CALL(nr, dt, FA__PVH)
+#undef FA__PVH
+#else
+    int i, x;
+    for (c = 0; c < nc; ++c)
+        for (j = 0; j < nh; ++j) {
+            fa__load_row((const char *)rows[c] + j * hbytes, dt, dv, 1.0f, buf);
+            for (i = 0; i < nr; ++i) {
+                const float p = P[((size_t)j * qstep + i) * ldp + c];
+                float *FLASHATTN__RESTRICT o = O + ((size_t)j * qstep + i) * ldo;
+                for (x = 0; x < dv; ++x)
+                    o[x] += p * buf[x];
+            }
+        }
 #endif
 }
 
@@ -2178,19 +2284,14 @@ static void fa__key_band(const fa__attn *a, const fa__scratch *w, int nr, int sk
        S = c log2e * tanh(S)                 (softcap; tanh kept in T if T)
        S -= slope * log2e * |i' - j|         (ALiBi)
        S = -inf where key j is not visible   (causal, window, j >= sk)
-   into rows r0 .. r0+nr-1 of S[., bcp]; columns nc .. bcp-1 are -inf. */
-static void fa__score_tile(const fa__attn *a, const fa__scratch *w, int r0, int nr, int n0, int nc, int sk,
-                           int k_rows, float *S, float *T)
+   into rows r0 .. r0+nr-1 of S[., bcp]; columns nc .. bcp-1 are -inf.
+   fa__score_mask is the part after the product, for callers (decode) that
+   computed S = Q~ K_j^T themselves. */
+static void fa__score_mask(const fa__attn *a, const fa__scratch *w, int r0, int nr, int n0, int nc, int sk,
+                           float *S, float *T)
 {
     const fa_problem *r = &a->r;
     int i, c;
-    if (k_rows) /* few rows: dot products with the K rows where they lie */
-        fa__dots_rows(nr, a->k.dtype, a->d, nc, w->Q + (size_t)r0 * a->dp, a->dp, w->krows,
-                      S + (size_t)r0 * a->bcp, a->bcp, w->row, w->krows + FA__BC, w->npf,
-                      a->d * fa__dtype_size(a->k.dtype));
-    else
-        fa__gemm(nr, a->bcp, a->d, w->Q + (size_t)r0 * a->dp, a->dp, w->Kt, a->bcp, S + (size_t)r0 * a->bcp,
-                 a->bcp, 0, w->pack);
     for (i = r0; i < r0 + nr; ++i) {
         float *s = S + (size_t)i * a->bcp;
         int64_t pos = w->pos[i], jlo = 0, jhi = sk - 1; /* visible keys of this row */
@@ -2225,6 +2326,19 @@ static void fa__score_tile(const fa__attn *a, const fa__scratch *w, int r0, int 
         for (c = chi + 1; c < a->bcp; ++c)
             s[c] = -INFINITY;
     }
+}
+
+static void fa__score_tile(const fa__attn *a, const fa__scratch *w, int r0, int nr, int n0, int nc, int sk,
+                           int k_rows, float *S, float *T)
+{
+    if (k_rows) /* few rows: dot products with the K rows where they lie */
+        fa__dots_rows(nr, a->k.dtype, a->d, nc, w->Q + (size_t)r0 * a->dp, a->dp, w->krows,
+                      S + (size_t)r0 * a->bcp, a->bcp, w->row, w->krows + FA__BC, w->npf,
+                      a->d * fa__dtype_size(a->k.dtype));
+    else
+        fa__gemm(nr, a->bcp, a->d, w->Q + (size_t)r0 * a->dp, a->dp, w->Kt, a->bcp, S + (size_t)r0 * a->bcp,
+                 a->bcp, 0, w->pack);
+    fa__score_mask(a, w, r0, nr, n0, nc, sk, S, T);
 }
 
 /* Dropout on P (rows in w, keys n0 .. n0+nc-1): P <- P * Z, Z = 1/(1-p) for
@@ -2306,10 +2420,25 @@ static void fa__attend_begin(const fa__attn *a, fa__scratch *w, int nr)
     memset(w->O, 0, (size_t)nr * a->dvp * sizeof(float));
 }
 
+/* Rows [r0, r1) of w: one online-softmax step over their ncp scores in S
+   (S becomes P~), O~ rescaled where the maximum moved. */
+static void fa__softmax_rows(const fa__attn *a, fa__scratch *w, int r0, int r1, int ncp)
+{
+    int i, c;
+    for (i = r0; i < r1; ++i) {
+        float alpha = fa__softmax_step(w->S + (size_t)i * a->bcp, ncp, &w->m[i], &w->l[i]);
+        if (alpha != 1.0f) { /* a new maximum: O~ was summed against the old one */
+            float *o = w->O + (size_t)i * a->dvp;
+            for (c = 0; c < a->dv_; ++c)
+                o[c] *= alpha;
+        }
+    }
+}
+
 static void fa__attend_tile(const fa__attn *a, fa__scratch *w, const fa__seq *s, int kvh, int nr, int n0,
                             int nc, int n_end)
 {
-    int i, c, r0, r1, k_rows = nr <= FA__FEW_ROWS, ncp = FA__PAD(nc);
+    int r0, r1, k_rows = nr <= FA__FEW_ROWS, ncp = FA__PAD(nc);
     /* rows that see none of these keys are skipped: they would get
        S = -inf, alpha = 1 and P = 0, i.e. no change at all */
     fa__row_range(a, w, nr, n0, nc, &r0, &r1);
@@ -2329,14 +2458,7 @@ static void fa__attend_tile(const fa__attn *a, fa__scratch *w, const fa__seq *s,
         fa__load_kv_tile(a, &a->v, a->dv_, s, kvh, n0, nc, n_end, w->V, a->dvp);
     }
     fa__score_tile(a, w, r0, r1 - r0, n0, nc, s->sk, k_rows, w->S, NULL);
-    for (i = r0; i < r1; ++i) {
-        float alpha = fa__softmax_step(w->S + (size_t)i * a->bcp, ncp, &w->m[i], &w->l[i]);
-        if (alpha != 1.0f) { /* a new maximum: O~ was summed against the old one */
-            float *o = w->O + (size_t)i * a->dvp;
-            for (c = 0; c < a->dv_; ++c)
-                o[c] *= alpha;
-        }
-    }
+    fa__softmax_rows(a, w, r0, r1, ncp);
     if (a->drop_thr) /* l already has the undropped P: L ignores dropout */
         fa__dropout_tile(a, w, s->b, r0, r1 - r0, n0, nc, w->S, NULL);
     if (k_rows) /* O~ += P~ V_j */
@@ -2937,7 +3059,40 @@ static int fa__decode_tile(const fa__attn *a)
     int keys = FA__BC;
     while (keys > 16 && keys * row_bytes > FA__DECODE_AHEAD)
         keys /= 2;
+#ifdef FA_EXPERIMENT
+    if (fa_exp >= 1000) return fa_exp / 1000;
+#endif
     return keys;
+}
+
+/* Keys n0 .. n0+nc-1 against the nr rows of w, which are the rows of
+   nr / rph consecutive KV heads, rph <= FA__FEW_ROWS rows each: the tile
+   step of fa__attend_tile, with the loops over keys and heads swapped so
+   that the cache is read in address order (see FA__DECODE_TILE). Every
+   head's rows are the same tokens, so the rows that see the tile are the
+   same range [r0, r1) within each head. */
+static void fa__decode_tile_few(const fa__attn *a, fa__scratch *w, const fa__seq *s, int nr, int rph, int n0,
+                                int nc)
+{
+    int nh = nr / rph, kvh0 = w->head[0] / a->group, r0, r1, j;
+    size_t kb = (size_t)a->k.head_stride * fa__dtype_size(a->k.dtype);
+    size_t vb = (size_t)a->v.head_stride * fa__dtype_size(a->v.dtype);
+    fa__row_range(a, w, rph, n0, nc, &r0, &r1);
+    if (r0 >= r1)
+        return;
+    fa__kv_row_ptrs(a, &a->k, s, kvh0, n0, nc, w->krows);
+    fa__dots_heads(r1 - r0, a->k.dtype, a->d, nc, nh, w->Q + (size_t)r0 * a->dp, a->dp, rph, w->krows, kb,
+                   w->S + (size_t)r0 * a->bcp, a->bcp, w->row);
+    for (j = 0; j < nh; ++j) {
+        int i0 = j * rph + r0, i1 = j * rph + r1;
+        fa__score_mask(a, w, i0, i1 - i0, n0, nc, s->sk, w->S, NULL);
+        fa__softmax_rows(a, w, i0, i1, FA__PAD(nc));
+        if (a->drop_thr) /* l already has the undropped P: L ignores dropout */
+            fa__dropout_tile(a, w, s->b, i0, i1 - i0, n0, nc, w->S, NULL);
+    }
+    fa__kv_row_ptrs(a, &a->v, s, kvh0, n0, nc, w->vrows);
+    fa__pv_heads(r1 - r0, a->v.dtype, a->dv_, nc, nh, w->S + (size_t)r0 * a->bcp, a->bcp, rph, w->vrows, vb,
+                 w->O + (size_t)r0 * a->dvp, a->dvp, w->row);
 }
 
 /* One task = (b, split): every query row of the sequence (row = (kvh * sq
@@ -2953,7 +3108,8 @@ static void fa__decode_task(void *ctx, int index, int worker)
     const fa_problem *r = &a->r;
     int split = index % a->splits, b = index / a->splits, rows = r->heads_q * r->seqlen_q, rc0, i, i1;
     int64_t rows_total = (int64_t)r->batch * r->seqlen_q * r->heads_q;
-    int chunk, n_lo, n_hi, n0, tile = fa__decode_tile(a);
+    int chunk, n_lo, n_hi, n0, tile = fa__decode_tile(a), rph = r->seqlen_q * a->group, step = FA__BR;
+    int few = rph <= FA__FEW_ROWS && rph <= FA__BR; /* few rows per KV head: fa__decode_tile_few */
     fa__scratch w;
     fa__seq s;
     fa__decode_seq(a, b, &s);
@@ -2961,8 +3117,10 @@ static void fa__decode_task(void *ctx, int index, int worker)
     n_lo = split * chunk;
     n_hi = n_lo + chunk < s.sk ? n_lo + chunk : s.sk;
     fa__worker_scratch(a, FA__SCRATCH_FWD, worker, &w);
-    for (rc0 = 0; rc0 < rows; rc0 += FA__BR) {
-        int nr = rows - rc0 < FA__BR ? rows - rc0 : FA__BR;
+    if (few) /* whole KV heads per pass */
+        step = FA__BR / rph * rph;
+    for (rc0 = 0; rc0 < rows; rc0 += step) {
+        int nr = rows - rc0 < step ? rows - rc0 : step;
         for (i = 0; i < nr; ++i) {
             int row = rc0 + i, kvh = row / (r->seqlen_q * a->group), t = (row / a->group) % r->seqlen_q;
             w.tok[i] = t;
@@ -2973,6 +3131,10 @@ static void fa__decode_task(void *ctx, int index, int worker)
         fa__attend_begin(a, &w, nr);
         for (n0 = n_lo; n0 < n_hi; n0 += tile) {
             int nc = n_hi - n0 < tile ? n_hi - n0 : tile;
+            if (few) {
+                fa__decode_tile_few(a, &w, &s, nr, rph, n0, nc);
+                continue;
+            }
             for (i = 0; i < nr; i = i1) { /* the rows of one KV head at a time */
                 int kvh = w.head[i] / a->group;
                 fa__scratch v = fa__scratch_from_row(a, &w, i);
