@@ -1847,21 +1847,35 @@ static void fa__pv_rows(int nr, fa_dtype dt, int dv, int nc, const float *P, int
    Key c of head j lies at rows[c] + j * hbytes; its query rows are Q +
    j * qstep rows (S, P and O likewise). The loop runs over keys outside
    and heads inside: in a packed cache that is address order (see
-   FA__DECODE_STEP for why that matters). Portable loops: row to f32 in
-   buf first. */
+   fa__decode_tile_few for why that matters). Portable loops: row to f32
+   in buf first.
+   FA__HEAD_DIMS(n, CALL, ...) runs CALL(..., n) with n a constant for the
+   usual head sizes 64 and 128, so the loops over a row unroll (measured
+   on Zen 5, 1 thread: d64 13.8 GB/s vs 13.0, d128 14.9 vs 14.7). */
+#define FA__HEAD_DIMS(n, CALL, a_, b_)                                         \
+    do {                                                                       \
+        if ((n) == 64)                                                         \
+            CALL(a_, b_, 64);                                                  \
+        else if ((n) == 128)                                                   \
+            CALL(a_, b_, 128);                                                 \
+        else                                                                   \
+            CALL(a_, b_, n);                                                   \
+    } while (0)
 static void fa__dots_heads(int nr, fa_dtype dt, int d, int nc, int nh, const float *Q, int ldq, int qstep,
                            const void *const *rows, size_t hbytes, float *S, int lds, float *buf)
 {
     int c, j;
 #if FA__VW
     (void)buf;
-#define FA__DOTH(n_, t_)                                                                            \
+#define FA__DOTH_D(n_, t_, d_)                                                                     \
     for (c = 0; c < nc; ++c)                                                                        \
         for (j = 0; j < nh; ++j)                                                                    \
-            fa__dot_col(n_, t_, d, Q + (size_t)j * qstep * ldq, ldq, (const char *)rows[c] + j * hbytes, \
+            fa__dot_col(n_, t_, d_, Q + (size_t)j * qstep * ldq, ldq, (const char *)rows[c] + j * hbytes, \
                         S + (size_t)j * qstep * lds + c, lds)
+#define FA__DOTH(n_, t_) FA__HEAD_DIMS(d, FA__DOTH_D, n_, t_)
     FA__FEW_ROWS_CALL(nr, dt, FA__DOTH)
 #undef FA__DOTH
+#undef FA__DOTH_D
 #else
     int i, x;
     for (c = 0; c < nc; ++c)
@@ -1884,13 +1898,15 @@ static void fa__pv_heads(int nr, fa_dtype dt, int dv, int nc, int nh, const floa
     int c, j;
 #if FA__VW
     (void)buf;
-#define FA__PVH(n_, t_)                                                                             \
+#define FA__PVH_D(n_, t_, d_)                                                                      \
     for (c = 0; c < nc; ++c)                                                                        \
         for (j = 0; j < nh; ++j)                                                                    \
-            fa__pv_col(n_, t_, dv, P + (size_t)j * qstep * ldp + c, ldp, (const char *)rows[c] + j * hbytes, \
+            fa__pv_col(n_, t_, d_, P + (size_t)j * qstep * ldp + c, ldp, (const char *)rows[c] + j * hbytes, \
                        O + (size_t)j * qstep * ldo, ldo)
+#define FA__PVH(n_, t_) FA__HEAD_DIMS(dv, FA__PVH_D, n_, t_)
     FA__FEW_ROWS_CALL(nr, dt, FA__PVH)
 #undef FA__PVH
+#undef FA__PVH_D
 #else
     int i, x;
     for (c = 0; c < nc; ++c)
@@ -3059,9 +3075,6 @@ static int fa__decode_tile(const fa__attn *a)
     int keys = FA__BC;
     while (keys > 16 && keys * row_bytes > FA__DECODE_AHEAD)
         keys /= 2;
-#ifdef FA_EXPERIMENT
-    if (fa_exp >= 1000) return fa_exp / 1000;
-#endif
     return keys;
 }
 
