@@ -1854,24 +1854,29 @@ static void fa__pv_rows(int nr, fa_dtype dt, int dv, int nc, const float *P, int
    on Zen 5, 1 thread: d64 13.8 GB/s vs 13.0, d128 14.9 vs 14.7). */
 #define FA__HEAD_DIMS(n, CALL, a_, b_)                                         \
     do {                                                                       \
-        if ((n) == 64)                                                         \
+        if ((n) == 64) {                                                       \
             CALL(a_, b_, 64);                                                  \
-        else if ((n) == 128)                                                   \
+        } else if ((n) == 128) {                                               \
             CALL(a_, b_, 128);                                                 \
-        else                                                                   \
+        } else {                                                               \
             CALL(a_, b_, n);                                                   \
+        }                                                                      \
     } while (0)
 static void fa__dots_heads(int nr, fa_dtype dt, int d, int nc, int nh, const float *Q, int ldq, int qstep,
-                           const void *const *rows, size_t hbytes, float *S, int lds, float *buf)
+                           const void *const *rows, size_t hbytes, float *S, int lds, float *buf,
+                           const void *const *pf, size_t pf_hbytes, int pf_bytes)
 {
     int c, j;
 #if FA__VW
     (void)buf;
 #define FA__DOTH_D(n_, t_, d_)                                                                     \
     for (c = 0; c < nc; ++c)                                                                        \
-        for (j = 0; j < nh; ++j)                                                                    \
+        for (j = 0; j < nh; ++j) {                                                                  \
             fa__dot_col(n_, t_, d_, Q + (size_t)j * qstep * ldq, ldq, (const char *)rows[c] + j * hbytes, \
-                        S + (size_t)j * qstep * lds + c, lds)
+                        S + (size_t)j * qstep * lds + c, lds);                                      \
+            if (pf)                                                                                 \
+                fa__prefetch_bytes((const char *)pf[c] + j * pf_hbytes, pf_bytes);                  \
+        }
 #define FA__DOTH(n_, t_) FA__HEAD_DIMS(d, FA__DOTH_D, n_, t_)
     FA__FEW_ROWS_CALL(nr, dt, FA__DOTH)
 #undef FA__DOTH
@@ -1880,6 +1885,8 @@ static void fa__dots_heads(int nr, fa_dtype dt, int d, int nc, int nh, const flo
     int i, x;
     for (c = 0; c < nc; ++c)
         for (j = 0; j < nh; ++j) {
+            if (pf)
+                fa__prefetch_bytes((const char *)pf[c] + j * pf_hbytes, pf_bytes);
             fa__load_row((const char *)rows[c] + j * hbytes, dt, d, 1.0f, buf);
             for (i = 0; i < nr; ++i) {
                 const float *q = Q + ((size_t)j * qstep + i) * ldq;
@@ -3084,18 +3091,21 @@ static int fa__decode_tile(const fa__attn *a)
    that the cache is read in address order (see FA__DECODE_TILE). Every
    head's rows are the same tokens, so the rows that see the tile are the
    same range [r0, r1) within each head. */
+#define FA__DECODE_V_AHEAD 256
 static void fa__decode_tile_few(const fa__attn *a, fa__scratch *w, const fa__seq *s, int nr, int rph, int n0,
                                 int nc)
 {
     int nh = nr / rph, kvh0 = w->head[0] / a->group, r0, r1, j;
+    int vbytes = a->dv_ * fa__dtype_size(a->v.dtype), v_ahead = vbytes < FA__DECODE_V_AHEAD;
     size_t kb = (size_t)a->k.head_stride * fa__dtype_size(a->k.dtype);
     size_t vb = (size_t)a->v.head_stride * fa__dtype_size(a->v.dtype);
     fa__row_range(a, w, rph, n0, nc, &r0, &r1);
     if (r0 >= r1)
         return;
     fa__kv_row_ptrs(a, &a->k, s, kvh0, n0, nc, w->krows);
+    fa__kv_row_ptrs(a, &a->v, s, kvh0, n0, nc, w->vrows);
     fa__dots_heads(r1 - r0, a->k.dtype, a->d, nc, nh, w->Q + (size_t)r0 * a->dp, a->dp, rph, w->krows, kb,
-                   w->S + (size_t)r0 * a->bcp, a->bcp, w->row);
+                   w->S + (size_t)r0 * a->bcp, a->bcp, w->row, v_ahead ? w->vrows : NULL, vb, vbytes);
     for (j = 0; j < nh; ++j) {
         int i0 = j * rph + r0, i1 = j * rph + r1;
         fa__score_mask(a, w, i0, i1 - i0, n0, nc, s->sk, w->S, NULL);
@@ -3103,9 +3113,16 @@ static void fa__decode_tile_few(const fa__attn *a, fa__scratch *w, const fa__seq
         if (a->drop_thr) /* l already has the undropped P: L ignores dropout */
             fa__dropout_tile(a, w, s->b, i0, i1 - i0, n0, nc, w->S, NULL);
     }
-    fa__kv_row_ptrs(a, &a->v, s, kvh0, n0, nc, w->vrows);
-    fa__pv_heads(r1 - r0, a->v.dtype, a->dv_, nc, nh, w->S + (size_t)r0 * a->bcp, a->bcp, rph, w->vrows, vb,
-                 w->O + (size_t)r0 * a->dvp, a->dvp, w->row);
+    if (!v_ahead) {
+        fa__pv_heads(r1 - r0, a->v.dtype, a->dv_, nc, nh, w->S + (size_t)r0 * a->bcp, a->bcp, rph, w->vrows, vb,
+                     w->O + (size_t)r0 * a->dvp, a->dvp, w->row);
+        return;
+    }
+    for (j = 0; j < nh; ++j) { /* V rows now in cache: head by head, O strips in registers */
+        fa__kv_row_ptrs(a, &a->v, s, kvh0 + j, n0, nc, w->vrows);
+        fa__pv_rows(r1 - r0, a->v.dtype, a->dv_, nc, w->S + (size_t)(j * rph + r0) * a->bcp, a->bcp, w->vrows,
+                    w->O + (size_t)(j * rph + r0) * a->dvp, a->dvp, w->row, NULL, 0, 0);
+    }
 }
 
 /* One task = (b, split): every query row of the sequence (row = (kvh * sq
