@@ -1742,9 +1742,10 @@ static FLASHATTN__FORCEINLINE void fa__pv_kernel(const int nr, const fa_dtype dt
     }
 
 /* The same two products for decode, one key at a time over the KV heads
-   (fa__dots_heads, fa__pv_heads below): nr <= 4 rows against one K row,
-   the four sums finished by one fa__vhsum4 (rows past nr are zero), and
-   O[nr rows] += p_i v with O read and written in L1. */
+   (fa__dots_heads, fa__pv_heads below; why: fa__decode_tile_few): nr <= 4
+   rows against one K row, the four sums finished by one fa__vhsum4 (rows
+   past nr are zero), and O[nr rows] += p_i v with O read and written in
+   L1. */
 static FLASHATTN__FORCEINLINE void fa__dot_col(const int nr, const fa_dtype dt, int d, const float *Q, int ldq,
                                                const void *krow, float *S, int lds)
 {
@@ -1847,8 +1848,10 @@ static void fa__pv_rows(int nr, fa_dtype dt, int dv, int nc, const float *P, int
    Key c of head j lies at rows[c] + j * hbytes; its query rows are Q +
    j * qstep rows (S, P and O likewise). The loop runs over keys outside
    and heads inside: in a packed cache that is address order (see
-   fa__decode_tile_few for why that matters). Portable loops: row to f32
-   in buf first.
+   fa__decode_tile_few for why that matters). pf (may be NULL): after key
+   c of head j, the pf_bytes at pf[c] + j * pf_hbytes are requested from
+   memory (the V rows of the same key). Portable loops: row to f32 in buf
+   first.
    FA__HEAD_DIMS(n, CALL, ...) runs CALL(..., n) with n a constant for the
    usual head sizes 64 and 128, so the loops over a row unroll (measured
    on Zen 5, 1 thread: d64 13.8 GB/s vs 13.0, d128 14.9 vs 14.7). */
@@ -2471,7 +2474,8 @@ static void fa__attend_tile(const fa__attn *a, fa__scratch *w, const fa__seq *s,
         fa__kv_row_ptrs(a, &a->k, s, kvh, n0, nc, w->krows);
         fa__kv_row_ptrs(a, &a->v, s, kvh, n0, nc, w->vrows);
         /* the same rows of the next tile (keys before n_end) are requested
-           from memory while this tile streams: see FA__DECODE_AHEAD */
+           from memory while this tile streams (decode walks its tiles
+           differently: fa__decode_tile_few) */
         w->npf = n_end - (n0 + nc) < nc ? n_end - (n0 + nc) : nc;
         w->npf = w->npf < 0 ? 0 : w->npf;
         fa__kv_row_ptrs(a, &a->k, s, kvh, n0 + nc, w->npf, w->krows + FA__BC);
@@ -3005,10 +3009,13 @@ FLASHATTN_DEF fa_status fa_merge(int num_splits, int64_t rows, int dim, const fl
       group, not once per query head, and the cache is walked densely
       (all heads of a token are adjacent). With one new token the rows of
       a KV head are its GQA group, at most FA__FEW_ROWS of them for the
-      usual groups, so the tile step reads K and V where they lie and
-      converts them in registers (fa__dots_rows, fa__pv_rows): decode is
-      bound by reading the cache, and that reads each byte once. It writes
-      a normalized partial O and its L.
+      usual groups; then the tile step (fa__decode_tile_few) reads K and V
+      where they lie, converts them in registers, and walks the tile key
+      by key with all KV heads of a key together, i.e. in address order:
+      decode is bound by reading the cache, it reads each byte once, and
+      one core only streams memory near its bandwidth in that order. More
+      rows per KV head: the forward's tile step per KV head. It writes a
+      normalized partial O and its L.
    3. Merge the splits with fa__merge_row (the code behind fa_merge).
    The number of splits depends only on the problem (never on the number of
    workers), so the result is bit-identical on any thread count. */
@@ -3068,13 +3075,12 @@ static fa__scratch fa__scratch_from_row(const fa__attn *a, const fa__scratch *w,
 }
 
 /* Keys per decode tile: FA__BC, halved while one tile of all KV heads
-   (K and V) is larger than FA__DECODE_AHEAD bytes. With few query rows per
-   KV head, fa__attend_tile requests the next tile's rows of its head while
-   it streams this tile's, so the request runs one tile of all heads ahead
-   of the use: far enough to hide the memory latency (measured: asking for
-   the rows only a few keys ahead, or for the next head's tile, left 30-40%
-   of the bandwidth unused), near enough that the rows are still in L2 (1
-   MiB on the Zen 5 this was measured on) when they are used. */
+   (K and V) is larger than FA__DECODE_AHEAD bytes, so that a tile's V
+   prefetched during its dot pass (fa__decode_tile_few) is still in L2 (1
+   MiB on the Zen 5 this was measured on) when it is summed. Long tiles
+   pay: each tile restarts the K and the V stream and runs the softmax
+   bookkeeping once per row (measured, d64 1 thread, % of the read
+   bandwidth: 16 keys 47%, 32 57%, 64 64%, 128 67%). */
 #define FA__DECODE_AHEAD (512 << 10)
 static int fa__decode_tile(const fa__attn *a)
 {
@@ -3087,11 +3093,32 @@ static int fa__decode_tile(const fa__attn *a)
 
 /* Keys n0 .. n0+nc-1 against the nr rows of w, which are the rows of
    nr / rph consecutive KV heads, rph <= FA__FEW_ROWS rows each: the tile
-   step of fa__attend_tile, with the loops over keys and heads swapped so
-   that the cache is read in address order (see FA__DECODE_TILE). Every
-   head's rows are the same tokens, so the rows that see the tile are the
-   same range [r0, r1) within each head. */
-#define FA__DECODE_V_AHEAD 256
+   step of fa__attend_tile for all these heads at once. Every head's rows
+   are the same tokens, so the rows that see the tile are the same range
+   [r0, r1) within each head.
+   Why the loops run over keys outside and heads inside (fa__dots_heads):
+   on the Zen 5 this was measured on, one core streams only what its
+   hardware prefetcher sees as a stream, and that takes misses in address
+   order. A bare f16 read of the cache (d128, 8 KV heads, 1 thread) ran at
+   30-38 GB/s key by key with all heads of a key together, 11-12 GB/s
+   head by head (128 rows 2 KiB apart, the order of fa__attend_tile),
+   6-11 GB/s with 2 or 4 keys of a head together, and software prefetch
+   (any hint, one tile ahead, per row or the whole tile in address order)
+   did not change the head-by-head rate. The price: a key's dot products
+   finish with one horizontal sum per head (fa__dot_col), and its V row
+   updates O~ in L1 (load, FMA, store per vector) instead of in registers.
+   V rows shorter than FA__DECODE_V_AHEAD bytes (d64 f16) cost more that
+   way than they save: for those the dot pass requests the tile's V rows
+   in address order along with its K rows, and the V pass then runs head
+   by head with O~ strips in registers (fa__pv_rows) on rows already in
+   cache. Measured (% of the read bandwidth measured in the same process,
+   medians of runs alternating the variants, 4 sessions): d64 1 thread
+   68-78% with V requested ahead vs 62-65% without, 2 threads 67-74% vs
+   61-72%; d128 1 thread 62-68% vs 69-72%, 2 threads 60-67% vs 64-72%.
+   (Requesting the next tile's K the same way during a head-by-head V
+   pass, so that both passes run head by head: 42-50%. Reading the next
+   tile's K interleaved with this tile's V, key by key: 25-30%.) */
+#define FA__DECODE_V_AHEAD 256 /* bytes of a V row: below, V is requested ahead and summed head by head */
 static void fa__decode_tile_few(const fa__attn *a, fa__scratch *w, const fa__seq *s, int nr, int rph, int n0,
                                 int nc)
 {
@@ -3127,7 +3154,8 @@ static void fa__decode_tile_few(const fa__attn *a, fa__scratch *w, const fa__seq
 
 /* One task = (b, split): every query row of the sequence (row = (kvh * sq
    + t) * group + g, so the rows of one KV head are adjacent) against the
-   split's keys, one key tile at a time, KV head by KV head within it. The
+   split's keys, one key tile at a time, all KV heads within it (few rows
+   per head: fa__decode_tile_few; else KV head by KV head). The
    task thus reads ALL heads of each key tile together: K and V rows of
    all heads of a token are contiguous in the cache, so the task walks its
    part of the cache densely (few TLB misses, whole pages) instead of one
