@@ -1741,11 +1741,10 @@ static FLASHATTN__FORCEINLINE void fa__pv_kernel(const int nr, const fa_dtype dt
     case 13: CALL(4, FA_F16); break; default: CALL(4, FA_BF16); break;        \
     }
 
-/* The same two products for decode, one key at a time over the KV heads
-   (fa__dots_heads, fa__pv_heads below; why: fa__decode_tile_few): nr <= 4
-   rows against one K row, the four sums finished by one fa__vhsum4 (rows
-   past nr are zero), and O[nr rows] += p_i v with O read and written in
-   L1. */
+/* The dot products for decode, one key at a time over the KV heads
+   (fa__dots_heads below; why: fa__decode_tile_few): nr <= 4 rows against
+   one K row, the four sums finished by one fa__vhsum4 (rows past nr are
+   zero). */
 static FLASHATTN__FORCEINLINE void fa__dot_col(const int nr, const fa_dtype dt, int d, const float *Q, int ldq,
                                                const void *krow, float *S, int lds)
 {
@@ -1767,22 +1766,6 @@ static FLASHATTN__FORCEINLINE void fa__dot_col(const int nr, const fa_dtype dt, 
     FA__V4STORE(out, fa__vhsum4(acc[0], acc[1], acc[2], acc[3]));
     FA__UNROLL for (i = 0; i < nr; ++i)
         S[(size_t)i * lds] = out[i];
-}
-
-static FLASHATTN__FORCEINLINE void fa__pv_col(const int nr, const fa_dtype dt, int dv, const float *P, int ldp,
-                                              const void *vrow, float *O, int ldo)
-{
-    fa__vf p[4], vv;
-    int i, x;
-    FA__UNROLL for (i = 0; i < nr; ++i)
-        p[i] = FA__VSET1(P[(size_t)i * ldp]);
-    for (x = 0; x < dv; x += FA__VW) { /* O rows are padded: a last partial vector stays in its row */
-        vv = x + FA__VW <= dv ? fa__vload_n(vrow, dt, x, FA__VW) : fa__vload_n(vrow, dt, x, dv - x);
-        FA__UNROLL for (i = 0; i < nr; ++i) {
-            float *o = O + (size_t)i * ldo + x;
-            FA__VSTORE(o, FA__VFMA(p[i], vv, FA__VLOAD(o)));
-        }
-    }
 }
 #endif
 
@@ -1844,17 +1827,18 @@ static void fa__pv_rows(int nr, fa_dtype dt, int dv, int nc, const float *P, int
 #endif
 }
 
-/* Decode: the nh KV heads of a key tile, every head with nr query rows.
-   Key c of head j lies at rows[c] + j * hbytes; its query rows are Q +
-   j * qstep rows (S, P and O likewise). The loop runs over keys outside
+/* Decode: S = Q K^T for the nh KV heads of a key tile, every head with
+   nr query rows. Key c of head j lies at rows[c] + j * hbytes; its query
+   rows are Q + j * qstep rows (S likewise). The loop runs over keys outside
    and heads inside: in a packed cache that is address order (see
    fa__decode_tile_few for why that matters). pf (may be NULL): after key
    c of head j, the pf_bytes at pf[c] + j * pf_hbytes are requested from
    memory (the V rows of the same key). Portable loops: row to f32 in buf
    first.
    FA__HEAD_DIMS(n, CALL, ...) runs CALL(..., n) with n a constant for the
-   usual head sizes 64 and 128, so the loops over a row unroll (measured
-   on Zen 5, 1 thread: d64 13.8 GB/s vs 13.0, d128 14.9 vs 14.7). */
+   usual head sizes 64 and 128, so the loop over a row unrolls (measured
+   on Zen 5, 1 thread, with the V products of that time: d64 13.8 GB/s vs
+   13.0, d128 14.9 vs 14.7). */
 #define FA__HEAD_DIMS(n, CALL, a_, b_)                                         \
     do {                                                                       \
         if ((n) == 64) {                                                       \
@@ -1897,36 +1881,6 @@ static void fa__dots_heads(int nr, fa_dtype dt, int d, int nc, int nh, const flo
                 for (x = 0; x < d; ++x)
                     acc += q[x] * buf[x];
                 S[((size_t)j * qstep + i) * lds + c] = acc;
-            }
-        }
-#endif
-}
-
-static void fa__pv_heads(int nr, fa_dtype dt, int dv, int nc, int nh, const float *P, int ldp, int qstep,
-                         const void *const *rows, size_t hbytes, float *O, int ldo, float *buf)
-{
-    int c, j;
-#if FA__VW
-    (void)buf;
-#define FA__PVH_D(n_, t_, d_)                                                                      \
-    for (c = 0; c < nc; ++c)                                                                        \
-        for (j = 0; j < nh; ++j)                                                                    \
-            fa__pv_col(n_, t_, d_, P + (size_t)j * qstep * ldp + c, ldp, (const char *)rows[c] + j * hbytes, \
-                       O + (size_t)j * qstep * ldo, ldo)
-#define FA__PVH(n_, t_) FA__HEAD_DIMS(dv, FA__PVH_D, n_, t_)
-    FA__FEW_ROWS_CALL(nr, dt, FA__PVH)
-#undef FA__PVH
-#undef FA__PVH_D
-#else
-    int i, x;
-    for (c = 0; c < nc; ++c)
-        for (j = 0; j < nh; ++j) {
-            fa__load_row((const char *)rows[c] + j * hbytes, dt, dv, 1.0f, buf);
-            for (i = 0; i < nr; ++i) {
-                const float p = P[((size_t)j * qstep + i) * ldp + c];
-                float *FLASHATTN__RESTRICT o = O + ((size_t)j * qstep + i) * ldo;
-                for (x = 0; x < dv; ++x)
-                    o[x] += p * buf[x];
             }
         }
 #endif
@@ -3105,25 +3059,23 @@ static int fa__decode_tile(const fa__attn *a)
    6-11 GB/s with 2 or 4 keys of a head together, and software prefetch
    (any hint, one tile ahead, per row or the whole tile in address order)
    did not change the head-by-head rate. The price: a key's dot products
-   finish with one horizontal sum per head (fa__dot_col), and its V row
-   updates O~ in L1 (load, FMA, store per vector) instead of in registers.
-   V rows shorter than FA__DECODE_V_AHEAD bytes (d64 f16) cost more that
-   way than they save: for those the dot pass requests the tile's V rows
-   in address order along with its K rows, and the V pass then runs head
-   by head with O~ strips in registers (fa__pv_rows) on rows already in
-   cache. Measured (% of the read bandwidth measured in the same process,
-   medians of runs alternating the variants, 4 sessions): d64 1 thread
-   68-78% with V requested ahead vs 62-65% without, 2 threads 67-74% vs
-   61-72%; d128 1 thread 62-68% vs 69-72%, 2 threads 60-67% vs 64-72%.
-   (Requesting the next tile's K the same way during a head-by-head V
-   pass, so that both passes run head by head: 42-50%. Reading the next
-   tile's K interleaved with this tile's V, key by key: 25-30%.) */
-#define FA__DECODE_V_AHEAD 256 /* bytes of a V row: below, V is requested ahead and summed head by head */
+   finish with one horizontal sum per head (fa__dot_col).
+   V: summing key by key would update O~ in L1 (load, FMA, store per
+   vector) instead of in registers. Instead the dot pass requests each V
+   row from memory right after the dot product of its key and head, i.e.
+   in address order, and the V pass then runs head by head with O~ strips
+   in registers (fa__pv_rows) on rows already in cache. Measured (% of the
+   read bandwidth measured in the same process, medians of runs that
+   alternate the variants, 1 thread): d64 68-78% vs 62-65% for V key by
+   key, d128 74-80% vs 60-68% (2 threads: d64 67-74% vs
+   61-72%, d128 76-79% vs 65-72%). (Requesting the next tile's K the same
+   way during the V pass, so that both passes run head by head: 42-50%.
+   Reading the next tile's K interleaved with this tile's V, key by key:
+   25-30%.) */
 static void fa__decode_tile_few(const fa__attn *a, fa__scratch *w, const fa__seq *s, int nr, int rph, int n0,
                                 int nc)
 {
-    int nh = nr / rph, kvh0 = w->head[0] / a->group, r0, r1, j;
-    int vbytes = a->dv_ * fa__dtype_size(a->v.dtype), v_ahead = vbytes < FA__DECODE_V_AHEAD;
+    int nh = nr / rph, kvh0 = w->head[0] / a->group, r0, r1, j, vbytes = a->dv_ * fa__dtype_size(a->v.dtype);
     size_t kb = (size_t)a->k.head_stride * fa__dtype_size(a->k.dtype);
     size_t vb = (size_t)a->v.head_stride * fa__dtype_size(a->v.dtype);
     fa__row_range(a, w, rph, n0, nc, &r0, &r1);
@@ -3132,7 +3084,7 @@ static void fa__decode_tile_few(const fa__attn *a, fa__scratch *w, const fa__seq
     fa__kv_row_ptrs(a, &a->k, s, kvh0, n0, nc, w->krows);
     fa__kv_row_ptrs(a, &a->v, s, kvh0, n0, nc, w->vrows);
     fa__dots_heads(r1 - r0, a->k.dtype, a->d, nc, nh, w->Q + (size_t)r0 * a->dp, a->dp, rph, w->krows, kb,
-                   w->S + (size_t)r0 * a->bcp, a->bcp, w->row, v_ahead ? w->vrows : NULL, vb, vbytes);
+                   w->S + (size_t)r0 * a->bcp, a->bcp, w->row, w->vrows, vb, vbytes);
     for (j = 0; j < nh; ++j) {
         int i0 = j * rph + r0, i1 = j * rph + r1;
         fa__score_mask(a, w, i0, i1 - i0, n0, nc, s->sk, w->S, NULL);
@@ -3140,12 +3092,7 @@ static void fa__decode_tile_few(const fa__attn *a, fa__scratch *w, const fa__seq
         if (a->drop_thr) /* l already has the undropped P: L ignores dropout */
             fa__dropout_tile(a, w, s->b, i0, i1 - i0, n0, nc, w->S, NULL);
     }
-    if (!v_ahead) {
-        fa__pv_heads(r1 - r0, a->v.dtype, a->dv_, nc, nh, w->S + (size_t)r0 * a->bcp, a->bcp, rph, w->vrows, vb,
-                     w->O + (size_t)r0 * a->dvp, a->dvp, w->row);
-        return;
-    }
-    for (j = 0; j < nh; ++j) { /* V rows now in cache: head by head, O strips in registers */
+    for (j = 0; j < nh; ++j) { /* V rows now in cache: head by head, O~ strips in registers */
         fa__kv_row_ptrs(a, &a->v, s, kvh0 + j, n0, nc, w->vrows);
         fa__pv_rows(r1 - r0, a->v.dtype, a->dv_, nc, w->S + (size_t)(j * rph + r0) * a->bcp, a->bcp, w->vrows,
                     w->O + (size_t)(j * rph + r0) * a->dvp, a->dvp, w->row, NULL, 0, 0);
