@@ -156,9 +156,13 @@
    -fopenmp, fp32, d 128, seqlen 4096, 8 heads, 2 threads; % of the FMA peak
    measured in the same run (2026-11-23, quiet machine, 448 GFLOP/s):
      forward 328 GFLOP/s (73%), causal 326 (73%); backward 205 (46%);
-     decode from an f16 cache (d 64 and 128, 256 MiB): 23-27 GB/s, 48-56% of
-     the read bandwidth (two runs); the goal is 70%, see README.md. (Before
-     it read K/V in place, 2026-11-22: 5 GB/s, 10-18%.)
+     decode from an f16 cache (d 64 and 128, 32/8 heads, 256 MiB), walking
+     the cache in address order (2026-11-23, alternating with the previous
+     code in one session, load 1.2-1.4 from these runs alone): 1 thread
+     17.9-18.8 GB/s, 76-81% of the read bandwidth measured beside it (was
+     13.3-13.5, 58-61%); 2 threads 33.9-35.5 GB/s, 77-80% (was 25, 56-59%);
+     goal 70%, see README.md.
+     (Before it read K/V in place, 2026-11-22: 5 GB/s, 10-18%.)
    GPU, NVIDIA H100 80GB HBM3, bf16, FA3-paper grid, beside PyTorch 2.11 SDPA
    (2026-11-23 14:20 UTC, one run; the bf16 matmul ceiling measured in it:
    767 TFLOP/s):
@@ -1744,6 +1748,33 @@ static FLASHATTN__FORCEINLINE void fa__pv_kernel(const int nr, const fa_dtype dt
     case 11: CALL(3, FA_BF16); break; case 12: CALL(4, FA_F32); break;        \
     case 13: CALL(4, FA_F16); break; default: CALL(4, FA_BF16); break;        \
     }
+
+/* The dot products for decode, one key at a time over the KV heads
+   (fa__dots_heads below; why: fa__decode_tile_few): nr <= 4 rows against
+   one K row, the four sums finished by one fa__vhsum4 (rows past nr are
+   zero). */
+static FLASHATTN__FORCEINLINE void fa__dot_col(const int nr, const fa_dtype dt, int d, const float *Q, int ldq,
+                                               const void *krow, float *S, int lds)
+{
+    fa__vf acc[4], kv;
+    float out[4];
+    int i, x;
+    FA__UNROLL for (i = 0; i < 4; ++i)
+        acc[i] = FA__VZERO();
+    for (x = 0; x + FA__VW <= d; x += FA__VW) {
+        kv = fa__vload_n(krow, dt, x, FA__VW);
+        FA__UNROLL for (i = 0; i < nr; ++i)
+            acc[i] = FA__VFMA(FA__VLOAD(Q + (size_t)i * ldq + x), kv, acc[i]);
+    }
+    if (x < d) { /* Q rows are zero-padded: the lanes past d add 0 */
+        kv = fa__vload_n(krow, dt, x, d - x);
+        FA__UNROLL for (i = 0; i < nr; ++i)
+            acc[i] = FA__VFMA(FA__VLOAD(Q + (size_t)i * ldq + x), kv, acc[i]);
+    }
+    FA__V4STORE(out, fa__vhsum4(acc[0], acc[1], acc[2], acc[3]));
+    FA__UNROLL for (i = 0; i < nr; ++i)
+        S[(size_t)i * lds] = out[i];
+}
 #endif
 
 /* S[nr, lds] = Q[nr, ldq] K^T, K rows of type dt at rows[0 .. nc), and
@@ -1801,6 +1832,65 @@ static void fa__pv_rows(int nr, fa_dtype dt, int dv, int nc, const float *P, int
                 o[x] += p * buf[x];
         }
     }
+#endif
+}
+
+/* Decode: S = Q K^T for the nh KV heads of a key tile, every head with
+   nr query rows. Key c of head j lies at rows[c] + j * hbytes; its query
+   rows are Q + j * qstep rows (S likewise). The loop runs over keys outside
+   and heads inside: in a packed cache that is address order (see
+   fa__decode_tile_few for why that matters). pf (may be NULL): after key
+   c of head j, the pf_bytes at pf[c] + j * pf_hbytes are requested from
+   memory (the V rows of the same key). Portable loops: row to f32 in buf
+   first.
+   FA__HEAD_DIMS(n, CALL, ...) runs CALL(..., n) with n a constant for the
+   usual head sizes 64 and 128, so the loop over a row unrolls (measured
+   on Zen 5, 1 thread, with the V products of that time: d64 13.8 GB/s vs
+   13.0, d128 14.9 vs 14.7). */
+#define FA__HEAD_DIMS(n, CALL, a_, b_)                                         \
+    do {                                                                       \
+        if ((n) == 64) {                                                       \
+            CALL(a_, b_, 64);                                                  \
+        } else if ((n) == 128) {                                               \
+            CALL(a_, b_, 128);                                                 \
+        } else {                                                               \
+            CALL(a_, b_, n);                                                   \
+        }                                                                      \
+    } while (0)
+static void fa__dots_heads(int nr, fa_dtype dt, int d, int nc, int nh, const float *Q, int ldq, int qstep,
+                           const void *const *rows, size_t hbytes, float *S, int lds, float *buf,
+                           const void *const *pf, size_t pf_hbytes, int pf_bytes)
+{
+    int c, j;
+#if FA__VW
+    (void)buf;
+#define FA__DOTH_D(n_, t_, d_)                                                                     \
+    for (c = 0; c < nc; ++c)                                                                        \
+        for (j = 0; j < nh; ++j) {                                                                  \
+            fa__dot_col(n_, t_, d_, Q + (size_t)j * qstep * ldq, ldq, (const char *)rows[c] + j * hbytes, \
+                        S + (size_t)j * qstep * lds + c, lds);                                      \
+            if (pf)                                                                                 \
+                fa__prefetch_bytes((const char *)pf[c] + j * pf_hbytes, pf_bytes);                  \
+        }
+#define FA__DOTH(n_, t_) FA__HEAD_DIMS(d, FA__DOTH_D, n_, t_)
+    FA__FEW_ROWS_CALL(nr, dt, FA__DOTH)
+#undef FA__DOTH
+#undef FA__DOTH_D
+#else
+    int i, x;
+    for (c = 0; c < nc; ++c)
+        for (j = 0; j < nh; ++j) {
+            if (pf)
+                fa__prefetch_bytes((const char *)pf[c] + j * pf_hbytes, pf_bytes);
+            fa__load_row((const char *)rows[c] + j * hbytes, dt, d, 1.0f, buf);
+            for (i = 0; i < nr; ++i) {
+                const float *q = Q + ((size_t)j * qstep + i) * ldq;
+                float acc = 0.0f;
+                for (x = 0; x < d; ++x)
+                    acc += q[x] * buf[x];
+                S[((size_t)j * qstep + i) * lds + c] = acc;
+            }
+        }
 #endif
 }
 
@@ -2182,19 +2272,14 @@ static void fa__key_band(const fa__attn *a, const fa__scratch *w, int nr, int sk
        S = c log2e * tanh(S)                 (softcap; tanh kept in T if T)
        S -= slope * log2e * |i' - j|         (ALiBi)
        S = -inf where key j is not visible   (causal, window, j >= sk)
-   into rows r0 .. r0+nr-1 of S[., bcp]; columns nc .. bcp-1 are -inf. */
-static void fa__score_tile(const fa__attn *a, const fa__scratch *w, int r0, int nr, int n0, int nc, int sk,
-                           int k_rows, float *S, float *T)
+   into rows r0 .. r0+nr-1 of S[., bcp]; columns nc .. bcp-1 are -inf.
+   fa__score_mask is the part after the product, for callers (decode) that
+   computed S = Q~ K_j^T themselves. */
+static void fa__score_mask(const fa__attn *a, const fa__scratch *w, int r0, int nr, int n0, int nc, int sk,
+                           float *S, float *T)
 {
     const fa_problem *r = &a->r;
     int i, c;
-    if (k_rows) /* few rows: dot products with the K rows where they lie */
-        fa__dots_rows(nr, a->k.dtype, a->d, nc, w->Q + (size_t)r0 * a->dp, a->dp, w->krows,
-                      S + (size_t)r0 * a->bcp, a->bcp, w->row, w->krows + FA__BC, w->npf,
-                      a->d * fa__dtype_size(a->k.dtype));
-    else
-        fa__gemm(nr, a->bcp, a->d, w->Q + (size_t)r0 * a->dp, a->dp, w->Kt, a->bcp, S + (size_t)r0 * a->bcp,
-                 a->bcp, 0, w->pack);
     for (i = r0; i < r0 + nr; ++i) {
         float *s = S + (size_t)i * a->bcp;
         int64_t pos = w->pos[i], jlo = 0, jhi = sk - 1; /* visible keys of this row */
@@ -2229,6 +2314,19 @@ static void fa__score_tile(const fa__attn *a, const fa__scratch *w, int r0, int 
         for (c = chi + 1; c < a->bcp; ++c)
             s[c] = -INFINITY;
     }
+}
+
+static void fa__score_tile(const fa__attn *a, const fa__scratch *w, int r0, int nr, int n0, int nc, int sk,
+                           int k_rows, float *S, float *T)
+{
+    if (k_rows) /* few rows: dot products with the K rows where they lie */
+        fa__dots_rows(nr, a->k.dtype, a->d, nc, w->Q + (size_t)r0 * a->dp, a->dp, w->krows,
+                      S + (size_t)r0 * a->bcp, a->bcp, w->row, w->krows + FA__BC, w->npf,
+                      a->d * fa__dtype_size(a->k.dtype));
+    else
+        fa__gemm(nr, a->bcp, a->d, w->Q + (size_t)r0 * a->dp, a->dp, w->Kt, a->bcp, S + (size_t)r0 * a->bcp,
+                 a->bcp, 0, w->pack);
+    fa__score_mask(a, w, r0, nr, n0, nc, sk, S, T);
 }
 
 /* Dropout on P (rows in w, keys n0 .. n0+nc-1): P <- P * Z, Z = 1/(1-p) for
@@ -2310,10 +2408,25 @@ static void fa__attend_begin(const fa__attn *a, fa__scratch *w, int nr)
     memset(w->O, 0, (size_t)nr * a->dvp * sizeof(float));
 }
 
+/* Rows [r0, r1) of w: one online-softmax step over their ncp scores in S
+   (S becomes P~), O~ rescaled where the maximum moved. */
+static void fa__softmax_rows(const fa__attn *a, fa__scratch *w, int r0, int r1, int ncp)
+{
+    int i, c;
+    for (i = r0; i < r1; ++i) {
+        float alpha = fa__softmax_step(w->S + (size_t)i * a->bcp, ncp, &w->m[i], &w->l[i]);
+        if (alpha != 1.0f) { /* a new maximum: O~ was summed against the old one */
+            float *o = w->O + (size_t)i * a->dvp;
+            for (c = 0; c < a->dv_; ++c)
+                o[c] *= alpha;
+        }
+    }
+}
+
 static void fa__attend_tile(const fa__attn *a, fa__scratch *w, const fa__seq *s, int kvh, int nr, int n0,
                             int nc, int n_end)
 {
-    int i, c, r0, r1, k_rows = nr <= FA__FEW_ROWS, ncp = FA__PAD(nc);
+    int r0, r1, k_rows = nr <= FA__FEW_ROWS, ncp = FA__PAD(nc);
     /* rows that see none of these keys are skipped: they would get
        S = -inf, alpha = 1 and P = 0, i.e. no change at all */
     fa__row_range(a, w, nr, n0, nc, &r0, &r1);
@@ -2323,7 +2436,8 @@ static void fa__attend_tile(const fa__attn *a, fa__scratch *w, const fa__seq *s,
         fa__kv_row_ptrs(a, &a->k, s, kvh, n0, nc, w->krows);
         fa__kv_row_ptrs(a, &a->v, s, kvh, n0, nc, w->vrows);
         /* the same rows of the next tile (keys before n_end) are requested
-           from memory while this tile streams: see FA__DECODE_AHEAD */
+           from memory while this tile streams (decode walks its tiles
+           differently: fa__decode_tile_few) */
         w->npf = n_end - (n0 + nc) < nc ? n_end - (n0 + nc) : nc;
         w->npf = w->npf < 0 ? 0 : w->npf;
         fa__kv_row_ptrs(a, &a->k, s, kvh, n0 + nc, w->npf, w->krows + FA__BC);
@@ -2333,14 +2447,7 @@ static void fa__attend_tile(const fa__attn *a, fa__scratch *w, const fa__seq *s,
         fa__load_kv_tile(a, &a->v, a->dv_, s, kvh, n0, nc, n_end, w->V, a->dvp);
     }
     fa__score_tile(a, w, r0, r1 - r0, n0, nc, s->sk, k_rows, w->S, NULL);
-    for (i = r0; i < r1; ++i) {
-        float alpha = fa__softmax_step(w->S + (size_t)i * a->bcp, ncp, &w->m[i], &w->l[i]);
-        if (alpha != 1.0f) { /* a new maximum: O~ was summed against the old one */
-            float *o = w->O + (size_t)i * a->dvp;
-            for (c = 0; c < a->dv_; ++c)
-                o[c] *= alpha;
-        }
-    }
+    fa__softmax_rows(a, w, r0, r1, ncp);
     if (a->drop_thr) /* l already has the undropped P: L ignores dropout */
         fa__dropout_tile(a, w, s->b, r0, r1 - r0, n0, nc, w->S, NULL);
     if (k_rows) /* O~ += P~ V_j */
@@ -2864,10 +2971,13 @@ FLASHATTN_DEF fa_status fa_merge(int num_splits, int64_t rows, int dim, const fl
       group, not once per query head, and the cache is walked densely
       (all heads of a token are adjacent). With one new token the rows of
       a KV head are its GQA group, at most FA__FEW_ROWS of them for the
-      usual groups, so the tile step reads K and V where they lie and
-      converts them in registers (fa__dots_rows, fa__pv_rows): decode is
-      bound by reading the cache, and that reads each byte once. It writes
-      a normalized partial O and its L.
+      usual groups; then the tile step (fa__decode_tile_few) reads K and V
+      where they lie, converts them in registers, and walks the tile key
+      by key with all KV heads of a key together, i.e. in address order:
+      decode is bound by reading the cache, it reads each byte once, and
+      one core only streams memory near its bandwidth in that order. More
+      rows per KV head: the forward's tile step per KV head. It writes a
+      normalized partial O and its L.
    3. Merge the splits with fa__merge_row (the code behind fa_merge).
    The number of splits depends only on the problem (never on the number of
    workers), so the result is bit-identical on any thread count. */
@@ -2927,13 +3037,12 @@ static fa__scratch fa__scratch_from_row(const fa__attn *a, const fa__scratch *w,
 }
 
 /* Keys per decode tile: FA__BC, halved while one tile of all KV heads
-   (K and V) is larger than FA__DECODE_AHEAD bytes. With few query rows per
-   KV head, fa__attend_tile requests the next tile's rows of its head while
-   it streams this tile's, so the request runs one tile of all heads ahead
-   of the use: far enough to hide the memory latency (measured: asking for
-   the rows only a few keys ahead, or for the next head's tile, left 30-40%
-   of the bandwidth unused), near enough that the rows are still in L2 (1
-   MiB on the Zen 5 this was measured on) when they are used. */
+   (K and V) is larger than FA__DECODE_AHEAD bytes, so that a tile's V
+   prefetched during its dot pass (fa__decode_tile_few) is still in L2 (1
+   MiB on the Zen 5 this was measured on) when it is summed. Long tiles
+   pay: each tile restarts the K and the V stream and runs the softmax
+   bookkeeping once per row (measured, d64 1 thread, % of the read
+   bandwidth: 16 keys 47%, 32 57%, 64 64%, 128 67%). */
 #define FA__DECODE_AHEAD (512 << 10)
 static int fa__decode_tile(const fa__attn *a)
 {
@@ -2944,9 +3053,64 @@ static int fa__decode_tile(const fa__attn *a)
     return keys;
 }
 
+/* Keys n0 .. n0+nc-1 against the nr rows of w, which are the rows of
+   nr / rph consecutive KV heads, rph <= FA__FEW_ROWS rows each: the tile
+   step of fa__attend_tile for all these heads at once. Every head's rows
+   are the same tokens, so the rows that see the tile are the same range
+   [r0, r1) within each head.
+   Why the loops run over keys outside and heads inside (fa__dots_heads):
+   on the Zen 5 this was measured on, one core streams only what its
+   hardware prefetcher sees as a stream, and that takes misses in address
+   order. A bare f16 read of the cache (d128, 8 KV heads, 1 thread) ran at
+   30-38 GB/s key by key with all heads of a key together, 11-12 GB/s
+   head by head (128 rows 2 KiB apart, the order of fa__attend_tile),
+   6-11 GB/s with 2 or 4 keys of a head together, and software prefetch
+   (any hint, one tile ahead, per row or the whole tile in address order)
+   did not change the head-by-head rate. The price: a key's dot products
+   finish with one horizontal sum per head (fa__dot_col).
+   V: summing key by key would update O~ in L1 (load, FMA, store per
+   vector) instead of in registers. Instead the dot pass requests each V
+   row from memory right after the dot product of its key and head, i.e.
+   in address order, and the V pass then runs head by head with O~ strips
+   in registers (fa__pv_rows) on rows already in cache. Measured (% of the
+   read bandwidth measured in the same process, medians of runs that
+   alternate the variants, 1 thread): d64 68-78% vs 62-65% for V key by
+   key, d128 74-80% vs 60-68% (2 threads: d64 67-74% vs
+   61-72%, d128 76-79% vs 65-72%). (Requesting the next tile's K the same
+   way during the V pass, so that both passes run head by head: 42-50%.
+   Reading the next tile's K interleaved with this tile's V, key by key:
+   25-30%.) */
+static void fa__decode_tile_few(const fa__attn *a, fa__scratch *w, const fa__seq *s, int nr, int rph, int n0,
+                                int nc)
+{
+    int nh = nr / rph, kvh0 = w->head[0] / a->group, r0, r1, j, vbytes = a->dv_ * fa__dtype_size(a->v.dtype);
+    size_t kb = (size_t)a->k.head_stride * fa__dtype_size(a->k.dtype);
+    size_t vb = (size_t)a->v.head_stride * fa__dtype_size(a->v.dtype);
+    fa__row_range(a, w, rph, n0, nc, &r0, &r1);
+    if (r0 >= r1)
+        return;
+    fa__kv_row_ptrs(a, &a->k, s, kvh0, n0, nc, w->krows);
+    fa__kv_row_ptrs(a, &a->v, s, kvh0, n0, nc, w->vrows);
+    fa__dots_heads(r1 - r0, a->k.dtype, a->d, nc, nh, w->Q + (size_t)r0 * a->dp, a->dp, rph, w->krows, kb,
+                   w->S + (size_t)r0 * a->bcp, a->bcp, w->row, w->vrows, vb, vbytes);
+    for (j = 0; j < nh; ++j) {
+        int i0 = j * rph + r0, i1 = j * rph + r1;
+        fa__score_mask(a, w, i0, i1 - i0, n0, nc, s->sk, w->S, NULL);
+        fa__softmax_rows(a, w, i0, i1, FA__PAD(nc));
+        if (a->drop_thr) /* l already has the undropped P: L ignores dropout */
+            fa__dropout_tile(a, w, s->b, i0, i1 - i0, n0, nc, w->S, NULL);
+    }
+    for (j = 0; j < nh; ++j) { /* V rows now in cache: head by head, O~ strips in registers */
+        fa__kv_row_ptrs(a, &a->v, s, kvh0 + j, n0, nc, w->vrows);
+        fa__pv_rows(r1 - r0, a->v.dtype, a->dv_, nc, w->S + (size_t)(j * rph + r0) * a->bcp, a->bcp, w->vrows,
+                    w->O + (size_t)(j * rph + r0) * a->dvp, a->dvp, w->row, NULL, 0, 0);
+    }
+}
+
 /* One task = (b, split): every query row of the sequence (row = (kvh * sq
    + t) * group + g, so the rows of one KV head are adjacent) against the
-   split's keys, one key tile at a time, KV head by KV head within it. The
+   split's keys, one key tile at a time, all KV heads within it (few rows
+   per head: fa__decode_tile_few; else KV head by KV head). The
    task thus reads ALL heads of each key tile together: K and V rows of
    all heads of a token are contiguous in the cache, so the task walks its
    part of the cache densely (few TLB misses, whole pages) instead of one
@@ -2957,7 +3121,8 @@ static void fa__decode_task(void *ctx, int index, int worker)
     const fa_problem *r = &a->r;
     int split = index % a->splits, b = index / a->splits, rows = r->heads_q * r->seqlen_q, rc0, i, i1;
     int64_t rows_total = (int64_t)r->batch * r->seqlen_q * r->heads_q;
-    int chunk, n_lo, n_hi, n0, tile = fa__decode_tile(a);
+    int chunk, n_lo, n_hi, n0, tile = fa__decode_tile(a), rph = r->seqlen_q * a->group, step = FA__BR;
+    int few = rph <= FA__FEW_ROWS && rph <= FA__BR; /* few rows per KV head: fa__decode_tile_few */
     fa__scratch w;
     fa__seq s;
     fa__decode_seq(a, b, &s);
@@ -2965,8 +3130,10 @@ static void fa__decode_task(void *ctx, int index, int worker)
     n_lo = split * chunk;
     n_hi = n_lo + chunk < s.sk ? n_lo + chunk : s.sk;
     fa__worker_scratch(a, FA__SCRATCH_FWD, worker, &w);
-    for (rc0 = 0; rc0 < rows; rc0 += FA__BR) {
-        int nr = rows - rc0 < FA__BR ? rows - rc0 : FA__BR;
+    if (few) /* whole KV heads per pass */
+        step = FA__BR / rph * rph;
+    for (rc0 = 0; rc0 < rows; rc0 += step) {
+        int nr = rows - rc0 < step ? rows - rc0 : step;
         for (i = 0; i < nr; ++i) {
             int row = rc0 + i, kvh = row / (r->seqlen_q * a->group), t = (row / a->group) % r->seqlen_q;
             w.tok[i] = t;
@@ -2977,6 +3144,10 @@ static void fa__decode_task(void *ctx, int index, int worker)
         fa__attend_begin(a, &w, nr);
         for (n0 = n_lo; n0 < n_hi; n0 += tile) {
             int nc = n_hi - n0 < tile ? n_hi - n0 : tile;
+            if (few) {
+                fa__decode_tile_few(a, &w, &s, nr, rph, n0, nc);
+                continue;
+            }
             for (i = 0; i < nr; i = i1) { /* the rows of one KV head at a time */
                 int kvh = w.head[i] / a->group;
                 fa__scratch v = fa__scratch_from_row(a, &w, i);
