@@ -154,15 +154,14 @@
    Every table in full in README.md and bench/results/.
    CPU, AMD EPYC with 2 logical CPUs (AVX-512), gcc 12 -O3 -march=native
    -fopenmp, fp32, d 128, seqlen 4096, 8 heads, 2 threads; % of the FMA peak
-   measured in the same run (2026-11-23, quiet machine, 448 GFLOP/s):
-     forward 328 GFLOP/s (73%), causal 326 (73%); backward 205 (46%);
-     decode from an f16 cache (d 64 and 128, 32/8 heads, 256 MiB), walking
-     the cache in address order (2026-11-23, alternating with the previous
-     code in one session, load 1.2-1.4 from these runs alone): 1 thread
-     17.9-18.8 GB/s, 76-81% of the read bandwidth measured beside it (was
-     13.3-13.5, 58-61%); 2 threads 33.9-35.5 GB/s, 77-80% (was 25, 56-59%);
-     goal 70%, see README.md.
-     (Before it read K/V in place, 2026-11-22: 5 GB/s, 10-18%.)
+   measured in the same run (2026-11-23 14:47 UTC, quiet machine, 442
+   GFLOP/s): forward 335 GFLOP/s (76%), causal 282 (64%); backward 209
+   (47%). Decode from an f16 cache (d 64 and 128, 32/8 heads, 256 MiB),
+   walking the cache in address order, same run: 1 thread 16.3-16.5 GB/s,
+   72-73% of the read bandwidth measured beside it; 2 threads 34.0-34.8
+   GB/s, 78-79% (goal 70%). Alternating with the previous decode code in
+   one session: 76-81% against 56-61%. (Before it read K/V in place,
+   2026-11-22: 5 GB/s, 10-18%.)
    GPU, NVIDIA H100 80GB HBM3, bf16, FA3-paper grid, beside PyTorch 2.11 SDPA
    (2026-11-23 14:20 UTC, one run; the bf16 matmul ceiling measured in it:
    767 TFLOP/s):
