@@ -3095,9 +3095,7 @@ static void fa__decode_tile_few(const fa__attn *a, fa__scratch *w, const fa__seq
     for (j = 0; j < nh; ++j) {
         int i0 = j * rph + r0, i1 = j * rph + r1;
         fa__score_mask(a, w, i0, i1 - i0, n0, nc, s->sk, w->S, NULL);
-        fa__softmax_rows(a, w, i0, i1, FA__PAD(nc));
-        if (a->drop_thr) /* l already has the undropped P: L ignores dropout */
-            fa__dropout_tile(a, w, s->b, i0, i1 - i0, n0, nc, w->S, NULL);
+        fa__softmax_rows(a, w, i0, i1, FA__PAD(nc)); /* (no dropout: decode refuses it) */
     }
     for (j = 0; j < nh; ++j) { /* V rows now in cache: head by head, O~ strips in registers */
         fa__kv_row_ptrs(a, &a->v, s, kvh0 + j, n0, nc, w->vrows);

@@ -1594,12 +1594,12 @@ static fa_status fa__launch_fwd_sm90(const char *fn, const fa__fwd_params &p, in
         return FA_OK;
     e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (e != cudaSuccess) return fa__cuda_fail(fn, e, "cudaFuncSetAttribute");
-    /* persistent: one block per SM (the shared memory allows no second), or
-       one per tile when there are fewer tiles */
     const int m_blocks = (p.seqlen_q + 127) / 128;
     const int64_t tiles = (int64_t)m_blocks * p.heads_q * batch;
     if (tiles > INT32_MAX - 1024) return FA_OK; /* tile indexes are int: the sm_80 grid takes it */
-    /* Persistent when there are more tiles than SMs and every pair of tiles
+    /* Persistent (one block per SM: the shared memory allows no second; or
+       one per pair when there are fewer pairs) when there are more tiles
+       than SMs and every pair of tiles
        (see unit() in the kernel) is the same work: one length for all
        sequences (no cu_seqlens, no seqlens_k); causal and window masks
        are fine, pairing balances them. Unequal lengths take a block per

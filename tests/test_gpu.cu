@@ -422,16 +422,17 @@ int main(int argc, char **argv)
        cases takes the wide key blocks (d 64 and 128), which the sizes here
        would otherwise never reach. */
     int sm90_cases = 0;
-    static const char *caps[2][6] = {{"", " [grid cap 1]", " [grid cap 2]", " [grid cap 3]", " [grid cap 4]",
-                                      " [grid cap 5]"},
-                                     {" [wide]", " [wide, grid cap 1]", " [wide, grid cap 2]",
-                                      " [wide, grid cap 3]", " [wide, grid cap 4]", " [wide, grid cap 5]"}};
+    char path[40]; /* the report line's label of how the sm_90a kernel was run */
     for (size_t i = 0; i < cs.size(); i++) {
         const int before = fa__sm90_launches;
         g_rng = 0x9E3779B97F4A7C15ull * (i + 1);
         fa__sm90_grid_cap = i % 2 ? 1 + (int)(i / 2) % 5 : 0;
         fa__sm90_wide = (int)(i / 2) % 2;
-        g_path = caps[fa__sm90_wide][fa__sm90_grid_cap];
+        if (fa__sm90_grid_cap)
+            snprintf(path, sizeof path, "%s [grid cap %d]", fa__sm90_wide ? " [wide]" : "", fa__sm90_grid_cap);
+        else
+            snprintf(path, sizeof path, "%s", fa__sm90_wide ? " [wide]" : "");
+        g_path = path;
         run_case(&cs[i]);
         fa__sm90_grid_cap = 0;
         fa__sm90_wide = -1;
