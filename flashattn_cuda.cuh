@@ -1887,6 +1887,7 @@ typedef struct fa__decode_params {
     const int32_t *seqlens_k; /* [b] cache length before the new tokens, or NULL */
     const int32_t *block_table;
     int page_size, pages_per_seq;
+    int page_shift;           /* log2(page_size) when it is a power of two, else -1 */
     int capacity;             /* tokens a sequence may hold (contiguous: seqlen_k) */
     int seqlen_k;             /* length when seqlens_k is NULL */
     int batch, sq, hq, hkv, group, rows; /* rows = sq * group */
@@ -1934,12 +1935,24 @@ __device__ __forceinline__ uint32_t fa__dec_swz(int r, int c)
     return (uint32_t)(2 * fa__swizzle<D>(r, c));
 }
 
+/* n / P and n % P for the page size P: a shift and a mask when P is a power
+   of two (the usual 16, 64, 256), else the division, which costs about 20
+   instructions, twice for every row of every tile. */
+__device__ __forceinline__ int fa__dec_page_index(const fa__decode_params &p, int n)
+{
+    return p.page_shift >= 0 ? n >> p.page_shift : n / p.page_size;
+}
+__device__ __forceinline__ int fa__dec_page_row(const fa__decode_params &p, int n)
+{
+    return p.page_shift >= 0 ? n & (p.page_size - 1) : n % p.page_size;
+}
+
 /* Element offset of token n of sequence b (head 0) in the cache, for K (kv=0)
    or V (kv=1). `page` is block_table[b][n / P], looked up by the caller. */
 __device__ __forceinline__ int64_t fa__dec_cache_offset(const fa__decode_params &p, int b,
                                                         int n, int page, int64_t bs, int64_t ss)
 {
-    if (p.block_table) return (int64_t)page * bs + (int64_t)(n % p.page_size) * ss;
+    if (p.block_table) return (int64_t)page * bs + (int64_t)fa__dec_page_row(p, n) * ss;
     return (int64_t)b * bs + (int64_t)n * ss;
 }
 
@@ -2014,7 +2027,7 @@ fa__decode_kernel(const fa__decode_params p)
 #pragma unroll
         for (int i = 0; i < RPT; i++) {
             int n = n_first + tile * BN + my_r + RSTEP * i;
-            pages[i] = (tile < my_tiles && n < sk) ? __ldg(btab + n / p.page_size) : 0;
+            pages[i] = (tile < my_tiles && n < sk) ? __ldg(btab + fa__dec_page_index(p, n)) : 0;
         }
     };
     auto issue_tile = [&](int tile) {
@@ -2332,7 +2345,7 @@ __global__ void fa__decode_append_kernel(const fa__decode_params p)
     const int t = (int)((i / CH / p.hkv) % p.sq), b = (int)(i / CH / p.hkv / p.sq);
     const int n = (p.seqlens_k ? p.seqlens_k[b] : p.seqlen_k) + t;
     if (n < 0 || n >= p.capacity) return; /* a bad length never writes outside */
-    const int page = p.block_table ? p.block_table[(int64_t)b * p.pages_per_seq + n / p.page_size] : 0;
+    const int page = p.block_table ? p.block_table[(int64_t)b * p.pages_per_seq + fa__dec_page_index(p, n)] : 0;
     const int64_t ko = fa__dec_cache_offset(p, b, n, page, p.k_bs, p.k_ss) + (int64_t)hk * p.k_hs;
     const int64_t vo = fa__dec_cache_offset(p, b, n, page, p.v_bs, p.v_ss) + (int64_t)hk * p.v_hs;
     const int64_t kn = (int64_t)b * p.kn_bs + (int64_t)t * p.kn_ss + (int64_t)hk * p.kn_hs;
@@ -2488,6 +2501,9 @@ static fa_status fa__decode_cuda_prepare(const char *fn, const fa_problem *p, fa
     z.seqlens_k = r.seqlens_k;
     z.block_table = r.block_table;
     z.page_size = r.block_table ? r.page_size : 1;
+    z.page_shift = -1;
+    for (int sh = 0; sh < 31; sh++)
+        if (z.page_size == 1 << sh) z.page_shift = sh;
     z.pages_per_seq = r.pages_per_seq;
     z.capacity = r.seqlen_k; /* the cache capacity, contiguous or paged */
     z.seqlen_k = r.seqlen_k;
