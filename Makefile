@@ -255,12 +255,12 @@ $(BUILD)/libfa_bench_decode.so: bench/fa_bench_decode_lib.cu flashattn.h flashat
 
 .PHONY: bench-gpu-decode
 bench-gpu-decode: $(BUILD)/libfa_bench_decode.so
-	python3 bench/vs_torch_decode.py --lib $< --out bench/results
+	python3 bench/vs_torch.py decode --lib $< --out bench/results
 
 bench-gpu: $(BUILD)/bench_gpu $(BUILD)/libfa_bench.so $(BUILD)/libfa_bench_decode.so
 	$(BUILD)/bench_gpu
 	python3 bench/vs_torch.py --lib $(BUILD)/libfa_bench.so --out bench/results
-	python3 bench/vs_torch_decode.py --lib $(BUILD)/libfa_bench_decode.so --out bench/results
+	python3 bench/vs_torch.py decode --lib $(BUILD)/libfa_bench_decode.so --out bench/results
 	python3 bench/vs_torch_backward.py --lib $(BUILD)/libfa_bench.so | tee bench/results/backward-latest.txt
 
 

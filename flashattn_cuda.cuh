@@ -1840,19 +1840,24 @@ FLASHATTN_DEF fa_status fa_forward_cuda(const fa_problem *p, fa_tensor q, fa_ten
    4. Split-KV (flash-decoding). batch * heads_kv CTAs rarely fill 132 SMs,
       so the keys of each sequence are cut into num_splits ranges, one CTA
       each. Every split writes its normalized partial O (fp32) and its
-      log-sum-exp; fa__decode_combine_kernel merges them. The split count
-      follows FlashAttention-2's wave-efficiency rule (fa__decode_num_splits).
+      log-sum-exp; fa__decode_combine_kernel merges them, a CTA per output
+      row, launched as a programmatic dependent of the decode grid (sm_90+)
+      so its launch overlaps the decode's tail. The split count follows
+      FlashAttention-2's wave-efficiency rule, with the tile rounding
+      counted too (fa__decode_num_splits).
 
    5. The memory pipeline. K/V tiles of BN = 64 keys go global -> shared by
       cp.async (16-byte copies, zero-fill past the end), STAGES tiles in
-      flight (3 at d128: 96 KB of shared memory, two CTAs per SM), one
-      barrier per tile. Shared rows are swizzled (16-byte chunk index XOR
-      row % 8) so ldmatrix reads are free of bank conflicts.
+      flight (3 at d128: 96 KB of shared memory), one barrier per tile.
+      A contiguous cache runs one CTA per SM, a paged one two: measured,
+      see fa__decode_setup. Shared rows are swizzled (16-byte chunk index
+      XOR row % 8) so ldmatrix reads are free of bank conflicts.
 
    6. Paged caches. Token n of sequence b lives in page block_table[b][n / P]
       at row n % P; the gather is per key row, so any page size works (P = 1
-      too). The page numbers of the next tile are fetched one tile ahead so
-      their latency hides behind the current tile's copies.
+      too; n / P and n % P are a shift and a mask when P is a power of two).
+      The page numbers of the next tile are fetched one tile ahead so their
+      latency hides behind the current tile's copies.
 
    7. Appending. When k_new / v_new are given, a small copy kernel first
       writes them into the cache slots seqlens_k[b] .. + sq - 1 (stream
@@ -1871,6 +1876,7 @@ __device__ __forceinline__ uint32_t fa__dec_smem_addr(const void *p)
     return (uint32_t)__cvta_generic_to_shared(p);
 }
 
+
 /* ---- >>decode-params  what the kernels see ---------------------------------
    Strides are in elements and already resolved (no zeros). */
 typedef struct fa__decode_params {
@@ -1887,6 +1893,7 @@ typedef struct fa__decode_params {
     const int32_t *seqlens_k; /* [b] cache length before the new tokens, or NULL */
     const int32_t *block_table;
     int page_size, pages_per_seq;
+    int page_shift;           /* log2(page_size) when it is a power of two, else -1 */
     int capacity;             /* tokens a sequence may hold (contiguous: seqlen_k) */
     int seqlen_k;             /* length when seqlens_k is NULL */
     int batch, sq, hq, hkv, group, rows; /* rows = sq * group */
@@ -1934,12 +1941,26 @@ __device__ __forceinline__ uint32_t fa__dec_swz(int r, int c)
     return (uint32_t)(2 * fa__swizzle<D>(r, c));
 }
 
+/* n / P and n % P for the page size P: a shift and a mask when P is a power
+   of two (the usual 16, 64, 256), else the division, which costs about 20
+   instructions, twice for every row of every tile. With the division for
+   every page size, paged caches ran at 0.67-0.72 of the contiguous rate at
+   page 16 and 256 alike (H100, 2026-11-23); with shift and mask, 0.92-0.99. */
+__device__ __forceinline__ int fa__dec_page_index(const fa__decode_params &p, int n)
+{
+    return p.page_shift >= 0 ? n >> p.page_shift : n / p.page_size;
+}
+__device__ __forceinline__ int fa__dec_page_row(const fa__decode_params &p, int n)
+{
+    return p.page_shift >= 0 ? n & (p.page_size - 1) : n % p.page_size;
+}
+
 /* Element offset of token n of sequence b (head 0) in the cache, for K (kv=0)
    or V (kv=1). `page` is block_table[b][n / P], looked up by the caller. */
 __device__ __forceinline__ int64_t fa__dec_cache_offset(const fa__decode_params &p, int b,
                                                         int n, int page, int64_t bs, int64_t ss)
 {
-    if (p.block_table) return (int64_t)page * bs + (int64_t)(n % p.page_size) * ss;
+    if (p.block_table) return (int64_t)page * bs + (int64_t)fa__dec_page_row(p, n) * ss;
     return (int64_t)b * bs + (int64_t)n * ss;
 }
 
@@ -1991,6 +2012,12 @@ fa__decode_kernel(const fa__decode_params p)
     const uint16_t *vbase = (const uint16_t *)p.v + (int64_t)hk * p.v_hs;
     const int32_t *btab = p.block_table ? p.block_table + (int64_t)b * p.pages_per_seq : 0;
 
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    /* Let the combine kernel, launched as this grid's programmatic dependent,
+       start its CTAs now: they wait in griddepcontrol.wait until this whole
+       grid has finished, so the launch gap between the two kernels is hidden. */
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
     /* ---- Q: ROWS packed rows -> shared (zero rows past the real ones) ---- */
     for (int i = tid; i < ROWS * CH; i += FA__DEC_THREADS) {
         int r = i / CH, c = i % CH, row = rb * ROWS + r;
@@ -2014,7 +2041,7 @@ fa__decode_kernel(const fa__decode_params p)
 #pragma unroll
         for (int i = 0; i < RPT; i++) {
             int n = n_first + tile * BN + my_r + RSTEP * i;
-            pages[i] = (tile < my_tiles && n < sk) ? __ldg(btab + n / p.page_size) : 0;
+            pages[i] = (tile < my_tiles && n < sk) ? __ldg(btab + fa__dec_page_index(p, n)) : 0;
         }
     };
     auto issue_tile = [&](int tile) {
@@ -2269,19 +2296,34 @@ fa__decode_kernel(const fa__decode_params p)
 }
 
 /* ---- >>decode-combine  merge the splits by log-sum-exp ----------------------
-   One warp per output row (b, h, t); lane holds D/32 columns.
+   One CTA per output row (b, h, t), for any number of splits S:
      M = max_s LSE_s (0 if all are -inf), L = M + log2 sum_s 2^(LSE_s - M),
-     O = sum_s 2^(LSE_s - L) O_s         (seed 000, flash-decoding) */
+     O = sum_s 2^(LSE_s - L) O_s         (seed 000, flash-decoding)
+   The cost is latency, not bytes: at batch 1 there are only b * hq * sq rows
+   (32 in the benchmark) and each reads S partial rows that the decode kernel
+   has just written to L2. So the reads are spread wide and issued together:
+   every warp first finds L from all S log-sum-exps (lanes stride the splits),
+   then warp w accumulates splits w, w + 4, ..., eight partial rows per batch
+   of loads (lane = D/32 columns), and the 4 warps' sums meet in shared memory.
+   A warp that walked the S rows one dependent load after another, as the first
+   version did, spent about one L2 round trip per split. */
 template <int D, bool BF16>
 __global__ void __launch_bounds__(128)
 fa__decode_combine_kernel(const fa__decode_params p)
 {
-    constexpr int PER = D / 32;
-    const int lane = threadIdx.x & 31;
+    constexpr int PER = D / 32; /* columns per lane: 2, 4 or 8 */
+    constexpr int BATCH = 8;    /* partial rows a warp loads before it adds */
+    __shared__ float part[4][D];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int64_t R = (int64_t)p.batch * p.hq * p.sq;
-    const int64_t row = (int64_t)blockIdx.x * 4 + (threadIdx.x >> 5);
-    if (row >= R) return;
+    const int64_t row = blockIdx.x;
     const int S = p.num_splits;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    /* Launched as a programmatic dependent of the decode kernel (see
+       fa__decode_launch_t): this CTA may start while that grid still runs,
+       and waits here until all of its writes are visible. */
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
 
     float M = -INFINITY;
     for (int s = lane; s < S; s += 32) M = fmaxf(M, p.lse_part[s * R + row]);
@@ -2298,16 +2340,39 @@ fa__decode_combine_kernel(const fa__decode_params p)
 #pragma unroll
     for (int i = 0; i < PER; i++) acc[i] = 0.f;
     if (sum > 0.f) {
-        for (int s = 0; s < S; s++) {
-            const float w = fa__exp2(p.lse_part[s * R + row] - L2); /* 0 for an empty split */
-            const float *src = p.o_part + (s * R + row) * D + lane * PER;
+        for (int s0 = warp; s0 < S; s0 += 4 * BATCH) {
+            float w[BATCH], v[BATCH][PER];
 #pragma unroll
-            for (int i = 0; i < PER; i += 2) {
-                const float2 v = *reinterpret_cast<const float2 *>(src + i);
-                acc[i] += w * v.x; acc[i + 1] += w * v.y;
+            for (int k = 0; k < BATCH; k++) { /* issue all loads of the batch first */
+                const int s = s0 + 4 * k;
+                const float *src = p.o_part + (s * R + row) * D + lane * PER;
+                w[k] = -INFINITY;
+#pragma unroll
+                for (int i = 0; i < PER; i++) v[k][i] = 0.f;
+                if (s < S) {
+                    w[k] = p.lse_part[s * R + row];
+#pragma unroll
+                    for (int i = 0; i < PER; i += 2) {
+                        const float2 t = *reinterpret_cast<const float2 *>(src + i);
+                        v[k][i] = t.x; v[k][i + 1] = t.y;
+                    }
+                }
+            }
+#pragma unroll
+            for (int k = 0; k < BATCH; k++) {
+                const float wk = fa__exp2(w[k] - L2); /* 0 for an empty split or past S */
+#pragma unroll
+                for (int i = 0; i < PER; i++) acc[i] += wk * v[k][i];
             }
         }
     }
+#pragma unroll
+    for (int i = 0; i < PER; i++) part[warp][lane * PER + i] = acc[i];
+    __syncthreads(); /* the 4 warps' sums are in shared memory */
+    if (warp != 0) return;
+#pragma unroll
+    for (int i = 0; i < PER; i++)
+        acc[i] = part[0][lane * PER + i] + part[1][lane * PER + i] + part[2][lane * PER + i] + part[3][lane * PER + i];
     /* row = (b * hq + h) * sq + t */
     const int t = (int)(row % p.sq), h = (int)((row / p.sq) % p.hq), b = (int)(row / ((int64_t)p.sq * p.hq));
     uint16_t *dst = (uint16_t *)p.o + (int64_t)b * p.o_bs + (int64_t)t * p.o_ss + (int64_t)h * p.o_hs + lane * PER;
@@ -2332,7 +2397,7 @@ __global__ void fa__decode_append_kernel(const fa__decode_params p)
     const int t = (int)((i / CH / p.hkv) % p.sq), b = (int)(i / CH / p.hkv / p.sq);
     const int n = (p.seqlens_k ? p.seqlens_k[b] : p.seqlen_k) + t;
     if (n < 0 || n >= p.capacity) return; /* a bad length never writes outside */
-    const int page = p.block_table ? p.block_table[(int64_t)b * p.pages_per_seq + n / p.page_size] : 0;
+    const int page = p.block_table ? p.block_table[(int64_t)b * p.pages_per_seq + fa__dec_page_index(p, n)] : 0;
     const int64_t ko = fa__dec_cache_offset(p, b, n, page, p.k_bs, p.k_ss) + (int64_t)hk * p.k_hs;
     const int64_t vo = fa__dec_cache_offset(p, b, n, page, p.v_bs, p.v_ss) + (int64_t)hk * p.v_hs;
     const int64_t kn = (int64_t)b * p.kn_bs + (int64_t)t * p.kn_ss + (int64_t)hk * p.kn_hs;
@@ -2346,15 +2411,20 @@ __global__ void fa__decode_append_kernel(const fa__decode_params p)
 
 /* ---- >>decode-host  split count, validation, launch ------------------------ */
 
-/* FlashAttention-2's rule for the number of splits. `ctas` = CTAs without
-   splitting, `slots` = CTAs the GPU runs at once (SMs x CTAs per SM),
-   `tiles` = K/V tiles of the longest sequence.
+/* The number of splits. `ctas` = CTAs without splitting, `slots` = CTAs the
+   GPU runs at once (SMs x CTAs per SM), `tiles` = K/V tiles of the longest
+   sequence. FlashAttention-2's rule, with a sharper efficiency:
    - No split if the CTAs already fill >= 80% of a wave.
-   - Else for each count s, wave efficiency = waves / ceil(waves), waves =
-     ctas * s / slots; take the SMALLEST s within 85% of the best efficiency
-     (fewer splits = less partial output to write and merge). Counts that
-     leave tiles-per-split unchanged from s - 1 are skipped: they add CTAs
-     without shortening the longest one. */
+   - Else for each count s the efficiency is the useful share of the slots'
+     time, ctas * tiles / (slots * ceil(waves) * ceil(tiles / s)) with
+     waves = ctas * s / slots: the last wave's empty slots AND the rounding
+     of tiles per split both count. Take the SMALLEST s within 95% of the
+     best (fewer splits = less partial output to write and merge). Counts
+     that leave tiles-per-split unchanged from s - 1 are skipped: they add
+     CTAs without shortening the longest one.
+   FlashAttention-2 counts waves alone and accepts 85% of the best. On the
+   H100 that picked 29 splits of 18 tiles at batch 1 (32 of 16 fill the 264
+   slots), and ran 3-5% slower at caches of 32k and 128k (2026-11-23). */
 static int fa__decode_num_splits(int64_t ctas, int slots, int tiles, int max_splits)
 {
     float eff[129], best = 0.f;
@@ -2363,15 +2433,16 @@ static int fa__decode_num_splits(int64_t ctas, int slots, int tiles, int max_spl
     if (max_splits > tiles) max_splits = tiles;
     if (max_splits > 128) max_splits = 128;
     for (s = 1; s <= max_splits; s++) {
-        float waves = (float)(ctas * s) / (float)slots;
-        eff[s] = waves / ceilf(waves);
+        const float waves = ceilf((float)(ctas * s) / (float)slots);
+        const int per = (tiles + s - 1) / s;
+        eff[s] = (float)(ctas * tiles) / ((float)slots * waves * (float)per);
         if (eff[s] > best) best = eff[s];
     }
     for (s = 1; s <= max_splits; s++) {
         int per = (tiles + s - 1) / s;
         int eligible = s == 1 || per != prev_per;
         prev_per = per;
-        if (eligible && eff[s] >= 0.85f * best) return s;
+        if (eligible && eff[s] >= 0.95f * best) return s;
     }
     return 1;
 }
@@ -2379,48 +2450,76 @@ static int fa__decode_num_splits(int64_t ctas, int slots, int tiles, int max_spl
 /* The launch plan for one problem: derived from p alone and the device. */
 typedef struct fa__decode_plan {
     int d, warps_m, row_blocks, num_splits;
+    int smem;         /* dynamic shared memory per CTA, bytes (see fa__decode_setup) */
     size_t workspace; /* bytes of o_part + lse_part */
 } fa__decode_plan;
 
-/* Opt the kernel in to more than 48 KB of dynamic shared memory (once per
-   device; the attribute belongs to the device's context) and report how many
-   CTAs an SM holds. The cache is a plain array: two threads racing on it
-   both store the same numbers. */
+/* How many CTAs share an SM: one for a contiguous cache, two (or what fits)
+   for a paged one. Measured on the H100 (2026-11-23, d128, 32 / 8 heads,
+   bf16, bench/vs_torch_decode.py): a contiguous cache streamed at 3131-3164
+   GB/s with one CTA per SM and at 3042-3080 with two, at batch 8 and 32
+   and caches of 32k-128k (fewer concurrent streams, longer runs of
+   neighbouring rows for the DRAM). Pages handed out in random order need
+   the second CTA: with one per SM they ran at 0.56-0.61 of the contiguous
+   rate, with two at 0.92-0.99 (the rows of a tile lie in unrelated pages,
+   each request waits longer, and more of them must be in flight).
+   A CTA is held alone on its SM by asking for more than half of the SM's
+   shared memory; the extra half is never touched.
+
+   fa__decode_setup opts the kernel in to that much dynamic shared memory
+   (once per device; the attribute belongs to the device's context) and
+   reports the CTAs per SM at the kernel's own size (*blocks), that size
+   (*smem) and the size that keeps a CTA alone (*smem_one). The cache is a
+   plain array: two threads racing on it both store the same numbers. */
 template <int D, int WM, bool BF16>
-static cudaError_t fa__decode_setup(int dev, int *blocks)
+static cudaError_t fa__decode_setup(int dev, int *blocks, int *smem, int *smem_one)
 {
-    static int cached[64]; /* CTAs per SM + 1, per device; 0 = not yet */
-    const int smem = fa__dec_smem_bytes<D, WM>();
+    static int cached[64][2]; /* CTAs per SM + 1 (0 = not yet), smem_one; per device */
+    const int need = fa__dec_smem_bytes<D, WM>();
     cudaError_t e;
-    int n = 0;
-    if (dev >= 0 && dev < 64 && cached[dev]) { *blocks = cached[dev] - 1; return cudaSuccess; }
-    e = cudaFuncSetAttribute(fa__decode_kernel<D, WM, BF16>,
-                             cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    int n = 0, n1 = 0, per_sm = 0, optin = 0, one;
+    *smem = need;
+    if (dev >= 0 && dev < 64 && cached[dev][0]) {
+        *blocks = cached[dev][0] - 1;
+        *smem_one = cached[dev][1];
+        return cudaSuccess;
+    }
+    if ((e = cudaDeviceGetAttribute(&per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev)) != cudaSuccess ||
+        (e = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev)) != cudaSuccess)
+        return e;
+    one = per_sm / 2 + 1;
+    if (one > optin) one = optin;
+    if (one < need) one = need;
+    e = cudaFuncSetAttribute(fa__decode_kernel<D, WM, BF16>, cudaFuncAttributeMaxDynamicSharedMemorySize, one);
     if (e != cudaSuccess) return e;
-    e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, fa__decode_kernel<D, WM, BF16>,
-                                                      FA__DEC_THREADS, smem);
+    e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, fa__decode_kernel<D, WM, BF16>, FA__DEC_THREADS, need);
     if (e != cudaSuccess) return e;
     if (n < 1) return cudaErrorInvalidConfiguration; /* does not fit this device's shared memory */
-    if (dev >= 0 && dev < 64) cached[dev] = n + 1;
+    e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n1, fa__decode_kernel<D, WM, BF16>, FA__DEC_THREADS, one);
+    if (e != cudaSuccess) return e;
+    if (n1 != 1) one = need; /* cannot be held alone this way: leave it as it is */
+    if (dev >= 0 && dev < 64) { cached[dev][0] = n + 1; cached[dev][1] = one; }
     *blocks = n;
+    *smem_one = one;
     return cudaSuccess;
 }
 
-/* Set up the kernel this problem will use; CTAs per SM in *blocks. */
-static cudaError_t fa__decode_setup_any(int dev, int d, int wm, int bf16, int *blocks)
+/* Set up the kernel this problem will use (fa__decode_setup's outputs). */
+static cudaError_t fa__decode_setup_any(int dev, int d, int wm, int bf16, int *blocks, int *smem, int *smem_one)
 {
-#define FA__DEC_SETUP(D_, T_)                                                   \
-    if (d == D_) {                                                              \
-        constexpr int M2_ = fa__dec_max_warps_m(D_) < 2 ? 1 : 2;                \
-        if (wm == 1) return fa__decode_setup<D_, 1, T_>(dev, blocks);           \
-        if (wm == 2) return fa__decode_setup<D_, M2_, T_>(dev, blocks);         \
-        return fa__decode_setup<D_, fa__dec_max_warps_m(D_), T_>(dev, blocks);  \
+#define FA__DEC_SETUP(D_, T_)                                                                   \
+    if (d == D_) {                                                                              \
+        constexpr int M2_ = fa__dec_max_warps_m(D_) < 2 ? 1 : 2;                                \
+        if (wm == 1) return fa__decode_setup<D_, 1, T_>(dev, blocks, smem, smem_one);           \
+        if (wm == 2) return fa__decode_setup<D_, M2_, T_>(dev, blocks, smem, smem_one);         \
+        return fa__decode_setup<D_, fa__dec_max_warps_m(D_), T_>(dev, blocks, smem, smem_one);  \
     }
     if (bf16) { FA__DEC_SETUP(64, true) FA__DEC_SETUP(128, true) FA__DEC_SETUP(256, true) }
     else { FA__DEC_SETUP(64, false) FA__DEC_SETUP(128, false) FA__DEC_SETUP(256, false) }
 #undef FA__DEC_SETUP
     *blocks = 1;
-    return cudaSuccess;
+    *smem = *smem_one = 0;
+    return cudaErrorInvalidDeviceFunction; /* unreachable: d was checked */
 }
 
 static int fa__dec_aligned16(const fa_tensor *t)
@@ -2441,7 +2540,7 @@ static fa_status fa__decode_cuda_prepare(const char *fn, const fa_problem *p, fa
     fa__decode_params z;
     fa_problem r;
     memset(&r, 0, sizeof r);
-    int hq, hkv, d, group, dev = 0, sms = 0, per_sm = 1, rows, append;
+    int hq, hkv, d, group, dev = 0, sms = 0, per_sm = 1, smem = 0, smem_one = 0, rows, append;
     cudaError_t e;
     fa_status st;
     /* device arrays (seqlens_k, block_table, alibi_slopes): host_arrays = 0 */
@@ -2488,6 +2587,9 @@ static fa_status fa__decode_cuda_prepare(const char *fn, const fa_problem *p, fa
     z.seqlens_k = r.seqlens_k;
     z.block_table = r.block_table;
     z.page_size = r.block_table ? r.page_size : 1;
+    z.page_shift = -1;
+    for (int sh = 0; sh < 31; sh++)
+        if (z.page_size == 1 << sh) z.page_shift = sh;
     z.pages_per_seq = r.pages_per_seq;
     z.capacity = r.seqlen_k; /* the cache capacity, contiguous or paged */
     z.seqlen_k = r.seqlen_k;
@@ -2511,17 +2613,19 @@ static fa_status fa__decode_cuda_prepare(const char *fn, const fa_problem *p, fa
     if ((e = cudaGetDevice(&dev)) != cudaSuccess ||
         (e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev)) != cudaSuccess ||
         (e = fa__decode_setup_any(dev, d, plan->warps_m, !have_tensors || q.dtype == FA_BF16,
-                                  &per_sm)) != cudaSuccess)
+                                  &per_sm, &smem, &smem_one)) != cudaSuccess)
         return fa__fail(FA_ERROR_CUDA, "%s: %s", fn, cudaGetErrorString(e));
     {
         int64_t ctas = (int64_t)r.batch * hkv * plan->row_blocks;
         int longest = r.seqlen_k; /* device lengths are unknown on the host: plan for the capacity */
         int tiles = (longest + FA__DEC_BN - 1) / FA__DEC_BN;
-        int splits = r.num_splits ? r.num_splits
-                                   : fa__decode_num_splits(ctas, sms * (per_sm > 0 ? per_sm : 1), tiles, 128);
+        /* a contiguous cache runs one CTA per SM, a paged one per_sm (fa__decode_setup) */
+        int slots = sms * (r.block_table ? per_sm : 1);
+        int splits = r.num_splits ? r.num_splits : fa__decode_num_splits(ctas, slots, tiles, 128);
         if (splits > 65535 / plan->row_blocks) splits = 65535 / plan->row_blocks;
         if (splits < 1) splits = 1;
         plan->num_splits = splits;
+        plan->smem = r.block_table ? smem : smem_one;
     }
     z.row_blocks = plan->row_blocks;
     z.num_splits = plan->num_splits;
@@ -2532,6 +2636,38 @@ static fa_status fa__decode_cuda_prepare(const char *fn, const fa_problem *p, fa
     }
     *kp = z;
     return FA_OK;
+}
+
+/* The combine kernel, launched as a programmatic dependent of the decode
+   kernel (PDL) where its code for this device waits for that grid
+   (griddepcontrol.wait exists from sm_90; the binary version says which code
+   the device runs), else as a plain stream-ordered launch. Either way it
+   reads the partial results only after the decode grid has finished. */
+template <int D, bool BF16>
+static cudaError_t fa__decode_launch_combine(const fa__decode_params &kp, cudaStream_t st)
+{
+    static int pdl[64]; /* per device: 0 = not yet asked, 1 = plain launch, 2 = PDL */
+    cudaLaunchConfig_t cfg = {};
+    cudaLaunchAttribute attr[1];
+    cudaError_t e;
+    int dev = 0;
+    cfg.gridDim = dim3((unsigned)((int64_t)kp.batch * kp.hq * kp.sq)); /* a CTA per output row */
+    cfg.blockDim = dim3(128);
+    cfg.stream = st;
+    if ((e = cudaGetDevice(&dev)) != cudaSuccess) return e;
+    if (dev >= 0 && dev < 64 && !pdl[dev]) {
+        cudaFuncAttributes fa;
+        if ((e = cudaFuncGetAttributes(&fa, fa__decode_combine_kernel<D, BF16>)) != cudaSuccess) return e;
+        pdl[dev] = fa.binaryVersion >= 90 ? 2 : 1;
+    }
+    if (dev >= 0 && dev < 64 && pdl[dev] == 2) {
+        attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        attr[0].val.programmaticStreamSerializationAllowed = 1;
+        cfg.attrs = attr;
+        cfg.numAttrs = 1;
+    }
+    if ((e = cudaLaunchKernelEx(&cfg, fa__decode_combine_kernel<D, BF16>, kp)) != cudaSuccess) return e;
+    return cudaGetLastError();
 }
 
 template <int D, bool BF16>
@@ -2549,15 +2685,11 @@ static cudaError_t fa__decode_launch_t(const fa__decode_params &kp, const fa__de
 #define FA__DEC_LAUNCH(WM)                                                                 \
     if (plan.warps_m == WM && WM <= fa__dec_max_warps_m(D))                                \
         fa__decode_kernel<D, (WM <= fa__dec_max_warps_m(D) ? WM : 1), BF16>                   \
-            <<<grid, FA__DEC_THREADS, fa__dec_smem_bytes<D, (WM <= fa__dec_max_warps_m(D) ? WM : 1)>(), st>>>(kp);
+            <<<grid, FA__DEC_THREADS, plan.smem, st>>>(kp);
     FA__DEC_LAUNCH(1) FA__DEC_LAUNCH(2) FA__DEC_LAUNCH(4)
 #undef FA__DEC_LAUNCH
     if ((e = cudaGetLastError()) != cudaSuccess) return e;
-    if (plan.num_splits > 1) {
-        int64_t R = (int64_t)kp.batch * kp.hq * kp.sq;
-        fa__decode_combine_kernel<D, BF16><<<(unsigned)((R + 3) / 4), 128, 0, st>>>(kp);
-        if ((e = cudaGetLastError()) != cudaSuccess) return e;
-    }
+    if (plan.num_splits > 1) return fa__decode_launch_combine<D, BF16>(kp, st);
     return cudaSuccess;
 }
 

@@ -30,13 +30,21 @@ extern "C" int fa_bench_decode(void *q, void *k, void *v, void *o, const int32_t
     return (int)fa_decode_cuda(&p, tq, tk, tv, none, none, to, NULL, ws, ws_bytes, stream);
 }
 
-extern "C" size_t fa_bench_decode_ws(int batch, int sq, int hq, int hkv, int d, int cap, int num_splits)
+/* block_table: the caller's table (only whether there is one matters to the
+   plan: paged caches are split for two CTAs per SM, contiguous ones for one) */
+extern "C" size_t fa_bench_decode_ws(int batch, int sq, int hq, int hkv, int d, int cap, int num_splits,
+                                     const int32_t *block_table, int page_size, int pages_per_seq,
+                                     int num_pages)
 {
     fa_problem p;
     size_t bytes = 0;
     memset(&p, 0, sizeof p);
     p.batch = batch; p.seqlen_q = sq; p.seqlen_k = cap; p.heads_q = hq; p.heads_kv = hkv;
     p.head_dim = d; p.num_splits = num_splits;
+    if (block_table) {
+        p.block_table = block_table; p.page_size = page_size;
+        p.pages_per_seq = pages_per_seq; p.num_pages = num_pages;
+    }
     if (fa_decode_cuda_workspace_size(&p, &bytes) != FA_OK) return (size_t)-1;
     return bytes;
 }

@@ -19,6 +19,8 @@ Writes <out>/<date>_<device>_fwd.md (table) and .png (TFLOP/s vs seqlen, one
 panel per head dim and mask).
 
   python3 bench/vs_torch.py --lib build/libfa_bench.so --out bench/results
+  python3 bench/vs_torch.py decode --lib build/libfa_bench_decode.so    (bench/vs_torch_decode.py)
+  python3 bench/vs_torch.py backward ...                                (bench/vs_torch_backward.py)
 """
 import argparse
 import ctypes
@@ -235,4 +237,12 @@ def main():
 
 
 if __name__ == "__main__":
+    # `vs_torch.py decode ...` and `vs_torch.py backward ...`: the decode and
+    # backward grids, each kept in its own file beside this one (their own
+    # --lib and --variant options; see their docstrings).
+    if len(sys.argv) > 1 and sys.argv[1] in ("decode", "backward"):
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        mode = sys.argv.pop(1)
+        mod = __import__("vs_torch_" + mode)
+        sys.exit(mod.main())
     sys.exit(main())

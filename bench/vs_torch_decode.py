@@ -10,11 +10,13 @@ calls, so launch gaps of Python and the host code are out of the numbers),
 median of several replays; small caches rotate over copies of the inputs so
 that the 50 MB L2 does not serve them.
 
-(Written as a separate file because bench/vs_torch.py belongs to branch gpu;
-merge its decode section there later.)
+The "splits" column gives our split count for the contiguous / paged cache
+(a contiguous cache is planned for one CTA per SM, a paged one for two).
+--variant label=lib.so (repeatable) times other builds of the library in the
+same run, as extra lines under each row.
 
-Run: python3 bench/vs_torch_decode.py --lib build/libfa_bench_decode.so --out bench/results
-(writes <out>/<date>_<device>_decode.md)
+Run: python3 bench/vs_torch.py decode --lib build/libfa_bench_decode.so --out bench/results
+(the same as python3 bench/vs_torch_decode.py ...; writes <out>/<date>_<device>_decode.md)
 """
 import argparse
 import ctypes
@@ -72,14 +74,22 @@ def main():
     ap.add_argument("--lib", default="build/libfa_bench_decode.so")
     ap.add_argument("--out", default="bench/results",
                     help="folder for <date>_<device>_decode.md (bench/vs_torch.py's convention)")
+    ap.add_argument("--variant", action="append", default=[], metavar="LABEL=LIB",
+                    help="another build of the bench library, timed in the same run (repeatable)")
     args = ap.parse_args()
-    lib = ctypes.CDLL(args.lib)
-    lib.fa_bench_decode.restype = ctypes.c_int
-    lib.fa_bench_decode.argtypes = [ctypes.c_void_p] * 6 + [ctypes.c_int] * 11 + [
-        ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
-    lib.fa_bench_decode_ws.restype = ctypes.c_size_t
-    lib.fa_bench_decode_ws.argtypes = [ctypes.c_int] * 7
-    lib.fa_bench_last_error.restype = ctypes.c_char_p
+
+    def load(path):
+        l_ = ctypes.CDLL(path)
+        l_.fa_bench_decode.restype = ctypes.c_int
+        l_.fa_bench_decode.argtypes = [ctypes.c_void_p] * 6 + [ctypes.c_int] * 11 + [
+            ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
+        l_.fa_bench_decode_ws.restype = ctypes.c_size_t
+        l_.fa_bench_decode_ws.argtypes = [ctypes.c_int] * 7 + [ctypes.c_void_p] + [ctypes.c_int] * 3
+        l_.fa_bench_last_error.restype = ctypes.c_char_p
+        return l_
+
+    lib = load(args.lib)
+    variants = [(v.split("=", 1)[0], load(v.split("=", 1)[1])) for v in args.variant]
 
     dev = torch.cuda.get_device_name()
     props = torch.cuda.get_device_properties(0)
@@ -114,37 +124,41 @@ def main():
                 o = torch.empty_like(q)
                 sets.append((q, k, v, o))
             seqlens = torch.full((batch,), L, dtype=torch.int32, device="cuda")
-            ws_bytes = lib.fa_bench_decode_ws(batch, 1, HQ, HKV, D, L, 0)
-            ws = torch.empty(max(ws_bytes, 16), dtype=torch.uint8, device="cuda")
-            # the workspace is splits * rows * (d + 1) floats + 256 bytes (none for one split)
-            splits = (ws_bytes - 256) // (batch * HQ * (D + 1) * 4) if ws_bytes else 1
             res = {}
-            for name, page in (("contig", 0), ("pg16", 16), ("pg256", 256)):
-                table = None
-                pps = npages = 0
-                if page:
-                    pps = L // page
-                    npages = batch * pps
-                    # the same bytes seen as a pool of pages, handed out in a random order
-                    table = torch.randperm(npages, device="cuda", generator=gen).to(torch.int32).reshape(batch, pps)
+            splits = {}
+            for vlabel, vlib in [("", lib)] + variants:
+                for name, page in (("contig", 0), ("pg16", 16), ("pg256", 256)):
+                    table = None
+                    pps = npages = 0
+                    if page:
+                        pps = L // page
+                        npages = batch * pps
+                        # the same bytes seen as a pool of pages, handed out in a random order
+                        table = torch.randperm(npages, device="cuda", generator=gen).to(torch.int32).reshape(batch, pps)
+                    ws_bytes = vlib.fa_bench_decode_ws(batch, 1, HQ, HKV, D, L, 0, table.data_ptr() if page else None,
+                                                       page, pps, npages)
+                    ws = torch.empty(max(ws_bytes, 16), dtype=torch.uint8, device="cuda")
+                    if not vlabel:
+                        # the workspace is splits * rows * (d + 1) floats + 256 bytes (none for one split)
+                        splits[name] = (ws_bytes - 256) // (batch * HQ * (D + 1) * 4) if ws_bytes else 1
 
-                def call(i, page=page, table=table, pps=pps, npages=npages):
-                    q, k, v, o = sets[i % copies]
-                    st = lib.fa_bench_decode(q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(),
-                                             seqlens.data_ptr(), table.data_ptr() if page else None,
-                                             batch, 1, HQ, HKV, D, L, page, pps, npages, BF16, 0,
-                                             ws.data_ptr(), ws_bytes, torch.cuda.current_stream().cuda_stream)
-                    if st != 0:
-                        raise RuntimeError(lib.fa_bench_last_error().decode())
-                res[name] = time_graph(call, max(copies, 8))
-                if page == 0 and batch * L <= 8 * 32768:  # spot check: the timed call vs SDPA math
-                    q, k, v, o = sets[0]
-                    ref = F.scaled_dot_product_attention(q.transpose(1, 2).float(), k.transpose(1, 2).float(),
-                                                         v.transpose(1, 2).float(), enable_gqa=True).transpose(1, 2)
-                    torch.cuda.synchronize()
-                    err = (o.float() - ref).abs().max().item()
-                    if err > 2e-2:
-                        out(f"!! batch {batch} cache {L}: max |O - ref| = {err:.3g}")
+                    def call(i, page=page, table=table, pps=pps, npages=npages, vlib=vlib, ws=ws, ws_bytes=ws_bytes):
+                        q, k, v, o = sets[i % copies]
+                        st = vlib.fa_bench_decode(q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(),
+                                                  seqlens.data_ptr(), table.data_ptr() if page else None,
+                                                  batch, 1, HQ, HKV, D, L, page, pps, npages, BF16, 0,
+                                                  ws.data_ptr(), ws_bytes, torch.cuda.current_stream().cuda_stream)
+                        if st != 0:
+                            raise RuntimeError(vlib.fa_bench_last_error().decode())
+                    res[vlabel + name] = time_graph(call, max(copies, 8))
+                    if page == 0 and batch * L <= 8 * 32768:  # spot check: the timed call vs SDPA math
+                        q, k, v, o = sets[0]
+                        ref = F.scaled_dot_product_attention(q.transpose(1, 2).float(), k.transpose(1, 2).float(),
+                                                             v.transpose(1, 2).float(), enable_gqa=True).transpose(1, 2)
+                        torch.cuda.synchronize()
+                        err = (o.float() - ref).abs().max().item()
+                        if err > 2e-2:
+                            out(f"!! {vlabel or 'main'} batch {batch} cache {L}: max |O - ref| = {err:.3g}")
             for name, backend in (("flash", SDPBackend.FLASH_ATTENTION), ("cudnn", SDPBackend.CUDNN_ATTENTION)):
                 def sdpa(i, backend=backend):
                     q, k, v, o = sets[i % copies]
@@ -157,11 +171,16 @@ def main():
                     res[name] = float("nan")
                     print(f"   ({name} failed: {str(e).splitlines()[0][:100]})", file=sys.stderr)
             gbs = {k_: kv_bytes / (t * 1e-6) / 1e9 for k_, t in res.items()}
-            out(f"{batch:>5} {L // 1024:>5}k {splits:>6} | {res['contig']:>8.1f} {gbs['contig']:>7.0f} {gbs['pg16']:>7.0f} "
+            out(f"{batch:>5} {L // 1024:>5}k {splits['contig']:>3}/{splits['pg16']:<2} | {res['contig']:>8.1f} {gbs['contig']:>7.0f} {gbs['pg16']:>7.0f} "
                 f"{gbs['pg256']:>7.0f} | {gbs['flash']:>7.0f} {gbs['cudnn']:>7.0f} | "
                 f"{gbs['contig'] / gbs['cudnn']:>7.2f}x {100 * gbs['contig'] / cbw:>5.0f}% "
                 f"{gbs['pg16'] / gbs['contig']:>7.2f}")
-            del sets, ws
+            for vlabel, _ in variants:
+                out(f"{'':>5} {'':>6} {vlabel[:14]:>14} {gbs[vlabel + 'contig']:>7.0f} {gbs[vlabel + 'pg16']:>7.0f} "
+                    f"{gbs[vlabel + 'pg256']:>7.0f} | {'':>7} {'':>7} | "
+                    f"{gbs[vlabel + 'contig'] / gbs['cudnn']:>7.2f}x {100 * gbs[vlabel + 'contig'] / cbw:>5.0f}% "
+                    f"{gbs[vlabel + 'pg16'] / gbs[vlabel + 'contig']:>7.2f}")
+            del sets
             torch.cuda.empty_cache()
     if args.out:
         os.makedirs(args.out, exist_ok=True)
