@@ -2297,82 +2297,94 @@ fa__decode_kernel(const fa__decode_params p)
 
 /* ---- >>decode-combine  merge the splits by log-sum-exp ----------------------
    One CTA per output row (b, h, t), for any number of splits S:
-     M = max_s LSE_s (0 if all are -inf), L = M + log2 sum_s 2^(LSE_s - M),
-     O = sum_s 2^(LSE_s - L) O_s         (seed 000, flash-decoding)
+     L = log2 sum_s 2^LSE_s,   O = sum_s 2^(LSE_s - L) O_s   (seed 000, flash-decoding)
    The cost is latency, not bytes: at batch 1 there are only b * hq * sq rows
    (32 in the benchmark) and each reads S partial rows that the decode kernel
-   has just written to L2. So the reads are spread wide and issued together:
-   every warp first finds L from all S log-sum-exps (lanes stride the splits),
-   then warp w accumulates splits w, w + 4, ..., eight partial rows per batch
-   of loads (lane = D/32 columns), and the 4 warps' sums meet in shared memory.
-   A warp that walked the S rows one dependent load after another, as the first
-   version did, spent about one L2 round trip per split. */
+   has just written to L2. So every read is issued as early as possible and
+   the whole merge is ONE round trip for up to 32 splits: warp w takes splits
+   w, w + 4, ... in batches of 8, loading each split's LSE and its partial
+   row (lane = D/32 columns) together, and folds a batch into a running
+   (m, l, acc) the way the decode kernel folds key tiles:
+     m' = max(m, LSE_s),  l' = 2^(m - m') l + sum_s 2^(LSE_s - m'),
+     acc' = 2^(m - m') acc + sum_s 2^(LSE_s - m') O_s;
+   then warp 0 merges the 4 warps' (m, l, acc) by the same rule.
+   (The first version, a warp per row walking the splits one dependent load at
+   a time, cost batch 1 with a 4k cache a fifth of its time.) */
 template <int D, bool BF16>
 __global__ void __launch_bounds__(128)
 fa__decode_combine_kernel(const fa__decode_params p)
 {
     constexpr int PER = D / 32; /* columns per lane: 2, 4 or 8 */
-    constexpr int BATCH = 8;    /* partial rows a warp loads before it adds */
+    constexpr int BATCH = 8;    /* splits a warp loads before it adds */
     __shared__ float part[4][D];
+    __shared__ float part_m[4], part_l[4];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int64_t R = (int64_t)p.batch * p.hq * p.sq;
     const int64_t row = blockIdx.x;
     const int S = p.num_splits;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     /* Launched as a programmatic dependent of the decode kernel (see
-       fa__decode_launch_t): this CTA may start while that grid still runs,
-       and waits here until all of its writes are visible. */
+       fa__decode_launch_combine): this CTA may start while that grid still
+       runs, and waits here until all of its writes are visible. */
     asm volatile("griddepcontrol.wait;" ::: "memory");
 #endif
 
-    float M = -INFINITY;
-    for (int s = lane; s < S; s += 32) M = fmaxf(M, p.lse_part[s * R + row]);
-#pragma unroll
-    for (int x = 16; x > 0; x >>= 1) M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, x));
-    const float m_ref = M == -INFINITY ? 0.f : M;
-    float sum = 0.f;
-    for (int s = lane; s < S; s += 32) sum += fa__exp2(p.lse_part[s * R + row] - m_ref);
-#pragma unroll
-    for (int x = 16; x > 0; x >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, x);
-    const float L2 = sum > 0.f ? m_ref + __log2f(sum) : -INFINITY;
-
-    float acc[PER];
+    float m = -INFINITY, l = 0.f, acc[PER];
 #pragma unroll
     for (int i = 0; i < PER; i++) acc[i] = 0.f;
-    if (sum > 0.f) {
-        for (int s0 = warp; s0 < S; s0 += 4 * BATCH) {
-            float w[BATCH], v[BATCH][PER];
+    for (int s0 = warp; s0 < S; s0 += 4 * BATCH) {
+        float w[BATCH], v[BATCH][PER];
 #pragma unroll
-            for (int k = 0; k < BATCH; k++) { /* issue all loads of the batch first */
-                const int s = s0 + 4 * k;
-                const float *src = p.o_part + (s * R + row) * D + lane * PER;
-                w[k] = -INFINITY;
+        for (int k = 0; k < BATCH; k++) { /* issue all loads of the batch first */
+            const int s = s0 + 4 * k;
+            const float *src = p.o_part + (s * R + row) * D + lane * PER;
+            w[k] = -INFINITY;
 #pragma unroll
-                for (int i = 0; i < PER; i++) v[k][i] = 0.f;
-                if (s < S) {
-                    w[k] = p.lse_part[s * R + row];
+            for (int i = 0; i < PER; i++) v[k][i] = 0.f;
+            if (s < S) {
+                w[k] = p.lse_part[s * R + row];
 #pragma unroll
-                    for (int i = 0; i < PER; i += 2) {
-                        const float2 t = *reinterpret_cast<const float2 *>(src + i);
-                        v[k][i] = t.x; v[k][i + 1] = t.y;
-                    }
+                for (int i = 0; i < PER; i += 2) {
+                    const float2 t = *reinterpret_cast<const float2 *>(src + i);
+                    v[k][i] = t.x; v[k][i + 1] = t.y;
                 }
             }
-#pragma unroll
-            for (int k = 0; k < BATCH; k++) {
-                const float wk = fa__exp2(w[k] - L2); /* 0 for an empty split or past S */
-#pragma unroll
-                for (int i = 0; i < PER; i++) acc[i] += wk * v[k][i];
-            }
         }
+        float m_new = m;
+#pragma unroll
+        for (int k = 0; k < BATCH; k++) m_new = fmaxf(m_new, w[k]);
+        /* all seen so far empty (-inf): 0 as the reference, never -inf - -inf */
+        const float m_ref = m_new == -INFINITY ? 0.f : m_new;
+        const float alpha = fa__exp2(m - m_ref);
+        l *= alpha;
+#pragma unroll
+        for (int i = 0; i < PER; i++) acc[i] *= alpha;
+#pragma unroll
+        for (int k = 0; k < BATCH; k++) {
+            const float wk = fa__exp2(w[k] - m_ref); /* 0 for an empty split or past S */
+            l += wk;
+#pragma unroll
+            for (int i = 0; i < PER; i++) acc[i] += wk * v[k][i];
+        }
+        m = m_new;
     }
 #pragma unroll
     for (int i = 0; i < PER; i++) part[warp][lane * PER + i] = acc[i];
-    __syncthreads(); /* the 4 warps' sums are in shared memory */
+    if (lane == 0) { part_m[warp] = m; part_l[warp] = l; }
+    __syncthreads(); /* the 4 warps' (m, l, acc) are in shared memory */
     if (warp != 0) return;
+    float M = fmaxf(fmaxf(part_m[0], part_m[1]), fmaxf(part_m[2], part_m[3]));
+    const float M_ref = M == -INFINITY ? 0.f : M;
+    float f[4], lsum = 0.f;
+#pragma unroll
+    for (int w = 0; w < 4; w++) { f[w] = fa__exp2(part_m[w] - M_ref); lsum += f[w] * part_l[w]; }
+    /* a row that saw no key in any split: O = 0, L = -inf (never 0/0) */
+    const float inv = lsum > 0.f ? 1.f / lsum : 0.f;
+    const float L2 = lsum > 0.f ? M_ref + __log2f(lsum) : -INFINITY;
 #pragma unroll
     for (int i = 0; i < PER; i++)
-        acc[i] = part[0][lane * PER + i] + part[1][lane * PER + i] + part[2][lane * PER + i] + part[3][lane * PER + i];
+        acc[i] = (f[0] * part[0][lane * PER + i] + f[1] * part[1][lane * PER + i] +
+                  f[2] * part[2][lane * PER + i] + f[3] * part[3][lane * PER + i]) * inv;
     /* row = (b * hq + h) * sq + t */
     const int t = (int)(row % p.sq), h = (int)((row / p.sq) % p.hq), b = (int)(row / ((int64_t)p.sq * p.hq));
     uint16_t *dst = (uint16_t *)p.o + (int64_t)b * p.o_bs + (int64_t)t * p.o_ss + (int64_t)h * p.o_hs + lane * PER;
