@@ -173,8 +173,8 @@
      kernel alone (FLASHATTN_NO_HOPPER, 14:10 UTC): 225-322 TFLOP/s
      non-causal, 0.90-1.27x SDPA-flash.
      backward, every grid point: 0.56-0.91x SDPA-flash.
-     decode, 32/8 heads d128 (16:24 UTC run): 0.99-1.03x SDPA-cuDNN, up to
-     3156 GB/s of K+V read; paged (pages of 16 and 256, random order):
+     decode, 32/8 heads d128 (16:40 UTC run): 0.99-1.03x SDPA-cuDNN, up to
+     3165 GB/s of K+V read; paged (pages of 16 and 256, random order):
      0.92-0.97x of contiguous.
    Accuracy: CPU f32 forward within 2.4e-7 (max abs) of a naive 3-pass fp32
    attention at d128, 4k (the benchmark's check);
