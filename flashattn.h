@@ -355,6 +355,9 @@ FLASHATTN_DEF fa_status fa_merge(int num_splits, int64_t rows, int dim,
    Same arguments as the CPU calls, all pointers in device memory, plus the
    CUDA stream as void* (NULL = default stream). Stream-ordered: no host
    synchronization; a workspace not given is allocated stream-ordered.
+   A workspace size holds for the problem and device it was asked for: ask
+   with the same fa_problem the call gets (for decode, block_table set or
+   not changes the split plan) with the call's device current.
    Under FLASHATTN_STATIC they exist only in a file compiled by nvcc, so
    only such a file declares them. */
 #if !defined(FLASHATTN_STATIC) || (defined(__CUDACC__) && !defined(FLASHATTN_NO_CUDA))
