@@ -1876,7 +1876,6 @@ __device__ __forceinline__ uint32_t fa__dec_smem_addr(const void *p)
     return (uint32_t)__cvta_generic_to_shared(p);
 }
 
-
 /* ---- >>decode-params  what the kernels see ---------------------------------
    Strides are in elements and already resolved (no zeros). */
 typedef struct fa__decode_params {
@@ -2466,8 +2465,17 @@ static int fa__decode_num_splits(int64_t ctas, int slots, int tiles, int max_spl
 typedef struct fa__decode_plan {
     int d, warps_m, row_blocks, num_splits;
     int smem;         /* dynamic shared memory per CTA, bytes (see fa__decode_setup) */
+    int pdl;          /* launch the combine as a programmatic dependent (fa__decode_launch_combine) */
     size_t workspace; /* bytes of o_part + lse_part */
 } fa__decode_plan;
+
+/* What fa__decode_setup finds out once per device and kernel. */
+typedef struct fa__dec_setup {
+    int blocks;   /* CTAs per SM at the kernel's own shared memory */
+    int smem;     /* the kernel's own dynamic shared memory */
+    int smem_one; /* the dynamic shared memory that keeps a CTA alone on its SM */
+    int pdl;      /* 1: the device runs sm_90+ code of these kernels (griddepcontrol) */
+} fa__dec_setup;
 
 /* How many CTAs share an SM: one for a contiguous cache, two (or what fits)
    for a paged one. Measured on the H100 (2026-11-23, d128, 32 / 8 heads,
@@ -2483,22 +2491,17 @@ typedef struct fa__decode_plan {
 
    fa__decode_setup opts the kernel in to that much dynamic shared memory
    (once per device; the attribute belongs to the device's context) and
-   reports the CTAs per SM at the kernel's own size (*blocks), that size
-   (*smem) and the size that keeps a CTA alone (*smem_one). The cache is a
-   plain array: two threads racing on it both store the same numbers. */
+   fills *out (fa__dec_setup). The cache is a plain array: two threads
+   racing on it both store the same numbers. */
 template <int D, int WM, bool BF16>
-static cudaError_t fa__decode_setup(int dev, int *blocks, int *smem, int *smem_one)
+static cudaError_t fa__decode_setup(int dev, fa__dec_setup *out)
 {
-    static int cached[64][2]; /* CTAs per SM + 1 (0 = not yet), smem_one; per device */
+    static fa__dec_setup cached[64]; /* per device; blocks == 0: not yet */
     const int need = fa__dec_smem_bytes<D, WM>();
+    cudaFuncAttributes fa;
     cudaError_t e;
     int n = 0, n1 = 0, per_sm = 0, optin = 0, one;
-    *smem = need;
-    if (dev >= 0 && dev < 64 && cached[dev][0]) {
-        *blocks = cached[dev][0] - 1;
-        *smem_one = cached[dev][1];
-        return cudaSuccess;
-    }
+    if (dev >= 0 && dev < 64 && cached[dev].blocks) { *out = cached[dev]; return cudaSuccess; }
     if ((e = cudaDeviceGetAttribute(&per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev)) != cudaSuccess ||
         (e = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev)) != cudaSuccess)
         return e;
@@ -2513,27 +2516,28 @@ static cudaError_t fa__decode_setup(int dev, int *blocks, int *smem, int *smem_o
     e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n1, fa__decode_kernel<D, WM, BF16>, FA__DEC_THREADS, one);
     if (e != cudaSuccess) return e;
     if (n1 != 1) one = need; /* cannot be held alone this way: leave it as it is */
-    if (dev >= 0 && dev < 64) { cached[dev][0] = n + 1; cached[dev][1] = one; }
-    *blocks = n;
-    *smem_one = one;
+    if ((e = cudaFuncGetAttributes(&fa, fa__decode_combine_kernel<D, BF16>)) != cudaSuccess) return e;
+    out->blocks = n;
+    out->smem = need;
+    out->smem_one = one;
+    out->pdl = fa.binaryVersion >= 90;
+    if (dev >= 0 && dev < 64) cached[dev] = *out;
     return cudaSuccess;
 }
 
-/* Set up the kernel this problem will use (fa__decode_setup's outputs). */
-static cudaError_t fa__decode_setup_any(int dev, int d, int wm, int bf16, int *blocks, int *smem, int *smem_one)
+/* Set up the kernel this problem will use (fa__decode_setup). */
+static cudaError_t fa__decode_setup_any(int dev, int d, int wm, int bf16, fa__dec_setup *out)
 {
-#define FA__DEC_SETUP(D_, T_)                                                                   \
-    if (d == D_) {                                                                              \
-        constexpr int M2_ = fa__dec_max_warps_m(D_) < 2 ? 1 : 2;                                \
-        if (wm == 1) return fa__decode_setup<D_, 1, T_>(dev, blocks, smem, smem_one);           \
-        if (wm == 2) return fa__decode_setup<D_, M2_, T_>(dev, blocks, smem, smem_one);         \
-        return fa__decode_setup<D_, fa__dec_max_warps_m(D_), T_>(dev, blocks, smem, smem_one);  \
+#define FA__DEC_SETUP(D_, T_)                                                   \
+    if (d == D_) {                                                              \
+        constexpr int M2_ = fa__dec_max_warps_m(D_) < 2 ? 1 : 2;                \
+        if (wm == 1) return fa__decode_setup<D_, 1, T_>(dev, out);              \
+        if (wm == 2) return fa__decode_setup<D_, M2_, T_>(dev, out);            \
+        return fa__decode_setup<D_, fa__dec_max_warps_m(D_), T_>(dev, out);     \
     }
     if (bf16) { FA__DEC_SETUP(64, true) FA__DEC_SETUP(128, true) FA__DEC_SETUP(256, true) }
     else { FA__DEC_SETUP(64, false) FA__DEC_SETUP(128, false) FA__DEC_SETUP(256, false) }
 #undef FA__DEC_SETUP
-    *blocks = 1;
-    *smem = *smem_one = 0;
     return cudaErrorInvalidDeviceFunction; /* unreachable: d was checked */
 }
 
@@ -2555,7 +2559,8 @@ static fa_status fa__decode_cuda_prepare(const char *fn, const fa_problem *p, fa
     fa__decode_params z;
     fa_problem r;
     memset(&r, 0, sizeof r);
-    int hq, hkv, d, group, dev = 0, sms = 0, per_sm = 1, smem = 0, smem_one = 0, rows, append;
+    int hq, hkv, d, group, dev = 0, sms = 0, rows, append;
+    fa__dec_setup ks;
     cudaError_t e;
     fa_status st;
     /* device arrays (seqlens_k, block_table, alibi_slopes): host_arrays = 0 */
@@ -2628,19 +2633,20 @@ static fa_status fa__decode_cuda_prepare(const char *fn, const fa_problem *p, fa
     if ((e = cudaGetDevice(&dev)) != cudaSuccess ||
         (e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev)) != cudaSuccess ||
         (e = fa__decode_setup_any(dev, d, plan->warps_m, !have_tensors || q.dtype == FA_BF16,
-                                  &per_sm, &smem, &smem_one)) != cudaSuccess)
+                                  &ks)) != cudaSuccess)
         return fa__fail(FA_ERROR_CUDA, "%s: %s", fn, cudaGetErrorString(e));
     {
         int64_t ctas = (int64_t)r.batch * hkv * plan->row_blocks;
         int longest = r.seqlen_k; /* device lengths are unknown on the host: plan for the capacity */
         int tiles = (longest + FA__DEC_BN - 1) / FA__DEC_BN;
-        /* a contiguous cache runs one CTA per SM, a paged one per_sm (fa__decode_setup) */
-        int slots = sms * (r.block_table ? per_sm : 1);
+        /* a contiguous cache runs one CTA per SM, a paged one ks.blocks (fa__decode_setup) */
+        int slots = sms * (r.block_table ? ks.blocks : 1);
         int splits = r.num_splits ? r.num_splits : fa__decode_num_splits(ctas, slots, tiles, 128);
         if (splits > 65535 / plan->row_blocks) splits = 65535 / plan->row_blocks;
         if (splits < 1) splits = 1;
         plan->num_splits = splits;
-        plan->smem = r.block_table ? smem : smem_one;
+        plan->smem = r.block_table ? ks.smem : ks.smem_one;
+        plan->pdl = ks.pdl;
     }
     z.row_blocks = plan->row_blocks;
     z.num_splits = plan->num_splits;
@@ -2654,28 +2660,20 @@ static fa_status fa__decode_cuda_prepare(const char *fn, const fa_problem *p, fa
 }
 
 /* The combine kernel, launched as a programmatic dependent of the decode
-   kernel (PDL) where its code for this device waits for that grid
-   (griddepcontrol.wait exists from sm_90; the binary version says which code
-   the device runs), else as a plain stream-ordered launch. Either way it
-   reads the partial results only after the decode grid has finished. */
+   kernel (PDL) where its code for this device waits for that grid (pdl:
+   griddepcontrol.wait exists from sm_90, and fa__decode_setup read which
+   code the device runs), else as a plain stream-ordered launch. Either way
+   it reads the partial results only after the decode grid has finished. */
 template <int D, bool BF16>
-static cudaError_t fa__decode_launch_combine(const fa__decode_params &kp, cudaStream_t st)
+static cudaError_t fa__decode_launch_combine(const fa__decode_params &kp, int pdl, cudaStream_t st)
 {
-    static int pdl[64]; /* per device: 0 = not yet asked, 1 = plain launch, 2 = PDL */
     cudaLaunchConfig_t cfg = {};
     cudaLaunchAttribute attr[1];
     cudaError_t e;
-    int dev = 0;
     cfg.gridDim = dim3((unsigned)((int64_t)kp.batch * kp.hq * kp.sq)); /* a CTA per output row */
     cfg.blockDim = dim3(128);
     cfg.stream = st;
-    if ((e = cudaGetDevice(&dev)) != cudaSuccess) return e;
-    if (dev >= 0 && dev < 64 && !pdl[dev]) {
-        cudaFuncAttributes fa;
-        if ((e = cudaFuncGetAttributes(&fa, fa__decode_combine_kernel<D, BF16>)) != cudaSuccess) return e;
-        pdl[dev] = fa.binaryVersion >= 90 ? 2 : 1;
-    }
-    if (dev >= 0 && dev < 64 && pdl[dev] == 2) {
+    if (pdl) {
         attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
         attr[0].val.programmaticStreamSerializationAllowed = 1;
         cfg.attrs = attr;
@@ -2704,7 +2702,7 @@ static cudaError_t fa__decode_launch_t(const fa__decode_params &kp, const fa__de
     FA__DEC_LAUNCH(1) FA__DEC_LAUNCH(2) FA__DEC_LAUNCH(4)
 #undef FA__DEC_LAUNCH
     if ((e = cudaGetLastError()) != cudaSuccess) return e;
-    if (plan.num_splits > 1) return fa__decode_launch_combine<D, BF16>(kp, st);
+    if (plan.num_splits > 1) return fa__decode_launch_combine<D, BF16>(kp, plan.pdl, st);
     return cudaSuccess;
 }
 
