@@ -944,6 +944,13 @@ static __device__ __forceinline__ void fa__tma_load(uint32_t dst, const CUtensor
                  ::"r"(dst), "l"((uint64_t)map), "r"(col), "r"(row), "r"(head), "r"(batch), "r"(bar)
                  : "memory");
 }
+/* A contiguous run of `bytes` (a multiple of 16, both addresses 16-byte
+   aligned) into shared memory, completing on bar: the 1-d bulk copy. */
+static __device__ __forceinline__ void fa__bulk_load(uint32_t dst, const void *src, uint32_t bytes, uint32_t bar)
+{
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n"
+                 ::"r"(dst), "l"(src), "r"(bytes), "r"(bar) : "memory");
+}
 static __device__ __forceinline__ void fa__wgmma_fence(void)
 {
     asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
@@ -991,7 +998,8 @@ static __device__ __forceinline__ uint64_t fa__wg_desc(uint32_t addr, uint32_t l
    one operand per accumulator register, so the register lists are spelled
    out: mechanical text, the same instruction for every N. acc = 0 on the
    first k-step overwrites d instead of adding (scale-d). ss: A and B from
-   shared memory, both K-major. rs: A from registers (4 per thread, the
+   shared memory, both K-major; ss_tt: both MN-major (transposed; the
+   backward's dQ = dS K). rs: A from registers (4 per thread, the
    mma.sync A fragment of this warp's 16 rows), B MN-major (transposed). */
 #define FA__WG_R0 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15"
 #define FA__WG_R1 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
@@ -1001,6 +1009,7 @@ static __device__ __forceinline__ uint64_t fa__wg_desc(uint32_t addr, uint32_t l
 #define FA__WG_R5 "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95"
 #define FA__WG_R6 "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111"
 #define FA__WG_R7 "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
+#define FA__WG_ACC16 "{" FA__WG_R0 "}"
 #define FA__WG_ACC32 "{" FA__WG_R0 ", " FA__WG_R1 "}"
 #define FA__WG_ACC40 "{" FA__WG_R0 ", " FA__WG_R1 ", %32, %33, %34, %35, %36, %37, %38, %39}"
 #define FA__WG_ACC64 "{" FA__WG_R0 ", " FA__WG_R1 ", " FA__WG_R2 ", " FA__WG_R3 "}"
@@ -1013,6 +1022,7 @@ static __device__ __forceinline__ uint64_t fa__wg_desc(uint32_t addr, uint32_t l
     "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), \
         "+f"(d[i + 6]), "+f"(d[i + 7])
 #define FA__WG_O32(d, i) FA__WG_O8(d, i), FA__WG_O8(d, i + 8), FA__WG_O8(d, i + 16), FA__WG_O8(d, i + 24)
+#define FA__WG_OUT16(d) FA__WG_O8(d, 0), FA__WG_O8(d, 8)
 #define FA__WG_OUT32(d) FA__WG_O32(d, 0)
 #define FA__WG_OUT40(d) FA__WG_O32(d, 0), FA__WG_O8(d, 32)
 #define FA__WG_OUT64(d) FA__WG_O32(d, 0), FA__WG_O32(d, 32)
@@ -1021,9 +1031,9 @@ static __device__ __forceinline__ uint64_t fa__wg_desc(uint32_t addr, uint32_t l
 #define FA__WG_OUT128(d) FA__WG_O32(d, 0), FA__WG_O32(d, 32), FA__WG_O32(d, 64), FA__WG_O32(d, 96)
 /* the instruction text; A0.. are the operand numbers that follow the NR
    accumulators */
-#define FA__WG_SS(N, TY, ACC, A0, A1, A2)                                                     \
+#define FA__WG_SS(N, TY, ACC, A0, A1, A2, TR)                                                 \
     "{\n.reg .pred p;\nsetp.ne.b32 p, %" A2 ", 0;\nwgmma.mma_async.sync.aligned.m64n" #N     \
-    "k16.f32." TY "." TY " " ACC ", %" A0 ", %" A1 ", p, 1, 1, 0, 0;\n}\n"
+    "k16.f32." TY "." TY " " ACC ", %" A0 ", %" A1 ", p, 1, 1, " TR ";\n}\n"
 #define FA__WG_RS(N, TY, ACC, A0, A1, A2, A3, A4, A5)                                          \
     "{\n.reg .pred p;\nsetp.ne.b32 p, %" A5 ", 0;\nwgmma.mma_async.sync.aligned.m64n" #N      \
     "k16.f32." TY "." TY " " ACC ", {%" A0 ", %" A1 ", %" A2 ", %" A3 "}, %" A4 ", p, 1, 1, 1;\n}\n"
@@ -1033,10 +1043,19 @@ template <int N, bool BF16> struct fa__wgmma;
         static __device__ __forceinline__ void ss(float (&d)[NR], uint64_t a, uint64_t b, int acc) \
         {                                                                                       \
             if (BF16)                                                                           \
-                asm volatile(FA__WG_SS(N, "bf16", FA__WG_ACC##NR, A0, A1, A2)                   \
+                asm volatile(FA__WG_SS(N, "bf16", FA__WG_ACC##NR, A0, A1, A2, "0, 0")           \
                              : FA__WG_OUT##NR(d) : "l"(a), "l"(b), "r"(acc));                   \
             else                                                                                \
-                asm volatile(FA__WG_SS(N, "f16", FA__WG_ACC##NR, A0, A1, A2)                    \
+                asm volatile(FA__WG_SS(N, "f16", FA__WG_ACC##NR, A0, A1, A2, "0, 0")            \
+                             : FA__WG_OUT##NR(d) : "l"(a), "l"(b), "r"(acc));                   \
+        }                                                                                       \
+        static __device__ __forceinline__ void ss_tt(float (&d)[NR], uint64_t a, uint64_t b, int acc) \
+        {                                                                                       \
+            if (BF16)                                                                           \
+                asm volatile(FA__WG_SS(N, "bf16", FA__WG_ACC##NR, A0, A1, A2, "1, 1")           \
+                             : FA__WG_OUT##NR(d) : "l"(a), "l"(b), "r"(acc));                   \
+            else                                                                                \
+                asm volatile(FA__WG_SS(N, "f16", FA__WG_ACC##NR, A0, A1, A2, "1, 1")            \
                              : FA__WG_OUT##NR(d) : "l"(a), "l"(b), "r"(acc));                   \
         }                                                                                       \
         static __device__ __forceinline__ void rs(float (&d)[NR], const uint32_t (&a)[4],       \
@@ -1052,6 +1071,7 @@ template <int N, bool BF16> struct fa__wgmma;
                              : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(acc));   \
         }                                                                                       \
     };
+FA__WGMMA_N(32, 16, "16", "17", "18", "19", "20", "21")
 FA__WGMMA_N(64, 32, "32", "33", "34", "35", "36", "37")
 FA__WGMMA_N(80, 40, "40", "41", "42", "43", "44", "45")
 FA__WGMMA_N(128, 64, "64", "65", "66", "67", "68", "69")
@@ -2902,7 +2922,10 @@ typedef struct fa__bwd_params {
     const int32_t *cu_q, *cu_k;
     const float *alibi;    /* [hq] or NULL */
     int batch, seqlen_q, seqlen_k, hq, hkv, group, d, acc_d;
-    int64_t acc_rows;      /* batch * seqlen_q: an upper bound of total_q */
+    int acc_sq;            /* accumulator rows per sequence: seqlen_q rounded up to 64
+                              (0 with cu_seqlens: the rows are packed) */
+    int64_t acc_rows;      /* rows per head: batch * acc_sq (cu_seqlens: batch *
+                              seqlen_q, an upper bound of total_q) */
     int64_t acc_slice;     /* hq * acc_rows * acc_d: one j slice (deterministic) */
     float scale, scale_log2, softcap;
     int causal, window, wl, wr;
@@ -2918,6 +2941,7 @@ typedef struct fa__bwd_params {
    (varlen: row cu[b] of the packed tensor; else batch b). */
 typedef struct fa__bwd_seq {
     int sq, sk;
+    int sq_pad;             /* accumulator rows of the sequence (>= sq) */
     int64_t q_tok0, k_tok0; /* first token's row in the packed/varlen view */
     int64_t lse0;           /* L index of (b, head 0, row 0); head stride lse_hs */
     int64_t lse_hs;
@@ -2933,12 +2957,14 @@ __device__ __forceinline__ fa__bwd_seq fa__bwd_seq_info(const fa__bwd_params &p,
         s.lse0 = q0;
         s.lse_hs = p.cu_q[p.batch];
         s.acc_row0 = q0;
+        s.sq_pad = s.sq;
     } else {
         s.sq = p.seqlen_q;
         s.q_tok0 = -1;
         s.lse0 = (int64_t)b * p.hq * p.seqlen_q;
         s.lse_hs = p.seqlen_q;
-        s.acc_row0 = (int64_t)b * p.seqlen_q;
+        s.acc_row0 = (int64_t)b * p.acc_sq;
+        s.sq_pad = p.acc_sq;
     }
     if (p.cu_k) {
         int k0 = p.cu_k[b];
@@ -2992,15 +3018,20 @@ __device__ __forceinline__ void fa__bwd_q_range(const fa__bwd_params &p, int sq,
 
 /* ---- kernel 1: D = rowsum(dO * O), zero the dQ accumulator ----------------- */
 
-/* One warp per (row, head); lane c holds 16-byte chunk c of the row (d <= 256). */
+/* One warp per (row, head); lane c holds 16-byte chunk c of the row (d <= 256).
+   Rows sq .. sq_pad - 1 (the padding that makes every sequence a whole number
+   of 64-row blocks, without cu_seqlens) get D = 0, L = +inf and a zero
+   accumulator: a query block that reaches past the sequence then computes
+   P = 0 there, and its dQ rows land in the padding. */
 template <bool BF16>
 __global__ void __launch_bounds__(256) fa__bwd_preprocess_kernel(const fa__bwd_params p) {
     const int lane = threadIdx.x % 32;
     const int t = blockIdx.x * 8 + threadIdx.x / 32, h = blockIdx.y, b = blockIdx.z;
     fa__bwd_seq s = fa__bwd_seq_info(p, b);
-    if (t >= s.sq) return;
+    if (t >= s.sq_pad) return;
+    const bool real = t < s.sq;
     float acc = 0.f;
-    if (lane * 8 < p.d) {
+    if (real && lane * 8 < p.d) {
         const uint4 o4 = *reinterpret_cast<const uint4 *>(
             (const uint16_t *)p.o.data + fa__bwd_off(p.o, b, s.q_tok0, t, h) + lane * 8);
         const uint4 g4 = *reinterpret_cast<const uint4 *>(
@@ -3020,7 +3051,7 @@ __global__ void __launch_bounds__(256) fa__bwd_preprocess_kernel(const fa__bwd_p
            that sees no key) becomes +inf, so that exp2(x - L) is 0 there
            even for masked x = -inf (no NaN from -inf - -inf). */
         const int64_t r = (int64_t)h * p.acc_rows + s.acc_row0 + t;
-        const float l = p.lse[s.lse0 + (int64_t)h * s.lse_hs + t];
+        const float l = real ? p.lse[s.lse0 + (int64_t)h * s.lse_hs + t] : -INFINITY;
         p.dsum[r] = acc;
         p.lse2[r] = l == -INFINITY ? INFINITY : l * 1.4426950408889634f;
     }
@@ -3413,11 +3444,271 @@ __global__ void __launch_bounds__(NWARPS * 32, 1) fa__bwd_kernel_sm80(const fa__
 #endif
 }
 
+#ifndef FLASHATTN_NO_HOPPER
+/* ---- kernel 2 on sm_90a: the same loop with wgmma (>>hopper) ------------
+
+   The FA2 loop order above, rebuilt on Hopper's tools (>>hopper items 1-3):
+   a producer warp copies Q_i, dO_i and their L, D with TMA into a 2-stage
+   ring, and two consumer warpgroups (WG 0, WG 1) each own 64 of the
+   Bc = 128 keys of K_j, V_j. Per step, for one query block of Br = 64 rows,
+   a consumer warpgroup issues
+
+       S^T  = K_w Q_i^T        ss     A = K  (K-major), B = Q  (K-major)
+       dP^T = V_w dO_i^T       ss     A = V,            B = dO
+       dV  += P^T dO_i         rs     A = P^T (registers), B = dO (MN-major)
+       dK  += dS^T Q_i         rs     A = dS^T (registers), B = Q (MN-major)
+       dQ_i = dS K_j[:, half]  ss_tt  A = dS (MN-major), B = K (MN-major)
+
+   where w is the warpgroup's 64 keys. S^T and dP^T have keys as rows, so
+   their accumulators are directly the A operands of dV and dK (the C -> A
+   register identity that the forward uses for P V), and P, dS never touch
+   shared memory for dK, dV. dQ needs dS with queries as rows, over all 128
+   keys: each warpgroup writes its dS^T rows to shared memory ([key][query],
+   128-byte rows, the swizzle TMA would give), the two warpgroups meet at a
+   named barrier, and each computes half of dQ's columns (64 queries x D/2,
+   wgmma reading dS^T transposed) and adds it to the fp32 accumulator. The
+   dS buffer alternates with the step, so a warpgroup that runs ahead never
+   overwrites dS that the other is still reading: at step it + 2 both have
+   passed the barrier of step it + 1, after their dQ of step it was done.
+
+   Products of one step are issued as soon as their inputs exist and waited
+   for only when their result is needed: S^T and dP^T together, P (softmax
+   recomputation) while dP^T still runs, dV issued before waiting for dP^T,
+   dK and dQ issued back to back.
+
+   Covered: f16 / bf16, D = 64 and 128 (head dims 33 .. 128, zero-filled
+   columns past the head dim), causal / sliding window, GQA / MQA, arbitrary
+   16-byte-aligned strides, deterministic mode. Variable length, dropout,
+   softcap and ALiBi run the sm_80 kernel. Rows past seqlen_q / seqlen_k
+   read as zeros (TMA fills a box outside the tensor with zeros), and the
+   padded L = +inf (kernel 1) makes P = 0 on query rows past the sequence. */
+typedef struct fa__bwd_maps { CUtensorMap q, k, v, dout; } fa__bwd_maps;
+
+template <bool BF16, int D>
+__global__ void __launch_bounds__(384, 1)
+fa__bwd_kernel_sm90(const __grid_constant__ fa__bwd_maps tm, const fa__bwd_params p)
+{
+#if FA__SM90A
+    constexpr int BC = 128, BR = 64, NQ = BR / 8, DQ = D / 2;
+    constexpr uint32_t KV_BYTES = BC * D * 2, Q_BYTES = BR * D * 2, DS_BYTES = BC * BR * 2, LD_BYTES = 2 * BR * 4;
+    static_assert(D % 64 == 0 && D <= 128, "sm_90a backward tile");
+    extern __shared__ uint8_t fa__smem90b[];
+    const uint32_t base = (uint32_t)__cvta_generic_to_shared(fa__smem90b);
+    /* every tile 1024-byte aligned (the swizzle's period): K, V, Q[2], dO[2],
+       dS^T[2], then L and D of each stage, then the barriers */
+    const uint32_t sK = (base + 1023u) & ~1023u, sV = sK + KV_BYTES, sQ = sV + KV_BYTES;
+    const uint32_t sdO = sQ + 2 * Q_BYTES, sdS = sdO + 2 * Q_BYTES, sLD = sdS + 2 * DS_BYTES;
+    const uint32_t kv_full = sLD + 2 * LD_BYTES, full = kv_full + 8, empty = full + 16;
+    const float *gLD = (const float *)(fa__smem90b + (sLD - base));
+
+    const int jb = blockIdx.x, hk = blockIdx.y, b = blockIdx.z;
+    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+    const fa__bwd_seq s = fa__bwd_seq_info(p, b);
+    const int j0 = jb * BC;
+    int ib0, ib1;
+    fa__bwd_q_range(p, s.sq, s.sk, j0, BR, BC, &ib0, &ib1);
+    const int nib = ib1 - ib0, iters = nib * p.group;
+
+    if (tid == 0) {
+        fa__mbar_init(kv_full, 1);
+        for (int st = 0; st < 2; st++) {
+            fa__mbar_init(full + 8 * st, 1);
+            fa__mbar_init(empty + 8 * st, 8); /* lane 0 of each consumer warp */
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    __syncthreads(); /* the barriers exist before anyone uses them; the roles part here */
+
+    if (warp < 4) {
+        /* ---- producer: lane 0 of warp 0 issues every copy ---- */
+        fa__setmaxnreg_dec<24>();
+        if (tid == 0 && iters > 0) {
+            fa__mbar_expect_tx(kv_full, 2 * KV_BYTES);
+            for (int c = 0; c < D / 64; c++) {
+                fa__tma_load(sK + c * BC * 128, &tm.k, 64 * c, j0, hk, b, kv_full);
+                fa__tma_load(sV + c * BC * 128, &tm.v, 64 * c, j0, hk, b, kv_full);
+            }
+            for (int it = 0; it < iters; it++) {
+                const int st = it & 1, h = hk * p.group + it / nib, i0 = (ib0 + it % nib) * BR;
+                /* stage st was last read at step it - 2: wait for its release */
+                if (it >= 2) fa__mbar_wait(empty + 8 * st, (uint32_t)((it / 2 - 1) & 1));
+                const uint32_t bar = full + 8 * st;
+                fa__mbar_expect_tx(bar, 2 * Q_BYTES + LD_BYTES);
+                for (int c = 0; c < D / 64; c++) {
+                    fa__tma_load(sQ + st * Q_BYTES + c * BR * 128, &tm.q, 64 * c, i0, h, b, bar);
+                    fa__tma_load(sdO + st * Q_BYTES + c * BR * 128, &tm.dout, 64 * c, i0, h, b, bar);
+                }
+                const int64_t r = (int64_t)h * p.acc_rows + s.acc_row0 + i0; /* 64-row aligned */
+                fa__bulk_load(sLD + st * LD_BYTES, p.lse2 + r, BR * 4, bar);
+                fa__bulk_load(sLD + st * LD_BYTES + BR * 4, p.dsum + r, BR * 4, bar);
+            }
+        }
+        return;
+    }
+
+    /* ---- consumers: warpgroup cw owns keys j0 + 64 cw .. + 63 ---- */
+    fa__setmaxnreg_inc<240>();
+    const int cw = warp / 4 - 1, wq = warp % 4, g = lane / 4, t = lane % 4;
+    const int krow = 64 * cw + 16 * wq + g; /* this thread's key rows krow, krow + 8 */
+    const uint32_t kw = sK + cw * 64 * 128, vw = sV + cw * 64 * 128;
+    /* B of dQ: K_j's columns cw * D/2 .. (a column block, or half of one at D = 64) */
+    const uint32_t kq = sK + (cw * DQ / 64) * BC * 128 + (cw * DQ % 64) * 2;
+    const int off = s.sk - s.sq;
+    float dk[1][D / 8][4], dv[1][D / 8][4];
+    float(&dk_flat)[D / 2] = reinterpret_cast<float(&)[D / 2]>(dk);
+    float(&dv_flat)[D / 2] = reinterpret_cast<float(&)[D / 2]>(dv);
+#pragma unroll
+    for (int c = 0; c < D / 2; c++) dk_flat[c] = dv_flat[c] = 0.f;
+    if (iters > 0) fa__mbar_wait(kv_full, 0);
+    for (int it = 0; it < iters; it++) {
+        const int st = it & 1, h = hk * p.group + it / nib, i0 = (ib0 + it % nib) * BR;
+        const uint32_t q_s = sQ + st * Q_BYTES, do_s = sdO + st * Q_BYTES, ds_s = sdS + st * DS_BYTES;
+        const float *sL = gLD + st * 2 * BR, *sD = sL + BR;
+        /* (1) S^T = K_w Q_i^T and (4) dP^T = V_w dO_i^T, issued together */
+        float sT[1][NQ][4], dpT[1][NQ][4];
+        float(&s_flat)[BR / 2] = reinterpret_cast<float(&)[BR / 2]>(sT);
+        float(&dp_flat)[BR / 2] = reinterpret_cast<float(&)[BR / 2]>(dpT);
+        fa__mbar_wait(full + 8 * st, (uint32_t)((it / 2) & 1));
+        fa__wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < D / 16; kk++)
+            fa__wgmma<BR, BF16>::ss(s_flat, fa__wg_desc(kw + (kk / 4) * BC * 128 + (kk % 4) * 32, 16, 1024),
+                                    fa__wg_desc(q_s + (kk / 4) * BR * 128 + (kk % 4) * 32, 16, 1024), kk > 0);
+        fa__wgmma_commit();
+#pragma unroll
+        for (int kk = 0; kk < D / 16; kk++)
+            fa__wgmma<BR, BF16>::ss(dp_flat, fa__wg_desc(vw + (kk / 4) * BC * 128 + (kk % 4) * 32, 16, 1024),
+                                    fa__wg_desc(do_s + (kk / 4) * BR * 128 + (kk % 4) * 32, 16, 1024), kk > 0);
+        fa__wgmma_commit();
+        fa__wgmma_wait<1>(); /* groups retire in order: S^T is done (dP^T may run) */
+        fa__fence_regs(s_flat);
+
+        /* (2) P^T = exp2(S^T scale log2(e) - L): element (n, e) is key
+           j0 + krow (+8 for e >= 2), query i0 + 8n + 2t (+1 for odd e) */
+        /* (P and dS in registers of their own: the accumulators are written
+           by wgmma only) */
+        float pT[1][NQ][4], dsT[1][NQ][4];
+        const bool need_mask = (j0 + BC > s.sk) || (p.causal && j0 + BC - 1 > i0 + off) ||
+                               (p.window && (j0 < i0 + BR - 1 + off - p.wl || j0 + BC - 1 > i0 + off + p.wr));
+#pragma unroll
+        for (int n = 0; n < NQ; n++) {
+            const float2 l2 = *reinterpret_cast<const float2 *>(sL + 8 * n + 2 * t);
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                float x = sT[0][n][e] * p.scale_log2;
+                if (need_mask && !fa__bwd_visible(p, s.sq, s.sk, i0 + 8 * n + 2 * t + (e & 1), j0 + krow + (e >> 1) * 8))
+                    x = -INFINITY;
+                pT[0][n][e] = fa__exp2(x - ((e & 1) ? l2.y : l2.x));
+            }
+        }
+        uint32_t pa[NQ / 2][1][4], da[NQ / 2][1][4];
+        fa__pack_p<BF16>(pT, pa);
+
+        /* (3) dV += P^T dO_i */
+        fa__wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < BR / 16; kk++)
+            fa__wgmma<D, BF16>::rs(dv_flat, pa[kk][0], fa__wg_desc(do_s + kk * 2048, BR * 128, 1024), 1);
+        fa__wgmma_commit();
+        fa__wgmma_wait<1>(); /* dP^T is done (dV may still run) */
+        fa__fence_regs(dp_flat);
+
+        /* (5) dS^T = P^T * (dP^T - D) */
+#pragma unroll
+        for (int n = 0; n < NQ; n++) {
+            const float2 d2 = *reinterpret_cast<const float2 *>(sD + 8 * n + 2 * t);
+#pragma unroll
+            for (int e = 0; e < 4; e++) dsT[0][n][e] = pT[0][n][e] * (dpT[0][n][e] - ((e & 1) ? d2.y : d2.x));
+        }
+        fa__pack_p<BF16>(dsT, da);
+        /* dS^T rows krow, krow + 8, query pairs 16 kk + 2t (+8) into this
+           step's buffer, chunk c of row r at c ^ (r % 8) */
+#pragma unroll
+        for (int kk = 0; kk < NQ / 2; kk++)
+#pragma unroll
+            for (int x = 0; x < 4; x++) {
+                const int r = krow + (x & 1) * 8, c = 16 * kk + (x >> 1) * 8;
+                const uint32_t at = ds_s + r * 128 + ((uint32_t)((c / 8) ^ (r % 8)) << 4) + 4 * t;
+                asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(at), "r"(da[kk][0][x]) : "memory");
+            }
+
+        /* (6) dK += dS^T Q_i (the scale is applied once at the end) */
+        fa__wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < BR / 16; kk++)
+            fa__wgmma<D, BF16>::rs(dk_flat, da[kk][0], fa__wg_desc(q_s + kk * 2048, BR * 128, 1024), 1);
+        fa__wgmma_commit();
+
+        /* Both warpgroups' dS^T are in shared memory: the fence makes the
+           generic-proxy stores visible to wgmma's async proxy, the barrier
+           waits for the other warpgroup's rows. */
+        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+        fa__named_sync(1, 256);
+
+        /* (7) dQ_i[:, cw D/2 ..] = dS K_j[:, cw D/2 ..], k running over all 128 keys */
+        float dq[1][DQ / 8][4];
+        float(&dq_flat)[DQ / 2] = reinterpret_cast<float(&)[DQ / 2]>(dq);
+        fa__wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < BC / 16; kk++)
+            fa__wgmma<DQ, BF16>::ss_tt(dq_flat, fa__wg_desc(ds_s + kk * 2048, BR * 128, 1024),
+                                       fa__wg_desc(kq + kk * 2048, BC * 128, 1024), kk > 0);
+        fa__wgmma_commit();
+        fa__wgmma_wait<0>();
+        fa__fence_regs(dq_flat);
+        /* Q_i, dO_i, L, D of this stage are read: the producer may refill it
+           (the warp's reads, ordered before lane 0's arrival by the syncwarp) */
+        __syncwarp();
+        if (lane == 0) fa__mbar_arrive(empty + 8 * st);
+
+        /* the fp32 partial dQ: atomics (deterministic: block j's own slice) */
+        float *acc = p.dq_acc + (p.deterministic ? (int64_t)jb * p.acc_slice : 0) +
+                     ((int64_t)h * p.acc_rows + s.acc_row0 + i0 + 16 * wq + g) * p.acc_d + cw * DQ + 2 * t;
+#pragma unroll
+        for (int n = 0; n < DQ / 8; n++)
+#pragma unroll
+            for (int hh = 0; hh < 2; hh++) {
+                float2 *a = reinterpret_cast<float2 *>(acc + hh * 8 * p.acc_d + 8 * n);
+                const float2 v2 = make_float2(dq[0][n][2 * hh], dq[0][n][2 * hh + 1]);
+                if (p.deterministic) *a = v2;
+                else atomicAdd(a, v2);
+            }
+    }
+    fa__fence_regs(dk_flat);
+    fa__fence_regs(dv_flat);
+
+    /* dK_j (times scale) and dV_j: rows past the keys and columns past d are
+       not written; a block that no query sees writes 0 */
+    uint16_t *gdk = (uint16_t *)p.dk.data + fa__bwd_off(p.dk, b, s.k_tok0, j0, hk);
+    uint16_t *gdv = (uint16_t *)p.dv.data + fa__bwd_off(p.dv, b, s.k_tok0, j0, hk);
+#pragma unroll
+    for (int n = 0; n < D / 8; n++) {
+        const int col = 8 * n + 2 * t;
+        if (col >= p.d) continue;
+#pragma unroll
+        for (int hh = 0; hh < 2; hh++) {
+            const int r = krow + hh * 8;
+            if (j0 + r >= s.sk) continue;
+            *reinterpret_cast<uint32_t *>(gdk + r * p.dk.ss + col) =
+                fa__pack2<BF16>(dk[0][n][2 * hh] * p.scale, dk[0][n][2 * hh + 1] * p.scale);
+            *reinterpret_cast<uint32_t *>(gdv + r * p.dv.ss + col) = fa__pack2<BF16>(dv[0][n][2 * hh], dv[0][n][2 * hh + 1]);
+        }
+    }
+#else
+    /* no wgmma in this device pass: the host's marker (see the forward) */
+    __shared__ volatile int fa__sm90_missing;
+    fa__sm90_missing = 0;
+    (void)tm; (void)p;
+#endif
+}
+#endif /* FLASHATTN_NO_HOPPER (backward kernel) */
+
 /* ---- host side: validation, workspace, launch ------------------------------ */
 
 /* The problem resolved for the backward kernels. */
 typedef struct fa__bwd_plan {
     int D, br, bc;          /* kernel head dim (d rounded up), tile */
+    int acc_sq;             /* fa__bwd_params.acc_sq */
     size_t smem;            /* dynamic shared memory of the main kernel */
     size_t dsum_bytes, acc_bytes, total_bytes;
 } fa__bwd_plan;
@@ -3446,7 +3737,9 @@ static fa_status fa__bwd_make_plan(const char *fn, const fa_problem *r, fa__bwd_
     pl->br = pl->D <= 128 ? 64 : 32;
     pl->bc = pl->D <= 128 ? 128 : 64;
     pl->smem = (size_t)(2 * pl->bc * pl->D + 4 * pl->br * pl->D + pl->bc * pl->br) * 2 + 4 * pl->br * 4;
-    const size_t rows = (size_t)r->batch * r->seqlen_q * r->heads_q;
+    /* accumulator rows per head (see fa__bwd_params.acc_rows) */
+    pl->acc_sq = r->cu_seqlens_q ? 0 : (r->seqlen_q + 63) / 64 * 64;
+    const size_t rows = (size_t)r->batch * (r->cu_seqlens_q ? r->seqlen_q : pl->acc_sq) * r->heads_q;
     const size_t slices = r->deterministic ? (size_t)(r->seqlen_k + pl->bc - 1) / pl->bc : 1;
     pl->dsum_bytes = fa__bwd_round256(rows * sizeof(float));
     pl->acc_bytes = fa__bwd_round256(slices * rows * pl->D * sizeof(float));
@@ -3482,14 +3775,70 @@ static fa_status fa__bwd_launch_main(const fa__bwd_params &kp, const fa__bwd_pla
     return FA_OK;
 }
 
+#ifndef FLASHATTN_NO_HOPPER
+#ifdef FLASHATTN_TEST_HOOKS
+/* tests only: backward calls that took the sm_90a kernel, and a switch that
+   sends every backward to the sm_80 kernel (both tested on one GPU) */
+static int fa__bwd_sm90_launches, fa__bwd_sm90_disable;
+#define FA__BWD_SM90_OFF fa__bwd_sm90_disable
+#else
+#define FA__BWD_SM90_OFF 0
+#endif
+/* Run the main kernel on sm_90a when it can; *ran = 0 (and FA_OK) leaves
+   the problem to the sm_80 kernel: no sm_90a code for this GPU, a view TMA
+   cannot describe, or too little shared memory. */
+template <bool BF16, int D>
+static fa_status fa__bwd_launch_sm90(const fa__bwd_params &kp, cudaStream_t st, int *ran) {
+    constexpr int BC = 128, BR = 64;
+    const size_t smem = 1024 + 2u * BC * D * 2 + 4u * BR * D * 2 + 2u * BC * BR * 2 + 4u * BR * 4 + 5 * 8;
+    void (*kern)(const fa__bwd_maps, const fa__bwd_params) = fa__bwd_kernel_sm90<BF16, D>;
+    cudaFuncAttributes fa;
+    fa__bwd_maps tm;
+    int dev = 0, optin = 0;
+    *ran = 0;
+    if (cudaFuncGetAttributes(&fa, kern) != cudaSuccess || cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return FA_OK;
+    }
+    if (fa.binaryVersion != 90 || fa.sharedSizeBytes != 0 || (size_t)optin < smem) return FA_OK;
+    memset(&tm, 0, sizeof tm);
+    if (fa__tma_map(&tm.q, kp.q.data, BF16, kp.d, kp.seqlen_q, kp.hq, kp.batch, kp.q.ss, kp.q.hs, kp.q.bs, BR) ||
+        fa__tma_map(&tm.dout, kp.dout.data, BF16, kp.d, kp.seqlen_q, kp.hq, kp.batch, kp.dout.ss, kp.dout.hs,
+                    kp.dout.bs, BR) ||
+        fa__tma_map(&tm.k, kp.k.data, BF16, kp.d, kp.seqlen_k, kp.hkv, kp.batch, kp.k.ss, kp.k.hs, kp.k.bs, BC) ||
+        fa__tma_map(&tm.v, kp.v.data, BF16, kp.d, kp.seqlen_k, kp.hkv, kp.batch, kp.v.ss, kp.v.hs, kp.v.bs, BC))
+        return FA_OK;
+    FA__BWD_CUDA_TRY(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    dim3 grid((kp.seqlen_k + BC - 1) / BC, kp.hkv, kp.batch);
+    kern<<<grid, 384, smem, st>>>(tm, kp);
+    FA__BWD_CUDA_TRY(cudaGetLastError());
+#ifdef FLASHATTN_TEST_HOOKS
+    fa__bwd_sm90_launches++;
+#endif
+    *ran = 1;
+    return FA_OK;
+}
+#endif /* FLASHATTN_NO_HOPPER (backward launch) */
+
 template <bool BF16>
 static fa_status fa__bwd_run(const fa__bwd_params &kp, const fa__bwd_plan &pl, cudaStream_t st) {
-    dim3 rows_grid((kp.seqlen_q + 7) / 8, kp.hq, kp.batch);
-    fa__bwd_preprocess_kernel<BF16><<<rows_grid, 256, 0, st>>>(kp);
+    dim3 rows_grid((kp.seqlen_q + 7) / 8, kp.hq, kp.batch), pad_grid(rows_grid);
+    pad_grid.x = (kp.seqlen_q > kp.acc_sq ? kp.seqlen_q + 7 : kp.acc_sq + 7) / 8;
+    fa__bwd_preprocess_kernel<BF16><<<pad_grid, 256, 0, st>>>(kp);
     FA__BWD_CUDA_TRY(cudaGetLastError());
-    fa_status s;
+    fa_status s = FA_OK;
+    int ran = 0;
+#ifndef FLASHATTN_NO_HOPPER
+    /* the sm_90a kernel's coverage (see its comment); the rest runs below */
+    if (!FA__BWD_SM90_OFF && !kp.cu_q && !kp.dropout && kp.softcap == 0.f && !kp.alibi &&
+        (pl.D == 64 || pl.D == 128)) {
+        s = pl.D == 64 ? fa__bwd_launch_sm90<BF16, 64>(kp, st, &ran) : fa__bwd_launch_sm90<BF16, 128>(kp, st, &ran);
+        if (s != FA_OK) return s;
+    }
+#endif /* FLASHATTN_NO_HOPPER (backward dispatch) */
     const bool sc = kp.softcap > 0.f;
-    switch (pl.D) {
+    if (!ran) switch (pl.D) {
     case 32: s = sc ? fa__bwd_launch_main<BF16, 32, 64, 128, true>(kp, pl, st)
                     : fa__bwd_launch_main<BF16, 32, 64, 128, false>(kp, pl, st); break;
     case 64: s = sc ? fa__bwd_launch_main<BF16, 64, 64, 128, true>(kp, pl, st)
@@ -3567,7 +3916,8 @@ FLASHATTN_DEF fa_status fa_backward_cuda(const fa_problem *p, fa_tensor q, fa_te
     kp.group = p->heads_q / hkv;
     kp.d = d;
     kp.acc_d = pl.D;
-    kp.acc_rows = (int64_t)p->batch * p->seqlen_q;
+    kp.acc_sq = pl.acc_sq;
+    kp.acc_rows = (int64_t)p->batch * (p->cu_seqlens_q ? p->seqlen_q : pl.acc_sq);
     kp.acc_slice = (int64_t)p->heads_q * kp.acc_rows * pl.D;
     kp.scale = p->scale;
     kp.scale_log2 = kp.scale * 1.4426950408889634f;

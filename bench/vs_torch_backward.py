@@ -9,6 +9,7 @@ Each timing is the median of CUDA-event timings after warm-up; the backward
 of SDPA is timed as out.backward(dO) (its backward kernels only).
 
 Usage: python3 bench/vs_torch_backward.py [--lib build/libfa_bench.so] [--quick]
+       [--dims 64,128] [--seqlens 512,2048] [--variant label=other/libfa_bench.so ...]
 (make build/libfa_bench.so: the library as a shared object)."""
 import argparse, ctypes, datetime, statistics, sys
 
@@ -65,21 +66,32 @@ def main():
     ap.add_argument("--lib", default="build/libfa_bench.so")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--deterministic", action="store_true")
+    ap.add_argument("--dims", default="64,128,256", help="head dims, comma-separated")
+    ap.add_argument("--seqlens", default=None, help="seqlens, comma-separated (default: 512 .. 16384)")
+    ap.add_argument("--variant", action="append", default=[],
+                    help="label=path: another build of the library, timed in the same run (extra column)")
     a = ap.parse_args()
-    lib = ctypes.CDLL(a.lib)
-    lib.fa_backward_cuda.restype = ctypes.c_int
-    lib.fa_backward_cuda_workspace_size.restype = ctypes.c_int
-    lib.fa_last_error.restype = ctypes.c_char_p
+
+    def load(path):
+        lib = ctypes.CDLL(path)
+        lib.fa_backward_cuda.restype = ctypes.c_int
+        lib.fa_backward_cuda_workspace_size.restype = ctypes.c_int
+        lib.fa_last_error.restype = ctypes.c_char_p
+        return lib
+    lib = load(a.lib)
+    variants = [(v.split("=", 1)[0], load(v.split("=", 1)[1])) for v in a.variant]
     dev = torch.cuda.get_device_name()
     print(f"# flashattn backward vs SDPA, bf16, {dev}, torch {torch.__version__}, "
           f"{datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}")
     print(f"{'d':>4} {'causal':>6} {'seqlen':>6} {'batch':>5} | {'ours':>7} {'sdpa-flash':>10} {'cudnn':>7}"
-          f" | {'ours/flash':>10} {'maxrel-diff':>11}   (TFLOP/s)")
+          f" | {'ours/flash':>10} {'maxrel-diff':>11}" + "".join(f" {n:>8}" for n, _ in variants) + "   (TFLOP/s)")
     seqlens = [512, 1024, 2048, 4096, 8192, 16384]
     if a.quick:
         seqlens = [2048, 8192]
+    if a.seqlens:
+        seqlens = [int(x) for x in a.seqlens.split(",")]
     torch.manual_seed(0)
-    for d in (64, 128, 256):
+    for d in (int(x) for x in a.dims.split(",")):
         for causal in (False, True):
             for sq in seqlens:
                 b, h = 16384 // sq, 2048 // d
@@ -115,11 +127,13 @@ def main():
                         ctypes.c_void_p(lse.data_ptr()), view(dq), view(dk), view(dv),
                         ctypes.c_void_p(ws.data_ptr()), ctypes.c_size_t(ws_bytes.value), stream)
 
-                def ours():
-                    s = lib.fa_backward_cuda(*args)
+                def run(l):
+                    s = l.fa_backward_cuda(*args)
                     if s != 0:
-                        raise RuntimeError(lib.fa_last_error().decode())
-                res["ours"] = flops / time_ms(ours) / 1e9
+                        raise RuntimeError(l.fa_last_error().decode())
+                res["ours"] = flops / time_ms(lambda: run(lib)) / 1e9
+                extra = "".join(f" {flops / time_ms(lambda: run(l)) / 1e9:8.1f}" for _, l in variants)
+                run(lib)  # the checked result below is the main build's
                 # sanity: our dQ against SDPA flash's
                 with sdpa_kernel([SDPBackend.FLASH_ATTENTION]):
                     out = F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal)
@@ -127,7 +141,7 @@ def main():
                 err = max((a - g.transpose(1, 2)).abs().max().item() / g.abs().max().item()
                           for a, g in ((dq, gq), (dk, gk), (dv, gv)))
                 print(f"{d:>4} {str(causal):>6} {sq:>6} {b:>5} | {res['ours']:7.1f} {res['flash']:10.1f} "
-                      f"{res['cudnn']:7.1f} | {res['ours'] / res['flash']:10.2f} {err:11.2e}", flush=True)
+                      f"{res['cudnn']:7.1f} | {res['ours'] / res['flash']:10.2f} {err:11.2e}{extra}", flush=True)
                 del q, k, v, do, qt, kt, vt, o, lse, dq, dk, dv, ws, out, gq, gk, gv
                 torch.cuda.empty_cache()
 

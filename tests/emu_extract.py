@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """tests/emu_extract.py SRC OUT - what tests/emu_cuda.h needs of flashattn_cuda.cuh:
 the forward's shared-memory helpers (>>gpu-smem), fa__pack2, fa__cuda_fail and
-fa__check_rows_aligned, and the whole >>backward section; with the inline-asm
-primitives dropped (the emulator defines them), the dynamic shared-memory
+fa__check_rows_aligned, and the whole >>backward section but its sm_90a kernel;
+with the inline-asm primitives dropped (the emulator defines them), the dynamic shared-memory
 declaration dropped (the emulator owns that array), and every
 kernel<<<grid, block, smem, stream>>>(args) launch rewritten as
 emu_launch(kernel, grid, block, smem, stream, args)."""
@@ -39,6 +39,10 @@ for name in ("fa__bwd_cp_async4", "fa__bwd_smem_u32"):
     f = function(name)
     assert f in bwd, name
     bwd = bwd.replace(f, "")
+# the sm_90a kernel, its launch and dispatch (wgmma and TMA: not emulated)
+bwd, n = re.subn(r"#ifndef FLASHATTN_NO_HOPPER\n.*?#endif /\* FLASHATTN_NO_HOPPER \([^)]*\) \*/", "", bwd,
+                 flags=re.S)
+assert n == 3, n
 bwd = re.sub(r"extern __shared__[^;]*fa__bwd_smem\[\];", "", bwd)
 bwd, n = re.subn(r"(\w[\w:<>, ]*?)<<<([^>]*)>>>\((\w+)\);",
                  lambda m: "emu_launch(%s, %s, %s);" % (m.group(1).strip(), m.group(2), m.group(3)), bwd)

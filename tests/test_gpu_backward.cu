@@ -7,6 +7,8 @@
    and the padding must stay untouched); odd lengths with seqlen_q != seqlen_k;
    every feature. Errors are relative L2 norms, ||gpu - ref|| / ||ref||, per
    output. Deterministic cases run three times and must agree bit for bit.
+   A case that ran on the sm_90a kernel runs again on the sm_80 kernel
+   (the line's "[sm80]"), so one H100 tests both.
 
    Build: nvcc -std=c++17 -O2 -gencode arch=compute_90a,code=sm_90a \
           -o build/test_gpu_backward tests/test_gpu_backward.cu
@@ -14,6 +16,7 @@
           build/test_gpu_backward --quick   (or FA_QUICK=1; small cases: for compute-sanitizer)
    Ends with the line "N passed, M failed". */
 #define FLASHATTN_IMPLEMENTATION
+#define FLASHATTN_TEST_HOOKS /* count sm_90a backward launches; run those cases on the sm_80 kernel too */
 #include "../flashattn.h"
 #include "test_util.h"
 
@@ -106,7 +109,7 @@ static fa_tensor dev_view(const tens *x, void *dptr)
     return t;
 }
 
-static void run_case(const bcase *c, uint64_t seed)
+static void run_case(const bcase *c, uint64_t seed, const char *path)
 {
     uint64_t rng = seed;
     fa_problem p;
@@ -150,7 +153,7 @@ static void run_case(const bcase *c, uint64_t seed)
         p.alibi_slopes = slopes;
     }
     char ctx[256];
-    snprintf(ctx, sizeof ctx, "%s [%s d=%d b=%d sq=%d sk=%d hq=%d hkv=%d seed=%llu]", c->name,
+    snprintf(ctx, sizeof ctx, "%s%s [%s d=%d b=%d sq=%d sk=%d hq=%d hkv=%d seed=%llu]", c->name, path,
              dt_name(c->dt), c->d, c->batch, c->sq, c->sk, c->hq, c->hkv, (unsigned long long)seed);
 
     tens q = tens_make_gpu(c->dt, nbq, seqq, c->hq, c->d, c->layout, &rng);
@@ -342,6 +345,12 @@ int main(int argc, char **argv)
         {"determ", BF, 64, 1, 203, 113, 2, 2, 0, 0, 0, 0, 0, 0, 0, 0, P, 1, 0, 0},
         {"determ", BF, 128, 1, 1023, 1023, 2, 2, 1, 0, 0, 0, 0, 0, 0, 0, P, 1, 1, 0},
         {"determ", F16, 256, 2, 203, 113, 4, 2, 0, 1, 30, 30, 0, 0, 0.1f, 1, S, 1, 0, 0},
+        /* several key and query blocks of the sm_90a kernel's 128 x 64 tile */
+        {"long", BF, 128, 2, 517, 1031, 4, 4, 0, 0, 0, 0, 0, 0, 0, 0, P, 0, 0, 0},
+        {"long", F16, 64, 1, 1031, 517, 4, 1, 1, 0, 0, 0, 0, 0, 0, 0, P, 0, 1, 0}, /* MQA, L = -inf rows */
+        {"long", BF, 64, 2, 700, 900, 2, 2, 0, 1, 129, 64, 0, 0, 0, 0, S, 0, 0, 0},
+        {"long", F16, 128, 1, 333, 333, 6, 2, 1, 0, 0, 0, 0, 0, 0, 0, S, 1, 0, 0},
+        {"d112", BF, 112, 1, 257, 191, 2, 2, 1, 0, 0, 0, 0, 0, 0, 0, P, 0, 0, 1},
     };
     const int n = (int)(sizeof cases / sizeof cases[0]);
     int dev = 0;
@@ -350,12 +359,28 @@ int main(int argc, char **argv)
     CK(cudaGetDeviceProperties(&prop, dev));
     printf("test_gpu_backward on %s (sm_%d%d)%s\n", prop.name, prop.major, prop.minor, quick ? ", quick" : "");
     test_errors();
+    int sm90_cases = 0;
+#ifndef FA_EMU
+    (void)fa__sm90_launches; (void)fa__sm90_disable; (void)fa__sm90_grid_cap; (void)fa__sm90_wide; /* forward hooks */
+#endif
     for (int x = 0; x < n; x++) {
         bcase c = cases[x];
         if (only >= 0 && x != only) continue;
         if (only < 0 && quick && (c.sq > 203 || c.sk > 203 || x % 3)) continue; /* a spread of small cases */
         if (quick) c.cpu = 0;
-        run_case(&c, 0x5eed0000ull + (uint64_t)x * 7919u);
+#ifndef FA_EMU
+        const int before = fa__bwd_sm90_launches;
+        run_case(&c, 0x5eed0000ull + (uint64_t)x * 7919u, "");
+        if (fa__bwd_sm90_launches != before) { /* it ran on sm_90a: now the sm_80 kernel */
+            sm90_cases++;
+            fa__bwd_sm90_disable = 1;
+            run_case(&c, 0x5eed0000ull + (uint64_t)x * 7919u, " [sm80]");
+            fa__bwd_sm90_disable = 0;
+        }
+#else
+        run_case(&c, 0x5eed0000ull + (uint64_t)x * 7919u, "");
+#endif
     }
+    printf("%d of the cases ran on the sm_90a kernel (and again on the sm_80 kernel)\n", sm90_cases);
     return summary("test_gpu_backward");
 }
