@@ -3494,26 +3494,57 @@ fa__bwd_kernel_sm90(const __grid_constant__ fa__bwd_maps tm, const fa__bwd_param
     static_assert(D % 64 == 0 && D <= 128, "sm_90a backward tile");
     extern __shared__ uint8_t fa__smem90b[];
     const uint32_t base = (uint32_t)__cvta_generic_to_shared(fa__smem90b);
-    /* every tile 1024-byte aligned (the swizzle's period): K, V, Q[2], dO[2],
-       dS^T[2], then L and D of each stage, then the barriers */
-    const uint32_t sK = (base + 1023u) & ~1023u, sV = sK + KV_BYTES, sQ = sV + KV_BYTES;
+    /* every tile 1024-byte aligned (the swizzle's period): two K, V buffers
+       (a persistent block loads its next unit's while it finishes one),
+       Q[2], dO[2], dS^T[2], then L and D of each stage, then the barriers:
+       K/V full and empty per buffer, Q/dO full and empty per stage */
+    const uint32_t sKV = (base + 1023u) & ~1023u, sQ = sKV + 4 * KV_BYTES;
     const uint32_t sdO = sQ + 2 * Q_BYTES, sdS = sdO + 2 * Q_BYTES, sLD = sdS + 2 * DS_BYTES;
-    const uint32_t kv_full = sLD + 2 * LD_BYTES, full = kv_full + 8, empty = full + 16;
+    const uint32_t kv_full = sLD + 2 * LD_BYTES, kv_empty = kv_full + 16, full = kv_empty + 16, empty = full + 16;
     const float *gLD = (const float *)(fa__smem90b + (sLD - base));
 
-    const int jb = blockIdx.x, hk = blockIdx.y, b = blockIdx.z;
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
-    const fa__bwd_seq s = fa__bwd_seq_info(p, b);
-    const int j0 = jb * BC;
-    int ib0, ib1;
-    fa__bwd_q_range(p, s.sq, s.sk, j0, BR, BC, &ib0, &ib1);
-    const int nib = ib1 - ib0, iters = nib * p.group;
+    /* Units: (key block jb, KV head hk, batch b). A block per unit when the
+       grid has one (gridDim.x = units); else persistent (the grid is the SM
+       count) and block c takes PAIRS of units c, c + G, c + 2G, ...: pair j
+       is key blocks i and nblk - 1 - i of one head, which under a causal
+       mask see nblk - i and i + 1 query blocks, the same work for every
+       pair (as in the forward's unit(): static rounds stay balanced). Unit
+       k of the block is the heavy (k even) or light (k odd) half of pair
+       (k / 2) G + c; false: no unit (past the last pair, or the second half
+       of the middle pair when nblk is odd). */
+    const int nblk = (p.seqlen_k + BC - 1) / BC, pairs_j = (nblk + 1) / 2;
+    const int units = nblk * p.hkv * p.batch, pairs = pairs_j * p.hkv * p.batch;
+    const bool one_unit = (int)gridDim.x >= units;
+    const int rounds = one_unit ? 1 : 2 * ((pairs + (int)gridDim.x - 1) / (int)gridDim.x);
+    auto unit = [&](int k, int &jb, int &hk, int &b) {
+        if (one_unit) {
+            jb = (int)blockIdx.x % nblk;
+            hk = (int)blockIdx.x / nblk % p.hkv;
+            b = (int)blockIdx.x / nblk / p.hkv;
+            return true;
+        }
+        const int j = (k / 2) * (int)gridDim.x + (int)blockIdx.x, i = j % pairs_j;
+        hk = j / pairs_j % p.hkv;
+        b = j / pairs_j / p.hkv;
+        jb = k % 2 ? nblk - 1 - i : i;
+        return j < pairs && !(k % 2 && i == nblk - 1 - i);
+    };
+    /* the query blocks [ib0, ib1) that see key block jb; steps = their count
+       times the heads of the group */
+    auto steps = [&](const fa__bwd_seq &s, int jb, int &ib0, int &nib) {
+        int ib1;
+        fa__bwd_q_range(p, s.sq, s.sk, jb * BC, BR, BC, &ib0, &ib1);
+        nib = ib1 - ib0;
+        return nib * p.group;
+    };
 
     if (tid == 0) {
-        fa__mbar_init(kv_full, 1);
-        for (int st = 0; st < 2; st++) {
-            fa__mbar_init(full + 8 * st, 1);
-            fa__mbar_init(empty + 8 * st, 8); /* lane 0 of each consumer warp */
+        for (int x = 0; x < 2; x++) {
+            fa__mbar_init(kv_full + 8 * x, 1);
+            fa__mbar_init(kv_empty + 8 * x, 8); /* lane 0 of each consumer warp */
+            fa__mbar_init(full + 8 * x, 1);
+            fa__mbar_init(empty + 8 * x, 256); /* every consumer thread (each read L, D) */
         }
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
@@ -3522,25 +3553,43 @@ fa__bwd_kernel_sm90(const __grid_constant__ fa__bwd_maps tm, const fa__bwd_param
     if (warp < 4) {
         /* ---- producer: lane 0 of warp 0 issues every copy ---- */
         fa__setmaxnreg_dec<24>();
-        if (tid == 0 && iters > 0) {
-            fa__mbar_expect_tx(kv_full, 2 * KV_BYTES);
-            for (int c = 0; c < D / 64; c++) {
-                fa__tma_load(sK + c * BC * 128, &tm.k, 64 * c, j0, hk, b, kv_full);
-                fa__tma_load(sV + c * BC * 128, &tm.v, 64 * c, j0, hk, b, kv_full);
-            }
-            for (int it = 0; it < iters; it++) {
-                const int st = it & 1, h = hk * p.group + it / nib, i0 = (ib0 + it % nib) * BR;
-                /* stage st was last read at step it - 2: wait for its release */
-                if (it >= 2) fa__mbar_wait(empty + 8 * st, (uint32_t)((it / 2 - 1) & 1));
-                const uint32_t bar = full + 8 * st;
-                fa__mbar_expect_tx(bar, 2 * Q_BYTES + LD_BYTES);
+        /* Both roles walk the same units and skip the same empty ones, so
+           they agree on two running counts: ring, the steps so far (stage
+           ring % 2, its (ring / 2)-th use), and kv_uses, the units whose K,
+           V were loaded (buffer kv_uses % 2, its (kv_uses / 2)-th use). A
+           barrier's phase bit flips once per use: waiting for use u means
+           waiting for parity u & 1. */
+        if (tid == 0) {
+            int ring = 0, kv_uses = 0;
+            for (int k = 0; k < rounds; k++) {
+                int jb, hk, b, ib0, nib;
+                if (!unit(k, jb, hk, b)) continue;
+                const fa__bwd_seq s = fa__bwd_seq_info(p, b);
+                const int iters = steps(s, jb, ib0, nib), j0 = jb * BC, kb = kv_uses & 1;
+                if (iters == 0) continue;
+                /* buffer kb was last read by unit kv_uses - 2: wait for its release */
+                if (kv_uses >= 2) fa__mbar_wait(kv_empty + 8 * kb, (uint32_t)((kv_uses / 2 - 1) & 1));
+                fa__mbar_expect_tx(kv_full + 8 * kb, 2 * KV_BYTES);
                 for (int c = 0; c < D / 64; c++) {
-                    fa__tma_load(sQ + st * Q_BYTES + c * BR * 128, &tm.q, 64 * c, i0, h, b, bar);
-                    fa__tma_load(sdO + st * Q_BYTES + c * BR * 128, &tm.dout, 64 * c, i0, h, b, bar);
+                    fa__tma_load(sKV + kb * 2 * KV_BYTES + c * BC * 128, &tm.k, 64 * c, j0, hk, b, kv_full + 8 * kb);
+                    fa__tma_load(sKV + (kb * 2 + 1) * KV_BYTES + c * BC * 128, &tm.v, 64 * c, j0, hk, b,
+                                 kv_full + 8 * kb);
                 }
-                const int64_t r = (int64_t)h * p.acc_rows + s.acc_row0 + i0; /* 64-row aligned */
-                fa__bulk_load(sLD + st * LD_BYTES, p.lse2 + r, BR * 4, bar);
-                fa__bulk_load(sLD + st * LD_BYTES + BR * 4, p.dsum + r, BR * 4, bar);
+                for (int it = 0; it < iters; it++, ring++) {
+                    const int st = ring & 1, h = hk * p.group + it / nib, i0 = (ib0 + it % nib) * BR;
+                    /* stage st was last read at step ring - 2: wait for its release */
+                    if (ring >= 2) fa__mbar_wait(empty + 8 * st, (uint32_t)((ring / 2 - 1) & 1));
+                    const uint32_t bar = full + 8 * st;
+                    fa__mbar_expect_tx(bar, 2 * Q_BYTES + LD_BYTES);
+                    for (int c = 0; c < D / 64; c++) {
+                        fa__tma_load(sQ + st * Q_BYTES + c * BR * 128, &tm.q, 64 * c, i0, h, b, bar);
+                        fa__tma_load(sdO + st * Q_BYTES + c * BR * 128, &tm.dout, 64 * c, i0, h, b, bar);
+                    }
+                    const int64_t r = (int64_t)h * p.acc_rows + s.acc_row0 + i0; /* 64-row aligned */
+                    fa__bulk_load(sLD + st * LD_BYTES, p.lse2 + r, BR * 4, bar);
+                    fa__bulk_load(sLD + st * LD_BYTES + BR * 4, p.dsum + r, BR * 4, bar);
+                }
+                kv_uses++;
             }
         }
         return;
@@ -3550,148 +3599,162 @@ fa__bwd_kernel_sm90(const __grid_constant__ fa__bwd_maps tm, const fa__bwd_param
     fa__setmaxnreg_inc<240>();
     const int cw = warp / 4 - 1, wq = warp % 4, g = lane / 4, t = lane % 4;
     const int krow = 64 * cw + 16 * wq + g; /* this thread's key rows krow, krow + 8 */
-    const uint32_t kw = sK + cw * 64 * 128, vw = sV + cw * 64 * 128;
-    /* B of dQ: K_j's columns cw * D/2 .. (a column block, or half of one at D = 64) */
-    const uint32_t kq = sK + (cw * DQ / 64) * BC * 128 + (cw * DQ % 64) * 2;
-    const int off = s.sk - s.sq;
     float dk[1][D / 8][4], dv[1][D / 8][4];
     float(&dk_flat)[D / 2] = reinterpret_cast<float(&)[D / 2]>(dk);
     float(&dv_flat)[D / 2] = reinterpret_cast<float(&)[D / 2]>(dv);
+    int ring = 0, kv_uses = 0;
+    for (int k = 0; k < rounds; k++) {
+        int jb, hk, b, ib0, nib;
+        if (!unit(k, jb, hk, b)) continue;
+        const fa__bwd_seq s = fa__bwd_seq_info(p, b);
+        const int iters = steps(s, jb, ib0, nib), j0 = jb * BC, kb = kv_uses & 1, off = s.sk - s.sq;
+        const uint32_t sK = sKV + kb * 2 * KV_BYTES, sV = sK + KV_BYTES;
+        const uint32_t kw = sK + cw * 64 * 128, vw = sV + cw * 64 * 128; /* this warpgroup's keys */
+        /* B of dQ: K_j's columns cw * D/2 .. (a column block, or half of one at D = 64) */
+        const uint32_t kq = sK + (cw * DQ / 64) * BC * 128 + (cw * DQ % 64) * 2;
 #pragma unroll
-    for (int c = 0; c < D / 2; c++) dk_flat[c] = dv_flat[c] = 0.f;
-    if (iters > 0) fa__mbar_wait(kv_full, 0);
-    for (int it = 0; it < iters; it++) {
-        const int st = it & 1, h = hk * p.group + it / nib, i0 = (ib0 + it % nib) * BR;
-        const uint32_t q_s = sQ + st * Q_BYTES, do_s = sdO + st * Q_BYTES, ds_s = sdS + st * DS_BYTES;
-        const float *sL = gLD + st * 2 * BR, *sD = sL + BR;
-        /* (1) S^T = K_w Q_i^T and (4) dP^T = V_w dO_i^T, issued together */
-        float sT[1][NQ][4], dpT[1][NQ][4];
-        float(&s_flat)[BR / 2] = reinterpret_cast<float(&)[BR / 2]>(sT);
-        float(&dp_flat)[BR / 2] = reinterpret_cast<float(&)[BR / 2]>(dpT);
-        fa__mbar_wait(full + 8 * st, (uint32_t)((it / 2) & 1));
-        fa__wgmma_fence();
+        for (int c = 0; c < D / 2; c++) dk_flat[c] = dv_flat[c] = 0.f;
+        if (iters > 0) fa__mbar_wait(kv_full + 8 * kb, (uint32_t)((kv_uses / 2) & 1));
+        for (int it = 0; it < iters; it++, ring++) {
+            const int st = ring & 1, h = hk * p.group + it / nib, i0 = (ib0 + it % nib) * BR;
+            const uint32_t q_s = sQ + st * Q_BYTES, do_s = sdO + st * Q_BYTES, ds_s = sdS + st * DS_BYTES;
+            const float *sL = gLD + st * 2 * BR, *sD = sL + BR;
+            /* (1) S^T = K_w Q_i^T and (4) dP^T = V_w dO_i^T, issued together */
+            float sT[1][NQ][4], dpT[1][NQ][4];
+            float(&s_flat)[BR / 2] = reinterpret_cast<float(&)[BR / 2]>(sT);
+            float(&dp_flat)[BR / 2] = reinterpret_cast<float(&)[BR / 2]>(dpT);
+            fa__mbar_wait(full + 8 * st, (uint32_t)((ring / 2) & 1));
+            fa__wgmma_fence();
 #pragma unroll
-        for (int kk = 0; kk < D / 16; kk++)
-            fa__wgmma<BR, BF16>::ss(s_flat, fa__wg_desc(kw + (kk / 4) * BC * 128 + (kk % 4) * 32, 16, 1024),
-                                    fa__wg_desc(q_s + (kk / 4) * BR * 128 + (kk % 4) * 32, 16, 1024), kk > 0);
-        fa__wgmma_commit();
+            for (int kk = 0; kk < D / 16; kk++)
+                fa__wgmma<BR, BF16>::ss(s_flat, fa__wg_desc(kw + (kk / 4) * BC * 128 + (kk % 4) * 32, 16, 1024),
+                                        fa__wg_desc(q_s + (kk / 4) * BR * 128 + (kk % 4) * 32, 16, 1024), kk > 0);
+            fa__wgmma_commit();
 #pragma unroll
-        for (int kk = 0; kk < D / 16; kk++)
-            fa__wgmma<BR, BF16>::ss(dp_flat, fa__wg_desc(vw + (kk / 4) * BC * 128 + (kk % 4) * 32, 16, 1024),
-                                    fa__wg_desc(do_s + (kk / 4) * BR * 128 + (kk % 4) * 32, 16, 1024), kk > 0);
-        fa__wgmma_commit();
-        fa__wgmma_wait<1>(); /* groups retire in order: S^T is done (dP^T may run) */
-        fa__fence_regs(s_flat);
+            for (int kk = 0; kk < D / 16; kk++)
+                fa__wgmma<BR, BF16>::ss(dp_flat, fa__wg_desc(vw + (kk / 4) * BC * 128 + (kk % 4) * 32, 16, 1024),
+                                        fa__wg_desc(do_s + (kk / 4) * BR * 128 + (kk % 4) * 32, 16, 1024), kk > 0);
+            fa__wgmma_commit();
+            fa__wgmma_wait<1>(); /* groups retire in order: S^T is done (dP^T may run) */
+            fa__fence_regs(s_flat);
 
-        /* (2) P^T = exp2(S^T scale log2(e) - L): element (n, e) is key
-           j0 + krow (+8 for e >= 2), query i0 + 8n + 2t (+1 for odd e) */
-        /* (P and dS in registers of their own: the accumulators are written
-           by wgmma only) */
-        float pT[1][NQ][4], dsT[1][NQ][4];
-        const bool need_mask = (j0 + BC > s.sk) || (p.causal && j0 + BC - 1 > i0 + off) ||
-                               (p.window && (j0 < i0 + BR - 1 + off - p.wl || j0 + BC - 1 > i0 + off + p.wr));
+            /* (2) P^T = exp2(S^T scale log2(e) - L): element (n, e) is key
+               j0 + krow (+8 for e >= 2), query i0 + 8n + 2t (+1 for odd e) */
+            /* (P and dS in registers of their own: the accumulators are written
+               by wgmma only) */
+            float pT[1][NQ][4], dsT[1][NQ][4];
+            const bool need_mask = (j0 + BC > s.sk) || (p.causal && j0 + BC - 1 > i0 + off) ||
+                                   (p.window && (j0 < i0 + BR - 1 + off - p.wl || j0 + BC - 1 > i0 + off + p.wr));
 #pragma unroll
-        for (int n = 0; n < NQ; n++) {
-            const float2 l2 = *reinterpret_cast<const float2 *>(sL + 8 * n + 2 * t);
+            for (int n = 0; n < NQ; n++) {
+                const float2 l2 = *reinterpret_cast<const float2 *>(sL + 8 * n + 2 * t);
 #pragma unroll
-            for (int e = 0; e < 4; e++) {
-                float x = sT[0][n][e] * p.scale_log2;
-                if (need_mask && !fa__bwd_visible(p, s.sq, s.sk, i0 + 8 * n + 2 * t + (e & 1), j0 + krow + (e >> 1) * 8))
-                    x = -INFINITY;
-                pT[0][n][e] = fa__exp2(x - ((e & 1) ? l2.y : l2.x));
+                for (int e = 0; e < 4; e++) {
+                    float x = sT[0][n][e] * p.scale_log2;
+                    if (need_mask && !fa__bwd_visible(p, s.sq, s.sk, i0 + 8 * n + 2 * t + (e & 1), j0 + krow + (e >> 1) * 8))
+                        x = -INFINITY;
+                    pT[0][n][e] = fa__exp2(x - ((e & 1) ? l2.y : l2.x));
+                }
             }
-        }
-        uint32_t pa[NQ / 2][1][4], da[NQ / 2][1][4];
-        fa__pack_p<BF16>(pT, pa);
+            uint32_t pa[NQ / 2][1][4], da[NQ / 2][1][4];
+            fa__pack_p<BF16>(pT, pa);
 
-        /* (3) dV += P^T dO_i */
-        fa__wgmma_fence();
+            /* (3) dV += P^T dO_i */
+            fa__wgmma_fence();
 #pragma unroll
-        for (int kk = 0; kk < BR / 16; kk++)
-            fa__wgmma<D, BF16>::rs(dv_flat, pa[kk][0], fa__wg_desc(do_s + kk * 2048, BR * 128, 1024), 1);
-        fa__wgmma_commit();
-        fa__wgmma_wait<1>(); /* dP^T is done (dV may still run) */
-        fa__fence_regs(dp_flat);
+            for (int kk = 0; kk < BR / 16; kk++)
+                fa__wgmma<D, BF16>::rs(dv_flat, pa[kk][0], fa__wg_desc(do_s + kk * 2048, BR * 128, 1024), 1);
+            fa__wgmma_commit();
+            fa__wgmma_wait<1>(); /* dP^T is done (dV may still run) */
+            fa__fence_regs(dp_flat);
 
-        /* (5) dS^T = P^T * (dP^T - D) */
+            /* (5) dS^T = P^T * (dP^T - D) */
 #pragma unroll
-        for (int n = 0; n < NQ; n++) {
-            const float2 d2 = *reinterpret_cast<const float2 *>(sD + 8 * n + 2 * t);
+            for (int n = 0; n < NQ; n++) {
+                const float2 d2 = *reinterpret_cast<const float2 *>(sD + 8 * n + 2 * t);
 #pragma unroll
-            for (int e = 0; e < 4; e++) dsT[0][n][e] = pT[0][n][e] * (dpT[0][n][e] - ((e & 1) ? d2.y : d2.x));
-        }
-        fa__pack_p<BF16>(dsT, da);
-        /* dS^T rows krow, krow + 8, query pairs 16 kk + 2t (+8) into this
-           step's buffer, chunk c of row r at c ^ (r % 8) */
-#pragma unroll
-        for (int kk = 0; kk < NQ / 2; kk++)
-#pragma unroll
-            for (int x = 0; x < 4; x++) {
-                const int r = krow + (x & 1) * 8, c = 16 * kk + (x >> 1) * 8;
-                const uint32_t at = ds_s + r * 128 + ((uint32_t)((c / 8) ^ (r % 8)) << 4) + 4 * t;
-                asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(at), "r"(da[kk][0][x]) : "memory");
+                for (int e = 0; e < 4; e++) dsT[0][n][e] = pT[0][n][e] * (dpT[0][n][e] - ((e & 1) ? d2.y : d2.x));
             }
-
-        /* (6) dK += dS^T Q_i (the scale is applied once at the end) */
-        fa__wgmma_fence();
+            fa__pack_p<BF16>(dsT, da);
+            /* dS^T rows krow, krow + 8, query pairs 16 kk + 2t (+8) into this
+               step's buffer, chunk c of row r at c ^ (r % 8) */
 #pragma unroll
-        for (int kk = 0; kk < BR / 16; kk++)
-            fa__wgmma<D, BF16>::rs(dk_flat, da[kk][0], fa__wg_desc(q_s + kk * 2048, BR * 128, 1024), 1);
-        fa__wgmma_commit();
-
-        /* Both warpgroups' dS^T are in shared memory: the fence makes the
-           generic-proxy stores visible to wgmma's async proxy, the barrier
-           waits for the other warpgroup's rows. */
-        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-        fa__named_sync(1, 256);
-
-        /* (7) dQ_i[:, cw D/2 ..] = dS K_j[:, cw D/2 ..], k running over all 128 keys */
-        float dq[1][DQ / 8][4];
-        float(&dq_flat)[DQ / 2] = reinterpret_cast<float(&)[DQ / 2]>(dq);
-        fa__wgmma_fence();
+            for (int kk = 0; kk < NQ / 2; kk++)
 #pragma unroll
-        for (int kk = 0; kk < BC / 16; kk++)
-            fa__wgmma<DQ, BF16>::ss_tt(dq_flat, fa__wg_desc(ds_s + kk * 2048, BR * 128, 1024),
-                                       fa__wg_desc(kq + kk * 2048, BC * 128, 1024), kk > 0);
-        fa__wgmma_commit();
-        fa__wgmma_wait<0>();
-        fa__fence_regs(dq_flat);
-        /* Q_i, dO_i, L, D of this stage are read: the producer may refill it
-           (the warp's reads, ordered before lane 0's arrival by the syncwarp) */
-        __syncwarp();
-        if (lane == 0) fa__mbar_arrive(empty + 8 * st);
+                for (int x = 0; x < 4; x++) {
+                    const int r = krow + (x & 1) * 8, c = 16 * kk + (x >> 1) * 8;
+                    const uint32_t at = ds_s + r * 128 + ((uint32_t)((c / 8) ^ (r % 8)) << 4) + 4 * t;
+                    asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(at), "r"(da[kk][0][x]) : "memory");
+                }
 
-        /* the fp32 partial dQ: atomics (deterministic: block j's own slice) */
-        float *acc = p.dq_acc + (p.deterministic ? (int64_t)jb * p.acc_slice : 0) +
-                     ((int64_t)h * p.acc_rows + s.acc_row0 + i0 + 16 * wq + g) * p.acc_d + cw * DQ + 2 * t;
+            /* (6) dK += dS^T Q_i (the scale is applied once at the end) */
+            fa__wgmma_fence();
 #pragma unroll
-        for (int n = 0; n < DQ / 8; n++)
+            for (int kk = 0; kk < BR / 16; kk++)
+                fa__wgmma<D, BF16>::rs(dk_flat, da[kk][0], fa__wg_desc(q_s + kk * 2048, BR * 128, 1024), 1);
+            fa__wgmma_commit();
+
+            /* Both warpgroups' dS^T are in shared memory: the fence makes the
+               generic-proxy stores visible to wgmma's async proxy, the barrier
+               waits for the other warpgroup's rows. */
+            asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+            fa__named_sync(1, 256);
+
+            /* (7) dQ_i[:, cw D/2 ..] = dS K_j[:, cw D/2 ..], k running over all 128 keys */
+            float dq[1][DQ / 8][4];
+            float(&dq_flat)[DQ / 2] = reinterpret_cast<float(&)[DQ / 2]>(dq);
+            fa__wgmma_fence();
+#pragma unroll
+            for (int kk = 0; kk < BC / 16; kk++)
+                fa__wgmma<DQ, BF16>::ss_tt(dq_flat, fa__wg_desc(ds_s + kk * 2048, BR * 128, 1024),
+                                           fa__wg_desc(kq + kk * 2048, BC * 128, 1024), kk > 0);
+            fa__wgmma_commit();
+            fa__wgmma_wait<0>();
+            fa__fence_regs(dq_flat);
+            /* Q_i, dO_i, L, D of this stage are read: the producer may refill
+               it. Every thread arrives: each read L and D itself, and an
+               arrival orders only its own thread's reads (racecheck flagged
+               the refill when lane 0 arrived for its warp). */
+            fa__mbar_arrive(empty + 8 * st);
+
+            /* the fp32 partial dQ: atomics (deterministic: block j's own slice) */
+            float *acc = p.dq_acc + (p.deterministic ? (int64_t)jb * p.acc_slice : 0) +
+                         ((int64_t)h * p.acc_rows + s.acc_row0 + i0 + 16 * wq + g) * p.acc_d + cw * DQ + 2 * t;
+#pragma unroll
+            for (int n = 0; n < DQ / 8; n++)
+#pragma unroll
+                for (int hh = 0; hh < 2; hh++) {
+                    float2 *a = reinterpret_cast<float2 *>(acc + hh * 8 * p.acc_d + 8 * n);
+                    const float2 v2 = make_float2(dq[0][n][2 * hh], dq[0][n][2 * hh + 1]);
+                    if (p.deterministic) *a = v2;
+                    else atomicAdd(a, v2);
+                }
+            }
+        if (iters > 0) {
+            /* every product that reads K_j, V_j is done: the buffer may be refilled */
+            __syncwarp();
+            if (lane == 0) fa__mbar_arrive(kv_empty + 8 * kb);
+            kv_uses++;
+        }
+        fa__fence_regs(dk_flat);
+        fa__fence_regs(dv_flat);
+
+        /* dK_j (times scale) and dV_j: rows past the keys and columns past d are
+           not written; a block that no query sees writes 0 */
+        uint16_t *gdk = (uint16_t *)p.dk.data + fa__bwd_off(p.dk, b, s.k_tok0, j0, hk);
+        uint16_t *gdv = (uint16_t *)p.dv.data + fa__bwd_off(p.dv, b, s.k_tok0, j0, hk);
+#pragma unroll
+        for (int n = 0; n < D / 8; n++) {
+            const int col = 8 * n + 2 * t;
+            if (col >= p.d) continue;
 #pragma unroll
             for (int hh = 0; hh < 2; hh++) {
-                float2 *a = reinterpret_cast<float2 *>(acc + hh * 8 * p.acc_d + 8 * n);
-                const float2 v2 = make_float2(dq[0][n][2 * hh], dq[0][n][2 * hh + 1]);
-                if (p.deterministic) *a = v2;
-                else atomicAdd(a, v2);
+                const int r = krow + hh * 8;
+                if (j0 + r >= s.sk) continue;
+                *reinterpret_cast<uint32_t *>(gdk + r * p.dk.ss + col) =
+                    fa__pack2<BF16>(dk[0][n][2 * hh] * p.scale, dk[0][n][2 * hh + 1] * p.scale);
+                *reinterpret_cast<uint32_t *>(gdv + r * p.dv.ss + col) = fa__pack2<BF16>(dv[0][n][2 * hh], dv[0][n][2 * hh + 1]);
             }
-    }
-    fa__fence_regs(dk_flat);
-    fa__fence_regs(dv_flat);
-
-    /* dK_j (times scale) and dV_j: rows past the keys and columns past d are
-       not written; a block that no query sees writes 0 */
-    uint16_t *gdk = (uint16_t *)p.dk.data + fa__bwd_off(p.dk, b, s.k_tok0, j0, hk);
-    uint16_t *gdv = (uint16_t *)p.dv.data + fa__bwd_off(p.dv, b, s.k_tok0, j0, hk);
-#pragma unroll
-    for (int n = 0; n < D / 8; n++) {
-        const int col = 8 * n + 2 * t;
-        if (col >= p.d) continue;
-#pragma unroll
-        for (int hh = 0; hh < 2; hh++) {
-            const int r = krow + hh * 8;
-            if (j0 + r >= s.sk) continue;
-            *reinterpret_cast<uint32_t *>(gdk + r * p.dk.ss + col) =
-                fa__pack2<BF16>(dk[0][n][2 * hh] * p.scale, dk[0][n][2 * hh + 1] * p.scale);
-            *reinterpret_cast<uint32_t *>(gdv + r * p.dv.ss + col) = fa__pack2<BF16>(dv[0][n][2 * hh], dv[0][n][2 * hh + 1]);
         }
     }
 #else
@@ -3777,9 +3840,10 @@ static fa_status fa__bwd_launch_main(const fa__bwd_params &kp, const fa__bwd_pla
 
 #ifndef FLASHATTN_NO_HOPPER
 #ifdef FLASHATTN_TEST_HOOKS
-/* tests only: backward calls that took the sm_90a kernel, and a switch that
-   sends every backward to the sm_80 kernel (both tested on one GPU) */
-static int fa__bwd_sm90_launches, fa__bwd_sm90_disable;
+/* tests only: backward calls that took the sm_90a kernel, a switch that
+   sends every backward to the sm_80 kernel (both tested on one GPU), and a
+   cap on the grid, so that small problems too run persistent */
+static int fa__bwd_sm90_launches, fa__bwd_sm90_disable, fa__bwd_sm90_grid_cap; /* cap: 0 = none */
 #define FA__BWD_SM90_OFF fa__bwd_sm90_disable
 #else
 #define FA__BWD_SM90_OFF 0
@@ -3790,14 +3854,15 @@ static int fa__bwd_sm90_launches, fa__bwd_sm90_disable;
 template <bool BF16, int D>
 static fa_status fa__bwd_launch_sm90(const fa__bwd_params &kp, cudaStream_t st, int *ran) {
     constexpr int BC = 128, BR = 64;
-    const size_t smem = 1024 + 2u * BC * D * 2 + 4u * BR * D * 2 + 2u * BC * BR * 2 + 4u * BR * 4 + 5 * 8;
+    const size_t smem = 1024 + 4u * BC * D * 2 + 4u * BR * D * 2 + 2u * BC * BR * 2 + 4u * BR * 4 + 8 * 8;
     void (*kern)(const fa__bwd_maps, const fa__bwd_params) = fa__bwd_kernel_sm90<BF16, D>;
     cudaFuncAttributes fa;
     fa__bwd_maps tm;
-    int dev = 0, optin = 0;
+    int dev = 0, optin = 0, sms = 0;
     *ran = 0;
     if (cudaFuncGetAttributes(&fa, kern) != cudaSuccess || cudaGetDevice(&dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess) {
+        cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
         (void)cudaGetLastError();
         return FA_OK;
     }
@@ -3810,7 +3875,15 @@ static fa_status fa__bwd_launch_sm90(const fa__bwd_params &kp, cudaStream_t st, 
         fa__tma_map(&tm.v, kp.v.data, BF16, kp.d, kp.seqlen_k, kp.hkv, kp.batch, kp.v.ss, kp.v.hs, kp.v.bs, BC))
         return FA_OK;
     FA__BWD_CUDA_TRY(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-    dim3 grid((kp.seqlen_k + BC - 1) / BC, kp.hkv, kp.batch);
+    /* a block per unit (key block, KV head, batch), or persistent blocks,
+       one per SM, when there are more units than SMs (see the kernel) */
+    const int64_t nblk = (kp.seqlen_k + BC - 1) / BC, units = nblk * kp.hkv * kp.batch;
+    const int64_t pairs = (nblk + 1) / 2 * kp.hkv * kp.batch;
+    if (units > INT32_MAX) return FA_OK; /* int unit indexes: the sm_80 grid takes it */
+    int grid = units > sms ? (int)(pairs < sms ? pairs : sms) : (int)units;
+#ifdef FLASHATTN_TEST_HOOKS
+    if (fa__bwd_sm90_grid_cap > 0 && grid > fa__bwd_sm90_grid_cap) grid = fa__bwd_sm90_grid_cap;
+#endif
     kern<<<grid, 384, smem, st>>>(tm, kp);
     FA__BWD_CUDA_TRY(cudaGetLastError());
 #ifdef FLASHATTN_TEST_HOOKS

@@ -7,8 +7,9 @@
    and the padding must stay untouched); odd lengths with seqlen_q != seqlen_k;
    every feature. Errors are relative L2 norms, ||gpu - ref|| / ||ref||, per
    output. Deterministic cases run three times and must agree bit for bit.
-   A case that ran on the sm_90a kernel runs again on the sm_80 kernel
-   (the line's "[sm80]"), so one H100 tests both.
+   A case that ran on the sm_90a kernel runs again with its grid capped at
+   3 persistent blocks ("[3 blocks]": each walks many units) and on the
+   sm_80 kernel ("[sm80]"), so one H100 tests every path.
 
    Build: nvcc -std=c++17 -O2 -gencode arch=compute_90a,code=sm_90a \
           -o build/test_gpu_backward tests/test_gpu_backward.cu
@@ -371,8 +372,11 @@ int main(int argc, char **argv)
 #ifndef FA_EMU
         const int before = fa__bwd_sm90_launches;
         run_case(&c, 0x5eed0000ull + (uint64_t)x * 7919u, "");
-        if (fa__bwd_sm90_launches != before) { /* it ran on sm_90a: now the sm_80 kernel */
-            sm90_cases++;
+        if (fa__bwd_sm90_launches != before) { /* it ran on sm_90a: now on 3 persistent blocks, */
+            sm90_cases++;                         /* then on the sm_80 kernel */
+            fa__bwd_sm90_grid_cap = 3;
+            run_case(&c, 0x5eed0000ull + (uint64_t)x * 7919u, " [3 blocks]");
+            fa__bwd_sm90_grid_cap = 0;
             fa__bwd_sm90_disable = 1;
             run_case(&c, 0x5eed0000ull + (uint64_t)x * 7919u, " [sm80]");
             fa__bwd_sm90_disable = 0;
@@ -381,6 +385,7 @@ int main(int argc, char **argv)
         run_case(&c, 0x5eed0000ull + (uint64_t)x * 7919u, "");
 #endif
     }
-    printf("%d of the cases ran on the sm_90a kernel (and again on the sm_80 kernel)\n", sm90_cases);
+    printf("%d of the cases ran on the sm_90a kernel (and again on 3 persistent blocks, and on the sm_80 kernel)\n",
+           sm90_cases);
     return summary("test_gpu_backward");
 }
