@@ -2829,7 +2829,8 @@ FLASHATTN_DEF fa_status fa_decode_cuda(const fa_problem *p, fa_tensor q, fa_tens
    Three kernels, all on the caller's stream:
      1. fa__bwd_preprocess_kernel: D = rowsum(dO * O) per (row, head) into the
         workspace, and zero the fp32 dQ accumulator (non-deterministic mode).
-     2. fa__bwd_kernel_sm80: one CTA per (K/V block j, KV head, batch) - the FA2
+     2. fa__bwd_kernel_sm80 (or, on an H100 at D = 64 / 128, its wgmma twin
+        fa__bwd_kernel_sm90, below): one CTA per (K/V block j, KV head, batch) - the FA2
         loop order of the backward: K_j, V_j stay in shared memory, dK_j, dV_j
         stay in registers, and the CTA walks every Q block i (of every query
         head of the KV head's group, which is how GQA/MQA sums dK/dV without
@@ -2847,7 +2848,7 @@ FLASHATTN_DEF fa_status fa_decode_cuda(const fa_problem *p, fa_tensor q, fa_tens
 
    Workspace (fa_backward_cuda_workspace_size): L and D, 4 bytes per query
    row and head each, plus the fp32 dQ accumulator, 4 * D bytes per query row
-   and head - times ceil(seqlen_k / Bc) in deterministic mode, where every K/V
+   and head (rows per sequence rounded up to 64 without cu_seqlens) - times ceil(seqlen_k / Bc) in deterministic mode, where every K/V
    block owns a slice (large for long sequences: 16k x 16 heads x d128 is
    4 GB; the default atomic mode needs 1/128 of that).
 
@@ -3474,7 +3475,20 @@ __global__ void __launch_bounds__(NWARPS * 32, 1) fa__bwd_kernel_sm80(const fa__
    Products of one step are issued as soon as their inputs exist and waited
    for only when their result is needed: S^T and dP^T together, P (softmax
    recomputation) while dP^T still runs, dV issued before waiting for dP^T,
-   dK and dQ issued back to back.
+   dK and dQ issued back to back. (Issuing step it + 1's S^T and dP^T before
+   step it's dQ is done was tried: at D = 128 the extra 64 accumulators
+   spill, and at both head dims ptxas serialized the wgmmas, C7512/C7514.)
+
+   Persistent blocks. With more units (key block, KV head, batch) than SMs
+   the grid is one block per SM and each walks pairs of units, key blocks
+   i and nblk - 1 - i of one head (equal work under a causal mask, as the
+   forward pairs its query blocks). K and V have two buffers, so the next
+   unit's K_j, V_j land while the current unit finishes, and the Q/dO ring
+   runs on across units: a block per unit would start every unit with an
+   empty pipeline and one CTA per SM to hide it (at 512 tokens a unit is 2
+   to 8 steps). Measured, H100, 2026-11-23 18:13 UTC: d64 causal 512
+   tokens 108.9 -> 112.9 TFLOP/s, d128 causal 2k 256.8 -> 270.1; the long
+   non-causal rows within noise (bench/results/..._backward-sm90-1813.md).
 
    Covered: f16 / bf16, D = 64 and 128 (head dims 33 .. 128, zero-filled
    columns past the head dim), causal / sliding window, GQA / MQA, arbitrary
