@@ -998,8 +998,8 @@ static __device__ __forceinline__ uint64_t fa__wg_desc(uint32_t addr, uint32_t l
    one operand per accumulator register, so the register lists are spelled
    out: mechanical text, the same instruction for every N. acc = 0 on the
    first k-step overwrites d instead of adding (scale-d). ss: A and B from
-   shared memory, both K-major; ss_tt: both MN-major (transposed; the
-   backward's dQ = dS K). rs: A from registers (4 per thread, the
+   shared memory, both K-major (TR = 0) or both MN-major (TR = 1,
+   transposed; the backward's dQ = dS K). rs: A from registers (4 per thread, the
    mma.sync A fragment of this warp's 16 rows), B MN-major (transposed). */
 #define FA__WG_R0 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15"
 #define FA__WG_R1 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
@@ -1031,32 +1031,24 @@ static __device__ __forceinline__ uint64_t fa__wg_desc(uint32_t addr, uint32_t l
 #define FA__WG_OUT128(d) FA__WG_O32(d, 0), FA__WG_O32(d, 32), FA__WG_O32(d, 64), FA__WG_O32(d, 96)
 /* the instruction text; A0.. are the operand numbers that follow the NR
    accumulators */
-#define FA__WG_SS(N, TY, ACC, A0, A1, A2, TR)                                                 \
+#define FA__WG_SS(N, TY, ACC, A0, A1, A2, A3)                                                 \
     "{\n.reg .pred p;\nsetp.ne.b32 p, %" A2 ", 0;\nwgmma.mma_async.sync.aligned.m64n" #N     \
-    "k16.f32." TY "." TY " " ACC ", %" A0 ", %" A1 ", p, 1, 1, " TR ";\n}\n"
+    "k16.f32." TY "." TY " " ACC ", %" A0 ", %" A1 ", p, 1, 1, %" A3 ", %" A3 ";\n}\n"
 #define FA__WG_RS(N, TY, ACC, A0, A1, A2, A3, A4, A5)                                          \
     "{\n.reg .pred p;\nsetp.ne.b32 p, %" A5 ", 0;\nwgmma.mma_async.sync.aligned.m64n" #N      \
     "k16.f32." TY "." TY " " ACC ", {%" A0 ", %" A1 ", %" A2 ", %" A3 "}, %" A4 ", p, 1, 1, 1;\n}\n"
 template <int N, bool BF16> struct fa__wgmma;
 #define FA__WGMMA_N(N, NR, A0, A1, A2, A3, A4, A5)                                              \
     template <bool BF16> struct fa__wgmma<N, BF16> {                                            \
+        template <int TR = 0>                                                                   \
         static __device__ __forceinline__ void ss(float (&d)[NR], uint64_t a, uint64_t b, int acc) \
         {                                                                                       \
             if (BF16)                                                                           \
-                asm volatile(FA__WG_SS(N, "bf16", FA__WG_ACC##NR, A0, A1, A2, "0, 0")           \
-                             : FA__WG_OUT##NR(d) : "l"(a), "l"(b), "r"(acc));                   \
+                asm volatile(FA__WG_SS(N, "bf16", FA__WG_ACC##NR, A0, A1, A2, A3)               \
+                             : FA__WG_OUT##NR(d) : "l"(a), "l"(b), "r"(acc), "n"(TR));          \
             else                                                                                \
-                asm volatile(FA__WG_SS(N, "f16", FA__WG_ACC##NR, A0, A1, A2, "0, 0")            \
-                             : FA__WG_OUT##NR(d) : "l"(a), "l"(b), "r"(acc));                   \
-        }                                                                                       \
-        static __device__ __forceinline__ void ss_tt(float (&d)[NR], uint64_t a, uint64_t b, int acc) \
-        {                                                                                       \
-            if (BF16)                                                                           \
-                asm volatile(FA__WG_SS(N, "bf16", FA__WG_ACC##NR, A0, A1, A2, "1, 1")           \
-                             : FA__WG_OUT##NR(d) : "l"(a), "l"(b), "r"(acc));                   \
-            else                                                                                \
-                asm volatile(FA__WG_SS(N, "f16", FA__WG_ACC##NR, A0, A1, A2, "1, 1")            \
-                             : FA__WG_OUT##NR(d) : "l"(a), "l"(b), "r"(acc));                   \
+                asm volatile(FA__WG_SS(N, "f16", FA__WG_ACC##NR, A0, A1, A2, A3)                \
+                             : FA__WG_OUT##NR(d) : "l"(a), "l"(b), "r"(acc), "n"(TR));          \
         }                                                                                       \
         static __device__ __forceinline__ void rs(float (&d)[NR], const uint32_t (&a)[4],       \
                                                   uint64_t b, int acc)                          \
@@ -2994,6 +2986,16 @@ __device__ __forceinline__ bool fa__bwd_visible(const fa__bwd_params &p, int sq,
     return true;
 }
 
+/* Does the tile (queries i0 .. i0+br-1, keys j0 .. j0+bc-1) need the element
+   mask: does it reach past the last key, or does a causal or window edge
+   cross it? (Rows past sq need none: their L = +inf makes P = 0.) */
+__device__ __forceinline__ bool fa__bwd_tile_needs_mask(const fa__bwd_params &p, const fa__bwd_seq &s,
+                                                        int i0, int j0, int br, int bc) {
+    const int off = s.sk - s.sq;
+    return (j0 + bc > s.sk) || (p.causal && j0 + bc - 1 > i0 + off) ||
+           (p.window && (j0 < i0 + br - 1 + off - p.wl || j0 + bc - 1 > i0 + off + p.wr));
+}
+
 /* Query blocks [*ib0, *ib1) that may see some key of the block [j0, j0+bc):
    block skipping for causal and sliding-window masks. Conservative (a block
    inside the range may still be fully masked; the element mask handles it),
@@ -3102,6 +3104,31 @@ __global__ void __launch_bounds__(256) fa__bwd_dq_convert_kernel(const fa__bwd_p
 }
 
 /* ---- kernel 2: the main loop over Q blocks for one K/V block --------------- */
+
+/* The end of kernel 2 (line 24): write a thread's dK_j (times scale) and dV_j
+   fragments, NT 8-column tiles from column col0 + 2 t4 of key rows r, r + 8
+   of block j0 (the mma C layout). Rows past the keys and columns past d are
+   not written; a block that no query sees writes 0. */
+template <bool BF16, int NT>
+static __device__ __forceinline__ void fa__bwd_store_dkdv(const fa__bwd_params &p, const fa__bwd_seq &s, int b,
+                                                          int hk, int j0, int r, int col0, int t4,
+                                                          const float (&dk)[NT][4], const float (&dv)[NT][4]) {
+    uint16_t *gdk = (uint16_t *)p.dk.data + fa__bwd_off(p.dk, b, s.k_tok0, j0, hk);
+    uint16_t *gdv = (uint16_t *)p.dv.data + fa__bwd_off(p.dv, b, s.k_tok0, j0, hk);
+#pragma unroll
+    for (int n = 0; n < NT; ++n) {
+        const int col = col0 + n * 8 + 2 * t4;
+        if (col >= p.d) continue;
+#pragma unroll
+        for (int hh = 0; hh < 2; ++hh) {
+            const int rr = r + hh * 8;
+            if (j0 + rr >= s.sk) continue;
+            *reinterpret_cast<uint32_t *>(gdk + rr * p.dk.ss + col) =
+                fa__pack2<BF16>(dk[n][2 * hh] * p.scale, dk[n][2 * hh + 1] * p.scale);
+            *reinterpret_cast<uint32_t *>(gdv + rr * p.dv.ss + col) = fa__pack2<BF16>(dv[n][2 * hh], dv[n][2 * hh + 1]);
+        }
+    }
+}
 
 /* Swizzled element index of (row r, column col) in a shared tile whose rows
    hold CH 16-byte chunks: the forward's fa__swizzle (>>gpu-smem) plus the
@@ -3264,9 +3291,7 @@ __global__ void __launch_bounds__(NWARPS * 32, 1) fa__bwd_kernel_sm80(const fa__
            qi = i0 + 8n + 2*t4 + (e & 1). The element mask runs only on tiles
            that the mask cuts (or that reach past the last key). */
         const int off = s.sk - s.sq;
-        const bool need_mask = (j0 + BC > s.sk) ||
-                               (p.causal && j0 + BC - 1 > i0 + off) ||
-                               (p.window && (j0 < i0 + BR - 1 + off - p.wl || j0 + BC - 1 > i0 + off + p.wr));
+        const bool need_mask = fa__bwd_tile_needs_mask(p, s, i0, j0, BR, BC);
         const float slope = p.alibi ? p.alibi[h] * LOG2E : 0.f;
         float dcap[SOFTCAP ? NQ : 1][4]; /* 1 - tanh^2, softcap's derivative */
 #pragma unroll
@@ -3425,23 +3450,8 @@ __global__ void __launch_bounds__(NWARPS * 32, 1) fa__bwd_kernel_sm80(const fa__
 #undef FA__BWD_LOAD_STEP
     fa__cp_async_wait<0>(); /* no copy may still be in flight at exit */
 
-    /* (7) Write dK_j (times scale) and dV_j (line 24). Rows past the keys and
-       columns past d are not written; a block that no query sees writes 0. */
-    uint16_t *gdk = (uint16_t *)p.dk.data + fa__bwd_off(p.dk, b, s.k_tok0, j0, hk);
-    uint16_t *gdv = (uint16_t *)p.dv.data + fa__bwd_off(p.dv, b, s.k_tok0, j0, hk);
-#pragma unroll
-    for (int n = 0; n < DW / 8; ++n) {
-        const int col = dcol0 + n * 8 + 2 * t4;
-        if (col >= p.d) continue;
-#pragma unroll
-        for (int hh = 0; hh < 2; ++hh) {
-            const int r = krow + g + hh * 8;
-            if (j0 + r >= s.sk) continue;
-            *reinterpret_cast<uint32_t *>(gdk + r * p.dk.ss + col) =
-                fa__pack2<BF16>(dk[n][2 * hh] * p.scale, dk[n][2 * hh + 1] * p.scale);
-            *reinterpret_cast<uint32_t *>(gdv + r * p.dv.ss + col) = fa__pack2<BF16>(dv[n][2 * hh], dv[n][2 * hh + 1]);
-        }
-    }
+    /* (7) Write dK_j (times scale) and dV_j (line 24). */
+    fa__bwd_store_dkdv<BF16, DW / 8>(p, s, b, hk, j0, krow + g, dcol0, t4, dk, dv);
 #endif
 }
 
@@ -3458,7 +3468,7 @@ __global__ void __launch_bounds__(NWARPS * 32, 1) fa__bwd_kernel_sm80(const fa__
        dP^T = V_w dO_i^T       ss     A = V,            B = dO
        dV  += P^T dO_i         rs     A = P^T (registers), B = dO (MN-major)
        dK  += dS^T Q_i         rs     A = dS^T (registers), B = Q (MN-major)
-       dQ_i = dS K_j[:, half]  ss_tt  A = dS (MN-major), B = K (MN-major)
+       dQ_i = dS K_j[:, half]  ss<1>  A = dS (MN-major), B = K (MN-major)
 
    where w is the warpgroup's 64 keys. S^T and dP^T have keys as rows, so
    their accumulators are directly the A operands of dV and dK (the C -> A
@@ -3498,23 +3508,33 @@ __global__ void __launch_bounds__(NWARPS * 32, 1) fa__bwd_kernel_sm80(const fa__
    padded L = +inf (kernel 1) makes P = 0 on query rows past the sequence. */
 typedef struct fa__bwd_maps { CUtensorMap q, k, v, dout; } fa__bwd_maps;
 
+/* Its shared memory, byte offsets from a 1024-byte aligned base (every tile
+   on the swizzle's period): two K, V buffers (a persistent block loads its
+   next unit's while it finishes one), Q[2], dO[2], dS^T[2], then L and D of
+   each stage, then 8 barriers: K/V full and empty per buffer, Q/dO full and
+   empty per stage. The host asks for 1024 + total bytes. */
+template <int D> struct fa__bwd_sm90_layout {
+    static constexpr int bc = 128, br = 64;
+    static constexpr uint32_t kv_bytes = bc * D * 2, q_bytes = br * D * 2, ds_bytes = bc * br * 2,
+                              ld_bytes = 2 * br * 4;
+    static constexpr uint32_t kv = 0, q = 4 * kv_bytes, dout = q + 2 * q_bytes, ds = dout + 2 * q_bytes,
+                              ld = ds + 2 * ds_bytes, bars = ld + 2 * ld_bytes, total = bars + 8 * 8;
+};
+
 template <bool BF16, int D>
 __global__ void __launch_bounds__(384, 1)
 fa__bwd_kernel_sm90(const __grid_constant__ fa__bwd_maps tm, const fa__bwd_params p)
 {
 #if FA__SM90A
-    constexpr int BC = 128, BR = 64, NQ = BR / 8, DQ = D / 2;
-    constexpr uint32_t KV_BYTES = BC * D * 2, Q_BYTES = BR * D * 2, DS_BYTES = BC * BR * 2, LD_BYTES = 2 * BR * 4;
+    typedef fa__bwd_sm90_layout<D> L;
+    constexpr int BC = L::bc, BR = L::br, NQ = BR / 8, DQ = D / 2;
+    constexpr uint32_t KV_BYTES = L::kv_bytes, Q_BYTES = L::q_bytes, DS_BYTES = L::ds_bytes, LD_BYTES = L::ld_bytes;
     static_assert(D % 64 == 0 && D <= 128, "sm_90a backward tile");
     extern __shared__ uint8_t fa__smem90b[];
-    const uint32_t base = (uint32_t)__cvta_generic_to_shared(fa__smem90b);
-    /* every tile 1024-byte aligned (the swizzle's period): two K, V buffers
-       (a persistent block loads its next unit's while it finishes one),
-       Q[2], dO[2], dS^T[2], then L and D of each stage, then the barriers:
-       K/V full and empty per buffer, Q/dO full and empty per stage */
-    const uint32_t sKV = (base + 1023u) & ~1023u, sQ = sKV + 4 * KV_BYTES;
-    const uint32_t sdO = sQ + 2 * Q_BYTES, sdS = sdO + 2 * Q_BYTES, sLD = sdS + 2 * DS_BYTES;
-    const uint32_t kv_full = sLD + 2 * LD_BYTES, kv_empty = kv_full + 16, full = kv_empty + 16, empty = full + 16;
+    const uint32_t base = (uint32_t)__cvta_generic_to_shared(fa__smem90b), aligned = (base + 1023u) & ~1023u;
+    const uint32_t sKV = aligned + L::kv, sQ = aligned + L::q, sdO = aligned + L::dout, sdS = aligned + L::ds;
+    const uint32_t sLD = aligned + L::ld, kv_full = aligned + L::bars, kv_empty = kv_full + 16, full = kv_empty + 16,
+                   empty = full + 16;
     const float *gLD = (const float *)(fa__smem90b + (sLD - base));
 
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
@@ -3621,7 +3641,7 @@ fa__bwd_kernel_sm90(const __grid_constant__ fa__bwd_maps tm, const fa__bwd_param
         int jb, hk, b, ib0, nib;
         if (!unit(k, jb, hk, b)) continue;
         const fa__bwd_seq s = fa__bwd_seq_info(p, b);
-        const int iters = steps(s, jb, ib0, nib), j0 = jb * BC, kb = kv_uses & 1, off = s.sk - s.sq;
+        const int iters = steps(s, jb, ib0, nib), j0 = jb * BC, kb = kv_uses & 1;
         const uint32_t sK = sKV + kb * 2 * KV_BYTES, sV = sK + KV_BYTES;
         const uint32_t kw = sK + cw * 64 * 128, vw = sV + cw * 64 * 128; /* this warpgroup's keys */
         /* B of dQ: K_j's columns cw * D/2 .. (a column block, or half of one at D = 64) */
@@ -3657,8 +3677,7 @@ fa__bwd_kernel_sm90(const __grid_constant__ fa__bwd_maps tm, const fa__bwd_param
             /* (P and dS in registers of their own: the accumulators are written
                by wgmma only) */
             float pT[1][NQ][4], dsT[1][NQ][4];
-            const bool need_mask = (j0 + BC > s.sk) || (p.causal && j0 + BC - 1 > i0 + off) ||
-                                   (p.window && (j0 < i0 + BR - 1 + off - p.wl || j0 + BC - 1 > i0 + off + p.wr));
+            const bool need_mask = fa__bwd_tile_needs_mask(p, s, i0, j0, BR, BC);
 #pragma unroll
             for (int n = 0; n < NQ; n++) {
                 const float2 l2 = *reinterpret_cast<const float2 *>(sL + 8 * n + 2 * t);
@@ -3720,8 +3739,8 @@ fa__bwd_kernel_sm90(const __grid_constant__ fa__bwd_maps tm, const fa__bwd_param
             fa__wgmma_fence();
 #pragma unroll
             for (int kk = 0; kk < BC / 16; kk++)
-                fa__wgmma<DQ, BF16>::ss_tt(dq_flat, fa__wg_desc(ds_s + kk * 2048, BR * 128, 1024),
-                                           fa__wg_desc(kq + kk * 2048, BC * 128, 1024), kk > 0);
+                fa__wgmma<DQ, BF16>::template ss<1>(dq_flat, fa__wg_desc(ds_s + kk * 2048, BR * 128, 1024),
+                                                    fa__wg_desc(kq + kk * 2048, BC * 128, 1024), kk > 0);
             fa__wgmma_commit();
             fa__wgmma_wait<0>();
             fa__fence_regs(dq_flat);
@@ -3753,23 +3772,7 @@ fa__bwd_kernel_sm90(const __grid_constant__ fa__bwd_maps tm, const fa__bwd_param
         fa__fence_regs(dk_flat);
         fa__fence_regs(dv_flat);
 
-        /* dK_j (times scale) and dV_j: rows past the keys and columns past d are
-           not written; a block that no query sees writes 0 */
-        uint16_t *gdk = (uint16_t *)p.dk.data + fa__bwd_off(p.dk, b, s.k_tok0, j0, hk);
-        uint16_t *gdv = (uint16_t *)p.dv.data + fa__bwd_off(p.dv, b, s.k_tok0, j0, hk);
-#pragma unroll
-        for (int n = 0; n < D / 8; n++) {
-            const int col = 8 * n + 2 * t;
-            if (col >= p.d) continue;
-#pragma unroll
-            for (int hh = 0; hh < 2; hh++) {
-                const int r = krow + hh * 8;
-                if (j0 + r >= s.sk) continue;
-                *reinterpret_cast<uint32_t *>(gdk + r * p.dk.ss + col) =
-                    fa__pack2<BF16>(dk[0][n][2 * hh] * p.scale, dk[0][n][2 * hh + 1] * p.scale);
-                *reinterpret_cast<uint32_t *>(gdv + r * p.dv.ss + col) = fa__pack2<BF16>(dv[0][n][2 * hh], dv[0][n][2 * hh + 1]);
-            }
-        }
+        fa__bwd_store_dkdv<BF16, D / 8>(p, s, b, hk, j0, krow, 0, t, dk[0], dv[0]);
     }
 #else
     /* no wgmma in this device pass: the host's marker (see the forward) */
@@ -3785,7 +3788,8 @@ fa__bwd_kernel_sm90(const __grid_constant__ fa__bwd_maps tm, const fa__bwd_param
 /* The problem resolved for the backward kernels. */
 typedef struct fa__bwd_plan {
     int D, br, bc;          /* kernel head dim (d rounded up), tile */
-    int acc_sq;             /* fa__bwd_params.acc_sq */
+    int acc_sq;             /* fa__bwd_params.acc_sq, acc_rows */
+    int64_t acc_rows;
     size_t smem;            /* dynamic shared memory of the main kernel */
     size_t dsum_bytes, acc_bytes, total_bytes;
 } fa__bwd_plan;
@@ -3816,7 +3820,8 @@ static fa_status fa__bwd_make_plan(const char *fn, const fa_problem *r, fa__bwd_
     pl->smem = (size_t)(2 * pl->bc * pl->D + 4 * pl->br * pl->D + pl->bc * pl->br) * 2 + 4 * pl->br * 4;
     /* accumulator rows per head (see fa__bwd_params.acc_rows) */
     pl->acc_sq = r->cu_seqlens_q ? 0 : (r->seqlen_q + 63) / 64 * 64;
-    const size_t rows = (size_t)r->batch * (r->cu_seqlens_q ? r->seqlen_q : pl->acc_sq) * r->heads_q;
+    pl->acc_rows = (int64_t)r->batch * (r->cu_seqlens_q ? r->seqlen_q : pl->acc_sq);
+    const size_t rows = (size_t)pl->acc_rows * r->heads_q;
     const size_t slices = r->deterministic ? (size_t)(r->seqlen_k + pl->bc - 1) / pl->bc : 1;
     pl->dsum_bytes = fa__bwd_round256(rows * sizeof(float));
     pl->acc_bytes = fa__bwd_round256(slices * rows * pl->D * sizeof(float));
@@ -3866,21 +3871,19 @@ static int fa__bwd_sm90_launches, fa__bwd_sm90_disable, fa__bwd_sm90_grid_cap; /
    the problem to the sm_80 kernel: no sm_90a code for this GPU, a view TMA
    cannot describe, or too little shared memory. */
 template <bool BF16, int D>
-static fa_status fa__bwd_launch_sm90(const fa__bwd_params &kp, cudaStream_t st, int *ran) {
-    constexpr int BC = 128, BR = 64;
-    const size_t smem = 1024 + 4u * BC * D * 2 + 4u * BR * D * 2 + 2u * BC * BR * 2 + 4u * BR * 4 + 8 * 8;
+static fa_status fa__bwd_launch_sm90(const fa__bwd_params &kp, const fa__gpu &gpu, cudaStream_t st, int *ran) {
+    constexpr int BC = fa__bwd_sm90_layout<D>::bc, BR = fa__bwd_sm90_layout<D>::br;
+    const size_t smem = 1024 + fa__bwd_sm90_layout<D>::total;
     void (*kern)(const fa__bwd_maps, const fa__bwd_params) = fa__bwd_kernel_sm90<BF16, D>;
     cudaFuncAttributes fa;
     fa__bwd_maps tm;
-    int dev = 0, optin = 0, sms = 0;
+    const int sms = gpu.sms;
     *ran = 0;
-    if (cudaFuncGetAttributes(&fa, kern) != cudaSuccess || cudaGetDevice(&dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
+    if (cudaFuncGetAttributes(&fa, kern) != cudaSuccess) {
         (void)cudaGetLastError();
         return FA_OK;
     }
-    if (fa.binaryVersion != 90 || fa.sharedSizeBytes != 0 || (size_t)optin < smem) return FA_OK;
+    if (fa.binaryVersion != 90 || fa.sharedSizeBytes != 0 || (size_t)gpu.smem_optin < smem) return FA_OK;
     memset(&tm, 0, sizeof tm);
     if (fa__tma_map(&tm.q, kp.q.data, BF16, kp.d, kp.seqlen_q, kp.hq, kp.batch, kp.q.ss, kp.q.hs, kp.q.bs, BR) ||
         fa__tma_map(&tm.dout, kp.dout.data, BF16, kp.d, kp.seqlen_q, kp.hq, kp.batch, kp.dout.ss, kp.dout.hs,
@@ -3909,9 +3912,10 @@ static fa_status fa__bwd_launch_sm90(const fa__bwd_params &kp, cudaStream_t st, 
 #endif /* FLASHATTN_NO_HOPPER (backward launch) */
 
 template <bool BF16>
-static fa_status fa__bwd_run(const fa__bwd_params &kp, const fa__bwd_plan &pl, cudaStream_t st) {
-    dim3 rows_grid((kp.seqlen_q + 7) / 8, kp.hq, kp.batch), pad_grid(rows_grid);
-    pad_grid.x = (kp.seqlen_q > kp.acc_sq ? kp.seqlen_q + 7 : kp.acc_sq + 7) / 8;
+static fa_status fa__bwd_run(const fa__bwd_params &kp, const fa__bwd_plan &pl, const fa__gpu &gpu,
+                             cudaStream_t st) {
+    dim3 rows_grid((kp.seqlen_q + 7) / 8, kp.hq, kp.batch);
+    dim3 pad_grid(((kp.acc_sq ? kp.acc_sq : kp.seqlen_q) + 7) / 8, kp.hq, kp.batch); /* + padding rows */
     fa__bwd_preprocess_kernel<BF16><<<pad_grid, 256, 0, st>>>(kp);
     FA__BWD_CUDA_TRY(cudaGetLastError());
     fa_status s = FA_OK;
@@ -3920,7 +3924,8 @@ static fa_status fa__bwd_run(const fa__bwd_params &kp, const fa__bwd_plan &pl, c
     /* the sm_90a kernel's coverage (see its comment); the rest runs below */
     if (!FA__BWD_SM90_OFF && !kp.cu_q && !kp.dropout && kp.softcap == 0.f && !kp.alibi &&
         (pl.D == 64 || pl.D == 128)) {
-        s = pl.D == 64 ? fa__bwd_launch_sm90<BF16, 64>(kp, st, &ran) : fa__bwd_launch_sm90<BF16, 128>(kp, st, &ran);
+        s = pl.D == 64 ? fa__bwd_launch_sm90<BF16, 64>(kp, gpu, st, &ran)
+                       : fa__bwd_launch_sm90<BF16, 128>(kp, gpu, st, &ran);
         if (s != FA_OK) return s;
     }
 #endif /* FLASHATTN_NO_HOPPER (backward dispatch) */
@@ -3981,11 +3986,13 @@ FLASHATTN_DEF fa_status fa_backward_cuda(const fa_problem *p, fa_tensor q, fa_te
         return fa__fail(FA_ERROR_INVALID_ARGUMENT,
                         "%s: workspace (%zu bytes) is smaller than fa_backward_cuda_workspace_size (%zu) "
                         "or not 16-byte aligned", fn, workspace_size, pl.total_bytes);
-    int dev = 0, major = 0, smem_optin = 0;
+    int dev = 0, major = 0;
+    fa__gpu gpu = {}; /* the kernels' view of the device: shared memory, SMs (family unused here) */
     FA__BWD_CUDA_TRY(cudaGetDevice(&dev));
     FA__BWD_CUDA_TRY(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
-    FA__BWD_CUDA_TRY(cudaDeviceGetAttribute(&smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
-    if (major < 8 || (size_t)smem_optin < pl.smem)
+    FA__BWD_CUDA_TRY(cudaDeviceGetAttribute(&gpu.smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+    FA__BWD_CUDA_TRY(cudaDeviceGetAttribute(&gpu.sms, cudaDevAttrMultiProcessorCount, dev));
+    if (major < 8 || (size_t)gpu.smem_optin < pl.smem)
         return fa__fail(FA_ERROR_UNSUPPORTED,
                         "%s: needs sm_80+ with %zu bytes of shared memory per block for head_dim %d", fn,
                         pl.smem, r.head_dim);
@@ -4004,7 +4011,7 @@ FLASHATTN_DEF fa_status fa_backward_cuda(const fa_problem *p, fa_tensor q, fa_te
     kp.d = d;
     kp.acc_d = pl.D;
     kp.acc_sq = pl.acc_sq;
-    kp.acc_rows = (int64_t)p->batch * (p->cu_seqlens_q ? p->seqlen_q : pl.acc_sq);
+    kp.acc_rows = pl.acc_rows;
     kp.acc_slice = (int64_t)p->heads_q * kp.acc_rows * pl.D;
     kp.scale = p->scale;
     kp.scale_log2 = kp.scale * 1.4426950408889634f;
@@ -4036,7 +4043,7 @@ FLASHATTN_DEF fa_status fa_backward_cuda(const fa_problem *p, fa_tensor q, fa_te
     kp.dsum = (float *)ws;
     kp.lse2 = (float *)((char *)ws + pl.dsum_bytes);
     kp.dq_acc = (float *)((char *)ws + 2 * pl.dsum_bytes);
-    s = q.dtype == FA_F16 ? fa__bwd_run<false>(kp, pl, st) : fa__bwd_run<true>(kp, pl, st);
+    s = q.dtype == FA_F16 ? fa__bwd_run<false>(kp, pl, gpu, st) : fa__bwd_run<true>(kp, pl, gpu, st);
     if (!workspace) {
         cudaError_t e = cudaFreeAsync(ws, st);
         if (s == FA_OK && e != cudaSuccess) return fa__cuda_fail(fn, e, "cudaFreeAsync (workspace)");
