@@ -3500,7 +3500,10 @@ __global__ void __launch_bounds__(NWARPS * 32, 1) fa__bwd_kernel_sm80(const fa__
    tokens 108.9 -> 112.9 TFLOP/s, d128 causal 2k 256.8 -> 270.1; the long
    non-causal rows within noise (bench/results/..._backward-sm90-1813.md).
 
-   Covered: f16 / bf16, D = 64 and 128 (head dims 33 .. 128, zero-filled
+   At D = 256 the block is 64 keys and the warpgroups split the columns of
+   dK, dV and dQ instead of the keys (see `split` below).
+
+   Covered: f16 / bf16, D = 64, 128 and 256 (head dims 33 .. 256, zero-filled
    columns past the head dim), causal / sliding window, GQA / MQA, arbitrary
    16-byte-aligned strides, deterministic mode. Variable length, dropout,
    softcap and ALiBi run the sm_80 kernel. Rows past seqlen_q / seqlen_k
@@ -3509,15 +3512,26 @@ __global__ void __launch_bounds__(NWARPS * 32, 1) fa__bwd_kernel_sm80(const fa__
 typedef struct fa__bwd_maps { CUtensorMap q, k, v, dout; } fa__bwd_maps;
 
 /* Its shared memory, byte offsets from a 1024-byte aligned base (every tile
-   on the swizzle's period): two K, V buffers (a persistent block loads its
-   next unit's while it finishes one), Q[2], dO[2], dS^T[2], then L and D of
-   each stage, then 8 barriers: K/V full and empty per buffer, Q/dO full and
-   empty per stage. The host asks for 1024 + total bytes. */
+   on the swizzle's period): kv_bufs K, V buffers (with two, a persistent
+   block loads its next unit's while it finishes one), Q[2], dO[2], dS^T[2],
+   then L and D of each stage, then 8 barriers: K/V full and empty per
+   buffer, Q/dO full and empty per stage. The host asks for 1024 + total.
+
+   split (D = 256): a warpgroup owning 64 keys would hold dK and dV of
+   64 x 256, all 256 of its registers per thread. So the block takes 64 keys
+   and the warpgroups split the COLUMNS instead: warpgroup cw keeps dK, dV
+   columns cw D/2 .. + D/2 - 1 (64 + 64 registers, as at D = 128). Each
+   computes the whole S^T and dP^T of the 64 keys (the same products in
+   both warpgroups: 7 wgmma units a step where 5 would do, but no exchange
+   of partial sums through shared memory, which has no room left for it),
+   and writes half of the dS^T tile. The tiles (K, V 32 KB each, Q, dO
+   32 KB per stage) leave room for one K/V buffer only. */
 template <int D> struct fa__bwd_sm90_layout {
-    static constexpr int bc = 128, br = 64;
+    static constexpr bool split = D > 128;
+    static constexpr int bc = split ? 64 : 128, br = 64, kv_bufs = split ? 1 : 2;
     static constexpr uint32_t kv_bytes = bc * D * 2, q_bytes = br * D * 2, ds_bytes = bc * br * 2,
                               ld_bytes = 2 * br * 4;
-    static constexpr uint32_t kv = 0, q = 4 * kv_bytes, dout = q + 2 * q_bytes, ds = dout + 2 * q_bytes,
+    static constexpr uint32_t kv = 0, q = 2 * kv_bufs * kv_bytes, dout = q + 2 * q_bytes, ds = dout + 2 * q_bytes,
                               ld = ds + 2 * ds_bytes, bars = ld + 2 * ld_bytes, total = bars + 8 * 8;
 };
 
@@ -3527,9 +3541,11 @@ fa__bwd_kernel_sm90(const __grid_constant__ fa__bwd_maps tm, const fa__bwd_param
 {
 #if FA__SM90A
     typedef fa__bwd_sm90_layout<D> L;
-    constexpr int BC = L::bc, BR = L::br, NQ = BR / 8, DQ = D / 2;
+    /* DKV: the dK, dV columns of a warpgroup; DQ: its dQ columns */
+    constexpr bool SPLIT = L::split;
+    constexpr int BC = L::bc, BR = L::br, NQ = BR / 8, DQ = D / 2, DKV = SPLIT ? D / 2 : D, KVB = L::kv_bufs;
     constexpr uint32_t KV_BYTES = L::kv_bytes, Q_BYTES = L::q_bytes, DS_BYTES = L::ds_bytes, LD_BYTES = L::ld_bytes;
-    static_assert(D % 64 == 0 && D <= 128, "sm_90a backward tile");
+    static_assert(D % 64 == 0 && D <= 256, "sm_90a backward tile");
     extern __shared__ uint8_t fa__smem90b[];
     const uint32_t base = (uint32_t)__cvta_generic_to_shared(fa__smem90b), aligned = (base + 1023u) & ~1023u;
     const uint32_t sKV = aligned + L::kv, sQ = aligned + L::q, sdO = aligned + L::dout, sdS = aligned + L::ds;
@@ -3590,8 +3606,8 @@ fa__bwd_kernel_sm90(const __grid_constant__ fa__bwd_maps tm, const fa__bwd_param
         /* Both roles walk the same units and skip the same empty ones, so
            they agree on two running counts: ring, the steps so far (stage
            ring % 2, its (ring / 2)-th use), and kv_uses, the units whose K,
-           V were loaded (buffer kv_uses % 2, its (kv_uses / 2)-th use). A
-           barrier's phase bit flips once per use: waiting for use u means
+           V were loaded (buffer kv_uses % KVB, its (kv_uses / KVB)-th use).
+           A barrier's phase bit flips once per use: waiting for use u means
            waiting for parity u & 1. */
         if (tid == 0) {
             int ring = 0, kv_uses = 0;
@@ -3599,10 +3615,10 @@ fa__bwd_kernel_sm90(const __grid_constant__ fa__bwd_maps tm, const fa__bwd_param
                 int jb, hk, b, ib0, nib;
                 if (!unit(k, jb, hk, b)) continue;
                 const fa__bwd_seq s = fa__bwd_seq_info(p, b);
-                const int iters = steps(s, jb, ib0, nib), j0 = jb * BC, kb = kv_uses & 1;
+                const int iters = steps(s, jb, ib0, nib), j0 = jb * BC, kb = kv_uses % KVB;
                 if (iters == 0) continue;
-                /* buffer kb was last read by unit kv_uses - 2: wait for its release */
-                if (kv_uses >= 2) fa__mbar_wait(kv_empty + 8 * kb, (uint32_t)((kv_uses / 2 - 1) & 1));
+                /* buffer kb was last read by unit kv_uses - KVB: wait for its release */
+                if (kv_uses >= KVB) fa__mbar_wait(kv_empty + 8 * kb, (uint32_t)((kv_uses / KVB - 1) & 1));
                 fa__mbar_expect_tx(kv_full + 8 * kb, 2 * KV_BYTES);
                 for (int c = 0; c < D / 64; c++) {
                     fa__tma_load(sKV + kb * 2 * KV_BYTES + c * BC * 128, &tm.k, 64 * c, j0, hk, b, kv_full + 8 * kb);
@@ -3629,26 +3645,29 @@ fa__bwd_kernel_sm90(const __grid_constant__ fa__bwd_maps tm, const fa__bwd_param
         return;
     }
 
-    /* ---- consumers: warpgroup cw owns keys j0 + 64 cw .. + 63 ---- */
+    /* ---- consumers: warpgroup cw owns keys j0 + 64 cw .. + 63 (split:
+       all 64 keys of the block, and dK, dV columns cw D/2 .. + D/2 - 1) ---- */
     fa__setmaxnreg_inc<240>();
     const int cw = warp / 4 - 1, wq = warp % 4, g = lane / 4, t = lane % 4;
-    const int krow = 64 * cw + 16 * wq + g; /* this thread's key rows krow, krow + 8 */
-    float dk[1][D / 8][4], dv[1][D / 8][4];
-    float(&dk_flat)[D / 2] = reinterpret_cast<float(&)[D / 2]>(dk);
-    float(&dv_flat)[D / 2] = reinterpret_cast<float(&)[D / 2]>(dv);
+    const int kw0 = SPLIT ? 0 : 64 * cw;   /* the warpgroup's first key row */
+    const int krow = kw0 + 16 * wq + g;    /* this thread's key rows krow, krow + 8 */
+    const uint32_t kvcol = SPLIT ? cw * (DKV / 64) * BR * 128 : 0; /* its dK/dV columns in Q, dO */
+    float dk[1][DKV / 8][4], dv[1][DKV / 8][4];
+    float(&dk_flat)[DKV / 2] = reinterpret_cast<float(&)[DKV / 2]>(dk);
+    float(&dv_flat)[DKV / 2] = reinterpret_cast<float(&)[DKV / 2]>(dv);
     int ring = 0, kv_uses = 0;
     for (int k = 0; k < rounds; k++) {
         int jb, hk, b, ib0, nib;
         if (!unit(k, jb, hk, b)) continue;
         const fa__bwd_seq s = fa__bwd_seq_info(p, b);
-        const int iters = steps(s, jb, ib0, nib), j0 = jb * BC, kb = kv_uses & 1;
+        const int iters = steps(s, jb, ib0, nib), j0 = jb * BC, kb = kv_uses % KVB;
         const uint32_t sK = sKV + kb * 2 * KV_BYTES, sV = sK + KV_BYTES;
-        const uint32_t kw = sK + cw * 64 * 128, vw = sV + cw * 64 * 128; /* this warpgroup's keys */
+        const uint32_t kw = sK + kw0 * 128, vw = sV + kw0 * 128; /* this warpgroup's keys */
         /* B of dQ: K_j's columns cw * D/2 .. (a column block, or half of one at D = 64) */
         const uint32_t kq = sK + (cw * DQ / 64) * BC * 128 + (cw * DQ % 64) * 2;
 #pragma unroll
-        for (int c = 0; c < D / 2; c++) dk_flat[c] = dv_flat[c] = 0.f;
-        if (iters > 0) fa__mbar_wait(kv_full + 8 * kb, (uint32_t)((kv_uses / 2) & 1));
+        for (int c = 0; c < DKV / 2; c++) dk_flat[c] = dv_flat[c] = 0.f;
+        if (iters > 0) fa__mbar_wait(kv_full + 8 * kb, (uint32_t)((kv_uses / KVB) & 1));
         for (int it = 0; it < iters; it++, ring++) {
             const int st = ring & 1, h = hk * p.group + it / nib, i0 = (ib0 + it % nib) * BR;
             const uint32_t q_s = sQ + st * Q_BYTES, do_s = sdO + st * Q_BYTES, ds_s = sdS + st * DS_BYTES;
@@ -3696,7 +3715,7 @@ fa__bwd_kernel_sm90(const __grid_constant__ fa__bwd_maps tm, const fa__bwd_param
             fa__wgmma_fence();
 #pragma unroll
             for (int kk = 0; kk < BR / 16; kk++)
-                fa__wgmma<D, BF16>::rs(dv_flat, pa[kk][0], fa__wg_desc(do_s + kk * 2048, BR * 128, 1024), 1);
+                fa__wgmma<DKV, BF16>::rs(dv_flat, pa[kk][0], fa__wg_desc(do_s + kvcol + kk * 2048, BR * 128, 1024), 1);
             fa__wgmma_commit();
             fa__wgmma_wait<1>(); /* dP^T is done (dV may still run) */
             fa__fence_regs(dp_flat);
@@ -3710,11 +3729,14 @@ fa__bwd_kernel_sm90(const __grid_constant__ fa__bwd_maps tm, const fa__bwd_param
             }
             fa__pack_p<BF16>(dsT, da);
             /* dS^T rows krow, krow + 8, query pairs 16 kk + 2t (+8) into this
-               step's buffer, chunk c of row r at c ^ (r % 8) */
+               step's buffer, chunk c of row r at c ^ (r % 8) (split: both
+               warpgroups hold the whole tile, and each writes half its
+               query columns) */
 #pragma unroll
             for (int kk = 0; kk < NQ / 2; kk++)
 #pragma unroll
                 for (int x = 0; x < 4; x++) {
+                    if (SPLIT && kk / (NQ / 4) != cw) continue;
                     const int r = krow + (x & 1) * 8, c = 16 * kk + (x >> 1) * 8;
                     const uint32_t at = ds_s + r * 128 + ((uint32_t)((c / 8) ^ (r % 8)) << 4) + 4 * t;
                     asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(at), "r"(da[kk][0][x]) : "memory");
@@ -3724,7 +3746,7 @@ fa__bwd_kernel_sm90(const __grid_constant__ fa__bwd_maps tm, const fa__bwd_param
             fa__wgmma_fence();
 #pragma unroll
             for (int kk = 0; kk < BR / 16; kk++)
-                fa__wgmma<D, BF16>::rs(dk_flat, da[kk][0], fa__wg_desc(q_s + kk * 2048, BR * 128, 1024), 1);
+                fa__wgmma<DKV, BF16>::rs(dk_flat, da[kk][0], fa__wg_desc(q_s + kvcol + kk * 2048, BR * 128, 1024), 1);
             fa__wgmma_commit();
 
             /* Both warpgroups' dS^T are in shared memory: the fence makes the
@@ -3733,9 +3755,13 @@ fa__bwd_kernel_sm90(const __grid_constant__ fa__bwd_maps tm, const fa__bwd_param
             asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
             fa__named_sync(1, 256);
 
-            /* (7) dQ_i[:, cw D/2 ..] = dS K_j[:, cw D/2 ..], k running over all 128 keys */
+            /* (7) dQ_i[:, cw D/2 ..] = dS K_j[:, cw D/2 ..], k running over all BC keys */
             float dq[1][DQ / 8][4];
             float(&dq_flat)[DQ / 2] = reinterpret_cast<float(&)[DQ / 2]>(dq);
+            /* split: dQ's 64 accumulators beside dK, dV and dK's A operand in
+               flight are more registers than there are (ptxas serialized
+               the wgmmas, C7512), so dK finishes first */
+            if (SPLIT) fa__wgmma_wait<0>();
             fa__wgmma_fence();
 #pragma unroll
             for (int kk = 0; kk < BC / 16; kk++)
@@ -3772,7 +3798,7 @@ fa__bwd_kernel_sm90(const __grid_constant__ fa__bwd_maps tm, const fa__bwd_param
         fa__fence_regs(dk_flat);
         fa__fence_regs(dv_flat);
 
-        fa__bwd_store_dkdv<BF16, D / 8>(p, s, b, hk, j0, krow, 0, t, dk[0], dv[0]);
+        fa__bwd_store_dkdv<BF16, DKV / 8>(p, s, b, hk, j0, krow, SPLIT ? cw * DKV : 0, t, dk[0], dv[0]);
     }
 #else
     /* no wgmma in this device pass: the host's marker (see the forward) */
@@ -3923,9 +3949,10 @@ static fa_status fa__bwd_run(const fa__bwd_params &kp, const fa__bwd_plan &pl, c
 #ifndef FLASHATTN_NO_HOPPER
     /* the sm_90a kernel's coverage (see its comment); the rest runs below */
     if (!FA__BWD_SM90_OFF && !kp.cu_q && !kp.dropout && kp.softcap == 0.f && !kp.alibi &&
-        (pl.D == 64 || pl.D == 128)) {
-        s = pl.D == 64 ? fa__bwd_launch_sm90<BF16, 64>(kp, gpu, st, &ran)
-                       : fa__bwd_launch_sm90<BF16, 128>(kp, gpu, st, &ran);
+        pl.D >= 64) {
+        s = pl.D == 64    ? fa__bwd_launch_sm90<BF16, 64>(kp, gpu, st, &ran)
+            : pl.D == 128 ? fa__bwd_launch_sm90<BF16, 128>(kp, gpu, st, &ran)
+                          : fa__bwd_launch_sm90<BF16, 256>(kp, gpu, st, &ran);
         if (s != FA_OK) return s;
     }
 #endif /* FLASHATTN_NO_HOPPER (backward dispatch) */
