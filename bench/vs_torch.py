@@ -7,7 +7,8 @@ paper's grid (batch * seqlen = 16k tokens, hidden 2048, heads = 2048 / d, head d
 64 / 128 / 256, causal and not, seqlen 512 .. 16k), bf16, random inputs:
   ours, SDPA flash (SDPBackend.FLASH_ATTENTION = FlashAttention-2),
   SDPA cuDNN (SDPBackend.CUDNN_ATTENTION),
-with CUDA events, warm-up, the median of the timed runs, two input sets
+with CUDA events, warm-up, the median of the timed runs (the contenders
+interleaved rep by rep, in rotating order: bench/timing.py), two input sets
 alternating (each set 4 x 64 MB, larger than L2). TFLOP/s with FLOPs =
 4 sq sk d heads batch, halved for causal; the bf16 matmul ceiling is an 8192^3
 torch.matmul measured in the same run. --variant label=lib.so (repeatable) times
@@ -32,6 +33,9 @@ import sys
 
 import torch
 import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from timing import interleaved  # noqa: E402  (bench/timing.py)
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 
@@ -122,26 +126,26 @@ def main():
                                                                   v.transpose(1, 2), is_causal=causal)
                     return f
 
-                t_ours = timed(run_ours, args.reps)
-                res = {"ours": flops / t_ours * 1e-9}
+                fns = {"ours": run_ours}
                 for label, vlib in variants:
                     def run_var(it, vlib=vlib):
                         q, k, v, o, lse = sets[it & 1]
                         ours(q, k, v, o, lse, causal, stream, vlib)
-                    res[label] = flops / timed(run_var, args.reps) * 1e-9
+                    fns[label] = run_var
+                fns["flash"] = run_sdpa(SDPBackend.FLASH_ATTENTION)
+                fns["cudnn"] = run_sdpa(SDPBackend.CUDNN_ATTENTION)
+                # every contender once per rep, in rotating order (bench/timing.py)
+                ms, failed = interleaved(fns, args.reps)
+                res = {key: flops / t * 1e-9 for key, t in ms.items()}
+                for key, e in failed.items():  # a backend may refuse a shape
+                    print(f"  {key} failed at d{d} s{sl}: {str(e).splitlines()[0][:120]}", flush=True)
+                    res[key] = float("nan")
                 # agreement with SDPA (flash) on set 0, as a sanity check
                 run_ours(0)
                 err = float("nan")
-                for key, backend in (("flash", SDPBackend.FLASH_ATTENTION), ("cudnn", SDPBackend.CUDNN_ATTENTION)):
-                    try:
-                        t = timed(run_sdpa(backend), args.reps)
-                        res[key] = flops / t * 1e-9
-                        if key == "flash":
-                            ref = run_sdpa(backend)(0).transpose(1, 2)
-                            err = (sets[0][3].float() - ref.float()).abs().max().item()
-                    except Exception as e:  # a backend may refuse a shape
-                        print(f"  {key} failed at d{d} s{sl}: {str(e).splitlines()[0][:120]}", flush=True)
-                        res[key] = float("nan")
+                if "flash" in ms:
+                    ref = run_sdpa(SDPBackend.FLASH_ATTENTION)(0).transpose(1, 2)
+                    err = (sets[0][3].float() - ref.float()).abs().max().item()
                 row = dict(d=d, causal=causal, seqlen=sl, batch=batch, heads=heads, err=err, **res)
                 rows.append(row)
                 print(f"d{d:<3} {'causal' if causal else 'full  '} s{sl:<6} ours {res['ours']:6.1f}  "
@@ -190,7 +194,8 @@ def main():
             if variants else []),
           f"torch {torch.__version__}, cuDNN {torch.backends.cudnn.version()}; FA3-paper grid "
           f"(batch x seqlen = 16k, hidden 2048); TFLOP/s = 4 sq sk d h b / time (halved for causal); "
-          f"median of {args.reps} runs (CUDA events) after warm-up.", "",
+          f"median of {args.reps} runs (CUDA events) after warm-up, the contenders interleaved "
+          f"(each rep times each once, in rotating order: bench/timing.py).", "",
           f"bf16 matmul ceiling (8192^3 torch.matmul, same run): **{mm_tf:.0f} TFLOP/s**", "",
           "| head dim | causal | seqlen | batch x heads | ours | SDPA flash | SDPA cuDNN | ours/flash | ours/cuDNN | "
           "ours/matmul | max abs diff vs flash |" + "".join(f" {label} |" for label, _ in variants),

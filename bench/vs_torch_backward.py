@@ -5,17 +5,22 @@ grid: batch * seqlen = 16k tokens, hidden 2048 (heads = 2048 / d), bf16,
 d 64 / 128 / 256, causal and not, seqlen 512 .. 16k.
 
 TFLOP/s = 2.5 * 4 * sq * sk * d * heads * batch (halved for causal) / time.
-Each timing is the median of CUDA-event timings after warm-up; the backward
-of SDPA is timed as out.backward(dO) (its backward kernels only).
+Each timing is the median of CUDA-event timings after warm-up, the contenders
+interleaved (each rep times each once, in rotating order: bench/timing.py); the
+backward of SDPA is timed as autograd.grad of its output (its backward kernels
+only).
 
 Usage: python3 bench/vs_torch_backward.py [--lib build/libfa_bench.so] [--quick]
        [--dims 64,128] [--seqlens 512,2048] [--variant label=other/libfa_bench.so ...]
 (make build/libfa_bench.so: the library as a shared object)."""
-import argparse, ctypes, datetime, statistics, sys
+import argparse, ctypes, datetime, os, sys
 
 import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from timing import interleaved  # noqa: E402  (bench/timing.py)
 
 
 class FaTensor(ctypes.Structure):
@@ -46,19 +51,6 @@ def view(x):
     """fa_tensor of a [b, s, h, d] torch tensor (any strides, d contiguous)."""
     assert x.stride(3) == 1
     return FaTensor(x.data_ptr(), FA_BF16, x.stride(0), x.stride(1), x.stride(2))
-
-
-def time_ms(fn, warmup=3, reps=15):
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    ts = []
-    for _ in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record(); fn(); b.record()
-        b.synchronize()
-        ts.append(a.elapsed_time(b))
-    return statistics.median(ts)
 
 
 def main():
@@ -99,16 +91,15 @@ def main():
                 qt, kt, vt = (x.transpose(1, 2).detach().requires_grad_() for x in (q, k, v))
                 dot = do.transpose(1, 2)
                 flops = 2.5 * 4 * sq * sq * d * h * b / (2 if causal else 1)
-                res = {}
+                fns = {}
                 for name, be in (("flash", SDPBackend.FLASH_ATTENTION), ("cudnn", SDPBackend.CUDNN_ATTENTION)):
                     try:
-                        with sdpa_kernel([be]):
-                            out = F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal)
-                            res[name] = flops / time_ms(lambda: torch.autograd.grad(
-                                out, (qt, kt, vt), dot, retain_graph=True)) / 1e9
-                        del out
-                    except Exception as e:  # backend unavailable for this shape
-                        res[name] = float("nan")
+                        with sdpa_kernel([be]):  # the forward picks the backend; its graph keeps it
+                            out_b = F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal)
+                        fns[name] = lambda it, out_b=out_b: torch.autograd.grad(
+                            out_b, (qt, kt, vt), dot, retain_graph=True)
+                    except Exception:  # backend unavailable for this shape
+                        pass
                 # O and L from SDPA's flash forward (its logsumexp is [b, h, sq], natural log).
                 with torch.no_grad():
                     o, lse = torch.ops.aten._scaled_dot_product_flash_attention(qt, kt, vt, 0.0, causal)[:2]
@@ -131,8 +122,15 @@ def main():
                     s = l.fa_backward_cuda(*args)
                     if s != 0:
                         raise RuntimeError(l.fa_last_error().decode())
-                res["ours"] = flops / time_ms(lambda: run(lib)) / 1e9
-                extra = "".join(f" {flops / time_ms(lambda: run(l)) / 1e9:8.1f}" for _, l in variants)
+                fns["ours"] = lambda it: run(lib)
+                for label, l in variants:
+                    fns[label] = lambda it, l=l: run(l)
+                ms, _ = interleaved(fns)  # a backend that fails is nan below
+                res = {key: flops / ms[key] / 1e9 if key in ms else float("nan")
+                       for key in ["flash", "cudnn", "ours"] + [label for label, _ in variants]}
+                extra = "".join(f" {res[label]:8.1f}" for label, _ in variants)
+                del fns
+                out_b = None  # frees the SDPA graphs
                 run(lib)  # the checked result below is the main build's
                 # sanity: our dQ against SDPA flash's
                 with sdpa_kernel([SDPBackend.FLASH_ATTENTION]):

@@ -1,0 +1,81 @@
+"""bench/timing.py - CUDA-event timing of several contenders, interleaved.
+
+Used by vs_torch.py (forward) and vs_torch_backward.py. A long run of one kernel
+heats the GPU and its clock drops (power capping), so a contender timed in one
+block right after another contender's block inherits that state. On the H100
+(2026-11-23, bench/results/..._fwd-order-bias.md) two builds of ours with the
+same kernel, timed one block after the other, differed by 6-12% at the grid's
+long rows (d128 8k, d256 16k), the first block always the faster. So here every
+rep times each contender once, in an order that rotates from rep to rep, and a
+contender's time is the median of its reps: each sees the same mix of states.
+"""
+import statistics
+
+import torch
+
+
+def interleaved(fns, reps=15, warmup=3):
+    """fns: {label: fn(it)}, it = the rep index (to alternate input sets).
+
+    Returns ({label: median milliseconds}, {label: exception}): a contender
+    that raises during its warm-up (a backend that refuses the shape) is
+    left out of the timed reps and reported in the second dict."""
+    live, failed = {}, {}
+    for label, fn in fns.items():
+        try:
+            for w in range(warmup):
+                fn(w)
+            torch.cuda.synchronize()
+            live[label] = fn
+        except Exception as e:  # noqa: BLE001 - reported to the caller
+            failed[label] = e
+    labels = list(live)
+    ms = {label: [] for label in labels}
+    for it in range(reps):
+        k = it % len(labels) if labels else 0
+        for label in labels[k:] + labels[:k]:
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            a.record()
+            live[label](it)
+            b.record()
+            b.synchronize()
+            ms[label].append(a.elapsed_time(b))
+    return {label: statistics.median(v) for label, v in ms.items()}, failed
+
+
+def capture(fn, calls):
+    """A CUDA graph of `calls` calls of fn(i) (warmed up first, outside the
+    graph: lazy init, caches), replayed once. For short kernels: a replay
+    has no launch gaps of Python or the host code."""
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for i in range(calls):
+            fn(i)
+    torch.cuda.current_stream().wait_stream(s)
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        for i in range(calls):
+            fn(i)
+    g.replay()
+    torch.cuda.synchronize()
+    return g, calls
+
+
+def interleaved_graphs(graphs, reps=15):
+    """graphs: {label: (graph, calls)} from capture(). Median microseconds per
+    call of each, the replays interleaved as in interleaved()."""
+    labels = list(graphs)
+    us = {label: [] for label in labels}
+    for it in range(reps):
+        k = it % len(labels) if labels else 0
+        for label in labels[k:] + labels[:k]:
+            g, calls = graphs[label]
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            a.record()
+            g.replay()
+            b.record()
+            b.synchronize()
+            us[label].append(a.elapsed_time(b) * 1e3 / calls)
+    return {label: statistics.median(v) for label, v in us.items()}
