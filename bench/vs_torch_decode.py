@@ -7,7 +7,8 @@ d 128, bf16, one query token; our cache contiguous and paged (page 16, 256;
 pages in a random order). Reported: GB/s of K+V read = 2 * b * L * hkv * d * 2
 bytes / time. Each kernel is timed as CUDA-graph replays (a graph of several
 calls, so launch gaps of Python and the host code are out of the numbers),
-median of several replays; small caches rotate over copies of the inputs so
+median of several replays, the contenders' replays interleaved (each rep
+replays each once, in rotating order: bench/timing.py); small caches rotate over copies of the inputs so
 that the 50 MB L2 does not serve them.
 
 The "splits" column gives our split count for the contiguous / paged cache
@@ -23,41 +24,22 @@ import ctypes
 import datetime
 import os
 import re
-import statistics
 import sys
 
 import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from timing import capture, interleaved_graphs  # noqa: E402  (bench/timing.py)
+
 HQ, HKV, D = 32, 8, 128
 BF16 = 2
 
 
 def time_graph(fn, calls, reps=15):
-    """Median microseconds per call: capture `calls` calls of fn(i) in a graph, replay."""
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        for i in range(calls):  # warm-up outside the graph (lazy init, caches)
-            fn(i)
-    torch.cuda.current_stream().wait_stream(s)
-    torch.cuda.synchronize()
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        for i in range(calls):
-            fn(i)
-    g.replay()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        g.replay()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b) * 1e3 / calls)
-    return statistics.median(times)
+    """Median microseconds per call of fn(i) alone: graph replays (bench/timing.py)."""
+    return interleaved_graphs({"x": capture(fn, calls)}, reps)["x"]
 
 
 def copy_bandwidth():
@@ -124,7 +106,7 @@ def main():
                 o = torch.empty_like(q)
                 sets.append((q, k, v, o))
             seqlens = torch.full((batch,), L, dtype=torch.int32, device="cuda")
-            res = {}
+            graphs, keep = {}, []  # every contender's graph, replayed interleaved below
             splits = {}
             for vlabel, vlib in [("", lib)] + variants:
                 for name, page in (("contig", 0), ("pg16", 16), ("pg256", 256)):
@@ -150,7 +132,8 @@ def main():
                                                   ws.data_ptr(), ws_bytes, torch.cuda.current_stream().cuda_stream)
                         if st != 0:
                             raise RuntimeError(vlib.fa_bench_last_error().decode())
-                    res[vlabel + name] = time_graph(call, max(copies, 8))
+                    graphs[vlabel + name] = capture(call, max(copies, 8))
+                    keep.append((ws, table))  # the graph reads them at every replay
                     if page == 0 and batch * L <= 8 * 32768:  # spot check: the timed call vs SDPA math
                         q, k, v, o = sets[0]
                         ref = F.scaled_dot_product_attention(q.transpose(1, 2).float(), k.transpose(1, 2).float(),
@@ -166,10 +149,12 @@ def main():
                         F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
                                                        enable_gqa=True)
                 try:
-                    res[name] = time_graph(sdpa, max(copies, 8))
+                    graphs[name] = capture(sdpa, max(copies, 8))
                 except Exception as e:  # a backend that refuses this shape
-                    res[name] = float("nan")
                     print(f"   ({name} failed: {str(e).splitlines()[0][:100]})", file=sys.stderr)
+            # each rep replays every contender once, in rotating order (bench/timing.py)
+            res = interleaved_graphs(graphs)
+            res.update({name: float("nan") for name in ("flash", "cudnn") if name not in res})
             gbs = {k_: kv_bytes / (t * 1e-6) / 1e9 for k_, t in res.items()}
             out(f"{batch:>5} {L // 1024:>5}k {splits['contig']:>3}/{splits['pg16']:<2} | {res['contig']:>8.1f} {gbs['contig']:>7.0f} {gbs['pg16']:>7.0f} "
                 f"{gbs['pg256']:>7.0f} | {gbs['flash']:>7.0f} {gbs['cudnn']:>7.0f} | "
@@ -180,7 +165,7 @@ def main():
                     f"{gbs[vlabel + 'pg256']:>7.0f} | {'':>7} {'':>7} | "
                     f"{gbs[vlabel + 'contig'] / gbs['cudnn']:>7.2f}x {100 * gbs[vlabel + 'contig'] / cbw:>5.0f}% "
                     f"{gbs[vlabel + 'pg16'] / gbs[vlabel + 'contig']:>7.2f}")
-            del sets
+            del sets, graphs, keep
             torch.cuda.empty_cache()
     if args.out:
         os.makedirs(args.out, exist_ok=True)
