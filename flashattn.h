@@ -163,19 +163,20 @@
    one session: 76-81% against 56-61%. (Before it read K/V in place,
    2026-11-22: 5 GB/s, 10-18%.)
    GPU, NVIDIA H100 80GB HBM3, bf16, FA3-paper grid, beside PyTorch 2.11 SDPA
-   (2026-11-23 14:20 UTC, one run; the bf16 matmul ceiling measured in it:
-   767 TFLOP/s):
-     forward (the sm_90a kernel), seqlen 8k non-causal: d64 482 TFLOP/s
-     (1.68x SDPA-flash, 1.02x SDPA-cuDNN), d128 684 (2.24x, 1.11x), d256 733
-     (2.64x, 1.06x); seqlen 16k causal: d128 675 (1.14x cuDNN), d256 741
-     (1.21x); causal 512: d64 185 (1.57x flash), d128 235 (1.74x). Every
-     grid point 1.43x SDPA-flash and 1.02x SDPA-cuDNN or more. The sm_80
-     kernel alone (FLASHATTN_NO_HOPPER, 14:10 UTC): 225-322 TFLOP/s
-     non-causal, 0.90-1.27x SDPA-flash.
-     backward, every grid point: 0.56-0.91x SDPA-flash.
-     decode, 32/8 heads d128 (16:40 UTC run): 0.99-1.03x SDPA-cuDNN, up to
-     3165 GB/s of K+V read; paged (pages of 16 and 256, random order):
-     0.92-0.97x of contiguous.
+   (2026-11-23 20:03-20:07 UTC, one run each, the contenders interleaved rep
+   by rep; the bf16 matmul ceiling measured in it: 757 TFLOP/s):
+     forward (the sm_90a kernel), seqlen 8k non-causal: d64 472 TFLOP/s
+     (1.62x SDPA-flash, 1.04x SDPA-cuDNN), d128 672 (2.08x, 1.11x), d256 722
+     (2.43x, 1.10x); seqlen 16k causal: d128 668 (1.17x cuDNN), d256 745
+     (1.24x); causal 512: d64 180 (1.59x flash), d128 228 (1.72x). Every
+     grid point 1.40x SDPA-flash and 1.03x SDPA-cuDNN or more. The sm_80
+     kernel alone (FLASHATTN_NO_HOPPER, 14:10 UTC, timed in blocks):
+     225-322 TFLOP/s non-causal, 0.90-1.27x SDPA-flash.
+     backward (the sm_90a kernel at d 64 / 128 / 256): 1.07-1.14x
+     SDPA-flash at d64, 1.20-1.33x at d128, 0.96-1.09x at d256.
+     decode, 32/8 heads d128: 0.98-1.02x SDPA-cuDNN, up to 3154 GB/s of
+     K+V read; paged (pages of 16 and 256, random order): 0.94-0.99x of
+     contiguous.
    Accuracy: CPU f32 forward within 2.4e-7 (max abs) of a naive 3-pass fp32
    attention at d128, 4k (the benchmark's check);
    GPU bf16 forward within 7.8e-3 max abs of SDPA-flash (2026-11-23);
