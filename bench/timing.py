@@ -14,6 +14,27 @@ import statistics
 import torch
 
 
+def _event_ms(fn):
+    """Milliseconds of fn() between two CUDA events, waited for."""
+    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    a.record()
+    fn()
+    b.record()
+    b.synchronize()
+    return a.elapsed_time(b)
+
+
+def _rotated(labels, reps, time_one):
+    """The interleaving itself: rep it times each label once, starting at
+    label it % n; time_one(label, it) -> a time. Median per label."""
+    t = {label: [] for label in labels}
+    for it in range(reps):
+        k = it % len(labels) if labels else 0
+        for label in labels[k:] + labels[:k]:
+            t[label].append(time_one(label, it))
+    return {label: statistics.median(v) for label, v in t.items()}
+
+
 def interleaved(fns, reps=15, warmup=3):
     """fns: {label: fn(it)}, it = the rep index (to alternate input sets).
 
@@ -29,18 +50,7 @@ def interleaved(fns, reps=15, warmup=3):
             live[label] = fn
         except Exception as e:  # noqa: BLE001 - reported to the caller
             failed[label] = e
-    labels = list(live)
-    ms = {label: [] for label in labels}
-    for it in range(reps):
-        k = it % len(labels) if labels else 0
-        for label in labels[k:] + labels[:k]:
-            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            a.record()
-            live[label](it)
-            b.record()
-            b.synchronize()
-            ms[label].append(a.elapsed_time(b))
-    return {label: statistics.median(v) for label, v in ms.items()}, failed
+    return _rotated(list(live), reps, lambda label, it: _event_ms(lambda: live[label](it))), failed
 
 
 def capture(fn, calls):
@@ -66,16 +76,5 @@ def capture(fn, calls):
 def interleaved_graphs(graphs, reps=15):
     """graphs: {label: (graph, calls)} from capture(). Median microseconds per
     call of each, the replays interleaved as in interleaved()."""
-    labels = list(graphs)
-    us = {label: [] for label in labels}
-    for it in range(reps):
-        k = it % len(labels) if labels else 0
-        for label in labels[k:] + labels[:k]:
-            g, calls = graphs[label]
-            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            a.record()
-            g.replay()
-            b.record()
-            b.synchronize()
-            us[label].append(a.elapsed_time(b) * 1e3 / calls)
-    return {label: statistics.median(v) for label, v in us.items()}
+    return _rotated(list(graphs), reps,
+                    lambda label, it: _event_ms(graphs[label][0].replay) * 1e3 / graphs[label][1])
