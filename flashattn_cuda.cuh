@@ -3580,13 +3580,20 @@ fa__bwd_kernel_sm90(const __grid_constant__ fa__bwd_maps tm, const fa__bwd_param
         jb = k % 2 ? nblk - 1 - i : i;
         return j < pairs && !(k % 2 && i == nblk - 1 - i);
     };
-    /* the query blocks [ib0, ib1) that see key block jb; steps = their count
-       times the heads of the group */
-    auto steps = [&](const fa__bwd_seq &s, int jb, int &ib0, int &nib) {
+    /* Unit k of this block and what both roles derive from it: its
+       sequence s, first key j0, the query blocks [ib0, ib0 + nib) that see
+       key block jb, and the steps, iters = nib times the heads of the
+       group. False: no unit k. */
+    struct work_t { int jb, hk, b, j0, ib0, nib, iters; fa__bwd_seq s; };
+    auto work = [&](int k, work_t &w) {
+        if (!unit(k, w.jb, w.hk, w.b)) return false;
         int ib1;
-        fa__bwd_q_range(p, s.sq, s.sk, jb * BC, BR, BC, &ib0, &ib1);
-        nib = ib1 - ib0;
-        return nib * p.group;
+        w.s = fa__bwd_seq_info(p, w.b);
+        w.j0 = w.jb * BC;
+        fa__bwd_q_range(p, w.s.sq, w.s.sk, w.j0, BR, BC, &w.ib0, &ib1);
+        w.nib = ib1 - w.ib0;
+        w.iters = w.nib * p.group;
+        return true;
     };
 
     if (tid == 0) {
@@ -3612,30 +3619,29 @@ fa__bwd_kernel_sm90(const __grid_constant__ fa__bwd_maps tm, const fa__bwd_param
         if (tid == 0) {
             int ring = 0, kv_uses = 0;
             for (int k = 0; k < rounds; k++) {
-                int jb, hk, b, ib0, nib;
-                if (!unit(k, jb, hk, b)) continue;
-                const fa__bwd_seq s = fa__bwd_seq_info(p, b);
-                const int iters = steps(s, jb, ib0, nib), j0 = jb * BC, kb = kv_uses % KVB;
-                if (iters == 0) continue;
+                work_t w;
+                if (!work(k, w) || w.iters == 0) continue;
+                const int kb = kv_uses % KVB;
                 /* buffer kb was last read by unit kv_uses - KVB: wait for its release */
                 if (kv_uses >= KVB) fa__mbar_wait(kv_empty + 8 * kb, (uint32_t)((kv_uses / KVB - 1) & 1));
                 fa__mbar_expect_tx(kv_full + 8 * kb, 2 * KV_BYTES);
                 for (int c = 0; c < D / 64; c++) {
-                    fa__tma_load(sKV + kb * 2 * KV_BYTES + c * BC * 128, &tm.k, 64 * c, j0, hk, b, kv_full + 8 * kb);
-                    fa__tma_load(sKV + (kb * 2 + 1) * KV_BYTES + c * BC * 128, &tm.v, 64 * c, j0, hk, b,
+                    fa__tma_load(sKV + kb * 2 * KV_BYTES + c * BC * 128, &tm.k, 64 * c, w.j0, w.hk, w.b,
+                                 kv_full + 8 * kb);
+                    fa__tma_load(sKV + (kb * 2 + 1) * KV_BYTES + c * BC * 128, &tm.v, 64 * c, w.j0, w.hk, w.b,
                                  kv_full + 8 * kb);
                 }
-                for (int it = 0; it < iters; it++, ring++) {
-                    const int st = ring & 1, h = hk * p.group + it / nib, i0 = (ib0 + it % nib) * BR;
+                for (int it = 0; it < w.iters; it++, ring++) {
+                    const int st = ring & 1, h = w.hk * p.group + it / w.nib, i0 = (w.ib0 + it % w.nib) * BR;
                     /* stage st was last read at step ring - 2: wait for its release */
                     if (ring >= 2) fa__mbar_wait(empty + 8 * st, (uint32_t)((ring / 2 - 1) & 1));
                     const uint32_t bar = full + 8 * st;
                     fa__mbar_expect_tx(bar, 2 * Q_BYTES + LD_BYTES);
                     for (int c = 0; c < D / 64; c++) {
-                        fa__tma_load(sQ + st * Q_BYTES + c * BR * 128, &tm.q, 64 * c, i0, h, b, bar);
-                        fa__tma_load(sdO + st * Q_BYTES + c * BR * 128, &tm.dout, 64 * c, i0, h, b, bar);
+                        fa__tma_load(sQ + st * Q_BYTES + c * BR * 128, &tm.q, 64 * c, i0, h, w.b, bar);
+                        fa__tma_load(sdO + st * Q_BYTES + c * BR * 128, &tm.dout, 64 * c, i0, h, w.b, bar);
                     }
-                    const int64_t r = (int64_t)h * p.acc_rows + s.acc_row0 + i0; /* 64-row aligned */
+                    const int64_t r = (int64_t)h * p.acc_rows + w.s.acc_row0 + i0; /* 64-row aligned */
                     fa__bulk_load(sLD + st * LD_BYTES, p.lse2 + r, BR * 4, bar);
                     fa__bulk_load(sLD + st * LD_BYTES + BR * 4, p.dsum + r, BR * 4, bar);
                 }
@@ -3657,19 +3663,18 @@ fa__bwd_kernel_sm90(const __grid_constant__ fa__bwd_maps tm, const fa__bwd_param
     float(&dv_flat)[DKV / 2] = reinterpret_cast<float(&)[DKV / 2]>(dv);
     int ring = 0, kv_uses = 0;
     for (int k = 0; k < rounds; k++) {
-        int jb, hk, b, ib0, nib;
-        if (!unit(k, jb, hk, b)) continue;
-        const fa__bwd_seq s = fa__bwd_seq_info(p, b);
-        const int iters = steps(s, jb, ib0, nib), j0 = jb * BC, kb = kv_uses % KVB;
+        work_t w;
+        if (!work(k, w)) continue; /* (a unit no query sees still writes dK = dV = 0) */
+        const int kb = kv_uses % KVB;
         const uint32_t sK = sKV + kb * 2 * KV_BYTES, sV = sK + KV_BYTES;
         const uint32_t kw = sK + kw0 * 128, vw = sV + kw0 * 128; /* this warpgroup's keys */
         /* B of dQ: K_j's columns cw * D/2 .. (a column block, or half of one at D = 64) */
         const uint32_t kq = sK + (cw * DQ / 64) * BC * 128 + (cw * DQ % 64) * 2;
 #pragma unroll
         for (int c = 0; c < DKV / 2; c++) dk_flat[c] = dv_flat[c] = 0.f;
-        if (iters > 0) fa__mbar_wait(kv_full + 8 * kb, (uint32_t)((kv_uses / KVB) & 1));
-        for (int it = 0; it < iters; it++, ring++) {
-            const int st = ring & 1, h = hk * p.group + it / nib, i0 = (ib0 + it % nib) * BR;
+        if (w.iters > 0) fa__mbar_wait(kv_full + 8 * kb, (uint32_t)((kv_uses / KVB) & 1));
+        for (int it = 0; it < w.iters; it++, ring++) {
+            const int st = ring & 1, h = w.hk * p.group + it / w.nib, i0 = (w.ib0 + it % w.nib) * BR;
             const uint32_t q_s = sQ + st * Q_BYTES, do_s = sdO + st * Q_BYTES, ds_s = sdS + st * DS_BYTES;
             const float *sL = gLD + st * 2 * BR, *sD = sL + BR;
             /* (1) S^T = K_w Q_i^T and (4) dP^T = V_w dO_i^T, issued together */
@@ -3696,14 +3701,15 @@ fa__bwd_kernel_sm90(const __grid_constant__ fa__bwd_maps tm, const fa__bwd_param
             /* (P and dS in registers of their own: the accumulators are written
                by wgmma only) */
             float pT[1][NQ][4], dsT[1][NQ][4];
-            const bool need_mask = fa__bwd_tile_needs_mask(p, s, i0, j0, BR, BC);
+            const bool need_mask = fa__bwd_tile_needs_mask(p, w.s, i0, w.j0, BR, BC);
 #pragma unroll
             for (int n = 0; n < NQ; n++) {
                 const float2 l2 = *reinterpret_cast<const float2 *>(sL + 8 * n + 2 * t);
 #pragma unroll
                 for (int e = 0; e < 4; e++) {
                     float x = sT[0][n][e] * p.scale_log2;
-                    if (need_mask && !fa__bwd_visible(p, s.sq, s.sk, i0 + 8 * n + 2 * t + (e & 1), j0 + krow + (e >> 1) * 8))
+                    if (need_mask && !fa__bwd_visible(p, w.s.sq, w.s.sk, i0 + 8 * n + 2 * t + (e & 1),
+                                                      w.j0 + krow + (e >> 1) * 8))
                         x = -INFINITY;
                     pT[0][n][e] = fa__exp2(x - ((e & 1) ? l2.y : l2.x));
                 }
@@ -3777,8 +3783,8 @@ fa__bwd_kernel_sm90(const __grid_constant__ fa__bwd_maps tm, const fa__bwd_param
             fa__mbar_arrive(empty + 8 * st);
 
             /* the fp32 partial dQ: atomics (deterministic: block j's own slice) */
-            float *acc = p.dq_acc + (p.deterministic ? (int64_t)jb * p.acc_slice : 0) +
-                         ((int64_t)h * p.acc_rows + s.acc_row0 + i0 + 16 * wq + g) * p.acc_d + cw * DQ + 2 * t;
+            float *acc = p.dq_acc + (p.deterministic ? (int64_t)w.jb * p.acc_slice : 0) +
+                         ((int64_t)h * p.acc_rows + w.s.acc_row0 + i0 + 16 * wq + g) * p.acc_d + cw * DQ + 2 * t;
 #pragma unroll
             for (int n = 0; n < DQ / 8; n++)
 #pragma unroll
@@ -3789,7 +3795,7 @@ fa__bwd_kernel_sm90(const __grid_constant__ fa__bwd_maps tm, const fa__bwd_param
                     else atomicAdd(a, v2);
                 }
             }
-        if (iters > 0) {
+        if (w.iters > 0) {
             /* every product that reads K_j, V_j is done: the buffer may be refilled */
             __syncwarp();
             if (lane == 0) fa__mbar_arrive(kv_empty + 8 * kb);
@@ -3798,7 +3804,7 @@ fa__bwd_kernel_sm90(const __grid_constant__ fa__bwd_maps tm, const fa__bwd_param
         fa__fence_regs(dk_flat);
         fa__fence_regs(dv_flat);
 
-        fa__bwd_store_dkdv<BF16, DKV / 8>(p, s, b, hk, j0, krow, SPLIT ? cw * DKV : 0, t, dk[0], dv[0]);
+        fa__bwd_store_dkdv<BF16, DKV / 8>(p, w.s, w.b, w.hk, w.j0, krow, SPLIT ? cw * DKV : 0, t, dk[0], dv[0]);
     }
 #else
     /* no wgmma in this device pass: the host's marker (see the forward) */
