@@ -1,0 +1,78 @@
+#!/usr/bin/env python3
+"""bench/sm90_trace/patch.py FILE - writes clock() timestamps into the sm_90a
+forward kernel of a COPY of flashattn_cuda.cuh (never the original): the
+producer's Q / K / V issues and each consumer warpgroup's phases (tile start,
+Q landed, turn taken, S ready, softmax done, P V ready, epilogue start / end),
+lane 0 of warps 0, 4 and 8 of blocks 0 and 1, into __device__ fa__tr_buf.
+Usage (the copies beside trace.cu, which includes "flashattn.h"):
+  cp flashattn.h flashattn_cuda.cuh bench/sm90_trace/ && python3 bench/sm90_trace/patch.py bench/sm90_trace/flashattn_cuda.cuh
+  nvcc -std=c++17 -O3 -gencode arch=compute_90a,code=sm_90a bench/sm90_trace/trace.cu -o trace
+  ./trace D SEQLEN BATCH HEADS CAUSAL > tr.txt; python3 bench/sm90_trace/phases.py tr.txt
+The timestamps' global stores perturb the kernel a little (about 2% here)."""
+import sys
+s = open(sys.argv[1]).read()
+def rep(old, new, cnt=1):
+    global s
+    assert s.count(old) == cnt, (old[:90], s.count(old))
+    s = s.replace(old, new)
+rep("typedef struct fa__tma_maps { CUtensorMap q, k, v; } fa__tma_maps;",
+"""typedef struct fa__tma_maps { CUtensorMap q, k, v; } fa__tma_maps;
+__device__ int4 fa__tr_buf[6 * 8192];
+#define FA__TR(ev, k, it) do { if ((threadIdx.x & 127) == 0 && blockIdx.x < 2 && tr_i < 8192) { \\
+    fa__tr_buf[(blockIdx.x * 3 + (threadIdx.x >> 7)) * 8192 + tr_i] = make_int4((ev), (k), (it), (int)clock()); tr_i++; } } while (0)
+""")
+rep("    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;\n    const int tiles = m_blocks * p.heads_q * batch;",
+    "    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;\n    int tr_i = 0;\n    FA__TR(0, 0, 0);\n    const int tiles = m_blocks * p.heads_q * batch;")
+rep("                if (q_uses > 0) fa__mbar_wait(q_empty, (uint32_t)((q_uses - 1) & 1));\n",
+    "                if (q_uses > 0) fa__mbar_wait(q_empty, (uint32_t)((q_uses - 1) & 1));\n                FA__TR(1, k, 0);\n")
+rep("                    if (ring >= STAGES) fa__mbar_wait(k_empty(s), use);\n",
+    "                    if (ring >= STAGES) fa__mbar_wait(k_empty(s), use);\n                    FA__TR(2, k, n - x.n_begin);\n")
+rep("                    if (ring >= STAGES) fa__mbar_wait(v_empty(s), use);\n",
+    "                    if (ring >= STAGES) fa__mbar_wait(v_empty(s), use);\n                    FA__TR(3, k, n - x.n_begin);\n")
+rep("""        const int wrow0 = x.row0 + 64 * cw + 16 * (warp % 4); /* this warp's first row */""",
+    """        const int wrow0 = x.row0 + 64 * cw + 16 * (warp % 4); /* this warp's first row */\n        FA__TR(10, k, x.n_end - x.n_begin);""")
+rep("""            fa__mbar_wait(q_full, (uint32_t)(q_uses & 1));\n            if (FA__SM90_OVERLAP) {""",
+    """            fa__mbar_wait(q_full, (uint32_t)(q_uses & 1));\n            FA__TR(11, k, 0);\n            if (FA__SM90_OVERLAP) {""")
+rep("""            auto my_turn = [&]() { if (FA__SM90_PINGPONG) fa__named_sync(1 + cw, 256); };""",
+    """            auto my_turn = [&]() { if (FA__SM90_PINGPONG) fa__named_sync(1 + cw, 256); FA__TR(12, k, 0); };""")
+rep("""                fa__wgmma_wait<0>();
+                fa__fence_regs(s_flat);
+                release_k(0);
+                softmax(0); /* O~ is still 0: nothing to rescale */""",
+"""                fa__wgmma_wait<0>();
+                fa__fence_regs(s_flat);
+                FA__TR(13, k, 0);
+                release_k(0);
+                softmax(0); /* O~ is still 0: nothing to rescale */
+                FA__TR(14, k, 0);""")
+rep("""                    fa__wgmma_wait<1>(); /* groups retire in order: S_it is done */
+                    fa__fence_regs(s_flat);
+                    release_k(it);
+                    softmax(it); /* overlaps the P V product */
+                    fa__wgmma_wait<0>();
+                    fa__fence_regs(o_flat);""",
+"""                    fa__wgmma_wait<1>(); /* groups retire in order: S_it is done */
+                    fa__fence_regs(s_flat);
+                    FA__TR(13, k, it);
+                    release_k(it);
+                    softmax(it); /* overlaps the P V product */
+                    FA__TR(14, k, it);
+                    fa__wgmma_wait<0>();
+                    fa__fence_regs(o_flat);
+                    FA__TR(15, k, it);""")
+rep("""                issue_pv(count - 1);
+                end_turn();
+                fa__wgmma_wait<0>();
+                fa__fence_regs(o_flat);""",
+"""                issue_pv(count - 1);
+                end_turn();
+                fa__wgmma_wait<0>();
+                fa__fence_regs(o_flat);
+                FA__TR(15, k, count);""")
+rep("""        uint16_t *go = p.o + (p.cu_seqlens_q""", """        FA__TR(16, k, 0);
+        uint16_t *go = p.o + (p.cu_seqlens_q""")
+rep("""            fa__store_o_lse<BF16>(p, acc_o, m_run, l_run, go, wrow0, x.sq, h, b, x.q_tok0, batch, g, t);
+    }""", """            fa__store_o_lse<BF16>(p, acc_o, m_run, l_run, go, wrow0, x.sq, h, b, x.q_tok0, batch, g, t);
+        FA__TR(17, k, 0);
+    }""")
+open(sys.argv[1],'w').write(s)
