@@ -901,6 +901,9 @@ fa__fwd_kernel_sm80(const fa__fwd_params p)
 #ifndef FA__SM90_PINGPONG
 #define FA__SM90_PINGPONG 1 /* 0: the consumer warpgroups issue products whenever ready (ablation only) */
 #endif
+#ifndef FA__SM90_D64_WG
+#define FA__SM90_D64_WG 2 /* 4: d 64 (128-key shape) with 4 consumer warpgroups, 64-key blocks (trial only) */
+#endif
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #define FA__SM90A 1 /* this device pass can assemble wgmma, setmaxnreg */
@@ -922,13 +925,13 @@ typedef struct fa__tma_maps { CUtensorMap q, k, v; } fa__tma_maps;
    room (d 128, 176-key blocks) stores O straight from the registers: staged
    in Q, the next tile's Q copy would have to wait for the epilogue, and
    that measured 3% slower at 8k and 16k tokens (H100, 2026-11-24). */
-__host__ __device__ constexpr size_t fa__sm90_smem(int D, int BN, int ST, bool o_own)
+__host__ __device__ constexpr size_t fa__sm90_smem(int D, int BM, int BN, int ST, bool o_own)
 {
-    return 1024 + 2u * (size_t)D * (128 + 2 * ST * BN + (o_own ? 128 : 0)) + 8u * (2 + 4 * ST);
+    return 1024 + 2u * (size_t)D * (BM + 2 * ST * BN + (o_own ? BM : 0)) + 8u * (2 + 4 * ST);
 }
-__host__ __device__ constexpr bool fa__sm90_o_own(int D, int BN, int ST)
+__host__ __device__ constexpr bool fa__sm90_o_own(int D, int BM, int BN, int ST)
 {
-    return fa__sm90_smem(D, BN, ST, true) <= 227u * 1024u;
+    return fa__sm90_smem(D, BM, BN, ST, true) <= 227u * 1024u;
 }
 
 #if FA__SM90A
@@ -1213,17 +1216,19 @@ static __device__ __forceinline__ void fa__sm90_store_o(const fa__fwd_params &p,
 }
 #endif /* FA__SM90A */
 
-/* The kernel: 384 threads a block. Tiles are (query block of 128 rows,
-   head, batch), m_blocks query blocks per (head, batch). PERSIST: at most
-   one block per SM, each walking many tiles (item 6); else a block per tile. */
-template <bool BF16, int D, int BN, int STAGES, bool PERSIST>
-__global__ void __launch_bounds__(384, 1)
+/* The kernel: 128 (WG + 1) threads a block, the producer warpgroup and WG
+   consumer warpgroups (2; 4 only in the d 64 trial of FA__SM90_D64_WG).
+   Tiles are (query block of 64 WG rows, head, batch), m_blocks query blocks
+   per (head, batch). PERSIST: at most one block per SM, each walking many
+   tiles (item 6); else a block per tile. */
+template <bool BF16, int D, int BN, int STAGES, bool PERSIST, int WG>
+__global__ void __launch_bounds__(128 * (WG + 1), 1)
 fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_params p, int m_blocks, int batch)
 {
 #if FA__SM90A
-    constexpr int BM = 128, NS = BN / 8, NO = D / 8;
+    constexpr int BM = 64 * WG, NS = BN / 8, NO = D / 8;
     constexpr uint32_t Q_BYTES = BM * D * 2, KV_BYTES = BN * D * 2;
-    constexpr bool O_OWN = fa__sm90_o_own(D, BN, STAGES), O_STAGED = O_OWN || !PERSIST;
+    constexpr bool O_OWN = fa__sm90_o_own(D, BM, BN, STAGES), O_STAGED = O_OWN || !PERSIST;
     static_assert(D % 64 == 0 && BN % 16 == 0 && BN <= 256, "sm_90a tile shape");
 
     extern __shared__ uint8_t fa__smem90[];
@@ -1281,12 +1286,12 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
 
     if (tid == 0) {
         fa__mbar_init(q_full, 1);
-        fa__mbar_init(q_empty, 8); /* lane 0 of each consumer warp */
+        fa__mbar_init(q_empty, 4 * WG); /* lane 0 of each consumer warp */
         for (int s = 0; s < STAGES; s++) {
             fa__mbar_init(k_full(s), 1);
             fa__mbar_init(v_full(s), 1);
-            fa__mbar_init(k_empty(s), 8);
-            fa__mbar_init(v_empty(s), 8);
+            fa__mbar_init(k_empty(s), 4 * WG);
+            fa__mbar_init(v_empty(s), 4 * WG);
         }
         /* make the initialized barriers visible to the copy engine */
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
@@ -1338,19 +1343,23 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
         return;
     }
 
-    /* ---- consumer warpgroups 1 and 2: query rows 64 * cw .. + 63 of each tile ---- */
-    fa__setmaxnreg_inc<240>();
+    /* ---- consumer warpgroups 1 .. WG: query rows 64 * cw .. + 63 of each tile ---- */
+    /* The registers a block holds are fixed at launch (168 a thread with 384
+       threads, 96 with 640); the producer's give back 144 (72) a thread,
+       which the consumers take: 240 (112). */
+    fa__setmaxnreg_inc<WG == 2 ? 240 : 112>();
     const int cw = warp / 4 - 1, g = lane / 4, t = lane % 4;
     const uint32_t qw = sQ + (uint32_t)cw * 64 * 128; /* this warpgroup's rows of each block */
     int q_uses = 0, ring = 0;
     /* Pingpong turns (item 5): barrier 1 + cw is this warpgroup's turn, and
-       ending a turn arrives on the other's. The turns alternate from tile
-       to tile (both warpgroups take the same number in each): warpgroup 1
-       lets warpgroup 0 go first, once, and warpgroup 0 takes the arrival of
-       warpgroup 1's last turn at the end. (Per tile, warpgroup 1 could
-       arrive for the next tile before warpgroup 0 took its last arrival,
-       and two arrivals of one warpgroup would complete the barrier.) */
-    if (FA__SM90_PINGPONG && cw == 1) fa__named_arrive(1, 256);
+       ending a turn arrives on the next one's (cw + 1, round the WG
+       warpgroups). The turns go round from tile to tile (every warpgroup
+       takes the same number in each): the last warpgroup lets warpgroup 0
+       go first, once, and warpgroup 0 takes the arrival of the last one's
+       last turn at the end. (Per tile, the last warpgroup could arrive for
+       the next tile before warpgroup 0 took its last arrival, and two
+       arrivals of one warpgroup would complete the barrier.) */
+    if (FA__SM90_PINGPONG && cw == WG - 1) fa__named_arrive(1, 256);
     for (int k = 0; k < rounds; k++) {
         int m_block, h, b;
         if (!unit(k, m_block, h, b)) continue;
@@ -1417,7 +1426,7 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
             };
 
             auto my_turn = [&]() { if (FA__SM90_PINGPONG) fa__named_sync(1 + cw, 256); };
-            auto end_turn = [&]() { if (FA__SM90_PINGPONG) fa__named_arrive(2 - cw, 256); };
+            auto end_turn = [&]() { if (FA__SM90_PINGPONG) fa__named_arrive(1 + (cw + 1) % WG, 256); };
 
             fa__mbar_wait(q_full, (uint32_t)(q_uses & 1));
             if (FA__SM90_OVERLAP) {
@@ -1475,7 +1484,7 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
         uint16_t *go = p.o + (p.cu_seqlens_q ? x.q_tok0 * p.o_seq : b * p.o_batch) + h * p.o_head;
         if (O_STAGED && count > 0)
             fa__sm90_store_o<BF16, D>(p, acc_o, m_run, l_run, sO + (uint32_t)cw * 64 * 128, BM * 128, go,
-                                      x.row0 + 64 * cw, x.sq, h, b, x.q_tok0, batch, tid % 128, 3 + cw);
+                                      x.row0 + 64 * cw, x.sq, h, b, x.q_tok0, batch, tid % 128, 1 + WG + cw);
         else /* (no key block: O = 0, and no Q was copied for this tile) */
             fa__store_o_lse<BF16>(p, acc_o, m_run, l_run, go, wrow0, x.sq, h, b, x.q_tok0, batch, g, t);
     }
@@ -1590,7 +1599,7 @@ static fa_status fa__launch_fwd(const char *fn, const fa__fwd_params &p, int bat
 
 #ifndef FLASHATTN_NO_HOPPER
 /* ---- >>hopper-host  the sm_90a kernel's shapes, tensor maps and launch ----
-   BLOCK_M is 128 (two consumer warpgroups of 64 rows); BLOCK_N and the ring
+   BLOCK_M is 128 (two consumer warpgroups of 64 rows; wgs); BLOCK_N and the ring
    depth per head dim fill the 227 KB of shared memory: 1 KB alignment slack
    + 2 D (128 + 2 STAGES BLOCK_N) bytes + barriers
      d 64: 128 keys, 3 stages (113 KB); d 128: 128 keys, 2 stages (161 KB;
@@ -1608,13 +1617,24 @@ static fa_status fa__launch_fwd(const char *fn, const fa__fwd_params &p, int bat
    wide): d 64 non-causal 512: 293 / 272, 4k: 436 / 452, 16k: 444 / 492;
    d 64 causal 4k: 396 / 397, 8k: 429 / 443; d 128 non-causal 2k: 570 /
    584, 16k: 659 / 682; causal 2k: 475 / 453, 8k: 610 / 637. Hence wide from
-   4096 keys without a mask bound and from 8192 with one (fa__sm90_wide_keys). */
+   4096 keys without a mask bound and from 8192 with one (fa__sm90_wide_keys).
+   wgs: consumer warpgroups. More of them would give each SM sub-partition
+   more warps to hide the softmax's latency with (a d 64 tile at 512 tokens
+   spends about 40% of its time in the softmax, whose warps mostly wait on
+   dependent instructions: bench/results/ 2026-11-24 sm90-trace and ncu
+   files); -DFA__SM90_D64_WG=4 builds d 64 that way (BLOCK_M 256, 64-key
+   blocks to fit 112 registers a consumer thread) and it measured slower:
+   +2% at 512 tokens, -2 to -7% at 1k-2k, -7 to -14% causal (H100,
+   2026-11-24, fwd-d64-4wg-trial.md). */
 template <int D, bool WIDE> struct fa__sm90_shape;
-template <> struct fa__sm90_shape<64, false> { static constexpr int bn = 128, stages = 3; static constexpr bool persistent = true; };
-template <> struct fa__sm90_shape<64, true> { static constexpr int bn = 192, stages = 3; static constexpr bool persistent = true; };
-template <> struct fa__sm90_shape<128, false> { static constexpr int bn = 128, stages = 2; static constexpr bool persistent = true; };
-template <> struct fa__sm90_shape<128, true> { static constexpr int bn = 176, stages = 2; static constexpr bool persistent = true; };
-template <> struct fa__sm90_shape<256, false> { static constexpr int bn = 80, stages = 2; static constexpr bool persistent = false; };
+template <> struct fa__sm90_shape<64, false> {
+    static constexpr int wgs = FA__SM90_D64_WG, bn = wgs == 2 ? 128 : 64, stages = wgs == 2 ? 3 : 4;
+    static constexpr bool persistent = true;
+};
+template <> struct fa__sm90_shape<64, true> { static constexpr int wgs = 2, bn = 192, stages = 3; static constexpr bool persistent = true; };
+template <> struct fa__sm90_shape<128, false> { static constexpr int wgs = 2, bn = 128, stages = 2; static constexpr bool persistent = true; };
+template <> struct fa__sm90_shape<128, true> { static constexpr int wgs = 2, bn = 176, stages = 2; static constexpr bool persistent = true; };
+template <> struct fa__sm90_shape<256, false> { static constexpr int wgs = 2, bn = 80, stages = 2; static constexpr bool persistent = false; };
 
 #ifdef FLASHATTN_TEST_HOOKS
 /* tests only: how many forwards took the sm_90a kernel, a switch that
@@ -1686,9 +1706,10 @@ static fa_status fa__launch_fwd_sm90(const char *fn, const fa__fwd_params &p, in
                                      const fa__gpu &gpu, cudaStream_t stream, int *ran)
 {
     constexpr int BN = fa__sm90_shape<D, WIDE>::bn, ST = fa__sm90_shape<D, WIDE>::stages;
+    constexpr int WG = fa__sm90_shape<D, WIDE>::wgs, BM = 64 * WG;
     constexpr bool PERSIST = fa__sm90_shape<D, WIDE>::persistent && FA__SM90_PERSISTENT;
-    const size_t smem = fa__sm90_smem(D, BN, ST, fa__sm90_o_own(D, BN, ST));
-    void (*kern)(const fa__tma_maps, const fa__fwd_params, int, int) = fa__fwd_kernel_sm90<BF16, D, BN, ST, PERSIST>;
+    const size_t smem = fa__sm90_smem(D, BM, BN, ST, fa__sm90_o_own(D, BM, BN, ST));
+    void (*kern)(const fa__tma_maps, const fa__fwd_params, int, int) = fa__fwd_kernel_sm90<BF16, D, BN, ST, PERSIST, WG>;
     const int vq = p.cu_seqlens_q != NULL, vk = p.cu_seqlens_k != NULL;
     const int64_t rows_q = vq ? (int64_t)batch * p.seqlen_q : p.seqlen_q; /* with cu_seqlens: */
     const int64_t rows_k = vk ? (int64_t)batch * p.seqlen_k : p.seqlen_k; /* [1][h][token][col] */
@@ -1704,7 +1725,7 @@ static fa_status fa__launch_fwd_sm90(const char *fn, const fa__fwd_params &p, in
     if (fa.binaryVersion != 90 || fa.sharedSizeBytes != 0) return FA_OK; /* the stub body */
     memset(&tm, 0, sizeof tm);
     if (fa__tma_map(&tm.q, p.q, BF16, p.d, rows_q, p.heads_q, vq ? 1 : batch, p.q_seq, p.q_head,
-                    vq ? p.q_seq : p.q_batch, 128) ||
+                    vq ? p.q_seq : p.q_batch, BM) ||
         fa__tma_map(&tm.k, p.k, BF16, p.d, rows_k, p.heads_q / p.group, vk ? 1 : batch, p.k_seq,
                     p.k_head, vk ? p.k_seq : p.k_batch, BN) ||
         fa__tma_map(&tm.v, p.v, BF16, p.dv, rows_k, p.heads_q / p.group, vk ? 1 : batch, p.v_seq,
@@ -1712,7 +1733,7 @@ static fa_status fa__launch_fwd_sm90(const char *fn, const fa__fwd_params &p, in
         return FA_OK;
     e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (e != cudaSuccess) return fa__cuda_fail(fn, e, "cudaFuncSetAttribute");
-    const int m_blocks = (p.seqlen_q + 127) / 128;
+    const int m_blocks = (p.seqlen_q + BM - 1) / BM;
     const int64_t tiles = (int64_t)m_blocks * p.heads_q * batch;
     if (tiles > INT32_MAX - 1024) return FA_OK; /* tile indexes are int: the sm_80 grid takes it */
     /* Persistent (one block per SM: the shared memory allows no second; or
@@ -1730,7 +1751,7 @@ static fa_status fa__launch_fwd_sm90(const char *fn, const fa__fwd_params &p, in
 #ifdef FLASHATTN_TEST_HOOKS
     if (PERSIST && fa__sm90_grid_cap > 0 && blocks > fa__sm90_grid_cap) blocks = fa__sm90_grid_cap; /* any mask */
 #endif
-    kern<<<blocks, 384, smem, stream>>>(tm, p, m_blocks, batch);
+    kern<<<blocks, 128 * (WG + 1), smem, stream>>>(tm, p, m_blocks, batch);
     e = cudaGetLastError();
     if (e != cudaSuccess) return fa__cuda_fail(fn, e, "kernel launch");
 #ifdef FLASHATTN_TEST_HOOKS
