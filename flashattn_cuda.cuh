@@ -902,7 +902,7 @@ fa__fwd_kernel_sm80(const fa__fwd_params p)
 #define FA__SM90_PINGPONG 1 /* 0: the consumer warpgroups issue products whenever ready (ablation only) */
 #endif
 #ifndef FA__SM90_D64_WG
-#define FA__SM90_D64_WG 2 /* 4: d 64 (128-key shape) with 4 consumer warpgroups, 64-key blocks (trial only) */
+#define FA__SM90_D64_WG 2 /* 3 or 4: d 64's 128-key shape with 3 or 4 consumer warpgroups (trials only) */
 #endif
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -1217,7 +1217,7 @@ static __device__ __forceinline__ void fa__sm90_store_o(const fa__fwd_params &p,
 #endif /* FA__SM90A */
 
 /* The kernel: 128 (WG + 1) threads a block, the producer warpgroup and WG
-   consumer warpgroups (2; 4 only in the d 64 trial of FA__SM90_D64_WG).
+   consumer warpgroups (2; 3 or 4 only in the d 64 trials of FA__SM90_D64_WG).
    Tiles are (query block of 64 WG rows, head, batch), m_blocks query blocks
    per (head, batch). PERSIST: at most one block per SM, each walking many
    tiles (item 6); else a block per tile. */
@@ -1345,9 +1345,9 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
 
     /* ---- consumer warpgroups 1 .. WG: query rows 64 * cw .. + 63 of each tile ---- */
     /* The registers a block holds are fixed at launch (168 a thread with 384
-       threads, 96 with 640); the producer's give back 144 (72) a thread,
-       which the consumers take: 240 (112). */
-    fa__setmaxnreg_inc<WG == 2 ? 240 : 112>();
+       threads, 128 with 512, 96 with 640); the producer's give back 144
+       (104, 72) a thread, which the consumers take: 240 (160, 112). */
+    fa__setmaxnreg_inc<WG == 2 ? 240 : WG == 3 ? 160 : 112>();
     const int cw = warp / 4 - 1, g = lane / 4, t = lane % 4;
     const uint32_t qw = sQ + (uint32_t)cw * 64 * 128; /* this warpgroup's rows of each block */
     int q_uses = 0, ring = 0;
@@ -1625,10 +1625,13 @@ static fa_status fa__launch_fwd(const char *fn, const fa__fwd_params &p, int bat
    files); -DFA__SM90_D64_WG=4 builds d 64 that way (BLOCK_M 256, 64-key
    blocks to fit 112 registers a consumer thread) and it measured slower:
    +2% at 512 tokens, -2 to -7% at 1k-2k, -7 to -14% causal (H100,
-   2026-11-24, fwd-d64-4wg-trial.md). */
+   2026-11-24, fwd-d64-4wg-trial.md); =3 (BLOCK_M 192, 128-key blocks,
+   FlashAttention-3's d 64 tile; ptxas spills 28 bytes at the 128
+   registers 512 threads leave) -20% at 512, +1-3% at 1k-2k, -20 to -32%
+   causal (fwd-d64-3wg-nopp-trial.md). */
 template <int D, bool WIDE> struct fa__sm90_shape;
 template <> struct fa__sm90_shape<64, false> {
-    static constexpr int wgs = FA__SM90_D64_WG, bn = wgs == 2 ? 128 : 64, stages = wgs == 2 ? 3 : 4;
+    static constexpr int wgs = FA__SM90_D64_WG, bn = wgs <= 3 ? 128 : 64, stages = wgs <= 3 ? 3 : 4;
     static constexpr bool persistent = true;
 };
 template <> struct fa__sm90_shape<64, true> { static constexpr int wgs = 2, bn = 192, stages = 3; static constexpr bool persistent = true; };
