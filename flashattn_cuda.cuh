@@ -1166,11 +1166,11 @@ static __device__ __forceinline__ void fa__sm90_load(uint32_t dst, uint32_t bar,
    sequence and columns past head_dim_v are not written. Named barrier `bar`
    (the warpgroup's 128 threads) orders the two phases; wtid is the thread's
    index in the warpgroup, row0 the warpgroup's first row. Measured against
-   the straight stores (H100, 2026-11-24, same run): 1-5% faster at d 128
+   the straight stores (H100, 2026-11-24, same run): 1-7% faster at d 128
    and d 256 up to 2k tokens, the same at d 64. A clock() trace of one block
-   shows the epilogue still takes about 2400 cycles of a 13000-cycle tile
-   (d 64, 512 tokens) either way: the store pattern was not what made it
-   long (see the README's notes on short sequences). */
+   (d 128, 512 tokens) put the epilogue at 3800 of a tile's 18700 cycles
+   stored straight, 2460 of 17000 staged: shorter, but the store pattern
+   was not all that made it long (the README's notes on short sequences). */
 template <bool BF16, int D>
 static __device__ __forceinline__ void fa__sm90_store_o(const fa__fwd_params &p, const float (&acc_o)[1][D / 8][4],
                                                         const float (&m_run)[1][2], const float (&l_run)[1][2],
