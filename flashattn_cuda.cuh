@@ -568,6 +568,13 @@ static __device__ __forceinline__ void fa__pack_p(const float (&s)[MT][NS][4], u
         }
 }
 
+/* The sum of a row from its quad: each of the 4 lanes holds a quarter. */
+static __device__ __forceinline__ float fa__quad_sum(float v)
+{
+    v += __shfl_xor_sync(0xffffffffu, v, 1);
+    return v + __shfl_xor_sync(0xffffffffu, v, 2);
+}
+
 /* L = m ln 2 + ln l of query row i (natural log; -inf for a row that saw no
    key), when the caller asked for L: its [b, h, i] slot, or [h, token] with
    cu_seqlens. l is the row's whole sum (the quad already reduced). */
@@ -593,9 +600,7 @@ static __device__ __forceinline__ void fa__store_o_lse(const fa__fwd_params &p,
     for (int mt = 0; mt < MT; mt++)
 #pragma unroll
         for (int hf = 0; hf < 2; hf++) {
-            float l = l_run[mt][hf];
-            l += __shfl_xor_sync(0xffffffffu, l, 1);
-            l += __shfl_xor_sync(0xffffffffu, l, 2);
+            const float l = fa__quad_sum(l_run[mt][hf]);
             const int i = wrow0 + mt * 16 + g + hf * 8;
             if (i >= sq) continue;
             const float inv = l > 0.0f ? p.out_scale / l : 0.0f; /* no visible key: O = 0 */
@@ -916,7 +921,7 @@ fa__fwd_kernel_sm80(const fa__fwd_params p)
 typedef struct fa__tma_maps { CUtensorMap q, k, v; } fa__tma_maps;
 
 /* Dynamic shared memory of the sm_90a kernel: 1 KB of alignment slack, Q
-   (128 rows), STAGES K and V tiles, the O staging tile when it has its own
+   (BM rows), STAGES K and V tiles, the O staging tile when it has its own
    (o_own), the barriers. O gets its own tile (fa__sm90_store_o) when that
    still fits the 227 KB an H100 block may have (d 64, and d 128 with 128-key
    blocks). Else, with a block per tile (d 256), each consumer warpgroup
@@ -932,6 +937,16 @@ __host__ __device__ constexpr size_t fa__sm90_smem(int D, int BM, int BN, int ST
 __host__ __device__ constexpr bool fa__sm90_o_own(int D, int BM, int BN, int ST)
 {
     return fa__sm90_smem(D, BM, BN, ST, true) <= 227u * 1024u;
+}
+/* setmaxnreg's count for the consumer warpgroups. The registers a block
+   holds are fixed at launch: with __launch_bounds__(128 (wg + 1), 1) the 64K
+   register file per thread, in steps of 8 (ptxas takes all of it, as
+   -Xptxas -v reports: 168, 128, 96 for wg = 2, 3, 4). The producer
+   warpgroup keeps 24 and the consumers share what it gives back: 240, 160,
+   112. Asking for more than the block holds hangs setmaxnreg.inc. */
+__host__ __device__ constexpr int fa__sm90_consumer_regs(int wg)
+{
+    return (65536 / (128 * (wg + 1)) / 8 * 8 * (wg + 1) - 24) / wg / 8 * 8;
 }
 
 #if FA__SM90A
@@ -1027,6 +1042,13 @@ static __device__ __forceinline__ uint4 fa__ld_shared128(uint32_t addr)
     asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
                  : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(addr) : "memory");
     return v;
+}
+/* Byte offset of 16-byte chunk c (columns 8c .. 8c + 7) of row r in a tile
+   laid out as above: 64-column blocks `blk` bytes apart, 128-byte rows,
+   chunk c % 8 of a row stored at chunk (c % 8) ^ (r % 8). */
+static __device__ __forceinline__ uint32_t fa__sm90_chunk(int r, int c, uint32_t blk)
+{
+    return (uint32_t)(c / 8) * blk + (uint32_t)r * 128 + ((uint32_t)((c % 8) ^ (r % 8)) << 4);
 }
 /* Shared-memory matrix descriptor, 128-byte swizzle (see the layout above). */
 static __device__ __forceinline__ uint64_t fa__wg_desc(uint32_t addr, uint32_t lbo, uint32_t sbo)
@@ -1141,10 +1163,8 @@ static __device__ __forceinline__ void fa__sm90_load(uint32_t dst, uint32_t bar,
     for (int c = lane; c < R * (D / 8); c += 32) {
         const int r = c / (D / 8), col = (c % (D / 8)) * 8; /* row, first column of the chunk */
         const int bytes = (r < valid && col < cols) ? 2 * min(8, cols - col) : 0;
-        const uint32_t chunk = (uint32_t)((col % 64) / 8) ^ (uint32_t)(r % 8);
-        const uint32_t at = dst + (uint32_t)(col / 64) * R * 128 + (uint32_t)r * 128 + chunk * 16;
         /* rows are 16-byte aligned and col % 8 == 0; a zero-byte copy reads nothing */
-        fa__cp_async16(at, bytes ? g + (int64_t)r * g_seq + col : g, bytes);
+        fa__cp_async16(dst + fa__sm90_chunk(r, col / 8, R * 128), bytes ? g + (int64_t)r * g_seq + col : g, bytes);
     }
     fa__cp_async_commit();
     fa__cp_async_wait<0>();
@@ -1184,14 +1204,12 @@ static __device__ __forceinline__ void fa__sm90_store_o(const fa__fwd_params &p,
     fa__named_sync(bar, 128);
 #pragma unroll
     for (int hf = 0; hf < 2; hf++) {
-        float l = l_run[0][hf];
-        l += __shfl_xor_sync(0xffffffffu, l, 1);
-        l += __shfl_xor_sync(0xffffffffu, l, 2);
+        const float l = fa__quad_sum(l_run[0][hf]);
         const int r = r0 + 8 * hf;
         const float inv = l > 0.0f ? p.out_scale / l : 0.0f; /* no visible key: O = 0 */
 #pragma unroll
         for (int c = 0; c < CH; c++)
-            fa__st_shared32(st + (uint32_t)(c / 8) * blk + (uint32_t)r * 128 + (uint32_t)(((c % 8) ^ (r % 8)) * 16 + 4 * t),
+            fa__st_shared32(st + fa__sm90_chunk(r, c, blk) + 4 * t,
                             fa__pack2<BF16>(acc_o[0][c][2 * hf] * inv, acc_o[0][c][2 * hf + 1] * inv));
         if (t == 0 && row0 + r < sq) fa__store_lse(p, m_run[0][hf], l, row0 + r, h, b, q_tok0, nbatch);
     }
@@ -1200,8 +1218,7 @@ static __device__ __forceinline__ void fa__sm90_store_o(const fa__fwd_params &p,
     for (int j = 0; j < 64 * CH / 128; j++) {
         const int x = wtid + 128 * j, r = x / CH, c = x % CH, col = 8 * c;
         if (row0 + r >= sq || col >= p.dv) continue;
-        const uint4 v = fa__ld_shared128(st + (uint32_t)(c / 8) * blk + (uint32_t)r * 128 +
-                                         (uint32_t)(((c % 8) ^ (r % 8)) * 16));
+        const uint4 v = fa__ld_shared128(st + fa__sm90_chunk(r, c, blk));
         uint16_t *dst = go + (int64_t)(row0 + r) * p.o_seq + col;
         if (col + 8 <= p.dv) {
             *(uint4 *)dst = v; /* rows start on 16-byte boundaries (checked on the host) */
@@ -1344,10 +1361,7 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
     }
 
     /* ---- consumer warpgroups 1 .. WG: query rows 64 * cw .. + 63 of each tile ---- */
-    /* The registers a block holds are fixed at launch (168 a thread with 384
-       threads, 128 with 512, 96 with 640); the producer's give back 144
-       (104, 72) a thread, which the consumers take: 240 (160, 112). */
-    fa__setmaxnreg_inc<WG == 2 ? 240 : WG == 3 ? 160 : 112>();
+    fa__setmaxnreg_inc<fa__sm90_consumer_regs(WG)>();
     const int cw = warp / 4 - 1, g = lane / 4, t = lane % 4;
     const uint32_t qw = sQ + (uint32_t)cw * 64 * 128; /* this warpgroup's rows of each block */
     int q_uses = 0, ring = 0;
@@ -1482,10 +1496,10 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
             ring += count;
         }
         uint16_t *go = p.o + (p.cu_seqlens_q ? x.q_tok0 * p.o_seq : b * p.o_batch) + h * p.o_head;
-        if (O_STAGED && count > 0)
+        if (O_STAGED)
             fa__sm90_store_o<BF16, D>(p, acc_o, m_run, l_run, sO + (uint32_t)cw * 64 * 128, BM * 128, go,
                                       x.row0 + 64 * cw, x.sq, h, b, x.q_tok0, batch, tid % 128, 1 + WG + cw);
-        else /* (no key block: O = 0, and no Q was copied for this tile) */
+        else
             fa__store_o_lse<BF16>(p, acc_o, m_run, l_run, go, wrow0, x.sq, h, b, x.q_tok0, batch, g, t);
     }
     if (FA__SM90_PINGPONG && cw == 0) fa__named_sync(1, 256);
@@ -1600,8 +1614,9 @@ static fa_status fa__launch_fwd(const char *fn, const fa__fwd_params &p, int bat
 #ifndef FLASHATTN_NO_HOPPER
 /* ---- >>hopper-host  the sm_90a kernel's shapes, tensor maps and launch ----
    BLOCK_M is 128 (two consumer warpgroups of 64 rows; wgs); BLOCK_N and the ring
-   depth per head dim fill the 227 KB of shared memory: 1 KB alignment slack
-   + 2 D (128 + 2 STAGES BLOCK_N) bytes + barriers
+   depth per head dim fill the 227 KB of shared memory (fa__sm90_smem: 1 KB
+   alignment slack + 2 D (128 + 2 STAGES BLOCK_N) bytes + barriers, before
+   the O staging tile where it fits)
      d 64: 128 keys, 3 stages (113 KB); d 128: 128 keys, 2 stages (161 KB;
      3 stages fit too, and measured slower); d 256: 80 keys, 2 stages
      (225 KB; FlashAttention-3's 128 x 80).
@@ -2384,9 +2399,7 @@ fa__decode_kernel(const fa__decode_params p)
     float *ls = ms + 4 * 16;                    /* [4 warps][16] */
 #pragma unroll
     for (int h = 0; h < 2; h++) {
-        float lsum = l[h];
-        lsum += __shfl_xor_sync(0xffffffffu, lsum, 1);
-        lsum += __shfl_xor_sync(0xffffffffu, lsum, 2);
+        const float lsum = fa__quad_sum(l[h]);
         if (tq == 0) { ms[warp * 16 + g + 8 * h] = m[h]; ls[warp * 16 + g + 8 * h] = lsum; }
     }
 #pragma unroll
@@ -3874,8 +3887,8 @@ fa__bwd_kernel_sm90(const __grid_constant__ fa__bwd_maps tm, const fa__bwd_param
                 for (int x = 0; x < 4; x++) {
                     if (SPLIT && kk / (NQ / 4) != cw) continue;
                     const int r = krow + (x & 1) * 8, c = 16 * kk + (x >> 1) * 8;
-                    const uint32_t at = ds_s + r * 128 + ((uint32_t)((c / 8) ^ (r % 8)) << 4) + 4 * t;
-                    fa__st_shared32(at, da[kk][0][x]);
+                    /* (query columns < 64: one column block) */
+                    fa__st_shared32(ds_s + fa__sm90_chunk(r, c / 8, 0) + 4 * t, da[kk][0][x]);
                 }
 
             /* (6) dK += dS^T Q_i (the scale is applied once at the end) */
