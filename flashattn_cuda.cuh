@@ -939,9 +939,10 @@ __host__ __device__ constexpr bool fa__sm90_o_own(int D, int BM, int BN, int ST)
     return fa__sm90_smem(D, BM, BN, ST, true) <= 227u * 1024u;
 }
 /* setmaxnreg's count for the consumer warpgroups. The registers a block
-   holds are fixed at launch: with __launch_bounds__(128 (wg + 1), 1) the 64K
-   register file per thread, in steps of 8 (ptxas takes all of it, as
-   -Xptxas -v reports: 168, 128, 96 for wg = 2, 3, 4). The producer
+   holds are fixed at launch: with __launch_bounds__(128 (wg + 1), 1) each
+   thread gets the 64K register file divided among the block's threads,
+   rounded down to a multiple of 8 (ptxas takes all of it, as -Xptxas -v
+   reports: 168, 128, 96 for wg = 2, 3, 4). The producer
    warpgroup keeps 24 and the consumers share what it gives back: 240, 160,
    112. Asking for more than the block holds hangs setmaxnreg.inc. */
 __host__ __device__ constexpr int fa__sm90_consumer_regs(int wg)
@@ -1635,18 +1636,20 @@ static fa_status fa__launch_fwd(const char *fn, const fa__fwd_params &p, int bat
 /* ---- >>hopper-host  the sm_90a kernel's shapes, tensor maps and launch ----
    BLOCK_M is 128 (two consumer warpgroups of 64 rows; wgs); BLOCK_N and the ring
    depth per head dim fill the 227 KB of shared memory (fa__sm90_smem: 1 KB
-   alignment slack + 2 D (128 + 2 STAGES BLOCK_N) bytes + barriers, before
-   the O staging tile where it fits)
-     d 64: 128 keys, 3 stages (113 KB); d 128: 128 keys, 2 stages (161 KB;
-     3 stages fit too, and measured slower); d 256: 80 keys, 2 stages
-     (225 KB; FlashAttention-3's 128 x 80).
+   alignment slack + 2 D (128 + 2 STAGES BLOCK_N) bytes + barriers, plus
+   2 D 128 bytes for the O staging tile where it fits)
+     d 64: 128 keys, 3 stages (129 KB with the O tile); d 128: 128 keys,
+     2 stages (193 KB with the O tile; 3 stages, before there was one,
+     measured slower); d 256: 80 keys, 2 stages (225 KB; FlashAttention-3's
+     128 x 80).
    Persistent blocks (item 6) for d 64 and 128; at d 256 they measured
    slower than a block per tile (the loop's state costs registers that the
    256-wide O~ needs: ptxas spilled more).
    WIDE: with many keys per query row, wider key blocks at d 64 (192 keys,
-   3 stages, 161 KB) and d 128 (176 keys, 2 stages, 209 KB; FlashAttention-3's
-   128 x 176): a third fewer iterations, each with its barrier waits and
-   row max / sum reductions, for the same products. Short or causal rows
+   3 stages, 177 KB with the O tile) and d 128 (176 keys, 2 stages, 209 KB,
+   no room for an O tile; FlashAttention-3's 128 x 176): a third fewer
+   iterations, each with its barrier waits and row max / sum reductions,
+   for the same products. Short or causal rows
    lose by it (the diagonal block wastes more, and fewer blocks means less
    to overlap). Measured on the H100 (2026-11-23 14:10 UTC, TFLOP/s, 128 /
    wide): d 64 non-causal 512: 293 / 272, 4k: 436 / 452, 16k: 444 / 492;
