@@ -336,6 +336,36 @@ static void test_features(void)
     printf("features: %d cases, %d failures\n", n, T_COUNT.failed - before);
 }
 
+/* More CTAs (sequence x KV head x row block x split) than SMs: grids of
+   several waves, at every head dim, with mixed lengths, so some CTAs have
+   nothing to read (length 0, or a split past the end of a short sequence)
+   and must still write their rows (O = 0, L = -inf or an empty partial). */
+static void test_waves(void)
+{
+    static const int dims[3] = {64, 128, 256};
+    int n = 0, di, f, before = T_COUNT.failed, sms = 0, dev = 0;
+    dcase c;
+    CUDA_OK(cudaGetDevice(&dev));
+    CUDA_OK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    for (di = 0; di < 3; di++)
+        for (f = 0; f < 4; f++) {
+            if (QUICK && f > 1) continue;
+            memset(&c, 0, sizeof c);
+            c.hq = f == 2 ? 64 : 32; c.hkv = 8; c.d = dims[di];
+            c.batch = sms / c.hkv + 3 + f; /* more CTAs than SMs even without splits */
+            c.sq = f == 2 ? 16 : 1 + f;    /* f == 2: 128 rows, two row blocks at d <= 128 */
+            c.cap = QUICK ? 150 : 300 + 37 * f;
+            c.dt = (di + f) % 2 ? FA_BF16 : FA_F16;
+            c.splits = f == 3 ? 3 : 0;
+            c.append = f % 2; c.causal = f != 1; c.layout = f == 3;
+            if (f == 1) c.softcap = 5.0f;
+            if (f == 2) { c.alibi = 1; c.window = 1; c.wl = 40; c.wr = 0; }
+            c.use_ws = f == 3; c.use_stream = f == 1; c.vs_cpu = f == 0;
+            run_decode(&c, case_seed(5, n++));
+        }
+    printf("waves (more CTAs than SMs): %d cases, %d failures\n", n, T_COUNT.failed - before);
+}
+
 /* Bad or unsupported input: a status, a message, and O untouched. */
 static void test_errors(void)
 {
@@ -431,6 +461,7 @@ int main(int argc, char **argv)
     test_errors();
     test_lengths();
     test_features();
+    test_waves();
     if (!QUICK) test_determinism();
     return summary("test_gpu_decode");
 }
