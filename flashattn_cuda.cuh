@@ -2022,7 +2022,9 @@ FLASHATTN_DEF fa_status fa_forward_cuda(const fa_problem *p, fa_tensor q, fa_ten
       each. Every split writes its normalized partial O (fp32) and its
       log-sum-exp; fa__decode_combine_kernel merges them, a CTA per output
       row, launched as a programmatic dependent of the decode grid (sm_90+)
-      so its launch overlaps the decode's tail. The split count follows
+      so its launch overlaps the decode's tail; the decode grid is itself a
+      programmatic dependent of the kernel before it (it waits before its
+      first global access). The split count follows
       FlashAttention-2's wave-efficiency rule, with the tile rounding
       counted too (fa__decode_num_splits).
 
@@ -2176,6 +2178,16 @@ fa__decode_kernel(const fa__decode_params p)
     const int g = lane >> 2, tq = lane & 3; /* MMA fragment coordinates */
     const int rb = blockIdx.x % p.row_blocks, split = blockIdx.x / p.row_blocks;
     const int hk = blockIdx.y, b = blockIdx.z;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    /* This grid is launched as a programmatic dependent of whatever ran
+       before it in the stream (fa__decode_launch_t): its CTAs may be placed
+       while that grid is still finishing. Nothing global is touched before
+       this wait, which returns once that grid is done and its writes are
+       visible (seqlens_k, the cache, q may all come from it). What it saves
+       is the launch gap between the two kernels: about 1 us per call (H100,
+       2026-11-24, decode calls back to back: batch 1 x 4k 13.2 vs 14.1 us). */
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
 
     /* Keys this sequence attends to: the cache plus the appended tokens,
        clamped to the capacity so a bad length cannot read outside. */
@@ -2195,9 +2207,9 @@ fa__decode_kernel(const fa__decode_params p)
     const int32_t *btab = p.block_table ? p.block_table + (int64_t)b * p.pages_per_seq : 0;
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    /* Let the combine kernel, launched as this grid's programmatic dependent,
-       start its CTAs now: they wait in griddepcontrol.wait until this whole
-       grid has finished, so the launch gap between the two kernels is hidden. */
+    /* Let our dependent (the combine kernel, or the next call) start its
+       CTAs now: they wait in griddepcontrol.wait until this whole grid has
+       finished, so the launch gap between the two kernels is hidden. */
     asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
     /* ---- Q: ROWS packed rows -> shared (zero rows past the real ones) ---- */
@@ -2504,8 +2516,10 @@ fa__decode_combine_kernel(const fa__decode_params p)
     const int S = p.num_splits;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     /* Launched as a programmatic dependent of the decode kernel (see
-       fa__decode_launch_combine): this CTA may start while that grid still
-       runs, and waits here until all of its writes are visible. */
+       fa__decode_launch_t): this CTA may start while that grid still runs,
+       and waits here until all of its writes are visible. The next kernel
+       in the stream may start its CTAs from here on too. */
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
     asm volatile("griddepcontrol.wait;" ::: "memory");
 #endif
 
@@ -2643,7 +2657,7 @@ static int fa__decode_num_splits(int64_t ctas, int slots, int tiles, int max_spl
 typedef struct fa__decode_plan {
     int d, warps_m, row_blocks, num_splits;
     int smem;         /* dynamic shared memory per CTA, bytes (see fa__decode_setup) */
-    int pdl;          /* launch the combine as a programmatic dependent (fa__decode_launch_combine) */
+    int pdl;          /* launch both kernels as programmatic dependents (fa__decode_launch_pdl) */
     size_t workspace; /* bytes of o_part + lse_part */
 } fa__decode_plan;
 
@@ -2837,19 +2851,21 @@ static fa_status fa__decode_cuda_prepare(const char *fn, const fa_problem *p, fa
     return FA_OK;
 }
 
-/* The combine kernel, launched as a programmatic dependent of the decode
-   kernel (PDL) where its code for this device waits for that grid (pdl:
-   griddepcontrol.wait exists from sm_90, and fa__decode_setup read which
-   code the device runs), else as a plain stream-ordered launch. Either way
-   it reads the partial results only after the decode grid has finished. */
-template <int D, bool BF16>
-static cudaError_t fa__decode_launch_combine(const fa__decode_params &kp, int pdl, cudaStream_t st)
+/* A decode or combine kernel, launched as a programmatic dependent of the
+   kernel before it in the stream (PDL) where its code for this device waits
+   for that grid before touching memory (pdl: griddepcontrol.wait exists
+   from sm_90, and fa__decode_setup read which code the device runs), else
+   as a plain stream-ordered launch. Either way it reads its inputs only
+   after the kernel before it has finished. */
+static cudaError_t fa__decode_launch_pdl(void (*kernel)(fa__decode_params), const fa__decode_params &kp,
+                                         dim3 grid, int threads, int smem, int pdl, cudaStream_t st)
 {
     cudaLaunchConfig_t cfg = {};
     cudaLaunchAttribute attr[1];
     cudaError_t e;
-    cfg.gridDim = dim3((unsigned)((int64_t)kp.batch * kp.hq * kp.sq)); /* a CTA per output row */
-    cfg.blockDim = dim3(128);
+    cfg.gridDim = grid;
+    cfg.blockDim = dim3(threads);
+    cfg.dynamicSmemBytes = (size_t)smem;
     cfg.stream = st;
     if (pdl) {
         attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
@@ -2857,7 +2873,7 @@ static cudaError_t fa__decode_launch_combine(const fa__decode_params &kp, int pd
         cfg.attrs = attr;
         cfg.numAttrs = 1;
     }
-    if ((e = cudaLaunchKernelEx(&cfg, fa__decode_combine_kernel<D, BF16>, kp)) != cudaSuccess) return e;
+    if ((e = cudaLaunchKernelEx(&cfg, kernel, kp)) != cudaSuccess) return e;
     return cudaGetLastError();
 }
 
@@ -2872,15 +2888,17 @@ static cudaError_t fa__decode_launch_t(const fa__decode_params &kp, const fa__de
         fa__decode_append_kernel<D><<<(unsigned)((total + 255) / 256), 256, 0, st>>>(kp);
         if ((e = cudaGetLastError()) != cudaSuccess) return e;
     }
-    /* (fa__decode_setup_any already opted the kernel in to its shared memory) */
-#define FA__DEC_LAUNCH(WM)                                                                 \
-    if (plan.warps_m == WM && WM <= fa__dec_max_warps_m(D))                                \
-        fa__decode_kernel<D, (WM <= fa__dec_max_warps_m(D) ? WM : 1), BF16>                   \
-            <<<grid, FA__DEC_THREADS, plan.smem, st>>>(kp);
-    FA__DEC_LAUNCH(1) FA__DEC_LAUNCH(2) FA__DEC_LAUNCH(4)
-#undef FA__DEC_LAUNCH
-    if ((e = cudaGetLastError()) != cudaSuccess) return e;
-    if (plan.num_splits > 1) return fa__decode_launch_combine<D, BF16>(kp, plan.pdl, st);
+    /* (fa__decode_setup_any already opted the kernel in to its shared memory;
+       plan.warps_m is at most fa__dec_max_warps_m(D)) */
+    void (*kern)(fa__decode_params) =
+        plan.warps_m == 1   ? fa__decode_kernel<D, 1, BF16>
+        : plan.warps_m == 2 ? fa__decode_kernel<D, (fa__dec_max_warps_m(D) >= 2 ? 2 : 1), BF16>
+                            : fa__decode_kernel<D, fa__dec_max_warps_m(D), BF16>;
+    if ((e = fa__decode_launch_pdl(kern, kp, grid, FA__DEC_THREADS, plan.smem, plan.pdl, st)) != cudaSuccess)
+        return e;
+    if (plan.num_splits > 1) /* a CTA per output row */
+        return fa__decode_launch_pdl(fa__decode_combine_kernel<D, BF16>, kp,
+                                     dim3((unsigned)((int64_t)kp.batch * kp.hq * kp.sq)), 128, 0, plan.pdl, st);
     return cudaSuccess;
 }
 

@@ -6,17 +6,39 @@ block right after another contender's block inherits that state. On the H100
 (2026-11-23, bench/results/..._fwd-order-bias.md) two builds of ours with the
 same kernel, timed one block after the other, differed by 6-12% at the grid's
 long rows (d128 8k, d256 16k), the first block always the faster. So here every
-rep times each contender once, in an order that rotates from rep to rep, and a
-contender's time is the median of its reps: each sees the same mix of states.
+rep times each contender once, and a contender's time is the median of its
+reps: each sees the same mix of states.
+
+The order within a rep is shuffled (a fixed seed), not rotated. With a
+rotation every contender always follows the same neighbour, and what that
+neighbour leaves behind (heat, clocks) biases it: in the decode benchmark
+(2026-11-24, H100) our library, listed first and so always timed right after
+cuDNN, read 3% below the same file loaded a second time at batch 32 x 128k,
+in each of three runs, and 0.1-0.6% below it at the other points.
 """
+import random
 import statistics
 
 import torch
 
 
+# GPU cycles of busy-waiting before the first event (~100 us on an H100).
+SLEEP_CYCLES = 200000
+
+
 def _event_ms(fn):
-    """Milliseconds of fn() between two CUDA events, waited for."""
+    """Milliseconds of fn() between two CUDA events, waited for.
+
+    The GPU first spins for SLEEP_CYCLES, so that the host has queued fn's
+    work before the first event is reached: the time is the GPU's alone.
+    Without it the GPU sat idle at the first event while the host was still
+    in Python, ctypes and the library's own launch code, and that host time
+    was counted. On the H100 (2026-11-24) this made short forward calls look
+    slower by the caller's host cost, which is largest for SDPA's cuDNN
+    backend: at d128, 2k tokens, cuDNN read 521 TFLOP/s timed that way and
+    611 timed as CUDA-graph replays (ours 575 and 587)."""
     a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    torch.cuda._sleep(SLEEP_CYCLES)
     a.record()
     fn()
     b.record()
@@ -24,13 +46,16 @@ def _event_ms(fn):
     return a.elapsed_time(b)
 
 
-def _rotated(labels, reps, time_one):
-    """The interleaving itself: rep it times each label once, starting at
-    label it % n; time_one(label, it) -> a time. Median per label."""
+def _interleave(labels, reps, time_one):
+    """The interleaving itself: rep it times each label once, in an order
+    shuffled afresh for every rep (seeded, so a run can be repeated);
+    time_one(label, it) -> a time. Median per label."""
     t = {label: [] for label in labels}
+    rng = random.Random(20261124)
     for it in range(reps):
-        k = it % len(labels) if labels else 0
-        for label in labels[k:] + labels[:k]:
+        order = list(labels)
+        rng.shuffle(order)
+        for label in order:
             t[label].append(time_one(label, it))
     return {label: statistics.median(v) for label, v in t.items()}
 
@@ -50,7 +75,7 @@ def interleaved(fns, reps=15, warmup=3):
             live[label] = fn
         except Exception as e:  # noqa: BLE001 - reported to the caller
             failed[label] = e
-    return _rotated(list(live), reps, lambda label, it: _event_ms(lambda: live[label](it))), failed
+    return _interleave(list(live), reps, lambda label, it: _event_ms(lambda: live[label](it))), failed
 
 
 def capture(fn, calls):
@@ -76,5 +101,5 @@ def capture(fn, calls):
 def interleaved_graphs(graphs, reps=15):
     """graphs: {label: (graph, calls)} from capture(). Median microseconds per
     call of each, the replays interleaved as in interleaved()."""
-    return _rotated(list(graphs), reps,
+    return _interleave(list(graphs), reps,
                     lambda label, it: _event_ms(graphs[label][0].replay) * 1e3 / graphs[label][1])

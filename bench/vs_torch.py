@@ -8,7 +8,7 @@ paper's grid (batch * seqlen = 16k tokens, hidden 2048, heads = 2048 / d, head d
   ours, SDPA flash (SDPBackend.FLASH_ATTENTION = FlashAttention-2),
   SDPA cuDNN (SDPBackend.CUDNN_ATTENTION),
 with CUDA events, warm-up, the median of the timed runs (the contenders
-interleaved rep by rep, in rotating order: bench/timing.py), two input sets
+interleaved rep by rep, in shuffled order: bench/timing.py), two input sets
 alternating (each set 4 x 64 MB, larger than L2). TFLOP/s with FLOPs =
 4 sq sk d heads batch, halved for causal; the bf16 matmul ceiling is an 8192^3
 torch.matmul measured in the same run. --variant label=lib.so (repeatable) times
@@ -134,7 +134,7 @@ def main():
                     fns[label] = run_var
                 fns["flash"] = run_sdpa(SDPBackend.FLASH_ATTENTION)
                 fns["cudnn"] = run_sdpa(SDPBackend.CUDNN_ATTENTION)
-                # every contender once per rep, in rotating order (bench/timing.py)
+                # every contender once per rep, in shuffled order (bench/timing.py)
                 ms, failed = interleaved(fns, args.reps)
                 res = {key: flops / t * 1e-9 for key, t in ms.items()}
                 for key, e in failed.items():  # a backend may refuse a shape
@@ -195,7 +195,7 @@ def main():
           f"torch {torch.__version__}, cuDNN {torch.backends.cudnn.version()}; FA3-paper grid "
           f"(batch x seqlen = 16k, hidden 2048); TFLOP/s = 4 sq sk d h b / time (halved for causal); "
           f"median of {args.reps} runs (CUDA events) after warm-up, the contenders interleaved "
-          f"(each rep times each once, in rotating order: bench/timing.py).", "",
+          f"(each rep times each once, in shuffled order: bench/timing.py).", "",
           f"bf16 matmul ceiling (8192^3 torch.matmul, same run): **{mm_tf:.0f} TFLOP/s**", "",
           "| head dim | causal | seqlen | batch x heads | ours | SDPA flash | SDPA cuDNN | ours/flash | ours/cuDNN | "
           "ours/matmul | max abs diff vs flash |" + "".join(f" {label} |" for label, _ in variants),

@@ -6,7 +6,7 @@ d 64 / 128 / 256, causal and not, seqlen 512 .. 16k.
 
 TFLOP/s = 2.5 * 4 * sq * sk * d * heads * batch (halved for causal) / time.
 Each timing is the median of CUDA-event timings after warm-up, the contenders
-interleaved (each rep times each once, in rotating order: bench/timing.py); the
+interleaved (each rep times each once, in shuffled order: bench/timing.py); the
 backward of SDPA is timed as autograd.grad of its output (its backward kernels
 only).
 

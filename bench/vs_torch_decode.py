@@ -8,7 +8,7 @@ pages in a random order). Reported: GB/s of K+V read = 2 * b * L * hkv * d * 2
 bytes / time. Each kernel is timed as CUDA-graph replays (a graph of several
 calls, so launch gaps of Python and the host code are out of the numbers),
 median of several replays, the contenders' replays interleaved (each rep
-replays each once, in rotating order: bench/timing.py); small caches rotate over copies of the inputs so
+replays each once, in shuffled order: bench/timing.py); small caches rotate over copies of the inputs so
 that the 50 MB L2 does not serve them.
 
 The "splits" column gives our split count for the contiguous / paged cache
@@ -58,6 +58,7 @@ def main():
                     help="folder for <date>_<device>_decode.md (bench/vs_torch.py's convention)")
     ap.add_argument("--variant", action="append", default=[], metavar="LABEL=LIB",
                     help="another build of the bench library, timed in the same run (repeatable)")
+    ap.add_argument("--reps", type=int, default=15, help="replays of each contender's graph (median)")
     args = ap.parse_args()
 
     def load(path):
@@ -152,8 +153,8 @@ def main():
                     graphs[name] = capture(sdpa, max(copies, 8))
                 except Exception as e:  # a backend that refuses this shape
                     print(f"   ({name} failed: {str(e).splitlines()[0][:100]})", file=sys.stderr)
-            # each rep replays every contender once, in rotating order (bench/timing.py)
-            res = interleaved_graphs(graphs)
+            # each rep replays every contender once, in shuffled order (bench/timing.py)
+            res = interleaved_graphs(graphs, args.reps)
             res.update({name: float("nan") for name in ("flash", "cudnn") if name not in res})
             gbs = {k_: kv_bytes / (t * 1e-6) / 1e9 for k_, t in res.items()}
             out(f"{batch:>5} {L // 1024:>5}k {splits['contig']:>3}/{splits['pg16']:<2} | {res['contig']:>8.1f} {gbs['contig']:>7.0f} {gbs['pg16']:>7.0f} "
