@@ -22,8 +22,8 @@ import statistics
 import torch
 
 
-# GPU cycles of busy-waiting before the first event (~100 us on an H100).
-SLEEP_CYCLES = 200000
+# GPU cycles of busy-waiting before the first event (~200 us on an H100).
+SLEEP_CYCLES = 400000
 
 
 def _event_ms(fn):

@@ -195,7 +195,7 @@ def main():
           f"torch {torch.__version__}, cuDNN {torch.backends.cudnn.version()}; FA3-paper grid "
           f"(batch x seqlen = 16k, hidden 2048); TFLOP/s = 4 sq sk d h b / time (halved for causal); "
           f"median of {args.reps} runs (CUDA events) after warm-up, the contenders interleaved "
-          f"(each rep times each once, in shuffled order: bench/timing.py).", "",
+          f"(each rep times each once, in shuffled order, after a GPU sleep so host launch time is not counted: bench/timing.py).", "",
           f"bf16 matmul ceiling (8192^3 torch.matmul, same run): **{mm_tf:.0f} TFLOP/s**", "",
           "| head dim | causal | seqlen | batch x heads | ours | SDPA flash | SDPA cuDNN | ours/flash | ours/cuDNN | "
           "ours/matmul | max abs diff vs flash |" + "".join(f" {label} |" for label, _ in variants),
