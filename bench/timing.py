@@ -1,7 +1,9 @@
 """bench/timing.py - CUDA-event timing of several contenders, interleaved.
 
-Used by vs_torch.py (forward) and vs_torch_backward.py. A long run of one kernel
-heats the GPU and its clock drops (power capping), so a contender timed in one
+Used by vs_torch.py (forward), vs_torch_backward.py and vs_torch_decode.py;
+event_ms is the one place a call is timed.
+
+A long run of one kernel heats the GPU and its clock drops (power capping), so a contender timed in one
 block right after another contender's block inherits that state. On the H100
 (2026-11-23, bench/results/..._fwd-order-bias.md) two builds of ours with the
 same kernel, timed one block after the other, differed by 6-12% at the grid's
@@ -26,7 +28,7 @@ import torch
 SLEEP_CYCLES = 400000
 
 
-def _event_ms(fn):
+def event_ms(fn):
     """Milliseconds of fn() between two CUDA events, waited for.
 
     The GPU first spins for SLEEP_CYCLES, so that the host has queued fn's
@@ -75,7 +77,7 @@ def interleaved(fns, reps=15, warmup=3):
             live[label] = fn
         except Exception as e:  # noqa: BLE001 - reported to the caller
             failed[label] = e
-    return _interleave(list(live), reps, lambda label, it: _event_ms(lambda: live[label](it))), failed
+    return _interleave(list(live), reps, lambda label, it: event_ms(lambda: live[label](it))), failed
 
 
 def capture(fn, calls):
@@ -102,4 +104,4 @@ def interleaved_graphs(graphs, reps=15):
     """graphs: {label: (graph, calls)} from capture(). Median microseconds per
     call of each, the replays interleaved as in interleaved()."""
     return _interleave(list(graphs), reps,
-                    lambda label, it: _event_ms(graphs[label][0].replay) * 1e3 / graphs[label][1])
+                    lambda label, it: event_ms(graphs[label][0].replay) * 1e3 / graphs[label][1])

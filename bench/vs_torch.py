@@ -35,24 +35,16 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from timing import interleaved  # noqa: E402  (bench/timing.py)
+from timing import event_ms, interleaved  # noqa: E402  (bench/timing.py)
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 
 def timed(fn, reps, warmup=3):
-    """Median milliseconds of fn() over reps runs, CUDA events, after warm-up."""
+    """Median milliseconds of fn() over reps runs (bench/timing.py's event_ms), after warm-up."""
     for _ in range(warmup):
         fn(0)
     torch.cuda.synchronize()
-    ms = []
-    for it in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn(it)
-        b.record()
-        b.synchronize()
-        ms.append(a.elapsed_time(b))
-    return statistics.median(ms)
+    return statistics.median(event_ms(lambda: fn(it)) for it in range(reps))
 
 
 def main():
@@ -167,13 +159,8 @@ def main():
         torch.cuda.reset_peak_memory_stats()
         base_alloc = torch.cuda.memory_allocated()
         free0, total = torch.cuda.mem_get_info()
-        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        e0.record()
-        ours(q, k, v, o, lse, False, torch.cuda.current_stream().cuda_stream)
-        e1.record()
-        e1.synchronize()
+        ms = event_ms(lambda: ours(q, k, v, o, lse, False, torch.cuda.current_stream().cuda_stream))
         free1, _ = torch.cuda.mem_get_info()
-        ms = e0.elapsed_time(e1)
         peak = torch.cuda.max_memory_allocated() - base_alloc
         ok = torch.isfinite(o).all().item() and torch.isfinite(lse).all().item()
         tf = 4.0 * sl * sl * d * h / ms * 1e-9
