@@ -2659,6 +2659,7 @@ typedef struct fa__decode_plan {
     int smem;         /* dynamic shared memory per CTA, bytes (see fa__decode_setup) */
     int pdl;          /* launch both kernels as programmatic dependents (fa__decode_launch_pdl) */
     size_t workspace; /* bytes of o_part + lse_part */
+    void (*kernel)(fa__decode_params); /* the instance fa__decode_setup prepared (its d, warps_m, dtype) */
 } fa__decode_plan;
 
 /* What fa__decode_setup finds out once per device and kernel. */
@@ -2667,6 +2668,7 @@ typedef struct fa__dec_setup {
     int smem;     /* the kernel's own dynamic shared memory */
     int smem_one; /* the dynamic shared memory that keeps a CTA alone on its SM */
     int pdl;      /* 1: the device runs sm_90+ code of these kernels (griddepcontrol) */
+    void (*kernel)(fa__decode_params); /* the instance this setup is for, to launch */
 } fa__dec_setup;
 
 /* How many CTAs share an SM: one for a contiguous cache, two (or what fits)
@@ -2713,6 +2715,7 @@ static cudaError_t fa__decode_setup(int dev, fa__dec_setup *out)
     out->smem = need;
     out->smem_one = one;
     out->pdl = fa.binaryVersion >= 90;
+    out->kernel = fa__decode_kernel<D, WM, BF16>;
     if (dev >= 0 && dev < 64) cached[dev] = *out;
     return cudaSuccess;
 }
@@ -2839,6 +2842,7 @@ static fa_status fa__decode_cuda_prepare(const char *fn, const fa_problem *p, fa
         plan->num_splits = splits;
         plan->smem = r.block_table ? ks.smem : ks.smem_one;
         plan->pdl = ks.pdl;
+        plan->kernel = ks.kernel;
     }
     z.row_blocks = plan->row_blocks;
     z.num_splits = plan->num_splits;
@@ -2888,13 +2892,9 @@ static cudaError_t fa__decode_launch_t(const fa__decode_params &kp, const fa__de
         fa__decode_append_kernel<D><<<(unsigned)((total + 255) / 256), 256, 0, st>>>(kp);
         if ((e = cudaGetLastError()) != cudaSuccess) return e;
     }
-    /* (fa__decode_setup_any already opted the kernel in to its shared memory;
-       plan.warps_m is at most fa__dec_max_warps_m(D)) */
-    void (*kern)(fa__decode_params) =
-        plan.warps_m == 1   ? fa__decode_kernel<D, 1, BF16>
-        : plan.warps_m == 2 ? fa__decode_kernel<D, (fa__dec_max_warps_m(D) >= 2 ? 2 : 1), BF16>
-                            : fa__decode_kernel<D, fa__dec_max_warps_m(D), BF16>;
-    if ((e = fa__decode_launch_pdl(kern, kp, grid, FA__DEC_THREADS, plan.smem, plan.pdl, st)) != cudaSuccess)
+    /* plan.kernel: the instance fa__decode_setup_any chose for plan.warps_m
+       and opted in to its shared memory */
+    if ((e = fa__decode_launch_pdl(plan.kernel, kp, grid, FA__DEC_THREADS, plan.smem, plan.pdl, st)) != cudaSuccess)
         return e;
     if (plan.num_splits > 1) /* a CTA per output row */
         return fa__decode_launch_pdl(fa__decode_combine_kernel<D, BF16>, kp,
