@@ -916,9 +916,11 @@ fa__fwd_kernel_sm80(const fa__fwd_params p)
 #define FA__SM90A 0
 #endif
 
-/* The three tensor maps, passed by value as one __grid_constant__ kernel
-   parameter (TMA reads the map from the parameter space). */
-typedef struct fa__tma_maps { CUtensorMap q, k, v; } fa__tma_maps;
+/* The tensor maps, passed by value as one __grid_constant__ kernel
+   parameter (TMA reads the map from the parameter space): Q, K, V read, O
+   written by the forward's epilogue (o_ok: O's map could be made; the
+   backward leaves it unset). */
+typedef struct fa__tma_maps { CUtensorMap q, k, v, o; int o_ok; } fa__tma_maps;
 
 /* Dynamic shared memory of the sm_90a kernel: 1 KB of alignment slack, Q
    (BM rows), STAGES K and V tiles, the O staging tile when it has its own
@@ -994,6 +996,31 @@ static __device__ __forceinline__ void fa__bulk_load(uint32_t dst, const void *s
 {
     asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n"
                  ::"r"(dst), "l"(src), "r"(bytes), "r"(bar) : "memory");
+}
+/* The other direction: a box of shared memory (laid out as the loads leave
+   it) to the map's [b][h][row][col] box, in the bulk group of the thread
+   for which `issue` is true (every thread calls it: a branch on the thread
+   made ptxas keep the kernel's tile and ring counters in per-thread
+   registers instead of uniform ones, 5% slower a key block). The map's
+   bounds clip it: rows past the map's rows and columns past its columns
+   are not written. */
+static __device__ __forceinline__ void fa__tma_store(const CUtensorMap *map, uint32_t src, int col, int row,
+                                                     int head, int batch, bool issue)
+{
+    asm volatile("{\n.reg .pred p;\nsetp.ne.u32 p, %6, 0;\n"
+                 "@p cp.async.bulk.tensor.4d.global.shared::cta.tile.bulk_group [%0, {%2, %3, %4, %5}], [%1];\n}\n"
+                 ::"l"((uint64_t)map), "r"(src), "r"(col), "r"(row), "r"(head), "r"(batch), "r"((int)issue) : "memory");
+}
+static __device__ __forceinline__ void fa__bulk_commit(void)
+{
+    asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+}
+/* This thread's bulk stores have read their shared memory (READ) or are
+   done writing global memory too. */
+template <bool READ> static __device__ __forceinline__ void fa__bulk_wait(void)
+{
+    if (READ) asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
+    else asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
 }
 static __device__ __forceinline__ void fa__wgmma_fence(void)
 {
@@ -1206,12 +1233,19 @@ template <bool BF16, int D>
 static __device__ __forceinline__ void fa__sm90_store_o(const fa__fwd_params &p, const float (&acc_o)[1][D / 8][4],
                                                         const float (&m_run)[1][2], const float (&l_run)[1][2],
                                                         uint32_t st, uint32_t blk, uint16_t *go, int row0, int sq,
-                                                        int h, int b, int64_t q_tok0, int nbatch, int wtid, int bar)
+                                                        int h, int b, int64_t q_tok0, int nbatch, int wtid, int bar,
+                                                        const fa__tma_maps &tm)
 {
     constexpr int CH = D / 8; /* 16-byte chunks per row */
     const int lane = wtid % 32, g = lane / 4, t = lane % 4, r0 = 16 * (wtid / 32) + g;
-    /* every thread of the warpgroup has read the previous tile's rows out
-       (staging in Q: there is no previous tile) */
+    /* By TMA when O's map exists and clips the rows right: with cu_seqlens
+       its rows run on into the next sequence, so a warpgroup whose rows
+       pass the end of its sequence copies them out itself. */
+    const bool by_tma = tm.o_ok && (!p.cu_seqlens_q || row0 + 64 <= sq);
+    /* every thread of the warpgroup has read the previous tile's rows out,
+       and the previous TMA store (thread 0's bulk group) has too (staging
+       in Q: there is no previous tile) */
+    fa__bulk_wait<true>();
     fa__named_sync(bar, 128);
 #pragma unroll
     for (int hf = 0; hf < 2; hf++) {
@@ -1224,20 +1258,34 @@ static __device__ __forceinline__ void fa__sm90_store_o(const fa__fwd_params &p,
                             fa__pack2<BF16>(acc_o[0][c][2 * hf] * inv, acc_o[0][c][2 * hf + 1] * inv));
         if (t == 0 && row0 + r < sq) fa__store_lse(p, m_run[0][hf], l, row0 + r, h, b, q_tok0, nbatch);
     }
+    /* the rows written above, made visible to the copy engine (the async
+       proxy) before thread 0 hands them to it */
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
     fa__named_sync(bar, 128); /* every row of the staging is written */
+    /* No waiting for the TMA copy: the next tile's staging waits for it at
+       the top. (One path through the barriers for both ways out: with a
+       barrier on each side of the branch ptxas moved the tile and ring
+       counters from uniform to per-thread registers, 5% slower a key
+       block.) */
+    const int orow = (int)q_tok0 + row0, ob = p.cu_seqlens_q ? 0 : b;
+    for (int j = 0; j < D / 64 && 64 * j < p.dv; j++)
+        fa__tma_store(&tm.o, st + j * blk, 64 * j, orow, h, ob, by_tma && wtid == 0);
+    fa__bulk_commit();
+    if (!by_tma) {
 #pragma unroll
-    for (int j = 0; j < 64 * CH / 128; j++) {
-        const int x = wtid + 128 * j, r = x / CH, c = x % CH, col = 8 * c;
-        if (row0 + r >= sq || col >= p.dv) continue;
-        const uint4 v = fa__ld_shared128(st + fa__sm90_chunk(r, c, blk));
-        uint16_t *dst = go + (int64_t)(row0 + r) * p.o_seq + col;
-        if (col + 8 <= p.dv) {
-            *(uint4 *)dst = v; /* rows start on 16-byte boundaries (checked on the host) */
-        } else { /* the last, partial chunk of a head_dim_v that is no multiple of 8 */
+        for (int j = 0; j < 64 * CH / 128; j++) {
+            const int x = wtid + 128 * j, r = x / CH, c = x % CH, col = 8 * c;
+            if (row0 + r >= sq || col >= p.dv) continue;
+            const uint4 v = fa__ld_shared128(st + fa__sm90_chunk(r, c, blk));
+            uint16_t *dst = go + (int64_t)(row0 + r) * p.o_seq + col;
+            if (col + 8 <= p.dv) {
+                *(uint4 *)dst = v; /* rows start on 16-byte boundaries (checked on the host) */
+            } else { /* the last, partial chunk of a head_dim_v that is no multiple of 8 */
 #pragma unroll
-            for (int e = 0; e < 8; e++) {
-                const uint32_t w = e < 2 ? v.x : e < 4 ? v.y : e < 6 ? v.z : v.w;
-                if (col + e < p.dv) dst[e] = (uint16_t)(w >> (16 * (e % 2)));
+                for (int e = 0; e < 8; e++) {
+                    const uint32_t w = e < 2 ? v.x : e < 4 ? v.y : e < 6 ? v.z : v.w;
+                    if (col + e < p.dv) dst[e] = (uint16_t)(w >> (16 * (e % 2)));
+                }
             }
         }
     }
@@ -1519,11 +1567,14 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
         uint16_t *go = p.o + (p.cu_seqlens_q ? x.q_tok0 * p.o_seq : b * p.o_batch) + h * p.o_head;
         if (O_STAGED)
             fa__sm90_store_o<BF16, D>(p, acc_o, m_run, l_run, sO + (uint32_t)cw * 64 * 128, BM * 128, go,
-                                      x.row0 + 64 * cw, x.sq, h, b, x.q_tok0, batch, tid % 128, 1 + WG + cw);
+                                      x.row0 + 64 * cw, x.sq, h, b, x.q_tok0, batch, tid % 128, 1 + WG + cw, tm);
         else
             fa__store_o_lse<BF16>(p, acc_o, m_run, l_run, go, wrow0, x.sq, h, b, x.q_tok0, batch, g, t);
     }
     if (FA__SM90_PINGPONG && cw == 0) fa__named_sync(1, 256);
+    /* the last TMA store of O has written global memory (and read the
+       staging, which must outlive it) before the block exits */
+    if (O_STAGED) fa__bulk_wait<false>();
 #else
     /* Compiled for a target without wgmma: a marker the host can see
        (cudaFuncGetAttributes reports static shared memory), so it never
@@ -1772,6 +1823,10 @@ static fa_status fa__launch_fwd_sm90(const char *fn, const fa__fwd_params &p, in
         fa__tma_map(&tm.v, p.v, BF16, p.dv, rows_k, p.heads_q / p.group, vk ? 1 : batch, p.v_seq,
                     p.v_head, vk ? p.v_seq : p.v_batch, BN))
         return FA_OK;
+    /* O's map, the epilogue's TMA stores of one warpgroup's 64 rows (else
+       the warpgroups copy O out themselves) */
+    tm.o_ok = !fa__tma_map(&tm.o, p.o, BF16, p.dv, rows_q, p.heads_q, vq ? 1 : batch, p.o_seq, p.o_head,
+                           vq ? p.o_seq : p.o_batch, 64);
     e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (e != cudaSuccess) return fa__cuda_fail(fn, e, "cudaFuncSetAttribute");
     const int m_blocks = (p.seqlen_q + BM - 1) / BM;

@@ -15,8 +15,9 @@ def rep(old, new, cnt=1):
     global s
     assert s.count(old) == cnt, (old[:90], s.count(old))
     s = s.replace(old, new)
-rep("typedef struct fa__tma_maps { CUtensorMap q, k, v; } fa__tma_maps;",
-"""typedef struct fa__tma_maps { CUtensorMap q, k, v; } fa__tma_maps;
+import re
+maps = re.search(r"typedef struct fa__tma_maps \{[^}]*\} fa__tma_maps;", s).group(0)
+rep(maps, maps + """
 __device__ int4 fa__tr_buf[6 * 8192];
 #define FA__TR(ev, k, it) do { if ((threadIdx.x & 127) == 0 && blockIdx.x < 2 && tr_i < 8192) { \\
     fa__tr_buf[(blockIdx.x * 3 + (threadIdx.x >> 7)) * 8192 + tr_i] = make_int4((ev), (k), (it), (int)clock()); tr_i++; } } while (0)
