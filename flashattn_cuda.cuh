@@ -1219,16 +1219,19 @@ static __device__ __forceinline__ void fa__sm90_load(uint32_t dst, uint32_t bar,
    16-bit pairs into the rows of `st` (the swizzled layout of every tile
    here: D / 64 column blocks `blk` bytes apart, 16-byte chunk c of row r at
    chunk c ^ (r % 8), so the 8 rows a store instruction covers fall in 8
-   different bank groups), and then each warp copies whole rows out, 16
-   bytes a thread: 512 contiguous bytes a store at d 64. Rows past the
-   sequence and columns past head_dim_v are not written. Named barrier `bar`
-   (the warpgroup's 128 threads) orders the two phases; wtid is the thread's
-   index in the warpgroup, row0 the warpgroup's first row. Measured against
-   the straight stores (H100, 2026-11-24, same run): 1-7% faster at d 128
-   and d 256 up to 2k tokens, the same at d 64. A clock() trace of one block
-   (d 128, 512 tokens) put the epilogue at 3800 of a tile's 18700 cycles
-   stored straight, 2460 of 17000 staged: shorter, but the store pattern
-   was not all that made it long (the README's notes on short sequences). */
+   different bank groups), and then one thread hands the rows to TMA (one
+   64 x 64 box per 64 columns, O's map `tm.o`) and the warpgroup goes on to
+   its next tile without waiting: the copy has to have read the staging
+   only before the next tile's epilogue writes it again. Where TMA cannot
+   clip the rows right (see by_tma) each warp copies whole rows out itself,
+   16 bytes a thread. Rows past the sequence and columns past head_dim_v
+   are not written. Named barrier `bar` (the warpgroup's 128 threads)
+   orders the two phases; wtid is the thread's index in the warpgroup, row0
+   the warpgroup's first row. Measured (H100, 2026-11-24): staged with the
+   threads' own row copies, 1-7% faster than the straight stores at d 128
+   and d 256 up to 2k tokens, the same at d 64; by TMA, another 1-7% at
+   512-2k tokens at every head dim (a clock() trace of d 128 at 2k tokens:
+   the epilogue from 2390 to 1530 cycles of a tile's 51600). */
 template <bool BF16, int D>
 static __device__ __forceinline__ void fa__sm90_store_o(const fa__fwd_params &p, const float (&acc_o)[1][D / 8][4],
                                                         const float (&m_run)[1][2], const float (&l_run)[1][2],

@@ -9,13 +9,13 @@ Usage (the copies beside trace.cu, which includes "flashattn.h"):
   nvcc -std=c++17 -O3 -gencode arch=compute_90a,code=sm_90a bench/sm90_trace/trace.cu -o trace
   ./trace D SEQLEN BATCH HEADS CAUSAL > tr.txt; python3 bench/sm90_trace/phases.py tr.txt
 The timestamps' global stores perturb the kernel a little (about 2% here)."""
+import re
 import sys
 s = open(sys.argv[1]).read()
 def rep(old, new, cnt=1):
     global s
     assert s.count(old) == cnt, (old[:90], s.count(old))
     s = s.replace(old, new)
-import re
 maps = re.search(r"typedef struct fa__tma_maps \{[^}]*\} fa__tma_maps;", s).group(0)
 rep(maps, maps + """
 __device__ int4 fa__tr_buf[6 * 8192];
