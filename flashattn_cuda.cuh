@@ -1139,6 +1139,8 @@ static __device__ __forceinline__ uint64_t fa__wg_desc_step(uint64_t desc, uint3
     "{\n.reg .pred p;\nsetp.ne.b32 p, %" A5 ", 0;\nwgmma.mma_async.sync.aligned.m64n" #N      \
     "k16.f32." TY "." TY " " ACC ", {%" A0 ", %" A1 ", %" A2 ", %" A3 "}, %" A4 ", p, 1, 1, 1;\n}\n"
 template <int N, bool BF16> struct fa__wgmma;
+/* a compile-time int as a value (for generic lambdas: decltype(n)::value) */
+template <int N> struct fa__int { static constexpr int value = N; };
 #define FA__WGMMA_N(N, NR, A0, A1, A2, A3, A4, A5)                                              \
     template <bool BF16> struct fa__wgmma<N, BF16> {                                            \
         template <int TR = 0>                                                                   \
@@ -1461,8 +1463,33 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
                 fa__mbar_wait(bar, (uint32_t)(((ring + it) / STAGES) & 1));
                 return (uint32_t)((ring + it) % STAGES) * KV_BYTES;
             };
-            /* issue S = Q K_it^T once K_it has landed (no wait for the result) */
-            auto issue_qk = [&](int it) {
+            /* A tile's last key block may hold fewer of its keys than BN:
+               past the sequence's end (4096 keys in 176-key blocks leave
+               48), or past the causal / window diagonal of the tile's last
+               row. With 64 keys or fewer, its S = Q K^T may run with N = 64
+               (the first keys only) and its P V with 4 k-steps; the registers
+               of the keys left out keep stale scores, which the mask (every
+               such block gets it: fa__block_needs_mask) sets to -inf, as it
+               does all keys from kend on. NARROW: only d 64's 192-key blocks
+               do it, the shape it measured faster for (H100, 2026-11-24,
+               4k to 16k tokens: +2.7 to +3.3%; 4096 and 16384 keys leave 64,
+               8192 leave 128 and gained as much, so part of it is the loop's
+               new shape). With the last block taken out of the loop every shape's
+               loop body compiled differently: ptxas moved the ring counters
+               to per-thread registers at 128-key blocks (4-9% slower up to
+               2k tokens) and the d 128 176-key kernel ran 30% slower; chosen
+               by a branch inside the loop, the products got extra
+               warpgroup.arrive (C7519) and every shape ran 30-50% slower. */
+            constexpr bool NARROW = D == 64 && BN == 192;
+            const int64_t last_row = (x.row0 + BM < x.sq ? x.row0 + BM : x.sq) - 1;
+            const int64_t diag = p.has_right ? last_row + x.shift + p.right + 1 : (int64_t)x.sk;
+            const int kend = (int)(diag < x.sk ? diag : x.sk);
+            const fa__int<BN> full;
+            /* issue S = Q K_it^T (its first n.value keys) once K_it has
+               landed (no wait for the result) */
+            auto issue_qk = [&](int it, auto n) {
+                constexpr int N = decltype(n)::value;
+                float(&sn)[N / 2] = reinterpret_cast<float(&)[N / 2]>(s_flat);
                 /* Descriptors (K-major Q and K, see the layout above). Q's
                    rows depend on the warpgroup, so its descriptors are
                    per-thread values that each product moves to uniform
@@ -1478,16 +1505,16 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
                 fa__wgmma_fence();
 #pragma unroll
                 for (int kk = 0; kk < D / 16; kk++)
-                    fa__wgmma<BN, BF16>::ss(s_flat, fa__wg_desc_step(qd, (kk / 4) * BM * 128 + (kk % 4) * 32),
-                                            fa__wg_desc(kbase + (kk / 4) * BN * 128 + (kk % 4) * 32, 16, 1024), kk > 0);
+                    fa__wgmma<N, BF16>::ss(sn, fa__wg_desc_step(qd, (kk / 4) * BM * 128 + (kk % 4) * 32),
+                                           fa__wg_desc(kbase + (kk / 4) * BN * 128 + (kk % 4) * 32, 16, 1024), kk > 0);
                 fa__wgmma_commit();
             };
-            /* issue O~ += P V_it once V_it has landed */
-            auto issue_pv = [&](int it) {
+            /* issue O~ += P V_it (its first n.value keys) once V_it has landed */
+            auto issue_pv = [&](int it, auto n) {
                 const uint32_t vbase = sV + landed(v_full((ring + it) % STAGES), it);
                 fa__wgmma_fence();
 #pragma unroll
-                for (int kk = 0; kk < BN / 16; kk++)
+                for (int kk = 0; kk < decltype(n)::value / 16; kk++)
                     fa__wgmma<D, BF16>::rs(o_flat, pa[kk][0], fa__wg_desc(vbase + kk * 2048, BN * 128, 1024), 1);
                 fa__wgmma_commit();
             };
@@ -1516,18 +1543,22 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
 
             fa__mbar_wait(q_full, (uint32_t)(q_uses & 1));
             if (FA__SM90_OVERLAP) {
-                my_turn();
-                issue_qk(0);
-                end_turn();
-                fa__wgmma_wait<0>();
-                fa__fence_regs(s_flat);
-                release_k(0);
-                softmax(0); /* O~ is still 0: nothing to rescale */
-                fa__pack_p<BF16>(s, pa);
-                for (int it = 1; it < count; it++) {
+                /* the first key block: S_0 alone */
+                auto first = [&](auto n) {
                     my_turn();
-                    issue_qk(it);     /* S_it ...                       */
-                    issue_pv(it - 1); /* ... and O~ += P_{it-1} V_{it-1} */
+                    issue_qk(0, n);
+                    end_turn();
+                    fa__wgmma_wait<0>();
+                    fa__fence_regs(s_flat);
+                    release_k(0);
+                    softmax(0); /* O~ is still 0: nothing to rescale */
+                    fa__pack_p<BF16>(s, pa);
+                };
+                /* key block it > 0 */
+                auto step = [&](int it, auto n) {
+                    my_turn();
+                    issue_qk(it, n);        /* S_it ...                       */
+                    issue_pv(it - 1, full); /* ... and O~ += P_{it-1} V_{it-1} */
                     end_turn();
                     fa__wgmma_wait<1>(); /* groups retire in order: S_it is done */
                     fa__fence_regs(s_flat);
@@ -1538,17 +1569,35 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
                     release_v(it - 1);
                     fa__rescale_o(acc_o, alpha); /* O~ now relative to the new maximum */
                     fa__pack_p<BF16>(s, pa);
+                };
+                /* the last P V, at width n */
+                auto finish = [&](auto n) {
+                    my_turn();
+                    issue_pv(count - 1, n);
+                    end_turn();
+                    fa__wgmma_wait<0>();
+                    fa__fence_regs(o_flat);
+                    release_v(count - 1);
+                };
+                if (!NARROW) {
+                    first(full);
+                    for (int it = 1; it < count; it++) step(it, full);
+                    finish(full);
+                } else { /* the last key block out of the loop, at its width */
+                    auto last = [&](auto n) {
+                        if (count > 1) step(count - 1, n);
+                        else first(n);
+                        finish(n);
+                    };
+                    if (count > 1) first(full);
+                    for (int it = 1; it < count - 1; it++) step(it, full);
+                    if (kend - (x.n_begin + count - 1) * BN <= 64) last(fa__int<64>());
+                    else last(full);
                 }
-                my_turn();
-                issue_pv(count - 1);
-                end_turn();
-                fa__wgmma_wait<0>();
-                fa__fence_regs(o_flat);
-                release_v(count - 1);
             } else {
                 for (int it = 0; it < count; it++) {
                     my_turn();
-                    issue_qk(it);
+                    issue_qk(it, full);
                     end_turn();
                     fa__wgmma_wait<0>();
                     fa__fence_regs(s_flat);
@@ -1557,7 +1606,7 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
                     fa__rescale_o(acc_o, alpha);
                     fa__pack_p<BF16>(s, pa);
                     my_turn();
-                    issue_pv(it);
+                    issue_pv(it, full);
                     end_turn();
                     fa__wgmma_wait<0>();
                     fa__fence_regs(o_flat);
