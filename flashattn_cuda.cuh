@@ -1481,6 +1481,10 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
                by a branch inside the loop, the products got extra
                warpgroup.arrive (C7519) and every shape ran 30-50% slower. */
             constexpr bool NARROW = D == 64 && BN == 192;
+            /* (The limit fa__fwd_extent also derives n_end from. Kept there
+               as a field k_end instead, every other kernel compiled to the
+               same SASS but this one ran 20% slower at 4k-16k tokens, H100,
+               2026-11-24 08:47 UTC: hence computed here.) */
             const int64_t last_row = (x.row0 + BM < x.sq ? x.row0 + BM : x.sq) - 1;
             const int64_t diag = p.has_right ? last_row + x.shift + p.right + 1 : (int64_t)x.sk;
             const int kend = (int)(diag < x.sk ? diag : x.sk);

@@ -104,4 +104,4 @@ def interleaved_graphs(graphs, reps=15):
     """graphs: {label: (graph, calls)} from capture(). Median microseconds per
     call of each, the replays interleaved as in interleaved()."""
     return _interleave(list(graphs), reps,
-                    lambda label, it: event_ms(graphs[label][0].replay) * 1e3 / graphs[label][1])
+                       lambda label, it: event_ms(graphs[label][0].replay) * 1e3 / graphs[label][1])
