@@ -2159,6 +2159,13 @@ FLASHATTN_DEF fa_status fa_forward_cuda(const fa_problem *p, fa_tensor q, fa_ten
       writes them into the cache slots seqlens_k[b] .. + sq - 1 (stream
       ordered, so the attention kernel then reads them from the cache).
 
+   8. Head pairs. When batch * heads_kv CTAs need two waves of one CTA per
+      SM and half as many still fill one (batch 32 x 8 KV heads on 132
+      SMs), a CTA takes two KV heads: a tile row is key n of both heads,
+      and each warp row computes its own head. Same bytes per SM, but no
+      SM stops streaming halfway to start a second CTA: batch 32 x 4k
+      2963 -> 3006 GB/s (H100, 2026-11-24; fa__decode_pairs).
+
    Log base. Inside the kernels every score is kept in base 2 (s * log2(e)),
    so each exponential is one MUFU.EX2; partial log-sum-exps are base 2 as
    well, and only the final L is converted to the natural log the API
@@ -2262,25 +2269,39 @@ __device__ __forceinline__ int64_t fa__dec_cache_offset(const fa__decode_params 
     return (int64_t)b * bs + (int64_t)n * ss;
 }
 
-/* ---- >>decode-kernel  one CTA = (sequence b, KV head hk, row block, split) --
-   Grid: x = row block + row_blocks * split, y = hk, z = b. */
-template <int D, int WARPS_M, bool BF16>
+/* ---- >>decode-kernel  one CTA = (sequence b, KV heads, row block, split) --
+   Grid: x = row block + row_blocks * split, y = KV head / HP, z = b.
+
+   HP = KV heads per CTA. HP = 1: the CTA's rows are one KV head's packed
+   rows (row block rb of them). HP = 2 (a head pair; rows <= 16, so one row
+   block, and WARPS_M = 2): warp row wm holds the 16-row block of KV head
+   2 * blockIdx.y + wm, and a K/V tile row is key n of BOTH heads, 2 * D
+   elements (512 contiguous bytes at d128 when the heads are adjacent), half
+   as many keys a tile for the same bytes. Each warp reads its own head's
+   half of the row. Why pairs: a batch of 32 x 8 KV heads is 256 CTAs, two
+   waves of one CTA per SM; paired, 128 CTAs of twice the bytes run in one
+   wave, and the SMs never stop streaming to start a second CTA
+   (fa__decode_pairs). */
+template <int D, int WARPS_M, bool BF16, int HP>
 __global__ void __launch_bounds__(FA__DEC_THREADS)
 fa__decode_kernel(const fa__decode_params p)
 {
-    constexpr int BN = FA__DEC_BN;
+    static_assert(HP == 1 || (HP == 2 && WARPS_M == 2), "a head pair gives each head one warp row");
+    constexpr int BN = FA__DEC_BN / HP;      /* keys per tile */
+    constexpr int RW = HP * D;                /* elements per K/V tile row */
     constexpr int STAGES = fa__dec_stages(D);
     constexpr int WARPS_N = 4 / WARPS_M;
     constexpr int KW = BN / WARPS_N;          /* keys per warp per tile */
     constexpr int NK = KW / 16;               /* 16-key MMA steps per warp per tile */
     constexpr int NS = D <= 128 ? NK : 1;     /* 16-key steps per softmax update */
     constexpr int ROWS = 16 * WARPS_M;        /* query rows of this CTA */
-    constexpr int CH = D / 8;                 /* 16-byte chunks per row */
+    constexpr int CH = RW / 8;                /* 16-byte chunks per tile row */
     constexpr int RSTEP = FA__DEC_THREADS / CH; /* rows one pass of the CTA copies */
     constexpr int RPT = BN / RSTEP;           /* K (or V) rows each thread copies per tile */
     constexpr int TILE = fa__dec_tile_bytes(D);
     constexpr bool Q_IN_REGS = D <= 128;      /* d256: Q fragments would cost 64 registers */
     constexpr int OPAD = D + 8;               /* fp32 row stride of the epilogue's O */
+    static_assert(BN * RW * 2 == TILE && KW % 16 == 0, "a tile is 64 keys x D of bytes, 16-key steps");
 
     extern __shared__ __align__(128) unsigned char fa__dec_smem[];
     unsigned char *ks = fa__dec_smem;                     /* STAGES K tiles */
@@ -2291,7 +2312,12 @@ fa__decode_kernel(const fa__decode_params p)
     const int wm = warp / WARPS_N, wn = warp % WARPS_N;
     const int g = lane >> 2, tq = lane & 3; /* MMA fragment coordinates */
     const int rb = blockIdx.x % p.row_blocks, split = blockIdx.x / p.row_blocks;
-    const int hk = blockIdx.y, b = blockIdx.z;
+    const int hk0 = HP * blockIdx.y, b = blockIdx.z; /* the CTA's first KV head */
+    /* CTA row r (0..ROWS-1): its KV head and its packed row within that head */
+    auto head_of = [&](int r) { return HP == 1 ? hk0 : hk0 + r / 16; };
+    auto row_of = [&](int r) { return HP == 1 ? rb * ROWS + r : r % 16; };
+    /* the warp's half of a head pair's tile row, in 16-byte chunks */
+    const int kc0 = HP == 1 ? 0 : wm * (D / 8);
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     /* This grid is launched as a programmatic dependent of whatever ran
        before it in the stream (fa__decode_launch_t): its CTAs may be placed
@@ -2316,8 +2342,8 @@ fa__decode_kernel(const fa__decode_params p)
     const int my_tiles = max(0, min(n_tiles, t_begin + per_split) - t_begin);
     const int n_first = lo + t_begin * BN; /* first key of this split */
 
-    const uint16_t *kbase = (const uint16_t *)p.k + (int64_t)hk * p.k_hs;
-    const uint16_t *vbase = (const uint16_t *)p.v + (int64_t)hk * p.v_hs;
+    const uint16_t *kbase = (const uint16_t *)p.k + (int64_t)hk0 * p.k_hs;
+    const uint16_t *vbase = (const uint16_t *)p.v + (int64_t)hk0 * p.v_hs;
     const int32_t *btab = p.block_table ? p.block_table + (int64_t)b * p.pages_per_seq : 0;
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -2327,20 +2353,23 @@ fa__decode_kernel(const fa__decode_params p)
     asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
     /* ---- Q: ROWS packed rows -> shared (zero rows past the real ones) ---- */
-    for (int i = tid; i < ROWS * CH; i += FA__DEC_THREADS) {
-        int r = i / CH, c = i % CH, row = rb * ROWS + r;
+    for (int i = tid; i < ROWS * (D / 8); i += FA__DEC_THREADS) {
+        int r = i / (D / 8), c = i % (D / 8), row = row_of(r);
         int ok = row < p.rows;
         int t = ok ? row / p.group : 0, hh = ok ? row % p.group : 0;
         const uint16_t *src = (const uint16_t *)p.q + (int64_t)b * p.q_bs + (int64_t)t * p.q_ss +
-                       (int64_t)(hk * p.group + hh) * p.q_hs + c * 8;
+                       (int64_t)(head_of(r) * p.group + hh) * p.q_hs + c * 8;
         fa__cp_async16(fa__dec_smem_addr(qs + fa__dec_swz<D>(r, c)), src, ok ? 16 : 0);
     }
     fa__cp_async_commit();
 
     /* ---- the copy of one K/V tile: thread copies chunk tid % CH of rows
-       tid / CH + RSTEP * i. Page numbers come from `pages`, fetched one tile
+       tid / CH + RSTEP * i (a chunk of head hk0 + my_c / (D / 8) when the
+       row holds a pair). Page numbers come from `pages`, fetched one tile
        ahead (fetch_pages) so the issue never waits on the table. */
     const int my_c = tid % CH, my_r = tid / CH;
+    const int64_t k_col = (int64_t)(my_c / (D / 8)) * p.k_hs + (my_c % (D / 8)) * 8;
+    const int64_t v_col = (int64_t)(my_c / (D / 8)) * p.v_hs + (my_c % (D / 8)) * 8;
     int pages[RPT];
 #pragma unroll
     for (int i = 0; i < RPT; i++) pages[i] = 0;
@@ -2363,10 +2392,10 @@ fa__decode_kernel(const fa__decode_params p)
             int nn = ok ? n : 0; /* a valid address even when nothing is read */
             int64_t ko = fa__dec_cache_offset(p, b, nn, ok ? pages[i] : 0, p.k_bs, p.k_ss);
             int64_t vo = fa__dec_cache_offset(p, b, nn, ok ? pages[i] : 0, p.v_bs, p.v_ss);
-            uint32_t so = fa__dec_swz<D>(r, my_c);
+            uint32_t so = fa__dec_swz<RW>(r, my_c);
             /* zero-fill past the end: masked P is 0, and 0 * garbage could be NaN */
-            fa__cp_async16(kdst + so, kbase + ko + my_c * 8, ok ? 16 : 0);
-            fa__cp_async16(vdst + so, vbase + vo + my_c * 8, ok ? 16 : 0);
+            fa__cp_async16(kdst + so, kbase + ko + k_col, ok ? 16 : 0);
+            fa__cp_async16(vdst + so, vbase + vo + v_col, ok ? 16 : 0);
         }
     };
 
@@ -2384,11 +2413,11 @@ fa__decode_kernel(const fa__decode_params p)
     float slope2[2];  /* ALiBi slope * log2(e) */
 #pragma unroll
     for (int h = 0; h < 2; h++) {
-        int row = rb * ROWS + wm * 16 + g + 8 * h;
-        int rr = min(row, p.rows - 1);
+        int r = wm * 16 + g + 8 * h;
+        int rr = min(row_of(r), p.rows - 1);
         int t = rr / p.group;
         ip[h] = t + sk - sq;
-        slope2[h] = p.alibi ? p.alibi[hk * p.group + rr % p.group] * FA__DEC_LOG2E : 0.f;
+        slope2[h] = p.alibi ? p.alibi[head_of(r) * p.group + rr % p.group] * FA__DEC_LOG2E : 0.f;
     }
 
     /* Online-softmax state (seed 000, FA2 Alg. 1 lines 5-10), base 2:
@@ -2465,7 +2494,7 @@ fa__decode_kernel(const fa__decode_params p)
 #pragma unroll
                 for (int c = 0; c < NS; c++) {
                     uint32_t bk[4];
-                    fa__ldmatrix_x4(bk, kt + fa__dec_swz<D>(kw0 + 16 * (c0 + c) + kb_row, 2 * kk + kb_c));
+                    fa__ldmatrix_x4(bk, kt + fa__dec_swz<RW>(kw0 + 16 * (c0 + c) + kb_row, kc0 + 2 * kk + kb_c));
                     fa__mma16816<BF16>(s[2 * c], a, bk[0], bk[1]);
                     fa__mma16816<BF16>(s[2 * c + 1], a, bk[2], bk[3]);
                 }
@@ -2532,7 +2561,7 @@ fa__decode_kernel(const fa__decode_params p)
 #pragma unroll
                 for (int j = 0; j < D / 16; j++) {
                     uint32_t bv[4];
-                    fa__ldmatrix_x4_trans(bv, vt + fa__dec_swz<D>(kw0 + 16 * (c0 + c) + vb_row, 2 * j + vb_c));
+                    fa__ldmatrix_x4_trans(bv, vt + fa__dec_swz<RW>(kw0 + 16 * (c0 + c) + vb_row, kc0 + 2 * j + vb_c));
                     fa__mma16816<BF16>(o[2 * j], a, bv[0], bv[1]);
                     fa__mma16816<BF16>(o[2 * j + 1], a, bv[2], bv[3]);
                 }
@@ -2564,7 +2593,7 @@ fa__decode_kernel(const fa__decode_params p)
     const bool final_out = p.num_splits == 1;
     for (int i = tid; i < ROWS * (D / 4); i += FA__DEC_THREADS) {
         const int r = i / (D / 4), c4 = (i % (D / 4)) * 4;
-        const int row = rb * ROWS + r;
+        const int row = row_of(r), hk = head_of(r);
         if (row >= p.rows) continue;
         const int rwm = r / 16, r16 = r % 16;
         float M = -INFINITY;
@@ -2767,9 +2796,35 @@ static int fa__decode_num_splits(int64_t ctas, int slots, int tiles, int max_spl
     return 1;
 }
 
+/* KV heads per CTA (HP of fa__decode_kernel): 2 when a pair fits (rows <=
+   16, d <= 128, an even heads_kv), the cache is contiguous (one CTA per SM),
+   the grid needs no split, and pairing costs no wave: with `units` CTAs of
+   one head each and `slots` of them at once, ceil(units / slots) waves of
+   one head's keys against ceil(units / 2 / slots) waves of two. That is
+   the case at 256 units on 132 SMs (batch 32 x 8 KV heads): two waves
+   either way by that count, but one stop-and-start per SM less. Measured
+   (H100, 2026-11-24, d128, batch 32 x 4k): see fa__decode_kernel and
+   the README. Only when the pairs still fill 80% of a wave (fewer would
+   leave SMs idle: the no-split rule of fa__decode_num_splits). */
+#ifdef FLASHATTN_TEST_HOOKS
+/* tests only: -1 by the rule, 0 never, 1 wherever a pair fits; and how many
+   calls ran pairs */
+static int fa__dec_pairs = -1, fa__dec_pair_launches;
+#endif
+static int fa__decode_pairs(const fa_problem *r, int rows, int64_t units, int slots, int splits)
+{
+    const int fits = rows <= 16 && fa__dec_max_warps_m(r->head_dim) >= 2 && r->heads_kv % 2 == 0;
+#ifdef FLASHATTN_TEST_HOOKS
+    if (fa__dec_pairs >= 0) return fits && fa__dec_pairs ? 2 : 1;
+#endif
+    if (!fits || r->block_table || splits != 1 || units / 2 < (int64_t)(0.8f * (float)slots)) return 1;
+    return 2 * ((units / 2 + slots - 1) / slots) <= (units + slots - 1) / slots ? 2 : 1;
+}
+
 /* The launch plan for one problem: derived from p alone and the device. */
 typedef struct fa__decode_plan {
     int d, warps_m, row_blocks, num_splits;
+    int hp;           /* KV heads per CTA (fa__decode_pairs) */
     int smem;         /* dynamic shared memory per CTA, bytes (see fa__decode_setup) */
     int pdl;          /* launch both kernels as programmatic dependents (fa__decode_launch_pdl) */
     size_t workspace; /* bytes of o_part + lse_part */
@@ -2801,7 +2856,7 @@ typedef struct fa__dec_setup {
    (once per device; the attribute belongs to the device's context) and
    fills *out (fa__dec_setup). The cache is a plain array: two threads
    racing on it both store the same numbers. */
-template <int D, int WM, bool BF16>
+template <int D, int WM, bool BF16, int HP>
 static cudaError_t fa__decode_setup(int dev, fa__dec_setup *out)
 {
     static fa__dec_setup cached[64]; /* per device; blocks == 0: not yet */
@@ -2816,12 +2871,12 @@ static cudaError_t fa__decode_setup(int dev, fa__dec_setup *out)
     one = per_sm / 2 + 1;
     if (one > optin) one = optin;
     if (one < need) one = need;
-    e = cudaFuncSetAttribute(fa__decode_kernel<D, WM, BF16>, cudaFuncAttributeMaxDynamicSharedMemorySize, one);
+    e = cudaFuncSetAttribute(fa__decode_kernel<D, WM, BF16, HP>, cudaFuncAttributeMaxDynamicSharedMemorySize, one);
     if (e != cudaSuccess) return e;
-    e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, fa__decode_kernel<D, WM, BF16>, FA__DEC_THREADS, need);
+    e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, fa__decode_kernel<D, WM, BF16, HP>, FA__DEC_THREADS, need);
     if (e != cudaSuccess) return e;
     if (n < 1) return cudaErrorInvalidConfiguration; /* does not fit this device's shared memory */
-    e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n1, fa__decode_kernel<D, WM, BF16>, FA__DEC_THREADS, one);
+    e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n1, fa__decode_kernel<D, WM, BF16, HP>, FA__DEC_THREADS, one);
     if (e != cudaSuccess) return e;
     if (n1 != 1) one = need; /* cannot be held alone this way: leave it as it is */
     if ((e = cudaFuncGetAttributes(&fa, fa__decode_combine_kernel<D, BF16>)) != cudaSuccess) return e;
@@ -2829,20 +2884,22 @@ static cudaError_t fa__decode_setup(int dev, fa__dec_setup *out)
     out->smem = need;
     out->smem_one = one;
     out->pdl = fa.binaryVersion >= 90;
-    out->kernel = fa__decode_kernel<D, WM, BF16>;
+    out->kernel = fa__decode_kernel<D, WM, BF16, HP>;
     if (dev >= 0 && dev < 64) cached[dev] = *out;
     return cudaSuccess;
 }
 
-/* Set up the kernel this problem will use (fa__decode_setup). */
-static cudaError_t fa__decode_setup_any(int dev, int d, int wm, int bf16, fa__dec_setup *out)
+/* Set up the kernel this problem will use (fa__decode_setup): hp = 2 only
+   where fa__dec_max_warps_m allows two warp rows (d <= 128). */
+static cudaError_t fa__decode_setup_any(int dev, int d, int wm, int hp, int bf16, fa__dec_setup *out)
 {
 #define FA__DEC_SETUP(D_, T_)                                                   \
     if (d == D_) {                                                              \
         constexpr int M2_ = fa__dec_max_warps_m(D_) < 2 ? 1 : 2;                \
-        if (wm == 1) return fa__decode_setup<D_, 1, T_>(dev, out);              \
-        if (wm == 2) return fa__decode_setup<D_, M2_, T_>(dev, out);            \
-        return fa__decode_setup<D_, fa__dec_max_warps_m(D_), T_>(dev, out);     \
+        if (hp == 2) return fa__decode_setup<D_, M2_, T_, M2_>(dev, out);      \
+        if (wm == 1) return fa__decode_setup<D_, 1, T_, 1>(dev, out);           \
+        if (wm == 2) return fa__decode_setup<D_, M2_, T_, 1>(dev, out);         \
+        return fa__decode_setup<D_, fa__dec_max_warps_m(D_), T_, 1>(dev, out);  \
     }
     if (bf16) { FA__DEC_SETUP(64, true) FA__DEC_SETUP(128, true) FA__DEC_SETUP(256, true) }
     else { FA__DEC_SETUP(64, false) FA__DEC_SETUP(128, false) FA__DEC_SETUP(256, false) }
@@ -2939,10 +2996,10 @@ static fa_status fa__decode_cuda_prepare(const char *fn, const fa_problem *p, fa
     plan->warps_m = rows <= 16 ? 1 : rows <= 32 ? 2 : 4;
     if (plan->warps_m > fa__dec_max_warps_m(d)) plan->warps_m = fa__dec_max_warps_m(d);
     plan->row_blocks = (rows + 16 * plan->warps_m - 1) / (16 * plan->warps_m);
+    const int bf16 = !have_tensors || q.dtype == FA_BF16;
     if ((e = cudaGetDevice(&dev)) != cudaSuccess ||
         (e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev)) != cudaSuccess ||
-        (e = fa__decode_setup_any(dev, d, plan->warps_m, !have_tensors || q.dtype == FA_BF16,
-                                  &ks)) != cudaSuccess)
+        (e = fa__decode_setup_any(dev, d, plan->warps_m, 1, bf16, &ks)) != cudaSuccess)
         return fa__fail(FA_ERROR_CUDA, "%s: %s", fn, cudaGetErrorString(e));
     {
         int64_t ctas = (int64_t)r.batch * hkv * plan->row_blocks;
@@ -2951,6 +3008,14 @@ static fa_status fa__decode_cuda_prepare(const char *fn, const fa_problem *p, fa
         /* a contiguous cache runs one CTA per SM, a paged one ks.blocks (fa__decode_setup) */
         int slots = sms * (r.block_table ? ks.blocks : 1);
         int splits = r.num_splits ? r.num_splits : fa__decode_num_splits(ctas, slots, tiles, 128);
+        plan->hp = fa__decode_pairs(&r, rows, ctas, slots, splits);
+        if (plan->hp == 2) { /* one row block; tiles of half the keys; the pair kernel */
+            if ((e = fa__decode_setup_any(dev, d, 2, 2, bf16, &ks)) != cudaSuccess)
+                return fa__fail(FA_ERROR_CUDA, "%s: %s", fn, cudaGetErrorString(e));
+            plan->warps_m = 2;
+            if (!r.num_splits && splits > 1) /* (hook-forced pairs only) */
+                splits = fa__decode_num_splits(ctas / 2, slots, 2 * tiles, 128);
+        }
         if (splits > 65535 / plan->row_blocks) splits = 65535 / plan->row_blocks;
         if (splits < 1) splits = 1;
         plan->num_splits = splits;
@@ -2999,7 +3064,7 @@ template <int D, bool BF16>
 static cudaError_t fa__decode_launch_t(const fa__decode_params &kp, const fa__decode_plan &plan,
                                        cudaStream_t st)
 {
-    dim3 grid((unsigned)(plan.row_blocks * plan.num_splits), (unsigned)kp.hkv, (unsigned)kp.batch);
+    dim3 grid((unsigned)(plan.row_blocks * plan.num_splits), (unsigned)(kp.hkv / plan.hp), (unsigned)kp.batch);
     cudaError_t e;
     if (kp.k_new) {
         int64_t total = (int64_t)kp.batch * kp.sq * kp.hkv * (D / 8);
@@ -3082,6 +3147,9 @@ FLASHATTN_DEF fa_status fa_decode_cuda(const fa_problem *p, fa_tensor q, fa_tens
         }
     }
     e = fa__decode_launch(kp, plan, q.dtype == FA_BF16, st);
+#ifdef FLASHATTN_TEST_HOOKS
+    fa__dec_pair_launches += plan.hp == 2;
+#endif
     if (owned) {
         cudaError_t e2 = cudaFreeAsync(owned, st);
         if (e == cudaSuccess) e = e2;

@@ -11,6 +11,7 @@
    allocation, padding included, must equal the expected cache byte for byte
    (the appended tokens in exactly their slots, nothing else changed).
    Ends with "N passed, M failed". */
+#define FLASHATTN_TEST_HOOKS /* fa__dec_pairs: run cases on the head-pair kernel too */
 #define FLASHATTN_IMPLEMENTATION
 #include "../flashattn.h"
 #include "test_util.h"
@@ -75,6 +76,7 @@ typedef struct dcase {
     float softcap;
     int alibi, window, wl, wr;
     int vs_cpu;          /* also compare with the CPU fa_decode */
+    int pairs;           /* 1: two KV heads per CTA wherever they fit (fa__dec_pairs), 0: the plan's rule */
 } dcase;
 
 static void run_decode(const dcase *c, uint64_t seed)
@@ -98,12 +100,13 @@ static void run_decode(const dcase *c, uint64_t seed)
     fa_tensor tq, tkc, tvc, tkn, tvn, to;
 
     snprintf(ctx, sizeof ctx,
-             "gpu-decode seed=%llu b=%d sq=%d cap=%d hq=%d hkv=%d d=%d %s page=%d%s splits=%d%s%s%s%s%s layout=%d%s%s%s",
+             "gpu-decode seed=%llu b=%d sq=%d cap=%d hq=%d hkv=%d d=%d %s page=%d%s splits=%d%s%s%s%s%s layout=%d%s%s%s%s",
              (unsigned long long)seed, c->batch, c->sq, c->cap, c->hq, hkv, c->d, dt_name(c->dt),
              c->page_size, c->append ? " append" : "", c->splits, c->causal ? " causal" : "",
              c->null_seqlens ? " no-seqlens" : "", c->softcap > 0 ? " softcap" : "",
              c->alibi ? " alibi" : "", c->window ? " window" : "", c->layout,
-             c->use_ws ? " ws" : "", c->use_stream ? " stream" : "", c->no_lse ? " no-lse" : "");
+             c->use_ws ? " ws" : "", c->use_stream ? " stream" : "", c->no_lse ? " no-lse" : "",
+             c->pairs ? " pairs" : "");
     memset(&p, 0, sizeof p);
     if (c->page_size) { pps = (cap + c->page_size - 1) / c->page_size; npages = c->batch * pps + 3; }
     p.batch = c->batch; p.seqlen_q = c->sq; p.seqlen_k = cap; p.heads_q = c->hq; p.heads_kv = c->hkv;
@@ -184,6 +187,7 @@ static void run_decode(const dcase *c, uint64_t seed)
             pd.alibi_slopes = dslopes;
         }
         if (c->use_stream) CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+        fa__dec_pairs = c->pairs ? 1 : -1;
         if (c->use_ws) {
             st = fa_decode_cuda_workspace_size(&pd, &ws_bytes);
             check(st == FA_OK, "%s: workspace_size: %s", ctx, fa_last_error());
@@ -193,6 +197,7 @@ static void run_decode(const dcase *c, uint64_t seed)
             }
         }
         st = fa_decode_cuda(&pd, tq, tkc, tvc, tkn, tvn, to, c->no_lse ? NULL : dlse, dws, ws_bytes, (void *)stream);
+        fa__dec_pairs = -1;
         CUDA_OK(cudaStreamSynchronize(stream));
         CUDA_OK(cudaGetLastError());
     }
@@ -275,6 +280,10 @@ static void test_lengths(void)
             c.use_ws = (li + pi) % 3 == 0; c.use_stream = pi % 2; c.layout = (li % 2) && pi != 1;
             c.vs_cpu = lens[li] <= 300;
             run_decode(&c, case_seed(1, n++));
+            /* the same on the head-pair kernel (hkv = 2: one pair) */
+            c.pairs = 1;
+            run_decode(&c, case_seed(1, n++));
+            c.pairs = (li + pi) % 2;
             /* the same length reached by appending sq = 1..3 new tokens */
             c.append = 1; c.sq = 1 + li % 3; c.causal = 1;
             L[0] = L[1] = lens[li] - c.sq > 0 ? lens[li] - c.sq : 0;
@@ -289,6 +298,8 @@ static void test_lengths(void)
             c.batch = 5; c.sq = 1 + si; c.cap = QUICK ? 300 : 2000 + 333 * si; c.hq = 16; c.hkv = 4; c.d = 128;
             c.dt = si % 2 ? FA_BF16 : FA_F16; c.page_size = si == 2 ? 16 : 0; c.splits = splits[si];
             c.append = si % 2; c.causal = si >= 2; c.use_ws = si % 2; c.vs_cpu = 1;
+            run_decode(&c, case_seed(2, n++));
+            c.pairs = 1; /* 4 to 16 rows a head: each fits the head-pair kernel */
             run_decode(&c, case_seed(2, n++));
         }
     }
@@ -321,6 +332,12 @@ static void test_features(void)
                 if (f == 4) { c.window = 1; c.wl = 33; c.wr = 5; c.alibi = 1; c.softcap = 2.0f; }
                 c.vs_cpu = (gi + f) % 3 == 0;
                 run_decode(&c, case_seed(3, n++));
+                /* and on the head-pair kernel where it fits (an even heads_kv,
+                   at most 16 rows, d <= 128) */
+                if (c.hkv % 2 == 0 && c.sq * (c.hq / c.hkv) <= 16 && c.d <= 128) {
+                    c.pairs = 1;
+                    run_decode(&c, case_seed(3, n++));
+                }
             }
     /* a full cache without seqlens_k */
     memset(&c, 0, sizeof c);
@@ -363,6 +380,18 @@ static void test_waves(void)
             c.use_ws = f == 3; c.use_stream = f == 1; c.vs_cpu = f == 0;
             run_decode(&c, case_seed(5, n++));
         }
+    /* Enough KV heads for two waves of single-head CTAs and one of pairs:
+       the plan's own rule takes the head-pair kernel (fa__decode_pairs). */
+    for (di = 0; di < 2; di++) {
+        int before_pairs = fa__dec_pair_launches;
+        memset(&c, 0, sizeof c);
+        c.hq = 32; c.hkv = 8; c.d = dims[di]; c.batch = 2 * sms / c.hkv - 4;
+        c.sq = 1 + di; c.cap = QUICK ? 100 : 200 + 77 * di; c.dt = di ? FA_BF16 : FA_F16;
+        c.causal = 1; c.append = di; c.layout = di; c.vs_cpu = di == 0;
+        run_decode(&c, case_seed(5, n++));
+        check(fa__dec_pair_launches == before_pairs + 1, "waves: batch %d x %d KV heads (d %d) ran the head-pair kernel",
+              c.batch, c.hkv, c.d);
+    }
     printf("waves (more CTAs than SMs): %d cases, %d failures\n", n, T_COUNT.failed - before);
 }
 
