@@ -2161,10 +2161,10 @@ FLASHATTN_DEF fa_status fa_forward_cuda(const fa_problem *p, fa_tensor q, fa_ten
 
    8. Head pairs. When batch * heads_kv CTAs need two waves of one CTA per
       SM and half as many still fill one (batch 32 x 8 KV heads on 132
-      SMs), a CTA takes two KV heads: a tile row is key n of both heads,
-      and each warp row computes its own head. Same bytes per SM, but no
-      SM stops streaming halfway to start a second CTA: batch 32 x 4k
-      2963 -> 3006 GB/s (H100, 2026-11-24; fa__decode_pairs).
+      SMs), a CTA of 8 warps takes two KV heads: a tile row is key n of
+      both heads, and each warp row computes its own head. Same bytes per
+      SM, but no SM stops streaming halfway to start a second CTA: batch
+      32 x 4k 2963 -> 3006 GB/s (H100, 2026-11-24; fa__decode_pairs).
 
    Log base. Inside the kernels every score is kept in base 2 (s * log2(e)),
    so each exponential is one MUFU.EX2; partial log-sum-exps are base 2 as
@@ -2214,7 +2214,8 @@ typedef struct fa__decode_params {
 #define FA__DEC_LOG2E 1.4426950408889634f
 #define FA__DEC_LN2 0.6931471805599453f
 
-/* Pipeline depth by head dim: enough bytes in flight per SM (Little's law:
+/* Pipeline depth by head dim (a head pair's CTA, HP = 2, has tiles of twice
+   the bytes, fa__decode_kernel): enough bytes in flight per SM (Little's law:
    ~3 TB/s * ~1 us / 132 SMs = ~25 KB) with room for two CTAs per SM at
    d <= 128 (a paged cache runs two, a contiguous one one: fa__decode_setup).
    A stage is 64 keys of K and V: 16 KB (d64), 32 KB (d128), 64 KB (d256:
@@ -2228,13 +2229,14 @@ __host__ __device__ constexpr int fa__dec_tile_bytes(int D) { return FA__DEC_BN 
    that owns 32 or 64 keys of a tile (WARPS_M > 1) spills: keep 16-row CTAs
    there (more rows = more CTAs reading the same K/V, mostly from L2). */
 __host__ __device__ constexpr int fa__dec_max_warps_m(int D) { return D <= 128 ? 4 : 1; }
-template <int D, int WARPS_M>
+template <int D, int WARPS_M, int HP>
 __host__ __device__ constexpr int fa__dec_smem_bytes()
 {
-    /* K stages + V stages + Q (16 * WARPS_M rows). The epilogue reuses the
-       K/V stages for the warps' fp32 O (4 * 16 rows of D + 8 floats), which
-       always fits: 64 * (D + 8) * 4 < 2 * stages * tile bytes. */
-    return 2 * fa__dec_stages(D) * fa__dec_tile_bytes(D) + 16 * WARPS_M * D * 2;
+    /* K stages + V stages (HP heads a row) + Q (16 * WARPS_M rows). The
+       epilogue reuses the K/V stages for the warps' fp32 O (4 HP warps x 16
+       rows of D + 8 floats), which always fits: HP 64 (D + 8) 4 < 2 stages
+       HP tile bytes. */
+    return 2 * fa__dec_stages(D) * HP * fa__dec_tile_bytes(D) + 16 * WARPS_M * D * 2;
 }
 
 /* Byte offset of 16-byte chunk c of row r in a swizzled tile of D-element
@@ -2272,36 +2274,42 @@ __device__ __forceinline__ int64_t fa__dec_cache_offset(const fa__decode_params 
 /* ---- >>decode-kernel  one CTA = (sequence b, KV heads, row block, split) --
    Grid: x = row block + row_blocks * split, y = KV head / HP, z = b.
 
-   HP = KV heads per CTA. HP = 1: the CTA's rows are one KV head's packed
-   rows (row block rb of them). HP = 2 (a head pair; rows <= 16, so one row
-   block, and WARPS_M = 2): warp row wm holds the 16-row block of KV head
-   2 * blockIdx.y + wm, and a K/V tile row is key n of BOTH heads, 2 * D
-   elements (512 contiguous bytes at d128 when the heads are adjacent), half
-   as many keys a tile for the same bytes. Each warp reads its own head's
-   half of the row. Why pairs: a batch of 32 x 8 KV heads is 256 CTAs, two
-   waves of one CTA per SM; paired, 128 CTAs of twice the bytes run in one
-   wave, and the SMs never stop streaming to start a second CTA
-   (fa__decode_pairs). */
+   HP = KV heads per CTA. HP = 1: 4 warps; the CTA's rows are one KV head's
+   packed rows (row block rb of them). HP = 2 (a head pair; rows <= 16, so
+   one row block, and WARPS_M = 2): 8 warps, warp row wm holds the 16-row
+   block of KV head 2 * blockIdx.y + wm, and a K/V tile row is key n of
+   BOTH heads, 2 * D elements (512 contiguous bytes at d128 when the heads
+   are adjacent): each warp reads its own head's half of the row, 16 keys
+   of the 64, as in the single-head CTA. Why pairs: a batch of 32 x 8 KV
+   heads is 256 CTAs, two waves of one CTA per SM; paired, 128 CTAs of
+   twice the bytes run in one wave, and the SMs never stop streaming to
+   start a second CTA (fa__decode_pairs). Why 8 warps: with 4 (two heads'
+   keys, 32 a tile, 16 a warp) one warp per scheduler issued every 3.7
+   cycles with no memory stall at all and the kernel ran at the SM's clock
+   (ncu, its 1.42 GHz: 214 us at batch 32 x 4k, DRAM 75% busy); with 8,
+   190 us and 85% (cuDNN's decode 182 us, 89%: two CTAs of 4 warps per
+   SM). At full clocks the bytes bound both: +0.3 to +0.5% at batch 32. */
 template <int D, int WARPS_M, bool BF16, int HP>
-__global__ void __launch_bounds__(FA__DEC_THREADS)
+__global__ void __launch_bounds__(FA__DEC_THREADS * HP)
 fa__decode_kernel(const fa__decode_params p)
 {
     static_assert(HP == 1 || (HP == 2 && WARPS_M == 2), "a head pair gives each head one warp row");
-    constexpr int BN = FA__DEC_BN / HP;      /* keys per tile */
+    constexpr int NT = FA__DEC_THREADS * HP, NW = NT / 32; /* threads, warps */
+    constexpr int BN = FA__DEC_BN;            /* keys per tile */
     constexpr int RW = HP * D;                /* elements per K/V tile row */
     constexpr int STAGES = fa__dec_stages(D);
-    constexpr int WARPS_N = 4 / WARPS_M;
+    constexpr int WARPS_N = NW / WARPS_M;
     constexpr int KW = BN / WARPS_N;          /* keys per warp per tile */
     constexpr int NK = KW / 16;               /* 16-key MMA steps per warp per tile */
     constexpr int NS = D <= 128 ? NK : 1;     /* 16-key steps per softmax update */
     constexpr int ROWS = 16 * WARPS_M;        /* query rows of this CTA */
     constexpr int CH = RW / 8;                /* 16-byte chunks per tile row */
-    constexpr int RSTEP = FA__DEC_THREADS / CH; /* rows one pass of the CTA copies */
+    constexpr int RSTEP = NT / CH;           /* rows one pass of the CTA copies */
     constexpr int RPT = BN / RSTEP;           /* K (or V) rows each thread copies per tile */
-    constexpr int TILE = fa__dec_tile_bytes(D);
+    constexpr int TILE = HP * fa__dec_tile_bytes(D);
     constexpr bool Q_IN_REGS = D <= 128;      /* d256: Q fragments would cost 64 registers */
     constexpr int OPAD = D + 8;               /* fp32 row stride of the epilogue's O */
-    static_assert(BN * RW * 2 == TILE && KW % 16 == 0, "a tile is 64 keys x D of bytes, 16-key steps");
+    static_assert(BN * RW * 2 == TILE && KW % 16 == 0, "tile bytes; 16-key steps");
 
     extern __shared__ __align__(128) unsigned char fa__dec_smem[];
     unsigned char *ks = fa__dec_smem;                     /* STAGES K tiles */
@@ -2353,7 +2361,7 @@ fa__decode_kernel(const fa__decode_params p)
     asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
     /* ---- Q: ROWS packed rows -> shared (zero rows past the real ones) ---- */
-    for (int i = tid; i < ROWS * (D / 8); i += FA__DEC_THREADS) {
+    for (int i = tid; i < ROWS * (D / 8); i += NT) {
         int r = i / (D / 8), c = i % (D / 8), row = row_of(r);
         int ok = row < p.rows;
         int t = ok ? row / p.group : 0, hh = ok ? row % p.group : 0;
@@ -2572,9 +2580,9 @@ fa__decode_kernel(const fa__decode_params p)
     /* ---- epilogue: merge the WARPS_N key slices of each row block ---- */
     fa__cp_async_wait<0>(); /* no copy may still be writing the stages we reuse */
     __syncthreads();            /* and every warp is done reading K/V from them */
-    float *os = (float *)fa__dec_smem;          /* [4 warps][16][OPAD] */
-    float *ms = os + 4 * 16 * OPAD;             /* [4 warps][16] */
-    float *ls = ms + 4 * 16;                    /* [4 warps][16] */
+    float *os = (float *)fa__dec_smem;          /* [NW warps][16][OPAD] */
+    float *ms = os + NW * 16 * OPAD;            /* [NW warps][16] */
+    float *ls = ms + NW * 16;                   /* [NW warps][16] */
 #pragma unroll
     for (int h = 0; h < 2; h++) {
         const float lsum = fa__quad_sum(l[h]);
@@ -2591,7 +2599,7 @@ fa__decode_kernel(const fa__decode_params p)
     /* Thread per (row, 4 columns): O = sum_w 2^(m_w - M) O_w / l with
        l = sum_w 2^(m_w - M) l_w, the same log-sum-exp merge as the splits. */
     const bool final_out = p.num_splits == 1;
-    for (int i = tid; i < ROWS * (D / 4); i += FA__DEC_THREADS) {
+    for (int i = tid; i < ROWS * (D / 4); i += NT) {
         const int r = i / (D / 4), c4 = (i % (D / 4)) * 4;
         const int row = row_of(r), hk = head_of(r);
         if (row >= p.rows) continue;
@@ -2825,6 +2833,7 @@ static int fa__decode_pairs(const fa_problem *r, int rows, int64_t units, int sl
 typedef struct fa__decode_plan {
     int d, warps_m, row_blocks, num_splits;
     int hp;           /* KV heads per CTA (fa__decode_pairs) */
+    int threads;      /* the kernel's block size */
     int smem;         /* dynamic shared memory per CTA, bytes (see fa__decode_setup) */
     int pdl;          /* launch both kernels as programmatic dependents (fa__decode_launch_pdl) */
     size_t workspace; /* bytes of o_part + lse_part */
@@ -2837,6 +2846,7 @@ typedef struct fa__dec_setup {
     int smem;     /* the kernel's own dynamic shared memory */
     int smem_one; /* the dynamic shared memory that keeps a CTA alone on its SM */
     int pdl;      /* 1: the device runs sm_90+ code of these kernels (griddepcontrol) */
+    int threads;  /* the kernel's block size */
     void (*kernel)(fa__decode_params); /* the instance this setup is for, to launch */
 } fa__dec_setup;
 
@@ -2860,7 +2870,7 @@ template <int D, int WM, bool BF16, int HP>
 static cudaError_t fa__decode_setup(int dev, fa__dec_setup *out)
 {
     static fa__dec_setup cached[64]; /* per device; blocks == 0: not yet */
-    const int need = fa__dec_smem_bytes<D, WM>();
+    const int need = fa__dec_smem_bytes<D, WM, HP>();
     cudaFuncAttributes fa;
     cudaError_t e;
     int n = 0, n1 = 0, per_sm = 0, optin = 0, one;
@@ -2873,10 +2883,10 @@ static cudaError_t fa__decode_setup(int dev, fa__dec_setup *out)
     if (one < need) one = need;
     e = cudaFuncSetAttribute(fa__decode_kernel<D, WM, BF16, HP>, cudaFuncAttributeMaxDynamicSharedMemorySize, one);
     if (e != cudaSuccess) return e;
-    e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, fa__decode_kernel<D, WM, BF16, HP>, FA__DEC_THREADS, need);
+    e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, fa__decode_kernel<D, WM, BF16, HP>, FA__DEC_THREADS * HP, need);
     if (e != cudaSuccess) return e;
     if (n < 1) return cudaErrorInvalidConfiguration; /* does not fit this device's shared memory */
-    e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n1, fa__decode_kernel<D, WM, BF16, HP>, FA__DEC_THREADS, one);
+    e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n1, fa__decode_kernel<D, WM, BF16, HP>, FA__DEC_THREADS * HP, one);
     if (e != cudaSuccess) return e;
     if (n1 != 1) one = need; /* cannot be held alone this way: leave it as it is */
     if ((e = cudaFuncGetAttributes(&fa, fa__decode_combine_kernel<D, BF16>)) != cudaSuccess) return e;
@@ -2885,6 +2895,7 @@ static cudaError_t fa__decode_setup(int dev, fa__dec_setup *out)
     out->smem_one = one;
     out->pdl = fa.binaryVersion >= 90;
     out->kernel = fa__decode_kernel<D, WM, BF16, HP>;
+    out->threads = FA__DEC_THREADS * HP;
     if (dev >= 0 && dev < 64) cached[dev] = *out;
     return cudaSuccess;
 }
@@ -3009,12 +3020,12 @@ static fa_status fa__decode_cuda_prepare(const char *fn, const fa_problem *p, fa
         int slots = sms * (r.block_table ? ks.blocks : 1);
         int splits = r.num_splits ? r.num_splits : fa__decode_num_splits(ctas, slots, tiles, 128);
         plan->hp = fa__decode_pairs(&r, rows, ctas, slots, splits);
-        if (plan->hp == 2) { /* one row block; tiles of half the keys; the pair kernel */
+        if (plan->hp == 2) { /* one row block; the pair kernel */
             if ((e = fa__decode_setup_any(dev, d, 2, 2, bf16, &ks)) != cudaSuccess)
                 return fa__fail(FA_ERROR_CUDA, "%s: %s", fn, cudaGetErrorString(e));
             plan->warps_m = 2;
             if (!r.num_splits && splits > 1) /* (hook-forced pairs only) */
-                splits = fa__decode_num_splits(ctas / 2, slots, 2 * tiles, 128);
+                splits = fa__decode_num_splits(ctas / 2, slots, tiles, 128);
         }
         if (splits > 65535 / plan->row_blocks) splits = 65535 / plan->row_blocks;
         if (splits < 1) splits = 1;
@@ -3022,6 +3033,7 @@ static fa_status fa__decode_cuda_prepare(const char *fn, const fa_problem *p, fa
         plan->smem = r.block_table ? ks.smem : ks.smem_one;
         plan->pdl = ks.pdl;
         plan->kernel = ks.kernel;
+        plan->threads = ks.threads;
     }
     z.row_blocks = plan->row_blocks;
     z.num_splits = plan->num_splits;
@@ -3073,7 +3085,7 @@ static cudaError_t fa__decode_launch_t(const fa__decode_params &kp, const fa__de
     }
     /* plan.kernel: the instance fa__decode_setup_any chose for plan.warps_m
        and opted in to its shared memory */
-    if ((e = fa__decode_launch_pdl(plan.kernel, kp, grid, FA__DEC_THREADS, plan.smem, plan.pdl, st)) != cudaSuccess)
+    if ((e = fa__decode_launch_pdl(plan.kernel, kp, grid, plan.threads, plan.smem, plan.pdl, st)) != cudaSuccess)
         return e;
     if (plan.num_splits > 1) /* a CTA per output row */
         return fa__decode_launch_pdl(fa__decode_combine_kernel<D, BF16>, kp,
