@@ -2383,16 +2383,61 @@ fa__decode_kernel(const fa__decode_params p)
     for (int i = 0; i < RPT; i++) pages[i] = 0;
     auto fetch_pages = [&](int tile) {
         if (!btab) return;
+        if (p.page_shift >= 0) { /* the usual power-of-two page: a shift a row */
+#pragma unroll
+            for (int i = 0; i < RPT; i++) {
+                int n = n_first + tile * BN + my_r + RSTEP * i;
+                pages[i] = (tile < my_tiles && n < sk) ? __ldg(btab + (n >> p.page_shift)) : 0;
+            }
+            return;
+        }
 #pragma unroll
         for (int i = 0; i < RPT; i++) {
             int n = n_first + tile * BN + my_r + RSTEP * i;
             pages[i] = (tile < my_tiles && n < sk) ? __ldg(btab + fa__dec_page_index(p, n)) : 0;
         }
     };
+    /* The copy of a tile whose rows all exist (every tile but a split's
+       last), in as few instructions as the cache allows. A contiguous cache:
+       this thread's first row of the split as a pointer (k_row0, v_row0;
+       used only then), stepped by RSTEP rows within a tile and by BN rows a
+       tile, an add and a copy per row. Pages of a power-of-two size: the
+       page from `pages`, the row within it by a mask. The general path
+       after them (the last tile, any page size) pays a bounds check and the
+       cache offset's multiplies and page arithmetic per row. Measured (H100,
+       2026-11-24, d128 kernels): half the SASS, 39% fewer instructions
+       executed at batch 32 x 4k; batch 1 x 4k +12% contiguous and +11% at
+       page 16, batch 8 x 4k +2%, long caches within 1%. */
+    const int64_t k_rstep = RSTEP * p.k_ss, v_rstep = RSTEP * p.v_ss;
+    const uint16_t *k_row0 = kbase + (int64_t)b * p.k_bs + (int64_t)(n_first + my_r) * p.k_ss + k_col;
+    const uint16_t *v_row0 = vbase + (int64_t)b * p.v_bs + (int64_t)(n_first + my_r) * p.v_ss + v_col;
     auto issue_tile = [&](int tile) {
         const int stage = tile % STAGES;
         const uint32_t kdst = fa__dec_smem_addr(ks + stage * TILE);
         const uint32_t vdst = fa__dec_smem_addr(vs + stage * TILE);
+        const int nb = n_first + tile * BN + my_r; /* this thread's first row of the tile */
+        if (!btab && nb + RSTEP * (RPT - 1) < sk) {
+            const uint16_t *kq = k_row0 + (int64_t)tile * BN * p.k_ss, *vq = v_row0 + (int64_t)tile * BN * p.v_ss;
+#pragma unroll
+            for (int i = 0; i < RPT; i++, kq += k_rstep, vq += v_rstep) {
+                const uint32_t so = fa__dec_swz<RW>(my_r + RSTEP * i, my_c);
+                fa__cp_async16(kdst + so, kq, 16);
+                fa__cp_async16(vdst + so, vq, 16);
+            }
+            return;
+        }
+        if (btab && p.page_shift >= 0 && nb + RSTEP * (RPT - 1) < sk) {
+            /* pages of a power-of-two size: the row within its page by a mask */
+            const int pmask = p.page_size - 1;
+#pragma unroll
+            for (int i = 0; i < RPT; i++) {
+                const int row = (nb + RSTEP * i) & pmask;
+                const uint32_t so = fa__dec_swz<RW>(my_r + RSTEP * i, my_c);
+                fa__cp_async16(kdst + so, kbase + (int64_t)pages[i] * p.k_bs + (int64_t)row * p.k_ss + k_col, 16);
+                fa__cp_async16(vdst + so, vbase + (int64_t)pages[i] * p.v_bs + (int64_t)row * p.v_ss + v_col, 16);
+            }
+            return;
+        }
 #pragma unroll
         for (int i = 0; i < RPT; i++) {
             int r = my_r + RSTEP * i, n = n_first + tile * BN + r;
