@@ -96,6 +96,7 @@ static void run_decode(const dcase *c, uint64_t seed)
     float *dlse = 0, *dslopes = 0;
     int32_t *dused = 0, *dtable = 0;
     size_t ws_bytes = 0;
+    int pair_runs = 0; /* fa__dec_pair_launches before the call */
     cudaStream_t stream = 0;
     fa_tensor tq, tkc, tvc, tkn, tvn, to;
 
@@ -188,6 +189,7 @@ static void run_decode(const dcase *c, uint64_t seed)
         }
         if (c->use_stream) CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
         fa__dec_pairs = c->pairs ? 1 : -1;
+        pair_runs = fa__dec_pair_launches;
         if (c->use_ws) {
             st = fa_decode_cuda_workspace_size(&pd, &ws_bytes);
             check(st == FA_OK, "%s: workspace_size: %s", ctx, fa_last_error());
@@ -200,6 +202,8 @@ static void run_decode(const dcase *c, uint64_t seed)
         fa__dec_pairs = -1;
         CUDA_OK(cudaStreamSynchronize(stream));
         CUDA_OK(cudaGetLastError());
+        /* a forced case must fit a pair: else it would quietly test the single-head CTA */
+        if (c->pairs) check(fa__dec_pair_launches == pair_runs + 1, "%s: ran the head-pair kernel", ctx);
     }
     if (check(st == FA_OK, "%s: status %d (%s)", ctx, (int)st, fa_last_error())) {
         int64_t kbad = 0, vbad = 0;
