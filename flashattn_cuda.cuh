@@ -584,11 +584,66 @@ static __device__ __forceinline__ void fa__store_lse(const fa__fwd_params &p, fl
     if (!p.lse) return;
     const int64_t li = p.cu_seqlens_q ? (int64_t)h * p.cu_seqlens_q[nbatch] + q_tok0 + i
                                       : ((int64_t)b * p.heads_q + h) * p.seqlen_q + i;
-    p.lse[li] = l > 0.0f ? m * FA__GPU_LN2 + logf(l) : -INFINITY;
+    p.lse[li] = l > 0.0f ? (m + __log2f(l)) * FA__GPU_LN2 : -INFINITY; /* lg2.approx: abs error 2^-22 */
 }
 
-/* The epilogue: the one final rescale O = O~ / l (l summed over the quad),
-   and L; rows past sq are not written. */
+/* The epilogue, in steps. fa__finish_rows needs no O: per row of this
+   thread, l summed over the quad (in place: l_run becomes the rows' whole
+   sums) and O's factor inv = 1 / l (and the output scale; 0 for a row that
+   saw no key). The sm_90a kernel runs it while the tile's last P V is
+   still computing (its epilogue_begin). Then fa__store_lse_rows writes L
+   and fa__store_o_rows O = O~ inv; rows past sq are not written. */
+template <int MT>
+static __device__ __forceinline__ void fa__finish_rows(const fa__fwd_params &p, float (&l_run)[MT][2],
+                                                       float (&inv)[MT][2])
+{
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int hf = 0; hf < 2; hf++) {
+            l_run[mt][hf] = fa__quad_sum(l_run[mt][hf]);
+            /* __fdividef, not '/': the IEEE division and its slow-path
+               branch sat on the sm_90a epilogue's critical path */
+            inv[mt][hf] = l_run[mt][hf] > 0.0f ? __fdividef(p.out_scale, l_run[mt][hf]) : 0.0f;
+        }
+}
+template <int MT>
+static __device__ __forceinline__ void fa__store_lse_rows(const fa__fwd_params &p, const float (&m_run)[MT][2],
+                                                          const float (&l_run)[MT][2], int wrow0, int sq, int h,
+                                                          int b, int64_t q_tok0, int nbatch, int g, int t)
+{
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int hf = 0; hf < 2; hf++) {
+            const int i = wrow0 + mt * 16 + g + hf * 8;
+            if (t == 0 && i < sq) fa__store_lse(p, m_run[mt][hf], l_run[mt][hf], i, h, b, q_tok0, nbatch);
+        }
+}
+template <bool BF16, int MT, int NO>
+static __device__ __forceinline__ void fa__store_o_rows(const fa__fwd_params &p, const float (&acc_o)[MT][NO][4],
+                                                        const float (&inv)[MT][2], uint16_t *go, int wrow0, int sq,
+                                                        int g, int t)
+{
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int hf = 0; hf < 2; hf++) {
+            const int i = wrow0 + mt * 16 + g + hf * 8;
+            if (i >= sq) continue;
+            uint16_t *orow = go + (int64_t)i * p.o_seq;
+#pragma unroll
+            for (int c = 0; c < NO; c++) {
+                const int col = c * 8 + 2 * t;
+                const uint32_t v2 = fa__pack2<BF16>(acc_o[mt][c][2 * hf] * inv[mt][hf],
+                                                    acc_o[mt][c][2 * hf + 1] * inv[mt][hf]);
+                if (col + 1 < p.dv)
+                    *(uint32_t *)(orow + col) = v2; /* 4-byte aligned: even col, aligned rows */
+                else if (col < p.dv)
+                    orow[col] = (uint16_t)(v2 & 0xffffu);
+            }
+        }
+}
 template <bool BF16, int MT, int NO>
 static __device__ __forceinline__ void fa__store_o_lse(const fa__fwd_params &p,
                                                        const float (&acc_o)[MT][NO][4],
@@ -596,26 +651,12 @@ static __device__ __forceinline__ void fa__store_o_lse(const fa__fwd_params &p,
                                                        uint16_t *go, int wrow0, int sq, int h, int b,
                                                        int64_t q_tok0, int nbatch, int g, int t)
 {
+    float l[MT][2], inv[MT][2];
 #pragma unroll
-    for (int mt = 0; mt < MT; mt++)
-#pragma unroll
-        for (int hf = 0; hf < 2; hf++) {
-            const float l = fa__quad_sum(l_run[mt][hf]);
-            const int i = wrow0 + mt * 16 + g + hf * 8;
-            if (i >= sq) continue;
-            const float inv = l > 0.0f ? p.out_scale / l : 0.0f; /* no visible key: O = 0 */
-            uint16_t *orow = go + (int64_t)i * p.o_seq;
-#pragma unroll
-            for (int c = 0; c < NO; c++) {
-                const int col = c * 8 + 2 * t;
-                const uint32_t v2 = fa__pack2<BF16>(acc_o[mt][c][2 * hf] * inv, acc_o[mt][c][2 * hf + 1] * inv);
-                if (col + 1 < p.dv)
-                    *(uint32_t *)(orow + col) = v2; /* 4-byte aligned: even col, aligned rows */
-                else if (col < p.dv)
-                    orow[col] = (uint16_t)(v2 & 0xffffu);
-            }
-            if (t == 0) fa__store_lse(p, m_run[mt][hf], l, i, h, b, q_tok0, nbatch);
-        }
+    for (int mt = 0; mt < MT; mt++) l[mt][0] = l_run[mt][0], l[mt][1] = l_run[mt][1];
+    fa__finish_rows<MT>(p, l, inv);
+    fa__store_lse_rows<MT>(p, m_run, l, wrow0, sq, h, b, q_tok0, nbatch, g, t);
+    fa__store_o_rows<BF16, MT, NO>(p, acc_o, inv, go, wrow0, sq, g, t);
 }
 
 /* S, O~: per warp, MT row tiles of 16; per thread, [MT][tiles][4] floats in
@@ -1233,13 +1274,18 @@ static __device__ __forceinline__ void fa__sm90_load(uint32_t dst, uint32_t bar,
    threads' own row copies, 1-7% faster than the straight stores at d 128
    and d 256 up to 2k tokens, the same at d 64; by TMA, another 1-7% at
    512-2k tokens at every head dim (a clock() trace of d 128 at 2k tokens:
-   the epilogue from 2390 to 1530 cycles of a tile's 51600). */
+   the epilogue from 2390 to 1530 cycles of a tile's 51600).
+   The rows' factors 1 / l come first (fa__finish_rows, in the shadow of
+   the last P V: see the kernel's epilogue_begin), and `inv` brings them
+   here. Before any row is written, the kernel has waited for
+   the staging to be free (every thread of the warpgroup has read the
+   previous tile's rows out, and the previous TMA store, thread 0's bulk
+   group, has too; staging in Q: there is no previous tile). */
 template <bool BF16, int D>
 static __device__ __forceinline__ void fa__sm90_store_o(const fa__fwd_params &p, const float (&acc_o)[1][D / 8][4],
-                                                        const float (&m_run)[1][2], const float (&l_run)[1][2],
-                                                        uint32_t st, uint32_t blk, uint16_t *go, int row0, int sq,
-                                                        int h, int b, int64_t q_tok0, int nbatch, int wtid, int bar,
-                                                        const fa__tma_maps &tm)
+                                                        const float (&inv)[1][2], uint32_t st, uint32_t blk,
+                                                        uint16_t *go, int row0, int sq, int h, int b,
+                                                        int64_t q_tok0, int wtid, int bar, const fa__tma_maps &tm)
 {
     constexpr int CH = D / 8; /* 16-byte chunks per row */
     const int lane = wtid % 32, g = lane / 4, t = lane % 4, r0 = 16 * (wtid / 32) + g;
@@ -1247,21 +1293,13 @@ static __device__ __forceinline__ void fa__sm90_store_o(const fa__fwd_params &p,
        its rows run on into the next sequence, so a warpgroup whose rows
        pass the end of its sequence copies them out itself. */
     const bool by_tma = tm.o_ok && (!p.cu_seqlens_q || row0 + 64 <= sq);
-    /* every thread of the warpgroup has read the previous tile's rows out,
-       and the previous TMA store (thread 0's bulk group) has too (staging
-       in Q: there is no previous tile) */
-    fa__bulk_wait<true>();
-    fa__named_sync(bar, 128);
 #pragma unroll
     for (int hf = 0; hf < 2; hf++) {
-        const float l = fa__quad_sum(l_run[0][hf]);
         const int r = r0 + 8 * hf;
-        const float inv = l > 0.0f ? p.out_scale / l : 0.0f; /* no visible key: O = 0 */
 #pragma unroll
         for (int c = 0; c < CH; c++)
             fa__st_shared32(st + fa__sm90_chunk(r, c, blk) + 4 * t,
-                            fa__pack2<BF16>(acc_o[0][c][2 * hf] * inv, acc_o[0][c][2 * hf + 1] * inv));
-        if (t == 0 && row0 + r < sq) fa__store_lse(p, m_run[0][hf], l, row0 + r, h, b, q_tok0, nbatch);
+                            fa__pack2<BF16>(acc_o[0][c][2 * hf] * inv[0][hf], acc_o[0][c][2 * hf + 1] * inv[0][hf]));
     }
     /* the rows written above, made visible to the copy engine (the async
        proxy) before thread 0 hands them to it */
@@ -1449,6 +1487,34 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
 #pragma unroll
         for (int c = 0; c < NO; c++) acc_o[0][c][0] = acc_o[0][c][1] = acc_o[0][c][2] = acc_o[0][c][3] = 0.0f;
         float(&o_flat)[D / 2] = reinterpret_cast<float(&)[D / 2]>(acc_o);
+        /* The epilogue's first part, which needs no O: the rows' sums l
+           and 1 / l (fa__finish_rows), and with O staged, the staging free
+           (the previous tile's rows read out: its TMA store, thread 0's
+           bulk group, and every thread's own copies). It runs in the
+           shadow of the tile's last P V (finish, below), where the
+           warpgroup would only wait, and leaves the scaling and the stores
+           after it. A clock() trace of d 128 at 2k tokens (H100,
+           2026-11-24 13:36 UTC) had 2450 cycles a tile from the last P V
+           to the end of the stores, 600 of them the sums, 1 / l (an IEEE
+           division, now __fdividef) and L, and 400 the staging's wait and
+           barrier. Moved here (H100, 2026-11-24 14:01 UTC, against the
+           code before in one run): d 128 +2.7 to +4.2% up to 2k tokens
+           (causal 4k), d 64 +1.4 to +4.7%, d 256 +0.3 to +1.2%; the wide
+           key blocks (8k tokens and up) within 0.3%. */
+        float inv[1][2];
+        /* L too, at d 128 and 256 (+1% at 2k tokens); at d 64 after the
+           P V: in the shadow it cost 1-2% up to 2k tokens and left the
+           192-key kernel too few registers for the wgmma pipeline (ptxas
+           C7511). H100, 2026-11-24 13:58 UTC. */
+        constexpr bool LSE_EARLY = D >= 128;
+        auto epilogue_begin = [&]() {
+            fa__finish_rows<1>(p, l_run, inv);
+            if (LSE_EARLY) fa__store_lse_rows<1>(p, m_run, l_run, wrow0, x.sq, h, b, x.q_tok0, batch, g, t);
+            if (O_STAGED) {
+                fa__bulk_wait<true>();
+                fa__named_sync(1 + WG + cw, 128);
+            }
+        };
 
         const int count = x.n_end - x.n_begin;
         if (count > 0) {
@@ -1579,6 +1645,7 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
                     my_turn();
                     issue_pv(count - 1, n);
                     end_turn();
+                    epilogue_begin(); /* l and m are final: the last softmax is done */
                     fa__wgmma_wait<0>();
                     fa__fence_regs(o_flat);
                     release_v(count - 1);
@@ -1620,12 +1687,14 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
             q_uses++;
             ring += count;
         }
+        if (!FA__SM90_OVERLAP || count == 0) epilogue_begin(); /* (no key block: O = 0, L = -inf) */
+        if (!LSE_EARLY) fa__store_lse_rows<1>(p, m_run, l_run, wrow0, x.sq, h, b, x.q_tok0, batch, g, t);
         uint16_t *go = p.o + (p.cu_seqlens_q ? x.q_tok0 * p.o_seq : b * p.o_batch) + h * p.o_head;
         if (O_STAGED)
-            fa__sm90_store_o<BF16, D>(p, acc_o, m_run, l_run, sO + (uint32_t)cw * 64 * 128, BM * 128, go,
-                                      x.row0 + 64 * cw, x.sq, h, b, x.q_tok0, batch, tid % 128, 1 + WG + cw, tm);
+            fa__sm90_store_o<BF16, D>(p, acc_o, inv, sO + (uint32_t)cw * 64 * 128, BM * 128, go, x.row0 + 64 * cw,
+                                      x.sq, h, b, x.q_tok0, tid % 128, 1 + WG + cw, tm);
         else
-            fa__store_o_lse<BF16>(p, acc_o, m_run, l_run, go, wrow0, x.sq, h, b, x.q_tok0, batch, g, t);
+            fa__store_o_rows<BF16>(p, acc_o, inv, go, wrow0, x.sq, g, t);
     }
     if (FA__SM90_PINGPONG && cw == 0) fa__named_sync(1, 256);
     /* the last TMA store of O has written global memory (and read the
@@ -1762,7 +1831,11 @@ static fa_status fa__launch_fwd(const char *fn, const fa__fwd_params &p, int bat
    wide): d 64 non-causal 512: 293 / 272, 4k: 436 / 452, 16k: 444 / 492;
    d 64 causal 4k: 396 / 397, 8k: 429 / 443; d 128 non-causal 2k: 570 /
    584, 16k: 659 / 682; causal 2k: 475 / 453, 8k: 610 / 637. Hence wide from
-   4096 keys without a mask bound and from 8192 with one (fa__sm90_wide_keys).
+   4096 keys without a mask bound and from 8192 with one, until the
+   epilogue moved into the last P V's shadow (the kernel's epilogue_begin)
+   made the 128-key blocks faster at 4096 non-causal keys too: d 128 674 /
+   658, d 64 464 / 460 (H100, 2026-11-24 14:01 UTC, one run). Now
+   wide from 8192 keys, mask or not (fa__sm90_wide_keys).
    wgs: consumer warpgroups. More of them would give each SM sub-partition
    more warps to hide the softmax's latency with (a d 64 tile at 512 tokens
    spends about 40% of its time in the softmax, whose warps mostly wait on
@@ -1836,14 +1909,13 @@ static int fa__tma_map(CUtensorMap *m, const void *base, int bf16, int cols, int
                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS;
 }
 
-/* Wide key blocks (see fa__sm90_shape) from 4096 keys, 8192 under a
-   causal or window mask. */
+/* Wide key blocks (see fa__sm90_shape) from 8192 keys. */
 static bool fa__sm90_wide_keys(const fa__fwd_params &p)
 {
 #ifdef FLASHATTN_TEST_HOOKS
     if (fa__sm90_wide >= 0) return fa__sm90_wide != 0;
 #endif
-    return p.seqlen_k >= (p.has_left || p.has_right ? 8192 : 4096);
+    return p.seqlen_k >= 8192;
 }
 
 /* Run the problem on the sm_90a kernel when it can: *ran = 0 (and FA_OK)

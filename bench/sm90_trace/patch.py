@@ -36,16 +36,16 @@ rep("""            fa__mbar_wait(q_full, (uint32_t)(q_uses & 1));\n            i
     """            fa__mbar_wait(q_full, (uint32_t)(q_uses & 1));\n            FA__TR(11, k, 0);\n            if (FA__SM90_OVERLAP) {""")
 rep("""            auto my_turn = [&]() { if (FA__SM90_PINGPONG) fa__named_sync(1 + cw, 256); };""",
     """            auto my_turn = [&]() { if (FA__SM90_PINGPONG) fa__named_sync(1 + cw, 256); FA__TR(12, k, 0); };""")
-rep("""                fa__wgmma_wait<0>();
-                fa__fence_regs(s_flat);
-                release_k(0);
-                softmax(0); /* O~ is still 0: nothing to rescale */""",
-"""                fa__wgmma_wait<0>();
-                fa__fence_regs(s_flat);
-                FA__TR(13, k, 0);
-                release_k(0);
-                softmax(0); /* O~ is still 0: nothing to rescale */
-                FA__TR(14, k, 0);""")
+rep("""                    fa__wgmma_wait<0>();
+                    fa__fence_regs(s_flat);
+                    release_k(0);
+                    softmax(0); /* O~ is still 0: nothing to rescale */""",
+"""                    fa__wgmma_wait<0>();
+                    fa__fence_regs(s_flat);
+                    FA__TR(13, k, 0);
+                    release_k(0);
+                    softmax(0); /* O~ is still 0: nothing to rescale */
+                    FA__TR(14, k, 0);""")
 rep("""                    fa__wgmma_wait<1>(); /* groups retire in order: S_it is done */
                     fa__fence_regs(s_flat);
                     release_k(it);
@@ -61,19 +61,17 @@ rep("""                    fa__wgmma_wait<1>(); /* groups retire in order: S_it 
                     fa__wgmma_wait<0>();
                     fa__fence_regs(o_flat);
                     FA__TR(15, k, it);""")
-rep("""                issue_pv(count - 1);
-                end_turn();
-                fa__wgmma_wait<0>();
-                fa__fence_regs(o_flat);""",
-"""                issue_pv(count - 1);
-                end_turn();
-                fa__wgmma_wait<0>();
-                fa__fence_regs(o_flat);
-                FA__TR(15, k, count);""")
+rep("""                    fa__wgmma_wait<0>();
+                    fa__fence_regs(o_flat);
+                    release_v(count - 1);""",
+"""                    fa__wgmma_wait<0>();
+                    fa__fence_regs(o_flat);
+                    FA__TR(15, k, count);
+                    release_v(count - 1);""")
 rep("""        uint16_t *go = p.o + (p.cu_seqlens_q""", """        FA__TR(16, k, 0);
         uint16_t *go = p.o + (p.cu_seqlens_q""")
-rep("""            fa__store_o_lse<BF16>(p, acc_o, m_run, l_run, go, wrow0, x.sq, h, b, x.q_tok0, batch, g, t);
-    }""", """            fa__store_o_lse<BF16>(p, acc_o, m_run, l_run, go, wrow0, x.sq, h, b, x.q_tok0, batch, g, t);
+rep("""            fa__store_o_rows<BF16>(p, acc_o, inv, go, wrow0, x.sq, g, t);
+    }""", """            fa__store_o_rows<BF16>(p, acc_o, inv, go, wrow0, x.sq, g, t);
         FA__TR(17, k, 0);
     }""")
 open(sys.argv[1],'w').write(s)
