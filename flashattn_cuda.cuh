@@ -603,7 +603,10 @@ static __device__ __forceinline__ void fa__finish_rows(const fa__fwd_params &p, 
         for (int hf = 0; hf < 2; hf++) {
             l_run[mt][hf] = fa__quad_sum(l_run[mt][hf]);
             /* __fdividef, not '/': the IEEE division and its slow-path
-               branch sat on the sm_90a epilogue's critical path */
+               branch sat on the sm_90a epilogue's critical path. Its
+               range limit (a divisor above 2^126) never applies: a row
+               that saw a key has 1 <= l <= its key count (the maximum's
+               own term is 2^0). */
             inv[mt][hf] = l_run[mt][hf] > 0.0f ? __fdividef(p.out_scale, l_run[mt][hf]) : 0.0f;
         }
 }
