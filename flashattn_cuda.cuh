@@ -650,15 +650,13 @@ static __device__ __forceinline__ void fa__store_o_rows(const fa__fwd_params &p,
 template <bool BF16, int MT, int NO>
 static __device__ __forceinline__ void fa__store_o_lse(const fa__fwd_params &p,
                                                        const float (&acc_o)[MT][NO][4],
-                                                       const float (&m_run)[MT][2], const float (&l_run)[MT][2],
+                                                       const float (&m_run)[MT][2], float (&l_run)[MT][2],
                                                        uint16_t *go, int wrow0, int sq, int h, int b,
                                                        int64_t q_tok0, int nbatch, int g, int t)
 {
-    float l[MT][2], inv[MT][2];
-#pragma unroll
-    for (int mt = 0; mt < MT; mt++) l[mt][0] = l_run[mt][0], l[mt][1] = l_run[mt][1];
-    fa__finish_rows<MT>(p, l, inv);
-    fa__store_lse_rows<MT>(p, m_run, l, wrow0, sq, h, b, q_tok0, nbatch, g, t);
+    float inv[MT][2];
+    fa__finish_rows<MT>(p, l_run, inv); /* (l_run: the rows' whole sums from here) */
+    fa__store_lse_rows<MT>(p, m_run, l_run, wrow0, sq, h, b, q_tok0, nbatch, g, t);
     fa__store_o_rows<BF16, MT, NO>(p, acc_o, inv, go, wrow0, sq, g, t);
 }
 
@@ -1510,9 +1508,10 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
            192-key kernel too few registers for the wgmma pipeline (ptxas
            C7511). H100, 2026-11-24 13:58 UTC. */
         constexpr bool LSE_EARLY = D >= 128;
+        auto store_l = [&]() { fa__store_lse_rows<1>(p, m_run, l_run, wrow0, x.sq, h, b, x.q_tok0, batch, g, t); };
         auto epilogue_begin = [&]() {
             fa__finish_rows<1>(p, l_run, inv);
-            if (LSE_EARLY) fa__store_lse_rows<1>(p, m_run, l_run, wrow0, x.sq, h, b, x.q_tok0, batch, g, t);
+            if (LSE_EARLY) store_l();
             if (O_STAGED) {
                 fa__bulk_wait<true>();
                 fa__named_sync(1 + WG + cw, 128);
@@ -1691,7 +1690,7 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
             ring += count;
         }
         if (!FA__SM90_OVERLAP || count == 0) epilogue_begin(); /* (no key block: O = 0, L = -inf) */
-        if (!LSE_EARLY) fa__store_lse_rows<1>(p, m_run, l_run, wrow0, x.sq, h, b, x.q_tok0, batch, g, t);
+        if (!LSE_EARLY) store_l();
         uint16_t *go = p.o + (p.cu_seqlens_q ? x.q_tok0 * p.o_seq : b * p.o_batch) + h * p.o_head;
         if (O_STAGED)
             fa__sm90_store_o<BF16, D>(p, acc_o, inv, sO + (uint32_t)cw * 64 * 128, BM * 128, go, x.row0 + 64 * cw,
