@@ -884,7 +884,8 @@ fa__fwd_kernel_sm80(const fa__fwd_params p)
 
    6. Persistent blocks. With more tiles (query block, head, batch) than
       SMs and one length for all sequences, the grid has one block per SM
-      and each block walks its share of the tiles (d 64 and 128). The
+      and each block walks its share of the tiles (d 64 and 128; d 256
+      where it measured faster, fa__sm90_persist_d256). The
       tiles go out in pairs, query blocks M - 1 - i and i of one head
       (M query blocks): under a causal mask they see M - i and i + 1 key
       blocks, M + 1 together whatever i is, so every pair is the same work
@@ -968,12 +969,18 @@ typedef struct fa__tma_maps { CUtensorMap q, k, v, o; int o_ok; } fa__tma_maps;
    (BM rows), STAGES K and V tiles, the O staging tile when it has its own
    (o_own), the barriers. O gets its own tile (fa__sm90_store_o) when that
    still fits the 227 KB an H100 block may have (d 64, and d 128 with 128-key
-   blocks). Else, with a block per tile (d 256), each consumer warpgroup
-   stages its O in its own 64 rows of the Q tile, which its last S = Q K^T
-   has finished with and no later tile refills. A persistent block without
-   room (d 128, 176-key blocks) stores O straight from the registers: staged
-   in Q, the next tile's Q copy would have to wait for the epilogue, and
-   that measured 3% slower at 8k and 16k tokens (H100, 2026-11-24). */
+   blocks). Else, at d 256, each consumer warpgroup stages its O in its own
+   64 rows of the Q tile, which its last S = Q K^T has finished with. With
+   a block per tile no later tile refills them; a persistent block copies
+   the next tile's Q only once the O stores have read them (Q_AFTER_O in
+   the kernel): the copy waits for the epilogue, but the block still skips
+   the launch and set-up of a new one and has the next K and V in flight,
+   and causal d 256 from 1k to 8k tokens ran 1-8% faster that way
+   (fa__sm90_persist_d256; straight stores from the registers instead were
+   2-25% slower, bench/results fwd-d256-persistent-trial.md). A persistent
+   block at d 128 with 176-key blocks stores O straight from the
+   registers: staged in Q, the wait measured 3% slower at 8k and 16k tokens
+   (H100, 2026-11-24). */
 __host__ __device__ constexpr size_t fa__sm90_smem(int D, int BM, int BN, int ST, bool o_own)
 {
     return 1024 + 2u * (size_t)D * (BM + 2 * ST * BN + (o_own ? BM : 0)) + 8u * (2 + 4 * ST);
@@ -1348,7 +1355,10 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
 #if FA__SM90A
     constexpr int BM = 64 * WG, NS = BN / 8, NO = D / 8;
     constexpr uint32_t Q_BYTES = BM * D * 2, KV_BYTES = BN * D * 2;
-    constexpr bool O_OWN = fa__sm90_o_own(D, BM, BN, STAGES), O_STAGED = O_OWN || !PERSIST;
+    constexpr bool O_OWN = fa__sm90_o_own(D, BM, BN, STAGES), O_STAGED = O_OWN || !PERSIST || D == 256;
+    /* O staged in Q by a persistent block: Q is free for the next tile's
+       copy once the O stores have read it, not after the last S */
+    constexpr bool Q_AFTER_O = O_STAGED && !O_OWN && PERSIST;
     static_assert(D % 64 == 0 && BN % 16 == 0 && BN <= 256, "sm_90a tile shape");
 
     extern __shared__ uint8_t fa__smem90[];
@@ -1406,7 +1416,8 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
 
     if (tid == 0) {
         fa__mbar_init(q_full, 1);
-        fa__mbar_init(q_empty, 4 * WG); /* lane 0 of each consumer warp */
+        /* lane 0 of each consumer warp; with Q_AFTER_O every consumer thread */
+        fa__mbar_init(q_empty, Q_AFTER_O ? 128 * WG : 4 * WG);
         for (int s = 0; s < STAGES; s++) {
             fa__mbar_init(k_full(s), 1);
             fa__mbar_init(v_full(s), 1);
@@ -1598,11 +1609,12 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
                 fa__softmax_tile(s, m_run, l_run, alpha, p.scale_log2);
             };
             /* S_it is done: K_it may be overwritten, and after the tile's
-               last S, Q too (the next tile's Q copy overlaps this tile's end) */
+               last S, Q too (the next tile's Q copy overlaps this tile's end;
+               with Q_AFTER_O, after the epilogue instead) */
             auto release_k = [&](int it) {
                 if (lane == 0) {
                     fa__mbar_arrive(k_empty((ring + it) % STAGES));
-                    if (it == count - 1) fa__mbar_arrive(q_empty);
+                    if (it == count - 1 && !Q_AFTER_O) fa__mbar_arrive(q_empty);
                 }
             };
             /* O~ += P_it V_it is done: V_it may be overwritten */
@@ -1692,10 +1704,21 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
         if (!FA__SM90_OVERLAP || count == 0) epilogue_begin(); /* (no key block: O = 0, L = -inf) */
         if (!LSE_EARLY) store_l();
         uint16_t *go = p.o + (p.cu_seqlens_q ? x.q_tok0 * p.o_seq : b * p.o_batch) + h * p.o_head;
-        if (O_STAGED)
+        /* (With Q_AFTER_O a tile without keys had no Q copied for it, and
+           the next tile's copy may be landing in Q: its zeros go straight.
+           count < 0: a window left of a causal bound, no key at all.) */
+        if (O_STAGED && !(Q_AFTER_O && count <= 0)) {
             fa__sm90_store_o<BF16, D>(p, acc_o, inv, sO + (uint32_t)cw * 64 * 128, BM * 128, go, x.row0 + 64 * cw,
                                       x.sq, h, b, x.q_tok0, tid % 128, 1 + WG + cw, tm);
-        else
+            if (Q_AFTER_O) {
+                /* Q's rows are free once the TMA store (thread 0's bulk
+                   group) has read them, and every thread its own staging
+                   writes and row copies (the !by_tma way out): each
+                   thread arrives for its own accesses */
+                if (tid % 128 == 0) fa__bulk_wait<true>();
+                fa__mbar_arrive(q_empty);
+            }
+        } else
             fa__store_o_rows<BF16>(p, acc_o, inv, go, wrow0, x.sq, g, t);
     }
     if (FA__SM90_PINGPONG && cw == 0) fa__named_sync(1, 256);
@@ -1820,9 +1843,9 @@ static fa_status fa__launch_fwd(const char *fn, const fa__fwd_params &p, int bat
      2 stages (193 KB with the O tile; 3 stages, before there was one,
      measured slower); d 256: 80 keys, 2 stages (225 KB; FlashAttention-3's
      128 x 80).
-   Persistent blocks (item 6) for d 64 and 128; at d 256 they measured
-   slower than a block per tile (the loop's state costs registers that the
-   256-wide O~ needs: ptxas spilled more).
+   Persistent blocks (item 6) for d 64 and 128, and for d 256 where they
+   measured faster (fa__sm90_persist_d256; there the launch chooses
+   between the kernel with PERSIST and the one without).
    WIDE: with many keys per query row, wider key blocks at d 64 (192 keys,
    3 stages, 177 KB with the O tile) and d 128 (176 keys, 2 stages, 209 KB,
    no room for an O tile; FlashAttention-3's 128 x 176): a third fewer
@@ -1852,12 +1875,11 @@ static fa_status fa__launch_fwd(const char *fn, const fa__fwd_params &p, int bat
 template <int D, bool WIDE> struct fa__sm90_shape;
 template <> struct fa__sm90_shape<64, false> {
     static constexpr int wgs = FA__SM90_D64_WG, bn = wgs <= 3 ? 128 : 64, stages = wgs <= 3 ? 3 : 4;
-    static constexpr bool persistent = true;
 };
-template <> struct fa__sm90_shape<64, true> { static constexpr int wgs = 2, bn = 192, stages = 3; static constexpr bool persistent = true; };
-template <> struct fa__sm90_shape<128, false> { static constexpr int wgs = 2, bn = 128, stages = 2; static constexpr bool persistent = true; };
-template <> struct fa__sm90_shape<128, true> { static constexpr int wgs = 2, bn = 176, stages = 2; static constexpr bool persistent = true; };
-template <> struct fa__sm90_shape<256, false> { static constexpr int wgs = 2, bn = 80, stages = 2; static constexpr bool persistent = false; };
+template <> struct fa__sm90_shape<64, true> { static constexpr int wgs = 2, bn = 192, stages = 3; };
+template <> struct fa__sm90_shape<128, false> { static constexpr int wgs = 2, bn = 128, stages = 2; };
+template <> struct fa__sm90_shape<128, true> { static constexpr int wgs = 2, bn = 176, stages = 2; };
+template <> struct fa__sm90_shape<256, false> { static constexpr int wgs = 2, bn = 80, stages = 2; };
 
 #ifdef FLASHATTN_TEST_HOOKS
 /* tests only: how many forwards took the sm_90a kernel, a switch that
@@ -1920,16 +1942,37 @@ static bool fa__sm90_wide_keys(const fa__fwd_params &p)
     return p.seqlen_k >= 8192;
 }
 
+/* d 256 runs persistent only where that measured faster: under a causal /
+   window bound, from 1024 to 8192 query rows, when the launch would be
+   persistent at all (one length for all sequences, more tiles than SMs;
+   see fa__launch_fwd_sm90). Persistent against a block per tile (H100,
+   2026-11-24 15:57 UTC, one run, TFLOP/s): causal 1k 423 / 417, 2k 566 /
+   532, 4k 667 / 618, 8k 720 / 679; but causal 512 258 / 282 and 16k 742 /
+   760, and non-causal 0.4-2% slower from 1k (512: 415 / 450). At 16k the K
+   and V of the three heads whose pairs run at once (48 MB) no longer fit
+   the 50 MB L2 together, where a block per tile in tile order works on
+   about one head at a time: a likely cause, not measured. The persistent
+   kernel with a block per tile (grid = tiles) ran 1-3% slower than the one
+   compiled without PERSIST (16:00 UTC), so d 256 has both. */
+static bool fa__sm90_persist_d256(const fa__fwd_params &p, int batch, int sms)
+{
+#ifdef FLASHATTN_TEST_HOOKS
+    if (fa__sm90_grid_cap > 0) return true; /* the tests' persistent walks, any mask or length */
+#endif
+    const int64_t tiles = (int64_t)((p.seqlen_q + 127) / 128) * p.heads_q * batch;
+    return p.has_right && p.seqlen_q >= 1024 && p.seqlen_q <= 8192 && tiles > sms && !p.cu_seqlens_q &&
+           !p.cu_seqlens_k && !p.seqlens_k;
+}
+
 /* Run the problem on the sm_90a kernel when it can: *ran = 0 (and FA_OK)
    sends it to the sm_80 kernel instead: a binary without sm_90a code, a
    view TMA cannot describe, or too little shared memory. */
-template <bool BF16, int D, bool WIDE>
+template <bool BF16, int D, bool WIDE, bool PERSIST>
 static fa_status fa__launch_fwd_sm90(const char *fn, const fa__fwd_params &p, int batch,
                                      const fa__gpu &gpu, cudaStream_t stream, int *ran)
 {
     constexpr int BN = fa__sm90_shape<D, WIDE>::bn, ST = fa__sm90_shape<D, WIDE>::stages;
     constexpr int WG = fa__sm90_shape<D, WIDE>::wgs, BM = 64 * WG;
-    constexpr bool PERSIST = fa__sm90_shape<D, WIDE>::persistent && FA__SM90_PERSISTENT;
     const size_t smem = fa__sm90_smem(D, BM, BN, ST, fa__sm90_o_own(D, BM, BN, ST));
     void (*kern)(const fa__tma_maps, const fa__fwd_params, int, int) = fa__fwd_kernel_sm90<BF16, D, BN, ST, PERSIST, WG>;
     const int vq = p.cu_seqlens_q != NULL, vk = p.cu_seqlens_k != NULL;
@@ -2004,12 +2047,17 @@ static fa_status fa__dispatch_family(const char *fn, const fa__fwd_params &p, in
         if (family == 3 && !p.extras && !FA__SM90_OFF) {
             int ran = 0;
             fa_status s;
-            if constexpr (D == 256)
-                s = fa__launch_fwd_sm90<BF16, D, false>(fn, p, batch, gpu, stream, &ran);
-            else if (fa__sm90_wide_keys(p))
-                s = fa__launch_fwd_sm90<BF16, D, true>(fn, p, batch, gpu, stream, &ran);
-            else
-                s = fa__launch_fwd_sm90<BF16, D, false>(fn, p, batch, gpu, stream, &ran);
+            constexpr bool P = FA__SM90_PERSISTENT;
+            if constexpr (D == 256) {
+                if (P && fa__sm90_persist_d256(p, batch, gpu.sms))
+                    s = fa__launch_fwd_sm90<BF16, D, false, P>(fn, p, batch, gpu, stream, &ran);
+                else
+                    s = fa__launch_fwd_sm90<BF16, D, false, false>(fn, p, batch, gpu, stream, &ran);
+            } else if (fa__sm90_wide_keys(p)) {
+                s = fa__launch_fwd_sm90<BF16, D, true, P>(fn, p, batch, gpu, stream, &ran);
+            } else {
+                s = fa__launch_fwd_sm90<BF16, D, false, P>(fn, p, batch, gpu, stream, &ran);
+            }
             if (s != FA_OK || ran) return s;
         }
     }
