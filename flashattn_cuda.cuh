@@ -1706,7 +1706,7 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
         uint16_t *go = p.o + (p.cu_seqlens_q ? x.q_tok0 * p.o_seq : b * p.o_batch) + h * p.o_head;
         /* (With Q_AFTER_O a tile without keys had no Q copied for it, and
            the next tile's copy may be landing in Q: its zeros go straight.
-           count < 0: a window left of a causal bound, no key at all.) */
+           count is never below 0, windows being >= 0; <= 0 costs nothing.) */
         if (O_STAGED && !(Q_AFTER_O && count <= 0)) {
             fa__sm90_store_o<BF16, D>(p, acc_o, inv, sO + (uint32_t)cw * 64 * 128, BM * 128, go, x.row0 + 64 * cw,
                                       x.sq, h, b, x.q_tok0, tid % 128, 1 + WG + cw, tm);
