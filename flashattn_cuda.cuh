@@ -1942,10 +1942,22 @@ static bool fa__sm90_wide_keys(const fa__fwd_params &p)
     return p.seqlen_k >= 8192;
 }
 
+/* Can the grid be persistent (one block per SM, or per pair when there are
+   fewer pairs)? When there are more tiles than SMs and every pair of tiles
+   (see unit() in the kernel) is the same work: one length for all
+   sequences (no cu_seqlens, no seqlens_k); causal and window masks are
+   fine, pairing balances them. Unequal lengths take a block per tile,
+   which the hardware's block scheduler balances as it goes (measured
+   before the pairs: persistent causal d 128 at 16k tokens in straight
+   rounds ran at 0.63x of a block per tile). */
+static bool fa__sm90_can_persist(const fa__fwd_params &p, int64_t tiles, int sms)
+{
+    return tiles > sms && !p.cu_seqlens_q && !p.cu_seqlens_k && !p.seqlens_k;
+}
+
 /* d 256 runs persistent only where that measured faster: under a causal /
-   window bound, from 1024 to 8192 query rows, when the launch would be
-   persistent at all (one length for all sequences, more tiles than SMs;
-   see fa__launch_fwd_sm90). Persistent against a block per tile (H100,
+   window bound, from 1024 to 8192 query rows, where the grid can be
+   persistent at all (fa__sm90_can_persist). Persistent against a block per tile (H100,
    2026-11-24 15:57 UTC, one run, TFLOP/s): causal 1k 423 / 417, 2k 566 /
    532, 4k 667 / 618, 8k 720 / 679; but causal 512 258 / 282 and 16k 742 /
    760, and non-causal 0.4-2% slower from 1k (512: 415 / 450). At 16k the K
@@ -1959,9 +1971,9 @@ static bool fa__sm90_persist_d256(const fa__fwd_params &p, int batch, int sms)
 #ifdef FLASHATTN_TEST_HOOKS
     if (fa__sm90_grid_cap > 0) return true; /* the tests' persistent walks, any mask or length */
 #endif
-    const int64_t tiles = (int64_t)((p.seqlen_q + 127) / 128) * p.heads_q * batch;
-    return p.has_right && p.seqlen_q >= 1024 && p.seqlen_q <= 8192 && tiles > sms && !p.cu_seqlens_q &&
-           !p.cu_seqlens_k && !p.seqlens_k;
+    constexpr int BM = 64 * fa__sm90_shape<256, false>::wgs;
+    const int64_t tiles = (int64_t)((p.seqlen_q + BM - 1) / BM) * p.heads_q * batch;
+    return p.has_right && p.seqlen_q >= 1024 && p.seqlen_q <= 8192 && fa__sm90_can_persist(p, tiles, sms);
 }
 
 /* Run the problem on the sm_90a kernel when it can: *ran = 0 (and FA_OK)
@@ -2008,18 +2020,11 @@ static fa_status fa__launch_fwd_sm90(const char *fn, const fa__fwd_params &p, in
     const int m_blocks = (p.seqlen_q + BM - 1) / BM;
     const int64_t tiles = (int64_t)m_blocks * p.heads_q * batch;
     if (tiles > INT32_MAX - 1024) return FA_OK; /* tile indexes are int: the sm_80 grid takes it */
-    /* Persistent (one block per SM: the shared memory allows no second; or
-       one per pair when there are fewer pairs) when there are more tiles
-       than SMs and every pair of tiles
-       (see unit() in the kernel) is the same work: one length for all
-       sequences (no cu_seqlens, no seqlens_k); causal and window masks
-       are fine, pairing balances them. Unequal lengths take a block per
-       tile, which the hardware's block scheduler balances as it goes
-       (measured before the pairs: persistent causal d 128 at 16k tokens in
-       straight rounds ran at 0.63x of a block per tile). */
-    const bool same_lengths = !p.cu_seqlens_q && !p.cu_seqlens_k && !p.seqlens_k;
+    /* persistent where it can be (fa__sm90_can_persist; the shared memory
+       allows no second block on an SM) */
     const int64_t pairs = (int64_t)((m_blocks + 1) / 2) * p.heads_q * batch;
-    int blocks = PERSIST && same_lengths && tiles > gpu.sms ? (int)(pairs < gpu.sms ? pairs : gpu.sms) : (int)tiles;
+    int blocks = PERSIST && fa__sm90_can_persist(p, tiles, gpu.sms) ? (int)(pairs < gpu.sms ? pairs : gpu.sms)
+                                                                   : (int)tiles;
 #ifdef FLASHATTN_TEST_HOOKS
     if (PERSIST && fa__sm90_grid_cap > 0 && blocks > fa__sm90_grid_cap) blocks = fa__sm90_grid_cap; /* any mask */
 #endif

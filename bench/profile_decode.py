@@ -3,18 +3,14 @@ replays of 8 decode calls: ours (LIB = build/libfa_bench_decode.so) beside SDPA 
 32 x 4k, 32 x 32k, 8 x 4k, d 128, 32 / 8 heads, bf16, contiguous cache. Per contender: the kernels, their
 durations, the gaps between them (negative: a programmatic dependent launch started before the
 one before it ended) and the time per kernel from first end to last end."""
-import ctypes, json, os, sys
+import json, os, sys
 import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
-sys.path.insert(0, "bench")
-from timing import capture
-HQ, HKV, D = 32, 8, 128
-lib = ctypes.CDLL(sys.argv[1])
-lib.fa_bench_decode.restype = ctypes.c_int
-lib.fa_bench_decode.argtypes = [ctypes.c_void_p] * 6 + [ctypes.c_int] * 11 + [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
-lib.fa_bench_decode_ws.restype = ctypes.c_size_t
-lib.fa_bench_decode_ws.argtypes = [ctypes.c_int] * 7 + [ctypes.c_void_p] + [ctypes.c_int] * 3
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from timing import capture  # noqa: E402  (bench/timing.py)
+from vs_torch_decode import HQ, HKV, D, load  # noqa: E402  (the benchmark's shapes and library loader)
+lib = load(sys.argv[1])
 out = os.environ.get("OUT", ".")
 for batch, L in ((32, 4096), (32, 32768), (8, 4096)):
     k = torch.randn(batch, L, HKV, D, device="cuda", dtype=torch.bfloat16)

@@ -51,6 +51,18 @@ def copy_bandwidth():
     return 2 * (1 << 30) * 2 / (us * 1e-6) / 1e9
 
 
+def load(path):
+    """The bench library (bench/fa_bench_decode_lib.cu) with its functions' C types."""
+    l_ = ctypes.CDLL(path)
+    l_.fa_bench_decode.restype = ctypes.c_int
+    l_.fa_bench_decode.argtypes = [ctypes.c_void_p] * 6 + [ctypes.c_int] * 11 + [
+        ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
+    l_.fa_bench_decode_ws.restype = ctypes.c_size_t
+    l_.fa_bench_decode_ws.argtypes = [ctypes.c_int] * 7 + [ctypes.c_void_p] + [ctypes.c_int] * 3
+    l_.fa_bench_last_error.restype = ctypes.c_char_p
+    return l_
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--lib", default="build/libfa_bench_decode.so")
@@ -60,16 +72,6 @@ def main():
                     help="another build of the bench library, timed in the same run (repeatable)")
     ap.add_argument("--reps", type=int, default=15, help="replays of each contender's graph (median)")
     args = ap.parse_args()
-
-    def load(path):
-        l_ = ctypes.CDLL(path)
-        l_.fa_bench_decode.restype = ctypes.c_int
-        l_.fa_bench_decode.argtypes = [ctypes.c_void_p] * 6 + [ctypes.c_int] * 11 + [
-            ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
-        l_.fa_bench_decode_ws.restype = ctypes.c_size_t
-        l_.fa_bench_decode_ws.argtypes = [ctypes.c_int] * 7 + [ctypes.c_void_p] + [ctypes.c_int] * 3
-        l_.fa_bench_last_error.restype = ctypes.c_char_p
-        return l_
 
     lib = load(args.lib)
     variants = [(v.split("=", 1)[0], load(v.split("=", 1)[1])) for v in args.variant]
