@@ -2292,6 +2292,13 @@ FLASHATTN_DEF fa_status fa_forward_cuda(const fa_problem *p, fa_tensor q, fa_ten
       CTAs left alone at the end stream at a fraction of the rate
       (fa__decode_grid).
 
+   9. Head pairs (d64). A CTA of 4 warps at d64 spends more of its time
+      on the math of each byte than one at d128 and streams slower. Where
+      batch * heads_kv CTAs need two waves of one CTA per SM and half as
+      many still fill one, a CTA of 8 warps takes two KV heads: a tile row
+      is key n of both heads, and each warp row computes its own head
+      (fa__decode_pairs).
+
    Log base. Inside the kernels every score is kept in base 2 (s * log2(e)),
    so each exponential is one MUFU.EX2; partial log-sum-exps are base 2 as
    well, and only the final L is converted to the natural log the API
@@ -2360,7 +2367,8 @@ typedef struct fa__decode_params {
 #define FA__DEC_LOG2E 1.4426950408889634f
 #define FA__DEC_LN2 0.6931471805599453f
 
-/* Pipeline depth by head dim: enough bytes in flight per SM (Little's law:
+/* Pipeline depth by head dim (a head pair's CTA, HP = 2, has tiles of twice
+   the bytes, fa__decode_kernel): enough bytes in flight per SM (Little's law:
    ~3 TB/s * ~1 us / 132 SMs = ~25 KB) with room for two CTAs per SM at
    d <= 128 (a paged cache runs two, a contiguous one one: fa__decode_setup).
    A stage is 64 keys of K and V: 16 KB (d64), 32 KB (d128), 64 KB (d256:
@@ -2374,13 +2382,14 @@ __host__ __device__ constexpr int fa__dec_tile_bytes(int D) { return FA__DEC_BN 
    that owns 32 or 64 keys of a tile (WARPS_M > 1) spills: keep 16-row CTAs
    there (more rows = more CTAs reading the same K/V, mostly from L2). */
 __host__ __device__ constexpr int fa__dec_max_warps_m(int D) { return D <= 128 ? 4 : 1; }
-template <int D, int WARPS_M>
+template <int D, int WARPS_M, int HP>
 __host__ __device__ constexpr int fa__dec_smem_bytes()
 {
-    /* K stages + V stages + Q (16 * WARPS_M rows). The epilogue reuses the
-       K/V stages for the warps' fp32 O (4 warps x 16 rows of D + 8 floats),
-       which always fits: 64 (D + 8) 4 < 2 stages of tile bytes. */
-    return 2 * fa__dec_stages(D) * fa__dec_tile_bytes(D) + 16 * WARPS_M * D * 2;
+    /* K stages + V stages (HP heads a row) + Q (16 * WARPS_M rows). The
+       epilogue reuses the K/V stages for the warps' fp32 O (4 HP warps x 16
+       rows of D + 8 floats), which always fits: HP 64 (D + 8) 4 < 2 stages
+       HP tile bytes. */
+    return 2 * fa__dec_stages(D) * HP * fa__dec_tile_bytes(D) + 16 * WARPS_M * D * 2;
 }
 
 /* Byte offset of 16-byte chunk c of row r in a swizzled tile of D-element
@@ -2415,33 +2424,47 @@ __device__ __forceinline__ int64_t fa__dec_cache_offset(const fa__decode_params 
     return (int64_t)b * bs + (int64_t)n * ss;
 }
 
-/* ---- >>decode-kernel  one CTA = (sequence b, KV head, row block, split) ---
-   Grid: x = row block + row_blocks * split, y = KV head, z = b. The CTA's
-   rows are row block rb of its KV head's packed rows.
-   (A CTA of 8 warps for two KV heads, which the batch 32 x 8 heads grid
-   once ran as 128 CTAs in one wave, measured no faster than 256 CTAs of
-   one head in two waves since the copy path and the grid (fa__decode_grid)
-   of 2026-11-24, H100: 3037 vs 3016 GB/s at 4k, 3122 vs 3096 at 32k; so
-   there is one kernel shape.) */
-template <int D, int WARPS_M, bool BF16>
-__global__ void __launch_bounds__(FA__DEC_THREADS)
+/* ---- >>decode-kernel  one CTA = (sequence b, KV heads, row block, split) --
+   Grid: x = row block + row_blocks * split, y = KV head / HP, z = b.
+
+   HP = KV heads per CTA. HP = 1: 4 warps; the CTA's rows are one KV head's
+   packed rows (row block rb of them). HP = 2 (a head pair; rows <= 16, so
+   one row block, and WARPS_M = 2): 8 warps, warp row wm holds the 16-row
+   block of KV head 2 * blockIdx.y + wm, and a K/V tile row is key n of
+   BOTH heads, 2 * D elements (512 contiguous bytes at d128 when the heads
+   are adjacent): each warp reads its own head's half of the row, 16 keys
+   of the 64, as in the single-head CTA. Why pairs: a batch of 32 x 8 KV
+   heads is 256 CTAs, two waves of one CTA per SM; paired, 128 CTAs of
+   twice the bytes run in one wave, and each SM has 8 warps to hide the
+   latency of its math instead of 4. The plan pairs d64 heads only
+   (fa__decode_pairs: at d128 one head a CTA measured as fast since the
+   grid rule). Why 8 warps (measured at d128): with 4 (two heads'
+   keys, 32 a tile, 16 a warp) one warp per scheduler issued every 3.7
+   cycles with no memory stall at all and the kernel ran at the SM's clock
+   (ncu, its 1.42 GHz: 214 us at batch 32 x 4k, DRAM 75% busy); with 8,
+   190 us and 85% (cuDNN's decode 182 us, 89%: two CTAs of 4 warps per
+   SM). At full clocks the bytes bound both: +0.3 to +0.5% at batch 32. */
+template <int D, int WARPS_M, bool BF16, int HP>
+__global__ void __launch_bounds__(FA__DEC_THREADS * HP)
 fa__decode_kernel(const fa__decode_params p)
 {
-    constexpr int NT = FA__DEC_THREADS, NW = NT / 32; /* threads, warps */
+    static_assert(HP == 1 || (HP == 2 && WARPS_M == 2), "a head pair gives each head one warp row");
+    constexpr int NT = FA__DEC_THREADS * HP, NW = NT / 32; /* threads, warps */
     constexpr int BN = FA__DEC_BN;            /* keys per tile */
+    constexpr int RW = HP * D;                /* elements per K/V tile row */
     constexpr int STAGES = fa__dec_stages(D);
     constexpr int WARPS_N = NW / WARPS_M;
     constexpr int KW = BN / WARPS_N;          /* keys per warp per tile */
     constexpr int NK = KW / 16;               /* 16-key MMA steps per warp per tile */
     constexpr int NS = D <= 128 ? NK : 1;     /* 16-key steps per softmax update */
     constexpr int ROWS = 16 * WARPS_M;        /* query rows of this CTA */
-    constexpr int CH = D / 8;                 /* 16-byte chunks per tile row */
+    constexpr int CH = RW / 8;                /* 16-byte chunks per tile row */
     constexpr int RSTEP = NT / CH;           /* rows one pass of the CTA copies */
     constexpr int RPT = BN / RSTEP;           /* K (or V) rows each thread copies per tile */
-    constexpr int TILE = fa__dec_tile_bytes(D);
+    constexpr int TILE = HP * fa__dec_tile_bytes(D);
     constexpr bool Q_IN_REGS = D <= 128;      /* d256: Q fragments would cost 64 registers */
     constexpr int OPAD = D + 8;               /* fp32 row stride of the epilogue's O */
-    static_assert(KW % 16 == 0, "16-key steps");
+    static_assert(BN * RW * 2 == TILE && KW % 16 == 0, "tile bytes; 16-key steps");
 
     extern __shared__ __align__(128) unsigned char fa__dec_smem[];
     unsigned char *ks = fa__dec_smem;                     /* STAGES K tiles */
@@ -2452,8 +2475,12 @@ fa__decode_kernel(const fa__decode_params p)
     const int wm = warp / WARPS_N, wn = warp % WARPS_N;
     const int g = lane >> 2, tq = lane & 3; /* MMA fragment coordinates */
     const int rb = blockIdx.x % p.row_blocks, split = blockIdx.x / p.row_blocks;
-    const int hk = blockIdx.y, b = blockIdx.z; /* the CTA's KV head, sequence */
-    auto row_of = [&](int r) { return rb * ROWS + r; }; /* CTA row r's packed row */
+    const int hk0 = HP * blockIdx.y, b = blockIdx.z; /* the CTA's first KV head */
+    /* CTA row r (0..ROWS-1): its KV head and its packed row within that head */
+    auto head_of = [&](int r) { return HP == 1 ? hk0 : hk0 + r / 16; };
+    auto row_of = [&](int r) { return HP == 1 ? rb * ROWS + r : r % 16; };
+    /* the warp's half of a head pair's tile row, in 16-byte chunks */
+    const int kc0 = HP == 1 ? 0 : wm * (D / 8);
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     /* This grid is launched as a programmatic dependent of whatever ran
        before it in the stream (fa__decode_launch_t): its CTAs may be placed
@@ -2478,8 +2505,8 @@ fa__decode_kernel(const fa__decode_params p)
     const int my_tiles = max(0, min(n_tiles, t_begin + per_split) - t_begin);
     const int n_first = lo + t_begin * BN; /* first key of this split */
 
-    const uint16_t *kbase = (const uint16_t *)p.k + (int64_t)hk * p.k_hs;
-    const uint16_t *vbase = (const uint16_t *)p.v + (int64_t)hk * p.v_hs;
+    const uint16_t *kbase = (const uint16_t *)p.k + (int64_t)hk0 * p.k_hs;
+    const uint16_t *vbase = (const uint16_t *)p.v + (int64_t)hk0 * p.v_hs;
     const int32_t *btab = p.block_table ? p.block_table + (int64_t)b * p.pages_per_seq : 0;
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -2494,17 +2521,19 @@ fa__decode_kernel(const fa__decode_params p)
         int ok = row < p.rows;
         int t = ok ? row / p.group : 0, hh = ok ? row % p.group : 0;
         const uint16_t *src = (const uint16_t *)p.q + (int64_t)b * p.q_bs + (int64_t)t * p.q_ss +
-                       (int64_t)(hk * p.group + hh) * p.q_hs + c * 8;
+                       (int64_t)(head_of(r) * p.group + hh) * p.q_hs + c * 8;
         fa__cp_async16(fa__dec_smem_addr(qs + fa__dec_swz<D>(r, c)), src, ok ? 16 : 0);
     }
     fa__cp_async_commit();
 
     /* ---- the copy of one K/V tile: thread copies chunk tid % CH of rows
-       tid / CH + RSTEP * i. Page numbers come from `pages`, fetched one tile
+       tid / CH + RSTEP * i (a chunk of head hk0 + my_c / (D / 8) when the
+       row holds a pair). Page numbers come from `pages`, fetched one tile
        ahead (fetch_pages) so the issue never waits on the table. */
     const int my_c = tid % CH, my_r = tid / CH;
     const uint64_t kv_policy = fa__l2_evict_first(); /* the K / V copies' L2 policy */
-    const int k_col = my_c * 8, v_col = my_c * 8; /* element column of the chunk */
+    const int64_t k_col = (int64_t)(my_c / (D / 8)) * p.k_hs + (my_c % (D / 8)) * 8;
+    const int64_t v_col = (int64_t)(my_c / (D / 8)) * p.v_hs + (my_c % (D / 8)) * 8;
     int pages[RPT];
 #pragma unroll
     for (int i = 0; i < RPT; i++) pages[i] = 0;
@@ -2547,7 +2576,7 @@ fa__decode_kernel(const fa__decode_params p)
             const uint16_t *kq = k_row0 + (int64_t)tile * BN * p.k_ss, *vq = v_row0 + (int64_t)tile * BN * p.v_ss;
 #pragma unroll
             for (int i = 0; i < RPT; i++, kq += k_rstep, vq += v_rstep) {
-                const uint32_t so = fa__dec_swz<D>(my_r + RSTEP * i, my_c);
+                const uint32_t so = fa__dec_swz<RW>(my_r + RSTEP * i, my_c);
                 fa__cp_async16_pol(kdst + so, kq, 16, kv_policy);
                 fa__cp_async16_pol(vdst + so, vq, 16, kv_policy);
             }
@@ -2559,7 +2588,7 @@ fa__decode_kernel(const fa__decode_params p)
 #pragma unroll
             for (int i = 0; i < RPT; i++) {
                 const int row = (nb + RSTEP * i) & pmask;
-                const uint32_t so = fa__dec_swz<D>(my_r + RSTEP * i, my_c);
+                const uint32_t so = fa__dec_swz<RW>(my_r + RSTEP * i, my_c);
                 fa__cp_async16_pol(kdst + so, kbase + (int64_t)pages[i] * p.k_bs + (int64_t)row * p.k_ss + k_col, 16,
                                    kv_policy);
                 fa__cp_async16_pol(vdst + so, vbase + (int64_t)pages[i] * p.v_bs + (int64_t)row * p.v_ss + v_col, 16,
@@ -2574,7 +2603,7 @@ fa__decode_kernel(const fa__decode_params p)
             int nn = ok ? n : 0; /* a valid address even when nothing is read */
             int64_t ko = fa__dec_cache_offset(p, b, nn, ok ? pages[i] : 0, p.k_bs, p.k_ss);
             int64_t vo = fa__dec_cache_offset(p, b, nn, ok ? pages[i] : 0, p.v_bs, p.v_ss);
-            uint32_t so = fa__dec_swz<D>(r, my_c);
+            uint32_t so = fa__dec_swz<RW>(r, my_c);
             /* zero-fill past the end: masked P is 0, and 0 * garbage could be NaN */
             fa__cp_async16_pol(kdst + so, kbase + ko + k_col, ok ? 16 : 0, kv_policy);
             fa__cp_async16_pol(vdst + so, vbase + vo + v_col, ok ? 16 : 0, kv_policy);
@@ -2599,7 +2628,7 @@ fa__decode_kernel(const fa__decode_params p)
         int rr = min(row_of(r), p.rows - 1);
         int t = rr / p.group;
         ip[h] = t + sk - sq;
-        slope2[h] = p.alibi ? p.alibi[hk * p.group + rr % p.group] * FA__DEC_LOG2E : 0.f;
+        slope2[h] = p.alibi ? p.alibi[head_of(r) * p.group + rr % p.group] * FA__DEC_LOG2E : 0.f;
     }
 
     /* Online-softmax state (seed 000, FA2 Alg. 1 lines 5-10), base 2:
@@ -2676,7 +2705,7 @@ fa__decode_kernel(const fa__decode_params p)
 #pragma unroll
                 for (int c = 0; c < NS; c++) {
                     uint32_t bk[4];
-                    fa__ldmatrix_x4(bk, kt + fa__dec_swz<D>(kw0 + 16 * (c0 + c) + kb_row, 2 * kk + kb_c));
+                    fa__ldmatrix_x4(bk, kt + fa__dec_swz<RW>(kw0 + 16 * (c0 + c) + kb_row, kc0 + 2 * kk + kb_c));
                     fa__mma16816<BF16>(s[2 * c], a, bk[0], bk[1]);
                     fa__mma16816<BF16>(s[2 * c + 1], a, bk[2], bk[3]);
                 }
@@ -2743,7 +2772,7 @@ fa__decode_kernel(const fa__decode_params p)
 #pragma unroll
                 for (int j = 0; j < D / 16; j++) {
                     uint32_t bv[4];
-                    fa__ldmatrix_x4_trans(bv, vt + fa__dec_swz<D>(kw0 + 16 * (c0 + c) + vb_row, 2 * j + vb_c));
+                    fa__ldmatrix_x4_trans(bv, vt + fa__dec_swz<RW>(kw0 + 16 * (c0 + c) + vb_row, kc0 + 2 * j + vb_c));
                     fa__mma16816<BF16>(o[2 * j], a, bv[0], bv[1]);
                     fa__mma16816<BF16>(o[2 * j + 1], a, bv[2], bv[3]);
                 }
@@ -2775,7 +2804,7 @@ fa__decode_kernel(const fa__decode_params p)
     const bool final_out = p.num_splits == 1;
     for (int i = tid; i < ROWS * (D / 4); i += NT) {
         const int r = i / (D / 4), c4 = (i % (D / 4)) * 4;
-        const int row = row_of(r);
+        const int row = row_of(r), hk = head_of(r);
         if (row >= p.rows) continue;
         const int rwm = r / 16, r16 = r % 16;
         float M = -INFINITY;
@@ -2980,12 +3009,12 @@ static int fa__decode_num_splits(int64_t ctas, int slots, int tiles, int max_spl
 
 /* The grid: how many CTAs share an SM (*cps: 1, or `blocks`, what fits)
    and the split count, from `units` = CTAs of one KV head (row block) each
-   without splitting, the SM count and `tiles` = K/V tiles of the longest
-   sequence. What decides is how many CTAs stream at once all the way to
-   the end: a few CTAs left alone at the end stream at a fraction of the
-   rate. Measured on the H100 (2026-11-24, d128, 32 / 8 heads so units =
-   8 x batch, bf16, batch 1-100 x 4k and 32k, each choice of CTAs per SM
-   and splits; GB/s at 4k, the rule of before in brackets):
+   without splitting, the SM count, the head dim and `tiles` = K/V tiles of
+   the longest sequence. What decides is how many CTAs stream at once all
+   the way to the end: a few CTAs left alone at the end stream at a
+   fraction of the rate. Measured on the H100 (2026-11-24, d128, 32 / 8
+   heads so units = 8 x batch, bf16, batch 1-100 x 4k and 32k, each choice
+   of CTAs per SM and splits; GB/s at 4k, the rule of before in brackets):
    - Fewer units than 70% of the SMs: split (fa__decode_num_splits).
    - Up to one a SM: no split, `blocks` a SM allowed (96 units 2940 (2668,
      split 4 ways); held one a SM, 2821).
@@ -2996,6 +3025,8 @@ static int fa__decode_num_splits(int64_t ctas, int slots, int tiles, int max_spl
    - Else `blocks` a SM and enough CTAs for 1.5 waves of them (split if
      need be), which the scheduler evens out: 136 units split in 3 2782
      (1974), 272 split in 2 2949 (2460), 536 3084 (2773).
+   At d64 a CTA streams slower (see >>decode 9): it is split below 80% of
+   the SMs as before (96 units at 8k: 2434 GB/s split, 2094 whole).
    A paged cache runs `blocks` CTAs a SM throughout (fa__decode_setup),
    split for 1.5 waves of them past one wave (272 units at page 16: 2529
    (2159)). */
@@ -3011,9 +3042,10 @@ static int fa__decode_splits_for_waves(int64_t units, int64_t slots, int tiles)
     while (units * s < (int64_t)(1.5f * (float)slots) && s < tiles && s < 128) s++;
     return s;
 }
-static void fa__decode_grid(int64_t units, int sms, int blocks, int paged, int tiles, int *cps, int *splits)
+static void fa__decode_grid(int64_t units, int sms, int blocks, int paged, int d, int tiles, int *cps, int *splits)
 {
     const int64_t slots = (int64_t)sms * blocks; /* at `blocks` CTAs a SM */
+    const float split_below = d < 128 ? 0.8f : 0.7f;
     int s;
     *splits = 1;
     *cps = paged ? blocks : 1;
@@ -3022,7 +3054,10 @@ static void fa__decode_grid(int64_t units, int sms, int blocks, int paged, int t
         else if (units > slots) *splits = fa__decode_splits_for_waves(units, slots, tiles);
         return;
     }
-    if (units < (int64_t)(0.7f * (float)sms)) { *splits = fa__decode_num_splits(units, sms, tiles, 128); return; }
+    if (units < (int64_t)(split_below * (float)sms)) {
+        *splits = fa__decode_num_splits(units, sms, tiles, 128);
+        return;
+    }
     if (units <= sms) { *cps = blocks; return; }
     for (s = 1; s <= 3 && s <= tiles; s++)
         if (fa__decode_last_wave_full(units * s, sms)) { *splits = s; return; }
@@ -3031,9 +3066,38 @@ static void fa__decode_grid(int64_t units, int sms, int blocks, int paged, int t
     *splits = fa__decode_splits_for_waves(units, slots, tiles);
 }
 
+/* KV heads per CTA (HP of fa__decode_kernel): 2 at d64 when a pair fits
+   (rows <= 16, an even heads_kv), the cache is contiguous and the grid
+   runs whole units one CTA a SM (fa__decode_grid), and pairing costs no
+   wave: with `units` CTAs of one head each and `slots` of them at once,
+   ceil(units / slots) waves of one head's keys against ceil(units / 2 /
+   slots) waves of two, the pairs filling 80% of a wave. Measured (H100,
+   2026-11-24 about 19:25, 32 / 8 heads, 8k cache, GB/s, pairs against one
+   head a CTA): d64 batch 28 2823 vs 2451, 32 3007 vs 2781, 64 3041 vs
+   2868; d128 batch 28 2855 vs 3017 (112 pairs leave 20 SMs idle), 32
+   3015 vs 3037 at 4k, so d128 keeps one head a CTA. (Earlier, at d128
+   and before the grid rule: batch 32 x 4k 2963 -> 3006 GB/s with pairs.) */
+#ifdef FLASHATTN_TEST_HOOKS
+/* tests only: -1 by the rule, 0 never, 1 wherever a pair fits; and how many
+   calls ran pairs */
+static int fa__dec_pairs = -1, fa__dec_pair_launches;
+#endif
+static int fa__decode_pairs(const fa_problem *r, int rows, int64_t units, int slots, int cps, int splits)
+{
+    const int fits = rows <= 16 && fa__dec_max_warps_m(r->head_dim) >= 2 && r->heads_kv % 2 == 0;
+#ifdef FLASHATTN_TEST_HOOKS
+    if (fa__dec_pairs >= 0) return fits && fa__dec_pairs ? 2 : 1;
+#endif
+    if (!fits || r->head_dim != 64 || r->block_table || cps != 1 || splits != 1 ||
+        units / 2 < (int64_t)(0.8f * (float)slots))
+        return 1;
+    return 2 * ((units / 2 + slots - 1) / slots) <= (units + slots - 1) / slots ? 2 : 1;
+}
+
 /* The launch plan for one problem: derived from p alone and the device. */
 typedef struct fa__decode_plan {
     int d, warps_m, row_blocks, num_splits;
+    int hp;           /* KV heads per CTA (fa__decode_pairs) */
     int threads;      /* the kernel's block size */
     int smem;         /* dynamic shared memory per CTA, bytes (see fa__decode_setup) */
     int pdl;          /* launch both kernels as programmatic dependents (fa__decode_launch_pdl) */
@@ -3067,11 +3131,11 @@ typedef struct fa__dec_setup {
    (once per device; the attribute belongs to the device's context) and
    fills *out (fa__dec_setup). The cache is a plain array: two threads
    racing on it both store the same numbers. */
-template <int D, int WM, bool BF16>
+template <int D, int WM, bool BF16, int HP>
 static cudaError_t fa__decode_setup(int dev, fa__dec_setup *out)
 {
     static fa__dec_setup cached[64]; /* per device; blocks == 0: not yet */
-    const int need = fa__dec_smem_bytes<D, WM>();
+    const int need = fa__dec_smem_bytes<D, WM, HP>();
     cudaFuncAttributes fa;
     cudaError_t e;
     int n = 0, n1 = 0, per_sm = 0, optin = 0, one;
@@ -3082,12 +3146,12 @@ static cudaError_t fa__decode_setup(int dev, fa__dec_setup *out)
     one = per_sm / 2 + 1;
     if (one > optin) one = optin;
     if (one < need) one = need;
-    e = cudaFuncSetAttribute(fa__decode_kernel<D, WM, BF16>, cudaFuncAttributeMaxDynamicSharedMemorySize, one);
+    e = cudaFuncSetAttribute(fa__decode_kernel<D, WM, BF16, HP>, cudaFuncAttributeMaxDynamicSharedMemorySize, one);
     if (e != cudaSuccess) return e;
-    e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, fa__decode_kernel<D, WM, BF16>, FA__DEC_THREADS, need);
+    e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, fa__decode_kernel<D, WM, BF16, HP>, FA__DEC_THREADS * HP, need);
     if (e != cudaSuccess) return e;
     if (n < 1) return cudaErrorInvalidConfiguration; /* does not fit this device's shared memory */
-    e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n1, fa__decode_kernel<D, WM, BF16>, FA__DEC_THREADS, one);
+    e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n1, fa__decode_kernel<D, WM, BF16, HP>, FA__DEC_THREADS * HP, one);
     if (e != cudaSuccess) return e;
     if (n1 != 1) one = need; /* cannot be held alone this way: leave it as it is */
     if ((e = cudaFuncGetAttributes(&fa, fa__decode_combine_kernel<D, BF16>)) != cudaSuccess) return e;
@@ -3095,21 +3159,23 @@ static cudaError_t fa__decode_setup(int dev, fa__dec_setup *out)
     out->smem = need;
     out->smem_one = one;
     out->pdl = fa.binaryVersion >= 90;
-    out->kernel = fa__decode_kernel<D, WM, BF16>;
-    out->threads = FA__DEC_THREADS;
+    out->kernel = fa__decode_kernel<D, WM, BF16, HP>;
+    out->threads = FA__DEC_THREADS * HP;
     if (dev >= 0 && dev < 64) cached[dev] = *out;
     return cudaSuccess;
 }
 
-/* Set up the kernel this problem will use (fa__decode_setup). */
-static cudaError_t fa__decode_setup_any(int dev, int d, int wm, int bf16, fa__dec_setup *out)
+/* Set up the kernel this problem will use (fa__decode_setup): hp = 2 only
+   where fa__dec_max_warps_m allows two warp rows (d <= 128). */
+static cudaError_t fa__decode_setup_any(int dev, int d, int wm, int hp, int bf16, fa__dec_setup *out)
 {
 #define FA__DEC_SETUP(D_, T_)                                                   \
     if (d == D_) {                                                              \
         constexpr int M2_ = fa__dec_max_warps_m(D_) < 2 ? 1 : 2;                \
-        if (wm == 1) return fa__decode_setup<D_, 1, T_>(dev, out);              \
-        if (wm == 2) return fa__decode_setup<D_, M2_, T_>(dev, out);            \
-        return fa__decode_setup<D_, fa__dec_max_warps_m(D_), T_>(dev, out);     \
+        if (hp == 2) return fa__decode_setup<D_, M2_, T_, M2_>(dev, out);      \
+        if (wm == 1) return fa__decode_setup<D_, 1, T_, 1>(dev, out);           \
+        if (wm == 2) return fa__decode_setup<D_, M2_, T_, 1>(dev, out);         \
+        return fa__decode_setup<D_, fa__dec_max_warps_m(D_), T_, 1>(dev, out);  \
     }
     if (bf16) { FA__DEC_SETUP(64, true) FA__DEC_SETUP(128, true) FA__DEC_SETUP(256, true) }
     else { FA__DEC_SETUP(64, false) FA__DEC_SETUP(128, false) FA__DEC_SETUP(256, false) }
@@ -3209,15 +3275,24 @@ static fa_status fa__decode_cuda_prepare(const char *fn, const fa_problem *p, fa
     const int bf16 = !have_tensors || q.dtype == FA_BF16;
     if ((e = cudaGetDevice(&dev)) != cudaSuccess ||
         (e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev)) != cudaSuccess ||
-        (e = fa__decode_setup_any(dev, d, plan->warps_m, bf16, &ks)) != cudaSuccess)
+        (e = fa__decode_setup_any(dev, d, plan->warps_m, 1, bf16, &ks)) != cudaSuccess)
         return fa__fail(FA_ERROR_CUDA, "%s: %s", fn, cudaGetErrorString(e));
     {
         int64_t ctas = (int64_t)r.batch * hkv * plan->row_blocks;
         int longest = r.seqlen_k; /* device lengths are unknown on the host: plan for the capacity */
         int tiles = (longest + FA__DEC_BN - 1) / FA__DEC_BN;
         int cps, splits;
-        fa__decode_grid(ctas, sms, ks.blocks, r.block_table != 0, tiles, &cps, &splits);
+        fa__decode_grid(ctas, sms, ks.blocks, r.block_table != 0, d, tiles, &cps, &splits);
         if (r.num_splits) splits = r.num_splits; /* the caller's count; CTAs per SM as planned */
+        const int slots = sms * cps;
+        plan->hp = fa__decode_pairs(&r, rows, ctas, slots, cps, splits);
+        if (plan->hp == 2) { /* one row block; the pair kernel */
+            if ((e = fa__decode_setup_any(dev, d, 2, 2, bf16, &ks)) != cudaSuccess)
+                return fa__fail(FA_ERROR_CUDA, "%s: %s", fn, cudaGetErrorString(e));
+            plan->warps_m = 2;
+            if (!r.num_splits && splits > 1) /* (hook-forced pairs only) */
+                splits = fa__decode_num_splits(ctas / 2, slots, tiles, 128);
+        }
         if (splits > 65535 / plan->row_blocks) splits = 65535 / plan->row_blocks;
         if (splits < 1) splits = 1;
         plan->num_splits = splits;
@@ -3267,7 +3342,7 @@ template <int D, bool BF16>
 static cudaError_t fa__decode_launch_t(const fa__decode_params &kp, const fa__decode_plan &plan,
                                        cudaStream_t st)
 {
-    dim3 grid((unsigned)(plan.row_blocks * plan.num_splits), (unsigned)kp.hkv, (unsigned)kp.batch);
+    dim3 grid((unsigned)(plan.row_blocks * plan.num_splits), (unsigned)(kp.hkv / plan.hp), (unsigned)kp.batch);
     cudaError_t e;
     if (kp.k_new) {
         int64_t total = (int64_t)kp.batch * kp.sq * kp.hkv * (D / 8);
@@ -3350,6 +3425,9 @@ FLASHATTN_DEF fa_status fa_decode_cuda(const fa_problem *p, fa_tensor q, fa_tens
         }
     }
     e = fa__decode_launch(kp, plan, q.dtype == FA_BF16, st);
+#ifdef FLASHATTN_TEST_HOOKS
+    fa__dec_pair_launches += plan.hp == 2;
+#endif
     if (owned) {
         cudaError_t e2 = cudaFreeAsync(owned, st);
         if (e == cudaSuccess) e = e2;

@@ -11,6 +11,7 @@
    allocation, padding included, must equal the expected cache byte for byte
    (the appended tokens in exactly their slots, nothing else changed).
    Ends with "N passed, M failed". */
+#define FLASHATTN_TEST_HOOKS /* fa__dec_pairs: run cases on the head-pair kernel too */
 #define FLASHATTN_IMPLEMENTATION
 #include "../flashattn.h"
 #include "test_util.h"
@@ -75,6 +76,7 @@ typedef struct dcase {
     float softcap;
     int alibi, window, wl, wr;
     int vs_cpu;          /* also compare with the CPU fa_decode */
+    int pairs;           /* 1: two KV heads per CTA wherever they fit (fa__dec_pairs), 0: the plan's rule */
 } dcase;
 
 static void run_decode(const dcase *c, uint64_t seed)
@@ -94,16 +96,18 @@ static void run_decode(const dcase *c, uint64_t seed)
     float *dlse = 0, *dslopes = 0;
     int32_t *dused = 0, *dtable = 0;
     size_t ws_bytes = 0;
+    int pair_runs = 0; /* fa__dec_pair_launches before the call */
     cudaStream_t stream = 0;
     fa_tensor tq, tkc, tvc, tkn, tvn, to;
 
     snprintf(ctx, sizeof ctx,
-             "gpu-decode seed=%llu b=%d sq=%d cap=%d hq=%d hkv=%d d=%d %s page=%d%s splits=%d%s%s%s%s%s layout=%d%s%s%s",
+             "gpu-decode seed=%llu b=%d sq=%d cap=%d hq=%d hkv=%d d=%d %s page=%d%s splits=%d%s%s%s%s%s layout=%d%s%s%s%s",
              (unsigned long long)seed, c->batch, c->sq, c->cap, c->hq, hkv, c->d, dt_name(c->dt),
              c->page_size, c->append ? " append" : "", c->splits, c->causal ? " causal" : "",
              c->null_seqlens ? " no-seqlens" : "", c->softcap > 0 ? " softcap" : "",
              c->alibi ? " alibi" : "", c->window ? " window" : "", c->layout,
-             c->use_ws ? " ws" : "", c->use_stream ? " stream" : "", c->no_lse ? " no-lse" : "");
+             c->use_ws ? " ws" : "", c->use_stream ? " stream" : "", c->no_lse ? " no-lse" : "",
+             c->pairs ? " pairs" : "");
     memset(&p, 0, sizeof p);
     if (c->page_size) { pps = (cap + c->page_size - 1) / c->page_size; npages = c->batch * pps + 3; }
     p.batch = c->batch; p.seqlen_q = c->sq; p.seqlen_k = cap; p.heads_q = c->hq; p.heads_kv = c->hkv;
@@ -184,6 +188,8 @@ static void run_decode(const dcase *c, uint64_t seed)
             pd.alibi_slopes = dslopes;
         }
         if (c->use_stream) CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+        fa__dec_pairs = c->pairs ? 1 : -1;
+        pair_runs = fa__dec_pair_launches;
         if (c->use_ws) {
             st = fa_decode_cuda_workspace_size(&pd, &ws_bytes);
             check(st == FA_OK, "%s: workspace_size: %s", ctx, fa_last_error());
@@ -193,8 +199,11 @@ static void run_decode(const dcase *c, uint64_t seed)
             }
         }
         st = fa_decode_cuda(&pd, tq, tkc, tvc, tkn, tvn, to, c->no_lse ? NULL : dlse, dws, ws_bytes, (void *)stream);
+        fa__dec_pairs = -1;
         CUDA_OK(cudaStreamSynchronize(stream));
         CUDA_OK(cudaGetLastError());
+        /* a forced case must fit a pair: else it would quietly test the single-head CTA */
+        if (c->pairs) check(fa__dec_pair_launches == pair_runs + 1, "%s: ran the head-pair kernel", ctx);
     }
     if (check(st == FA_OK, "%s: status %d (%s)", ctx, (int)st, fa_last_error())) {
         int64_t kbad = 0, vbad = 0;
@@ -275,6 +284,10 @@ static void test_lengths(void)
             c.use_ws = (li + pi) % 3 == 0; c.use_stream = pi % 2; c.layout = (li % 2) && pi != 1;
             c.vs_cpu = lens[li] <= 300;
             run_decode(&c, case_seed(1, n++));
+            /* the same on the head-pair kernel (hkv = 2: one pair) */
+            c.pairs = 1;
+            run_decode(&c, case_seed(1, n++));
+            c.pairs = (li + pi) % 2;
             /* the same length reached by appending sq = 1..3 new tokens */
             c.append = 1; c.sq = 1 + li % 3; c.causal = 1;
             L[0] = L[1] = lens[li] - c.sq > 0 ? lens[li] - c.sq : 0;
@@ -289,6 +302,8 @@ static void test_lengths(void)
             c.batch = 5; c.sq = 1 + si; c.cap = QUICK ? 300 : 2000 + 333 * si; c.hq = 16; c.hkv = 4; c.d = 128;
             c.dt = si % 2 ? FA_BF16 : FA_F16; c.page_size = si == 2 ? 16 : 0; c.splits = splits[si];
             c.append = si % 2; c.causal = si >= 2; c.use_ws = si % 2; c.vs_cpu = 1;
+            run_decode(&c, case_seed(2, n++));
+            c.pairs = 1; /* 4 to 16 rows a head: each fits the head-pair kernel */
             run_decode(&c, case_seed(2, n++));
         }
     }
@@ -321,6 +336,12 @@ static void test_features(void)
                 if (f == 4) { c.window = 1; c.wl = 33; c.wr = 5; c.alibi = 1; c.softcap = 2.0f; }
                 c.vs_cpu = (gi + f) % 3 == 0;
                 run_decode(&c, case_seed(3, n++));
+                /* and on the head-pair kernel where it fits (an even heads_kv,
+                   at most 16 rows, d <= 128) */
+                if (c.hkv % 2 == 0 && c.sq * (c.hq / c.hkv) <= 16 && c.d <= 128) {
+                    c.pairs = 1;
+                    run_decode(&c, case_seed(3, n++));
+                }
             }
     /* a full cache without seqlens_k */
     memset(&c, 0, sizeof c);
@@ -363,49 +384,57 @@ static void test_waves(void)
             c.use_ws = f == 3; c.use_stream = f == 1; c.vs_cpu = f == 0;
             run_decode(&c, case_seed(5, n++));
         }
-    /* Nearly two whole waves of one CTA per SM (fa__decode_grid: no split). */
+    /* Enough KV heads for two waves of single-head CTAs and one of pairs:
+       at d64 the plan's own rule takes the head-pair kernel, at d128 not
+       (fa__decode_pairs). */
     for (di = 0; di < 2; di++) {
+        int before_pairs = fa__dec_pair_launches;
         memset(&c, 0, sizeof c);
         c.hq = 32; c.hkv = 8; c.d = dims[di]; c.batch = 2 * sms / c.hkv - 4;
         c.sq = 1 + di; c.cap = QUICK ? 100 : 200 + 77 * di; c.dt = di ? FA_BF16 : FA_F16;
         c.causal = 1; c.append = di; c.layout = di; c.vs_cpu = di == 0;
         run_decode(&c, case_seed(5, n++));
+        check(fa__dec_pair_launches == before_pairs + (c.d == 64),
+              "waves: batch %d x %d KV heads (d %d) ran the head-pair kernel %d times",
+              c.batch, c.hkv, c.d, fa__dec_pair_launches - before_pairs);
     }
     printf("waves (more CTAs than SMs): %d cases, %d failures\n", n, T_COUNT.failed - before);
 }
 
 /* The grid rule (fa__decode_grid) on the shapes it was measured on: 132
-   SMs, two CTAs of one KV head fit an SM, 64 tiles (a 4k cache). A host
-   function: no GPU involved, so the choice is pinned on any device. */
+   SMs, two CTAs of one KV head fit an SM, 64 tiles (a 4k cache), d128
+   unless said. A host function: no GPU involved, so the choice is pinned
+   on any device. */
 static void test_grid_rule(void)
 {
-    static const struct { int units, blocks, paged, tiles, cps, splits; } t[] = {
-        {64, 2, 0, 64, 1, 2},     /* batch 8 x 8 KV heads: split in 2, one CTA a SM */
-        {96, 2, 0, 64, 2, 1},     /* under one a SM: whole, two allowed */
-        {128, 2, 0, 64, 2, 1},
-        {136, 2, 0, 64, 2, 3},    /* a last wave of 4: two a SM, 1.5 waves of them */
-        {160, 2, 0, 64, 2, 3},    /* 2 or 3 splits leave it 42% / 64% full */
-        {192, 2, 0, 64, 1, 2},    /* split in 2: two whole waves of one a SM */
-        {224, 2, 0, 64, 1, 1},    /* last wave 70% full */
-        {256, 2, 0, 64, 1, 1},
-        {272, 2, 0, 64, 2, 2},
-        {536, 2, 0, 64, 2, 1},    /* 2 waves of two a SM, and 8 more */
-        {136, 2, 0, 1, 2, 1},     /* one tile: nothing to split */
-        {272, 1, 0, 64, 1, 1},    /* d256: one CTA a SM is all that fits */
-        {256, 2, 1, 64, 2, 1},    /* paged: two a SM, one wave */
-        {272, 2, 1, 64, 2, 2},    /* paged: past one wave, 1.5 waves */
+    static const struct { int units, blocks, paged, d, tiles, cps, splits; } t[] = {
+        {64, 2, 0, 128, 64, 1, 2},   /* batch 8 x 8 KV heads: split in 2, one CTA a SM */
+        {96, 2, 0, 128, 64, 2, 1},   /* under one a SM: whole, two allowed */
+        {96, 2, 0, 64, 64, 1, 4},    /* d64: split below 80% of the SMs */
+        {128, 2, 0, 128, 64, 2, 1},
+        {136, 2, 0, 128, 64, 2, 3},  /* a last wave of 4: two a SM, 1.5 waves of them */
+        {160, 2, 0, 128, 64, 2, 3},  /* 2 or 3 splits leave it 42% / 64% full */
+        {192, 2, 0, 128, 64, 1, 2},  /* split in 2: two whole waves of one a SM */
+        {224, 2, 0, 128, 64, 1, 1},  /* last wave 70% full */
+        {256, 2, 0, 128, 64, 1, 1},
+        {272, 2, 0, 128, 64, 2, 2},
+        {536, 2, 0, 128, 64, 2, 1},  /* 2 waves of two a SM, and 8 more */
+        {136, 2, 0, 128, 1, 2, 1},   /* one tile: nothing to split */
+        {272, 1, 0, 256, 64, 1, 1},  /* d256: one CTA a SM is all that fits */
+        {256, 2, 1, 128, 64, 2, 1},  /* paged: two a SM, one wave */
+        {272, 2, 1, 128, 64, 2, 2},  /* paged: past one wave, 1.5 waves */
     };
     int i, before = T_COUNT.failed;
     for (i = 0; i < (int)(sizeof t / sizeof t[0]); i++) {
         int cps = -1, splits = -1;
-        fa__decode_grid(t[i].units, 132, t[i].blocks, t[i].paged, t[i].tiles, &cps, &splits);
+        fa__decode_grid(t[i].units, 132, t[i].blocks, t[i].paged, t[i].d, t[i].tiles, &cps, &splits);
         check(cps == t[i].cps && splits == t[i].splits,
-              "grid rule: %d units, %d a SM fit, paged %d, %d tiles: %d CTAs a SM x %d splits, expected %d x %d",
-              t[i].units, t[i].blocks, t[i].paged, t[i].tiles, cps, splits, t[i].cps, t[i].splits);
+              "grid rule: %d units, %d a SM fit, paged %d, d %d, %d tiles: %d CTAs a SM x %d splits, expected %d x %d",
+              t[i].units, t[i].blocks, t[i].paged, t[i].d, t[i].tiles, cps, splits, t[i].cps, t[i].splits);
     }
     {   /* batch 1: split by fa__decode_num_splits, one CTA a SM */
         int cps = -1, splits = -1;
-        fa__decode_grid(8, 132, 2, 0, 64, &cps, &splits);
+        fa__decode_grid(8, 132, 2, 0, 128, 64, &cps, &splits);
         check(cps == 1 && splits > 1 && splits <= 64, "grid rule: 8 units: %d x %d", cps, splits);
     }
     printf("grid rule: %d failures\n", T_COUNT.failed - before);
