@@ -2984,13 +2984,17 @@ __global__ void fa__decode_append_kernel(const fa__decode_params p)
      CTAs without shortening the longest one.
    FlashAttention-2 counts waves alone and accepts 85% of the best. On the
    H100 that picked 29 splits of 18 tiles at batch 1 (32 of 16 fill the 264
-   slots), and ran 3-5% slower at caches of 32k and 128k (2026-11-23). */
+   slots), and ran 3-5% slower at caches of 32k and 128k (2026-11-23).
+   A split has at least 2 tiles: a split of one is all start-up and merge,
+   which the efficiency does not count. Without that bound 17 units of 128
+   tiles (batch 17 x 1 KV head, 8k) took 128 splits of one tile, 1108 GB/s;
+   15 splits ran at 2245 (H100, 2026-11-24). */
 static int fa__decode_num_splits(int64_t ctas, int slots, int tiles, int max_splits)
 {
     float eff[129], best = 0.f;
     int s, prev_per = -1;
-    if (ctas >= (int64_t)(0.8f * (float)slots) || tiles <= 1) return 1;
-    if (max_splits > tiles) max_splits = tiles;
+    if (ctas >= (int64_t)(0.8f * (float)slots) || tiles <= 3) return 1;
+    if (max_splits > tiles / 2) max_splits = tiles / 2;
     if (max_splits > 128) max_splits = 128;
     for (s = 1; s <= max_splits; s++) {
         const float waves = ceilf((float)(ctas * s) / (float)slots);

@@ -198,6 +198,10 @@ static void run_decode(const dcase *c, uint64_t seed)
                 CUDA_OK(cudaMemset(dws, 0xFF, ws_bytes + 64)); /* NaN: must be written before read */
             }
         }
+        /* The copies and the memset above went to the legacy default stream,
+           and a copy from pageable memory may return before it has landed:
+           a call on a non-blocking stream does not wait for them. */
+        CUDA_OK(cudaDeviceSynchronize());
         st = fa_decode_cuda(&pd, tq, tkc, tvc, tkn, tvn, to, c->no_lse ? NULL : dlse, dws, ws_bytes, (void *)stream);
         fa__dec_pairs = -1;
         CUDA_OK(cudaStreamSynchronize(stream));
@@ -420,6 +424,7 @@ static void test_grid_rule(void)
         {272, 2, 0, 128, 64, 2, 2},
         {536, 2, 0, 128, 64, 2, 1},  /* 2 waves of two a SM, and 8 more */
         {136, 2, 0, 128, 1, 2, 1},   /* one tile: nothing to split */
+        {17, 2, 0, 128, 128, 1, 15}, /* splits of at least 2 tiles (not 128 of one) */
         {272, 1, 0, 256, 64, 1, 1},  /* d256: one CTA a SM is all that fits */
         {256, 2, 1, 128, 64, 2, 1},  /* paged: two a SM, one wave */
         {272, 2, 1, 128, 64, 2, 2},  /* paged: past one wave, 1.5 waves */
