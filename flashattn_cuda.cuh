@@ -3011,6 +3011,11 @@ static int fa__decode_num_splits(int64_t ctas, int slots, int tiles, int max_spl
     return 1;
 }
 
+/* A CTA of 4 warps at d64 spends more of its time on the math of each
+   byte than one at d128 and streams slower (>>decode 9): the grid splits
+   it sooner (fa__decode_grid) and pairs its heads (fa__decode_pairs). */
+static int fa__dec_light_cta(int d) { return d < 128; }
+
 /* The grid: how many CTAs share an SM (*cps: 1, or `blocks`, what fits)
    and the split count, from `units` = CTAs of one KV head (row block) each
    without splitting, the SM count, the head dim and `tiles` = K/V tiles of
@@ -3029,8 +3034,8 @@ static int fa__decode_num_splits(int64_t ctas, int slots, int tiles, int max_spl
    - Else `blocks` a SM and enough CTAs for 1.5 waves of them (split if
      need be), which the scheduler evens out: 136 units split in 3 2782
      (1974), 272 split in 2 2949 (2460), 536 3084 (2773).
-   At d64 a CTA streams slower (see >>decode 9): it is split below 80% of
-   the SMs as before (96 units at 8k: 2434 GB/s split, 2094 whole).
+   At d64 (fa__dec_light_cta) the split starts below 80% of the SMs, as
+   before (96 units at 8k: 2434 GB/s split, 2094 whole).
    A paged cache runs `blocks` CTAs a SM throughout (fa__decode_setup),
    split for 1.5 waves of them past one wave (272 units at page 16: 2529
    (2159)). */
@@ -3049,13 +3054,13 @@ static int fa__decode_splits_for_waves(int64_t units, int64_t slots, int tiles)
 static void fa__decode_grid(int64_t units, int sms, int blocks, int paged, int d, int tiles, int *cps, int *splits)
 {
     const int64_t slots = (int64_t)sms * blocks; /* at `blocks` CTAs a SM */
-    const float split_below = d < 128 ? 0.8f : 0.7f;
+    const float split_below = fa__dec_light_cta(d) ? 0.8f : 0.7f;
     int s;
     *splits = 1;
     *cps = paged ? blocks : 1;
-    if (paged) {
-        if (units < (int64_t)(0.8f * (float)slots)) *splits = fa__decode_num_splits(units, (int)slots, tiles, 128);
-        else if (units > slots) *splits = fa__decode_splits_for_waves(units, slots, tiles);
+    if (paged) { /* (fa__decode_num_splits keeps whole units from 80% of the slots) */
+        *splits = units > slots ? fa__decode_splits_for_waves(units, slots, tiles)
+                                : fa__decode_num_splits(units, (int)slots, tiles, 128);
         return;
     }
     if (units < (int64_t)(split_below * (float)sms)) {
@@ -3092,7 +3097,7 @@ static int fa__decode_pairs(const fa_problem *r, int rows, int64_t units, int sl
 #ifdef FLASHATTN_TEST_HOOKS
     if (fa__dec_pairs >= 0) return fits && fa__dec_pairs ? 2 : 1;
 #endif
-    if (!fits || r->head_dim != 64 || r->block_table || cps != 1 || splits != 1 ||
+    if (!fits || !fa__dec_light_cta(r->head_dim) || r->block_table || cps != 1 || splits != 1 ||
         units / 2 < (int64_t)(0.8f * (float)slots))
         return 1;
     return 2 * ((units / 2 + slots - 1) / slots) <= (units + slots - 1) / slots ? 2 : 1;
