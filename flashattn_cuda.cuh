@@ -179,6 +179,11 @@
                            (>>hopper); the sm_80 kernel then runs on H100 too.
                            The sm_90a kernel needs the sm_90a target in the
                            nvcc command: -gencode arch=compute_90a,code=sm_90a.
+     FLASHATTN_NO_L2_HINT  (undefined) the decode kernel's K / V copies carry
+                           no L2 evict-first policy (fa__cp_async16_pol). For
+                           a ptxas that miscompiles the policy: nvcc 13.0 did
+                           on a trial build here, and a kernel so built stops
+                           with "an illegal instruction" (>>decode-prims).
    Setting FLASHATTN_BLOCK_M, _BLOCK_N or _WARPS applies it to every head
    dim and GPU of the sm_80 kernel (the sm_90a kernel keeps its own shapes,
    >>hopper-host); a shape whose shared memory exceeds the device's limit is
@@ -2325,11 +2330,26 @@ __device__ __forceinline__ uint64_t fa__l2_evict_first(void)
     asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol));
     return pol;
 }
+/* A ptxas bug to know of: nvcc 13.0 (and 13.1, reported elsewhere) can lose
+   the definition of the uniform register that holds the policy, and the
+   copies then read an undefined one: "an illegal instruction" at run time.
+   The kernels of this file as they are compile correctly with nvcc 13.0
+   (cuobjdump -sass: every desc[URn] a copy reads is written first); a
+   trial of 2026-11-24 that changed which rows a thread copies did not, in
+   its d128 kernels only, whether the policy came from createpolicy, a
+   64-bit constant or an immediate operand. FLASHATTN_NO_L2_HINT drops the
+   policy (measured then, bench/vs_torch_decode.py: contiguous batch 1 x 4k
+   -3.8%, 1 x 32k and 8 x 4k -2.4%, batch 32 0 to -0.6%; page 16 0 to -4%). */
 __device__ __forceinline__ void fa__cp_async16_pol(uint32_t smem_addr, const void *gmem, int bytes, uint64_t pol)
 {
+#ifdef FLASHATTN_NO_L2_HINT
+    (void)pol;
+    fa__cp_async16(smem_addr, gmem, bytes);
+#else
     asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2, %3;\n" ::"r"(smem_addr),
                  "l"(gmem), "r"(bytes), "l"(pol)
                  : "memory");
+#endif
 }
 
 /* ---- >>decode-params  what the kernels see ---------------------------------
