@@ -2286,7 +2286,10 @@ FLASHATTN_DEF fa_status fa_forward_cuda(const fa_problem *p, fa_tensor q, fa_ten
       at row n % P; the gather is per key row, so any page size works (P = 1
       too; n / P and n % P are a shift and a mask when P is a power of two).
       The page numbers of the next tile are fetched one tile ahead so their
-      latency hides behind the current tile's copies.
+      latency hides behind the current tile's copies. At d64 a paged cache
+      runs a kernel instance of its own (fa__dec_kv) whose threads copy
+      consecutive rows, so that a page of 16 rows or more needs one table
+      read a thread and tile.
 
    7. Appending. When k_new / v_new are given, a small copy kernel first
       writes them into the cache slots seqlens_k[b] .. + sq - 1 (stream
@@ -2444,6 +2447,22 @@ __device__ __forceinline__ int64_t fa__dec_cache_offset(const fa__decode_params 
     return (int64_t)b * bs + (int64_t)n * ss;
 }
 
+/* Which caches a kernel instance serves (its KV parameter). d128 and d256
+   run one instance for both, the block table deciding at run time; d64
+   runs one for each (fa__dec_kv), the paged one copying a thread's rows
+   consecutively (CONSEC in the kernel). Measured (H100, 2026-11-24 21:33
+   UTC, 8k caches, 32 / 8, 8 / 1 and 16 / 16 heads, batch 1-100, against
+   one instance for both): d64 contiguous +0.3 to +10% (batch 8: 2708 vs
+   2522 GB/s), page 16 +1.4 to +10% (batch 100: 2587 vs 2429). At d128 an
+   instance without the paged code ran batch 32 0.2-0.4% slower (21:03),
+   about the grid's margin over cuDNN there, and copying consecutive rows
+   with the L2 policy is what ptxas 13.0 miscompiled (>>decode-prims). */
+enum { FA__DEC_EITHER = 0, FA__DEC_CONTIG = 1, FA__DEC_PAGED = 2 };
+__host__ __device__ constexpr int fa__dec_kv(int D, bool paged)
+{
+    return D != 64 ? FA__DEC_EITHER : paged ? FA__DEC_PAGED : FA__DEC_CONTIG;
+}
+
 /* ---- >>decode-kernel  one CTA = (sequence b, KV heads, row block, split) --
    Grid: x = row block + row_blocks * split, y = KV head / HP, z = b.
 
@@ -2464,7 +2483,7 @@ __device__ __forceinline__ int64_t fa__dec_cache_offset(const fa__decode_params 
    (ncu, its 1.42 GHz: 214 us at batch 32 x 4k, DRAM 75% busy); with 8,
    190 us and 85% (cuDNN's decode 182 us, 89%: two CTAs of 4 warps per
    SM). At full clocks the bytes bound both: +0.3 to +0.5% at batch 32. */
-template <int D, int WARPS_M, bool BF16, int HP>
+template <int D, int WARPS_M, bool BF16, int HP, int KV>
 __global__ void __launch_bounds__(FA__DEC_THREADS * HP)
 fa__decode_kernel(const fa__decode_params p)
 {
@@ -2481,6 +2500,8 @@ fa__decode_kernel(const fa__decode_params p)
     constexpr int CH = RW / 8;                /* 16-byte chunks per tile row */
     constexpr int RSTEP = NT / CH;           /* rows one pass of the CTA copies */
     constexpr int RPT = BN / RSTEP;           /* K (or V) rows each thread copies per tile */
+    constexpr bool CONSEC = KV == FA__DEC_PAGED; /* a thread's rows of a tile consecutive (below) */
+    constexpr int RS = CONSEC ? 1 : RSTEP;    /* rows between a thread's rows of a tile */
     constexpr int TILE = HP * fa__dec_tile_bytes(D);
     constexpr bool Q_IN_REGS = D <= 128;      /* d256: Q fragments would cost 64 registers */
     constexpr int OPAD = D + 8;               /* fp32 row stride of the epilogue's O */
@@ -2517,8 +2538,11 @@ fa__decode_kernel(const fa__decode_params p)
     int sk = (p.seqlens_k ? p.seqlens_k[b] : p.seqlen_k) + p.sq_new;
     sk = min(sk, p.capacity);
     const int sq = p.sq;
-    /* Keys left of every row's window are never loaded. */
-    const int lo = p.window ? max(0, sk - sq - p.window_left) : 0;
+    /* Keys left of every row's window are never loaded. With CONSEC the
+       first key loaded is a multiple of BN, so a thread's rows start at a
+       multiple of RPT (one_page, below); keys of that first tile left of
+       the window are masked like any other. */
+    const int lo = p.window ? max(0, sk - sq - p.window_left) & (CONSEC ? ~(BN - 1) : ~0) : 0;
     const int n_tiles = sk > lo ? (sk - lo + BN - 1) / BN : 0;
     const int per_split = (n_tiles + p.num_splits - 1) / p.num_splits;
     const int t_begin = split * per_split;
@@ -2527,7 +2551,7 @@ fa__decode_kernel(const fa__decode_params p)
 
     const uint16_t *kbase = (const uint16_t *)p.k + (int64_t)hk0 * p.k_hs;
     const uint16_t *vbase = (const uint16_t *)p.v + (int64_t)hk0 * p.v_hs;
-    const int32_t *btab = p.block_table ? p.block_table + (int64_t)b * p.pages_per_seq : 0;
+    const int32_t *btab = KV != FA__DEC_CONTIG && p.block_table ? p.block_table + (int64_t)b * p.pages_per_seq : 0;
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     /* Let our dependent (the combine kernel, or the next call) start its
@@ -2547,10 +2571,16 @@ fa__decode_kernel(const fa__decode_params p)
     fa__cp_async_commit();
 
     /* ---- the copy of one K/V tile: thread copies chunk tid % CH of rows
-       tid / CH + RSTEP * i (a chunk of head hk0 + my_c / (D / 8) when the
-       row holds a pair). Page numbers come from `pages`, fetched one tile
-       ahead (fetch_pages) so the issue never waits on the table. */
-    const int my_c = tid % CH, my_r = tid / CH;
+       my_r + RS * i, i < RPT (a chunk of head hk0 + my_c / (D / 8) when the
+       row holds a pair): rows RSTEP apart from my_r = tid / CH, or with
+       CONSEC (an instance for paged caches only, fa__dec_kv) RPT
+       consecutive rows from my_r = RPT * (tid / CH). Those lie in ONE page
+       when pages hold RPT rows or more (a power of two: 16, 64, 256 and
+       every larger one): one_page, a table read and a 64-bit offset a tile
+       instead of one a row. Page numbers come from `pages`, fetched one
+       tile ahead (fetch_pages) so the issue never waits on the table. */
+    const int my_c = tid % CH, my_r = CONSEC ? RPT * (tid / CH) : tid / CH;
+    const bool one_page = CONSEC && p.page_shift >= 0 && p.page_size >= RPT; /* pages[0] serves every row */
     const uint64_t kv_policy = fa__l2_evict_first(); /* the K / V copies' L2 policy */
     const int64_t k_col = (int64_t)(my_c / (D / 8)) * p.k_hs + (my_c % (D / 8)) * 8;
     const int64_t v_col = (int64_t)(my_c / (D / 8)) * p.v_hs + (my_c % (D / 8)) * 8;
@@ -2559,32 +2589,38 @@ fa__decode_kernel(const fa__decode_params p)
     for (int i = 0; i < RPT; i++) pages[i] = 0;
     auto fetch_pages = [&](int tile) {
         if (!btab) return;
+        if (one_page) {
+            const int n = n_first + tile * BN + my_r;
+            pages[0] = (tile < my_tiles && n < sk) ? __ldg(btab + (n >> p.page_shift)) : 0;
+            return;
+        }
         if (p.page_shift >= 0) { /* the usual power-of-two page: a shift a row */
 #pragma unroll
             for (int i = 0; i < RPT; i++) {
-                int n = n_first + tile * BN + my_r + RSTEP * i;
+                int n = n_first + tile * BN + my_r + RS * i;
                 pages[i] = (tile < my_tiles && n < sk) ? __ldg(btab + (n >> p.page_shift)) : 0;
             }
             return;
         }
 #pragma unroll
         for (int i = 0; i < RPT; i++) {
-            int n = n_first + tile * BN + my_r + RSTEP * i;
+            int n = n_first + tile * BN + my_r + RS * i;
             pages[i] = (tile < my_tiles && n < sk) ? __ldg(btab + fa__dec_page_index(p, n)) : 0;
         }
     };
     /* The copy of a tile whose rows all exist (every tile but a split's
        last), in as few instructions as the cache allows. A contiguous cache:
        this thread's first row of the split as a pointer (k_row0, v_row0;
-       used only then), stepped by RSTEP rows within a tile and by BN rows a
-       tile, an add and a copy per row. Pages of a power-of-two size: the
-       page from `pages`, the row within it by a mask. The general path
+       used only then), stepped by RS rows within a tile and by BN rows a
+       tile, an add and a copy per row. one_page: the same from the row's
+       place in pages[0]. Pages of a power-of-two size: the page from
+       `pages`, the row within it by a mask. The general path
        after them (the last tile, any page size) pays a bounds check and the
        cache offset's multiplies and page arithmetic per row. Measured (H100,
        2026-11-24, d128 kernels): half the SASS, 39% fewer instructions
        executed at batch 32 x 4k; batch 1 x 4k +12% contiguous and +11% at
        page 16, batch 8 x 4k +2%, long caches within 1%. */
-    const int64_t k_rstep = RSTEP * p.k_ss, v_rstep = RSTEP * p.v_ss;
+    const int64_t k_rstep = RS * p.k_ss, v_rstep = RS * p.v_ss;
     const uint16_t *k_row0 = kbase + (int64_t)b * p.k_bs + (int64_t)(n_first + my_r) * p.k_ss + k_col;
     const uint16_t *v_row0 = vbase + (int64_t)b * p.v_bs + (int64_t)(n_first + my_r) * p.v_ss + v_col;
     auto issue_tile = [&](int tile) {
@@ -2592,23 +2628,35 @@ fa__decode_kernel(const fa__decode_params p)
         const uint32_t kdst = fa__dec_smem_addr(ks + stage * TILE);
         const uint32_t vdst = fa__dec_smem_addr(vs + stage * TILE);
         const int nb = n_first + tile * BN + my_r; /* this thread's first row of the tile */
-        if (!btab && nb + RSTEP * (RPT - 1) < sk) {
+        if (KV != FA__DEC_PAGED && !btab && nb + RS * (RPT - 1) < sk) {
             const uint16_t *kq = k_row0 + (int64_t)tile * BN * p.k_ss, *vq = v_row0 + (int64_t)tile * BN * p.v_ss;
 #pragma unroll
             for (int i = 0; i < RPT; i++, kq += k_rstep, vq += v_rstep) {
-                const uint32_t so = fa__dec_swz<RW>(my_r + RSTEP * i, my_c);
+                const uint32_t so = fa__dec_swz<RW>(my_r + RS * i, my_c);
                 fa__cp_async16_pol(kdst + so, kq, 16, kv_policy);
                 fa__cp_async16_pol(vdst + so, vq, 16, kv_policy);
             }
             return;
         }
-        if (btab && p.page_shift >= 0 && nb + RSTEP * (RPT - 1) < sk) {
+        if (one_page && nb + RPT - 1 < sk) {
+            const int row = nb & (p.page_size - 1);
+            const uint16_t *kq = kbase + (int64_t)pages[0] * p.k_bs + (int64_t)row * p.k_ss + k_col;
+            const uint16_t *vq = vbase + (int64_t)pages[0] * p.v_bs + (int64_t)row * p.v_ss + v_col;
+#pragma unroll
+            for (int i = 0; i < RPT; i++, kq += p.k_ss, vq += p.v_ss) {
+                const uint32_t so = fa__dec_swz<RW>(my_r + i, my_c);
+                fa__cp_async16_pol(kdst + so, kq, 16, kv_policy);
+                fa__cp_async16_pol(vdst + so, vq, 16, kv_policy);
+            }
+            return;
+        }
+        if (btab && p.page_shift >= 0 && nb + RS * (RPT - 1) < sk) {
             /* pages of a power-of-two size: the row within its page by a mask */
             const int pmask = p.page_size - 1;
 #pragma unroll
             for (int i = 0; i < RPT; i++) {
-                const int row = (nb + RSTEP * i) & pmask;
-                const uint32_t so = fa__dec_swz<RW>(my_r + RSTEP * i, my_c);
+                const int row = (nb + RS * i) & pmask;
+                const uint32_t so = fa__dec_swz<RW>(my_r + RS * i, my_c);
                 fa__cp_async16_pol(kdst + so, kbase + (int64_t)pages[i] * p.k_bs + (int64_t)row * p.k_ss + k_col, 16,
                                    kv_policy);
                 fa__cp_async16_pol(vdst + so, vbase + (int64_t)pages[i] * p.v_bs + (int64_t)row * p.v_ss + v_col, 16,
@@ -2618,11 +2666,12 @@ fa__decode_kernel(const fa__decode_params p)
         }
 #pragma unroll
         for (int i = 0; i < RPT; i++) {
-            int r = my_r + RSTEP * i, n = n_first + tile * BN + r;
+            int r = my_r + RS * i, n = n_first + tile * BN + r;
             int ok = n < sk;
             int nn = ok ? n : 0; /* a valid address even when nothing is read */
-            int64_t ko = fa__dec_cache_offset(p, b, nn, ok ? pages[i] : 0, p.k_bs, p.k_ss);
-            int64_t vo = fa__dec_cache_offset(p, b, nn, ok ? pages[i] : 0, p.v_bs, p.v_ss);
+            int page = ok ? (one_page ? pages[0] : pages[i]) : 0;
+            int64_t ko = fa__dec_cache_offset(p, b, nn, page, p.k_bs, p.k_ss);
+            int64_t vo = fa__dec_cache_offset(p, b, nn, page, p.v_bs, p.v_ss);
             uint32_t so = fa__dec_swz<RW>(r, my_c);
             /* zero-fill past the end: masked P is 0, and 0 * garbage could be NaN */
             fa__cp_async16_pol(kdst + so, kbase + ko + k_col, ok ? 16 : 0, kv_policy);
@@ -3160,7 +3209,7 @@ typedef struct fa__dec_setup {
    (once per device; the attribute belongs to the device's context) and
    fills *out (fa__dec_setup). The cache is a plain array: two threads
    racing on it both store the same numbers. */
-template <int D, int WM, bool BF16, int HP>
+template <int D, int WM, bool BF16, int HP, int KV>
 static cudaError_t fa__decode_setup(int dev, fa__dec_setup *out)
 {
     static fa__dec_setup cached[64]; /* per device; blocks == 0: not yet */
@@ -3175,12 +3224,12 @@ static cudaError_t fa__decode_setup(int dev, fa__dec_setup *out)
     one = per_sm / 2 + 1;
     if (one > optin) one = optin;
     if (one < need) one = need;
-    e = cudaFuncSetAttribute(fa__decode_kernel<D, WM, BF16, HP>, cudaFuncAttributeMaxDynamicSharedMemorySize, one);
+    e = cudaFuncSetAttribute(fa__decode_kernel<D, WM, BF16, HP, KV>, cudaFuncAttributeMaxDynamicSharedMemorySize, one);
     if (e != cudaSuccess) return e;
-    e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, fa__decode_kernel<D, WM, BF16, HP>, FA__DEC_THREADS * HP, need);
+    e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, fa__decode_kernel<D, WM, BF16, HP, KV>, FA__DEC_THREADS * HP, need);
     if (e != cudaSuccess) return e;
     if (n < 1) return cudaErrorInvalidConfiguration; /* does not fit this device's shared memory */
-    e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n1, fa__decode_kernel<D, WM, BF16, HP>, FA__DEC_THREADS * HP, one);
+    e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n1, fa__decode_kernel<D, WM, BF16, HP, KV>, FA__DEC_THREADS * HP, one);
     if (e != cudaSuccess) return e;
     if (n1 != 1) one = need; /* cannot be held alone this way: leave it as it is */
     if ((e = cudaFuncGetAttributes(&fa, fa__decode_combine_kernel<D, BF16>)) != cudaSuccess) return e;
@@ -3188,7 +3237,7 @@ static cudaError_t fa__decode_setup(int dev, fa__dec_setup *out)
     out->smem = need;
     out->smem_one = one;
     out->pdl = fa.binaryVersion >= 90;
-    out->kernel = fa__decode_kernel<D, WM, BF16, HP>;
+    out->kernel = fa__decode_kernel<D, WM, BF16, HP, KV>;
     out->threads = FA__DEC_THREADS * HP;
     if (dev >= 0 && dev < 64) cached[dev] = *out;
     return cudaSuccess;
@@ -3196,18 +3245,20 @@ static cudaError_t fa__decode_setup(int dev, fa__dec_setup *out)
 
 /* Set up the kernel this problem will use (fa__decode_setup): hp = 2 only
    where fa__dec_max_warps_m allows two warp rows (d <= 128). */
-static cudaError_t fa__decode_setup_any(int dev, int d, int wm, int hp, int bf16, fa__dec_setup *out)
+static cudaError_t fa__decode_setup_any(int dev, int d, int wm, int hp, int bf16, int paged, fa__dec_setup *out)
 {
-#define FA__DEC_SETUP(D_, T_)                                                   \
-    if (d == D_) {                                                              \
-        constexpr int M2_ = fa__dec_max_warps_m(D_) < 2 ? 1 : 2;                \
-        if (hp == 2) return fa__decode_setup<D_, M2_, T_, M2_>(dev, out);      \
-        if (wm == 1) return fa__decode_setup<D_, 1, T_, 1>(dev, out);           \
-        if (wm == 2) return fa__decode_setup<D_, M2_, T_, 1>(dev, out);         \
-        return fa__decode_setup<D_, fa__dec_max_warps_m(D_), T_, 1>(dev, out);  \
+#define FA__DEC_SETUP(D_, T_, P_)                                                   \
+    if (d == D_ && !paged == !P_) {                                                 \
+        constexpr int M2_ = fa__dec_max_warps_m(D_) < 2 ? 1 : 2, K_ = fa__dec_kv(D_, P_); \
+        if (hp == 2) return fa__decode_setup<D_, M2_, T_, M2_, K_>(dev, out);      \
+        if (wm == 1) return fa__decode_setup<D_, 1, T_, 1, K_>(dev, out);           \
+        if (wm == 2) return fa__decode_setup<D_, M2_, T_, 1, K_>(dev, out);         \
+        return fa__decode_setup<D_, fa__dec_max_warps_m(D_), T_, 1, K_>(dev, out);  \
     }
-    if (bf16) { FA__DEC_SETUP(64, true) FA__DEC_SETUP(128, true) FA__DEC_SETUP(256, true) }
-    else { FA__DEC_SETUP(64, false) FA__DEC_SETUP(128, false) FA__DEC_SETUP(256, false) }
+#define FA__DEC_SETUP_D(T_, P_) FA__DEC_SETUP(64, T_, P_) FA__DEC_SETUP(128, T_, P_) FA__DEC_SETUP(256, T_, P_)
+    if (bf16) { FA__DEC_SETUP_D(true, false) FA__DEC_SETUP_D(true, true) }
+    else { FA__DEC_SETUP_D(false, false) FA__DEC_SETUP_D(false, true) }
+#undef FA__DEC_SETUP_D
 #undef FA__DEC_SETUP
     return cudaErrorInvalidDeviceFunction; /* unreachable: d was checked */
 }
@@ -3304,7 +3355,7 @@ static fa_status fa__decode_cuda_prepare(const char *fn, const fa_problem *p, fa
     const int bf16 = !have_tensors || q.dtype == FA_BF16;
     if ((e = cudaGetDevice(&dev)) != cudaSuccess ||
         (e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev)) != cudaSuccess ||
-        (e = fa__decode_setup_any(dev, d, plan->warps_m, 1, bf16, &ks)) != cudaSuccess)
+        (e = fa__decode_setup_any(dev, d, plan->warps_m, 1, bf16, r.block_table != 0, &ks)) != cudaSuccess)
         return fa__fail(FA_ERROR_CUDA, "%s: %s", fn, cudaGetErrorString(e));
     {
         int64_t ctas = (int64_t)r.batch * hkv * plan->row_blocks;
@@ -3316,7 +3367,7 @@ static fa_status fa__decode_cuda_prepare(const char *fn, const fa_problem *p, fa
         const int slots = sms * cps;
         plan->hp = fa__decode_pairs(&r, rows, ctas, slots, cps, splits);
         if (plan->hp == 2) { /* one row block; the pair kernel */
-            if ((e = fa__decode_setup_any(dev, d, 2, 2, bf16, &ks)) != cudaSuccess)
+            if ((e = fa__decode_setup_any(dev, d, 2, 2, bf16, r.block_table != 0, &ks)) != cudaSuccess)
                 return fa__fail(FA_ERROR_CUDA, "%s: %s", fn, cudaGetErrorString(e));
             plan->warps_m = 2;
             if (!r.num_splits && splits > 1) /* (hook-forced pairs only) */
