@@ -2286,10 +2286,10 @@ FLASHATTN_DEF fa_status fa_forward_cuda(const fa_problem *p, fa_tensor q, fa_ten
       at row n % P; the gather is per key row, so any page size works (P = 1
       too; n / P and n % P are a shift and a mask when P is a power of two).
       The page numbers of the next tile are fetched one tile ahead so their
-      latency hides behind the current tile's copies. At d64 a paged cache
-      runs a kernel instance of its own (fa__dec_kv) whose threads copy
-      consecutive rows, so that a page of 16 rows or more needs one table
-      read a thread and tile.
+      latency hides behind the current tile's copies. At d64 and d256 a
+      paged cache runs a kernel instance of its own (fa__dec_kv) whose
+      threads copy consecutive rows, so that a page of 16 rows or more
+      needs one table read a thread and tile.
 
    7. Appending. When k_new / v_new are given, a small copy kernel first
       writes them into the cache slots seqlens_k[b] .. + sq - 1 (stream
@@ -2447,20 +2447,22 @@ __device__ __forceinline__ int64_t fa__dec_cache_offset(const fa__decode_params 
     return (int64_t)b * bs + (int64_t)n * ss;
 }
 
-/* Which caches a kernel instance serves (its KV parameter). d128 and d256
-   run one instance for both, the block table deciding at run time; d64
-   runs one for each (fa__dec_kv), the paged one copying a thread's rows
-   consecutively (CONSEC in the kernel). Measured (H100, 2026-11-24 21:33
-   UTC, 8k caches, 32 / 8, 8 / 1 and 16 / 16 heads, batch 1-100, against
-   one instance for both): d64 contiguous +0.3 to +10% (batch 8: 2708 vs
-   2522 GB/s), page 16 +1.4 to +10% (batch 100: 2587 vs 2429). At d128 an
-   instance without the paged code ran batch 32 0.2-0.4% slower (21:03),
-   about the grid's margin over cuDNN there, and copying consecutive rows
-   with the L2 policy is what ptxas 13.0 miscompiled (>>decode-prims). */
+/* Which caches a kernel instance serves (its KV parameter). d128 runs one
+   instance for both, the block table deciding at run time; d64 and d256
+   run one for each (fa__dec_kv), the paged one copying a thread's rows
+   consecutively (CONSEC in the kernel). Measured (H100, 2026-11-24, 8k
+   caches, 32 / 8, 8 / 1 and 16 / 16 heads, batch 1-100, against one
+   instance for both): d64 (21:33) contiguous +0.3 to +10% (batch 8: 2708
+   vs 2522 GB/s), page 16 +1.4 to +10% (batch 100: 2587 vs 2429); d256
+   (21:48) contiguous -0.2 to +4%, page 16 +0.8 to +26% (batch 17: 2525
+   vs 2253; MQA batch 1: 753 vs 597). At d128 an instance without the
+   paged code ran batch 32 0.2-0.4% slower (21:03), about the grid's
+   margin over cuDNN there, and copying consecutive rows with the L2
+   policy is what ptxas 13.0 miscompiled there (>>decode-prims). */
 enum { FA__DEC_EITHER = 0, FA__DEC_CONTIG = 1, FA__DEC_PAGED = 2 };
 __host__ __device__ constexpr int fa__dec_kv(int D, bool paged)
 {
-    return D != 64 ? FA__DEC_EITHER : paged ? FA__DEC_PAGED : FA__DEC_CONTIG;
+    return D == 128 ? FA__DEC_EITHER : paged ? FA__DEC_PAGED : FA__DEC_CONTIG;
 }
 
 /* ---- >>decode-kernel  one CTA = (sequence b, KV heads, row block, split) --

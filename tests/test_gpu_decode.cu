@@ -271,7 +271,7 @@ static void run_decode(const dcase *c, uint64_t seed)
 }
 
 /* Cache lengths 1, 7, 255, 256, 257, 4097 and mixed; pages 1, 16, 64, 256;
-   d64's paged kernel at pages 1, 2, 4, 16. */
+   the d64 and d256 paged kernels at pages 1-64. */
 static void test_lengths(void)
 {
     static const int lens[6] = {1, 7, 255, 256, 257, 4097};
@@ -312,25 +312,28 @@ static void test_lengths(void)
             run_decode(&c, case_seed(2, n++));
         }
     }
-    /* d64 paged caches run their own kernel (fa__dec_kv), whose threads copy
-       4 consecutive rows of a tile: pages smaller than that (1, 2), of it
-       (4) and larger (16, one table read a thread and tile), with windows
-       whose first key falls inside a tile, and odd lengths */
+    /* d64 and d256 paged caches run their own kernel (fa__dec_kv), whose
+       threads copy 4 (d64) or 16 (d256) consecutive rows of a tile: pages
+       smaller than that, of it and larger (one table read a thread and
+       tile), with windows whose first key falls inside a tile, and odd
+       lengths */
     {
-        static const int pgs[4] = {1, 2, 4, 16};
-        int pi;
-        for (pi = 0; pi < 4; pi++) {
-            int L[2];
-            L[0] = QUICK ? 257 - 50 * pi : 4097 - 1000 * pi; L[1] = 37 + 61 * pi;
-            memset(&c, 0, sizeof c);
-            c.batch = 2; c.sq = 1 + pi % 2; c.cap = L[0] + 3; c.hq = 16; c.hkv = 2; c.d = 64;
-            c.dt = pi % 2 ? FA_BF16 : FA_F16; c.page_size = pgs[pi]; c.lens = L;
-            c.causal = 1; c.window = pi >= 1; c.wl = 100 + 77 * pi; c.wr = 0; c.vs_cpu = 1;
-            c.append = pi == 3; c.splits = pi == 2 ? 3 : 0;
-            run_decode(&c, case_seed(4, n++));
-            c.pairs = 1; /* 16 rows a head: the head-pair kernel */
-            run_decode(&c, case_seed(4, n++));
-        }
+        static const int dims[2] = {64, 256}, pgs[2][4] = {{1, 2, 4, 16}, {1, 8, 16, 64}};
+        int pi, di;
+        for (di = 0; di < 2; di++)
+            for (pi = 0; pi < 4; pi++) {
+                int L[2];
+                L[0] = QUICK ? 257 - 50 * pi : 4097 - 1000 * pi; L[1] = 37 + 61 * pi;
+                memset(&c, 0, sizeof c);
+                c.batch = 2; c.sq = 1 + pi % 2; c.cap = L[0] + 3; c.hq = 16; c.hkv = 2; c.d = dims[di];
+                c.dt = (pi + di) % 2 ? FA_BF16 : FA_F16; c.page_size = pgs[di][pi]; c.lens = L;
+                c.causal = 1; c.window = pi >= 1; c.wl = 100 + 77 * pi; c.wr = 0; c.vs_cpu = 1;
+                c.append = pi == 3; c.splits = pi == 2 ? 3 : 0;
+                run_decode(&c, case_seed(4, n++));
+                if (c.d > 128) continue;
+                c.pairs = 1; /* 16 rows a head: the head-pair kernel */
+                run_decode(&c, case_seed(4, n++));
+            }
     }
     printf("lengths / pages / mixed: %d cases, %d failures\n", n, T_COUNT.failed - before);
 }
