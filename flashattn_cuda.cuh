@@ -2630,8 +2630,18 @@ fa__decode_kernel(const fa__decode_params p)
         const uint32_t kdst = fa__dec_smem_addr(ks + stage * TILE);
         const uint32_t vdst = fa__dec_smem_addr(vs + stage * TILE);
         const int nb = n_first + tile * BN + my_r; /* this thread's first row of the tile */
-        if (KV != FA__DEC_PAGED && !btab && nb + RS * (RPT - 1) < sk) {
-            const uint16_t *kq = k_row0 + (int64_t)tile * BN * p.k_ss, *vq = v_row0 + (int64_t)tile * BN * p.v_ss;
+        const bool whole = nb + RS * (RPT - 1) < sk; /* every row of this thread exists */
+        if (whole && ((KV != FA__DEC_PAGED && !btab) || one_page)) {
+            /* the thread's first row of the tile, then a step of RS rows */
+            const uint16_t *kq, *vq;
+            if (CONSEC) { /* (so one_page: a paged-only instance has no contiguous path) */
+                const int row = nb & (p.page_size - 1);
+                kq = kbase + (int64_t)pages[0] * p.k_bs + (int64_t)row * p.k_ss + k_col;
+                vq = vbase + (int64_t)pages[0] * p.v_bs + (int64_t)row * p.v_ss + v_col;
+            } else {
+                kq = k_row0 + (int64_t)tile * BN * p.k_ss;
+                vq = v_row0 + (int64_t)tile * BN * p.v_ss;
+            }
 #pragma unroll
             for (int i = 0; i < RPT; i++, kq += k_rstep, vq += v_rstep) {
                 const uint32_t so = fa__dec_swz<RW>(my_r + RS * i, my_c);
@@ -2640,19 +2650,7 @@ fa__decode_kernel(const fa__decode_params p)
             }
             return;
         }
-        if (one_page && nb + RPT - 1 < sk) {
-            const int row = nb & (p.page_size - 1);
-            const uint16_t *kq = kbase + (int64_t)pages[0] * p.k_bs + (int64_t)row * p.k_ss + k_col;
-            const uint16_t *vq = vbase + (int64_t)pages[0] * p.v_bs + (int64_t)row * p.v_ss + v_col;
-#pragma unroll
-            for (int i = 0; i < RPT; i++, kq += p.k_ss, vq += p.v_ss) {
-                const uint32_t so = fa__dec_swz<RW>(my_r + i, my_c);
-                fa__cp_async16_pol(kdst + so, kq, 16, kv_policy);
-                fa__cp_async16_pol(vdst + so, vq, 16, kv_policy);
-            }
-            return;
-        }
-        if (btab && p.page_shift >= 0 && nb + RS * (RPT - 1) < sk) {
+        if (btab && p.page_shift >= 0 && whole) {
             /* pages of a power-of-two size: the row within its page by a mask */
             const int pmask = p.page_size - 1;
 #pragma unroll
