@@ -2339,8 +2339,9 @@ __device__ __forceinline__ uint64_t fa__l2_evict_first(void)
    The kernels of this file as they are compile correctly with nvcc 13.0
    (cuobjdump -sass: every desc[URn] a copy reads is written first); a
    trial of 2026-11-24 that changed which rows a thread copies did not, in
-   its d128 kernels only, whether the policy came from createpolicy, a
-   64-bit constant or an immediate operand. FLASHATTN_NO_L2_HINT drops the
+   its d128 kernels only, whether the policy came from createpolicy (once
+   per kernel, or inside each copy's own asm statement), a 64-bit constant
+   or an immediate operand. FLASHATTN_NO_L2_HINT drops the
    policy (measured then, bench/vs_torch_decode.py: contiguous batch 1 x 4k
    -3.8%, 1 x 32k and 8 x 4k -2.4%, batch 32 0 to -0.6%; page 16 0 to -4%). */
 __device__ __forceinline__ void fa__cp_async16_pol(uint32_t smem_addr, const void *gmem, int bytes, uint64_t pol)
