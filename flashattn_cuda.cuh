@@ -2286,10 +2286,10 @@ FLASHATTN_DEF fa_status fa_forward_cuda(const fa_problem *p, fa_tensor q, fa_ten
       at row n % P; the gather is per key row, so any page size works (P = 1
       too; n / P and n % P are a shift and a mask when P is a power of two).
       The page numbers of the next tile are fetched one tile ahead so their
-      latency hides behind the current tile's copies. At d64 and d256 a
-      paged cache runs a kernel instance of its own (fa__dec_kv) whose
-      threads copy consecutive rows, so that a page of 16 rows or more
-      needs one table read a thread and tile.
+      latency hides behind the current tile's copies. A paged cache runs a
+      kernel instance of its own (fa__dec_kv) whose threads copy rows that
+      lie close together, so that a page of 16 rows or more needs one table
+      read a thread and tile.
 
    7. Appending. When k_new / v_new are given, a small copy kernel first
       writes them into the cache slots seqlens_k[b] .. + sq - 1 (stream
@@ -2341,7 +2341,9 @@ __device__ __forceinline__ uint64_t fa__l2_evict_first(void)
    trial of 2026-11-24 that changed which rows a thread copies did not, in
    its d128 kernels only, whether the policy came from createpolicy (once
    per kernel, or inside each copy's own asm statement), a 64-bit constant
-   or an immediate operand. FLASHATTN_NO_L2_HINT drops the
+   or an immediate operand: each thread copied 8 consecutive rows of a
+   tile. With the rows 2 apart (RS in fa__decode_kernel) the same kernels
+   compile correctly (tests/check_sass.py, 2026-11-24 23:12). FLASHATTN_NO_L2_HINT drops the
    policy (measured then, bench/vs_torch_decode.py: contiguous batch 1 x 4k
    -3.8%, 1 x 32k and 8 x 4k -2.4%, batch 32 0 to -0.6%; page 16 0 to -4%). */
 __device__ __forceinline__ void fa__cp_async16_pol(uint32_t smem_addr, const void *gmem, int bytes, uint64_t pol)
@@ -2448,22 +2450,28 @@ __device__ __forceinline__ int64_t fa__dec_cache_offset(const fa__decode_params 
     return (int64_t)b * bs + (int64_t)n * ss;
 }
 
-/* Which caches a kernel instance serves (its KV parameter). d128 runs one
-   instance for both, the block table deciding at run time; d64 and d256
-   run one for each (fa__dec_kv), the paged one copying a thread's rows
-   consecutively (CONSEC in the kernel). Measured (H100, 2026-11-24, 8k
-   caches, 32 / 8, 8 / 1 and 16 / 16 heads, batch 1-100, against one
-   instance for both): d64 (21:33) contiguous +0.3 to +10% (batch 8: 2708
-   vs 2522 GB/s), page 16 +1.4 to +10% (batch 100: 2587 vs 2429); d256
-   (21:48) contiguous -0.2 to +4%, page 16 +0.8 to +26% (batch 17: 2525
-   vs 2253; MQA batch 1: 753 vs 597). At d128 an instance without the
-   paged code ran batch 32 0.2-0.4% slower (21:03), about the grid's
-   margin over cuDNN there, and copying consecutive rows with the L2
-   policy is what ptxas 13.0 miscompiled there (>>decode-prims). */
+/* Which caches a kernel instance serves (its KV parameter, fa__dec_kv).
+   A paged cache runs an instance of its own at every head dim, whose
+   threads copy rows that lie close together (CONSEC in the kernel): at
+   page 16 and up one table read per thread and tile. A contiguous cache
+   runs one without the paged code at d64 and d256, and at d128 the
+   instance that carries both (EITHER, the block table deciding at run
+   time): a d128 instance without the paged code ran batch 32 0.2-0.4%
+   slower (H100, 2026-11-24 21:03), about the grid's margin over cuDNN.
+   Measured (H100, 2026-11-24, 8k caches, 32 / 8, 8 / 1 and 16 / 16 heads,
+   batch 1-100, against one instance for both): d64 (21:33) contiguous
+   +0.3 to +10% (batch 8: 2708 vs 2522 GB/s), page 16 +1.4 to +10% (batch
+   100: 2587 vs 2429); d256 (21:48) contiguous -0.2 to +4%, page 16 +0.8
+   to +26% (batch 17: 2525 vs 2253; MQA batch 1: 753 vs 597); d128 page 16
+   (23:12, the grid of bench/vs_torch_decode.py and 8k caches) +0.3 to
+   +4.8% on the grid (batch 1 x 4k: 1461 vs 1394 GB/s, 0.95 of contiguous
+   instead of 0.90), +7 to +8% where it was weakest (32 / 32 heads batch
+   17: 2916 vs 2698; 64 / 8 batch 34: 2789 vs 2593; MQA batch 8: 2519 vs
+   2333). */
 enum { FA__DEC_EITHER = 0, FA__DEC_CONTIG = 1, FA__DEC_PAGED = 2 };
 __host__ __device__ constexpr int fa__dec_kv(int D, bool paged)
 {
-    return D == 128 ? FA__DEC_EITHER : paged ? FA__DEC_PAGED : FA__DEC_CONTIG;
+    return paged ? FA__DEC_PAGED : D == 128 ? FA__DEC_EITHER : FA__DEC_CONTIG;
 }
 
 /* ---- >>decode-kernel  one CTA = (sequence b, KV heads, row block, split) --
@@ -2503,8 +2511,11 @@ fa__decode_kernel(const fa__decode_params p)
     constexpr int CH = RW / 8;                /* 16-byte chunks per tile row */
     constexpr int RSTEP = NT / CH;           /* rows one pass of the CTA copies */
     constexpr int RPT = BN / RSTEP;           /* K (or V) rows each thread copies per tile */
-    constexpr bool CONSEC = KV == FA__DEC_PAGED; /* a thread's rows of a tile consecutive (below) */
-    constexpr int RS = CONSEC ? 1 : RSTEP;    /* rows between a thread's rows of a tile */
+    constexpr bool CONSEC = KV == FA__DEC_PAGED; /* a thread's rows of a tile close together (below) */
+    /* rows between a thread's rows of a tile: RSTEP, or with CONSEC 1, but
+       2 at d128, whose kernels ptxas 13.0 miscompiles with 1 (>>decode-prims) */
+    constexpr int RS = CONSEC ? (D == 128 ? 2 : 1) : RSTEP;
+    constexpr int SPAN = RS * RPT;            /* CONSEC: a thread's rows lie within SPAN rows */
     constexpr int TILE = HP * fa__dec_tile_bytes(D);
     constexpr bool Q_IN_REGS = D <= 128;      /* d256: Q fragments would cost 64 registers */
     constexpr int OPAD = D + 8;               /* fp32 row stride of the epilogue's O */
@@ -2542,8 +2553,8 @@ fa__decode_kernel(const fa__decode_params p)
     sk = min(sk, p.capacity);
     const int sq = p.sq;
     /* Keys left of every row's window are never loaded. With CONSEC the
-       first key loaded is a multiple of BN, so a thread's rows start at a
-       multiple of RPT (one_page, below); keys of that first tile left of
+       first key loaded is a multiple of BN, so a thread's rows lie within
+       an aligned block of SPAN rows (one_page, below); keys of that first tile left of
        the window are masked like any other. */
     const int lo = p.window ? max(0, sk - sq - p.window_left) & (CONSEC ? ~(BN - 1) : ~0) : 0;
     const int n_tiles = sk > lo ? (sk - lo + BN - 1) / BN : 0;
@@ -2576,14 +2587,17 @@ fa__decode_kernel(const fa__decode_params p)
     /* ---- the copy of one K/V tile: thread copies chunk tid % CH of rows
        my_r + RS * i, i < RPT (a chunk of head hk0 + my_c / (D / 8) when the
        row holds a pair): rows RSTEP apart from my_r = tid / CH, or with
-       CONSEC (an instance for paged caches only, fa__dec_kv) RPT
-       consecutive rows from my_r = RPT * (tid / CH). Those lie in ONE page
-       when pages hold RPT rows or more (a power of two: 16, 64, 256 and
-       every larger one): one_page, a table read and a 64-bit offset a tile
-       instead of one a row. Page numbers come from `pages`, fetched one
+       CONSEC (an instance for paged caches only, fa__dec_kv) rows within
+       one block of SPAN = RS * RPT: thread group q = tid / CH takes block
+       q / RS, rows q % RS, q % RS + RS, ... of it (RS = 1: RPT consecutive
+       rows; RS = 2, d128: the even or the odd rows of 16). Those lie in ONE
+       page when pages hold SPAN rows or more (a power of two: 16, 64, 256
+       and every larger one): one_page, a table read and a 64-bit offset a
+       tile instead of one a row. Page numbers come from `pages`, fetched one
        tile ahead (fetch_pages) so the issue never waits on the table. */
-    const int my_c = tid % CH, my_r = CONSEC ? RPT * (tid / CH) : tid / CH;
-    const bool one_page = CONSEC && p.page_shift >= 0 && p.page_size >= RPT; /* pages[0] serves every row */
+    const int my_c = tid % CH, my_q = tid / CH;
+    const int my_r = CONSEC ? SPAN * (my_q / RS) + my_q % RS : my_q;
+    const bool one_page = CONSEC && p.page_shift >= 0 && p.page_size >= SPAN; /* pages[0] serves every row */
     const uint64_t kv_policy = fa__l2_evict_first(); /* the K / V copies' L2 policy */
     const int64_t k_col = (int64_t)(my_c / (D / 8)) * p.k_hs + (my_c % (D / 8)) * 8;
     const int64_t v_col = (int64_t)(my_c / (D / 8)) * p.v_hs + (my_c % (D / 8)) * 8;

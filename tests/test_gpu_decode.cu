@@ -271,7 +271,7 @@ static void run_decode(const dcase *c, uint64_t seed)
 }
 
 /* Cache lengths 1, 7, 255, 256, 257, 4097 and mixed; pages 1, 16, 64, 256;
-   the d64 and d256 paged kernels at pages 1-64. */
+   the paged kernels of every head dim at pages 1-64 with windows. */
 static void test_lengths(void)
 {
     static const int lens[6] = {1, 7, 255, 256, 257, 4097};
@@ -312,15 +312,15 @@ static void test_lengths(void)
             run_decode(&c, case_seed(2, n++));
         }
     }
-    /* d64 and d256 paged caches run their own kernel (fa__dec_kv), whose
-       threads copy 4 (d64) or 16 (d256) consecutive rows of a tile: pages
-       smaller than that, of it and larger (one table read a thread and
-       tile), with windows whose first key falls inside a tile, and odd
-       lengths */
+    /* paged caches run their own kernel (fa__dec_kv), whose threads copy
+       rows within a block of 4 (d64), 16 (d128: every second row) or 16
+       (d256) rows of a tile: pages smaller than that, of it and larger (one
+       table read a thread and tile), with windows whose first key falls
+       inside a tile, and odd lengths */
     {
-        static const int dims[2] = {64, 256}, pgs[2][4] = {{1, 2, 4, 16}, {1, 8, 16, 64}};
+        static const int dims[3] = {64, 128, 256}, pgs[3][4] = {{1, 2, 4, 16}, {2, 8, 16, 32}, {1, 8, 16, 64}};
         int pi, di;
-        for (di = 0; di < 2; di++)
+        for (di = 0; di < 3; di++)
             for (pi = 0; pi < 4; pi++) {
                 int L[2];
                 L[0] = QUICK ? 257 - 50 * pi : 4097 - 1000 * pi; L[1] = 37 + 61 * pi;
