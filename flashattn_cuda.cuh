@@ -2454,10 +2454,11 @@ __device__ __forceinline__ int64_t fa__dec_cache_offset(const fa__decode_params 
    A paged cache runs an instance of its own at every head dim, whose
    threads copy rows that lie close together (CONSEC in the kernel): at
    page 16 and up one table read per thread and tile. A contiguous cache
-   runs one without the paged code at d64 and d256, and at d128 the
-   instance that carries both (EITHER, the block table deciding at run
-   time): a d128 instance without the paged code ran batch 32 0.2-0.4%
-   slower (H100, 2026-11-24 21:03), about the grid's margin over cuDNN.
+   runs one without the paged code at d64 and d256; at d128 it runs the
+   instance compiled for both kinds (EITHER: the block table decides at
+   run time, and is never given to it now), because the same kernel
+   compiled without the paged code ran batch 32 0.2-0.4% slower (H100,
+   2026-11-24 21:03), the grid's margin over cuDNN there.
    Measured (H100, 2026-11-24, 8k caches, 32 / 8, 8 / 1 and 16 / 16 heads,
    batch 1-100, against one instance for both): d64 (21:33) contiguous
    +0.3 to +10% (batch 8: 2708 vs 2522 GB/s), page 16 +1.4 to +10% (batch
