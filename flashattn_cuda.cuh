@@ -2343,9 +2343,10 @@ __device__ __forceinline__ uint64_t fa__l2_evict_first(void)
    per kernel, or inside each copy's own asm statement), a 64-bit constant
    or an immediate operand: each thread copied 8 consecutive rows of a
    tile. With the rows 2 apart (RS in fa__decode_kernel) the same kernels
-   compile correctly (tests/check_sass.py, 2026-11-24 23:12). FLASHATTN_NO_L2_HINT drops the
-   policy (measured then, bench/vs_torch_decode.py: contiguous batch 1 x 4k
-   -3.8%, 1 x 32k and 8 x 4k -2.4%, batch 32 0 to -0.6%; page 16 0 to -4%). */
+   compile correctly (tests/check_sass.py, 2026-11-24 23:12).
+   FLASHATTN_NO_L2_HINT drops the policy (measured then,
+   bench/vs_torch_decode.py: contiguous batch 1 x 4k -3.8%, 1 x 32k and
+   8 x 4k -2.4%, batch 32 0 to -0.6%; page 16 0 to -4%). */
 __device__ __forceinline__ void fa__cp_async16_pol(uint32_t smem_addr, const void *gmem, int bytes, uint64_t pol)
 {
 #ifdef FLASHATTN_NO_L2_HINT
@@ -2555,8 +2556,8 @@ fa__decode_kernel(const fa__decode_params p)
     const int sq = p.sq;
     /* Keys left of every row's window are never loaded. With CONSEC the
        first key loaded is a multiple of BN, so a thread's rows lie within
-       an aligned block of SPAN rows (one_page, below); keys of that first tile left of
-       the window are masked like any other. */
+       an aligned block of SPAN rows (one_page, below); keys of that first
+       tile left of the window are masked like any other. */
     const int lo = p.window ? max(0, sk - sq - p.window_left) & (CONSEC ? ~(BN - 1) : ~0) : 0;
     const int n_tiles = sk > lo ? (sk - lo + BN - 1) / BN : 0;
     const int per_split = (n_tiles + p.num_splits - 1) / p.num_splits;
