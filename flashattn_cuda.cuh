@@ -2453,7 +2453,7 @@ __device__ __forceinline__ int64_t fa__dec_cache_offset(const fa__decode_params 
 
 /* Which caches a kernel instance serves (its KV parameter, fa__dec_kv).
    A paged cache runs an instance of its own at every head dim, whose
-   threads copy rows that lie close together (CONSEC in the kernel): at
+   threads copy rows that lie close together (PAGED_ONLY in the kernel): at
    page 16 and up one table read per thread and tile. A contiguous cache
    runs one without the paged code at d64 and d256; at d128 it runs the
    instance compiled for both kinds (EITHER: the block table decides at
@@ -2513,11 +2513,11 @@ fa__decode_kernel(const fa__decode_params p)
     constexpr int CH = RW / 8;                /* 16-byte chunks per tile row */
     constexpr int RSTEP = NT / CH;           /* rows one pass of the CTA copies */
     constexpr int RPT = BN / RSTEP;           /* K (or V) rows each thread copies per tile */
-    constexpr bool CONSEC = KV == FA__DEC_PAGED; /* a thread's rows of a tile close together (below) */
-    /* rows between a thread's rows of a tile: RSTEP, or with CONSEC 1, but
-       2 at d128, whose kernels ptxas 13.0 miscompiles with 1 (>>decode-prims) */
-    constexpr int RS = CONSEC ? (D == 128 ? 2 : 1) : RSTEP;
-    constexpr int SPAN = RS * RPT;            /* CONSEC: a thread's rows lie within SPAN rows */
+    constexpr bool PAGED_ONLY = KV == FA__DEC_PAGED; /* a thread's rows of a tile close together (below) */
+    /* rows between a thread's rows of a tile: RSTEP, or PAGED_ONLY 1, but 2
+       at d128, whose kernels ptxas 13.0 miscompiles with 1 (>>decode-prims) */
+    constexpr int RS = PAGED_ONLY ? (D == 128 ? 2 : 1) : RSTEP;
+    constexpr int SPAN = RS * RPT;            /* PAGED_ONLY: a thread's rows lie within SPAN rows */
     constexpr int TILE = HP * fa__dec_tile_bytes(D);
     constexpr bool Q_IN_REGS = D <= 128;      /* d256: Q fragments would cost 64 registers */
     constexpr int OPAD = D + 8;               /* fp32 row stride of the epilogue's O */
@@ -2554,11 +2554,11 @@ fa__decode_kernel(const fa__decode_params p)
     int sk = (p.seqlens_k ? p.seqlens_k[b] : p.seqlen_k) + p.sq_new;
     sk = min(sk, p.capacity);
     const int sq = p.sq;
-    /* Keys left of every row's window are never loaded. With CONSEC the
-       first key loaded is a multiple of BN, so a thread's rows lie within
+    /* Keys left of every row's window are never loaded. With PAGED_ONLY
+       the first key loaded is a multiple of BN, so a thread's rows lie within
        an aligned block of SPAN rows (one_page, below); keys of that first
        tile left of the window are masked like any other. */
-    const int lo = p.window ? max(0, sk - sq - p.window_left) & (CONSEC ? ~(BN - 1) : ~0) : 0;
+    const int lo = p.window ? max(0, sk - sq - p.window_left) & (PAGED_ONLY ? ~(BN - 1) : ~0) : 0;
     const int n_tiles = sk > lo ? (sk - lo + BN - 1) / BN : 0;
     const int per_split = (n_tiles + p.num_splits - 1) / p.num_splits;
     const int t_begin = split * per_split;
@@ -2589,7 +2589,7 @@ fa__decode_kernel(const fa__decode_params p)
     /* ---- the copy of one K/V tile: thread copies chunk tid % CH of rows
        my_r + RS * i, i < RPT (a chunk of head hk0 + my_c / (D / 8) when the
        row holds a pair): rows RSTEP apart from my_r = tid / CH, or with
-       CONSEC (an instance for paged caches only, fa__dec_kv) rows within
+       PAGED_ONLY (an instance for paged caches only, fa__dec_kv) rows within
        one block of SPAN = RS * RPT: thread group q = tid / CH takes block
        q / RS, rows q % RS, q % RS + RS, ... of it (RS = 1: RPT consecutive
        rows; RS = 2, d128: the even or the odd rows of 16). Those lie in ONE
@@ -2598,8 +2598,8 @@ fa__decode_kernel(const fa__decode_params p)
        tile instead of one a row. Page numbers come from `pages`, fetched one
        tile ahead (fetch_pages) so the issue never waits on the table. */
     const int my_c = tid % CH, my_q = tid / CH;
-    const int my_r = CONSEC ? SPAN * (my_q / RS) + my_q % RS : my_q;
-    const bool one_page = CONSEC && p.page_shift >= 0 && p.page_size >= SPAN; /* pages[0] serves every row */
+    const int my_r = PAGED_ONLY ? SPAN * (my_q / RS) + my_q % RS : my_q;
+    const bool one_page = PAGED_ONLY && p.page_shift >= 0 && p.page_size >= SPAN; /* pages[0] serves every row */
     const uint64_t kv_policy = fa__l2_evict_first(); /* the K / V copies' L2 policy */
     const int64_t k_col = (int64_t)(my_c / (D / 8)) * p.k_hs + (my_c % (D / 8)) * 8;
     const int64_t v_col = (int64_t)(my_c / (D / 8)) * p.v_hs + (my_c % (D / 8)) * 8;
@@ -2648,10 +2648,10 @@ fa__decode_kernel(const fa__decode_params p)
         const uint32_t vdst = fa__dec_smem_addr(vs + stage * TILE);
         const int nb = n_first + tile * BN + my_r; /* this thread's first row of the tile */
         const bool whole = nb + RS * (RPT - 1) < sk; /* every row of this thread exists */
-        if (whole && ((KV != FA__DEC_PAGED && !btab) || one_page)) {
+        if (whole && ((!PAGED_ONLY && !btab) || one_page)) {
             /* the thread's first row of the tile, then a step of RS rows */
             const uint16_t *kq, *vq;
-            if (CONSEC) { /* (so one_page: a paged-only instance has no contiguous path) */
+            if (PAGED_ONLY) { /* (so one_page: this instance has no contiguous path) */
                 const int row = nb & (p.page_size - 1);
                 kq = kbase + (int64_t)pages[0] * p.k_bs + (int64_t)row * p.k_ss + k_col;
                 vq = vbase + (int64_t)pages[0] * p.v_bs + (int64_t)row * p.v_ss + v_col;

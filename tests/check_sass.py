@@ -35,7 +35,8 @@ def kernels(lines):
 
 
 def check(body):
-    written, read = set(), set()
+    """(whether the kernel has a cp.async, the URn its copies read that nothing writes)"""
+    written, read, copies = set(), set(), False
     for line in body:
         m = INSN.match(line)
         if not m:
@@ -50,8 +51,9 @@ def check(body):
             if ".64" in op or "WIDE" in op:
                 written.add(n + 1)
         if base == "LDGSTS":
+            copies = True
             read.update(int(x) for x in UREG.findall(args))
-    return read, sorted(read - written)
+    return copies, sorted(read - written)
 
 
 def main():
@@ -61,8 +63,8 @@ def main():
         lines = f.readlines()
     n = bad = 0
     for name, body in kernels(lines):
-        read, missing = check(body)
-        if not read and not any("LDGSTS" in l for l in body):
+        copies, missing = check(body)
+        if not copies:
             continue
         n += 1
         if missing:

@@ -313,8 +313,8 @@ static void test_lengths(void)
         }
     }
     /* paged caches run their own kernel (fa__dec_kv), whose threads copy
-       rows within a block of 4 (d64), 16 (d128: every second row) or 16
-       (d256) rows of a tile: pages smaller than that, of it and larger (one
+       rows within a block of 4 (d64) or 16 (d128, every second row of it;
+       d256) rows of a tile: pages smaller than that, of it and larger (one
        table read a thread and tile), with windows whose first key falls
        inside a tile, and odd lengths */
     {
