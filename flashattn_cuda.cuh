@@ -509,8 +509,14 @@ static __device__ __forceinline__ void fa__mask_scores(float (&s)[MT][NS][4], co
    grown by this tile's sum, and s overwritten by P = exp2(s mul - m). O~ is
    NOT rescaled here: the sm_90a kernel must wait for its in-flight P V
    product first (fa__rescale_o does it). l stays a per-lane partial sum (a
-   quarter of the row) until the epilogue. */
-template <int MT, int NS>
+   quarter of the row) until the epilogue.
+   LAZY: a row keeps its old maximum unless the tile's exceeds it by more
+   than 8 (in log2 units), and its alpha is then exactly 1. Any reference
+   value at or below the true maximum gives the same O~ / l and L = m + log l,
+   and one at most 8 below it keeps every P <= 2^8: no overflow, and the
+   16-bit P has the same relative precision. The caller skips the rescale of
+   O~ where every alpha of a warp is 1 (the sm_90a kernel at d 256). */
+template <int MT, int NS, bool LAZY = false>
 static __device__ __forceinline__ void fa__softmax_tile(float (&s)[MT][NS][4], float (&m_run)[MT][2],
                                                         float (&l_run)[MT][2], float (&alpha)[MT][2],
                                                         float mul)
@@ -525,9 +531,10 @@ static __device__ __forceinline__ void fa__softmax_tile(float (&s)[MT][NS][4], f
             /* the row's other 3 quarters are in the quad's other lanes */
             mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
             mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-            const float m_new = fmaxf(m_run[mt][hf], mx * mul);
+            float m_new = fmaxf(m_run[mt][hf], mx * mul);
+            if (LAZY && m_new <= m_run[mt][hf] + 8.0f) m_new = m_run[mt][hf];
             const float m_use = m_new == -INFINITY ? 0.0f : m_new;
-            alpha[mt][hf] = fa__exp2(m_run[mt][hf] - m_use);
+            alpha[mt][hf] = LAZY && m_new == m_run[mt][hf] ? 1.0f : fa__exp2(m_run[mt][hf] - m_use);
             m_run[mt][hf] = m_new;
             float sum = 0.0f;
 #pragma unroll
@@ -874,11 +881,19 @@ fa__fwd_kernel_sm80(const fa__fwd_params p)
       means waiting for parity u & 1.
 
    4. Overlap inside a warpgroup (seed 003, Alg. 2). wgmma is asynchronous,
-      so a consumer issues S_{j+1} = Q K_{j+1}^T and O~ += P_j V_j, then
-      computes the softmax of S_{j+1} while the tensor cores still work on
-      P_j V_j; only then does it wait, rescale O~ (the factor comes from
-      the new maximum) and pack P_{j+1}. (FA__SM90_OVERLAP = 0 turns this
-      off, for the ablation in bench/results/.)
+      so a consumer issues S_{j+1} = Q K_{j+1}^T and O~ += P_j V_j in one
+      turn, waits for S_{j+1} alone, computes its softmax, and only then
+      waits for P_j V_j, rescales O~ (the factor comes from the new
+      maximum) and packs P_{j+1}. In the SASS, though, ptxas 13.0 puts the
+      wait for P_j V_j before the softmax (first thing after the mask's
+      branch; every head dim, H100 listings of 2026-11-25), so what
+      overlaps is the two products, back to back in one turn, and one
+      warpgroup's softmax with the other's products (item 5). Holding the
+      wait after the softmax (a shared-memory store of l just before it)
+      gave the SASS the overlap of Alg. 2 and measured 1-3% slower at d 64
+      and 128 (bench/results fwd-pv-wait-trial-0040.md). (FA__SM90_OVERLAP
+      = 0 issues the products in separate turns, for the ablation in
+      bench/results/.)
 
    5. Pingpong between the two consumer warpgroups (seed 003, §3.1): a
       warpgroup issues its products only in its turn, kept by two named
@@ -1606,12 +1621,20 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
                     fa__wgmma<D, BF16>::rs(o_flat, pa[kk][0], fa__wg_desc(vbase + kk * 2048, BN * 128, 1024), 1);
                 fa__wgmma_commit();
             };
+            /* LAZY_MAX (fa__softmax_tile): rows keep their maximum while it
+               grows by 8 or less, and a warp whose rows all kept theirs skips
+               the rescale of O~. At d 256 that rescale is 128 multiplies a
+               thread per key block: +2.4 to +4.4% from 1k tokens (512: +0.6
+               to +1.4%); at d 64 and 128 (32 and 64 multiplies) the vote and
+               branch cost more than they save, 0-5% slower (H100,
+               2026-11-25 00:43-00:47 UTC, fwd-lazy-max-trial-0047.md). */
+            constexpr bool LAZY_MAX = D == 256;
             /* S_it is complete: masks, then the online softmax (alpha for O~) */
             auto softmax = [&](int it) {
                 const int k0 = (x.n_begin + it) * BN;
                 if (fa__block_needs_mask(p, k0, BN, x.sk, x.row0 + 64 * cw, x.row0 + 64 * cw + 63, x.shift))
                     fa__mask_scores<false>(s, p, wrow0, k0, x.sk, x.shift, h, g, t);
-                fa__softmax_tile(s, m_run, l_run, alpha, p.scale_log2);
+                fa__softmax_tile<1, NS, LAZY_MAX>(s, m_run, l_run, alpha, p.scale_log2);
             };
             /* S_it is done: K_it may be overwritten, and after the tile's
                last S, Q too (the next tile's Q copy overlaps this tile's end;
@@ -1652,11 +1675,13 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
                     fa__wgmma_wait<1>(); /* groups retire in order: S_it is done */
                     fa__fence_regs(s_flat);
                     release_k(it);
-                    softmax(it); /* overlaps the P V product */
+                    softmax(it);
                     fa__wgmma_wait<0>();
                     fa__fence_regs(o_flat);
                     release_v(it - 1);
-                    fa__rescale_o(acc_o, alpha); /* O~ now relative to the new maximum */
+                    /* O~ now relative to the new maximum */
+                    if (!LAZY_MAX || __any_sync(0xffffffffu, alpha[0][0] != 1.0f || alpha[0][1] != 1.0f))
+                        fa__rescale_o(acc_o, alpha);
                     fa__pack_p<BF16>(s, pa);
                 };
                 /* the last P V, at width n */

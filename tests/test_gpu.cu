@@ -63,6 +63,7 @@ typedef struct tcase {
     int causal, window, wl, wr;
     float softcap, scale, dropout;
     int alibi, varlen, seqlens_k, strided;
+    int ramp; /* keys grow along the sequence (see make_buf) */
 } tcase;
 
 /* A host tensor [rows, heads, dim] (rows = batch * seq, or total tokens) with
@@ -75,8 +76,12 @@ typedef struct tbuf {
     int64_t s[3];       /* batch, seq, head strides */
 } tbuf;
 
+/* ramp: row r of each sequence is scaled by 1 + 3 r / seq, so that the
+   scores, and each row's running maximum, grow from key block to key block
+   (the kernels' rescaling of O~, lazy or not, then runs at many blocks, not
+   only at the first). */
 static void make_buf(tbuf *t, fa_dtype dt, int batch, int seq, int heads, int dim, int strided,
-                     int varlen_rows, int fill)
+                     int varlen_rows, int fill, int ramp = 0)
 {
     int64_t hs = strided ? ((dim + 7) / 8) * 8 + 8 : dim;
     int64_t ss = heads * hs + (strided ? 16 : 0);
@@ -85,7 +90,10 @@ static void make_buf(tbuf *t, fa_dtype dt, int batch, int seq, int heads, int di
     t->s[0] = bs; t->s[1] = ss; t->s[2] = hs;
     t->h.assign((size_t)n, 0x7FFF); /* NaN in both f16 and bf16 */
     if (fill)
-        for (int64_t i = 0; i < n; i++) t->h[(size_t)i] = to_bits(dt, (float)(urand() * 2.0 - 1.0));
+        for (int64_t i = 0; i < n; i++) {
+            const double r = ramp ? (double)(i % bs / ss) / seq : 0.0;
+            t->h[(size_t)i] = to_bits(dt, (float)((urand() * 2.0 - 1.0) * (1.0 + 3.0 * r)));
+        }
     CUDA_OK(cudaMalloc(&t->dev, (size_t)n * 2));
     CUDA_OK(cudaMemcpy(t->dev, t->h.data(), (size_t)n * 2, cudaMemcpyHostToDevice));
     memset(&t->view, 0, sizeof t->view);
@@ -164,7 +172,7 @@ static void run_case(const tcase *c)
 
     tbuf q, k, v, o;
     make_buf(&q, c->dt, c->batch, c->sq, c->hq, c->d, c->strided, rows_q, 1);
-    make_buf(&k, c->dt, c->batch, c->sk, hkv, c->d, c->strided, rows_k, 1);
+    make_buf(&k, c->dt, c->batch, c->sk, hkv, c->d, c->strided, rows_k, 1, c->ramp);
     make_buf(&v, c->dt, c->batch, c->sk, hkv, dv, c->strided, rows_k, 1);
     if (c->seqlens_k) {
         poison_unused_rows(&k, lk, cuk, c->sk, hkv, c->d);
@@ -396,6 +404,11 @@ int main(int argc, char **argv)
         c = base; c.dropout = 0.17f; c.name = NAME("dropout 0.17"); cs.push_back(c);
         c = base; c.dropout = 0.5f; c.causal = 1; c.d = 128; c.hq = 4; c.hkv = 2; c.name = NAME("dropout 0.5 causal GQA d128"); cs.push_back(c);
         c = base; c.scale = -0.2f; c.name = NAME("negative scale"); cs.push_back(c);
+        for (int d = 64; d <= 256; d *= 2)
+            for (int causal = 0; causal < 2; causal++) {
+                c = base; c.d = d; c.sq = 203; c.sk = 1500; c.scale = 2.0f; c.ramp = 1; c.causal = causal;
+                c.name = NAME("d%d rising scores (scale 2, keys ramped)%s", d, causal ? " causal" : ""); cs.push_back(c);
+            }
         /* shapes that reach the sm_90a kernel's tails, maps and tile edges */
         c = base; c.d = 100; c.causal = 1; c.strided = 1; c.name = NAME("padded dims (100, 100) causal, strided"); cs.push_back(c);
         c = base; c.d = 256; c.hq = 8; c.hkv = 2; c.window = 1; c.wl = 60; c.wr = 7; c.name = NAME("GQA 8/2 d256 window"); cs.push_back(c);
