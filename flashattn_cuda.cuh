@@ -890,8 +890,8 @@ fa__fwd_kernel_sm80(const fa__fwd_params p)
       overlaps is the two products, back to back in one turn, and one
       warpgroup's softmax with the other's products (item 5). Holding the
       wait after the softmax (a shared-memory store of l just before it)
-      gave the SASS the overlap of Alg. 2 and measured 1-3% slower at d 64
-      and 128 (bench/results fwd-pv-wait-trial-0040.md). (FA__SM90_OVERLAP
+      gave the SASS the overlap of Alg. 2 and measured 0.2-2.9% slower at
+      d 64 and 128 (bench/results fwd-pv-wait-trial-0040.md). (FA__SM90_OVERLAP
       = 0 issues the products in separate turns, for the ablation in
       bench/results/.)
 
