@@ -409,6 +409,11 @@ int main(int argc, char **argv)
                 c = base; c.d = d; c.sq = 203; c.sk = 1500; c.scale = 2.0f; c.ramp = 1; c.causal = causal;
                 c.name = NAME("d%d rising scores (scale 2, keys ramped)%s", d, causal ? " causal" : ""); cs.push_back(c);
             }
+        /* the first 90 query rows see no key (O = 0, L = -inf), the rest some */
+        for (int d = 64; d <= 256; d *= 2) {
+            c = base; c.d = d; c.sq = 203; c.sk = 113; c.causal = 1; c.ramp = 1;
+            c.name = NAME("d%d causal sq > sk, keys ramped", d); cs.push_back(c);
+        }
         /* shapes that reach the sm_90a kernel's tails, maps and tile edges */
         c = base; c.d = 100; c.causal = 1; c.strided = 1; c.name = NAME("padded dims (100, 100) causal, strided"); cs.push_back(c);
         c = base; c.d = 256; c.hq = 8; c.hkv = 2; c.window = 1; c.wl = 60; c.wr = 7; c.name = NAME("GQA 8/2 d256 window"); cs.push_back(c);
