@@ -532,9 +532,10 @@ static __device__ __forceinline__ void fa__softmax_tile(float (&s)[MT][NS][4], f
             mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
             mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
             float m_new = fmaxf(m_run[mt][hf], mx * mul);
-            if (LAZY && m_new <= m_run[mt][hf] + 8.0f) m_new = m_run[mt][hf];
+            const bool keep = LAZY && m_new <= m_run[mt][hf] + 8.0f;
+            if (keep) m_new = m_run[mt][hf];
             const float m_use = m_new == -INFINITY ? 0.0f : m_new;
-            alpha[mt][hf] = LAZY && m_new == m_run[mt][hf] ? 1.0f : fa__exp2(m_run[mt][hf] - m_use);
+            alpha[mt][hf] = keep ? 1.0f : fa__exp2(m_run[mt][hf] - m_use);
             m_run[mt][hf] = m_new;
             float sum = 0.0f;
 #pragma unroll
