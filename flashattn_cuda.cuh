@@ -504,6 +504,24 @@ static __device__ __forceinline__ void fa__mask_scores(float (&s)[MT][NS][4], co
         }
 }
 
+/* The largest of the N values v[0..N-1], as a tree of depth log2 N. Every
+   exponential waits for its row's maximum: a chain of fmaxf put 2 NS
+   dependent instructions in front of the first one, where the tree puts
+   log2(2 NS). (The d 64 sm_90a kernel, together with the mask test moved
+   ahead of the wait for S: +1 to +3%, H100, 2026-11-25 02:36 UTC.) A
+   recursive template, not a loop: with an array halved in a loop whose
+   bounds nvcc did not unroll, the kernels got a stack frame and ran at
+   half speed. */
+template <int N> struct fa__max_tree {
+    static __device__ __forceinline__ float of(const float *v)
+    {
+        return fmaxf(fa__max_tree<N / 2>::of(v), fa__max_tree<N - N / 2>::of(v + N / 2));
+    }
+};
+template <> struct fa__max_tree<1> {
+    static __device__ __forceinline__ float of(const float *v) { return v[0]; }
+};
+
 /* Online softmax for one tile (seed 002): new running max m, the factor
    alpha = exp2(m_old - m_new) by which O~ and l must shrink, l rescaled and
    grown by this tile's sum, and s overwritten by P = exp2(s mul - m). O~ is
@@ -525,9 +543,10 @@ static __device__ __forceinline__ void fa__softmax_tile(float (&s)[MT][NS][4], f
     for (int mt = 0; mt < MT; mt++)
 #pragma unroll
         for (int hf = 0; hf < 2; hf++) {
-            float mx = -INFINITY;
+            float part[NS];
 #pragma unroll
-            for (int j = 0; j < NS; j++) mx = fmaxf(mx, fmaxf(s[mt][j][2 * hf], s[mt][j][2 * hf + 1]));
+            for (int j = 0; j < NS; j++) part[j] = fmaxf(s[mt][j][2 * hf], s[mt][j][2 * hf + 1]);
+            float mx = fa__max_tree<NS>::of(part);
             /* the row's other 3 quarters are in the quad's other lanes */
             mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
             mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
@@ -1630,11 +1649,17 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
                branch cost more than they save, 0-5% slower (H100,
                2026-11-25 00:43-00:47 UTC, fwd-lazy-max-trial-0047.md). */
             constexpr bool LAZY_MAX = D == 256;
+            /* Does key block it need the mask? Asked before the wait for
+               S_it (it needs no S), so that the test is off the path from
+               S to the first exponential. */
+            auto needs_mask = [&](int it) {
+                return fa__block_needs_mask(p, (x.n_begin + it) * BN, BN, x.sk, x.row0 + 64 * cw,
+                                            x.row0 + 64 * cw + 63, x.shift);
+            };
             /* S_it is complete: masks, then the online softmax (alpha for O~) */
-            auto softmax = [&](int it) {
+            auto softmax = [&](int it, bool need_mask) {
                 const int k0 = (x.n_begin + it) * BN;
-                if (fa__block_needs_mask(p, k0, BN, x.sk, x.row0 + 64 * cw, x.row0 + 64 * cw + 63, x.shift))
-                    fa__mask_scores<false>(s, p, wrow0, k0, x.sk, x.shift, h, g, t);
+                if (need_mask) fa__mask_scores<false>(s, p, wrow0, k0, x.sk, x.shift, h, g, t);
                 fa__softmax_tile<1, NS, LAZY_MAX>(s, m_run, l_run, alpha, p.scale_log2);
             };
             /* S_it is done: K_it may be overwritten, and after the tile's
@@ -1661,10 +1686,11 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
                     my_turn();
                     issue_qk(0, n);
                     end_turn();
+                    const bool need_mask = needs_mask(0);
                     fa__wgmma_wait<0>();
                     fa__fence_regs(s_flat);
                     release_k(0);
-                    softmax(0); /* O~ is still 0: nothing to rescale */
+                    softmax(0, need_mask); /* O~ is still 0: nothing to rescale */
                     fa__pack_p<BF16>(s, pa);
                 };
                 /* key block it > 0 */
@@ -1673,10 +1699,11 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
                     issue_qk(it, n);        /* S_it ...                       */
                     issue_pv(it - 1, full); /* ... and O~ += P_{it-1} V_{it-1} */
                     end_turn();
+                    const bool need_mask = needs_mask(it);
                     fa__wgmma_wait<1>(); /* groups retire in order: S_it is done */
                     fa__fence_regs(s_flat);
                     release_k(it);
-                    softmax(it);
+                    softmax(it, need_mask);
                     fa__wgmma_wait<0>();
                     fa__fence_regs(o_flat);
                     release_v(it - 1);
@@ -1718,7 +1745,7 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
                     fa__wgmma_wait<0>();
                     fa__fence_regs(s_flat);
                     release_k(it);
-                    softmax(it);
+                    softmax(it, needs_mask(it));
                     fa__rescale_o(acc_o, alpha);
                     fa__pack_p<BF16>(s, pa);
                     my_turn();
