@@ -504,14 +504,10 @@ static __device__ __forceinline__ void fa__mask_scores(float (&s)[MT][NS][4], co
         }
 }
 
-/* The largest of the N values v[0..N-1], as a tree of depth log2 N. Every
-   exponential waits for its row's maximum: a chain of fmaxf put 2 NS
-   dependent instructions in front of the first one, where the tree puts
-   log2(2 NS). (The d 64 sm_90a kernel, together with the mask test moved
-   ahead of the wait for S: +1 to +3%, H100, 2026-11-25 02:36 UTC.) A
-   recursive template, not a loop: with an array halved in a loop whose
-   bounds nvcc did not unroll, the kernels got a stack frame and ran at
-   half speed. */
+/* The largest of the N values v[0..N-1], as a tree of depth log2 N (for
+   fa__softmax_tile's TREE). A recursive template, not a loop: with an array
+   halved in a loop whose bounds nvcc did not unroll, the kernels got a
+   stack frame and ran at half speed. */
 template <int N> struct fa__max_tree {
     static __device__ __forceinline__ float of(const float *v)
     {
@@ -533,8 +529,12 @@ template <> struct fa__max_tree<1> {
    value at or below the true maximum gives the same O~ / l and L = m + log l,
    and one at most 8 below it keeps every P <= 2^8: no overflow, and the
    16-bit P has the same relative precision. The caller skips the rescale of
-   O~ where every alpha of a warp is 1 (the sm_90a kernel at d 256). */
-template <int MT, int NS, bool LAZY = false>
+   O~ where every alpha of a warp is 1 (the sm_90a kernel at d 256).
+   TREE: each row's maximum as a tree (fa__max_tree) instead of a chain of
+   fmaxf. Every exponential waits for that maximum: the chain puts 2 NS
+   dependent instructions in front of the first one, the tree log2(2 NS).
+   (Where it pays: the sm_90a kernel's SHORT_PATH.) */
+template <int MT, int NS, bool LAZY = false, bool TREE = false>
 static __device__ __forceinline__ void fa__softmax_tile(float (&s)[MT][NS][4], float (&m_run)[MT][2],
                                                         float (&l_run)[MT][2], float (&alpha)[MT][2],
                                                         float mul)
@@ -543,10 +543,12 @@ static __device__ __forceinline__ void fa__softmax_tile(float (&s)[MT][NS][4], f
     for (int mt = 0; mt < MT; mt++)
 #pragma unroll
         for (int hf = 0; hf < 2; hf++) {
-            float part[NS];
+            float mx = -INFINITY, part[NS];
 #pragma unroll
-            for (int j = 0; j < NS; j++) part[j] = fmaxf(s[mt][j][2 * hf], s[mt][j][2 * hf + 1]);
-            float mx = fa__max_tree<NS>::of(part);
+            for (int j = 0; j < NS; j++)
+                if (TREE) part[j] = fmaxf(s[mt][j][2 * hf], s[mt][j][2 * hf + 1]);
+                else mx = fmaxf(mx, fmaxf(s[mt][j][2 * hf], s[mt][j][2 * hf + 1]));
+            if (TREE) mx = fa__max_tree<NS>::of(part);
             /* the row's other 3 quarters are in the quad's other lanes */
             mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
             mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
@@ -1649,9 +1651,17 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
                branch cost more than they save, 0-5% slower (H100,
                2026-11-25 00:43-00:47 UTC, fwd-lazy-max-trial-0047.md). */
             constexpr bool LAZY_MAX = D == 256;
-            /* Does key block it need the mask? Asked before the wait for
-               S_it (it needs no S), so that the test is off the path from
-               S to the first exponential. */
+            /* SHORT_PATH: a shorter path from S to the first exponential at
+               d 64, whose softmax is what a key block waits on (item 4): the
+               rows' maxima as trees (fa__softmax_tile's TREE), and the test
+               whether the block needs the mask (needs_mask, which needs no
+               S) made before the wait for S. Together +1.0 to +3.0% at all
+               12 d 64 points (H100, 2026-11-25 02:36 UTC, against the code
+               before in one run). At d 128 they were within 0.6% on the grid,
+               but at 131072 tokens (the memory point, 176-key blocks) the tree
+               cost 6% and the early test 2.5% (03:22 UTC), so d 128 and 256
+               keep the chain and test after the wait. */
+            constexpr bool SHORT_PATH = D == 64;
             auto needs_mask = [&](int it) {
                 return fa__block_needs_mask(p, (x.n_begin + it) * BN, BN, x.sk, x.row0 + 64 * cw,
                                             x.row0 + 64 * cw + 63, x.shift);
@@ -1660,7 +1670,7 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
             auto softmax = [&](int it, bool need_mask) {
                 const int k0 = (x.n_begin + it) * BN;
                 if (need_mask) fa__mask_scores<false>(s, p, wrow0, k0, x.sk, x.shift, h, g, t);
-                fa__softmax_tile<1, NS, LAZY_MAX>(s, m_run, l_run, alpha, p.scale_log2);
+                fa__softmax_tile<1, NS, LAZY_MAX, SHORT_PATH>(s, m_run, l_run, alpha, p.scale_log2);
             };
             /* S_it is done: K_it may be overwritten, and after the tile's
                last S, Q too (the next tile's Q copy overlaps this tile's end;
@@ -1686,11 +1696,11 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
                     my_turn();
                     issue_qk(0, n);
                     end_turn();
-                    const bool need_mask = needs_mask(0);
+                    const bool need_mask = SHORT_PATH && needs_mask(0);
                     fa__wgmma_wait<0>();
                     fa__fence_regs(s_flat);
                     release_k(0);
-                    softmax(0, need_mask); /* O~ is still 0: nothing to rescale */
+                    softmax(0, SHORT_PATH ? need_mask : needs_mask(0)); /* O~ is still 0: nothing to rescale */
                     fa__pack_p<BF16>(s, pa);
                 };
                 /* key block it > 0 */
@@ -1699,11 +1709,11 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
                     issue_qk(it, n);        /* S_it ...                       */
                     issue_pv(it - 1, full); /* ... and O~ += P_{it-1} V_{it-1} */
                     end_turn();
-                    const bool need_mask = needs_mask(it);
+                    const bool need_mask = SHORT_PATH && needs_mask(it);
                     fa__wgmma_wait<1>(); /* groups retire in order: S_it is done */
                     fa__fence_regs(s_flat);
                     release_k(it);
-                    softmax(it, need_mask);
+                    softmax(it, SHORT_PATH ? need_mask : needs_mask(it));
                     fa__wgmma_wait<0>();
                     fa__fence_regs(o_flat);
                     release_v(it - 1);
