@@ -2,12 +2,16 @@
 """bench/sm90_trace/patch.py FILE - writes clock() timestamps into the sm_90a
 forward kernel of a COPY of flashattn_cuda.cuh (never the original): the
 producer's Q / K / V issues and each consumer warpgroup's phases (tile start,
-Q landed, turn taken, S ready, softmax done, P V ready, epilogue start / end),
-lane 0 of warps 0, 4 and 8 of blocks 0 and 1, into __device__ fa__tr_buf.
+Q landed, turn requested, turn taken, S ready, P V ready, softmax done,
+epilogue start / end), lane 0 of warps 0, 4 and 8 of blocks 0 and 1, into
+__device__ fa__tr_buf. In a key block the trace waits for P V before the
+softmax, where ptxas 13.0 puts that wait in the untraced kernel (SASS
+"D1 D0 E"); each event is a branch, which ptxas does not schedule across.
 Usage (the copies beside trace.cu, which includes "flashattn.h"):
   cp flashattn.h flashattn_cuda.cuh bench/sm90_trace/ && python3 bench/sm90_trace/patch.py bench/sm90_trace/flashattn_cuda.cuh
   nvcc -std=c++17 -O3 -gencode arch=compute_90a,code=sm_90a bench/sm90_trace/trace.cu -o trace
   ./trace D SEQLEN BATCH HEADS CAUSAL > tr.txt; python3 bench/sm90_trace/phases.py tr.txt
+  python3 bench/sm90_trace/steady.py tr.txt   (per key block, and the turns' spacing)
 The timestamps' global stores perturb the kernel a little (about 2% here)."""
 import re
 import sys
@@ -35,32 +39,32 @@ rep("""        const int wrow0 = x.row0 + 64 * cw + 16 * (warp % 4); /* this war
 rep("""            fa__mbar_wait(q_full, (uint32_t)(q_uses & 1));\n            if (FA__SM90_OVERLAP) {""",
     """            fa__mbar_wait(q_full, (uint32_t)(q_uses & 1));\n            FA__TR(11, k, 0);\n            if (FA__SM90_OVERLAP) {""")
 rep("""            auto my_turn = [&]() { if (FA__SM90_PINGPONG) fa__named_sync(1 + cw, 256); };""",
-    """            auto my_turn = [&]() { if (FA__SM90_PINGPONG) fa__named_sync(1 + cw, 256); FA__TR(12, k, 0); };""")
+    """            auto my_turn = [&]() { FA__TR(18, k, 0); if (FA__SM90_PINGPONG) fa__named_sync(1 + cw, 256); FA__TR(12, k, 0); };""")
 rep("""                    fa__wgmma_wait<0>();
                     fa__fence_regs(s_flat);
                     release_k(0);
-                    softmax(0); /* O~ is still 0: nothing to rescale */""",
+                    softmax(0, SHORT_PATH ? need_mask : needs_mask(0)); /* O~ is still 0: nothing to rescale */""",
 """                    fa__wgmma_wait<0>();
                     fa__fence_regs(s_flat);
                     FA__TR(13, k, 0);
                     release_k(0);
-                    softmax(0); /* O~ is still 0: nothing to rescale */
+                    softmax(0, SHORT_PATH ? need_mask : needs_mask(0)); /* O~ is still 0: nothing to rescale */
                     FA__TR(14, k, 0);""")
 rep("""                    fa__wgmma_wait<1>(); /* groups retire in order: S_it is done */
                     fa__fence_regs(s_flat);
                     release_k(it);
-                    softmax(it); /* overlaps the P V product */
+                    softmax(it, SHORT_PATH ? need_mask : needs_mask(it));
                     fa__wgmma_wait<0>();
                     fa__fence_regs(o_flat);""",
 """                    fa__wgmma_wait<1>(); /* groups retire in order: S_it is done */
                     fa__fence_regs(s_flat);
                     FA__TR(13, k, it);
                     release_k(it);
-                    softmax(it); /* overlaps the P V product */
-                    FA__TR(14, k, it);
-                    fa__wgmma_wait<0>();
+                    fa__wgmma_wait<0>(); /* where ptxas puts it (SASS D1 D0 E) */
                     fa__fence_regs(o_flat);
-                    FA__TR(15, k, it);""")
+                    FA__TR(15, k, it);
+                    softmax(it, SHORT_PATH ? need_mask : needs_mask(it));
+                    FA__TR(14, k, it);""")
 rep("""                    fa__wgmma_wait<0>();
                     fa__fence_regs(o_flat);
                     release_v(count - 1);""",
