@@ -1657,8 +1657,8 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
                whether the block needs the mask (needs_mask, which needs no
                S) made before the wait for S. Together +1.0 to +3.0% at all
                12 d 64 points (H100, 2026-11-25 02:36 UTC, against the code
-               before in one run). At d 128 they were within 0.6% on the grid,
-               but at 131072 tokens (the memory point, 176-key blocks) the tree
+               before in one run). At d 128 and 256 they moved the grid by -0.2
+               to +0.9%, but at 131072 tokens (the memory point, 176-key blocks) the tree
                cost 6% and the early test 2.5% (03:22 UTC), so d 128 and 256
                keep the chain and test after the wait. */
             constexpr bool SHORT_PATH = D == 64;
