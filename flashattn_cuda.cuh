@@ -1666,10 +1666,13 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
                 return fa__block_needs_mask(p, (x.n_begin + it) * BN, BN, x.sk, x.row0 + 64 * cw,
                                             x.row0 + 64 * cw + 63, x.shift);
             };
-            /* S_it is complete: masks, then the online softmax (alpha for O~) */
-            auto softmax = [&](int it, bool need_mask) {
+            /* S_it is complete: masks, then the online softmax (alpha for O~).
+               early_mask: needs_mask(it), asked before the wait under
+               SHORT_PATH (else unused: asked here) */
+            auto softmax = [&](int it, bool early_mask) {
                 const int k0 = (x.n_begin + it) * BN;
-                if (need_mask) fa__mask_scores<false>(s, p, wrow0, k0, x.sk, x.shift, h, g, t);
+                if (SHORT_PATH ? early_mask : needs_mask(it))
+                    fa__mask_scores<false>(s, p, wrow0, k0, x.sk, x.shift, h, g, t);
                 fa__softmax_tile<1, NS, LAZY_MAX, SHORT_PATH>(s, m_run, l_run, alpha, p.scale_log2);
             };
             /* S_it is done: K_it may be overwritten, and after the tile's
@@ -1696,11 +1699,11 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
                     my_turn();
                     issue_qk(0, n);
                     end_turn();
-                    const bool need_mask = SHORT_PATH && needs_mask(0);
+                    const bool early_mask = SHORT_PATH && needs_mask(0);
                     fa__wgmma_wait<0>();
                     fa__fence_regs(s_flat);
                     release_k(0);
-                    softmax(0, SHORT_PATH ? need_mask : needs_mask(0)); /* O~ is still 0: nothing to rescale */
+                    softmax(0, early_mask); /* O~ is still 0: nothing to rescale */
                     fa__pack_p<BF16>(s, pa);
                 };
                 /* key block it > 0 */
@@ -1709,11 +1712,11 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
                     issue_qk(it, n);        /* S_it ...                       */
                     issue_pv(it - 1, full); /* ... and O~ += P_{it-1} V_{it-1} */
                     end_turn();
-                    const bool need_mask = SHORT_PATH && needs_mask(it);
+                    const bool early_mask = SHORT_PATH && needs_mask(it);
                     fa__wgmma_wait<1>(); /* groups retire in order: S_it is done */
                     fa__fence_regs(s_flat);
                     release_k(it);
-                    softmax(it, SHORT_PATH ? need_mask : needs_mask(it));
+                    softmax(it, early_mask);
                     fa__wgmma_wait<0>();
                     fa__fence_regs(o_flat);
                     release_v(it - 1);
@@ -1755,7 +1758,7 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
                     fa__wgmma_wait<0>();
                     fa__fence_regs(s_flat);
                     release_k(it);
-                    softmax(it, needs_mask(it));
+                    softmax(it, SHORT_PATH && needs_mask(it));
                     fa__rescale_o(acc_o, alpha);
                     fa__pack_p<BF16>(s, pa);
                     my_turn();

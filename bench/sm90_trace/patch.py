@@ -11,7 +11,6 @@ Usage (the copies beside trace.cu, which includes "flashattn.h"):
   cp flashattn.h flashattn_cuda.cuh bench/sm90_trace/ && python3 bench/sm90_trace/patch.py bench/sm90_trace/flashattn_cuda.cuh
   nvcc -std=c++17 -O3 -gencode arch=compute_90a,code=sm_90a bench/sm90_trace/trace.cu -o trace
   ./trace D SEQLEN BATCH HEADS CAUSAL > tr.txt; python3 bench/sm90_trace/phases.py tr.txt
-  python3 bench/sm90_trace/steady.py tr.txt   (per key block, and the turns' spacing)
 The timestamps' global stores perturb the kernel a little (about 2% here)."""
 import re
 import sys
@@ -43,17 +42,17 @@ rep("""            auto my_turn = [&]() { if (FA__SM90_PINGPONG) fa__named_sync(
 rep("""                    fa__wgmma_wait<0>();
                     fa__fence_regs(s_flat);
                     release_k(0);
-                    softmax(0, SHORT_PATH ? need_mask : needs_mask(0)); /* O~ is still 0: nothing to rescale */""",
+                    softmax(0, early_mask); /* O~ is still 0: nothing to rescale */""",
 """                    fa__wgmma_wait<0>();
                     fa__fence_regs(s_flat);
                     FA__TR(13, k, 0);
                     release_k(0);
-                    softmax(0, SHORT_PATH ? need_mask : needs_mask(0)); /* O~ is still 0: nothing to rescale */
+                    softmax(0, early_mask); /* O~ is still 0: nothing to rescale */
                     FA__TR(14, k, 0);""")
 rep("""                    fa__wgmma_wait<1>(); /* groups retire in order: S_it is done */
                     fa__fence_regs(s_flat);
                     release_k(it);
-                    softmax(it, SHORT_PATH ? need_mask : needs_mask(it));
+                    softmax(it, early_mask);
                     fa__wgmma_wait<0>();
                     fa__fence_regs(o_flat);""",
 """                    fa__wgmma_wait<1>(); /* groups retire in order: S_it is done */
@@ -63,7 +62,7 @@ rep("""                    fa__wgmma_wait<1>(); /* groups retire in order: S_it 
                     fa__wgmma_wait<0>(); /* where ptxas puts it (SASS D1 D0 E) */
                     fa__fence_regs(o_flat);
                     FA__TR(15, k, it);
-                    softmax(it, SHORT_PATH ? need_mask : needs_mask(it));
+                    softmax(it, early_mask);
                     FA__TR(14, k, it);""")
 rep("""                    fa__wgmma_wait<0>();
                     fa__fence_regs(o_flat);

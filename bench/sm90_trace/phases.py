@@ -1,6 +1,9 @@
 #!/usr/bin/env python3
-"""bench/sm90_trace/phases.py TRACE... - per-tile phase averages, in SM clock cycles, of the
-consumer warpgroups in a trace printed by trace.cu."""
+"""bench/sm90_trace/phases.py TRACE... - for a trace printed by trace.cu: per-tile phase
+averages, in SM clock cycles, of the consumer warpgroups; then the medians of the phases of
+every key block after a tile's first (request -> turn -> S ready -> P V ready -> softmax done
+-> next request), and the spacing of the two consumer warpgroups' turns in blocks 0 and 1."""
+import statistics as st
 import sys
 # per-tile phase averages (cycles) of the consumer warpgroups of blocks 0 and 1
 def load(fn):
@@ -22,7 +25,6 @@ def phases(fn):
             T = tiles[a]; t0 = [c for e, it, c in T if e == 10][0]
             nxt = [c for e, it, c in tiles[b] if e == 10][0]
             get = lambda ee: [c for e, it, c in T if e == ee]
-            d = lambda x, y: (y - x) & 0xffffffff
             q = d(t0, get(11)[0]); s0 = d(get(12)[0], get(13)[0])
             smx = [d(x, y) for x, y in zip(get(13), get(14))]
             epi = d(get(16)[0], get(17)[0]); gap = d(get(17)[0], nxt)
@@ -31,6 +33,32 @@ def phases(fn):
                             ("last PV", lastpv), ("epilogue", epi), ("to next tile", gap), ("key blocks", len(smx))):
                 acc.setdefault(name, []).append(v)
     return {k: sum(v) / len(v) for k, v in acc.items()}, len(acc["tile"])
+d = lambda x, y: (y - x) & 0xffffffff
+def steady(fn):
+    ev = load(fn)
+    ph = {}
+    turns = {}
+    for (blk, role), L in ev.items():
+        if role == 0: continue
+        turns[(blk, role)] = [(c, k) for e, k, it, c in L if e == 12]
+        for i in range(len(L) - 5):
+            seq = [L[i + j][0] for j in range(6)]
+            if seq == [18, 12, 13, 15, 14, 18]:
+                t = [L[i + j][3] for j in range(6)]
+                for name, a, b in (("turn wait", 0, 1), ("turn->S", 1, 2), ("S->PV", 2, 3), ("softmax", 3, 4), ("->next req", 4, 5), ("period", 0, 5)):
+                    ph.setdefault(name, []).append(d(t[a], t[b]))
+    print(fn, " ".join(f"{k} {st.median(v):.0f} (mean {st.mean(v):.0f})" for k, v in ph.items()), "n", len(ph.get("period", [])))
+    # turn alternation in block 0: gaps A->B and B->A
+    for blk in (0, 1):
+        A = [(c, 1) for c, k in turns.get((blk, 1), [])]; B = [(c, 2) for c, k in turns.get((blk, 2), [])]
+        if not A or not B: continue
+        base = min(A[0][0], B[0][0])
+        M = sorted(A + B, key=lambda x: d(base, x[0]))
+        g12 = [d(M[i][0], M[i + 1][0]) for i in range(len(M) - 1) if M[i][1] == 1 and M[i + 1][1] == 2]
+        g21 = [d(M[i][0], M[i + 1][0]) for i in range(len(M) - 1) if M[i][1] == 2 and M[i + 1][1] == 1]
+        q = lambda v: f"med {st.median(v):.0f} p10 {sorted(v)[len(v)//10]:.0f} p90 {sorted(v)[9*len(v)//10]:.0f}"
+        print(f"  block {blk}: turn gaps WG1->WG2 {q(g12)}; WG2->WG1 {q(g21)}")
 for fn in sys.argv[1:]:
     r, n = phases(fn)
     print(f"{fn}: {n} tiles; " + ", ".join(f"{k} {v:.0f}" for k, v in r.items()))
+    steady(fn)
