@@ -171,8 +171,9 @@ NVCC_WERROR    := -Werror all-warnings -Xcompiler -Wall,-Wextra,-Werror
 GPU_ARCHS      ?= 80 90a
 GPU_ARCHS_ALL  := 80 86 89 90a
 gencode         = $(foreach a,$(1),-gencode arch=compute_$(a),code=sm_$(a))
-GPU_SOURCES    := tests/test_gpu.cu tests/test_gpu_decode.cu tests/test_gpu_backward.cu $(wildcard examples/*.cu) $(wildcard bench/*.cu) \
-                  $(wildcard bench/micro/*.cu)
+GPU_BENCH_SOURCES := $(wildcard bench/*.cu) $(wildcard bench/micro/*.cu)
+GPU_SOURCES    := tests/test_gpu.cu tests/test_gpu_decode.cu tests/test_gpu_backward.cu $(wildcard examples/*.cu) \
+                  $(GPU_BENCH_SOURCES)
 SANITIZER      ?= compute-sanitizer
 CUOBJDUMP      ?= $(shell command -v cuobjdump 2>/dev/null || echo $(dir $(NVCC))cuobjdump)
 
@@ -239,7 +240,6 @@ gpu_compile_oks = $(foreach a,$(1),$(foreach s,$(GPU_SOURCES),$(BUILD)/gpu-compi
 # which only ever run on the Hopper device, for sm_90a alone (each translation
 # unit compiles every kernel, about a minute of CPU per architecture: this
 # keeps `make test` well inside its time budget on a 2-core machine).
-GPU_BENCH_SOURCES := $(wildcard bench/*.cu) $(wildcard bench/micro/*.cu)
 gpu_check_oks = $(filter-out $(foreach a,$(filter-out 90a,$(1)),$(foreach s,$(GPU_BENCH_SOURCES),$(BUILD)/gpu-compile/$(a)/$(basename $(notdir $(s))).ok)),$(call gpu_compile_oks,$(1)))
 test-gpu-compile: $(call gpu_check_oks,$(GPU_ARCHS))
 	@cat $^; p=$$(cat $^ | grep -c '^PASS' || true); f=$$(cat $^ | grep -c '^FAIL' || true); \

@@ -5,7 +5,7 @@ every key block after a tile's first (request -> turn -> S ready -> P V ready ->
 -> next request), and the spacing of the two consumer warpgroups' turns in blocks 0 and 1."""
 import statistics as st
 import sys
-# per-tile phase averages (cycles) of the consumer warpgroups of blocks 0 and 1
+d = lambda x, y: (y - x) & 0xffffffff  # cycles from x to y (32-bit clock)
 def load(fn):
     ev = {}
     for l in open(fn):
@@ -13,6 +13,7 @@ def load(fn):
         blk, role, e, k, it, clk = map(int, l.split())
         ev.setdefault((blk, role), []).append((e, k, it, clk))
     return ev
+# per-tile phase averages (cycles) of the consumer warpgroups of blocks 0 and 1
 def phases(fn):
     ev = load(fn)
     acc = {}
@@ -33,7 +34,7 @@ def phases(fn):
                             ("last PV", lastpv), ("epilogue", epi), ("to next tile", gap), ("key blocks", len(smx))):
                 acc.setdefault(name, []).append(v)
     return {k: sum(v) / len(v) for k, v in acc.items()}, len(acc["tile"])
-d = lambda x, y: (y - x) & 0xffffffff
+# medians of the key-block phases, and the spacing of the warpgroups' turns
 def steady(fn):
     ev = load(fn)
     ph = {}
