@@ -1944,7 +1944,13 @@ static fa_status fa__launch_fwd(const char *fn, const fa__fwd_params &p, int bat
    2026-11-24, fwd-d64-4wg-trial.md); =3 (BLOCK_M 192, 128-key blocks,
    FlashAttention-3's d 64 tile; ptxas spills 28 bytes at the 128
    registers 512 threads leave) -20% at 512, +1-3% at 1k-2k, -20 to -32%
-   causal (fwd-d64-3wg-nopp-trial.md). */
+   causal (fwd-d64-3wg-nopp-trial.md). Fewer: d 256 with one consumer
+   warpgroup and two blocks an SM (so that one block's Q load and O store
+   run under the other's products; 64-key blocks in one stage, or 32 in
+   two) ran 4-8% slower at causal 512 and 28-39% slower non-causal from
+   4k (H100, 2026-11-25, fwd-d256-two-blocks-trial-0620.md; a likely
+   cause, not measured: nothing schedules one block's softmax against the
+   other's products as the pingpong turns do). */
 template <int D, bool WIDE> struct fa__sm90_shape;
 template <> struct fa__sm90_shape<64, false> {
     static constexpr int wgs = FA__SM90_D64_WG, bn = wgs <= 3 ? 128 : 64, stages = wgs <= 3 ? 3 : 4;
