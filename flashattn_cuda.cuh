@@ -1422,8 +1422,8 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
        once share a head's K and V in L2 (ordered by query block slowest, a
        causal d 128 run at 2k tokens measured 0.76x; heaviest first inside
        groups of 33 heads, so that the last wave holds the lightest tiles,
-       d 256 causal 512 0.92x), and last first: the heaviest under a causal
-       mask. */
+       d 256 causal 512 0.92x, H100, 2026-11-25), and last first: the
+       heaviest under a causal mask. */
     auto tile_coords = [&](int tile, int &m_block, int &h, int &b) {
         m_block = m_blocks - 1 - tile % m_blocks;
         h = (tile / m_blocks) % p.heads_q;
