@@ -10,8 +10,14 @@
 #include <cuda_runtime.h>
 #include <cuda_bf16.h>
 __device__ __forceinline__ float ex2(float x) { float y; asm volatile("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x)); return y; }
-__device__ __forceinline__ uint32_t pk(float a, float b) { uint32_t r; asm volatile("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(b), "f"(a)); return r; }
-__device__ __forceinline__ uint32_t pkh(float a, float b) { uint32_t r; asm volatile("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(b), "f"(a)); return r; }
+/* the 16-bit pack of two floats: bf16x2, or f16x2 when F16 */
+template <bool F16 = false> __device__ __forceinline__ uint32_t pk(float a, float b)
+{
+    uint32_t r;
+    if (F16) asm volatile("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(b), "f"(a));
+    else asm volatile("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(b), "f"(a));
+    return r;
+}
 template <int MODE> __global__ void k(uint32_t *out, int iters, long long *cyc)
 {
     float f[16];
@@ -21,15 +27,12 @@ template <int MODE> __global__ void k(uint32_t *out, int iters, long long *cyc)
         if (MODE == 0) { // 16 ex2
 #pragma unroll
             for (int i = 0; i < 16; i++) f[i] = ex2(f[i]) * -0.5f;
-        } else if (MODE == 1) { // 8 packs (bf16)
+        } else if (MODE == 1 || MODE == 3) { // 8 packs (bf16; f16 for MODE 3)
 #pragma unroll
-            for (int i = 0; i < 8; i++) { uint32_t r = pk(f[2*i], f[2*i+1]); f[2*i] = __uint_as_float(r) ; f[2*i+1] = __uint_as_float(r ^ 0x10001u); }
+            for (int i = 0; i < 8; i++) { uint32_t r = pk<MODE == 3>(f[2*i], f[2*i+1]); f[2*i] = __uint_as_float(r) ; f[2*i+1] = __uint_as_float(r ^ 0x10001u); }
         } else if (MODE == 2) { // 16 ex2 + 8 packs
 #pragma unroll
             for (int i = 0; i < 8; i++) { float a = ex2(f[2*i]), b = ex2(f[2*i+1]); uint32_t r = pk(a, b); f[2*i] = __uint_as_float(r & 0xbf7fbf7fu); f[2*i+1] = a - b; }
-        } else if (MODE == 3) { // 8 packs f16
-#pragma unroll
-            for (int i = 0; i < 8; i++) { uint32_t r = pkh(f[2*i], f[2*i+1]); f[2*i] = __uint_as_float(r) ; f[2*i+1] = __uint_as_float(r ^ 0x10001u); }
         } else if (MODE == 4) { // 16 ex2 + 16 FMNMX-ish (fmaxf) + 16 FADD: ALU contention?
 #pragma unroll
             for (int i = 0; i < 16; i++) { float a = ex2(f[i]); f[i] = fmaxf(a, f[(i+1)&15]) - 0.25f; }
