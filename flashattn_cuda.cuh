@@ -429,16 +429,32 @@ static __device__ __forceinline__ fa__extent fa__fwd_extent(const fa__fwd_params
     return x;
 }
 
-/* Does a key block [k0, k0 + bn) need element masks for query rows
-   [first, last]? Only blocks cut by sk or by a window / causal boundary do. */
-static __device__ __forceinline__ bool fa__block_needs_mask(const fa__fwd_params &p, int k0, int bn,
-                                                            int sk, int first, int last,
-                                                            int64_t shift)
+/* Which key blocks need element masks for query rows [first, last]: only
+   those cut by sk or by a window / causal boundary. Block [k0, k0 + bn)
+   does when k0 + bn > hi (keys past sk or past the right edge of the
+   first row) or k0 < lo (keys left of the last row's window). The limits
+   are clamped to [0, sk], which keeps every answer, so that they fit 32
+   bits: the sm_90a kernel finds them once per tile and a block's test is
+   two compares (held through its key loop as 64-bit sums they cost the
+   3-warpgroup d 64 kernel 24 bytes of register spills, ptxas 13.0). The
+   sm_80 kernel asks per block and leaves the hoisting to ptxas (found
+   once per tile there, its plain d 128 kernel spilled 40 bytes instead
+   of 24). */
+typedef struct fa__mask_cut { int lo, hi; } fa__mask_cut;
+static __device__ __forceinline__ fa__mask_cut fa__mask_cut_for(const fa__fwd_params &p, int sk, int first,
+                                                               int last, int64_t shift)
 {
-    bool need = k0 + bn > sk;
-    if (p.has_right) need |= (int64_t)k0 + bn - 1 > (int64_t)first + shift + p.right;
-    if (p.has_left) need |= (int64_t)k0 < (int64_t)last + shift - p.left;
-    return need;
+    int64_t hi = sk, lo = 0;
+    if (p.has_right && (int64_t)first + shift + p.right + 1 < hi) hi = (int64_t)first + shift + p.right + 1;
+    if (p.has_left) lo = (int64_t)last + shift - p.left;
+    fa__mask_cut c;
+    c.hi = (int)(hi > 0 ? hi : 0);
+    c.lo = (int)(lo < 0 ? 0 : lo > sk ? sk : lo);
+    return c;
+}
+static __device__ __forceinline__ bool fa__block_needs_mask(fa__mask_cut c, int k0, int bn)
+{
+    return k0 + bn > c.hi || k0 < c.lo;
 }
 
 /* f(i, kj, x) for every score x (by reference) that this thread holds, with
@@ -802,7 +818,7 @@ fa__fwd_kernel_sm80(const fa__fwd_params p)
             fa__cp_async_commit();
 
             /* ---- masks and extras, element by element, only where needed ---- */
-            if (EXTRAS || fa__block_needs_mask(p, k0, BN, sk, row0, row0 + BM - 1, shift))
+            if (EXTRAS || fa__block_needs_mask(fa__mask_cut_for(p, sk, row0, row0 + BM - 1, shift), k0, BN))
                 fa__mask_scores<EXTRAS>(s, p, wrow0, k0, sk, shift, h, g, t);
 
             /* ---- online softmax (seed 002: m, l, unscaled O~) ---- */
@@ -888,10 +904,12 @@ fa__fwd_kernel_sm80(const fa__fwd_params p)
 
    3. Warp specialization and setmaxnreg. The block has 3 warpgroups:
       warpgroup 0 is the PRODUCER (one warp issues TMA copies; it gives its
-      registers back with setmaxnreg.dec to 24), warpgroups 1 and 2 are CONSUMERS
-      (64 query rows each, BLOCK_M = 128; setmaxnreg.inc to 240 registers
-      for S, P and O~). Q is loaded once; K and V go through a ring of
-      STAGES shared-memory stages, each guarded by four barriers:
+      registers back with setmaxnreg.dec to 24), warpgroups 1 and 2 are
+      CONSUMERS (64 query rows each, BLOCK_M = 128; setmaxnreg.inc to 240
+      registers for S, P and O~; d 64 with many keys per row has a third
+      consumer, BLOCK_M = 192, at 160 registers: see fa__sm90_shape). Q is
+      loaded once; K and V go through a ring of STAGES shared-memory
+      stages, each guarded by four barriers:
         k_full[s], v_full[s]    the producer's copies have landed (TMA bytes);
         k_empty[s], v_empty[s]  all 8 consumer warps are done reading K (V)
                                 of stage s.
@@ -917,11 +935,12 @@ fa__fwd_kernel_sm80(const fa__fwd_params p)
       = 0 issues the products in separate turns, for the ablation in
       bench/results/.)
 
-   5. Pingpong between the two consumer warpgroups (seed 003, §3.1): a
-      warpgroup issues its products only in its turn, kept by two named
-      barriers (ids 1 and 2, 256 threads: 128 that wait + 128 of the other
-      warpgroup that arrive), so one warpgroup's softmax runs while the
-      other's products occupy the tensor cores. (FA__SM90_PINGPONG = 0
+   5. Pingpong between the consumer warpgroups (seed 003, §3.1): a
+      warpgroup issues its products only in its turn, kept by one named
+      barrier per consumer (ids 1 .. WG, 256 threads: its 128 that wait +
+      the 128 of the warpgroup before it, which arrive when their turn
+      ends), so the turns go round and one warpgroup's softmax runs while
+      another's products occupy the tensor cores. (FA__SM90_PINGPONG = 0
       turns it off, for the ablation.)
 
    6. Persistent blocks. With more tiles (query block, head, batch) than
@@ -990,9 +1009,6 @@ fa__fwd_kernel_sm80(const fa__fwd_params p)
 #endif
 #ifndef FA__SM90_PINGPONG
 #define FA__SM90_PINGPONG 1 /* 0: the consumer warpgroups issue products whenever ready (ablation only) */
-#endif
-#ifndef FA__SM90_D64_WG
-#define FA__SM90_D64_WG 2 /* 3 or 4: d 64's 128-key shape with 3 or 4 consumer warpgroups (trials only) */
 #endif
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -1206,7 +1222,6 @@ static __device__ __forceinline__ uint64_t fa__wg_desc_step(uint64_t desc, uint3
 #define FA__WG_ACC40 "{" FA__WG_R0 ", " FA__WG_R1 ", %32, %33, %34, %35, %36, %37, %38, %39}"
 #define FA__WG_ACC64 "{" FA__WG_R0 ", " FA__WG_R1 ", " FA__WG_R2 ", " FA__WG_R3 "}"
 #define FA__WG_ACC88 "{" FA__WG_R0 ", " FA__WG_R1 ", " FA__WG_R2 ", " FA__WG_R3 ", " FA__WG_R4 ", %80, %81, %82, %83, %84, %85, %86, %87}"
-#define FA__WG_ACC96 "{" FA__WG_R0 ", " FA__WG_R1 ", " FA__WG_R2 ", " FA__WG_R3 ", " FA__WG_R4 ", " FA__WG_R5 "}"
 #define FA__WG_ACC128                                                                         \
     "{" FA__WG_R0 ", " FA__WG_R1 ", " FA__WG_R2 ", " FA__WG_R3 ", " FA__WG_R4 ", " FA__WG_R5 \
     ", " FA__WG_R6 ", " FA__WG_R7 "}"
@@ -1219,7 +1234,6 @@ static __device__ __forceinline__ uint64_t fa__wg_desc_step(uint64_t desc, uint3
 #define FA__WG_OUT40(d) FA__WG_O32(d, 0), FA__WG_O8(d, 32)
 #define FA__WG_OUT64(d) FA__WG_O32(d, 0), FA__WG_O32(d, 32)
 #define FA__WG_OUT88(d) FA__WG_O32(d, 0), FA__WG_O32(d, 32), FA__WG_O8(d, 64), FA__WG_O8(d, 72), FA__WG_O8(d, 80)
-#define FA__WG_OUT96(d) FA__WG_O32(d, 0), FA__WG_O32(d, 32), FA__WG_O32(d, 64)
 #define FA__WG_OUT128(d) FA__WG_O32(d, 0), FA__WG_O32(d, 32), FA__WG_O32(d, 64), FA__WG_O32(d, 96)
 /* the instruction text; A0.. are the operand numbers that follow the NR
    accumulators */
@@ -1230,8 +1244,6 @@ static __device__ __forceinline__ uint64_t fa__wg_desc_step(uint64_t desc, uint3
     "{\n.reg .pred p;\nsetp.ne.b32 p, %" A5 ", 0;\nwgmma.mma_async.sync.aligned.m64n" #N      \
     "k16.f32." TY "." TY " " ACC ", {%" A0 ", %" A1 ", %" A2 ", %" A3 "}, %" A4 ", p, 1, 1, 1;\n}\n"
 template <int N, bool BF16> struct fa__wgmma;
-/* a compile-time int as a value (for generic lambdas: decltype(n)::value) */
-template <int N> struct fa__int { static constexpr int value = N; };
 #define FA__WGMMA_N(N, NR, A0, A1, A2, A3, A4, A5)                                              \
     template <bool BF16> struct fa__wgmma<N, BF16> {                                            \
         template <int TR = 0>                                                                   \
@@ -1262,7 +1274,6 @@ FA__WGMMA_N(64, 32, "32", "33", "34", "35", "36", "37")
 FA__WGMMA_N(80, 40, "40", "41", "42", "43", "44", "45")
 FA__WGMMA_N(128, 64, "64", "65", "66", "67", "68", "69")
 FA__WGMMA_N(176, 88, "88", "89", "90", "91", "92", "93")
-FA__WGMMA_N(192, 96, "96", "97", "98", "99", "100", "101")
 FA__WGMMA_N(256, 128, "128", "129", "130", "131", "132", "133")
 
 /* Copy one R x D tile (rows [row, row + R) of a [b][h][row][col] tensor)
@@ -1386,7 +1397,7 @@ static __device__ __forceinline__ void fa__sm90_store_o(const fa__fwd_params &p,
 #endif /* FA__SM90A */
 
 /* The kernel: 128 (WG + 1) threads a block, the producer warpgroup and WG
-   consumer warpgroups (2; 3 or 4 only in the d 64 trials of FA__SM90_D64_WG).
+   consumer warpgroups (2, or 3 in d 64's shape for long rows: fa__sm90_shape).
    Tiles are (query block of 64 WG rows, head, batch), m_blocks query blocks
    per (head, batch). PERSIST: at most one block per SM, each walking many
    tiles (item 6); else a block per tile. */
@@ -1520,7 +1531,21 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
 
     /* ---- consumer warpgroups 1 .. WG: query rows 64 * cw .. + 63 of each tile ---- */
     fa__setmaxnreg_inc<fa__sm90_consumer_regs(WG)>();
-    const int cw = warp / 4 - 1, g = lane / 4, t = lane % 4;
+    /* cw, the consumer warpgroup. Where CW_UNIFORM it is read from lane 0
+       (__shfl_sync): ptxas then knows it is the same in every lane of the
+       warp and keeps it, and what is derived from it (the warpgroup's rows
+       and mask limits, its Q descriptor, its barrier ids), in uniform
+       registers, which do not count against a thread's registers. With 3
+       consumer warpgroups (160 registers a thread) it has to: computed in
+       each thread those values spilled 16 bytes (ptxas 13.0). Elsewhere it
+       changes only ptxas's schedule, and it is used where that measured
+       faster (H100, 2026-11-25 07:31 and 07:36 UTC, two runs, against the
+       same kernels without it): d 256 +1 to +3%, d 128 with 128-key blocks
+       +0.6 to +1.4%; not for d 64 with 2 warpgroups (1% slower) or d 128
+       with 176-key blocks (2-4% slower at 8k-16k tokens). */
+    constexpr bool CW_UNIFORM = WG == 3 || D == 256 || (D == 128 && BN == 128);
+    const int cw = CW_UNIFORM ? __shfl_sync(0xffffffffu, warp / 4 - 1, 0) : warp / 4 - 1;
+    const int g = lane / 4, t = lane % 4;
     const uint32_t qw = sQ + (uint32_t)cw * 64 * 128; /* this warpgroup's rows of each block */
     int q_uses = 0, ring = 0;
     /* Pingpong turns (item 5): barrier 1 + cw is this warpgroup's turn, and
@@ -1586,37 +1611,9 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
                 fa__mbar_wait(bar, (uint32_t)(((ring + it) / STAGES) & 1));
                 return (uint32_t)((ring + it) % STAGES) * KV_BYTES;
             };
-            /* A tile's last key block may hold fewer of its keys than BN:
-               past the sequence's end (4096 keys in 176-key blocks leave
-               48), or past the causal / window diagonal of the tile's last
-               row. With 64 keys or fewer, its S = Q K^T may run with N = 64
-               (the first keys only) and its P V with 4 k-steps; the registers
-               of the keys left out keep stale scores, which the mask (every
-               such block gets it: fa__block_needs_mask) sets to -inf, as it
-               does all keys from kend on. NARROW: only d 64's 192-key blocks
-               do it, the shape it measured faster for (H100, 2026-11-24,
-               4k to 16k tokens: +2.7 to +3.3%; 4096 and 16384 keys leave 64,
-               8192 leave 128 and gained as much, so part of it is the loop's
-               new shape). With the last block taken out of the loop every shape's
-               loop body compiled differently: ptxas moved the ring counters
-               to per-thread registers at 128-key blocks (4-9% slower up to
-               2k tokens) and the d 128 176-key kernel ran 30% slower; chosen
-               by a branch inside the loop, the products got extra
-               warpgroup.arrive (C7519) and every shape ran 30-50% slower. */
-            constexpr bool NARROW = D == 64 && BN == 192;
-            /* (The limit fa__fwd_extent also derives n_end from. Kept there
-               as a field k_end instead, every other kernel compiled to the
-               same SASS but this one ran 20% slower at 4k-16k tokens, H100,
-               2026-11-24 08:47 UTC: hence computed here.) */
-            const int64_t last_row = (x.row0 + BM < x.sq ? x.row0 + BM : x.sq) - 1;
-            const int64_t diag = p.has_right ? last_row + x.shift + p.right + 1 : (int64_t)x.sk;
-            const int kend = (int)(diag < x.sk ? diag : x.sk);
-            const fa__int<BN> full;
-            /* issue S = Q K_it^T (its first n.value keys) once K_it has
-               landed (no wait for the result) */
-            auto issue_qk = [&](int it, auto n) {
-                constexpr int N = decltype(n)::value;
-                float(&sn)[N / 2] = reinterpret_cast<float(&)[N / 2]>(s_flat);
+            /* issue S = Q K_it^T once K_it has landed (no wait for the
+               result) */
+            auto issue_qk = [&](int it) {
                 /* Descriptors (K-major Q and K, see the layout above). Q's
                    rows depend on the warpgroup, so its descriptors are
                    per-thread values that each product moves to uniform
@@ -1632,16 +1629,16 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
                 fa__wgmma_fence();
 #pragma unroll
                 for (int kk = 0; kk < D / 16; kk++)
-                    fa__wgmma<N, BF16>::ss(sn, fa__wg_desc_step(qd, (kk / 4) * BM * 128 + (kk % 4) * 32),
+                    fa__wgmma<BN, BF16>::ss(s_flat, fa__wg_desc_step(qd, (kk / 4) * BM * 128 + (kk % 4) * 32),
                                            fa__wg_desc(kbase + (kk / 4) * BN * 128 + (kk % 4) * 32, 16, 1024), kk > 0);
                 fa__wgmma_commit();
             };
-            /* issue O~ += P V_it (its first n.value keys) once V_it has landed */
-            auto issue_pv = [&](int it, auto n) {
+            /* issue O~ += P V_it once V_it has landed */
+            auto issue_pv = [&](int it) {
                 const uint32_t vbase = sV + landed(v_full((ring + it) % STAGES), it);
                 fa__wgmma_fence();
 #pragma unroll
-                for (int kk = 0; kk < decltype(n)::value / 16; kk++)
+                for (int kk = 0; kk < BN / 16; kk++)
                     fa__wgmma<D, BF16>::rs(o_flat, pa[kk][0], fa__wg_desc(vbase + kk * 2048, BN * 128, 1024), 1);
                 fa__wgmma_commit();
             };
@@ -1664,10 +1661,8 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
                cost 6% and the early test 2.5% (03:22 UTC), so d 128 and 256
                keep the chain and test after the wait. */
             constexpr bool SHORT_PATH = D == 64;
-            auto needs_mask = [&](int it) {
-                return fa__block_needs_mask(p, (x.n_begin + it) * BN, BN, x.sk, x.row0 + 64 * cw,
-                                            x.row0 + 64 * cw + 63, x.shift);
-            };
+            const fa__mask_cut cut = fa__mask_cut_for(p, x.sk, x.row0 + 64 * cw, x.row0 + 64 * cw + 63, x.shift);
+            auto needs_mask = [&](int it) { return fa__block_needs_mask(cut, (x.n_begin + it) * BN, BN); };
             /* S_it is complete: masks, then the online softmax (alpha for O~).
                early_mask: needs_mask(it), asked before the wait under
                SHORT_PATH (else unused: asked here) */
@@ -1697,9 +1692,9 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
             fa__mbar_wait(q_full, (uint32_t)(q_uses & 1));
             if (FA__SM90_OVERLAP) {
                 /* the first key block: S_0 alone */
-                auto first = [&](auto n) {
+                auto first = [&]() {
                     my_turn();
-                    issue_qk(0, n);
+                    issue_qk(0);
                     end_turn();
                     const bool early_mask = SHORT_PATH && needs_mask(0);
                     fa__wgmma_wait<0>();
@@ -1709,10 +1704,10 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
                     fa__pack_p<BF16>(s, pa);
                 };
                 /* key block it > 0 */
-                auto step = [&](int it, auto n) {
+                auto step = [&](int it) {
                     my_turn();
-                    issue_qk(it, n);        /* S_it ...                       */
-                    issue_pv(it - 1, full); /* ... and O~ += P_{it-1} V_{it-1} */
+                    issue_qk(it);     /* S_it ...                       */
+                    issue_pv(it - 1); /* ... and O~ += P_{it-1} V_{it-1} */
                     end_turn();
                     const bool early_mask = SHORT_PATH && needs_mask(it);
                     fa__wgmma_wait<1>(); /* groups retire in order: S_it is done */
@@ -1727,35 +1722,23 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
                         fa__rescale_o(acc_o, alpha);
                     fa__pack_p<BF16>(s, pa);
                 };
-                /* the last P V, at width n */
-                auto finish = [&](auto n) {
+                /* the last P V */
+                auto finish = [&]() {
                     my_turn();
-                    issue_pv(count - 1, n);
+                    issue_pv(count - 1);
                     end_turn();
                     epilogue_begin(); /* l and m are final: the last softmax is done */
                     fa__wgmma_wait<0>();
                     fa__fence_regs(o_flat);
                     release_v(count - 1);
                 };
-                if (!NARROW) {
-                    first(full);
-                    for (int it = 1; it < count; it++) step(it, full);
-                    finish(full);
-                } else { /* the last key block out of the loop, at its width */
-                    auto last = [&](auto n) {
-                        if (count > 1) step(count - 1, n);
-                        else first(n);
-                        finish(n);
-                    };
-                    if (count > 1) first(full);
-                    for (int it = 1; it < count - 1; it++) step(it, full);
-                    if (kend - (x.n_begin + count - 1) * BN <= 64) last(fa__int<64>());
-                    else last(full);
-                }
+                first();
+                for (int it = 1; it < count; it++) step(it);
+                finish();
             } else {
                 for (int it = 0; it < count; it++) {
                     my_turn();
-                    issue_qk(it, full);
+                    issue_qk(it);
                     end_turn();
                     fa__wgmma_wait<0>();
                     fa__fence_regs(s_flat);
@@ -1764,7 +1747,7 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
                     fa__rescale_o(acc_o, alpha);
                     fa__pack_p<BF16>(s, pa);
                     my_turn();
-                    issue_pv(it, full);
+                    issue_pv(it);
                     end_turn();
                     fa__wgmma_wait<0>();
                     fa__fence_regs(o_flat);
@@ -1919,43 +1902,45 @@ static fa_status fa__launch_fwd(const char *fn, const fa__fwd_params &p, int bat
    Persistent blocks (item 6) for d 64 and 128, and for d 256 where they
    measured faster (fa__sm90_persist_d256; there the launch chooses
    between the kernel with PERSIST and the one without).
-   WIDE: with many keys per query row, wider key blocks at d 64 (192 keys,
-   3 stages, 177 KB with the O tile) and d 128 (176 keys, 2 stages, 209 KB,
-   no room for an O tile; FlashAttention-3's 128 x 176): a third fewer
-   iterations, each with its barrier waits and row max / sum reductions,
-   for the same products. Short or causal rows
-   lose by it (the diagonal block wastes more, and fewer blocks means less
-   to overlap). Measured on the H100 (2026-11-23 14:10 UTC, TFLOP/s, 128 /
-   wide): d 64 non-causal 512: 293 / 272, 4k: 436 / 452, 16k: 444 / 492;
-   d 64 causal 4k: 396 / 397, 8k: 429 / 443; d 128 non-causal 2k: 570 /
-   584, 16k: 659 / 682; causal 2k: 475 / 453, 8k: 610 / 637. Hence wide from
-   4096 keys without a mask bound and from 8192 with one, until the
-   epilogue moved into the last P V's shadow (the kernel's epilogue_begin)
-   made the 128-key blocks faster at 4096 non-causal keys too: d 128 674 /
-   658, d 64 464 / 460 (H100, 2026-11-24 14:01 UTC, one run). Now
-   wide from 8192 keys, mask or not (fa__sm90_wide_keys).
-   wgs: consumer warpgroups. More of them would give each SM sub-partition
-   more warps to hide the softmax's latency with (a d 64 tile at 512 tokens
-   spends about 40% of its time in the softmax, whose warps mostly wait on
-   dependent instructions: bench/results/ 2026-11-24 sm90-trace and ncu
-   files); -DFA__SM90_D64_WG=4 builds d 64 that way (BLOCK_M 256, 64-key
-   blocks to fit 112 registers a consumer thread) and it measured slower:
-   +2% at 512 tokens, -2 to -7% at 1k-2k, -7 to -14% causal (H100,
-   2026-11-24, fwd-d64-4wg-trial.md); =3 (BLOCK_M 192, 128-key blocks,
-   FlashAttention-3's d 64 tile; ptxas spills 28 bytes at the 128
-   registers 512 threads leave) -20% at 512, +1-3% at 1k-2k, -20 to -32%
-   causal (fwd-d64-3wg-nopp-trial.md). Fewer: d 256 with one consumer
-   warpgroup and two blocks an SM (so that one block's Q load and O store
-   run under the other's products; 64-key blocks in one stage, or 32 in
-   two) ran 4-8% slower at causal 512 and 28-39% slower non-causal from
-   4k (H100, 2026-11-25, fwd-d256-two-blocks-trial-0620.md; a likely
-   cause, not measured: nothing schedules one block's softmax against the
-   other's products as the pingpong turns do). */
-template <int D, bool WIDE> struct fa__sm90_shape;
-template <> struct fa__sm90_shape<64, false> {
-    static constexpr int wgs = FA__SM90_D64_WG, bn = wgs <= 3 ? 128 : 64, stages = wgs <= 3 ? 3 : 4;
-};
-template <> struct fa__sm90_shape<64, true> { static constexpr int wgs = 2, bn = 192, stages = 3; };
+   LONG: the shape for many keys per query row (fa__sm90_long_rows).
+     d 128: wider key blocks, 176 keys, 2 stages (209 KB, no room for an O
+     tile; FlashAttention-3's 128 x 176): a third fewer iterations, each
+     with its barrier waits and row max / sum reductions, for the same
+     products. Short or causal rows lose by it (the diagonal block wastes
+     more, and fewer blocks means less to overlap). Measured on the H100
+     (2026-11-23 14:10 UTC, TFLOP/s, 128 / 176 keys): non-causal 2k: 570 /
+     584, 16k: 659 / 682; causal 2k: 475 / 453, 8k: 610 / 637; once the
+     epilogue moved into the last P V's shadow (the kernel's
+     epilogue_begin) the 128-key blocks were as fast at 4096 non-causal
+     keys too (674 / 658, 2026-11-24 14:01 UTC). Hence from 8192 keys.
+     d 64: a third consumer warpgroup, BLOCK_M 192 with 128-key blocks, 3
+     stages (FlashAttention-3's d 64 tile; 145 KB with the O tile). At
+     d 64 the softmax, not the tensor cores, sets the pace (a tile at 512
+     tokens spends about 40% of its time in it, its warps mostly waiting
+     on dependent instructions: bench/results/ 2026-11-24 sm90-trace and
+     ncu files), and a third warpgroup gives each SM sub-partition
+     another warp to hide that latency with, at 160 registers a thread
+     instead of 240. Its 192-row tiles waste rows at short lengths and
+     on causal diagonals. Against two warpgroups (H100, 2026-11-25 07:22
+     UTC, one run, TFLOP/s, 2 / 3 warpgroups; two: 128-key blocks up to
+     4k, from 8k the 192-key blocks d 64 took before): non-causal 2k 465
+     / 453, 4k 495 / 520, 8k 486 / 513, 16k 498 / 524; causal 4k 442 /
+     424, 8k 468 / 478, 16k 482 / 493. Hence from 4096 keys without a
+     mask bound, 8192 with one. (Until the mask limits became 32-bit,
+     fa__mask_cut, and cw warp-uniform, this shape spilled 24 bytes.)
+   wgs: consumer warpgroups. Four at d 64 (BLOCK_M 256, 64-key blocks to
+   fit 112 registers a consumer thread) measured slower: +2% at 512
+   tokens, -2 to -7% at 1k-2k, -7 to -14% causal (H100, 2026-11-24,
+   fwd-d64-4wg-trial.md). Fewer: d 256 with one consumer warpgroup and two
+   blocks an SM (so that one block's Q load and O store run under the
+   other's products; 64-key blocks in one stage, or 32 in two) ran 4-8%
+   slower at causal 512 and 28-39% slower non-causal from 4k (H100,
+   2026-11-25, fwd-d256-two-blocks-trial-0620.md; a likely cause, not
+   measured: nothing schedules one block's softmax against the other's
+   products as the pingpong turns do). */
+template <int D, bool LONG> struct fa__sm90_shape;
+template <> struct fa__sm90_shape<64, false> { static constexpr int wgs = 2, bn = 128, stages = 3; };
+template <> struct fa__sm90_shape<64, true> { static constexpr int wgs = 3, bn = 128, stages = 3; };
 template <> struct fa__sm90_shape<128, false> { static constexpr int wgs = 2, bn = 128, stages = 2; };
 template <> struct fa__sm90_shape<128, true> { static constexpr int wgs = 2, bn = 176, stages = 2; };
 template <> struct fa__sm90_shape<256, false> { static constexpr int wgs = 2, bn = 80, stages = 2; };
@@ -1964,10 +1949,10 @@ template <> struct fa__sm90_shape<256, false> { static constexpr int wgs = 2, bn
 /* tests only: how many forwards took the sm_90a kernel, a switch that
    sends every forward to the sm_80 kernel so both are tested on one GPU,
    and a cap on the persistent grid (0: none) so that small problems too
-   walk several tiles per block, and a choice of key block (-1: by the
-   rule of fa__sm90_wide_keys, 0: 128 / 80 keys, 1: wide where the head
-   dim has it) */
-static int fa__sm90_launches, fa__sm90_disable, fa__sm90_grid_cap, fa__sm90_wide = -1;
+   walk several tiles per block, and a choice of shape (-1: by the rule
+   of fa__sm90_long_rows, 0: the base shape, 1: the shape for long rows
+   where the head dim has one) */
+static int fa__sm90_launches, fa__sm90_disable, fa__sm90_grid_cap, fa__sm90_long = -1;
 #define FA__SM90_OFF fa__sm90_disable
 #else
 #define FA__SM90_OFF 0
@@ -2012,13 +1997,14 @@ static int fa__tma_map(CUtensorMap *m, const void *base, int bf16, int cols, int
                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS;
 }
 
-/* Wide key blocks (see fa__sm90_shape) from 8192 keys. */
-static bool fa__sm90_wide_keys(const fa__fwd_params &p)
+/* The shape for long rows (see fa__sm90_shape): d 64 from 4096 keys, or
+   8192 under a causal / window mask; d 128 from 8192 keys. */
+static bool fa__sm90_long_rows(const fa__fwd_params &p, int d)
 {
 #ifdef FLASHATTN_TEST_HOOKS
-    if (fa__sm90_wide >= 0) return fa__sm90_wide != 0;
+    if (fa__sm90_long >= 0) return fa__sm90_long != 0;
 #endif
-    return p.seqlen_k >= 8192;
+    return p.seqlen_k >= (d == 64 && !p.has_left && !p.has_right ? 4096 : 8192);
 }
 
 /* Can the grid be persistent (one block per SM, or per pair when there are
@@ -2058,12 +2044,12 @@ static bool fa__sm90_persist_d256(const fa__fwd_params &p, int batch, int sms)
 /* Run the problem on the sm_90a kernel when it can: *ran = 0 (and FA_OK)
    sends it to the sm_80 kernel instead: a binary without sm_90a code, a
    view TMA cannot describe, or too little shared memory. */
-template <bool BF16, int D, bool WIDE, bool PERSIST>
+template <bool BF16, int D, bool LONG, bool PERSIST>
 static fa_status fa__launch_fwd_sm90(const char *fn, const fa__fwd_params &p, int batch,
                                      const fa__gpu &gpu, cudaStream_t stream, int *ran)
 {
-    constexpr int BN = fa__sm90_shape<D, WIDE>::bn, ST = fa__sm90_shape<D, WIDE>::stages;
-    constexpr int WG = fa__sm90_shape<D, WIDE>::wgs, BM = 64 * WG;
+    constexpr int BN = fa__sm90_shape<D, LONG>::bn, ST = fa__sm90_shape<D, LONG>::stages;
+    constexpr int WG = fa__sm90_shape<D, LONG>::wgs, BM = 64 * WG;
     const size_t smem = fa__sm90_smem(D, BM, BN, ST, fa__sm90_o_own(D, BM, BN, ST));
     void (*kern)(const fa__tma_maps, const fa__fwd_params, int, int) = fa__fwd_kernel_sm90<BF16, D, BN, ST, PERSIST, WG>;
     const int vq = p.cu_seqlens_q != NULL, vk = p.cu_seqlens_k != NULL;
@@ -2137,7 +2123,7 @@ static fa_status fa__dispatch_family(const char *fn, const fa__fwd_params &p, in
                     s = fa__launch_fwd_sm90<BF16, D, false, P>(fn, p, batch, gpu, stream, &ran);
                 else
                     s = fa__launch_fwd_sm90<BF16, D, false, false>(fn, p, batch, gpu, stream, &ran);
-            } else if (fa__sm90_wide_keys(p)) {
+            } else if (fa__sm90_long_rows(p, D)) {
                 s = fa__launch_fwd_sm90<BF16, D, true, P>(fn, p, batch, gpu, stream, &ran);
             } else {
                 s = fa__launch_fwd_sm90<BF16, D, false, P>(fn, p, batch, gpu, stream, &ran);

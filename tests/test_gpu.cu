@@ -437,23 +437,24 @@ int main(int argc, char **argv)
        Every other case caps the sm_90a kernel's persistent grid at 1 to 5
        blocks, so that each block walks many tiles (its barrier phases and
        ring position carried from tile to tile), and every other pair of
-       cases takes the wide key blocks (d 64 and 128), which the sizes here
-       would otherwise never reach. */
+       cases takes the shape for long rows (d 64: three consumer
+       warpgroups; d 128: 176-key blocks), which the sizes here would
+       otherwise seldom reach. */
     int sm90_cases = 0;
     char path[40]; /* the report line's label of how the sm_90a kernel was run */
     for (size_t i = 0; i < cs.size(); i++) {
         const int before = fa__sm90_launches;
         g_rng = 0x9E3779B97F4A7C15ull * (i + 1);
         fa__sm90_grid_cap = i % 2 ? 1 + (int)(i / 2) % 5 : 0;
-        fa__sm90_wide = (int)(i / 2) % 2;
+        fa__sm90_long = (int)(i / 2) % 2;
         if (fa__sm90_grid_cap)
-            snprintf(path, sizeof path, "%s [grid cap %d]", fa__sm90_wide ? " [wide]" : "", fa__sm90_grid_cap);
+            snprintf(path, sizeof path, "%s [grid cap %d]", fa__sm90_long ? " [long]" : "", fa__sm90_grid_cap);
         else
-            snprintf(path, sizeof path, "%s", fa__sm90_wide ? " [wide]" : "");
+            snprintf(path, sizeof path, "%s", fa__sm90_long ? " [long]" : "");
         g_path = path;
         run_case(&cs[i]);
         fa__sm90_grid_cap = 0;
-        fa__sm90_wide = -1;
+        fa__sm90_long = -1;
         if (fa__sm90_launches == before) continue;
         sm90_cases++;
         g_rng = 0x9E3779B97F4A7C15ull * (i + 1);

@@ -3,7 +3,7 @@
 forward kernel of a COPY of flashattn_cuda.cuh (never the original): the
 producer's Q / K / V issues and each consumer warpgroup's phases (tile start,
 Q landed, turn requested, turn taken, S ready, P V ready, softmax done,
-epilogue start / end), lane 0 of warps 0, 4 and 8 of blocks 0 and 1, into
+epilogue start / end), lane 0 of warps 0, 4, 8 (and 12) of blocks 0 and 1, into
 __device__ fa__tr_buf. In a key block the trace waits for P V before the
 softmax, where ptxas 13.0 puts that wait in the untraced kernel (SASS
 "D1 D0 E"); each event is a branch, which ptxas does not schedule across.
@@ -21,9 +21,9 @@ def rep(old, new, cnt=1):
     s = s.replace(old, new)
 maps = re.search(r"typedef struct fa__tma_maps \{[^}]*\} fa__tma_maps;", s).group(0)
 rep(maps, maps + """
-__device__ int4 fa__tr_buf[6 * 8192];
+__device__ int4 fa__tr_buf[8 * 8192];
 #define FA__TR(ev, k, it) do { if ((threadIdx.x & 127) == 0 && blockIdx.x < 2 && tr_i < 8192) { \\
-    fa__tr_buf[(blockIdx.x * 3 + (threadIdx.x >> 7)) * 8192 + tr_i] = make_int4((ev), (k), (it), (int)clock()); tr_i++; } } while (0)
+    fa__tr_buf[(blockIdx.x * 4 + (threadIdx.x >> 7)) * 8192 + tr_i] = make_int4((ev), (k), (it), (int)clock()); tr_i++; } } while (0)
 """)
 rep("    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;\n    const int tiles = m_blocks * p.heads_q * batch;",
     "    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;\n    int tr_i = 0;\n    FA__TR(0, 0, 0);\n    const int tiles = m_blocks * p.heads_q * batch;")

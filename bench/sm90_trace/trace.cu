@@ -1,6 +1,6 @@
 /* bench/sm90_trace/trace.cu - runs one forward problem on the sm_90a kernel patched by patch.py
    (see there) and prints the timestamps of blocks 0 and 1: "block role event tile iteration clock". */
-/* timeline of the sm_90a forward: block 0/1, producer + 2 consumer WGs */
+/* timeline of the sm_90a forward: block 0/1, producer + 2 or 3 consumer WGs */
 #define FLASHATTN_HEAD_DIMS 64, 128, 256
 #define FLASHATTN_IMPLEMENTATION
 #include "flashattn.h"
@@ -32,9 +32,9 @@ int main(int argc, char **argv) {
     float ms; cudaEventElapsedTime(&ms, a, b); ms /= 10;
     double fl = 4.0 * sq * sq * d * heads * batch * (causal ? 0.5 : 1);
     printf("# d %d sq %d batch %d heads %d causal %d: %.3f ms %.1f TFLOP/s\n", d, sq, batch, heads, causal, ms, fl / ms / 1e9);
-    std::vector<int4> tr(6 * 8192);
+    std::vector<int4> tr(8 * 8192); /* 2 blocks x (producer + up to 3 consumer warpgroups) */
     cudaMemcpyFromSymbol(tr.data(), fa__tr_buf, tr.size() * sizeof(int4));
-    for (int r = 0; r < 6; r++) for (int i = 0; i < 8192; i++) { int4 e = tr[r * 8192 + i]; if (i > 0 && e.x == 0 && e.w == 0) break;
-        printf("%d %d %d %d %d %u\n", r / 3, r % 3, e.x, e.y, e.z, (unsigned)e.w); }
+    for (int r = 0; r < 8; r++) for (int i = 0; i < 8192; i++) { int4 e = tr[r * 8192 + i]; if (e.x == 0 && e.w == 0) break;
+        printf("%d %d %d %d %d %u\n", r / 4, r % 4, e.x, e.y, e.z, (unsigned)e.w); }
     return 0;
 }
