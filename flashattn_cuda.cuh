@@ -1584,9 +1584,9 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
            key blocks (8k tokens and up) within 0.3%. */
         float inv[1][2];
         /* L too, at d 128 and 256 (+1% at 2k tokens); at d 64 after the
-           P V: in the shadow it cost 1-2% up to 2k tokens and left the
-           192-key kernel too few registers for the wgmma pipeline (ptxas
-           C7511). H100, 2026-11-24 13:58 UTC. */
+           P V: in the shadow it cost 1-2% up to 2k tokens and left d 64's
+           192-key kernel of the time too few registers for the wgmma
+           pipeline (ptxas C7511). H100, 2026-11-24 13:58 UTC. */
         constexpr bool LSE_EARLY = D >= 128;
         auto store_l = [&]() { fa__store_lse_rows<1>(p, m_run, l_run, wrow0, x.sq, h, b, x.q_tok0, batch, g, t); };
         auto epilogue_begin = [&]() {
