@@ -945,8 +945,9 @@ fa__fwd_kernel_sm80(const fa__fwd_params p)
 
    6. Persistent blocks. With more tiles (query block, head, batch) than
       SMs and one length for all sequences, the grid has one block per SM
-      and each block walks its share of the tiles (d 64 and 128; d 256
-      where it measured faster, fa__sm90_persist_d256). The
+      and each block walks its share of the tiles (d 64 and 128 but d 64's
+      shape for long rows; d 256 where it measured faster,
+      fa__sm90_persist_d256). The
       tiles go out in pairs, query blocks M - 1 - i and i of one head
       (M query blocks): under a causal mask they see M - i and i + 1 key
       blocks, M + 1 together whatever i is, so every pair is the same work
@@ -1901,7 +1902,8 @@ static fa_status fa__launch_fwd(const char *fn, const fa__fwd_params &p, int bat
      128 x 80).
    Persistent blocks (item 6) for d 64 and 128, and for d 256 where they
    measured faster (fa__sm90_persist_d256; there the launch chooses
-   between the kernel with PERSIST and the one without).
+   between the kernel with PERSIST and the one without); not for d 64's
+   shape for long rows (below).
    LONG: the shape for many keys per query row (fa__sm90_long_rows).
      d 128: wider key blocks, 176 keys, 2 stages (209 KB, no room for an O
      tile; FlashAttention-3's 128 x 176): a third fewer iterations, each
@@ -1927,7 +1929,16 @@ static fa_status fa__launch_fwd(const char *fn, const fa__fwd_params &p, int bat
      / 453, 4k 495 / 520, 8k 486 / 513, 16k 498 / 524; causal 4k 442 /
      424, 8k 468 / 478, 16k 482 / 493. Hence from 4096 keys without a
      mask bound, 8192 with one. (Until the mask limits became 32-bit,
-     fa__mask_cut, and cw warp-uniform, this shape spilled 24 bytes.)
+     fa__mask_cut, and cw warp-uniform, this shape spilled 24 bytes.) It
+     runs a block per tile, not persistent blocks: walking pairs of tiles
+     it measured 5-8% slower at 8k-16k non-causal tokens, 1.5-3.5% causal,
+     and the same at 4k (H100, 2026-11-25 08:02 UTC, TFLOP/s, persistent /
+     a block per tile: 8k 513 / 543, 16k 521 / 563, causal 8k 493 / 501,
+     16k 497 / 514); the 2752 tiles of those problems are 10.4 pairs a
+     block, so the last round leaves SMs idle for up to a pair, where the
+     hardware hands single tiles out as SMs free up. (Walking single
+     tiles when there is no mask got half of that back, but the change to
+     the tile walk made the two-warpgroup d 64 kernel 2-4% slower.)
    wgs: consumer warpgroups. Four at d 64 (BLOCK_M 256, 64-key blocks to
    fit 112 registers a consumer thread) measured slower: +2% at 512
    tokens, -2 to -7% at 1k-2k, -7 to -14% causal (H100, 2026-11-24,
@@ -2124,7 +2135,8 @@ static fa_status fa__dispatch_family(const char *fn, const fa__fwd_params &p, in
                 else
                     s = fa__launch_fwd_sm90<BF16, D, false, false>(fn, p, batch, gpu, stream, &ran);
             } else if (fa__sm90_long_rows(p, D)) {
-                s = fa__launch_fwd_sm90<BF16, D, true, P>(fn, p, batch, gpu, stream, &ran);
+                /* (d 64's shape for long rows: a block per tile, see fa__sm90_shape) */
+                s = fa__launch_fwd_sm90<BF16, D, true, P && D != 64>(fn, p, batch, gpu, stream, &ran);
             } else {
                 s = fa__launch_fwd_sm90<BF16, D, false, P>(fn, p, batch, gpu, stream, &ran);
             }
