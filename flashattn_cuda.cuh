@@ -1927,8 +1927,8 @@ static fa_status fa__launch_fwd(const char *fn, const fa__fwd_params &p, int bat
      UTC, one run, TFLOP/s, 2 / 3 warpgroups; two: 128-key blocks up to
      4k, from 8k the 192-key blocks d 64 took before): non-causal 2k 465
      / 453, 4k 495 / 520, 8k 486 / 513, 16k 498 / 524; causal 4k 442 /
-     424, 8k 468 / 478, 16k 482 / 493. Hence from 4096 keys without a
-     mask bound, 8192 with one. (Until the mask limits became 32-bit,
+     424, 8k 468 / 478, 16k 482 / 493 (the thresholds, below, moved
+     since). (Until the mask limits became 32-bit,
      fa__mask_cut, and cw warp-uniform, this shape spilled 24 bytes.) It
      runs a block per tile, not persistent blocks: walking pairs of tiles
      it measured 5-8% slower at 8k-16k non-causal tokens, 1.5-3.5% causal,
@@ -1938,7 +1938,11 @@ static fa_status fa__launch_fwd(const char *fn, const fa__fwd_params &p, int bat
      block, so the last round leaves SMs idle for up to a pair, where the
      hardware hands single tiles out as SMs free up. (Walking single
      tiles when there is no mask got half of that back, but the change to
-     the tile walk made the two-warpgroup d 64 kernel 2-4% slower.)
+     the tile walk made the two-warpgroup d 64 kernel 2-4% slower.) A
+     block per tile, it is also the faster shape at 2048 non-causal keys
+     (H100, 2026-11-25 08:23 UTC, one run, 2 / 3 warpgroups: 465 / 478),
+     not at 1024 (417 / 382) nor causal at 2k and 4k (391 / 355, 445 /
+     425): hence from 2048 keys without a mask bound, 8192 with one.
    wgs: consumer warpgroups. Four at d 64 (BLOCK_M 256, 64-key blocks to
    fit 112 registers a consumer thread) measured slower: +2% at 512
    tokens, -2 to -7% at 1k-2k, -7 to -14% causal (H100, 2026-11-24,
@@ -2008,14 +2012,14 @@ static int fa__tma_map(CUtensorMap *m, const void *base, int bf16, int cols, int
                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS;
 }
 
-/* The shape for long rows (see fa__sm90_shape): d 64 from 4096 keys, or
+/* The shape for long rows (see fa__sm90_shape): d 64 from 2048 keys, or
    8192 under a causal / window mask; d 128 from 8192 keys. */
 static bool fa__sm90_long_rows(const fa__fwd_params &p, int d)
 {
 #ifdef FLASHATTN_TEST_HOOKS
     if (fa__sm90_long >= 0) return fa__sm90_long != 0;
 #endif
-    return p.seqlen_k >= (d == 64 && !p.has_left && !p.has_right ? 4096 : 8192);
+    return p.seqlen_k >= (d == 64 && !p.has_left && !p.has_right ? 2048 : 8192);
 }
 
 /* Can the grid be persistent (one block per SM, or per pair when there are
