@@ -1892,7 +1892,8 @@ static fa_status fa__launch_fwd(const char *fn, const fa__fwd_params &p, int bat
 
 #ifndef FLASHATTN_NO_HOPPER
 /* ---- >>hopper-host  the sm_90a kernel's shapes, tensor maps and launch ----
-   BLOCK_M is 128 (two consumer warpgroups of 64 rows; wgs); BLOCK_N and the ring
+   BLOCK_M is 128 (two consumer warpgroups of 64 rows; wgs; 192 in d 64's
+   shape for long rows, LONG below); BLOCK_N and the ring
    depth per head dim fill the 227 KB of shared memory (fa__sm90_smem: 1 KB
    alignment slack + 2 D (128 + 2 STAGES BLOCK_N) bytes + barriers, plus
    2 D 128 bytes for the O staging tile where it fits)
@@ -1916,33 +1917,31 @@ static fa_status fa__launch_fwd(const char *fn, const fa__fwd_params &p, int bat
      epilogue_begin) the 128-key blocks were as fast at 4096 non-causal
      keys too (674 / 658, 2026-11-24 14:01 UTC). Hence from 8192 keys.
      d 64: a third consumer warpgroup, BLOCK_M 192 with 128-key blocks, 3
-     stages (FlashAttention-3's d 64 tile; 145 KB with the O tile). At
-     d 64 the softmax, not the tensor cores, sets the pace (a tile at 512
-     tokens spends about 40% of its time in it, its warps mostly waiting
-     on dependent instructions: bench/results/ 2026-11-24 sm90-trace and
-     ncu files), and a third warpgroup gives each SM sub-partition
-     another warp to hide that latency with, at 160 registers a thread
-     instead of 240. Its 192-row tiles waste rows at short lengths and
-     on causal diagonals. Against two warpgroups (H100, 2026-11-25 07:22
-     UTC, one run, TFLOP/s, 2 / 3 warpgroups; two: 128-key blocks up to
-     4k, from 8k the 192-key blocks d 64 took before): non-causal 2k 465
-     / 453, 4k 495 / 520, 8k 486 / 513, 16k 498 / 524; causal 4k 442 /
-     424, 8k 468 / 478, 16k 482 / 493 (the thresholds, below, moved
-     since). (Until the mask limits became 32-bit,
-     fa__mask_cut, and cw warp-uniform, this shape spilled 24 bytes.) It
-     runs a block per tile, not persistent blocks: walking pairs of tiles
-     it measured 5-8% slower at 8k-16k non-causal tokens, 1.5-3.5% causal,
-     and the same at 4k (H100, 2026-11-25 08:02 UTC, TFLOP/s, persistent /
-     a block per tile: 8k 513 / 543, 16k 521 / 563, causal 8k 493 / 501,
-     16k 497 / 514); the 2752 tiles of those problems are 10.4 pairs a
-     block, so the last round leaves SMs idle for up to a pair, where the
-     hardware hands single tiles out as SMs free up. (Walking single
-     tiles when there is no mask got half of that back, but the change to
-     the tile walk made the two-warpgroup d 64 kernel 2-4% slower.) A
-     block per tile, it is also the faster shape at 2048 non-causal keys
-     (H100, 2026-11-25 08:23 UTC, one run, 2 / 3 warpgroups: 465 / 478),
-     not at 1024 (417 / 382) nor causal at 2k and 4k (391 / 355, 445 /
-     425): hence from 2048 keys without a mask bound, 8192 with one.
+     stages (FlashAttention-3's d 64 tile; 145 KB with the O tile), a
+     block per tile, from 2048 keys (8192 under a causal / window mask).
+     Why: at d 64 the softmax, not the tensor cores, sets the pace (a tile
+     at 512 tokens spends about 40% of its time in it, its warps mostly
+     waiting on dependent instructions: bench/results/ 2026-11-24
+     sm90-trace and ncu files), and a third warpgroup gives each SM
+     sub-partition another warp to hide that latency with, at 160
+     registers a thread instead of 240.
+     Where: its 192-row tiles waste rows at short lengths and on causal
+     diagonals. Against two warpgroups (H100, 2026-11-25, TFLOP/s, 2 / 3
+     warpgroups), with persistent blocks (07:22 UTC): non-causal 4k 495 /
+     520, 16k 498 / 524 (two: the 192-key blocks d 64 took from 8k then);
+     causal 4k 442 / 424, 8k 468 / 478, 16k 482 / 493; a block per tile
+     (08:23 UTC): non-causal 1k 417 / 382, 2k 465 / 478; causal 2k 391 /
+     355, 4k 445 / 425.
+     A block per tile: persistent blocks walk pairs of tiles (item 6), and
+     the 8k-16k problems' 2752 tiles are 10.4 pairs a block, so the last
+     round leaves SMs idle for up to a pair, where the hardware hands
+     single tiles out as SMs free up. Persistent / a block per tile (08:02
+     UTC): 8k 513 / 543, 16k 521 / 563, causal 8k 493 / 501, 16k 497 /
+     514, 4k the same. (Walking single tiles when there is no mask got
+     half of that back, but the change to the tile walk made the
+     two-warpgroup d 64 kernel 2-4% slower.)
+     Registers: until the mask limits became 32-bit (fa__mask_cut) and cw
+     warp-uniform (CW_UNIFORM in the kernel), this shape spilled 24 bytes.
    wgs: consumer warpgroups. Four at d 64 (BLOCK_M 256, 64-key blocks to
    fit 112 registers a consumer thread) measured slower: +2% at 512
    tokens, -2 to -7% at 1k-2k, -7 to -14% causal (H100, 2026-11-24,
