@@ -1952,12 +1952,32 @@ static fa_status fa__launch_fwd(const char *fn, const fa__fwd_params &p, int bat
    2026-11-25, fwd-d256-two-blocks-trial-0620.md; a likely cause, not
    measured: nothing schedules one block's softmax against the other's
    products as the pingpong turns do). */
+/* wgs, bn, stages: consumer warpgroups, BLOCK_N, ring depth. persist:
+   persistent blocks allowed (item 6; at d 256 fa__sm90_persist_d256 also
+   decides). keys, keys_masked (the shapes for long rows): the fewest keys
+   from which fa__sm90_long_rows takes the shape, without and with a
+   causal / window mask. */
 template <int D, bool LONG> struct fa__sm90_shape;
-template <> struct fa__sm90_shape<64, false> { static constexpr int wgs = 2, bn = 128, stages = 3; };
-template <> struct fa__sm90_shape<64, true> { static constexpr int wgs = 3, bn = 128, stages = 3; };
-template <> struct fa__sm90_shape<128, false> { static constexpr int wgs = 2, bn = 128, stages = 2; };
-template <> struct fa__sm90_shape<128, true> { static constexpr int wgs = 2, bn = 176, stages = 2; };
-template <> struct fa__sm90_shape<256, false> { static constexpr int wgs = 2, bn = 80, stages = 2; };
+template <> struct fa__sm90_shape<64, false> {
+    static constexpr int wgs = 2, bn = 128, stages = 3;
+    static constexpr bool persist = true;
+};
+template <> struct fa__sm90_shape<64, true> {
+    static constexpr int wgs = 3, bn = 128, stages = 3, keys = 2048, keys_masked = 8192;
+    static constexpr bool persist = false;
+};
+template <> struct fa__sm90_shape<128, false> {
+    static constexpr int wgs = 2, bn = 128, stages = 2;
+    static constexpr bool persist = true;
+};
+template <> struct fa__sm90_shape<128, true> {
+    static constexpr int wgs = 2, bn = 176, stages = 2, keys = 8192, keys_masked = 8192;
+    static constexpr bool persist = true;
+};
+template <> struct fa__sm90_shape<256, false> {
+    static constexpr int wgs = 2, bn = 80, stages = 2;
+    static constexpr bool persist = true;
+};
 
 #ifdef FLASHATTN_TEST_HOOKS
 /* tests only: how many forwards took the sm_90a kernel, a switch that
@@ -2011,14 +2031,16 @@ static int fa__tma_map(CUtensorMap *m, const void *base, int bf16, int cols, int
                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS;
 }
 
-/* The shape for long rows (see fa__sm90_shape): d 64 from 2048 keys, or
-   8192 under a causal / window mask; d 128 from 8192 keys. */
-static bool fa__sm90_long_rows(const fa__fwd_params &p, int d)
+/* Take head dim D's shape for long rows (see fa__sm90_shape)? From its
+   keys / keys_masked: d 64 from 2048 keys, or 8192 under a causal / window
+   mask; d 128 from 8192 keys. */
+template <int D> static bool fa__sm90_long_rows(const fa__fwd_params &p)
 {
 #ifdef FLASHATTN_TEST_HOOKS
     if (fa__sm90_long >= 0) return fa__sm90_long != 0;
 #endif
-    return p.seqlen_k >= (d == 64 && !p.has_left && !p.has_right ? 2048 : 8192);
+    typedef fa__sm90_shape<D, true> S;
+    return p.seqlen_k >= (p.has_left || p.has_right ? S::keys_masked : S::keys);
 }
 
 /* Can the grid be persistent (one block per SM, or per pair when there are
@@ -2058,12 +2080,13 @@ static bool fa__sm90_persist_d256(const fa__fwd_params &p, int batch, int sms)
 /* Run the problem on the sm_90a kernel when it can: *ran = 0 (and FA_OK)
    sends it to the sm_80 kernel instead: a binary without sm_90a code, a
    view TMA cannot describe, or too little shared memory. */
-template <bool BF16, int D, bool LONG, bool PERSIST>
+template <bool BF16, int D, bool LONG, bool ALLOW_PERSIST>
 static fa_status fa__launch_fwd_sm90(const char *fn, const fa__fwd_params &p, int batch,
                                      const fa__gpu &gpu, cudaStream_t stream, int *ran)
 {
-    constexpr int BN = fa__sm90_shape<D, LONG>::bn, ST = fa__sm90_shape<D, LONG>::stages;
-    constexpr int WG = fa__sm90_shape<D, LONG>::wgs, BM = 64 * WG;
+    typedef fa__sm90_shape<D, LONG> S;
+    constexpr int BN = S::bn, ST = S::stages, WG = S::wgs, BM = 64 * WG;
+    constexpr bool PERSIST = ALLOW_PERSIST && S::persist; /* the shape may rule it out */
     const size_t smem = fa__sm90_smem(D, BM, BN, ST, fa__sm90_o_own(D, BM, BN, ST));
     void (*kern)(const fa__tma_maps, const fa__fwd_params, int, int) = fa__fwd_kernel_sm90<BF16, D, BN, ST, PERSIST, WG>;
     const int vq = p.cu_seqlens_q != NULL, vk = p.cu_seqlens_k != NULL;
@@ -2137,9 +2160,8 @@ static fa_status fa__dispatch_family(const char *fn, const fa__fwd_params &p, in
                     s = fa__launch_fwd_sm90<BF16, D, false, P>(fn, p, batch, gpu, stream, &ran);
                 else
                     s = fa__launch_fwd_sm90<BF16, D, false, false>(fn, p, batch, gpu, stream, &ran);
-            } else if (fa__sm90_long_rows(p, D)) {
-                /* (d 64's shape for long rows: a block per tile, see fa__sm90_shape) */
-                s = fa__launch_fwd_sm90<BF16, D, true, P && D != 64>(fn, p, batch, gpu, stream, &ran);
+            } else if (fa__sm90_long_rows<D>(p)) {
+                s = fa__launch_fwd_sm90<BF16, D, true, P>(fn, p, batch, gpu, stream, &ran);
             } else {
                 s = fa__launch_fwd_sm90<BF16, D, false, P>(fn, p, batch, gpu, stream, &ran);
             }
