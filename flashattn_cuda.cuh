@@ -439,7 +439,10 @@ static __device__ __forceinline__ fa__extent fa__fwd_extent(const fa__fwd_params
    3-warpgroup d 64 kernel 24 bytes of register spills, ptxas 13.0). The
    sm_80 kernel asks per block and leaves the hoisting to ptxas (found
    once per tile there, its plain d 128 kernel spilled 40 bytes instead
-   of 24). */
+   of 24). For one row the limits are that row's visible keys, which
+   fa__mask_scores finds in its own lines: through this helper the plain
+   sm_80 kernels at d 64, 128 and 256 each spilled 8 bytes more (ptxas
+   13.0, 2026-11-25). */
 typedef struct fa__mask_cut { int lo, hi; } fa__mask_cut;
 static __device__ __forceinline__ fa__mask_cut fa__mask_cut_for(const fa__fwd_params &p, int sk, int first,
                                                                int last, int64_t shift)
