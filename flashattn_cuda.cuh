@@ -1955,32 +1955,21 @@ static fa_status fa__launch_fwd(const char *fn, const fa__fwd_params &p, int bat
    2026-11-25, fwd-d256-two-blocks-trial-0620.md; a likely cause, not
    measured: nothing schedules one block's softmax against the other's
    products as the pingpong turns do). */
-/* wgs, bn, stages: consumer warpgroups, BLOCK_N, ring depth. persist:
-   persistent blocks allowed (item 6; at d 256 fa__sm90_persist_d256 also
-   decides). keys, keys_masked (the shapes for long rows): the fewest keys
-   from which fa__sm90_long_rows takes the shape, without and with a
-   causal / window mask. */
+/* A shape as a row of this table. wgs, bn, stages: consumer warpgroups,
+   BLOCK_N, ring depth. persist: persistent blocks allowed (item 6; at
+   d 256 fa__sm90_persist_d256 also decides). keys, keys_masked (the
+   shapes for long rows): the fewest keys from which fa__sm90_long_rows
+   takes the shape, without and with a causal / window mask. */
+template <int WGS, int BN, int STAGES, bool PERSIST, int KEYS = 0, int KEYS_MASKED = 0> struct fa__sm90_shape_row {
+    static constexpr int wgs = WGS, bn = BN, stages = STAGES, keys = KEYS, keys_masked = KEYS_MASKED;
+    static constexpr bool persist = PERSIST;
+};
 template <int D, bool LONG> struct fa__sm90_shape;
-template <> struct fa__sm90_shape<64, false> {
-    static constexpr int wgs = 2, bn = 128, stages = 3;
-    static constexpr bool persist = true;
-};
-template <> struct fa__sm90_shape<64, true> {
-    static constexpr int wgs = 3, bn = 128, stages = 3, keys = 2048, keys_masked = 8192;
-    static constexpr bool persist = false;
-};
-template <> struct fa__sm90_shape<128, false> {
-    static constexpr int wgs = 2, bn = 128, stages = 2;
-    static constexpr bool persist = true;
-};
-template <> struct fa__sm90_shape<128, true> {
-    static constexpr int wgs = 2, bn = 176, stages = 2, keys = 8192, keys_masked = 8192;
-    static constexpr bool persist = true;
-};
-template <> struct fa__sm90_shape<256, false> {
-    static constexpr int wgs = 2, bn = 80, stages = 2;
-    static constexpr bool persist = true;
-};
+template <> struct fa__sm90_shape<64, false> : fa__sm90_shape_row<2, 128, 3, true> {};
+template <> struct fa__sm90_shape<64, true> : fa__sm90_shape_row<3, 128, 3, false, 2048, 8192> {};
+template <> struct fa__sm90_shape<128, false> : fa__sm90_shape_row<2, 128, 2, true> {};
+template <> struct fa__sm90_shape<128, true> : fa__sm90_shape_row<2, 176, 2, true, 8192, 8192> {};
+template <> struct fa__sm90_shape<256, false> : fa__sm90_shape_row<2, 80, 2, true> {};
 
 #ifdef FLASHATTN_TEST_HOOKS
 /* tests only: how many forwards took the sm_90a kernel, a switch that
