@@ -241,7 +241,24 @@ gpu_compile_oks = $(foreach a,$(1),$(foreach s,$(GPU_SOURCES),$(BUILD)/gpu-compi
 # unit compiles every kernel, about a minute of CPU per architecture: this
 # keeps `make test` well inside its time budget on a 2-core machine).
 gpu_check_oks = $(filter-out $(foreach a,$(filter-out 90a,$(1)),$(foreach s,$(GPU_BENCH_SOURCES),$(BUILD)/gpu-compile/$(a)/$(basename $(notdir $(s))).ok)),$(call gpu_compile_oks,$(1)))
-test-gpu-compile: $(call gpu_check_oks,$(GPU_ARCHS))
+
+# The sm_90a forward's ablation builds (README, "How the sm_90a forward got
+# there"), so that the code behind its macros keeps compiling cleanly: tma (TMA
+# + wgmma alone) and nows (all but warp specialization), d 64 only, sm_90a.
+ABLATION_tma  := -DFA__SM90_WARPSPEC=0 -DFA__SM90_PINGPONG=0 -DFA__SM90_OVERLAP=0 -DFA__SM90_PERSISTENT=0
+ABLATION_nows := -DFA__SM90_WARPSPEC=0
+define ABLATION_RULE
+$(BUILD)/gpu-compile/ablation/$(1).ok: bench/fa_bench_lib.cu flashattn.h flashattn_cuda.cuh
+	@mkdir -p $$(@D)
+	@if $(NVCC) $(NVCC_FLAGS) $(NVCC_WERROR) -I. -DFLASHATTN_HEAD_DIMS=64 $(ABLATION_$(1)) $(call gencode,90a) \
+	     -c $$< -o $$(@:.ok=.o) > $$(@:.ok=.log) 2>&1 && [ ! -s $$(@:.ok=.log) ]; \
+	 then echo "PASS gpu-compile sm_90a ablation $(1) ($(ABLATION_$(1)))" > $$@; \
+	 else echo "FAIL gpu-compile sm_90a ablation $(1) (see $$(@:.ok=.log))" > $$@; fi
+endef
+$(foreach v,tma nows,$(eval $(call ABLATION_RULE,$(v))))
+ablation_oks = $(if $(filter 90a,$(1)),$(BUILD)/gpu-compile/ablation/tma.ok $(BUILD)/gpu-compile/ablation/nows.ok)
+
+test-gpu-compile: $(call gpu_check_oks,$(GPU_ARCHS)) $(call ablation_oks,$(GPU_ARCHS))
 	@cat $^; p=$$(cat $^ | grep -c '^PASS' || true); f=$$(cat $^ | grep -c '^FAIL' || true); \
 	for x in $^; do grep -q '^FAIL' $$x && cat $${x%.ok}.log | head -20; done; \
 	echo "$$p $$f" > $(BUILD)/gpu-compile.counts; echo "gpu-compile: $$p passed, $$f failed"

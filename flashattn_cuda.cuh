@@ -921,7 +921,11 @@ fa__fwd_kernel_sm80(const fa__fwd_params p)
       both, the overlap of item 4 left a 2-stage ring only one tile ahead).
       Stage s is used for the it-th time at iteration it = s + STAGES * u,
       and every barrier's phase bit flips once per use: waiting for use u
-      means waiting for parity u & 1.
+      means waiting for parity u & 1. (FA__SM90_WARPSPEC = 0, for the
+      ablation, leaves the producer out: the block is the consumers alone,
+      without setmaxnreg, and consumer warpgroup 0's first warp issues the
+      copies between its own products, each stage's refill once every
+      consumer has released it.)
 
    4. Overlap inside a warpgroup (seed 003, Alg. 2). wgmma is asynchronous,
       so a consumer issues S_{j+1} = Q K_{j+1}^T and O~ += P_j V_j in one
@@ -1013,6 +1017,9 @@ fa__fwd_kernel_sm80(const fa__fwd_params p)
 #endif
 #ifndef FA__SM90_PINGPONG
 #define FA__SM90_PINGPONG 1 /* 0: the consumer warpgroups issue products whenever ready (ablation only) */
+#endif
+#ifndef FA__SM90_WARPSPEC
+#define FA__SM90_WARPSPEC 1 /* 0: no producer warpgroup, the consumers copy (ablation only) */
 #endif
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -1400,13 +1407,14 @@ static __device__ __forceinline__ void fa__sm90_store_o(const fa__fwd_params &p,
 }
 #endif /* FA__SM90A */
 
-/* The kernel: 128 (WG + 1) threads a block, the producer warpgroup and WG
+/* The kernel: 128 (WG + 1) threads a block (128 WG without the producer,
+   FA__SM90_WARPSPEC = 0), the producer warpgroup and WG
    consumer warpgroups (2, or 3 in d 64's shape for long rows: fa__sm90_shape).
    Tiles are (query block of 64 WG rows, head, batch), m_blocks query blocks
    per (head, batch). PERSIST: at most one block per SM, each walking many
    tiles (item 6); else a block per tile. */
 template <bool BF16, int D, int BN, int STAGES, bool PERSIST, int WG>
-__global__ void __launch_bounds__(128 * (WG + 1), 1)
+__global__ void __launch_bounds__(128 * (WG + FA__SM90_WARPSPEC), 1)
 fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_params p, int m_blocks, int batch)
 {
 #if FA__SM90A
@@ -1431,7 +1439,9 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
     auto k_empty = [&](int s) { return q_full + 8u * (2 + 2 * STAGES + s); };
     auto v_empty = [&](int s) { return q_full + 8u * (2 + 3 * STAGES + s); };
 
-    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+    /* (without the producer, FA__SM90_WARPSPEC = 0, the consumers keep
+       their numbers: warps 4 and up) */
+    const int tid = threadIdx.x + (FA__SM90_WARPSPEC ? 0 : 128), warp = tid / 32, lane = tid % 32;
     const int tiles = m_blocks * p.heads_q * batch;
     /* Tile order: the query block runs fastest, so the blocks running at
        once share a head's K and V in L2 (ordered by query block slowest, a
@@ -1473,7 +1483,7 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
        so no state is carried in registers from tile to tile) */
     const int rounds = one_tile ? 1 : 2 * ((pairs + (int)gridDim.x - 1) / (int)gridDim.x);
 
-    if (tid == 0) {
+    if (threadIdx.x == 0) {
         fa__mbar_init(q_full, 1);
         /* lane 0 of each consumer warp; with Q_AFTER_O every consumer thread */
         fa__mbar_init(q_empty, Q_AFTER_O ? 128 * WG : 4 * WG);
@@ -1492,7 +1502,50 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
        agree on two running counts: q_uses, the tiles whose Q was loaded (the
        Q barriers' phase), and ring, the K/V tiles through the ring so far
        (stage ring % STAGES, used for the (ring / STAGES)-th time). */
-    if (warp < 4) {
+
+    /* The copies, issued by one warp (lane: its lane). Where tile x (head
+       h, K / V head hk, batch b) reads from: */
+    struct fa__src {
+        int qrow, krow, qb, kb, hk;
+        bool q_exact, kv_exact;
+        const uint16_t *gq, *gk, *gv;
+    };
+    auto tile_src = [&](const fa__extent &x, int h, int hk, int b) {
+        fa__src c;
+        c.hk = hk;
+        /* with cu_seqlens the maps are [1][h][token][col] */
+        c.qrow = (int)x.q_tok0 + x.row0;
+        c.krow = (int)x.k_tok0;
+        c.qb = p.cu_seqlens_q ? 0 : b;
+        c.kb = p.cu_seqlens_k ? 0 : b;
+        /* without cu_seqlens / seqlens_k a map's rows end where the sequence does */
+        c.q_exact = !p.cu_seqlens_q;
+        c.kv_exact = !p.cu_seqlens_k && !p.seqlens_k;
+        c.gq = p.q + (p.cu_seqlens_q ? x.q_tok0 * p.q_seq : b * p.q_batch) + h * p.q_head + (int64_t)x.row0 * p.q_seq;
+        c.gk = p.k + (p.cu_seqlens_k ? x.k_tok0 * p.k_seq : b * p.k_batch) + c.hk * p.k_head;
+        c.gv = p.v + (p.cu_seqlens_k ? x.k_tok0 * p.v_seq : b * p.v_batch) + c.hk * p.v_head;
+        return c;
+    };
+    /* Q of the tile whose Q is the q_uses-th loaded (the previous tile's Q
+       is free once its last S = Q K^T is done) */
+    auto copy_q = [&](const fa__src &c, const fa__extent &x, int h, int q_uses) {
+        if (q_uses > 0) fa__mbar_wait(q_empty, (uint32_t)((q_uses - 1) & 1));
+        fa__sm90_load<BM, D>(sQ, q_full, &tm.q, c.qrow, h, c.qb, x.sq - x.row0, c.q_exact, p.d, c.gq, p.q_seq, lane);
+    };
+    /* K and V of key block n, ring position r */
+    auto copy_kv = [&](const fa__src &c, const fa__extent &x, int n, int r) {
+        const int s = r % STAGES, k0 = n * BN;
+        /* stage s was last used by ring position r - STAGES: wait for its release */
+        const uint32_t use = (uint32_t)((r / STAGES - 1) & 1);
+        if (r >= STAGES) fa__mbar_wait(k_empty(s), use);
+        fa__sm90_load<BN, D>(sK + s * KV_BYTES, k_full(s), &tm.k, c.krow + k0, c.hk, c.kb, x.sk - k0, c.kv_exact,
+                             p.d, c.gk + (int64_t)k0 * p.k_seq, p.k_seq, lane);
+        if (r >= STAGES) fa__mbar_wait(v_empty(s), use);
+        fa__sm90_load<BN, D>(sV + s * KV_BYTES, v_full(s), &tm.v, c.krow + k0, c.hk, c.kb, x.sk - k0, c.kv_exact,
+                             p.dv, c.gv + (int64_t)k0 * p.v_seq, p.v_seq, lane);
+    };
+
+    if (FA__SM90_WARPSPEC && warp < 4) {
         /* ---- producer warpgroup: one warp copies, the rest idle ---- */
         fa__setmaxnreg_dec<24>();
         if (warp == 0) {
@@ -1503,38 +1556,16 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
                 const int hk = h / p.group;
                 const fa__extent x = fa__fwd_extent(p, b, m_block * BM, BM, BN);
                 if (x.row0 >= x.sq || x.n_begin >= x.n_end) continue;
-                /* with cu_seqlens the maps are [1][h][token][col] */
-                const int qrow = (int)x.q_tok0 + x.row0, krow = (int)x.k_tok0;
-                const int qb = p.cu_seqlens_q ? 0 : b, kb = p.cu_seqlens_k ? 0 : b;
-                /* without cu_seqlens / seqlens_k a map's rows end where the sequence does */
-                const bool q_exact = !p.cu_seqlens_q, kv_exact = !p.cu_seqlens_k && !p.seqlens_k;
-                const uint16_t *gq = p.q + (p.cu_seqlens_q ? x.q_tok0 * p.q_seq : b * p.q_batch) +
-                                     h * p.q_head + (int64_t)x.row0 * p.q_seq;
-                const uint16_t *gk = p.k + (p.cu_seqlens_k ? x.k_tok0 * p.k_seq : b * p.k_batch) + hk * p.k_head;
-                const uint16_t *gv = p.v + (p.cu_seqlens_k ? x.k_tok0 * p.v_seq : b * p.v_batch) + hk * p.v_head;
-                /* the previous tile's Q is free once its last S = Q K^T is done */
-                if (q_uses > 0) fa__mbar_wait(q_empty, (uint32_t)((q_uses - 1) & 1));
-                fa__sm90_load<BM, D>(sQ, q_full, &tm.q, qrow, h, qb, x.sq - x.row0, q_exact, p.d, gq, p.q_seq,
-                                     lane);
-                q_uses++;
-                for (int n = x.n_begin; n < x.n_end; n++, ring++) {
-                    const int s = ring % STAGES, k0 = n * BN;
-                    /* stage s was last used by ring position ring - STAGES: wait for its release */
-                    const uint32_t use = (uint32_t)((ring / STAGES - 1) & 1);
-                    if (ring >= STAGES) fa__mbar_wait(k_empty(s), use);
-                    fa__sm90_load<BN, D>(sK + s * KV_BYTES, k_full(s), &tm.k, krow + k0, hk, kb, x.sk - k0,
-                                         kv_exact, p.d, gk + (int64_t)k0 * p.k_seq, p.k_seq, lane);
-                    if (ring >= STAGES) fa__mbar_wait(v_empty(s), use);
-                    fa__sm90_load<BN, D>(sV + s * KV_BYTES, v_full(s), &tm.v, krow + k0, hk, kb, x.sk - k0,
-                                         kv_exact, p.dv, gv + (int64_t)k0 * p.v_seq, p.v_seq, lane);
-                }
+                const fa__src c = tile_src(x, h, hk, b);
+                copy_q(c, x, h, q_uses++);
+                for (int n = x.n_begin; n < x.n_end; n++, ring++) copy_kv(c, x, n, ring);
             }
         }
         return;
     }
 
     /* ---- consumer warpgroups 1 .. WG: query rows 64 * cw .. + 63 of each tile ---- */
-    fa__setmaxnreg_inc<fa__sm90_consumer_regs(WG)>();
+    if (FA__SM90_WARPSPEC) fa__setmaxnreg_inc<fa__sm90_consumer_regs(WG)>();
     /* cw, the consumer warpgroup. Where CW_UNIFORM it is read from lane 0
        (__shfl_sync): ptxas then knows it is the same in every lane of the
        warp and keeps it, and what is derived from it (the warpgroup's rows
@@ -1607,6 +1638,20 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
             float s[1][NS][4];
             float(&s_flat)[BN / 2] = reinterpret_cast<float(&)[BN / 2]>(s);
             uint32_t pa[NS / 2][1][4];
+
+            /* Without the producer (FA__SM90_WARPSPEC = 0, the ablation) the
+               loader, consumer warpgroup 0's first warp, copies Q and the
+               first STAGES key blocks here, and key block it + STAGES into
+               block it's stage once it has released that stage itself
+               (release_v) and waited for the others: every copy a warpgroup
+               waits for was issued before the loader waits on it. */
+            const bool loader = !FA__SM90_WARPSPEC && warp == 4;
+            fa__src src = {};
+            if (loader) {
+                src = tile_src(x, h, h / p.group, b);
+                copy_q(src, x, h, q_uses);
+                for (int it = 0; it < count && it < STAGES; it++) copy_kv(src, x, x.n_begin + it, ring + it);
+            }
 
             /* Iteration it (0 .. count - 1) of this tile is ring position
                ring + it. Wait until its K or V (full barrier bar) has landed;
@@ -1688,6 +1733,7 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
             /* O~ += P_it V_it is done: V_it may be overwritten */
             auto release_v = [&](int it) {
                 if (lane == 0) fa__mbar_arrive(v_empty((ring + it) % STAGES));
+                if (loader && it + STAGES < count) copy_kv(src, x, x.n_begin + it + STAGES, ring + it + STAGES);
             };
 
             auto my_turn = [&]() { if (FA__SM90_PINGPONG) fa__named_sync(1 + cw, 256); };
@@ -2122,7 +2168,7 @@ static fa_status fa__launch_fwd_sm90(const char *fn, const fa__fwd_params &p, in
 #ifdef FLASHATTN_TEST_HOOKS
     if (PERSIST && fa__sm90_grid_cap > 0 && blocks > fa__sm90_grid_cap) blocks = fa__sm90_grid_cap; /* any mask */
 #endif
-    kern<<<blocks, 128 * (WG + 1), smem, stream>>>(tm, p, m_blocks, batch);
+    kern<<<blocks, 128 * (WG + FA__SM90_WARPSPEC), smem, stream>>>(tm, p, m_blocks, batch);
     e = cudaGetLastError();
     if (e != cudaSuccess) return fa__cuda_fail(fn, e, "kernel launch");
 #ifdef FLASHATTN_TEST_HOOKS
