@@ -165,15 +165,15 @@
    GPU, NVIDIA H100 80GB HBM3, bf16, FA3-paper grid, beside PyTorch 2.11 SDPA
    measured in the same run (the contenders interleaved rep by rep, the GPU's
    time alone, medians):
-     forward (the sm_90a kernel; 2026-11-25 08:25 UTC, bf16 matmul ceiling
-     in the same run 799 TFLOP/s): 1.34-2.97x SDPA-flash, 0.87-1.29x
-     SDPA-cuDNN (1.53x at one point where cuDNN ran slow). Seqlen 16k
-     non-causal: d64 552 TFLOP/s (1.88x flash, 1.18x cuDNN), d128 695
-     (2.14x, 1.05x), d256 823 (2.75x, 1.14x); causal: d128 693 (1.12x
-     cuDNN), d256 814 (1.29x). At d128 and d256 every point from 2k tokens
-     is at 1.01x cuDNN or more; d64 non-causal 512-2k and causal 512-4k
-     (1.34-1.5996x flash, 0.87-1.05x cuDNN) and d256 causal 512 (1.45x
-     flash) are under the 1.6x-flash goal (README.md says why).
+     forward (the sm_90a kernel; 2026-11-25 10:20 UTC, bf16 matmul ceiling
+     in the same run 794 TFLOP/s): 1.34-2.88x SDPA-flash, 0.87-1.26x
+     SDPA-cuDNN. Seqlen 16k non-causal: d64 555 TFLOP/s (1.86x flash,
+     1.16x cuDNN), d128 702 (2.15x, 1.06x), d256 825 (2.75x, 1.15x);
+     causal: d128 686 (1.10x cuDNN), d256 810 (1.26x). At d128 and d256
+     every point from 2k tokens is at 1.01x cuDNN or more; d64 non-causal
+     512-2k and causal 512-4k (1.34-1.599x flash, 0.87-1.03x cuDNN) and
+     d256 causal 512 (1.45x flash) are under the 1.6x-flash goal
+     (README.md says why).
      backward (2026-11-24 16:30 UTC): 0.88-1.09x SDPA-flash at d64,
      0.97-1.24x at d128, 0.88-1.00x at d256; SDPA-cuDNN is faster.
      decode (2026-11-24 23:26 UTC), 32/8 heads d128: 1.00-1.22x SDPA-cuDNN,
