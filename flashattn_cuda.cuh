@@ -1636,11 +1636,12 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
         const int count = x.n_end - x.n_begin;
         /* IDLE: with 3 consumer warpgroups (192-row tiles) the last query
            block of a sequence may end before this warpgroup's 64 rows
-           start (at 2048 tokens in 1 of 11 tiles, at 4096 in 1 of 22 two
-           warpgroups). Such a warpgroup computes nothing and stores
-           nothing; it only takes its turns, so that the others' go round,
-           and releases each stage once it has landed (then its arrival
-           counts for that use of the stage, not an earlier one). Measured
+           start (at 2048 tokens the third warpgroup of 1 tile in 11, at
+           4096 the second and third of 1 tile in 22). Such a warpgroup
+           computes nothing and stores nothing; it only takes its turns, so
+           that the turns still go round, and releases each stage once it
+           has landed (then its arrival counts for that use of the stage,
+           not an earlier one). Measured
            against computing on the zero rows (H100, 2026-11-25 10:32 UTC,
            two runs of 30 reps): d 64 non-causal 2k +2.5%, 4k +2.0%, 8k-16k
            and causal 8k-16k -0.4 to +0.8%. */
