@@ -25,14 +25,16 @@ __device__ int4 fa__tr_buf[8 * 8192];
 #define FA__TR(ev, k, it) do { if ((threadIdx.x & 127) == 0 && blockIdx.x < 2 && tr_i < 8192) { \\
     fa__tr_buf[(blockIdx.x * 4 + (threadIdx.x >> 7)) * 8192 + tr_i] = make_int4((ev), (k), (it), (int)clock()); tr_i++; } } while (0)
 """)
-rep("    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;\n    const int tiles = m_blocks * p.heads_q * batch;",
-    "    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;\n    int tr_i = 0;\n    FA__TR(0, 0, 0);\n    const int tiles = m_blocks * p.heads_q * batch;")
-rep("                if (q_uses > 0) fa__mbar_wait(q_empty, (uint32_t)((q_uses - 1) & 1));\n",
-    "                if (q_uses > 0) fa__mbar_wait(q_empty, (uint32_t)((q_uses - 1) & 1));\n                FA__TR(1, k, 0);\n")
-rep("                    if (ring >= STAGES) fa__mbar_wait(k_empty(s), use);\n",
-    "                    if (ring >= STAGES) fa__mbar_wait(k_empty(s), use);\n                    FA__TR(2, k, n - x.n_begin);\n")
-rep("                    if (ring >= STAGES) fa__mbar_wait(v_empty(s), use);\n",
-    "                    if (ring >= STAGES) fa__mbar_wait(v_empty(s), use);\n                    FA__TR(3, k, n - x.n_begin);\n")
+tid = "    const int tid = threadIdx.x + (FA__SM90_WARPSPEC ? 0 : 128), warp = tid / 32, lane = tid % 32;\n"
+rep(tid, tid + "    int tr_i = 0, tr_k = 0; /* tr_k: the producer's tile, for copy_q / copy_kv */\n    FA__TR(0, 0, 0);\n")
+rep("        if (q_uses > 0) fa__mbar_wait(q_empty, (uint32_t)((q_uses - 1) & 1));\n",
+    "        if (q_uses > 0) fa__mbar_wait(q_empty, (uint32_t)((q_uses - 1) & 1));\n        FA__TR(1, tr_k, 0);\n")
+rep("        if (r >= STAGES) fa__mbar_wait(k_empty(s), use);\n",
+    "        if (r >= STAGES) fa__mbar_wait(k_empty(s), use);\n        FA__TR(2, tr_k, n - x.n_begin);\n")
+rep("        if (r >= STAGES) fa__mbar_wait(v_empty(s), use);\n",
+    "        if (r >= STAGES) fa__mbar_wait(v_empty(s), use);\n        FA__TR(3, tr_k, n - x.n_begin);\n")
+rep("                const fa__src c = tile_src(x, h, hk, b);\n",
+    "                const fa__src c = tile_src(x, h, hk, b);\n                tr_k = k;\n")
 rep("""        const int wrow0 = x.row0 + 64 * cw + 16 * (warp % 4); /* this warp's first row */""",
     """        const int wrow0 = x.row0 + 64 * cw + 16 * (warp % 4); /* this warp's first row */\n        FA__TR(10, k, x.n_end - x.n_begin);""")
 rep("""            fa__mbar_wait(q_full, (uint32_t)(q_uses & 1));\n            if (FA__SM90_OVERLAP) {""",
