@@ -1504,7 +1504,9 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
        (stage ring % STAGES, used for the (ring / STAGES)-th time). */
 
     /* The copies, issued by one warp (lane: its lane). Where tile x (head
-       h, K / V head hk, batch b) reads from: */
+       h, K / V head hk = h / p.group, batch b) reads from (hk is the
+       caller's: the producer divides before its tile checks, as it always
+       did, which keeps the default build's code as it was): */
     struct fa__src {
         int qrow, krow, qb, kb, hk;
         bool q_exact, kv_exact;
@@ -1644,7 +1646,12 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
            not an earlier one). Measured
            against computing on the zero rows (H100, 2026-11-25 10:32 UTC,
            two runs of 30 reps): d 64 non-causal 2k +2.5%, 4k +2.0%, 8k-16k
-           and causal 8k-16k -0.4 to +0.8%. */
+           and causal 8k-16k -0.4 to +0.8%. Only with 3 warpgroups: 128-row
+           tiles leave a warpgroup without rows only at lengths that are no
+           multiple of 128, and the 2-warpgroup kernels, whose schedules
+           have moved with every change to this loop, were left unchanged
+           (not measured with it). Its turns must stay those of first /
+           step / finish below (or of the loop without the overlap). */
         const bool idle = WG == 3 && x.row0 + 64 * cw >= x.sq;
         if (idle && count <= 0) continue;
         if (count > 0) {
