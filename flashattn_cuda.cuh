@@ -909,8 +909,8 @@ fa__fwd_kernel_sm80(const fa__fwd_params p)
       warpgroup 0 is the PRODUCER (one warp issues TMA copies; it gives its
       registers back with setmaxnreg.dec to 24), warpgroups 1 and 2 are
       CONSUMERS (64 query rows each, BLOCK_M = 128; setmaxnreg.inc to 240
-      registers for S, P and O~; d 64 with many keys per row has a third
-      consumer, BLOCK_M = 192, at 160 registers: see fa__sm90_shape). Q is
+      registers for S, P and O~; d 64 mostly has a third consumer, BLOCK_M
+      = 192, at 160 registers: see fa__sm90_shape). Q is
       loaded once; K and V go through a ring of STAGES shared-memory
       stages, each guarded by four barriers:
         k_full[s], v_full[s]    the producer's copies have landed (TMA bytes);
@@ -952,13 +952,15 @@ fa__fwd_kernel_sm80(const fa__fwd_params p)
 
    6. Persistent blocks. With more tiles (query block, head, batch) than
       SMs and one length for all sequences, the grid has one block per SM
-      and each block walks its share of the tiles (d 64 and 128 but d 64's
-      shape for long rows; d 256 where it measured faster,
-      fa__sm90_persist_d256). The
-      tiles go out in pairs, query blocks M - 1 - i and i of one head
-      (M query blocks): under a causal mask they see M - i and i + 1 key
-      blocks, M + 1 together whatever i is, so every pair is the same work
-      and static rounds keep every SM equally busy (unit() in the kernel). The barriers and ring carry on from tile to tile: the
+      and each block walks its share of the tiles (d 64 and 128; d 256
+      and d 64's three-warpgroup shape where it measured faster,
+      fa__sm90_persist_d256 / _d64). The tiles go out in pairs, query
+      blocks M - 1 - i and i of one head (M query blocks): under a causal
+      mask they see M - i and i + 1 key blocks, M + 1 together whatever i
+      is, so every pair is the same work and static rounds keep every SM
+      equally busy (unit() in the kernel; the three-warpgroup shape walks
+      single tiles where there is no mask). The barriers and ring carry
+      on from tile to tile: the
       producer copies the next tile's Q as soon as the last S = Q K^T of
       the current one is done (a Q-empty barrier), and the next K and V as
       stages free up, while the consumers still finish P V and store O; a
@@ -1462,16 +1464,28 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
        takes pairs j = blockIdx.x, + G, + 2 G, ... (G = gridDim.x) is as
        busy as every other, mask or not (up to one pair in the last round).
        Unit k of the block is the heavy (k even) or light (k odd) tile of
-       pair (k / 2) G + blockIdx.x. A block per
+       pair (k / 2) G + blockIdx.x. (When M is odd the middle pair is one
+       tile: the launch then makes G coprime to ceil(M / 2), so that no
+       block always gets it.) Without a mask the three-warpgroup shape
+       walks single tiles instead, k G + blockIdx.x in tile_coords' order
+       (WALK1): its 192-row tiles rarely divide the sequence, so its pairs
+       would not be the same work (at 512 tokens pairs of 192 + 128 rows
+       and single middle tiles of 192). A block per
        tile (gridDim.x >= tiles) takes tile blockIdx.x in tile_coords'
        order. False: no tile (past the last pair, or the second half of the
        middle pair when M is odd). */
     const bool one_tile = !PERSIST || (int)gridDim.x >= tiles;
+    const bool walk1 = WG == 3 && !p.has_left && !p.has_right;
     const int pairs_m = (m_blocks + 1) / 2, pairs = pairs_m * p.heads_q * batch;
     auto unit = [&](int k, int &m_block, int &h, int &b) {
         if (one_tile) {
             tile_coords((int)blockIdx.x, m_block, h, b);
             return (int)blockIdx.x < tiles;
+        }
+        if (walk1) {
+            const int t1 = k * (int)gridDim.x + (int)blockIdx.x;
+            tile_coords(t1, m_block, h, b);
+            return t1 < tiles;
         }
         const int j = (k / 2) * (int)gridDim.x + (int)blockIdx.x, i = j % pairs_m;
         h = (j / pairs_m) % p.heads_q;
@@ -1481,7 +1495,9 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
     };
     /* (a block per tile: one unit, known at compile time without PERSIST,
        so no state is carried in registers from tile to tile) */
-    const int rounds = one_tile ? 1 : 2 * ((pairs + (int)gridDim.x - 1) / (int)gridDim.x);
+    const int rounds = one_tile ? 1
+                       : walk1  ? (tiles + (int)gridDim.x - 1) / (int)gridDim.x
+                                : 2 * ((pairs + (int)gridDim.x - 1) / (int)gridDim.x);
 
     if (threadIdx.x == 0) {
         fa__mbar_init(q_full, 1);
@@ -1636,23 +1652,41 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
         };
 
         const int count = x.n_end - x.n_begin;
-        /* IDLE: with 3 consumer warpgroups (192-row tiles) the last query
-           block of a sequence may end before this warpgroup's 64 rows
-           start (at 2048 tokens the third warpgroup of 1 tile in 11, at
-           4096 the second and third of 1 tile in 22). Such a warpgroup
-           computes nothing and stores nothing; it only takes its turns, so
-           that the turns still go round, and releases each stage once it
-           has landed (then its arrival counts for that use of the stage,
-           not an earlier one). Measured
-           against computing on the zero rows (H100, 2026-11-25 10:32 UTC,
-           two runs of 30 reps): d 64 non-causal 2k +2.5%, 4k +2.0%, 8k-16k
-           and causal 8k-16k -0.4 to +0.8%. Only with 3 warpgroups: 128-row
-           tiles leave a warpgroup without rows only at lengths that are no
-           multiple of 128, and the 2-warpgroup kernels, whose schedules
-           have moved with every change to this loop, were left unchanged
-           (not measured with it). Its turns must stay those of first /
-           step / finish below (or of the loop without the overlap). */
-        const bool idle = WG == 3 && x.row0 + 64 * cw >= x.sq;
+        /* count_w: the key blocks this warpgroup's own rows see, with 3
+           consumer warpgroups (192-row tiles; else count).
+           IDLE: the last query block of a sequence may end before this
+           warpgroup's 64 rows start (at 2048 tokens the third warpgroup of
+           1 tile in 11, at 4096 the second and third of 1 tile in 22).
+           Such a warpgroup computes nothing and stores nothing (count_w =
+           0). Measured against computing on the zero rows (H100,
+           2026-11-25 10:32 UTC, two runs of 30 reps): d 64 non-causal 2k
+           +2.5%, 4k +2.0%, 8k-16k and causal 8k-16k -0.4 to +0.8%.
+           WG_STOP: under a causal / window bound a 192-row tile's last key
+           block (128 keys) often lies wholly past the first or second
+           warpgroup's rows (the first 64 rows see 128 keys fewer than the
+           last 64). The warpgroup stops after its count_w-th block: no
+           products and no softmax of scores the mask would all set to
+           -inf, so O~, m and l come out the same. Measured with the
+           persistent walk of this shape (H100, 2026-11-25 11:51 UTC, two
+           runs of 30 reps, TFLOP/s, without / with): causal 2k 401 / 416 and
+           392 / 407, 4k 455 / 467 and 457 / 469, 512 and 1k +4 to +5%,
+           8k-16k +1 to +2%.
+           For the blocks past count_w (pass, below) the warpgroup only
+           takes its turns, so that the turns still go round, and releases
+           each stage once it has landed (then its arrival counts for that
+           use of the stage, not an earlier one). Only with 3 warpgroups:
+           with 128 rows and 128-key blocks the diagonal block always holds
+           keys of both warpgroups, and the 2-warpgroup kernels, whose
+           schedules have moved with every change to this loop, are left
+           as they were. The turns taken must stay those of first / step /
+           finish below (or of the loop without the overlap). */
+        const int wfirst = x.row0 + 64 * cw; /* this warpgroup's first row */
+        const bool idle = WG == 3 && wfirst >= x.sq;
+        int count_w = count;
+        if (WG == 3) {
+            const int seen = idle ? 0 : fa__fwd_extent(p, b, wfirst, 64, BN).n_end - x.n_begin;
+            count_w = __shfl_sync(0xffffffffu, min(max(seen, 0), count), 0); /* warp-uniform, as cw */
+        }
         if (idle && count <= 0) continue;
         if (count > 0) {
             float s[1][NS][4];
@@ -1759,91 +1793,102 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
             auto my_turn = [&]() { if (FA__SM90_PINGPONG) fa__named_sync(1 + cw, 256); };
             auto end_turn = [&]() { if (FA__SM90_PINGPONG) fa__named_arrive(1 + (cw + 1) % WG, 256); };
 
-            if (idle) {
-                for (int it = 0; it < count; it++) {
-                    my_turn();
-                    end_turn();
-                    if (!FA__SM90_OVERLAP) { my_turn(); end_turn(); } /* S and P V in turns of their own */
-                    landed(k_full((ring + it) % STAGES), it);
-                    release_k(it);
-                    landed(v_full((ring + it) % STAGES), it);
-                    release_v(it);
-                }
+            /* key block it >= count_w, past this warpgroup's rows: its
+               turn(s) and its stages, released once landed */
+            auto pass = [&](int it) {
+                my_turn();
+                end_turn();
+                if (!FA__SM90_OVERLAP) { my_turn(); end_turn(); } /* S and P V in turns of their own */
+                landed(k_full((ring + it) % STAGES), it);
+                release_k(it);
+                landed(v_full((ring + it) % STAGES), it);
+                release_v(it);
+            };
+            if (WG == 3 && count_w == 0) { /* idle, or rows that see none of the tile's keys */
+                for (int it = 0; it < count; it++) pass(it);
                 if (FA__SM90_OVERLAP) { my_turn(); end_turn(); } /* the last P V's turn */
-                if (Q_AFTER_O) fa__mbar_arrive(q_empty);
                 q_uses++;
                 ring += count;
-                continue;
-            }
-            fa__mbar_wait(q_full, (uint32_t)(q_uses & 1));
-            if (FA__SM90_OVERLAP) {
-                /* the first key block: S_0 alone */
-                auto first = [&]() {
-                    my_turn();
-                    issue_qk(0);
-                    end_turn();
-                    const bool early_mask = SHORT_PATH && needs_mask(0);
-                    fa__wgmma_wait<0>();
-                    fa__fence_regs(s_flat);
-                    release_k(0);
-                    softmax(0, early_mask); /* O~ is still 0: nothing to rescale */
-                    fa__pack_p<BF16>(s, pa);
-                };
-                /* key block it > 0 */
-                auto step = [&](int it) {
-                    my_turn();
-                    issue_qk(it);     /* S_it ...                       */
-                    issue_pv(it - 1); /* ... and O~ += P_{it-1} V_{it-1} */
-                    end_turn();
-                    const bool early_mask = SHORT_PATH && needs_mask(it);
-                    fa__wgmma_wait<1>(); /* groups retire in order: S_it is done */
-                    fa__fence_regs(s_flat);
-                    release_k(it);
-                    softmax(it, early_mask);
-                    fa__wgmma_wait<0>();
-                    fa__fence_regs(o_flat);
-                    release_v(it - 1);
-                    /* O~ now relative to the new maximum */
-                    if (!LAZY_MAX || __any_sync(0xffffffffu, alpha[0][0] != 1.0f || alpha[0][1] != 1.0f))
-                        fa__rescale_o(acc_o, alpha);
-                    fa__pack_p<BF16>(s, pa);
-                };
-                /* the last P V */
-                auto finish = [&]() {
-                    my_turn();
-                    issue_pv(count - 1);
-                    end_turn();
-                    epilogue_begin(); /* l and m are final: the last softmax is done */
-                    fa__wgmma_wait<0>();
-                    fa__fence_regs(o_flat);
-                    release_v(count - 1);
-                };
-                first();
-                for (int it = 1; it < count; it++) step(it);
-                finish();
-            } else {
-                for (int it = 0; it < count; it++) {
-                    my_turn();
-                    issue_qk(it);
-                    end_turn();
-                    fa__wgmma_wait<0>();
-                    fa__fence_regs(s_flat);
-                    release_k(it);
-                    softmax(it, SHORT_PATH && needs_mask(it));
-                    fa__rescale_o(acc_o, alpha);
-                    fa__pack_p<BF16>(s, pa);
-                    my_turn();
-                    issue_pv(it);
-                    end_turn();
-                    fa__wgmma_wait<0>();
-                    fa__fence_regs(o_flat);
-                    release_v(it);
+                if (idle) {
+                    if (Q_AFTER_O) fa__mbar_arrive(q_empty);
+                    continue;
                 }
+                /* O = 0 and L = -inf below; staged in Q's rows (Q_AFTER_O)
+                   only once this tile's Q has landed there */
+                if (Q_AFTER_O) fa__mbar_wait(q_full, (uint32_t)((q_uses - 1) & 1));
+            } else {
+                fa__mbar_wait(q_full, (uint32_t)(q_uses & 1));
+                if (FA__SM90_OVERLAP) {
+                    /* the first key block: S_0 alone */
+                    auto first = [&]() {
+                        my_turn();
+                        issue_qk(0);
+                        end_turn();
+                        const bool early_mask = SHORT_PATH && needs_mask(0);
+                        fa__wgmma_wait<0>();
+                        fa__fence_regs(s_flat);
+                        release_k(0);
+                        softmax(0, early_mask); /* O~ is still 0: nothing to rescale */
+                        fa__pack_p<BF16>(s, pa);
+                    };
+                    /* key block it > 0 */
+                    auto step = [&](int it) {
+                        my_turn();
+                        issue_qk(it);     /* S_it ...                       */
+                        issue_pv(it - 1); /* ... and O~ += P_{it-1} V_{it-1} */
+                        end_turn();
+                        const bool early_mask = SHORT_PATH && needs_mask(it);
+                        fa__wgmma_wait<1>(); /* groups retire in order: S_it is done */
+                        fa__fence_regs(s_flat);
+                        release_k(it);
+                        softmax(it, early_mask);
+                        fa__wgmma_wait<0>();
+                        fa__fence_regs(o_flat);
+                        release_v(it - 1);
+                        /* O~ now relative to the new maximum */
+                        if (!LAZY_MAX || __any_sync(0xffffffffu, alpha[0][0] != 1.0f || alpha[0][1] != 1.0f))
+                            fa__rescale_o(acc_o, alpha);
+                        fa__pack_p<BF16>(s, pa);
+                    };
+                    /* the last P V */
+                    auto finish = [&]() {
+                        my_turn();
+                        issue_pv(count_w - 1);
+                        end_turn();
+                        epilogue_begin(); /* l and m are final: the last softmax is done */
+                        fa__wgmma_wait<0>();
+                        fa__fence_regs(o_flat);
+                        release_v(count_w - 1);
+                    };
+                    first();
+                    for (int it = 1; it < count_w; it++) step(it);
+                    finish();
+                } else {
+                    for (int it = 0; it < count_w; it++) {
+                        my_turn();
+                        issue_qk(it);
+                        end_turn();
+                        fa__wgmma_wait<0>();
+                        fa__fence_regs(s_flat);
+                        release_k(it);
+                        softmax(it, SHORT_PATH && needs_mask(it));
+                        fa__rescale_o(acc_o, alpha);
+                        fa__pack_p<BF16>(s, pa);
+                        my_turn();
+                        issue_pv(it);
+                        end_turn();
+                        fa__wgmma_wait<0>();
+                        fa__fence_regs(o_flat);
+                        release_v(it);
+                    }
+                }
+                if (WG == 3)
+                    for (int it = count_w; it < count; it++) pass(it); /* (WG_STOP) */
+                q_uses++;
+                ring += count;
             }
-            q_uses++;
-            ring += count;
         }
-        if (!FA__SM90_OVERLAP || count == 0) epilogue_begin(); /* (no key block: O = 0, L = -inf) */
+        if (!FA__SM90_OVERLAP || count_w == 0) epilogue_begin(); /* (no key block: O = 0, L = -inf) */
         if (!LSE_EARLY) store_l();
         uint16_t *go = p.o + (p.cu_seqlens_q ? x.q_tok0 * p.o_seq : b * p.o_batch) + h * p.o_head;
         /* (With Q_AFTER_O a tile without keys had no Q copied for it, and
@@ -1986,10 +2031,10 @@ static fa_status fa__launch_fwd(const char *fn, const fa__fwd_params &p, int bat
      2 stages (193 KB with the O tile; 3 stages, before there was one,
      measured slower); d 256: 80 keys, 2 stages (225 KB; FlashAttention-3's
      128 x 80).
-   Persistent blocks (item 6) for d 64 and 128, and for d 256 where they
-   measured faster (fa__sm90_persist_d256; there the launch chooses
-   between the kernel with PERSIST and the one without); not for d 64's
-   shape for long rows (below).
+   Persistent blocks (item 6) for d 64 and 128, and for d 256 and d 64's
+   shape for long rows where they measured faster (fa__sm90_persist_d256,
+   fa__sm90_persist_d64; there the launch chooses between the kernel with
+   PERSIST and the one without).
    LONG: the shape for many keys per query row (fa__sm90_long_rows).
      d 128: wider key blocks, 176 keys, 2 stages (209 KB, no room for an O
      tile; FlashAttention-3's 128 x 176): a third fewer iterations, each
@@ -2002,8 +2047,11 @@ static fa_status fa__launch_fwd(const char *fn, const fa__fwd_params &p, int bat
      epilogue_begin) the 128-key blocks were as fast at 4096 non-causal
      keys too (674 / 658, 2026-11-24 14:01 UTC). Hence from 8192 keys.
      d 64: a third consumer warpgroup, BLOCK_M 192 with 128-key blocks, 3
-     stages (FlashAttention-3's d 64 tile; 145 KB with the O tile), a
-     block per tile, from 2048 keys (8192 under a causal / window mask).
+     stages (FlashAttention-3's d 64 tile; 145 KB with the O tile): with
+     persistent blocks at any length below 4096 keys (8192 under a causal
+     / window mask) where the grid can be persistent
+     (fa__sm90_persist_d64), else a block per tile from 2048 keys (8192
+     masked).
      Why: at d 64 the softmax, not the tensor cores, sets the pace (a tile
      at 512 tokens spends about 40% of its time in it, its warps mostly
      waiting on dependent instructions: bench/results/ 2026-11-24
@@ -2011,20 +2059,25 @@ static fa_status fa__launch_fwd(const char *fn, const fa__fwd_params &p, int bat
      sub-partition another warp to hide that latency with, at 160
      registers a thread instead of 240.
      Where: its 192-row tiles waste rows at short lengths and on causal
-     diagonals. Against two warpgroups (H100, 2026-11-25, TFLOP/s, 2 / 3
+     diagonals, which the kernel's IDLE and WG_STOP no longer compute.
+     Before they did, against two warpgroups (H100, 2026-11-25, TFLOP/s, 2 / 3
      warpgroups), with persistent blocks (07:22 UTC): non-causal 4k 495 /
      520, 16k 498 / 524 (two: the 192-key blocks d 64 took from 8k then);
      causal 4k 442 / 424, 8k 468 / 478, 16k 482 / 493; a block per tile
      (08:23 UTC): non-causal 1k 417 / 382, 2k 465 / 478; causal 2k 391 /
-     355, 4k 445 / 425.
-     A block per tile: persistent blocks walk pairs of tiles (item 6), and
+     355, 4k 445 / 425. With them, and persistent, three won or tied at
+     every point below 4096 keys (8192 masked): fa__sm90_persist_d64.
+     A block per tile from 4096 keys (8192 masked): persistent blocks
+     walked pairs of tiles (item 6), and
      the 8k-16k problems' 2752 tiles are 10.4 pairs a block, so the last
      round leaves SMs idle for up to a pair, where the hardware hands
      single tiles out as SMs free up. Persistent / a block per tile (08:02
      UTC): 8k 513 / 543, 16k 521 / 563, causal 8k 493 / 501, 16k 497 /
      514, 4k the same. (Walking single tiles when there is no mask got
      half of that back, but the change to the tile walk made the
-     two-warpgroup d 64 kernel 2-4% slower.)
+     two-warpgroup d 64 kernel 2-4% slower; the three-warpgroup kernel
+     now walks single tiles without a mask, the two-warpgroup ones do
+     not.)
      Registers: until the mask limits became 32-bit (fa__mask_cut) and cw
      warp-uniform (CW_UNIFORM in the kernel), this shape spilled 24 bytes.
    wgs: consumer warpgroups. Four at d 64 (BLOCK_M 256, 64-key blocks to
@@ -2039,7 +2092,8 @@ static fa_status fa__launch_fwd(const char *fn, const fa__fwd_params &p, int bat
    products as the pingpong turns do). */
 /* A shape as a row of this table. wgs, bn, stages: consumer warpgroups,
    BLOCK_N, ring depth. persist: persistent blocks allowed (item 6; at
-   d 256 fa__sm90_persist_d256 also decides). keys, keys_masked (the
+   d 256 fa__sm90_persist_d256 also decides, for d 64's long rows
+   fa__sm90_persist_d64). keys, keys_masked (the
    shapes for long rows): the fewest keys from which fa__sm90_long_rows
    takes the shape, without and with a causal / window mask. */
 template <int WGS, int BN, int STAGES, bool PERSIST, int KEYS = 0, int KEYS_MASKED = 0> struct fa__sm90_shape_row {
@@ -2048,7 +2102,7 @@ template <int WGS, int BN, int STAGES, bool PERSIST, int KEYS = 0, int KEYS_MASK
 };
 template <int D, bool LONG> struct fa__sm90_shape;
 template <> struct fa__sm90_shape<64, false> : fa__sm90_shape_row<2, 128, 3, true> {};
-template <> struct fa__sm90_shape<64, true> : fa__sm90_shape_row<3, 128, 3, false, 2048, 8192> {};
+template <> struct fa__sm90_shape<64, true> : fa__sm90_shape_row<3, 128, 3, true, 2048, 8192> {};
 template <> struct fa__sm90_shape<128, false> : fa__sm90_shape_row<2, 128, 2, true> {};
 template <> struct fa__sm90_shape<128, true> : fa__sm90_shape_row<2, 176, 2, true, 8192, 8192> {};
 template <> struct fa__sm90_shape<256, false> : fa__sm90_shape_row<2, 80, 2, true> {};
@@ -2107,14 +2161,25 @@ static int fa__tma_map(CUtensorMap *m, const void *base, int bf16, int cols, int
 
 /* Take head dim D's shape for long rows (see fa__sm90_shape)? From its
    keys / keys_masked: d 64 from 2048 keys, or 8192 under a causal / window
-   mask; d 128 from 8192 keys. */
-template <int D> static bool fa__sm90_long_rows(const fa__fwd_params &p)
+   mask; d 128 from 8192 keys. And d 64 at any length where that shape's
+   grid is persistent (persist64, fa__sm90_persist_d64). */
+template <int D> static bool fa__sm90_long_rows(const fa__fwd_params &p, bool persist64)
 {
 #ifdef FLASHATTN_TEST_HOOKS
     if (fa__sm90_long >= 0) return fa__sm90_long != 0;
 #endif
     typedef fa__sm90_shape<D, true> S;
-    return p.seqlen_k >= (p.has_left || p.has_right ? S::keys_masked : S::keys);
+    return persist64 || p.seqlen_k >= (p.has_left || p.has_right ? S::keys_masked : S::keys);
+}
+
+static int fa__gcd(int a, int b)
+{
+    while (b) {
+        const int r = a % b;
+        a = b;
+        b = r;
+    }
+    return a;
 }
 
 /* Can the grid be persistent (one block per SM, or per pair when there are
@@ -2149,6 +2214,32 @@ static bool fa__sm90_persist_d256(const fa__fwd_params &p, int batch, int sms)
     constexpr int BM = 64 * fa__sm90_shape<256, false>::wgs;
     const int64_t tiles = (int64_t)((p.seqlen_q + BM - 1) / BM) * p.heads_q * batch;
     return p.has_right && p.seqlen_q >= 1024 && p.seqlen_q <= 8192 && fa__sm90_can_persist(p, tiles, sms);
+}
+
+/* d 64's shape for long rows (three consumer warpgroups) runs persistent
+   where that measured faster: below 4096 keys, or 8192 under a causal /
+   window mask, where the grid can be persistent at all
+   (fa__sm90_can_persist); there it is taken at any length, in place of
+   the two-warpgroup shape. Against main before (two warpgroups,
+   persistent, below 2048 keys / 8192 masked; three, a block per tile,
+   above), H100, 2026-11-25 11:51 UTC, two runs of 30 reps, TFLOP/s:
+   non-causal 512 348 / 357 and 347 / 357, 1k 420 / 419 and 416 / 415,
+   2k 487 / 494 twice; causal 512 221 / 224 and 225 / 230, 1k 314 / 314
+   and 306 / 306, 2k 394 / 416 and 384 / 407, 4k 442 / 467 and 443 / 469
+   (the persistent walks with WG_STOP in the kernel). Block per tile
+   stays faster from 4096 keys non-causal (4k 527 / 523, 16k 548 / 540)
+   and at 16k causal (519 / 510): as at d 256, the hardware's block
+   scheduler balances the last round, and at 16k the K and V of the
+   heads whose tiles run at once outgrow the L2 (likely causes, not
+   measured); causal 8k was the same either way (500 / 503, 495 / 499). */
+static bool fa__sm90_persist_d64(const fa__fwd_params &p, int batch, int sms)
+{
+#ifdef FLASHATTN_TEST_HOOKS
+    if (fa__sm90_grid_cap > 0) return true; /* the tests' persistent walks, any mask or length */
+#endif
+    constexpr int BM = 64 * fa__sm90_shape<64, true>::wgs;
+    const int64_t tiles = (int64_t)((p.seqlen_q + BM - 1) / BM) * p.heads_q * batch;
+    return p.seqlen_k < (p.has_left || p.has_right ? 8192 : 4096) && fa__sm90_can_persist(p, tiles, sms);
 }
 
 /* Run the problem on the sm_90a kernel when it can: *ran = 0 (and FA_OK)
@@ -2201,6 +2292,21 @@ static fa_status fa__launch_fwd_sm90(const char *fn, const fa__fwd_params &p, in
     const int64_t pairs = (int64_t)((m_blocks + 1) / 2) * p.heads_q * batch;
     int blocks = PERSIST && fa__sm90_can_persist(p, tiles, gpu.sms) ? (int)(pairs < gpu.sms ? pairs : gpu.sms)
                                                                    : (int)tiles;
+    if (WG == 3 && PERSIST && blocks < tiles) {
+        if (!p.has_left && !p.has_right) {
+            blocks = gpu.sms; /* single tiles (the kernel's walk1) */
+        } else if (pairs > blocks) {
+            /* Pairs of 192-row tiles are not the same work (the causal
+               block count grows by 1.5 a query block, and the middle pair
+               is one tile when M is odd), and a block takes every G-th
+               pair: with G coprime to ceil(M / 2) each block goes round
+               all the pair shapes instead of always getting the same one
+               (G = 132 would give every block one shape at 512, 1k, 2k
+               and 4k tokens). 131 blocks on 132 SMs at those lengths. */
+            const int pm = (m_blocks + 1) / 2;
+            while (blocks > 1 && fa__gcd(blocks, pm) > 1) blocks--;
+        }
+    }
 #ifdef FLASHATTN_TEST_HOOKS
     if (PERSIST && fa__sm90_grid_cap > 0 && blocks > fa__sm90_grid_cap) blocks = fa__sm90_grid_cap; /* any mask */
 #endif
@@ -2229,13 +2335,17 @@ static fa_status fa__dispatch_family(const char *fn, const fa__fwd_params &p, in
             int ran = 0;
             fa_status s;
             constexpr bool P = FA__SM90_PERSISTENT;
+            const bool persist64 = D == 64 && P && fa__sm90_persist_d64(p, batch, gpu.sms);
             if constexpr (D == 256) {
                 if (P && fa__sm90_persist_d256(p, batch, gpu.sms))
                     s = fa__launch_fwd_sm90<BF16, D, false, P>(fn, p, batch, gpu, stream, &ran);
                 else
                     s = fa__launch_fwd_sm90<BF16, D, false, false>(fn, p, batch, gpu, stream, &ran);
-            } else if (fa__sm90_long_rows<D>(p)) {
-                s = fa__launch_fwd_sm90<BF16, D, true, P>(fn, p, batch, gpu, stream, &ran);
+            } else if (fa__sm90_long_rows<D>(p, persist64)) {
+                if (D == 64 && !persist64)
+                    s = fa__launch_fwd_sm90<BF16, D, true, false>(fn, p, batch, gpu, stream, &ran);
+                else
+                    s = fa__launch_fwd_sm90<BF16, D, true, P>(fn, p, batch, gpu, stream, &ran);
             } else {
                 s = fa__launch_fwd_sm90<BF16, D, false, P>(fn, p, batch, gpu, stream, &ran);
             }

@@ -64,6 +64,7 @@ typedef struct tcase {
     float softcap, scale, dropout;
     int alibi, varlen, seqlens_k, strided;
     int ramp; /* keys grow along the sequence (see make_buf) */
+    int sm90_long; /* 1 + the sm_90a shape to take (fa__sm90_long), 0: as main() alternates */
 } tcase;
 
 /* A host tensor [rows, heads, dim] (rows = batch * seq, or total tokens) with
@@ -414,6 +415,18 @@ int main(int argc, char **argv)
             c = base; c.d = d; c.sq = 203; c.sk = 113; c.causal = 1; c.ramp = 1;
             c.name = NAME("d%d causal sq > sk, keys ramped", d); cs.push_back(c);
         }
+        /* d 64's three-warpgroup shape (192-row tiles) where a warpgroup's
+           rows see fewer key blocks than the tile (the kernel's WG_STOP),
+           or none (its first 64 rows here: O = 0, L = -inf), or lie past
+           the sequence (idle); main() runs each with and without a grid cap */
+        for (int k = 0; k < 2; k++) {
+            c = base; c.d = 64; c.sq = 203; c.sk = 113; c.causal = 1; c.ramp = 1; c.sm90_long = 2;
+            c.name = NAME("d64 causal sq > sk, keys ramped, 3 warpgroups"); cs.push_back(c);
+            c = base; c.d = 64; c.sq = 1000; c.sk = 1000; c.causal = 1; c.hq = 4; c.hkv = 2; c.sm90_long = 2;
+            c.name = NAME("d64 1000 causal GQA, 3 warpgroups"); cs.push_back(c);
+            c = base; c.d = 64; c.sq = 203; c.sk = 500; c.window = 1; c.wl = 70; c.wr = 5; c.sm90_long = 2;
+            c.name = NAME("d64 203x500 window (70, 5), 3 warpgroups"); cs.push_back(c);
+        }
         /* shapes that reach the sm_90a kernel's tails, maps and tile edges */
         c = base; c.d = 100; c.causal = 1; c.strided = 1; c.name = NAME("padded dims (100, 100) causal, strided"); cs.push_back(c);
         c = base; c.d = 256; c.hq = 8; c.hkv = 2; c.window = 1; c.wl = 60; c.wr = 7; c.name = NAME("GQA 8/2 d256 window"); cs.push_back(c);
@@ -446,7 +459,7 @@ int main(int argc, char **argv)
         const int before = fa__sm90_launches;
         g_rng = 0x9E3779B97F4A7C15ull * (i + 1);
         fa__sm90_grid_cap = i % 2 ? 1 + (int)(i / 2) % 5 : 0;
-        fa__sm90_long = (int)(i / 2) % 2;
+        fa__sm90_long = cs[i].sm90_long ? cs[i].sm90_long - 1 : (int)(i / 2) % 2;
         if (fa__sm90_grid_cap)
             snprintf(path, sizeof path, "%s [grid cap %d]", fa__sm90_long ? " [long]" : "", fa__sm90_grid_cap);
         else
