@@ -165,13 +165,13 @@
    GPU, NVIDIA H100 80GB HBM3, bf16, FA3-paper grid, beside PyTorch 2.11 SDPA
    measured in the same run (the contenders interleaved rep by rep, the GPU's
    time alone, medians):
-     forward (the sm_90a kernel; 2026-11-25 10:38 UTC, bf16 matmul ceiling
-     in the same run 794 TFLOP/s): 1.35-2.89x SDPA-flash, 0.87-1.26x
-     SDPA-cuDNN. Seqlen 16k non-causal: d64 563 TFLOP/s (1.87x flash,
-     1.17x cuDNN), d128 704 (2.14x, 1.06x), d256 830 (2.76x, 1.15x);
-     causal: d128 688 (1.10x cuDNN), d256 808 (1.26x). At d128 and d256
+     forward (the sm_90a kernel; 2026-11-25 12:03 UTC, bf16 matmul ceiling
+     in the same run 783 TFLOP/s): 1.36-2.83x SDPA-flash, 0.88-1.26x
+     SDPA-cuDNN. Seqlen 16k non-causal: d64 552 TFLOP/s (1.87x flash,
+     1.17x cuDNN), d128 693 (2.12x, 1.05x), d256 818 (2.76x, 1.15x);
+     causal: d128 681 (1.12x cuDNN), d256 803 (1.26x). At d128 and d256
      every point from 2k tokens is at 1.01x cuDNN or more; d64 non-causal
-     512-1k and causal 512-4k (1.35-1.57x flash, 0.87-1.02x cuDNN) and
+     512-1k and causal 512-2k (1.36-1.56x flash, 0.88-1.04x cuDNN) and
      d256 causal 512 (1.45x flash) are under the 1.6x-flash goal
      (README.md says why).
      backward (2026-11-24 16:30 UTC): 0.88-1.09x SDPA-flash at d64,
