@@ -37,42 +37,42 @@ rep("                const fa__src c = tile_src(x, h, hk, b);\n",
     "                const fa__src c = tile_src(x, h, hk, b);\n                tr_k = k;\n")
 rep("""        const int wrow0 = x.row0 + 64 * cw + 16 * (warp % 4); /* this warp's first row */""",
     """        const int wrow0 = x.row0 + 64 * cw + 16 * (warp % 4); /* this warp's first row */\n        FA__TR(10, k, x.n_end - x.n_begin);""")
-rep("""            fa__mbar_wait(q_full, (uint32_t)(q_uses & 1));\n            if (FA__SM90_OVERLAP) {""",
-    """            fa__mbar_wait(q_full, (uint32_t)(q_uses & 1));\n            FA__TR(11, k, 0);\n            if (FA__SM90_OVERLAP) {""")
+rep("""                fa__mbar_wait(q_full, (uint32_t)(q_uses & 1));\n                if (FA__SM90_OVERLAP) {""",
+    """                fa__mbar_wait(q_full, (uint32_t)(q_uses & 1));\n                FA__TR(11, k, 0);\n                if (FA__SM90_OVERLAP) {""")
 rep("""            auto my_turn = [&]() { if (FA__SM90_PINGPONG) fa__named_sync(1 + cw, 256); };""",
     """            auto my_turn = [&]() { FA__TR(18, k, 0); if (FA__SM90_PINGPONG) fa__named_sync(1 + cw, 256); FA__TR(12, k, 0); };""")
-rep("""                    fa__wgmma_wait<0>();
-                    fa__fence_regs(s_flat);
-                    release_k(0);
-                    softmax(0, early_mask); /* O~ is still 0: nothing to rescale */""",
-"""                    fa__wgmma_wait<0>();
-                    fa__fence_regs(s_flat);
-                    FA__TR(13, k, 0);
-                    release_k(0);
-                    softmax(0, early_mask); /* O~ is still 0: nothing to rescale */
-                    FA__TR(14, k, 0);""")
-rep("""                    fa__wgmma_wait<1>(); /* groups retire in order: S_it is done */
-                    fa__fence_regs(s_flat);
-                    release_k(it);
-                    softmax(it, early_mask);
-                    fa__wgmma_wait<0>();
-                    fa__fence_regs(o_flat);""",
-"""                    fa__wgmma_wait<1>(); /* groups retire in order: S_it is done */
-                    fa__fence_regs(s_flat);
-                    FA__TR(13, k, it);
-                    release_k(it);
-                    fa__wgmma_wait<0>(); /* where ptxas puts it (SASS D1 D0 E) */
-                    fa__fence_regs(o_flat);
-                    FA__TR(15, k, it);
-                    softmax(it, early_mask);
-                    FA__TR(14, k, it);""")
-rep("""                    fa__wgmma_wait<0>();
-                    fa__fence_regs(o_flat);
-                    release_v(count - 1);""",
-"""                    fa__wgmma_wait<0>();
-                    fa__fence_regs(o_flat);
-                    FA__TR(15, k, count);
-                    release_v(count - 1);""")
+rep("""                        fa__wgmma_wait<0>();
+                        fa__fence_regs(s_flat);
+                        release_k(0);
+                        softmax(0, early_mask); /* O~ is still 0: nothing to rescale */""",
+"""                        fa__wgmma_wait<0>();
+                        fa__fence_regs(s_flat);
+                        FA__TR(13, k, 0);
+                        release_k(0);
+                        softmax(0, early_mask); /* O~ is still 0: nothing to rescale */
+                        FA__TR(14, k, 0);""")
+rep("""                        fa__wgmma_wait<1>(); /* groups retire in order: S_it is done */
+                        fa__fence_regs(s_flat);
+                        release_k(it);
+                        softmax(it, early_mask);
+                        fa__wgmma_wait<0>();
+                        fa__fence_regs(o_flat);""",
+"""                        fa__wgmma_wait<1>(); /* groups retire in order: S_it is done */
+                        fa__fence_regs(s_flat);
+                        FA__TR(13, k, it);
+                        release_k(it);
+                        fa__wgmma_wait<0>(); /* where ptxas puts it (SASS D1 D0 E) */
+                        fa__fence_regs(o_flat);
+                        FA__TR(15, k, it);
+                        softmax(it, early_mask);
+                        FA__TR(14, k, it);""")
+rep("""                        fa__wgmma_wait<0>();
+                        fa__fence_regs(o_flat);
+                        release_v(count_w - 1);""",
+"""                        fa__wgmma_wait<0>();
+                        fa__fence_regs(o_flat);
+                        FA__TR(15, k, count);
+                        release_v(count_w - 1);""")
 rep("""        uint16_t *go = p.o + (p.cu_seqlens_q""", """        FA__TR(16, k, 0);
         uint16_t *go = p.o + (p.cu_seqlens_q""")
 rep("""            fa__store_o_rows<BF16>(p, acc_o, inv, go, wrow0, x.sq, g, t);
