@@ -1464,13 +1464,13 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
        takes pairs j = blockIdx.x, + G, + 2 G, ... (G = gridDim.x) is as
        busy as every other, mask or not (up to one pair in the last round).
        Unit k of the block is the heavy (k even) or light (k odd) tile of
-       pair (k / 2) G + blockIdx.x. (When M is odd the middle pair is one
-       tile: the launch then makes G coprime to ceil(M / 2), so that no
-       block always gets it.) Without a mask the three-warpgroup shape
-       walks single tiles instead, k G + blockIdx.x in tile_coords' order
-       (WALK1): its 192-row tiles rarely divide the sequence, so its pairs
-       would not be the same work (at 512 tokens pairs of 192 + 128 rows
-       and single middle tiles of 192). A block per
+       pair (k / 2) G + blockIdx.x. Without a mask the three-warpgroup
+       shape walks single tiles instead, k G + blockIdx.x in tile_coords'
+       order (WALK1): its 192-row tiles rarely divide the sequence, so its
+       pairs would not be the same work (at 512 tokens pairs of 192 + 128
+       rows and single middle tiles of 192). For that shape the launch
+       makes G coprime to the tiles or pairs of a head, so that no block
+       gets the short ones every time. A block per
        tile (gridDim.x >= tiles) takes tile blockIdx.x in tile_coords'
        order. False: no tile (past the last pair, or the second half of the
        middle pair when M is odd). */
@@ -2226,12 +2226,16 @@ static bool fa__sm90_persist_d256(const fa__fwd_params &p, int batch, int sms)
    non-causal 512 348 / 357 and 347 / 357, 1k 420 / 419 and 416 / 415,
    2k 487 / 494 twice; causal 512 221 / 224 and 225 / 230, 1k 314 / 314
    and 306 / 306, 2k 394 / 416 and 384 / 407, 4k 442 / 467 and 443 / 469
-   (the persistent walks with WG_STOP in the kernel). Block per tile
-   stays faster from 4096 keys non-causal (4k 527 / 523, 16k 548 / 540)
-   and at 16k causal (519 / 510): as at d 256, the hardware's block
-   scheduler balances the last round, and at 16k the K and V of the
-   heads whose tiles run at once outgrow the L2 (likely causes, not
-   measured); causal 8k was the same either way (500 / 503, 495 / 499). */
+   (the persistent walks with WG_STOP in the kernel; the non-causal one
+   on 132 blocks). Then the
+   single-tile walk on a grid coprime to the tiles of a head (12:21 UTC,
+   two runs of 30 reps, against the walk on 132 blocks): non-causal 512
+   353 / 377 twice, 1k 414 / 441 and 412 / 439, 2k 492 / 501 and 496 /
+   506. Persistent from 4096 keys too, in the same runs (against a block
+   per tile): non-causal 4k +0.8%, 8k -0.4%, 16k -4 to -5%; causal 8k
+   -0.8%, 16k -3.3%. As at d 256, the hardware's block scheduler balances
+   the last round, and at 16k the K and V of the heads whose tiles run at
+   once outgrow the L2 (likely causes, not measured). */
 static bool fa__sm90_persist_d64(const fa__fwd_params &p, int batch, int sms)
 {
 #ifdef FLASHATTN_TEST_HOOKS
@@ -2293,19 +2297,24 @@ static fa_status fa__launch_fwd_sm90(const char *fn, const fa__fwd_params &p, in
     int blocks = PERSIST && fa__sm90_can_persist(p, tiles, gpu.sms) ? (int)(pairs < gpu.sms ? pairs : gpu.sms)
                                                                    : (int)tiles;
     if (WG == 3 && PERSIST && blocks < tiles) {
-        if (!p.has_left && !p.has_right) {
-            blocks = gpu.sms; /* single tiles (the kernel's walk1) */
-        } else if (pairs > blocks) {
-            /* Pairs of 192-row tiles are not the same work (the causal
-               block count grows by 1.5 a query block, and the middle pair
-               is one tile when M is odd), and a block takes every G-th
-               pair: with G coprime to ceil(M / 2) each block goes round
-               all the pair shapes instead of always getting the same one
-               (G = 132 would give every block one shape at 512, 1k, 2k
-               and 4k tokens). 131 blocks on 132 SMs at those lengths. */
-            const int pm = (m_blocks + 1) / 2;
-            while (blocks > 1 && fa__gcd(blocks, pm) > 1) blocks--;
-        }
+        /* A block takes every G-th tile (the kernel's walk1, without a
+           mask) or pair, the query block running fastest: when G is a
+           multiple of the tiles (M) or pairs (ceil(M / 2)) of a head, a
+           block gets the same query block or pair every time. The
+           192-row tiles are not all the same work: the last of a
+           sequence is short (64 or 128 rows at 512-4k tokens), and under
+           a causal mask the block count grows by 1.5 a query block and
+           the middle pair is one tile when M is odd. With G = 132 the
+           blocks of the short tiles idled while the others ran full
+           ones (d 64 at 1k tokens: block 0's 24 tiles took 418k cycles,
+           block 1's 638k; sm90_trace, H100, 2026-11-25 12:17 UTC). With
+           G coprime to them each block goes round all the shapes: 131
+           blocks on 132 SMs at 512-4k tokens. */
+        const bool walk1 = !p.has_left && !p.has_right;
+        if (walk1) blocks = gpu.sms;
+        const int per_head = walk1 ? m_blocks : (m_blocks + 1) / 2;
+        if (walk1 || pairs > blocks)
+            while (blocks > 1 && fa__gcd(blocks, per_head) > 1) blocks--;
     }
 #ifdef FLASHATTN_TEST_HOOKS
     if (PERSIST && fa__sm90_grid_cap > 0 && blocks > fa__sm90_grid_cap) blocks = fa__sm90_grid_cap; /* any mask */

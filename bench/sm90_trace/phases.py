@@ -26,10 +26,14 @@ def phases(fn):
             T = tiles[a]; t0 = [c for e, it, c in T if e == 10][0]
             nxt = [c for e, it, c in tiles[b] if e == 10][0]
             get = lambda ee: [c for e, it, c in T if e == ee]
+            if not get(11): continue  # a warpgroup idle in this tile (rows past the sequence, or no key)
             q = d(t0, get(11)[0]); s0 = d(get(12)[0], get(13)[0])
             smx = [d(x, y) for x, y in zip(get(13), get(14))]
             epi = d(get(16)[0], get(17)[0]); gap = d(get(17)[0], nxt)
-            lastpv = d(get(12)[-1], get(15)[-1])
+            # the last P V: from the turn that issued it (the last turn before the last
+            # "P V ready"; turns after it are WG_STOP's passes) to that event
+            i15 = max(i for i, (e, it, c) in enumerate(T) if e == 15)
+            lastpv = d([c for e, it, c in T[:i15] if e == 12][-1], T[i15][2])
             for name, v in (("tile", d(t0, nxt)), ("Q wait", q), ("first S", s0), ("softmax each", sum(smx) / len(smx)),
                             ("last PV", lastpv), ("epilogue", epi), ("to next tile", gap), ("key blocks", len(smx))):
                 acc.setdefault(name, []).append(v)
