@@ -962,7 +962,9 @@ fa__fwd_kernel_sm80(const fa__fwd_params p)
       single tiles where there is no mask). The barriers and ring carry
       on from tile to tile: the
       producer copies the next tile's Q as soon as the last S = Q K^T of
-      the current one is done (a Q-empty barrier), and the next K and V as
+      the current one is done (a Q-empty barrier; with the three-warpgroup
+      shape's two Q tiles, once the tile before has let go of the other,
+      fa__sm90_q_bufs), and the next K and V as
       stages free up, while the consumers still finish P V and store O; a
       block per tile would start each tile with an empty pipeline, which
       short causal tiles (one to four key blocks at 512 tokens) feel most.
@@ -1052,13 +1054,25 @@ typedef struct fa__tma_maps { CUtensorMap q, k, v, o; int o_ok; } fa__tma_maps;
    block at d 128 with 176-key blocks stores O straight from the
    registers: staged in Q, the wait measured 3% slower at 8k and 16k tokens
    (H100, 2026-11-24). */
-__host__ __device__ constexpr size_t fa__sm90_smem(int D, int BM, int BN, int ST, bool o_own)
+__host__ __device__ constexpr size_t fa__sm90_smem(int D, int BM, int BN, int ST, bool o_own, int qb = 1)
 {
-    return 1024 + 2u * (size_t)D * (BM + 2 * ST * BN + (o_own ? BM : 0)) + 8u * (2 + 4 * ST);
+    return 1024 + 2u * (size_t)D * (qb * BM + 2 * ST * BN + (o_own ? BM : 0)) + 8u * (2 * qb + 4 * ST);
 }
 __host__ __device__ constexpr bool fa__sm90_o_own(int D, int BM, int BN, int ST)
 {
     return fa__sm90_smem(D, BM, BN, ST, true) <= 227u * 1024u;
+}
+/* Q tiles in shared memory: two for the persistent three-warpgroup blocks,
+   so that the producer copies the next tile's Q while the current tile's
+   last key blocks run instead of after its last S = Q K^T (169 KB at d 64
+   with the O tile). The clock() trace had each warpgroup wait 650-880
+   cycles for Q at a tile's start (sm90-trace-d64-walk-1217.txt). Against
+   one Q tile (H100, 2026-11-25 12:37 UTC, two runs of 30 reps): d 64
+   non-causal 512 +1.5%, 1k +0.8%, 2k +1.0%, causal 512 +2.1 to +2.4%, 1k
+   +0.7 to +0.8%, 2k and 4k +1.0%. */
+__host__ __device__ constexpr int fa__sm90_q_bufs(int WG, bool persist, bool o_own)
+{
+    return WG == 3 && persist && o_own ? 2 : 1;
 }
 /* setmaxnreg's count for the consumer warpgroups. The registers a block
    holds are fixed at launch: with __launch_bounds__(128 (wg + 1), 1) each
@@ -1426,6 +1440,7 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
     /* O staged in Q by a persistent block: Q is free for the next tile's
        copy once the O stores have read it, not after the last S */
     constexpr bool Q_AFTER_O = O_STAGED && !O_OWN && PERSIST;
+    constexpr int QB = fa__sm90_q_bufs(WG, PERSIST, O_OWN);
     static_assert(D % 64 == 0 && BN % 16 == 0 && BN <= 256, "sm_90a tile shape");
 
     extern __shared__ uint8_t fa__smem90[];
@@ -1435,11 +1450,17 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
     const uint32_t sO = O_OWN ? sV + STAGES * KV_BYTES : sQ;
     /* barriers, 8 bytes each: Q full, Q empty, then per stage K full, V full,
        K empty, V empty */
-    const uint32_t q_full = sV + STAGES * KV_BYTES + (O_OWN ? Q_BYTES : 0u), q_empty = q_full + 8u;
-    auto k_full = [&](int s) { return q_full + 8u * (2 + s); };
-    auto v_full = [&](int s) { return q_full + 8u * (2 + STAGES + s); };
-    auto k_empty = [&](int s) { return q_full + 8u * (2 + 2 * STAGES + s); };
-    auto v_empty = [&](int s) { return q_full + 8u * (2 + 3 * STAGES + s); };
+    const uint32_t sQ1 = sV + STAGES * KV_BYTES + (O_OWN ? Q_BYTES : 0u); /* Q's second tile (QB = 2) */
+    const uint32_t bars = sQ1 + (QB - 1) * Q_BYTES;
+    auto k_full = [&](int s) { return bars + 8u * (2 + s); };
+    auto v_full = [&](int s) { return bars + 8u * (2 + STAGES + s); };
+    auto k_empty = [&](int s) { return bars + 8u * (2 + 2 * STAGES + s); };
+    auto v_empty = [&](int s) { return bars + 8u * (2 + 3 * STAGES + s); };
+    /* the u-th tile's Q: its buffer and barriers */
+    auto q_tile = [&](int u) { return u % QB ? sQ1 : sQ; };
+    auto q_full = [&](int u) { return u % QB ? bars + 8u * (2 + 4 * STAGES) : bars; };
+    auto q_empty = [&](int u) { return q_full(u) + 8u; };
+    auto q_phase = [&](int u) { return (uint32_t)((u / QB) & 1); };
 
     /* (without the producer, FA__SM90_WARPSPEC = 0, the consumers keep
        their numbers: warps 4 and up) */
@@ -1500,9 +1521,11 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
                                 : 2 * ((pairs + (int)gridDim.x - 1) / (int)gridDim.x);
 
     if (threadIdx.x == 0) {
-        fa__mbar_init(q_full, 1);
-        /* lane 0 of each consumer warp; with Q_AFTER_O every consumer thread */
-        fa__mbar_init(q_empty, Q_AFTER_O ? 128 * WG : 4 * WG);
+        for (int u = 0; u < QB; u++) {
+            fa__mbar_init(q_full(u), 1);
+            /* lane 0 of each consumer warp; with Q_AFTER_O every consumer thread */
+            fa__mbar_init(q_empty(u), Q_AFTER_O ? 128 * WG : 4 * WG);
+        }
         for (int s = 0; s < STAGES; s++) {
             fa__mbar_init(k_full(s), 1);
             fa__mbar_init(v_full(s), 1);
@@ -1547,8 +1570,8 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
     /* Q of the tile whose Q is the q_uses-th loaded (the previous tile's Q
        is free once its last S = Q K^T is done) */
     auto copy_q = [&](const fa__src &c, const fa__extent &x, int h, int q_uses) {
-        if (q_uses > 0) fa__mbar_wait(q_empty, (uint32_t)((q_uses - 1) & 1));
-        fa__sm90_load<BM, D>(sQ, q_full, &tm.q, c.qrow, h, c.qb, x.sq - x.row0, c.q_exact, p.d, c.gq, p.q_seq, lane);
+        if (q_uses >= QB) fa__mbar_wait(q_empty(q_uses), q_phase(q_uses - QB));
+        fa__sm90_load<BM, D>(q_tile(q_uses), q_full(q_uses), &tm.q, c.qrow, h, c.qb, x.sq - x.row0, c.q_exact, p.d, c.gq, p.q_seq, lane);
     };
     /* K and V of key block n, ring position r */
     auto copy_kv = [&](const fa__src &c, const fa__extent &x, int n, int r) {
@@ -1599,7 +1622,8 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
     constexpr bool CW_UNIFORM = WG == 3 || D == 256 || (D == 128 && BN == 128);
     const int cw = CW_UNIFORM ? __shfl_sync(0xffffffffu, warp / 4 - 1, 0) : warp / 4 - 1;
     const int g = lane / 4, t = lane % 4;
-    const uint32_t qw = sQ + (uint32_t)cw * 64 * 128; /* this warpgroup's rows of each block */
+    const uint32_t qw = (uint32_t)cw * 64 * 128; /* this warpgroup's rows of each Q tile */
+    const uint32_t qw0 = sQ + qw;
     int q_uses = 0, ring = 0;
     /* Pingpong turns (item 5): barrier 1 + cw is this warpgroup's turn, and
        ending a turn arrives on the next one's (cw + 1, round the WG
@@ -1727,7 +1751,7 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
                    already) cost d 64 2-4% in the same runs, and stepping the
                    backward's per-warpgroup K and V rows cost its d 64 2% for
                    at most 1.5% at d 128: those stay built whole. */
-                const uint64_t qd = fa__wg_desc(qw, 16, 1024);
+                const uint64_t qd = fa__wg_desc(QB == 1 ? qw0 : q_tile(q_uses) + qw, 16, 1024);
                 const uint32_t kbase = sK + landed(k_full((ring + it) % STAGES), it);
                 fa__wgmma_fence();
 #pragma unroll
@@ -1781,7 +1805,7 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
             auto release_k = [&](int it) {
                 if (lane == 0) {
                     fa__mbar_arrive(k_empty((ring + it) % STAGES));
-                    if (it == count - 1 && !Q_AFTER_O) fa__mbar_arrive(q_empty);
+                    if (it == count - 1 && !Q_AFTER_O) fa__mbar_arrive(q_empty(q_uses));
                 }
             };
             /* O~ += P_it V_it is done: V_it may be overwritten */
@@ -1810,14 +1834,14 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
                 q_uses++;
                 ring += count;
                 if (idle) {
-                    if (Q_AFTER_O) fa__mbar_arrive(q_empty);
+                    if (Q_AFTER_O) fa__mbar_arrive(q_empty(q_uses - 1));
                     continue;
                 }
                 /* O = 0 and L = -inf below; staged in Q's rows (Q_AFTER_O)
                    only once this tile's Q has landed there */
-                if (Q_AFTER_O) fa__mbar_wait(q_full, (uint32_t)((q_uses - 1) & 1));
+                if (Q_AFTER_O) fa__mbar_wait(q_full(q_uses - 1), q_phase(q_uses - 1));
             } else {
-                fa__mbar_wait(q_full, (uint32_t)(q_uses & 1));
+                fa__mbar_wait(q_full(q_uses), q_phase(q_uses));
                 if (FA__SM90_OVERLAP) {
                     /* the first key block: S_0 alone */
                     auto first = [&]() {
@@ -1903,7 +1927,7 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
                    writes and row copies (the !by_tma way out): each
                    thread arrives for its own accesses */
                 if (tid % 128 == 0) fa__bulk_wait<true>();
-                fa__mbar_arrive(q_empty);
+                fa__mbar_arrive(q_empty(q_uses - 1));
             }
         } else
             fa__store_o_rows<BF16>(p, acc_o, inv, go, wrow0, x.sq, g, t);
@@ -2047,7 +2071,8 @@ static fa_status fa__launch_fwd(const char *fn, const fa__fwd_params &p, int bat
      epilogue_begin) the 128-key blocks were as fast at 4096 non-causal
      keys too (674 / 658, 2026-11-24 14:01 UTC). Hence from 8192 keys.
      d 64: a third consumer warpgroup, BLOCK_M 192 with 128-key blocks, 3
-     stages (FlashAttention-3's d 64 tile; 145 KB with the O tile): with
+     stages (FlashAttention-3's d 64 tile; 145 KB with the O tile, 169 KB
+     with a second Q tile when persistent, fa__sm90_q_bufs): with
      persistent blocks at any length below 4096 keys (8192 under a causal
      / window mask) where the grid can be persistent
      (fa__sm90_persist_d64), else a block per tile from 2048 keys (8192
@@ -2256,7 +2281,8 @@ static fa_status fa__launch_fwd_sm90(const char *fn, const fa__fwd_params &p, in
     typedef fa__sm90_shape<D, LONG> S;
     constexpr int BN = S::bn, ST = S::stages, WG = S::wgs, BM = 64 * WG;
     constexpr bool PERSIST = ALLOW_PERSIST && S::persist; /* the shape may rule it out */
-    const size_t smem = fa__sm90_smem(D, BM, BN, ST, fa__sm90_o_own(D, BM, BN, ST));
+    const size_t smem = fa__sm90_smem(D, BM, BN, ST, fa__sm90_o_own(D, BM, BN, ST),
+                                      fa__sm90_q_bufs(WG, PERSIST, fa__sm90_o_own(D, BM, BN, ST)));
     void (*kern)(const fa__tma_maps, const fa__fwd_params, int, int) = fa__fwd_kernel_sm90<BF16, D, BN, ST, PERSIST, WG>;
     const int vq = p.cu_seqlens_q != NULL, vk = p.cu_seqlens_k != NULL;
     const int64_t rows_q = vq ? (int64_t)batch * p.seqlen_q : p.seqlen_q; /* with cu_seqlens: */

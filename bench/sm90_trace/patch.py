@@ -27,8 +27,8 @@ __device__ int4 fa__tr_buf[8 * 8192];
 """)
 tid = "    const int tid = threadIdx.x + (FA__SM90_WARPSPEC ? 0 : 128), warp = tid / 32, lane = tid % 32;\n"
 rep(tid, tid + "    int tr_i = 0, tr_k = 0; /* tr_k: the producer's tile, for copy_q / copy_kv */\n    FA__TR(0, 0, 0);\n")
-rep("        if (q_uses > 0) fa__mbar_wait(q_empty, (uint32_t)((q_uses - 1) & 1));\n",
-    "        if (q_uses > 0) fa__mbar_wait(q_empty, (uint32_t)((q_uses - 1) & 1));\n        FA__TR(1, tr_k, 0);\n")
+rep("        if (q_uses >= QB) fa__mbar_wait(q_empty(q_uses), q_phase(q_uses - QB));\n",
+    "        if (q_uses >= QB) fa__mbar_wait(q_empty(q_uses), q_phase(q_uses - QB));\n        FA__TR(1, tr_k, 0);\n")
 rep("        if (r >= STAGES) fa__mbar_wait(k_empty(s), use);\n",
     "        if (r >= STAGES) fa__mbar_wait(k_empty(s), use);\n        FA__TR(2, tr_k, n - x.n_begin);\n")
 rep("        if (r >= STAGES) fa__mbar_wait(v_empty(s), use);\n",
@@ -37,8 +37,8 @@ rep("                const fa__src c = tile_src(x, h, hk, b);\n",
     "                const fa__src c = tile_src(x, h, hk, b);\n                tr_k = k;\n")
 rep("""        const int wrow0 = x.row0 + 64 * cw + 16 * (warp % 4); /* this warp's first row */""",
     """        const int wrow0 = x.row0 + 64 * cw + 16 * (warp % 4); /* this warp's first row */\n        FA__TR(10, k, x.n_end - x.n_begin);""")
-rep("""                fa__mbar_wait(q_full, (uint32_t)(q_uses & 1));\n                if (FA__SM90_OVERLAP) {""",
-    """                fa__mbar_wait(q_full, (uint32_t)(q_uses & 1));\n                FA__TR(11, k, 0);\n                if (FA__SM90_OVERLAP) {""")
+rep("""                fa__mbar_wait(q_full(q_uses), q_phase(q_uses));\n                if (FA__SM90_OVERLAP) {""",
+    """                fa__mbar_wait(q_full(q_uses), q_phase(q_uses));\n                FA__TR(11, k, 0);\n                if (FA__SM90_OVERLAP) {""")
 rep("""            auto my_turn = [&]() { if (FA__SM90_PINGPONG) fa__named_sync(1 + cw, 256); };""",
     """            auto my_turn = [&]() { FA__TR(18, k, 0); if (FA__SM90_PINGPONG) fa__named_sync(1 + cw, 256); FA__TR(12, k, 0); };""")
 rep("""                        fa__wgmma_wait<0>();
