@@ -165,14 +165,14 @@
    GPU, NVIDIA H100 80GB HBM3, bf16, FA3-paper grid, beside PyTorch 2.11 SDPA
    measured in the same run (the contenders interleaved rep by rep, the GPU's
    time alone, medians):
-     forward (the sm_90a kernel; 2026-11-25 12:25 UTC, bf16 matmul ceiling
-     in the same run 789 TFLOP/s): 1.44-2.86x SDPA-flash, 0.88-1.26x
-     SDPA-cuDNN. Seqlen 16k non-causal: d64 557 TFLOP/s (1.86x flash,
-     1.17x cuDNN), d128 706 (2.15x, 1.06x), d256 825 (2.74x, 1.15x);
-     causal: d128 686 (1.10x cuDNN), d256 807 (1.26x). At d128 and d256
+     forward (the sm_90a kernel; 2026-11-25 12:55 UTC, bf16 matmul ceiling
+     in the same run 797 TFLOP/s): 1.45-2.88x SDPA-flash, 0.90-1.28x
+     SDPA-cuDNN. Seqlen 16k non-causal: d64 567 TFLOP/s (1.89x flash,
+     1.20x cuDNN), d128 708 (2.17x, 1.10x), d256 819 (2.73x, 1.15x);
+     causal: d128 691 (1.10x cuDNN), d256 814 (1.28x). At d128 and d256
      every point from 2k tokens is at 1.01x cuDNN or more; d64 non-causal
-     512-1k and causal 512-2k (1.44-1.56x flash, 0.88-1.04x cuDNN) and
-     d256 causal 512 (1.46x flash) are under the 1.6x-flash goal
+     512-1k and causal 512-2k (1.45-1.58x flash, 0.90-1.05x cuDNN) and
+     d256 causal 512 (1.45x flash) are under the 1.6x-flash goal
      (README.md says why).
      backward (2026-11-24 16:30 UTC): 0.88-1.09x SDPA-flash at d64,
      0.97-1.24x at d128, 0.88-1.00x at d256; SDPA-cuDNN is faster.
