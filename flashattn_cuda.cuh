@@ -2219,6 +2219,20 @@ static bool fa__sm90_can_persist(const fa__fwd_params &p, int64_t tiles, int sms
 {
     return tiles > sms && !p.cu_seqlens_q && !p.cu_seqlens_k && !p.seqlens_k;
 }
+/* the tiles of BM query rows of a problem (batch sequences) */
+static int64_t fa__sm90_tiles(const fa__fwd_params &p, int batch, int bm)
+{
+    return (int64_t)((p.seqlen_q + bm - 1) / bm) * p.heads_q * batch;
+}
+/* the tests' persistent walks (a grid cap): at any mask or length */
+static bool fa__sm90_tests_persist(void)
+{
+#ifdef FLASHATTN_TEST_HOOKS
+    return fa__sm90_grid_cap > 0;
+#else
+    return false;
+#endif
+}
 
 /* d 256 runs persistent only where that measured faster: under a causal /
    window bound, from 1024 to 8192 query rows, where the grid can be
@@ -2233,12 +2247,9 @@ static bool fa__sm90_can_persist(const fa__fwd_params &p, int64_t tiles, int sms
    compiled without PERSIST (16:00 UTC), so d 256 has both. */
 static bool fa__sm90_persist_d256(const fa__fwd_params &p, int batch, int sms)
 {
-#ifdef FLASHATTN_TEST_HOOKS
-    if (fa__sm90_grid_cap > 0) return true; /* the tests' persistent walks, any mask or length */
-#endif
     constexpr int BM = 64 * fa__sm90_shape<256, false>::wgs;
-    const int64_t tiles = (int64_t)((p.seqlen_q + BM - 1) / BM) * p.heads_q * batch;
-    return p.has_right && p.seqlen_q >= 1024 && p.seqlen_q <= 8192 && fa__sm90_can_persist(p, tiles, sms);
+    return fa__sm90_tests_persist() || (p.has_right && p.seqlen_q >= 1024 && p.seqlen_q <= 8192 &&
+                                        fa__sm90_can_persist(p, fa__sm90_tiles(p, batch, BM), sms));
 }
 
 /* d 64's shape for long rows (three consumer warpgroups) runs persistent
@@ -2263,12 +2274,9 @@ static bool fa__sm90_persist_d256(const fa__fwd_params &p, int batch, int sms)
    once outgrow the L2 (likely causes, not measured). */
 static bool fa__sm90_persist_d64(const fa__fwd_params &p, int batch, int sms)
 {
-#ifdef FLASHATTN_TEST_HOOKS
-    if (fa__sm90_grid_cap > 0) return true; /* the tests' persistent walks, any mask or length */
-#endif
     constexpr int BM = 64 * fa__sm90_shape<64, true>::wgs;
-    const int64_t tiles = (int64_t)((p.seqlen_q + BM - 1) / BM) * p.heads_q * batch;
-    return p.seqlen_k < (p.has_left || p.has_right ? 8192 : 4096) && fa__sm90_can_persist(p, tiles, sms);
+    return fa__sm90_tests_persist() || (p.seqlen_k < (p.has_left || p.has_right ? 8192 : 4096) &&
+                                        fa__sm90_can_persist(p, fa__sm90_tiles(p, batch, BM), sms));
 }
 
 /* Run the problem on the sm_90a kernel when it can: *ran = 0 (and FA_OK)
