@@ -1074,6 +1074,14 @@ __host__ __device__ constexpr int fa__sm90_q_bufs(int WG, bool persist, bool o_o
 {
     return WG == 3 && persist && o_own ? 2 : 1;
 }
+/* Does a persistent block of WG consumer warpgroups walk single tiles
+   (else pairs of tiles; the kernel's unit())? The three-warpgroup shape
+   without a causal / window mask. The kernel walks and the launch sizes
+   the grid by it. */
+__host__ __device__ inline bool fa__sm90_walk1(int WG, const fa__fwd_params &p)
+{
+    return WG == 3 && !p.has_left && !p.has_right;
+}
 /* setmaxnreg's count for the consumer warpgroups. The registers a block
    holds are fixed at launch: with __launch_bounds__(128 (wg + 1), 1) each
    thread gets the 64K register file divided among the block's threads,
@@ -1496,7 +1504,7 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
        order. False: no tile (past the last pair, or the second half of the
        middle pair when M is odd). */
     const bool one_tile = !PERSIST || (int)gridDim.x >= tiles;
-    const bool walk1 = WG == 3 && !p.has_left && !p.has_right;
+    const bool walk1 = fa__sm90_walk1(WG, p);
     const int pairs_m = (m_blocks + 1) / 2, pairs = pairs_m * p.heads_q * batch;
     auto unit = [&](int k, int &m_block, int &h, int &b) {
         if (one_tile) {
@@ -1623,7 +1631,7 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
     const int cw = CW_UNIFORM ? __shfl_sync(0xffffffffu, warp / 4 - 1, 0) : warp / 4 - 1;
     const int g = lane / 4, t = lane % 4;
     const uint32_t qw = (uint32_t)cw * 64 * 128; /* this warpgroup's rows of each Q tile */
-    const uint32_t qw0 = sQ + qw;
+    const uint32_t qw0 = sQ + qw; /* with one Q tile (QB = 1): found once, before the tiles' loop */
     int q_uses = 0, ring = 0;
     /* Pingpong turns (item 5): barrier 1 + cw is this warpgroup's turn, and
        ending a turn arrives on the next one's (cw + 1, round the WG
@@ -2197,6 +2205,7 @@ template <int D> static bool fa__sm90_long_rows(const fa__fwd_params &p, bool pe
     return persist64 || p.seqlen_k >= (p.has_left || p.has_right ? S::keys_masked : S::keys);
 }
 
+/* greatest common divisor (the persistent grid's size, below) */
 static int fa__gcd(int a, int b)
 {
     while (b) {
@@ -2289,8 +2298,8 @@ static fa_status fa__launch_fwd_sm90(const char *fn, const fa__fwd_params &p, in
     typedef fa__sm90_shape<D, LONG> S;
     constexpr int BN = S::bn, ST = S::stages, WG = S::wgs, BM = 64 * WG;
     constexpr bool PERSIST = ALLOW_PERSIST && S::persist; /* the shape may rule it out */
-    const size_t smem = fa__sm90_smem(D, BM, BN, ST, fa__sm90_o_own(D, BM, BN, ST),
-                                      fa__sm90_q_bufs(WG, PERSIST, fa__sm90_o_own(D, BM, BN, ST)));
+    constexpr bool O_OWN = fa__sm90_o_own(D, BM, BN, ST);
+    const size_t smem = fa__sm90_smem(D, BM, BN, ST, O_OWN, fa__sm90_q_bufs(WG, PERSIST, O_OWN));
     void (*kern)(const fa__tma_maps, const fa__fwd_params, int, int) = fa__fwd_kernel_sm90<BF16, D, BN, ST, PERSIST, WG>;
     const int vq = p.cu_seqlens_q != NULL, vk = p.cu_seqlens_k != NULL;
     const int64_t rows_q = vq ? (int64_t)batch * p.seqlen_q : p.seqlen_q; /* with cu_seqlens: */
@@ -2327,28 +2336,27 @@ static fa_status fa__launch_fwd_sm90(const char *fn, const fa__fwd_params &p, in
     if (tiles > INT32_MAX - 1024) return FA_OK; /* tile indexes are int: the sm_80 grid takes it */
     /* persistent where it can be (fa__sm90_can_persist; the shared memory
        allows no second block on an SM) */
-    const int64_t pairs = (int64_t)((m_blocks + 1) / 2) * p.heads_q * batch;
-    int blocks = PERSIST && fa__sm90_can_persist(p, tiles, gpu.sms) ? (int)(pairs < gpu.sms ? pairs : gpu.sms)
-                                                                   : (int)tiles;
-    if (WG == 3 && PERSIST && blocks < tiles) {
-        /* A block takes every G-th tile (the kernel's walk1, without a
-           mask) or pair, the query block running fastest: when G is a
-           multiple of the tiles (M) or pairs (ceil(M / 2)) of a head, a
-           block gets the same query block or pair every time. The
-           192-row tiles are not all the same work: the last of a
-           sequence is short (64 or 128 rows at 512-4k tokens), and under
-           a causal mask the block count grows by 1.5 a query block and
-           the middle pair is one tile when M is odd. With G = 132 the
-           blocks of the short tiles idled while the others ran full
-           ones (d 64 at 1k tokens: block 0's 24 tiles took 418k cycles,
-           block 1's 638k; sm90_trace, H100, 2026-11-25 12:17 UTC). With
-           G coprime to them each block goes round all the shapes: 131
-           blocks on 132 SMs at 512-4k tokens. */
-        const bool walk1 = !p.has_left && !p.has_right;
-        if (walk1) blocks = gpu.sms;
-        const int per_head = walk1 ? m_blocks : (m_blocks + 1) / 2;
-        if (walk1 || pairs > blocks)
-            while (blocks > 1 && fa__gcd(blocks, per_head) > 1) blocks--;
+    /* what a persistent block walks (the kernel's unit()): single tiles
+       or pairs of them, per_head of them per (head, batch) */
+    const bool walk1 = fa__sm90_walk1(WG, p);
+    const int per_head = walk1 ? m_blocks : (m_blocks + 1) / 2;
+    const int64_t units = (int64_t)per_head * p.heads_q * batch;
+    const bool persistent = PERSIST && fa__sm90_can_persist(p, tiles, gpu.sms);
+    int blocks = persistent ? (int)(units < gpu.sms ? units : gpu.sms) : (int)tiles;
+    if (WG == 3 && persistent && units > blocks) {
+        /* A block takes every G-th unit, the query block running fastest:
+           when G is a multiple of per_head, a block gets the same query
+           block or pair every time. The 192-row tiles are not all the
+           same work: the last of a sequence is short (64 or 128 rows at
+           512-4k tokens), and under a causal mask the block count grows
+           by 1.5 a query block and the middle pair is one tile when M is
+           odd. With G = 132 the blocks of the short tiles idled while the
+           others ran full ones (d 64 at 1k tokens: block 0's 24 tiles took
+           418k cycles, block 1's 638k; sm90_trace, H100, 2026-11-25 12:17
+           UTC). With G coprime to per_head each block goes round all the
+           shapes: 131 blocks on 132 SMs at 512-4k tokens. (The
+           two-warpgroup kernels' pairs are the same work when M is even.) */
+        while (blocks > 1 && fa__gcd(blocks, per_head) > 1) blocks--;
     }
 #ifdef FLASHATTN_TEST_HOOKS
     if (PERSIST && fa__sm90_grid_cap > 0 && blocks > fa__sm90_grid_cap) blocks = fa__sm90_grid_cap; /* any mask */
