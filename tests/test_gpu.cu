@@ -129,6 +129,37 @@ static void check(int ok, const char *name, const char *what)
     printf("FAIL %s: %s\n", name, what);
 }
 
+#ifndef FLASHATTN_NO_HOPPER
+/* fa__fastdiv (the sm_90a kernel's division by a number fixed at launch)
+   against the division, on the host (the same expression as the kernel's
+   but for __umulhi): every divisor up to 4096 with numerators around its
+   multiples and near 2^31, and random divisors and numerators below 2^31;
+   one check per group. */
+static void fastdiv(void)
+{
+    uint64_t r = 0x2545F4914F6CDD1Dull;
+    auto next = [&]() { r ^= r << 13; r ^= r >> 7; r ^= r << 17; return r; };
+    long bad = 0;
+    for (int d = 1; d <= 4096; d++) {
+        const fa__fastdiv f = fa__fastdiv_for((uint32_t)d);
+        for (int q = 0; q < 64; q++)
+            for (int e = -1; e <= 1; e++) {
+                const int n = q * d + e;
+                if (n >= 0 && fa__fastdiv_q(f, n) != n / d) bad++;
+            }
+        for (int n = 2147483647; n > 2147483647 - 3 * d; n -= 7)
+            if (fa__fastdiv_q(f, n) != n / d) bad++;
+    }
+    check(bad == 0, "fa__fastdiv", "divisors 1-4096 differ from the division");
+    bad = 0;
+    for (int i = 0; i < 1000000; i++) {
+        const int d = 1 + (int)(next() % 2147483647u), n = (int)(next() % 2147483648u);
+        if (fa__fastdiv_q(fa__fastdiv_for((uint32_t)d), n) != n / d) bad++;
+    }
+    check(bad == 0, "fa__fastdiv", "random divisors differ from the division");
+}
+#endif
+
 static void run_case(const tcase *c)
 {
     fa_problem p;
@@ -481,6 +512,9 @@ int main(int argc, char **argv)
     if (prop.major == 9 && prop.minor == 0)
         check(sm90_cases > 0, "sm_90a", "compute capability 9.0 but no case took the sm_90a kernel");
     bad_args();
+#ifndef FLASHATTN_NO_HOPPER
+    fastdiv();
+#endif
     printf("%d passed, %d failed\n", g_pass, g_fail);
     return g_fail ? 1 : 0;
 }
