@@ -1089,13 +1089,13 @@ __host__ __device__ inline bool fa__sm90_walk1(int WG, const fa__fwd_params &p)
    + 1 (the round-up method for invariant divisors, Granlund and
    Montgomery 1994; the sum fits 32 bits as n < 2^31). The persistent
    single-tile walk (fa__sm90_walk1) finds each tile's coordinates with it:
-   a clock() trace of d 64 at 512 tokens (H100, 2026-11-25 14:15 UTC) had
-   700-1200 cycles from a tile's O stores to its first turn, the tile's
+   a clock() trace of d 64 at 512 tokens (H100, 2026-11-25 14:16 UTC) had
+   1570 cycles from a tile's O store to its wait for the next Q, the
    division among them. Against the division (14:24 UTC, two runs of 30
    reps): d 64 non-causal 512 +1.5 / +1.7%, 1k +0.7 / +0.8%, 2k +0.3%. Not
    in the walk of pairs or a block's one tile: there it measured 3-5%
    slower (causal 512-4k) and 0.5-1.3% slower (non-causal 4k-16k) at
-   14:21 UTC, a cause not found (the kernel's code around it changes). */
+   14:19-14:22 UTC. The cause was not found (the code around it changes). */
 typedef struct fa__fastdiv {
     uint32_t mul, shift;
 } fa__fastdiv;
