@@ -1489,6 +1489,9 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
        copy once the O stores have read it, not after the last S */
     constexpr bool Q_AFTER_O = O_STAGED && !O_OWN && PERSIST;
     constexpr int QB = fa__sm90_q_bufs(WG, PERSIST, O_OWN);
+    /* the three-warpgroup shape (d 64) stages O in a tile of its own, so the
+       paths of its warpgroups without keys (IDLE, WG_STOP) need no Q_AFTER_O */
+    static_assert(WG != 3 || !Q_AFTER_O, "three consumer warpgroups stage O in their own tile");
     static_assert(D % 64 == 0 && BN % 16 == 0 && BN <= 256, "sm_90a tile shape");
 
     extern __shared__ uint8_t fa__smem90[];
@@ -1888,13 +1891,7 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
                 if (FA__SM90_OVERLAP) { my_turn(); end_turn(); } /* the last P V's turn */
                 q_uses++;
                 ring += count;
-                if (idle) {
-                    if (Q_AFTER_O) fa__mbar_arrive(q_empty(q_uses - 1));
-                    continue;
-                }
-                /* O = 0 and L = -inf below; staged in Q's rows (Q_AFTER_O)
-                   only once this tile's Q has landed there */
-                if (Q_AFTER_O) fa__mbar_wait(q_full(q_uses - 1), q_phase(q_uses - 1));
+                if (idle) continue; /* (no rows: nothing to store; else O = 0 and L = -inf below) */
             } else {
                 fa__mbar_wait(q_full(q_uses), q_phase(q_uses));
                 if (FA__SM90_OVERLAP) {
