@@ -673,7 +673,7 @@ static __device__ __forceinline__ void fa__store_lse_rows(const fa__fwd_params &
 #pragma unroll
         for (int hf = 0; hf < 2; hf++) {
             const int i = wrow0 + mt * 16 + g + hf * 8;
-            if (t == 0 && i < sq) fa__store_lse(p, m_run[mt][hf], l_run[mt][hf], i, h, b, q_tok0, nbatch);
+            if (t == 0 && (unsigned)i < (unsigned)sq) fa__store_lse(p, m_run[mt][hf], l_run[mt][hf], i, h, b, q_tok0, nbatch);
         }
 }
 template <bool BF16, int MT, int NO>
@@ -686,7 +686,7 @@ static __device__ __forceinline__ void fa__store_o_rows(const fa__fwd_params &p,
 #pragma unroll
         for (int hf = 0; hf < 2; hf++) {
             const int i = wrow0 + mt * 16 + g + hf * 8;
-            if (i >= sq) continue;
+            if ((unsigned)i >= (unsigned)sq) continue; /* (and rows below 0: the sm_90a kernel's tile_row0) */
             uint16_t *orow = go + (int64_t)i * p.o_seq;
 #pragma unroll
             for (int c = 0; c < NO; c++) {
@@ -1116,10 +1116,34 @@ __host__ __device__ inline int fa__fastdiv_q(const fa__fastdiv &f, int n)
 #endif
     return (int)((hi + (uint32_t)n) >> f.shift);
 }
-/* the kernel's divisors: m_blocks and heads_q */
-typedef struct fa__sm90_divs {
+/* What the kernel's walk over the tiles needs besides the problem: the
+   divisors m_blocks and heads_q, and pad, the rows by which the first tile
+   starts before row 0.
+   pad: under a causal / window bound, in the three-warpgroup shape
+   (192-row tiles) with 4 query blocks or more, the tiles end where the
+   sequence ends: tile m_block holds rows m_block BM - pad .. + BM - 1,
+   pad = M BM - sq, so that when BM does not divide the sequence the short
+   tile is the first, which sees the fewest keys, not the last, which sees
+   the most. Its rows below 0 are padding: their Q rows come from TMA's
+   load of a box that starts outside the tensor (which it clips; a row's
+   scores and output depend on its own Q row alone), their O and L are
+   never written (fa__sm90_store_o, fa__store_lse_rows), and a warpgroup
+   with no row at or above 0 is idle. At 1k tokens the tiles' key blocks (the most
+   any of their warpgroups sees) go from 2, 3, 5, 6, 8, 8 to 1, 2, 4, 5, 7,
+   8, and the walk's pairs become the same work. Against tiles from row 0
+   (H100, 2026-11-25 16:49-16:51 UTC, two runs of 30 reps, causal, at any
+   M): 640 tokens +7%, 1k +4.6%, 1216 +5%, 2k +0.9%, 4k +2%, 8k-16k +0.1
+   to +1.4%; but with 3 query blocks 448 and 512 tokens -2 and -4% (not
+   understood: there the walk's pairs are one pair and one single tile
+   either way), hence from 4 (16:59 UTC, two runs: 512 unchanged, 1k +5%,
+   2k +0.7 / +1.3%, 4k +1.7 / +2.1%). Sequences of their own lengths (cu_seqlens_q)
+   start at row 0: their rows below 0 would be the sequence before. The
+   host finds pad: as a kernel parameter it costs no register (computed in
+   the kernel, the persistent kernel spilled 4 bytes, ptxas 13.0). */
+typedef struct fa__sm90_walk {
     fa__fastdiv m, heads;
-} fa__sm90_divs;
+    int pad;
+} fa__sm90_walk;
 
 /* setmaxnreg's count for the consumer warpgroups. The registers a block
    holds are fixed at launch: with __launch_bounds__(128 (wg + 1), 1) each
@@ -1426,8 +1450,12 @@ static __device__ __forceinline__ void fa__sm90_store_o(const fa__fwd_params &p,
     const int lane = wtid % 32, g = lane / 4, t = lane % 4, r0 = 16 * (wtid / 32) + g;
     /* By TMA when O's map exists and clips the rows right: with cu_seqlens
        its rows run on into the next sequence, so a warpgroup whose rows
-       pass the end of its sequence copies them out itself. */
-    const bool by_tma = tm.o_ok && (!p.cu_seqlens_q || row0 + 64 <= sq);
+       pass the end of its sequence copies them out itself, and so does one
+       whose rows start below 0 (fa__sm90_walk's pad): a TMA store of a box
+       that started at row -63 stopped the kernel with an illegal
+       instruction (H100, 2026-11-25 17:07 UTC, the tests), where the loads
+       of such boxes ran right in every test. */
+    const bool by_tma = tm.o_ok && row0 >= 0 && (!p.cu_seqlens_q || row0 + 64 <= sq);
 #pragma unroll
     for (int hf = 0; hf < 2; hf++) {
         const int r = r0 + 8 * hf;
@@ -1453,7 +1481,7 @@ static __device__ __forceinline__ void fa__sm90_store_o(const fa__fwd_params &p,
 #pragma unroll
         for (int j = 0; j < 64 * CH / 128; j++) {
             const int x = wtid + 128 * j, r = x / CH, c = x % CH, col = 8 * c;
-            if (row0 + r >= sq || col >= p.dv) continue;
+            if ((unsigned)(row0 + r) >= (unsigned)sq || col >= p.dv) continue; /* (rows below 0 too) */
             const uint4 v = fa__ld_shared128(st + fa__sm90_chunk(r, c, blk));
             uint16_t *dst = go + (int64_t)(row0 + r) * p.o_seq + col;
             if (col + 8 <= p.dv) {
@@ -1479,7 +1507,7 @@ static __device__ __forceinline__ void fa__sm90_store_o(const fa__fwd_params &p,
 template <bool BF16, int D, int BN, int STAGES, bool PERSIST, int WG>
 __global__ void __launch_bounds__(128 * (WG + FA__SM90_WARPSPEC), 1)
 fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_params p, int m_blocks, int batch,
-                    const fa__sm90_divs dv)
+                    const fa__sm90_walk wk)
 {
 #if FA__SM90A
     constexpr int BM = 64 * WG, NS = BN / 8, NO = D / 8;
@@ -1489,9 +1517,10 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
        copy once the O stores have read it, not after the last S */
     constexpr bool Q_AFTER_O = O_STAGED && !O_OWN && PERSIST;
     constexpr int QB = fa__sm90_q_bufs(WG, PERSIST, O_OWN);
-    /* the three-warpgroup shape (d 64) stages O in a tile of its own, so the
-       paths of its warpgroups without keys (IDLE, WG_STOP) need no Q_AFTER_O */
-    static_assert(WG != 3 || !Q_AFTER_O, "three consumer warpgroups stage O in their own tile");
+    /* a warpgroup stops at the last key block its own rows see (WG_STOP,
+       below): in d 64's three-warpgroup shape and at d 256, whose 80-key
+       blocks do not divide the 64 rows of a warpgroup */
+    constexpr bool WG_STOP = WG == 3 || D == 256;
     static_assert(D % 64 == 0 && BN % 16 == 0 && BN <= 256, "sm_90a tile shape");
 
     extern __shared__ uint8_t fa__smem90[];
@@ -1525,9 +1554,9 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
        heaviest under a causal mask. */
     auto tile_coords = [&](int tile, int &m_block, int &h, int &b, bool fast = false) {
         if (fast) { /* (fa__fastdiv) */
-            const int hb = fa__fastdiv_q(dv.m, tile); /* tile / m_blocks */
+            const int hb = fa__fastdiv_q(wk.m, tile); /* tile / m_blocks */
             m_block = m_blocks - 1 - (tile - hb * m_blocks);
-            b = fa__fastdiv_q(dv.heads, hb);
+            b = fa__fastdiv_q(wk.heads, hb);
             h = hb - b * p.heads_q;
             return;
         }
@@ -1574,6 +1603,8 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
     };
     /* (a block per tile: one unit, known at compile time without PERSIST,
        so no state is carried in registers from tile to tile) */
+    /* tile m_block's first row (wk.pad: fa__sm90_walk) */
+    auto tile_row0 = [&](int m_block) { return m_block * BM - wk.pad; };
     const int rounds = one_tile ? 1
                        : walk1  ? (tiles + (int)gridDim.x - 1) / (int)gridDim.x
                                 : 2 * ((pairs + (int)gridDim.x - 1) / (int)gridDim.x);
@@ -1653,7 +1684,7 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
                 int m_block, h, b;
                 if (!unit(k, m_block, h, b)) continue;
                 const int hk = h / p.group;
-                const fa__extent x = fa__fwd_extent(p, b, m_block * BM, BM, BN);
+                const fa__extent x = fa__fwd_extent(p, b, tile_row0(m_block), BM, BN);
                 if (x.row0 >= x.sq || x.n_begin >= x.n_end) continue;
                 const fa__src c = tile_src(x, h, hk, b);
                 copy_q(c, x, h, q_uses++);
@@ -1695,7 +1726,7 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
     for (int k = 0; k < rounds; k++) {
         int m_block, h, b;
         if (!unit(k, m_block, h, b)) continue;
-        const fa__extent x = fa__fwd_extent(p, b, m_block * BM, BM, BN);
+        const fa__extent x = fa__fwd_extent(p, b, tile_row0(m_block), BM, BN);
         if (x.row0 >= x.sq) continue;
         const int wrow0 = x.row0 + 64 * cw + 16 * (warp % 4); /* this warp's first row */
         float m_run[1][2] = {{-INFINITY, -INFINITY}}, l_run[1][2] = {{0.0f, 0.0f}}, alpha[1][2];
@@ -1734,8 +1765,8 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
         };
 
         const int count = x.n_end - x.n_begin;
-        /* count_w: the key blocks this warpgroup's own rows see, with 3
-           consumer warpgroups (192-row tiles; else count).
+        /* count_w: the key blocks this warpgroup's own rows see, with
+           WG_STOP (3 consumer warpgroups, or d 256; else count).
            IDLE: the last query block of a sequence may end before this
            warpgroup's 64 rows start (at 2048 tokens the third warpgroup of
            1 tile in 11, at 4096 the second and third of 1 tile in 22).
@@ -1756,17 +1787,27 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
            For the blocks past count_w (pass, below) the warpgroup only
            takes its turns, so that the turns still go round, and releases
            each stage once it has landed (then its arrival counts for that
-           use of the stage, not an earlier one). Only with 3 warpgroups:
-           with 128 rows and 128-key blocks the diagonal block always holds
-           keys of both warpgroups, and the 2-warpgroup kernels, whose
-           schedules have moved with every change to this loop, are left
-           as they were. The turns taken must stay those of first / step /
-           finish below (or of the loop without the overlap). */
+           use of the stage, not an earlier one). With 3 warpgroups, and at
+           d 256, whose 80-key blocks leave the first warpgroup of a 128-row
+           tile one block fewer than the second in every tile at 512 tokens
+           (1, 3, 4, 6 against 2, 4, 5, 7). Against d 256 without it (H100,
+           2026-11-25 16:49 UTC, two runs of 30 reps): causal 512 +2.7%, 1k
+           +2.2%, 2k +1.1%, 4k +0.4%, 8k-16k -0.3 to +0.2%, non-causal -0.5
+           to +0.1% (tried at 04:44 UTC on the code of then: non-causal 0.8-1.8%
+           slower, not kept). With 128 rows and 128-key blocks the diagonal block
+           always holds keys of both warpgroups, and d 128's 176-key
+           kernels, whose schedules have moved with every change to this
+           loop, are left as they were. The turns taken must stay those of
+           first / step / finish below (or of the loop without the
+           overlap). */
         const int wfirst = x.row0 + 64 * cw; /* this warpgroup's first row */
-        const bool idle = WG == 3 && wfirst >= x.sq;
+        const bool idle = WG_STOP && (wfirst >= x.sq || wfirst + 64 <= 0); /* (rows below 0: tile_row0) */
         int count_w = count;
-        if (WG == 3) {
-            const int seen = idle ? 0 : fa__fwd_extent(p, b, wfirst, 64, BN).n_end - x.n_begin;
+        if (WG_STOP) {
+            /* (without a right bound every row sees the tile's last block:
+               not asking fa__fwd_extent measured +0.3 to +0.6% at d 64
+               non-causal 512-2k, H100, 2026-11-25 16:59 UTC, two runs) */
+            const int seen = idle ? 0 : !p.has_right ? count : fa__fwd_extent(p, b, wfirst, 64, BN).n_end - x.n_begin;
             count_w = __shfl_sync(0xffffffffu, min(max(seen, 0), count), 0); /* warp-uniform, as cw */
         }
         if (idle && count <= 0) continue;
@@ -1886,12 +1927,18 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
                 landed(v_full((ring + it) % STAGES), it);
                 release_v(it);
             };
-            if (WG == 3 && count_w == 0) { /* idle, or rows that see none of the tile's keys */
+            if (WG_STOP && count_w == 0) { /* idle, or rows that see none of the tile's keys */
                 for (int it = 0; it < count; it++) pass(it);
                 if (FA__SM90_OVERLAP) { my_turn(); end_turn(); } /* the last P V's turn */
                 q_uses++;
                 ring += count;
-                if (idle) continue; /* (no rows: nothing to store; else O = 0 and L = -inf below) */
+                if (idle) {
+                    if (Q_AFTER_O) fa__mbar_arrive(q_empty(q_uses - 1)); /* (d 256) */
+                    continue;
+                }
+                /* O = 0 and L = -inf below; staged in Q's rows (Q_AFTER_O)
+                   only once this tile's Q has landed there */
+                if (Q_AFTER_O) fa__mbar_wait(q_full(q_uses - 1), q_phase(q_uses - 1));
             } else {
                 fa__mbar_wait(q_full(q_uses), q_phase(q_uses));
                 if (FA__SM90_OVERLAP) {
@@ -1958,7 +2005,7 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
                         release_v(it);
                     }
                 }
-                if (WG == 3)
+                if (WG_STOP)
                     for (int it = count_w; it < count; it++) pass(it); /* (WG_STOP) */
                 q_uses++;
                 ring += count;
@@ -1994,7 +2041,7 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
        launches this empty body. */
     __shared__ volatile int fa__sm90_missing;
     fa__sm90_missing = 0;
-    (void)tm; (void)p; (void)m_blocks; (void)batch; (void)dv;
+    (void)tm; (void)p; (void)m_blocks; (void)batch; (void)wk;
 #endif
 }
 #endif /* FLASHATTN_NO_HOPPER */
@@ -2344,7 +2391,7 @@ static fa_status fa__launch_fwd_sm90(const char *fn, const fa__fwd_params &p, in
     constexpr bool PERSIST = ALLOW_PERSIST && S::persist; /* the shape may rule it out */
     constexpr bool O_OWN = fa__sm90_o_own(D, BM, BN, ST);
     const size_t smem = fa__sm90_smem(D, BM, BN, ST, O_OWN, fa__sm90_q_bufs(WG, PERSIST, O_OWN));
-    void (*kern)(const fa__tma_maps, const fa__fwd_params, int, int, const fa__sm90_divs) =
+    void (*kern)(const fa__tma_maps, const fa__fwd_params, int, int, const fa__sm90_walk) =
         fa__fwd_kernel_sm90<BF16, D, BN, ST, PERSIST, WG>;
     const int vq = p.cu_seqlens_q != NULL, vk = p.cu_seqlens_k != NULL;
     const int64_t rows_q = vq ? (int64_t)batch * p.seqlen_q : p.seqlen_q; /* with cu_seqlens: */
@@ -2406,10 +2453,11 @@ static fa_status fa__launch_fwd_sm90(const char *fn, const fa__fwd_params &p, in
 #ifdef FLASHATTN_TEST_HOOKS
     if (PERSIST && fa__sm90_grid_cap > 0 && blocks > fa__sm90_grid_cap) blocks = fa__sm90_grid_cap; /* any mask */
 #endif
-    fa__sm90_divs dv;
-    dv.m = fa__fastdiv_for((uint32_t)m_blocks);
-    dv.heads = fa__fastdiv_for((uint32_t)p.heads_q);
-    kern<<<blocks, 128 * (WG + FA__SM90_WARPSPEC), smem, stream>>>(tm, p, m_blocks, batch, dv);
+    fa__sm90_walk wk;
+    wk.m = fa__fastdiv_for((uint32_t)m_blocks);
+    wk.heads = fa__fastdiv_for((uint32_t)p.heads_q);
+    wk.pad = WG == 3 && p.has_right && !p.cu_seqlens_q && m_blocks >= 4 ? m_blocks * BM - p.seqlen_q : 0;
+    kern<<<blocks, 128 * (WG + FA__SM90_WARPSPEC), smem, stream>>>(tm, p, m_blocks, batch, wk);
     e = cudaGetLastError();
     if (e != cudaSuccess) return fa__cuda_fail(fn, e, "kernel launch");
 #ifdef FLASHATTN_TEST_HOOKS

@@ -457,6 +457,22 @@ int main(int argc, char **argv)
             c.name = NAME("d64 1000 causal GQA, 3 warpgroups"); cs.push_back(c);
             c = base; c.d = 64; c.sq = 203; c.sk = 500; c.window = 1; c.wl = 70; c.wr = 5; c.sm90_long = 2;
             c.name = NAME("d64 203x500 window (70, 5), 3 warpgroups"); cs.push_back(c);
+            /* the tiles end where the sequence does (tile_row0): 1000 rows
+               in 6 tiles of 192 start at row -152, so the first tile's first
+               two warpgroups have no rows and its third rows -24 .. 39; here
+               with a window, and with O copied out by the warpgroups (head_dim_v
+               60: no TMA store) */
+            c = base; c.d = 64; c.sq = 1000; c.sk = 1200; c.window = 1; c.wl = 100; c.wr = 3; c.sm90_long = 2;
+            c.name = NAME("d64 1000x1200 window (100, 3), 3 warpgroups"); cs.push_back(c);
+            c = base; c.d = 64; c.dv = 60; c.sq = 1000; c.sk = 1000; c.causal = 1; c.strided = 1; c.sm90_long = 2;
+            c.name = NAME("d64 dv 60 1000 causal strided, 3 warpgroups"); cs.push_back(c);
+            /* d 256's WG_STOP: 1050 rows end 26 rows into a 128-row tile (its
+               second warpgroup has none), and with sq > sk the first 90 rows
+               see no key */
+            c = base; c.d = 256; c.sq = 1050; c.sk = 1050; c.causal = 1; c.hq = 4; c.hkv = 2;
+            c.name = NAME("d256 1050 causal GQA"); cs.push_back(c);
+            c = base; c.d = 256; c.sq = 203; c.sk = 113; c.causal = 1; c.ramp = 1;
+            c.name = NAME("d256 causal sq > sk, keys ramped (again)"); cs.push_back(c);
         }
         /* shapes that reach the sm_90a kernel's tails, maps and tile edges */
         c = base; c.d = 100; c.causal = 1; c.strided = 1; c.name = NAME("padded dims (100, 100) causal, strided"); cs.push_back(c);
