@@ -165,14 +165,14 @@
    GPU, NVIDIA H100 80GB HBM3, bf16, FA3-paper grid, beside PyTorch 2.11 SDPA
    measured in the same run (the contenders interleaved rep by rep, the GPU's
    time alone, medians):
-     forward (the sm_90a kernel; 2026-11-25 14:45 UTC, bf16 matmul ceiling
-     in the same run 798 TFLOP/s): 1.45-2.90x SDPA-flash, 0.89-1.33x
-     SDPA-cuDNN. Seqlen 16k non-causal: d64 559 TFLOP/s (1.87x flash,
-     1.18x cuDNN), d128 708 (2.16x, 1.10x), d256 826 (2.71x, 1.16x);
-     causal: d128 693 (1.13x cuDNN), d256 813 (1.26x). At d128 and d256
+     forward (the sm_90a kernel; 2026-11-25 17:22 UTC, bf16 matmul ceiling
+     in the same run 808 TFLOP/s): 1.49-2.85x SDPA-flash, 0.89-1.25x
+     SDPA-cuDNN. Seqlen 16k non-causal: d64 567 TFLOP/s (1.86x flash,
+     1.17x cuDNN), d128 706 (2.14x, 1.06x), d256 829 (2.74x, 1.13x);
+     causal: d128 693 (1.12x cuDNN), d256 817 (1.25x). At d128 and d256
      every point from 2k tokens is at 1.01x cuDNN or more; d64 non-causal
-     512-1k and causal 512-2k (1.46-1.59x flash, 0.89-1.05x cuDNN) and
-     d256 causal 512 (1.45x flash) are under the 1.6x-flash goal
+     512-1k and causal 512-2k (1.51-1.595x flash, 0.89-1.06x cuDNN) and
+     d256 causal 512 (1.49x flash) are under the 1.6x-flash goal
      (README.md says why).
      backward (2026-11-24 16:30 UTC): 0.88-1.09x SDPA-flash at d64,
      0.97-1.24x at d128, 0.88-1.00x at d256; SDPA-cuDNN is faster.
@@ -180,9 +180,9 @@
      up to 3144 GB/s of K+V read; paged (page 16): 0.95-0.98x of contiguous.
    Accuracy: CPU f32 forward within 2.4e-7 (max abs) of a naive 3-pass fp32
    attention at d128, 4k (the benchmark's check);
-   GPU bf16 forward within 7.8e-3 max abs of SDPA-flash (2026-11-25; once
-   1.6e-2, d256 causal 512 at 14:45, its kernel unchanged: bf16's step
-   between 2 and 4);
+   GPU bf16 forward within 7.8e-3 max abs of SDPA-flash (2026-11-25 17:22
+   UTC; once 1.6e-2, d256 causal 512 at 14:45: bf16's step between 2 and
+   4);
    tests' tolerances per dtype in tests/ (largest error / tolerance: f32
    0.13, f16 0.34, bf16 0.58).
 */
