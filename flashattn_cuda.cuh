@@ -1133,10 +1133,14 @@ __host__ __device__ inline int fa__fastdiv_q(const fa__fastdiv &f, int n)
    8, and the walk's pairs become the same work. Against tiles from row 0
    (H100, 2026-11-25 16:49-16:51 UTC, two runs of 30 reps, causal, at any
    M): 640 tokens +7%, 1k +4.6%, 1216 +5%, 2k +0.9%, 4k +2%, 8k-16k +0.1
-   to +1.4%; but with 3 query blocks 448 and 512 tokens -2 and -4% (not
-   understood: there the walk's pairs are one pair and one single tile
-   either way), hence from 4 (16:59 UTC, two runs: 512 unchanged, 1k +5%,
-   2k +0.7 / +1.3%, 4k +1.7 / +2.1%). Sequences of their own lengths (cu_seqlens_q)
+   to +1.4%; but with 3 query blocks 448 and 512 tokens -2 and -4%, hence
+   from 4 (16:59 UTC, two runs: 512 unchanged, 1k +5%, 2k +0.7 / +1.3%,
+   4k +1.7 / +2.1%). At 512 the work is the same either way (20
+   warpgroup-key-blocks a head in 3 tiles), and a clock() trace (17:41
+   UTC) shows where the time goes: the heavy tile's third warpgroup, idle
+   from row 0, computes once aligned, and the tile takes 30% longer, as
+   all three warpgroups then end it together and its epilogue and the
+   next tile's set-up run under no one's products. Sequences of their own lengths (cu_seqlens_q)
    start at row 0: their rows below 0 would be the sequence before. The
    host finds pad: as a kernel parameter it costs no register (computed in
    the kernel, the persistent kernel spilled 4 bytes, ptxas 13.0). */
