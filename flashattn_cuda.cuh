@@ -673,7 +673,8 @@ static __device__ __forceinline__ void fa__store_lse_rows(const fa__fwd_params &
 #pragma unroll
         for (int hf = 0; hf < 2; hf++) {
             const int i = wrow0 + mt * 16 + g + hf * 8;
-            if (t == 0 && (unsigned)i < (unsigned)sq) fa__store_lse(p, m_run[mt][hf], l_run[mt][hf], i, h, b, q_tok0, nbatch);
+            if (t == 0 && (unsigned)i < (unsigned)sq) /* (0 <= i < sq) */
+                fa__store_lse(p, m_run[mt][hf], l_run[mt][hf], i, h, b, q_tok0, nbatch);
         }
 }
 template <bool BF16, int MT, int NO>
@@ -1119,31 +1120,31 @@ __host__ __device__ inline int fa__fastdiv_q(const fa__fastdiv &f, int n)
 /* What the kernel's walk over the tiles needs besides the problem: the
    divisors m_blocks and heads_q, and pad, the rows by which the first tile
    starts before row 0.
-   pad: under a causal / window bound, in the three-warpgroup shape
-   (192-row tiles) with 4 query blocks or more, the tiles end where the
-   sequence ends: tile m_block holds rows m_block BM - pad .. + BM - 1,
-   pad = M BM - sq, so that when BM does not divide the sequence the short
-   tile is the first, which sees the fewest keys, not the last, which sees
-   the most. Its rows below 0 are padding: their Q rows come from TMA's
-   load of a box that starts outside the tensor (which it clips; a row's
-   scores and output depend on its own Q row alone), their O and L are
-   never written (fa__sm90_store_o, fa__store_lse_rows), and a warpgroup
-   with no row at or above 0 is idle. At 1k tokens the tiles' key blocks (the most
-   any of their warpgroups sees) go from 2, 3, 5, 6, 8, 8 to 1, 2, 4, 5, 7,
-   8, and the walk's pairs become the same work. Against tiles from row 0
-   (H100, 2026-11-25 16:49-16:51 UTC, two runs of 30 reps, causal, at any
-   M): 640 tokens +7%, 1k +4.6%, 1216 +5%, 2k +0.9%, 4k +2%, 8k-16k +0.1
-   to +1.4%; but with 3 query blocks 448 and 512 tokens -2 and -4%, hence
-   from 4 (16:59 UTC, two runs: 512 unchanged, 1k +5%, 2k +0.7 / +1.3%,
-   4k +1.7 / +2.1%). At 512 the work is the same either way (20
-   warpgroup-key-blocks a head in 3 tiles), and a clock() trace (17:41
-   UTC) shows where the time goes: the heavy tile's third warpgroup, idle
-   from row 0, computes once aligned, and the tile takes 30% longer, as
-   all three warpgroups then end it together and its epilogue and the
-   next tile's set-up run under no one's products. Sequences of their own lengths (cu_seqlens_q)
-   start at row 0: their rows below 0 would be the sequence before. The
-   host finds pad: as a kernel parameter it costs no register (computed in
-   the kernel, the persistent kernel spilled 4 bytes, ptxas 13.0). */
+   pad: under a causal / window bound, in the three-warpgroup shape (192-row
+   tiles) with 4 query blocks or more, the tiles end where the sequence
+   ends: tile m_block holds rows m_block BM - pad .. + BM - 1, pad = M BM -
+   sq, so that when BM does not divide the sequence the short tile is the
+   first, which sees the fewest keys, not the last, which sees the most. Its
+   rows below 0 are padding: their Q rows come from TMA's load of a box that
+   starts outside the tensor (which it clips; a row's scores and output
+   depend on its own Q row alone), their O and L are never written
+   (fa__sm90_store_o, fa__store_lse_rows), and a warpgroup with no row at or
+   above 0 is idle. At 1k tokens the tiles' key blocks (the most any of
+   their warpgroups sees) go from 2, 3, 5, 6, 8, 8 to 1, 2, 4, 5, 7, 8, and
+   the walk's pairs become the same work. Against tiles from row 0 (H100,
+   2026-11-25 16:49-16:51 UTC, two runs of 30 reps, causal, at any M): 640
+   tokens +7%, 1k +4.6%, 1216 +5%, 2k +0.9%, 4k +2%, 8k-16k +0.1 to +1.4%;
+   but with 3 query blocks 448 and 512 tokens -2 and -4%, hence from 4
+   (16:59 UTC, two runs: 512 unchanged, 1k +5%, 2k +0.7 / +1.3%, 4k +1.7 /
+   +2.1%). At 512 the work is the same either way (20 warpgroup-key-blocks a
+   head in 3 tiles), and a clock() trace (17:41 UTC) shows where the time
+   goes: the heavy tile's third warpgroup, idle from row 0, computes once
+   aligned, and the tile takes 30% longer, as all three warpgroups then end
+   it together and its epilogue and the next tile's set-up run under no
+   one's products. Sequences of their own lengths (cu_seqlens_q) start at
+   row 0: their rows below 0 would be the sequence before. The host finds
+   pad: as a kernel parameter it costs no register (computed in the kernel,
+   the persistent kernel spilled 4 bytes, ptxas 13.0). */
 typedef struct fa__sm90_walk {
     fa__fastdiv m, heads;
     int pad;
@@ -1605,10 +1606,10 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
         m_block = k % 2 ? i : m_blocks - 1 - i;
         return j < pairs && !(k % 2 && i == m_blocks - 1 - i);
     };
-    /* (a block per tile: one unit, known at compile time without PERSIST,
-       so no state is carried in registers from tile to tile) */
     /* tile m_block's first row (wk.pad: fa__sm90_walk) */
     auto tile_row0 = [&](int m_block) { return m_block * BM - wk.pad; };
+    /* (a block per tile: one unit, known at compile time without PERSIST,
+       so no state is carried in registers from tile to tile) */
     const int rounds = one_tile ? 1
                        : walk1  ? (tiles + (int)gridDim.x - 1) / (int)gridDim.x
                                 : 2 * ((pairs + (int)gridDim.x - 1) / (int)gridDim.x);
