@@ -1149,6 +1149,16 @@ typedef struct fa__sm90_walk {
     fa__fastdiv m, heads;
     int pad;
 } fa__sm90_walk;
+/* (host) the walk of WG consumer warpgroups' tiles of 64 WG rows, m_blocks
+   of them per sequence */
+static fa__sm90_walk fa__sm90_walk_for(int WG, const fa__fwd_params &p, int m_blocks)
+{
+    fa__sm90_walk w;
+    w.m = fa__fastdiv_for((uint32_t)m_blocks);
+    w.heads = fa__fastdiv_for((uint32_t)p.heads_q);
+    w.pad = WG == 3 && p.has_right && !p.cu_seqlens_q && m_blocks >= 4 ? m_blocks * 64 * WG - p.seqlen_q : 0;
+    return w;
+}
 
 /* setmaxnreg's count for the consumer warpgroups. The registers a block
    holds are fixed at launch: with __launch_bounds__(128 (wg + 1), 1) each
@@ -2458,11 +2468,8 @@ static fa_status fa__launch_fwd_sm90(const char *fn, const fa__fwd_params &p, in
 #ifdef FLASHATTN_TEST_HOOKS
     if (PERSIST && fa__sm90_grid_cap > 0 && blocks > fa__sm90_grid_cap) blocks = fa__sm90_grid_cap; /* any mask */
 #endif
-    fa__sm90_walk wk;
-    wk.m = fa__fastdiv_for((uint32_t)m_blocks);
-    wk.heads = fa__fastdiv_for((uint32_t)p.heads_q);
-    wk.pad = WG == 3 && p.has_right && !p.cu_seqlens_q && m_blocks >= 4 ? m_blocks * BM - p.seqlen_q : 0;
-    kern<<<blocks, 128 * (WG + FA__SM90_WARPSPEC), smem, stream>>>(tm, p, m_blocks, batch, wk);
+    kern<<<blocks, 128 * (WG + FA__SM90_WARPSPEC), smem, stream>>>(tm, p, m_blocks, batch,
+                                                                   fa__sm90_walk_for(WG, p, m_blocks));
     e = cudaGetLastError();
     if (e != cudaSuccess) return fa__cuda_fail(fn, e, "kernel launch");
 #ifdef FLASHATTN_TEST_HOOKS
