@@ -485,8 +485,14 @@ static __device__ __forceinline__ void fa__each_score(float (&s)[MT][NS][4], int
    every key in 64 bits, as the first version did, took about 20
    instructions a score: at 512 tokens, causal d 64, the masked diagonal
    block then cost more than the rest of the tile (106 TFLOP/s, against
-   185 with the mask left out; H100, 2026-11-23). */
-template <bool EXTRAS, int MT, int NS>
+   185 with the mask left out; H100, 2026-11-23).
+   LEFT = false: the caller knows there is no left bound (p.has_left is
+   false, as under a plain causal mask), so lo_c is 0 and a score costs
+   one compare and a select instead of two compares and a select (c >= 0
+   always holds). Nsight Compute counted 265 instructions a warp for a
+   masked block in d 64's kernel, 128 of them the compares (H200,
+   2026-11-27): the sm_90a kernel picks LEFT at run time (below). */
+template <bool EXTRAS, bool LEFT = true, int MT, int NS>
 static __device__ __forceinline__ void fa__mask_scores(float (&s)[MT][NS][4], const fa__fwd_params &p,
                                                        int wrow0, int k0, int sk, int64_t shift,
                                                        int h, int g, int t)
@@ -499,10 +505,10 @@ static __device__ __forceinline__ void fa__mask_scores(float (&s)[MT][NS][4], co
             const int64_t ip = (int64_t)wrow0 + mt * 16 + g + half * 8 + shift; /* the row's key position */
             int64_t hi = sk, lo = 0;
             if (p.has_right && ip + p.right + 1 < hi) hi = ip + p.right + 1;
-            if (p.has_left && ip - p.left > lo) lo = ip - p.left;
+            if (LEFT && p.has_left && ip - p.left > lo) lo = ip - p.left;
             /* offsets c from `first` with lo_c <= c < hi_c are visible (c < 8 NS) */
             const int hi_c = (int)(hi - first < 0 ? 0 : hi - first > 8 * NS ? 8 * NS : hi - first);
-            const int lo_c = (int)(lo - first < 0 ? 0 : lo - first > 8 * NS ? 8 * NS : lo - first);
+            const int lo_c = LEFT ? (int)(lo - first < 0 ? 0 : lo - first > 8 * NS ? 8 * NS : lo - first) : 0;
 #pragma unroll
             for (int j = 0; j < NS; j++)
 #pragma unroll
@@ -1909,8 +1915,19 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
                SHORT_PATH (else unused: asked here) */
             auto softmax = [&](int it, bool early_mask) {
                 const int k0 = (x.n_begin + it) * BN;
-                if (SHORT_PATH ? early_mask : needs_mask(it))
-                    fa__mask_scores<false>(s, p, wrow0, k0, x.sk, x.shift, h, g, t);
+                /* the mask without a left bound (causal) compares each score
+                   once, not twice (fa__mask_scores' LEFT): d 64 causal 512 /
+                   1k / 2k +2.6 / +2.6 / +1.8%, d 128 causal 512 +2.1%, d 256
+                   and non-causal within -0.5 to +1.4% (H200, 2026-11-27 07:37
+                   and 07:39 UTC, two runs of 30 reps against the code
+                   before; Nsight Compute: d 64 causal 512's instructions 72.3M
+                   -> 69.3M). The sm_80 kernel keeps both compares. */
+                if (SHORT_PATH ? early_mask : needs_mask(it)) {
+                    if (p.has_left)
+                        fa__mask_scores<false>(s, p, wrow0, k0, x.sk, x.shift, h, g, t);
+                    else
+                        fa__mask_scores<false, false>(s, p, wrow0, k0, x.sk, x.shift, h, g, t);
+                }
                 fa__softmax_tile<1, NS, LAZY_MAX, SHORT_PATH>(s, m_run, l_run, alpha, p.scale_log2);
             };
             /* S_it is done: K_it may be overwritten, and after the tile's
