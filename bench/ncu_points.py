@@ -12,12 +12,12 @@ lts__t_sector_hit_rate.pct,sm__cycles_active.avg,sm__cycles_elapsed.avg \
 A point is head_dim:causal:seqlen on the FlashAttention-3 paper's grid (batch * seqlen = 16k,
 hidden 2048), bf16, random inputs. The kernels print in the order ours, flash, cudnn per point."""
 import argparse
-import ctypes
-import os
 
 import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
+
+from vs_torch import forward, load  # the benchmark's library loader and call (bench/ is on sys.path)
 
 
 def main():
@@ -26,10 +26,7 @@ def main():
     ap.add_argument("--points", default="256:1:512,64:0:512,64:1:512")
     ap.add_argument("--calls", type=int, default=2)
     args = ap.parse_args()
-    lib = ctypes.CDLL(os.path.abspath(args.lib))
-    lib.fa_bench_forward.restype = ctypes.c_int
-    lib.fa_bench_forward.argtypes = [ctypes.c_void_p] * 5 + [ctypes.c_int] * 8 + [ctypes.c_void_p]
-    lib.fa_bench_last_error.restype = ctypes.c_char_p
+    lib = load(args.lib)
     dev = torch.device("cuda")
     stream = torch.cuda.current_stream().cuda_stream
     for pt in args.points.split(","):
@@ -40,10 +37,7 @@ def main():
         lse = torch.empty(batch, heads, sl, device=dev, dtype=torch.float32)
 
         def ours():
-            st = lib.fa_bench_forward(q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), lse.data_ptr(),
-                                      batch, sl, sl, heads, heads, d, causal, 1, stream)
-            if st != 0:
-                raise RuntimeError(lib.fa_bench_last_error().decode())
+            forward(lib, q, k, v, o, lse, causal, stream)
 
         def sdpa(backend):
             with sdpa_kernel(backend):

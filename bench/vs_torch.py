@@ -39,6 +39,25 @@ from timing import event_ms, interleaved  # noqa: E402  (bench/timing.py)
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 
+def load(path):
+    """The bench library (bench/fa_bench_lib.cu) with its functions' C types."""
+    lib = ctypes.CDLL(os.path.abspath(path))
+    lib.fa_bench_forward.restype = ctypes.c_int
+    lib.fa_bench_forward.argtypes = [ctypes.c_void_p] * 5 + [ctypes.c_int] * 8 + [ctypes.c_void_p]
+    lib.fa_bench_last_error.restype = ctypes.c_char_p
+    return lib
+
+
+def forward(lib, q, k, v, o, lse, causal, stream):
+    """Our bf16 forward through the bench library: q, o [b, sq, h, d], k, v [b, sk, hkv, d], lse
+    [b, h, sq] (torch tensors on the GPU), on the CUDA stream handle `stream`."""
+    bsz, sq, h, d = q.shape
+    st = lib.fa_bench_forward(q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), lse.data_ptr(),
+                              bsz, sq, k.shape[1], h, k.shape[2], d, int(causal), 1, stream)
+    if st != 0:
+        raise RuntimeError("fa_forward_cuda: " + lib.fa_bench_last_error().decode())
+
+
 def timed(fn, reps, warmup=3):
     """Median milliseconds of fn() over reps runs (bench/timing.py's event_ms), after warm-up."""
     for _ in range(warmup):
@@ -59,13 +78,6 @@ def main():
                     help="label=path of another build of the bench library, timed as an extra column")
     args = ap.parse_args()
 
-    def load(path):
-        lib = ctypes.CDLL(os.path.abspath(path))
-        lib.fa_bench_forward.restype = ctypes.c_int
-        lib.fa_bench_forward.argtypes = [ctypes.c_void_p] * 5 + [ctypes.c_int] * 8 + [ctypes.c_void_p]
-        lib.fa_bench_last_error.restype = ctypes.c_char_p
-        return lib
-
     lib = load(args.lib)
     variants = [(v.split("=", 1)[0], load(v.split("=", 1)[1])) for v in args.variant]
 
@@ -84,11 +96,7 @@ def main():
     print(f"bf16 matmul 8192^3: {mm_tf:.0f} TFLOP/s", flush=True)
 
     def ours(q, k, v, o, lse, causal, stream, lib=lib):
-        bsz, sq, h, d = q.shape
-        st = lib.fa_bench_forward(q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), lse.data_ptr(),
-                                  bsz, sq, k.shape[1], h, k.shape[2], d, int(causal), 1, stream)
-        if st != 0:
-            raise RuntimeError("fa_forward_cuda: " + lib.fa_bench_last_error().decode())
+        forward(lib, q, k, v, o, lse, causal, stream)
 
     rows = []
     dims = [int(x) for x in args.dims.split(",")]
