@@ -466,6 +466,14 @@ int main(int argc, char **argv)
             c.name = NAME("d64 1000x1200 window (100, 3), 3 warpgroups"); cs.push_back(c);
             c = base; c.d = 64; c.dv = 60; c.sq = 1000; c.sk = 1000; c.causal = 1; c.strided = 1; c.sm90_long = 2;
             c.name = NAME("d64 dv 60 1000 causal strided, 3 warpgroups"); cs.push_back(c);
+            /* without a mask, a last tile of 64 rows or fewer, its second
+               and third warpgroups idle: 1000 rows in 5 tiles of 192 and
+               one of 40, 203 rows in 192 and 11 (here with O copied out by
+               the warpgroups: head_dim_v 60) */
+            c = base; c.d = 64; c.sq = 1000; c.sk = 777; c.hq = 4; c.hkv = 2; c.sm90_long = 2;
+            c.name = NAME("d64 1000x777 GQA, 3 warpgroups, short last tile"); cs.push_back(c);
+            c = base; c.d = 64; c.dv = 60; c.sq = 203; c.sk = 300; c.strided = 1; c.sm90_long = 2;
+            c.name = NAME("d64 dv 60 203x300 strided, 3 warpgroups, short last tile"); cs.push_back(c);
             /* d 256's WG_STOP: 1050 rows end 26 rows into a 128-row tile (its
                second warpgroup has none), and with sq > sk the first 90 rows
                see no key */
