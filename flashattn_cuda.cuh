@@ -1820,7 +1820,16 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
            kernels, whose schedules have moved with every change to this
            loop, are left as they were. The turns taken must stay those of
            first / step / finish below (or of the loop without the
-           overlap). */
+           overlap).
+           Tried and not kept (H100, 2026-11-27 09:12 UTC, one run of 30
+           reps, bench/results fwd-d64-tail-half-trial-0912.md): a last tile
+           of 64 rows or fewer without a mask (1k, 4k, 16k tokens; one
+           working warpgroup) starting 64 rows early, the tile before it
+           leaving those rows to it: +0.1 to +0.6% where it applies, within
+           one run's spread; and a warpgroup's last key block at half width
+           (N = 64) where its rows see only that block's first 64 keys (the
+           causal diagonal of every second warpgroup): 15% slower at causal
+           512 and 3-4% slower at non-causal 512-2k, where it never ran. */
         const int wfirst = x.row0 + 64 * cw; /* this warpgroup's first row */
         const bool idle = WG_STOP && (wfirst >= x.sq || wfirst + 64 <= 0); /* (rows below 0: tile_row0) */
         int count_w = count;
