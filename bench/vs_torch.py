@@ -95,9 +95,6 @@ def main():
     del a, b
     print(f"bf16 matmul 8192^3: {mm_tf:.0f} TFLOP/s", flush=True)
 
-    def ours(q, k, v, o, lse, causal, stream, lib=lib):
-        forward(lib, q, k, v, o, lse, causal, stream)
-
     rows = []
     dims = [int(x) for x in args.dims.split(",")]
     lens = [int(x) for x in args.lens.split(",")]
@@ -116,7 +113,7 @@ def main():
 
                 def run_ours(it):
                     q, k, v, o, lse = sets[it & 1]
-                    ours(q, k, v, o, lse, causal, stream)
+                    forward(lib, q, k, v, o, lse, causal, stream)
 
                 def run_sdpa(backend):
                     def f(it):
@@ -130,7 +127,7 @@ def main():
                 for label, vlib in variants:
                     def run_var(it, vlib=vlib):
                         q, k, v, o, lse = sets[it & 1]
-                        ours(q, k, v, o, lse, causal, stream, vlib)
+                        forward(vlib, q, k, v, o, lse, causal, stream)
                     fns[label] = run_var
                 fns["flash"] = run_sdpa(SDPBackend.FLASH_ATTENTION)
                 fns["cudnn"] = run_sdpa(SDPBackend.CUDNN_ATTENTION)
@@ -167,7 +164,7 @@ def main():
         torch.cuda.reset_peak_memory_stats()
         base_alloc = torch.cuda.memory_allocated()
         free0, total = torch.cuda.mem_get_info()
-        ms = event_ms(lambda: ours(q, k, v, o, lse, False, torch.cuda.current_stream().cuda_stream))
+        ms = event_ms(lambda: forward(lib, q, k, v, o, lse, False, torch.cuda.current_stream().cuda_stream))
         free1, _ = torch.cuda.mem_get_info()
         peak = torch.cuda.max_memory_allocated() - base_alloc
         ok = torch.isfinite(o).all().item() and torch.isfinite(lse).all().item()
