@@ -165,16 +165,15 @@
    GPU, NVIDIA H100 80GB HBM3, bf16, FA3-paper grid, beside PyTorch 2.11 SDPA
    measured in the same run (the contenders interleaved rep by rep, the GPU's
    time alone, medians):
-     forward (the sm_90a kernel; 2026-11-27 07:23 UTC, bf16 matmul ceiling
-     in the same run 797 TFLOP/s): 1.49-2.90x SDPA-flash, 0.89-1.27x
-     SDPA-cuDNN. Seqlen 16k non-causal: d64 565 TFLOP/s (1.89x flash,
-     1.19x cuDNN), d128 700 (2.15x, 1.06x), d256 829 (2.73x, 1.13x);
-     causal: d128 690 (1.10x cuDNN), d256 815 (1.27x). At d128 and d256
+     forward (the sm_90a kernel; 2026-11-27 08:47 UTC, bf16 matmul ceiling
+     in the same run 794 TFLOP/s): 1.49-2.92x SDPA-flash, 0.92-1.27x
+     SDPA-cuDNN. Seqlen 16k non-causal: d64 562 TFLOP/s (1.89x flash,
+     1.18x cuDNN), d128 703 (2.15x, 1.09x), d256 827 (2.72x, 1.13x);
+     causal: d128 689 (1.10x cuDNN), d256 814 (1.27x). At d128 and d256
      every point from 2k tokens is at 1.01x cuDNN or more; d64 non-causal
-     512-1k and causal 512-2k (1.50-1.59x flash, 0.89-1.06x cuDNN) and
-     d256 causal 512 (1.49x flash) are under the 1.6x-flash goal
-     (README.md says why). The one-compare causal mask that came after
-     that run: d64 causal 512-2k +1.8 to +2.8% on an H200 (2026-11-27).
+     and causal 512-1k (1.50-1.57x flash, 0.92-1.04x cuDNN) and d256
+     causal 512 (1.49x flash) are under the 1.6x-flash goal (README.md
+     says why).
      backward (2026-11-24 16:30 UTC): 0.88-1.09x SDPA-flash at d64,
      0.97-1.24x at d128, 0.88-1.00x at d256; SDPA-cuDNN is faster.
      decode (2026-11-24 23:26 UTC), 32/8 heads d128: 1.00-1.22x SDPA-cuDNN,
