@@ -2,7 +2,9 @@
 """bench/sm90_trace/phases.py TRACE... - for a trace printed by trace.cu: per-tile phase
 averages, in SM clock cycles, of the consumer warpgroups; then the medians of the phases of
 every key block after a tile's first (request -> turn -> S ready -> P V ready -> softmax done
--> next request), and the spacing of the two consumer warpgroups' turns in blocks 0 and 1."""
+-> next request), and the spacing of the two consumer warpgroups' turns in blocks 0 and 1; then,
+per tile and consumer warpgroup, the cycles from the producer issuing the tile's Q copy (event 1)
+to the warpgroup's start of the tile (10) and to its Q having landed (11)."""
 import statistics as st
 import sys
 d = lambda x, y: (y - x) & 0xffffffff  # cycles from x to y (32-bit clock)
@@ -63,7 +65,29 @@ def steady(fn):
         g21 = [d(M[i][0], M[i + 1][0]) for i in range(len(M) - 1) if M[i][1] == 2 and M[i + 1][1] == 1]
         q = lambda v: f"med {st.median(v):.0f} p10 {sorted(v)[len(v)//10]:.0f} p90 {sorted(v)[9*len(v)//10]:.0f}"
         print(f"  block {blk}: turn gaps WG1->WG2 {q(g12)}; WG2->WG1 {q(g21)}")
+# the Q copy's timing: issue -> tile start, start -> landed, issue -> landed (medians, p10, p90)
+def qtimes(fn):
+    ev = load(fn)
+    res = {}
+    for blk in (0, 1):
+        issued = {}
+        for e, k, it, c in ev.get((blk, 0), []):
+            if e == 1: issued.setdefault(k, c)
+        for role in (1, 2, 3):
+            start, landed = {}, {}
+            for e, k, it, c in ev.get((blk, role), []):
+                if e == 10: start.setdefault(k, c)
+                if e == 11: landed.setdefault(k, c)
+            for k in landed:
+                if k in issued and k in start:
+                    for name, a, b in (("issue->start", issued[k], start[k]), ("start->landed", start[k], landed[k]),
+                                       ("issue->landed", issued[k], landed[k])):
+                        res.setdefault(name, []).append(d(a, b))
+    res = {k: [x for x in v if x < 1 << 30] for k, v in res.items()}  # (dropped: spans below 0, wrapped)
+    q = lambda v: f"median {st.median(v):.0f} p10 {sorted(v)[len(v) // 10]} p90 {sorted(v)[9 * len(v) // 10]} n {len(v)}"
+    print(f"{fn} Q copy: " + "; ".join(f"{k} {q(v)}" for k, v in res.items()))
 for fn in sys.argv[1:]:
     r, n = phases(fn)
     print(f"{fn}: {n} tiles; " + ", ".join(f"{k} {v:.0f}" for k, v in r.items()))
     steady(fn)
+    qtimes(fn)
