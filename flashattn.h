@@ -165,14 +165,14 @@
    GPU, NVIDIA H100 80GB HBM3, bf16, FA3-paper grid, beside PyTorch 2.11 SDPA
    measured in the same run (the contenders interleaved rep by rep, the GPU's
    time alone, medians):
-     forward (the sm_90a kernel; 2026-11-27 08:47 UTC, bf16 matmul ceiling
-     in the same run 794 TFLOP/s): 1.49-2.92x SDPA-flash, 0.92-1.27x
-     SDPA-cuDNN. Seqlen 16k non-causal: d64 562 TFLOP/s (1.89x flash,
-     1.18x cuDNN), d128 703 (2.15x, 1.09x), d256 827 (2.72x, 1.13x);
-     causal: d128 689 (1.10x cuDNN), d256 814 (1.27x). At d128 and d256
+     forward (the sm_90a kernel; 2026-11-27 12:29 UTC, bf16 matmul ceiling
+     in the same run 801 TFLOP/s): 1.48-2.86x SDPA-flash, 0.93-1.26x
+     SDPA-cuDNN. Seqlen 16k non-causal: d64 563 TFLOP/s (1.87x flash,
+     1.16x cuDNN), d128 708 (2.13x, 1.07x), d256 827 (2.71x, 1.13x);
+     causal: d128 692 (1.10x cuDNN), d256 817 (1.26x). At d128 and d256
      every point from 2k tokens is at 1.01x cuDNN or more; d64 non-causal
-     and causal 512-1k (1.50-1.57x flash, 0.92-1.04x cuDNN) and d256
-     causal 512 (1.49x flash) are under the 1.6x-flash goal (README.md
+     and causal 512-1k (1.53-1.599x flash, 0.96-1.05x cuDNN) and d256
+     causal 512 (1.48x flash) are under the 1.6x-flash goal (README.md
      says why).
      backward (2026-11-24 16:30 UTC): 0.88-1.09x SDPA-flash at d64,
      0.97-1.24x at d128, 0.88-1.00x at d256; SDPA-cuDNN is faster.

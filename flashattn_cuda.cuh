@@ -1063,7 +1063,8 @@ typedef struct fa__tma_maps { CUtensorMap q, k, v, o; int o_ok; } fa__tma_maps;
    (H100, 2026-11-24). */
 __host__ __device__ constexpr size_t fa__sm90_smem(int D, int BM, int BN, int ST, bool o_own, int qb = 1)
 {
-    return 1024 + 2u * (size_t)D * (qb * BM + 2 * ST * BN + (o_own ? BM : 0)) + 8u * (2 * qb + 4 * ST);
+    return 1024 + 2u * (size_t)D * (qb * BM + 2 * ST * BN + (o_own ? BM : 0)) + 8u * (2 * qb + 4 * ST) +
+           (qb == 2 ? 256u : 0u); /* (the two tile slots, HANDOFF in the kernel) */
 }
 __host__ __device__ constexpr bool fa__sm90_o_own(int D, int BM, int BN, int ST)
 {
@@ -1538,6 +1539,18 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
        copy once the O stores have read it, not after the last S */
     constexpr bool Q_AFTER_O = O_STAGED && !O_OWN && PERSIST;
     constexpr int QB = fa__sm90_q_bufs(WG, PERSIST, O_OWN);
+    /* HANDOFF: with two Q tiles (the persistent three-warpgroup blocks) the
+       producer finds each tile once, its coordinates and the key blocks
+       each consumer warpgroup's rows see, and hands them over in a slot
+       beside the tile's Q, published by the same barrier (fa__tile_slot,
+       below). Each of the twelve consumer warps found them itself before:
+       the walk's divisions (the pairs of the causal walk) and the
+       warpgroup's own extent in 64-bit arithmetic, in front of every
+       tile's first S. Against that (H100,
+       2026-11-27 11:20 UTC, two runs of 30 reps, d 64): causal 512 +3.8 /
+       +3.4%, 1k +1.8 / +2.1%, 2k +0.8 / +1.0%, 4k +0.2 / +0.1%; non-causal
+       512 +1.0 / +1.4%, 1k +0.2 / +0.2%, 2k -0.2 / -0.3%. */
+    constexpr bool HANDOFF = QB == 2 && FA__SM90_WARPSPEC;
     /* a warpgroup stops at the last key block its own rows see (WG_STOP,
        below): in d 64's three-warpgroup shape and at d 256, whose 80-key
        blocks do not divide the 64 rows of a warpgroup */
@@ -1562,6 +1575,21 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
     auto q_full = [&](int u) { return u % QB ? bars + 8u * (2 + 4 * STAGES) : bars; };
     auto q_empty = [&](int u) { return q_full(u) + 8u; };
     auto q_phase = [&](int u) { return (uint32_t)((u / QB) & 1); };
+    /* A tile handed over: its coordinates (the consumers find its extent
+       from them: handed over whole, the extent's values stayed live in
+       ordinary registers and the consumers spilled 104 bytes, ptxas 13.0),
+       done (no tile: the walk is over), and count_w of each consumer
+       warpgroup (WG_STOP). The consumers read each word from lane 0, so
+       that ptxas knows it is warp-uniform. */
+    struct fa__tile_slot {
+        int m_block, h, b, done, count_w[4];
+    };
+    static_assert(sizeof(fa__tile_slot) <= 128, "tile slot");
+    /* the u-th tile's slot (HANDOFF), a generic pointer into shared memory */
+    auto slot = [&](int u) {
+        return reinterpret_cast<fa__tile_slot *>(fa__smem90 + (bars + 8u * (2 * QB + 4 * STAGES) + 128u * (u % QB) -
+                                                               (uint32_t)__cvta_generic_to_shared(fa__smem90)));
+    };
 
     /* (without the producer, FA__SM90_WARPSPEC = 0, the consumers keep
        their numbers: warps 4 and up) */
@@ -1624,6 +1652,18 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
     };
     /* tile m_block's first row (wk.pad: fa__sm90_walk) */
     auto tile_row0 = [&](int m_block) { return m_block * BM - wk.pad; };
+    /* count_w (WG_STOP, below): the key blocks warpgroup w's own rows of
+       tile x (batch b) see; 0 for a warpgroup with no row in the sequence.
+       (Without a right bound every row sees the tile's last block: not
+       asking fa__fwd_extent measured +0.3 to +0.6% at d 64 non-causal
+       512-2k, H100, 2026-11-25 16:59 UTC, two runs.) */
+    auto warpgroup_blocks = [&](const fa__extent &x, int b, int w) {
+        const int count = x.n_end - x.n_begin, wfirst = x.row0 + 64 * w;
+        if (!WG_STOP) return count;
+        const bool idle = wfirst >= x.sq || wfirst + 64 <= 0;
+        const int seen = idle ? 0 : !p.has_right ? count : fa__fwd_extent(p, b, wfirst, 64, BN).n_end - x.n_begin;
+        return min(max(seen, 0), count);
+    };
     /* (a block per tile: one unit, known at compile time without PERSIST,
        so no state is carried in registers from tile to tile) */
     const int rounds = one_tile ? 1
@@ -1633,8 +1673,8 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
     if (threadIdx.x == 0) {
         for (int u = 0; u < QB; u++) {
             fa__mbar_init(q_full(u), 1);
-            /* lane 0 of each consumer warp; with Q_AFTER_O every consumer thread */
-            fa__mbar_init(q_empty(u), Q_AFTER_O ? 128 * WG : 4 * WG);
+            /* lane 0 of each consumer warp; with Q_AFTER_O or HANDOFF every consumer thread */
+            fa__mbar_init(q_empty(u), Q_AFTER_O || HANDOFF ? 128 * WG : 4 * WG);
         }
         for (int s = 0; s < STAGES; s++) {
             fa__mbar_init(k_full(s), 1);
@@ -1650,7 +1690,10 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
     /* Both roles walk the same tiles and skip the same empty ones, so they
        agree on two running counts: q_uses, the tiles whose Q was loaded (the
        Q barriers' phase), and ring, the K/V tiles through the ring so far
-       (stage ring % STAGES, used for the (ring / STAGES)-th time). */
+       (stage ring % STAGES, used for the (ring / STAGES)-th time). With
+       HANDOFF the consumers walk the producer's slots instead, and q_uses
+       counts the slots: a tile whose rows see no key has a slot (its O = 0
+       and L = -inf are the consumers' to write) but no Q. */
 
     /* The copies, issued by one warp (lane: its lane). Where tile x (head
        h, K / V head hk = h / p.group, batch b) reads from (hk is the
@@ -1680,7 +1723,7 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
     /* Q of the tile whose Q is the q_uses-th loaded (the previous tile's Q
        is free once its last S = Q K^T is done) */
     auto copy_q = [&](const fa__src &c, const fa__extent &x, int h, int q_uses) {
-        if (q_uses >= QB) fa__mbar_wait(q_empty(q_uses), q_phase(q_uses - QB));
+        if (q_uses >= QB && !HANDOFF) fa__mbar_wait(q_empty(q_uses), q_phase(q_uses - QB));
         fa__sm90_load<BM, D>(q_tile(q_uses), q_full(q_uses), &tm.q, c.qrow, h, c.qb, x.sq - x.row0, c.q_exact, p.d, c.gq, p.q_seq, lane);
     };
     /* K and V of key block n, ring position r */
@@ -1701,16 +1744,37 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
         fa__setmaxnreg_dec<24>();
         if (warp == 0) {
             int q_uses = 0, ring = 0;
+            /* (HANDOFF) slot q_uses: the tile's (or done), once the tile
+               before the last in it has been released (the Q empty
+               barrier); the Q copy's arrival publishes it, or, with no Q,
+               an arrival of its own */
+            auto publish = [&](const fa__extent &x, int m_block, int h, int b, bool done) {
+                if (q_uses >= QB) fa__mbar_wait(q_empty(q_uses), q_phase(q_uses - QB));
+                if (lane == 0) {
+                    fa__tile_slot *t = slot(q_uses);
+                    t->m_block = m_block;
+                    t->h = h;
+                    t->b = b;
+                    t->done = done;
+                    for (int w = 0; w < WG; w++) t->count_w[w] = warpgroup_blocks(x, b, w);
+                    if (done || x.n_end <= x.n_begin) fa__mbar_arrive(q_full(q_uses));
+                }
+            };
             for (int k = 0; k < rounds; k++) {
                 int m_block, h, b;
                 if (!unit(k, m_block, h, b)) continue;
                 const int hk = h / p.group;
                 const fa__extent x = fa__fwd_extent(p, b, tile_row0(m_block), BM, BN);
-                if (x.row0 >= x.sq || x.n_begin >= x.n_end) continue;
+                if (HANDOFF && x.row0 < x.sq) publish(x, m_block, h, b, false);
+                if (x.row0 >= x.sq || x.n_begin >= x.n_end) {
+                    if (HANDOFF && x.row0 < x.sq) q_uses++;
+                    continue;
+                }
                 const fa__src c = tile_src(x, h, hk, b);
                 copy_q(c, x, h, q_uses++);
                 for (int n = x.n_begin; n < x.n_end; n++, ring++) copy_kv(c, x, n, ring);
             }
+            if (HANDOFF) publish(fa__extent(), 0, 0, 0, true);
         }
         return;
     }
@@ -1744,11 +1808,27 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
        the next tile before warpgroup 0 took its last arrival, and two
        arrivals of one warpgroup would complete the barrier.) */
     if (FA__SM90_PINGPONG && cw == WG - 1) fa__named_arrive(1, 256);
+    /* (HANDOFF: at most one tile a round, and the slot after the last says
+       done; bounded by rounds all the same: unbounded, ptxas spilled 108
+       bytes) */
     for (int k = 0; k < rounds; k++) {
-        int m_block, h, b;
-        if (!unit(k, m_block, h, b)) continue;
+        int m_block, h, b, count_pub = 0;
+        if (HANDOFF) {
+            /* the tile's slot, and its Q, have landed (the slot comes alone
+               when the tile has no keys, or with done after the last) */
+            fa__mbar_wait(q_full(q_uses), q_phase(q_uses));
+            const fa__tile_slot *t = slot(q_uses);
+            auto word = [&](const int &v) { return __shfl_sync(0xffffffffu, v, 0); };
+            if (word(t->done)) break;
+            m_block = word(t->m_block);
+            h = word(t->h);
+            b = word(t->b);
+            count_pub = word(t->count_w[cw]);
+        } else if (!unit(k, m_block, h, b)) {
+            continue;
+        }
         const fa__extent x = fa__fwd_extent(p, b, tile_row0(m_block), BM, BN);
-        if (x.row0 >= x.sq) continue;
+        if (!HANDOFF && x.row0 >= x.sq) continue; /* (the producer hands over only tiles with rows) */
         const int wrow0 = x.row0 + 64 * cw + 16 * (warp % 4); /* this warp's first row */
         float m_run[1][2] = {{-INFINITY, -INFINITY}}, l_run[1][2] = {{0.0f, 0.0f}}, alpha[1][2];
         float acc_o[1][NO][4];
@@ -1833,12 +1913,14 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
         const int wfirst = x.row0 + 64 * cw; /* this warpgroup's first row */
         const bool idle = WG_STOP && (wfirst >= x.sq || wfirst + 64 <= 0); /* (rows below 0: tile_row0) */
         int count_w = count;
-        if (WG_STOP) {
-            /* (without a right bound every row sees the tile's last block:
-               not asking fa__fwd_extent measured +0.3 to +0.6% at d 64
-               non-causal 512-2k, H100, 2026-11-25 16:59 UTC, two runs) */
-            const int seen = idle ? 0 : !p.has_right ? count : fa__fwd_extent(p, b, wfirst, 64, BN).n_end - x.n_begin;
-            count_w = __shfl_sync(0xffffffffu, min(max(seen, 0), count), 0); /* warp-uniform, as cw */
+        if (HANDOFF) {
+            count_w = count_pub;
+            if (count <= 0) { /* a slot without Q: released here */
+                fa__mbar_arrive(q_empty(q_uses));
+                q_uses++;
+            }
+        } else if (WG_STOP) {
+            count_w = __shfl_sync(0xffffffffu, warpgroup_blocks(x, b, cw), 0); /* warp-uniform, as cw */
         }
         if (idle && count <= 0) continue;
         if (count > 0) {
@@ -1945,8 +2027,11 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
             auto release_k = [&](int it) {
                 if (lane == 0) {
                     fa__mbar_arrive(k_empty((ring + it) % STAGES));
-                    if (it == count - 1 && !Q_AFTER_O) fa__mbar_arrive(q_empty(q_uses));
+                    if (it == count - 1 && !Q_AFTER_O && !HANDOFF) fa__mbar_arrive(q_empty(q_uses));
                 }
+                /* (HANDOFF: every thread read the tile's slot, and each
+                   releases it after its own reads) */
+                if (HANDOFF && it == count - 1) fa__mbar_arrive(q_empty(q_uses));
             };
             /* O~ += P_it V_it is done: V_it may be overwritten */
             auto release_v = [&](int it) {
@@ -1981,7 +2066,7 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
                    only once this tile's Q has landed there */
                 if (Q_AFTER_O) fa__mbar_wait(q_full(q_uses - 1), q_phase(q_uses - 1));
             } else {
-                fa__mbar_wait(q_full(q_uses), q_phase(q_uses));
+                if (!HANDOFF) fa__mbar_wait(q_full(q_uses), q_phase(q_uses));
                 if (FA__SM90_OVERLAP) {
                     /* the first key block: S_0 alone */
                     auto first = [&]() {

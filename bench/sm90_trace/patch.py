@@ -11,7 +11,11 @@ Usage (the copies beside trace.cu, which includes "flashattn.h"):
   cp flashattn.h flashattn_cuda.cuh bench/sm90_trace/ && python3 bench/sm90_trace/patch.py bench/sm90_trace/flashattn_cuda.cuh
   nvcc -std=c++17 -O3 -gencode arch=compute_90a,code=sm_90a bench/sm90_trace/trace.cu -o trace
   ./trace D SEQLEN BATCH HEADS CAUSAL > tr.txt; python3 bench/sm90_trace/phases.py tr.txt
-The timestamps' global stores perturb the kernel a little (about 2% here)."""
+The timestamps' global stores perturb the kernel a little (about 2% here).
+Where the producer hands the tiles over (HANDOFF, the persistent three-warpgroup
+kernel) the consumers wait for the tile's slot and Q before their tile start,
+so "Q landed" (event 11) there marks the end of the tile's own set-up; the
+producer's event 1 is its slot's publication, right before the Q copy."""
 import re
 import sys
 s = open(sys.argv[1]).read()
@@ -33,12 +37,14 @@ rep("        if (r >= STAGES) fa__mbar_wait(k_empty(s), use);\n",
     "        if (r >= STAGES) fa__mbar_wait(k_empty(s), use);\n        FA__TR(2, tr_k, n - x.n_begin);\n")
 rep("        if (r >= STAGES) fa__mbar_wait(v_empty(s), use);\n",
     "        if (r >= STAGES) fa__mbar_wait(v_empty(s), use);\n        FA__TR(3, tr_k, n - x.n_begin);\n")
+rep("                if (HANDOFF && x.row0 < x.sq) publish(",
+    "                tr_k = k;\n                if (HANDOFF && x.row0 < x.sq) publish(")
 rep("                const fa__src c = tile_src(x, h, hk, b);\n",
     "                const fa__src c = tile_src(x, h, hk, b);\n                tr_k = k;\n")
 rep("""        const int wrow0 = x.row0 + 64 * cw + 16 * (warp % 4); /* this warp's first row */""",
     """        const int wrow0 = x.row0 + 64 * cw + 16 * (warp % 4); /* this warp's first row */\n        FA__TR(10, k, x.n_end - x.n_begin);""")
-rep("""                fa__mbar_wait(q_full(q_uses), q_phase(q_uses));\n                if (FA__SM90_OVERLAP) {""",
-    """                fa__mbar_wait(q_full(q_uses), q_phase(q_uses));\n                FA__TR(11, k, 0);\n                if (FA__SM90_OVERLAP) {""")
+rep("""                if (!HANDOFF) fa__mbar_wait(q_full(q_uses), q_phase(q_uses));\n                if (FA__SM90_OVERLAP) {""",
+    """                if (!HANDOFF) fa__mbar_wait(q_full(q_uses), q_phase(q_uses));\n                FA__TR(11, k, 0);\n                if (FA__SM90_OVERLAP) {""")
 rep("""            auto my_turn = [&]() { if (FA__SM90_PINGPONG) fa__named_sync(1 + cw, 256); };""",
     """            auto my_turn = [&]() { FA__TR(18, k, 0); if (FA__SM90_PINGPONG) fa__named_sync(1 + cw, 256); FA__TR(12, k, 0); };""")
 rep("""                        fa__wgmma_wait<0>();
