@@ -1579,8 +1579,9 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
        from them: handed over whole, the extent's values stayed live in
        ordinary registers and the consumers spilled 104 bytes, ptxas 13.0),
        done (no tile: the walk is over), and count_w of each consumer
-       warpgroup (WG_STOP). The consumers read each word from lane 0, so
-       that ptxas knows it is warp-uniform. */
+       warpgroup (WG_STOP). Every consumer thread reads the slot (and so
+       releases it: q_empty) and takes each word from lane 0, so that ptxas
+       knows it is warp-uniform. */
     struct fa__tile_slot {
         int m_block, h, b, done, count_w[4];
     };
@@ -1765,6 +1766,9 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
                 if (!unit(k, m_block, h, b)) continue;
                 const int hk = h / p.group;
                 const fa__extent x = fa__fwd_extent(p, b, tile_row0(m_block), BM, BN);
+                /* (x.row0 < x.sq asked twice: a tile without rows skipped first,
+                   then publish and the test for keys, spilled 56 bytes in
+                   the HANDOFF kernels, ptxas 13.0) */
                 if (HANDOFF && x.row0 < x.sq) publish(x, m_block, h, b, false);
                 if (x.row0 >= x.sq || x.n_begin >= x.n_end) {
                     if (HANDOFF && x.row0 < x.sq) q_uses++;
