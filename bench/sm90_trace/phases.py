@@ -8,6 +8,7 @@ to the warpgroup's start of the tile (10) and to its Q having landed (11)."""
 import statistics as st
 import sys
 d = lambda x, y: (y - x) & 0xffffffff  # cycles from x to y (32-bit clock)
+qs = lambda v: f"median {st.median(v):.0f} p10 {sorted(v)[len(v) // 10]:.0f} p90 {sorted(v)[9 * len(v) // 10]:.0f} n {len(v)}"
 def load(fn):
     ev = {}
     for l in open(fn):
@@ -63,29 +64,27 @@ def steady(fn):
         M = sorted(A + B, key=lambda x: d(base, x[0]))
         g12 = [d(M[i][0], M[i + 1][0]) for i in range(len(M) - 1) if M[i][1] == 1 and M[i + 1][1] == 2]
         g21 = [d(M[i][0], M[i + 1][0]) for i in range(len(M) - 1) if M[i][1] == 2 and M[i + 1][1] == 1]
-        q = lambda v: f"med {st.median(v):.0f} p10 {sorted(v)[len(v)//10]:.0f} p90 {sorted(v)[9*len(v)//10]:.0f}"
-        print(f"  block {blk}: turn gaps WG1->WG2 {q(g12)}; WG2->WG1 {q(g21)}")
-# the Q copy's timing: issue -> tile start, start -> landed, issue -> landed (medians, p10, p90)
+        print(f"  block {blk}: turn gaps WG1->WG2 {qs(g12)}; WG2->WG1 {qs(g21)}")
+# the Q copy's timing: issue -> tile start, start -> landed, issue -> landed. The producer's
+# n-th publication (event 1; the last says done) is each consumer warpgroup's n-th tile: the
+# consumers count their tiles k without gaps, where the producer's k counts rounds, some of
+# which have no tile (the middle pair of the causal walk when the query blocks are odd).
 def qtimes(fn):
     ev = load(fn)
     res = {}
     for blk in (0, 1):
-        issued = {}
-        for e, k, it, c in ev.get((blk, 0), []):
-            if e == 1: issued.setdefault(k, c)
+        issued = [c for e, k, it, c in ev.get((blk, 0), []) if e == 1]
         for role in (1, 2, 3):
             start, landed = {}, {}
             for e, k, it, c in ev.get((blk, role), []):
                 if e == 10: start.setdefault(k, c)
                 if e == 11: landed.setdefault(k, c)
             for k in landed:
-                if k in issued and k in start:
+                if k < len(issued) and k in start:
                     for name, a, b in (("issue->start", issued[k], start[k]), ("start->landed", start[k], landed[k]),
                                        ("issue->landed", issued[k], landed[k])):
                         res.setdefault(name, []).append(d(a, b))
-    res = {k: [x for x in v if x < 1 << 30] for k, v in res.items()}  # (dropped: spans below 0, wrapped)
-    q = lambda v: f"median {st.median(v):.0f} p10 {sorted(v)[len(v) // 10]} p90 {sorted(v)[9 * len(v) // 10]} n {len(v)}"
-    print(f"{fn} Q copy: " + "; ".join(f"{k} {q(v)}" for k, v in res.items()))
+    print(f"{fn} Q copy: " + "; ".join(f"{k} {qs(v)}" for k, v in res.items()))
 for fn in sys.argv[1:]:
     r, n = phases(fn)
     print(f"{fn}: {n} tiles; " + ", ".join(f"{k} {v:.0f}" for k, v in r.items()))
