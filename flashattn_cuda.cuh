@@ -1061,10 +1061,13 @@ typedef struct fa__tma_maps { CUtensorMap q, k, v, o; int o_ok; } fa__tma_maps;
    block at d 128 with 176-key blocks stores O straight from the
    registers: staged in Q, the wait measured 3% slower at 8k and 16k tokens
    (H100, 2026-11-24). */
+/* bytes of one tile slot (HANDOFF in the kernel: the producer hands each
+   tile over in the slot beside its Q; one per Q tile when there are two) */
+#define FA__SM90_SLOT_BYTES 128u
 __host__ __device__ constexpr size_t fa__sm90_smem(int D, int BM, int BN, int ST, bool o_own, int qb = 1)
 {
     return 1024 + 2u * (size_t)D * (qb * BM + 2 * ST * BN + (o_own ? BM : 0)) + 8u * (2 * qb + 4 * ST) +
-           (qb == 2 ? 256u : 0u); /* (the two tile slots, HANDOFF in the kernel) */
+           (qb == 2 ? qb * FA__SM90_SLOT_BYTES : 0u);
 }
 __host__ __device__ constexpr bool fa__sm90_o_own(int D, int BM, int BN, int ST)
 {
@@ -1551,6 +1554,12 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
        +3.4%, 1k +1.8 / +2.1%, 2k +0.8 / +1.0%, 4k +0.2 / +0.1%; non-causal
        512 +1.0 / +1.4%, 1k +0.2 / +0.2%, 2k -0.2 / -0.3%. */
     constexpr bool HANDOFF = QB == 2 && FA__SM90_WARPSPEC;
+    /* Who releases a tile's Q (its empty barrier): lane 0 of each consumer
+       warp after the tile's last S; every consumer thread where each has
+       its own accesses to Q's buffer to release (Q_AFTER_O: its O staging
+       writes there, after the epilogue; HANDOFF: its reads of the tile's
+       slot, after the last S) */
+    constexpr bool Q_RELEASE_ALL = Q_AFTER_O || HANDOFF;
     /* a warpgroup stops at the last key block its own rows see (WG_STOP,
        below): in d 64's three-warpgroup shape and at d 256, whose 80-key
        blocks do not divide the 64 rows of a warpgroup */
@@ -1585,11 +1594,11 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
     struct fa__tile_slot {
         int m_block, h, b, done, count_w[4];
     };
-    static_assert(sizeof(fa__tile_slot) <= 128, "tile slot");
+    static_assert(sizeof(fa__tile_slot) <= FA__SM90_SLOT_BYTES, "tile slot");
     /* the u-th tile's slot (HANDOFF), a generic pointer into shared memory */
     auto slot = [&](int u) {
-        return reinterpret_cast<fa__tile_slot *>(fa__smem90 + (bars + 8u * (2 * QB + 4 * STAGES) + 128u * (u % QB) -
-                                                               (uint32_t)__cvta_generic_to_shared(fa__smem90)));
+        const uint32_t at = bars + 8u * (2 * QB + 4 * STAGES) + FA__SM90_SLOT_BYTES * (u % QB);
+        return reinterpret_cast<fa__tile_slot *>(fa__smem90 + (at - (uint32_t)__cvta_generic_to_shared(fa__smem90)));
     };
 
     /* (without the producer, FA__SM90_WARPSPEC = 0, the consumers keep
@@ -1674,8 +1683,7 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
     if (threadIdx.x == 0) {
         for (int u = 0; u < QB; u++) {
             fa__mbar_init(q_full(u), 1);
-            /* lane 0 of each consumer warp; with Q_AFTER_O or HANDOFF every consumer thread */
-            fa__mbar_init(q_empty(u), Q_AFTER_O || HANDOFF ? 128 * WG : 4 * WG);
+            fa__mbar_init(q_empty(u), Q_RELEASE_ALL ? 128 * WG : 4 * WG);
         }
         for (int s = 0; s < STAGES; s++) {
             fa__mbar_init(k_full(s), 1);
@@ -2031,7 +2039,7 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
             auto release_k = [&](int it) {
                 if (lane == 0) {
                     fa__mbar_arrive(k_empty((ring + it) % STAGES));
-                    if (it == count - 1 && !Q_AFTER_O && !HANDOFF) fa__mbar_arrive(q_empty(q_uses));
+                    if (it == count - 1 && !Q_RELEASE_ALL) fa__mbar_arrive(q_empty(q_uses));
                 }
                 /* (HANDOFF: every thread read the tile's slot, and each
                    releases it after its own reads) */
