@@ -1083,7 +1083,7 @@ __host__ __device__ constexpr bool fa__sm90_o_own(int D, int BM, int BN, int ST)
    +0.7 to +0.8%, 2k and 4k +1.0%. */
 __host__ __device__ constexpr int fa__sm90_q_bufs(int WG, bool persist, bool o_own)
 {
-    return WG == 3 && persist && o_own ? 2 : 1;
+    return WG >= 3 && persist && o_own ? 2 : 1;
 }
 /* Does a persistent block of WG consumer warpgroups walk single tiles
    (else pairs of tiles; the kernel's unit())? The three-warpgroup shape
@@ -1091,7 +1091,7 @@ __host__ __device__ constexpr int fa__sm90_q_bufs(int WG, bool persist, bool o_o
    the grid by it. */
 __host__ __device__ inline bool fa__sm90_walk1(int WG, const fa__fwd_params &p)
 {
-    return WG == 3 && !p.has_left && !p.has_right;
+    return WG >= 3 && !p.has_left && !p.has_right;
 }
 /* Division by a number fixed at launch without the division's instruction
    sequence, whose reciprocal waits on the MUFU pipe that the softmax's
@@ -1166,7 +1166,7 @@ static fa__sm90_walk fa__sm90_walk_for(int WG, const fa__fwd_params &p, int m_bl
     fa__sm90_walk w;
     w.m = fa__fastdiv_for((uint32_t)m_blocks);
     w.heads = fa__fastdiv_for((uint32_t)p.heads_q);
-    w.pad = WG == 3 && p.has_right && !p.cu_seqlens_q && m_blocks >= 4 ? m_blocks * 64 * WG - p.seqlen_q : 0;
+    w.pad = WG >= 3 && p.has_right && !p.cu_seqlens_q && m_blocks >= 4 ? m_blocks * 64 * WG - p.seqlen_q : 0;
     return w;
 }
 
@@ -1563,7 +1563,7 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
     /* a warpgroup stops at the last key block its own rows see (WG_STOP,
        below): in d 64's three-warpgroup shape and at d 256, whose 80-key
        blocks do not divide the 64 rows of a warpgroup */
-    constexpr bool WG_STOP = WG == 3 || D == 256;
+    constexpr bool WG_STOP = WG >= 3 || D == 256;
     static_assert(D % 64 == 0 && BN % 16 == 0 && BN <= 256, "sm_90a tile shape");
 
     extern __shared__ uint8_t fa__smem90[];
@@ -1805,7 +1805,7 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
        same kernels without it): d 256 +1 to +3%, d 128 with 128-key blocks
        +0.6 to +1.4%; not for d 64 with 2 warpgroups (1% slower) or d 128
        with 176-key blocks (2-4% slower at 8k-16k tokens). */
-    constexpr bool CW_UNIFORM = WG == 3 || D == 256 || (D == 128 && BN == 128);
+    constexpr bool CW_UNIFORM = WG >= 3 || D == 256 || (D == 128 && BN == 128);
     const int cw = CW_UNIFORM ? __shfl_sync(0xffffffffu, warp / 4 - 1, 0) : warp / 4 - 1;
     const int g = lane / 4, t = lane % 4;
     const uint32_t qw = (uint32_t)cw * 64 * 128; /* this warpgroup's rows of each Q tile */
@@ -2342,10 +2342,25 @@ static fa_status fa__launch_fwd(const char *fn, const fa__fwd_params &p, int bat
      not.)
      Registers: until the mask limits became 32-bit (fa__mask_cut) and cw
      warp-uniform (CW_UNIFORM in the kernel), this shape spilled 24 bytes.
-   wgs: consumer warpgroups. Four at d 64 (BLOCK_M 256, 64-key blocks to
-   fit 112 registers a consumer thread) measured slower: +2% at 512
-   tokens, -2 to -7% at 1k-2k, -7 to -14% causal (H100, 2026-11-24,
-   fwd-d64-4wg-trial.md). Fewer: d 256 with one consumer warpgroup and two
+   QUAD: d 64's four consumer warpgroups, BLOCK_M 256 with 64-key blocks
+     (112 registers a consumer thread leave no room for 128 keys), 6
+     stages (194 KB with the O tile and two Q tiles), persistent as the
+     three-warpgroup shape (the kernel's rules for three hold for four),
+     taken where its tiles fit the rows better (fa__sm90_quad_d64). At 256
+     rows three warpgroups need two tiles, the second with one warpgroup
+     working, and every warpgroup's own chain of dependent instructions
+     sets a tile's time at these lengths, so a tile of one warpgroup takes
+     about as long as a full one. Against three warpgroups (H100,
+     2026-11-27 16:07 UTC, two runs of 30 reps, TFLOP/s, 3 / 4): 256
+     tokens 268 / 313 and 264 / 309, causal 133 / 167 and 132 / 166; 512
+     causal 244 / 252 and 243 / 250 (+3.3 and +3.0%; +3.6 to +4.1% in
+     four runs of two other calls); but 512 non-causal 396 / 378, non-causal 384-1536 7-16%
+     slower, causal 384 and 640-1536 3-13% slower, 16k 20% slower (the
+     64-key blocks' fixed costs), and 128 within 1.3%. Three warpgroups with 64-key blocks were slower than
+     both everywhere: it is the fourth warpgroup, not the narrow blocks.
+     (On 2026-11-24, before the persistent walks and the tile handoff,
+     four were 2-14% slower but at non-causal 512: fwd-d64-4wg-trial.md.)
+   wgs: consumer warpgroups. Fewer: d 256 with one consumer warpgroup and two
    blocks an SM (so that one block's Q load and O store run under the
    other's products; 64-key blocks in one stage, or 32 in two) ran 4-8%
    slower at causal 512 and 28-39% slower non-causal from 4k (H100,
@@ -2362,21 +2377,24 @@ template <int WGS, int BN, int STAGES, bool PERSIST, int KEYS = 0, int KEYS_MASK
     static constexpr int wgs = WGS, bn = BN, stages = STAGES, keys = KEYS, keys_masked = KEYS_MASKED;
     static constexpr bool persist = PERSIST;
 };
-template <int D, bool LONG> struct fa__sm90_shape;
-template <> struct fa__sm90_shape<64, false> : fa__sm90_shape_row<2, 128, 3, true> {};
-template <> struct fa__sm90_shape<64, true> : fa__sm90_shape_row<3, 128, 3, true, 2048, 8192> {};
-template <> struct fa__sm90_shape<128, false> : fa__sm90_shape_row<2, 128, 2, true> {};
-template <> struct fa__sm90_shape<128, true> : fa__sm90_shape_row<2, 176, 2, true, 8192, 8192> {};
-template <> struct fa__sm90_shape<256, false> : fa__sm90_shape_row<2, 80, 2, true> {};
+/* SH: 0 the base shape, 1 the shape for long rows (LONG above), 2 d 64's
+   four-warpgroup shape for short rows (QUAD above) */
+template <int D, int SH> struct fa__sm90_shape;
+template <> struct fa__sm90_shape<64, 0> : fa__sm90_shape_row<2, 128, 3, true> {};
+template <> struct fa__sm90_shape<64, 1> : fa__sm90_shape_row<3, 128, 3, true, 2048, 8192> {};
+template <> struct fa__sm90_shape<64, 2> : fa__sm90_shape_row<4, 64, 6, true> {};
+template <> struct fa__sm90_shape<128, 0> : fa__sm90_shape_row<2, 128, 2, true> {};
+template <> struct fa__sm90_shape<128, 1> : fa__sm90_shape_row<2, 176, 2, true, 8192, 8192> {};
+template <> struct fa__sm90_shape<256, 0> : fa__sm90_shape_row<2, 80, 2, true> {};
 
 #ifdef FLASHATTN_TEST_HOOKS
 /* tests only: how many forwards took the sm_90a kernel, a switch that
    sends every forward to the sm_80 kernel so both are tested on one GPU,
    and a cap on the persistent grid (0: none) so that small problems too
-   walk several tiles per block, and a choice of shape (-1: by the rule
-   of fa__sm90_long_rows, 0: the base shape, 1: the shape for long rows
-   where the head dim has one) */
-static int fa__sm90_launches, fa__sm90_disable, fa__sm90_grid_cap, fa__sm90_long = -1;
+   walk several tiles per block, and a choice of shape (-1: by the rules
+   of fa__sm90_shape_for, else SH of fa__sm90_shape where the head dim
+   has that shape, and the base shape where not) */
+static int fa__sm90_launches, fa__sm90_disable, fa__sm90_grid_cap, fa__sm90_shape_sel = -1;
 #define FA__SM90_OFF fa__sm90_disable
 #else
 #define FA__SM90_OFF 0
@@ -2427,11 +2445,28 @@ static int fa__tma_map(CUtensorMap *m, const void *base, int bf16, int cols, int
    grid is persistent (persist64, fa__sm90_persist_d64). */
 template <int D> static bool fa__sm90_long_rows(const fa__fwd_params &p, bool persist64)
 {
-#ifdef FLASHATTN_TEST_HOOKS
-    if (fa__sm90_long >= 0) return fa__sm90_long != 0;
-#endif
-    typedef fa__sm90_shape<D, true> S;
+    typedef fa__sm90_shape<D, 1> S;
     return persist64 || p.seqlen_k >= (p.has_left || p.has_right ? S::keys_masked : S::keys);
+}
+
+/* d 64's four-warpgroup shape (QUAD in fa__sm90_shape's notes), where its
+   256-row tiles measured faster than the 192-row ones: 193-256 rows, and
+   449-512 under a causal mask (a right bound without a left one). Both
+   lengths at most that (measured only with as many keys as rows). */
+static bool fa__sm90_quad_d64(const fa__fwd_params &p)
+{
+    const int n = p.seqlen_q > p.seqlen_k ? p.seqlen_q : p.seqlen_k;
+    return (n > 192 && n <= 256) || (p.has_right && !p.has_left && n > 448 && n <= 512);
+}
+
+/* fa__sm90_shape's SH for head dim D (persist64: fa__sm90_persist_d64) */
+template <int D> static int fa__sm90_shape_for(const fa__fwd_params &p, bool persist64)
+{
+#ifdef FLASHATTN_TEST_HOOKS
+    if (fa__sm90_shape_sel >= 0) return D == 64 || fa__sm90_shape_sel < 2 ? fa__sm90_shape_sel : 0;
+#endif
+    if (D == 64 && persist64 && fa__sm90_quad_d64(p)) return 2;
+    return fa__sm90_long_rows<D>(p, persist64) ? 1 : 0;
 }
 
 /* greatest common divisor (the persistent grid's size, below) */
@@ -2485,7 +2520,7 @@ static bool fa__sm90_tests_persist(void)
    compiled without PERSIST (16:00 UTC), so d 256 has both. */
 static bool fa__sm90_persist_d256(const fa__fwd_params &p, int batch, int sms)
 {
-    constexpr int BM = 64 * fa__sm90_shape<256, false>::wgs;
+    constexpr int BM = 64 * fa__sm90_shape<256, 0>::wgs;
     return fa__sm90_tests_persist() || (p.has_right && p.seqlen_q >= 1024 && p.seqlen_q <= 8192 &&
                                         fa__sm90_can_persist(p, fa__sm90_tiles(p, batch, BM), sms));
 }
@@ -2512,7 +2547,7 @@ static bool fa__sm90_persist_d256(const fa__fwd_params &p, int batch, int sms)
    once outgrow the L2 (likely causes, not measured). */
 static bool fa__sm90_persist_d64(const fa__fwd_params &p, int batch, int sms)
 {
-    constexpr int BM = 64 * fa__sm90_shape<64, true>::wgs;
+    constexpr int BM = 64 * fa__sm90_shape<64, 1>::wgs;
     return fa__sm90_tests_persist() || (p.seqlen_k < (p.has_left || p.has_right ? 8192 : 4096) &&
                                         fa__sm90_can_persist(p, fa__sm90_tiles(p, batch, BM), sms));
 }
@@ -2520,11 +2555,11 @@ static bool fa__sm90_persist_d64(const fa__fwd_params &p, int batch, int sms)
 /* Run the problem on the sm_90a kernel when it can: *ran = 0 (and FA_OK)
    sends it to the sm_80 kernel instead: a binary without sm_90a code, a
    view TMA cannot describe, or too little shared memory. */
-template <bool BF16, int D, bool LONG, bool ALLOW_PERSIST>
+template <bool BF16, int D, int SH, bool ALLOW_PERSIST>
 static fa_status fa__launch_fwd_sm90(const char *fn, const fa__fwd_params &p, int batch,
                                      const fa__gpu &gpu, cudaStream_t stream, int *ran)
 {
-    typedef fa__sm90_shape<D, LONG> S;
+    typedef fa__sm90_shape<D, SH> S;
     constexpr int BN = S::bn, ST = S::stages, WG = S::wgs, BM = 64 * WG;
     constexpr bool PERSIST = ALLOW_PERSIST && S::persist; /* the shape may rule it out */
     constexpr bool O_OWN = fa__sm90_o_own(D, BM, BN, ST);
@@ -2573,7 +2608,7 @@ static fa_status fa__launch_fwd_sm90(const char *fn, const fa__fwd_params &p, in
     const int64_t units = (int64_t)per_head * p.heads_q * batch;
     const bool persistent = PERSIST && fa__sm90_can_persist(p, tiles, gpu.sms);
     int blocks = persistent ? (int)(units < gpu.sms ? units : gpu.sms) : (int)tiles;
-    if (WG == 3 && persistent && units > blocks) {
+    if (WG >= 3 && persistent && units > blocks) {
         /* A block takes every G-th unit, the query block running fastest:
            when G is a multiple of per_head, a block gets the same query
            block or pair every time. The 192-row tiles are not all the
@@ -2620,16 +2655,19 @@ static fa_status fa__dispatch_family(const char *fn, const fa__fwd_params &p, in
             const bool persist64 = D == 64 && P && fa__sm90_persist_d64(p, batch, gpu.sms);
             if constexpr (D == 256) {
                 if (P && fa__sm90_persist_d256(p, batch, gpu.sms))
-                    s = fa__launch_fwd_sm90<BF16, D, false, P>(fn, p, batch, gpu, stream, &ran);
+                    s = fa__launch_fwd_sm90<BF16, D, 0, P>(fn, p, batch, gpu, stream, &ran);
                 else
-                    s = fa__launch_fwd_sm90<BF16, D, false, false>(fn, p, batch, gpu, stream, &ran);
-            } else if (fa__sm90_long_rows<D>(p, persist64)) {
-                if (D == 64 && !persist64)
-                    s = fa__launch_fwd_sm90<BF16, D, true, false>(fn, p, batch, gpu, stream, &ran);
-                else
-                    s = fa__launch_fwd_sm90<BF16, D, true, P>(fn, p, batch, gpu, stream, &ran);
+                    s = fa__launch_fwd_sm90<BF16, D, 0, false>(fn, p, batch, gpu, stream, &ran);
             } else {
-                s = fa__launch_fwd_sm90<BF16, D, false, P>(fn, p, batch, gpu, stream, &ran);
+                const int sh = fa__sm90_shape_for<D>(p, persist64);
+                if (D == 64 && sh == 2)
+                    s = fa__launch_fwd_sm90<BF16, D, D == 64 ? 2 : 0, P>(fn, p, batch, gpu, stream, &ran);
+                else if (sh == 1 && D == 64 && !persist64)
+                    s = fa__launch_fwd_sm90<BF16, D, 1, false>(fn, p, batch, gpu, stream, &ran);
+                else if (sh == 1)
+                    s = fa__launch_fwd_sm90<BF16, D, 1, P>(fn, p, batch, gpu, stream, &ran);
+                else
+                    s = fa__launch_fwd_sm90<BF16, D, 0, P>(fn, p, batch, gpu, stream, &ran);
             }
             if (s != FA_OK || ran) return s;
         }

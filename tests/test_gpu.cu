@@ -64,7 +64,7 @@ typedef struct tcase {
     float softcap, scale, dropout;
     int alibi, varlen, seqlens_k, strided;
     int ramp; /* keys grow along the sequence (see make_buf) */
-    int sm90_long; /* 1 + the sm_90a shape to take (fa__sm90_long), 0: as main() alternates */
+    int sm90_shape; /* 1 + the sm_90a shape to take (fa__sm90_shape_sel), 0: as main() alternates */
 } tcase;
 
 /* A host tensor [rows, heads, dim] (rows = batch * seq, or total tokens) with
@@ -446,34 +446,46 @@ int main(int argc, char **argv)
             c = base; c.d = d; c.sq = 203; c.sk = 113; c.causal = 1; c.ramp = 1;
             c.name = NAME("d%d causal sq > sk, keys ramped", d); cs.push_back(c);
         }
-        /* d 64's three-warpgroup shape (192-row tiles) where a warpgroup's
+        /* d 64's three- and four-warpgroup shapes where a warpgroup's
            rows see fewer key blocks than the tile (the kernel's WG_STOP),
            or none (its first 64 rows here: O = 0, L = -inf), or lie past
            the sequence (idle); main() runs each with and without a grid cap */
         for (int k = 0; k < 2; k++) {
-            c = base; c.d = 64; c.sq = 203; c.sk = 113; c.causal = 1; c.ramp = 1; c.sm90_long = 2;
-            c.name = NAME("d64 causal sq > sk, keys ramped, 3 warpgroups"); cs.push_back(c);
-            c = base; c.d = 64; c.sq = 1000; c.sk = 1000; c.causal = 1; c.hq = 4; c.hkv = 2; c.sm90_long = 2;
-            c.name = NAME("d64 1000 causal GQA, 3 warpgroups"); cs.push_back(c);
-            c = base; c.d = 64; c.sq = 203; c.sk = 500; c.window = 1; c.wl = 70; c.wr = 5; c.sm90_long = 2;
-            c.name = NAME("d64 203x500 window (70, 5), 3 warpgroups"); cs.push_back(c);
-            /* the tiles end where the sequence does (tile_row0): 1000 rows
-               in 6 tiles of 192 start at row -152, so the first tile's first
-               two warpgroups have no rows and its third rows -24 .. 39; here
-               with a window, and with O copied out by the warpgroups (head_dim_v
-               60: no TMA store) */
-            c = base; c.d = 64; c.sq = 1000; c.sk = 1200; c.window = 1; c.wl = 100; c.wr = 3; c.sm90_long = 2;
-            c.name = NAME("d64 1000x1200 window (100, 3), 3 warpgroups"); cs.push_back(c);
-            c = base; c.d = 64; c.dv = 60; c.sq = 1000; c.sk = 1000; c.causal = 1; c.strided = 1; c.sm90_long = 2;
-            c.name = NAME("d64 dv 60 1000 causal strided, 3 warpgroups"); cs.push_back(c);
-            /* without a mask, a last tile of 64 rows or fewer, its second
-               and third warpgroups idle: 1000 rows in 5 tiles of 192 and
-               one of 40, 203 rows in 192 and 11 (here with O copied out by
-               the warpgroups: head_dim_v 60) */
-            c = base; c.d = 64; c.sq = 1000; c.sk = 777; c.hq = 4; c.hkv = 2; c.sm90_long = 2;
-            c.name = NAME("d64 1000x777 GQA, 3 warpgroups, short last tile"); cs.push_back(c);
-            c = base; c.d = 64; c.dv = 60; c.sq = 203; c.sk = 300; c.strided = 1; c.sm90_long = 2;
-            c.name = NAME("d64 dv 60 203x300 strided, 3 warpgroups, short last tile"); cs.push_back(c);
+            /* (shape: 1 + fa__sm90_shape's SH, 2: three warpgroups in
+               192-row tiles, 3: four in 256-row tiles with 64-key blocks,
+               where 1000 rows are 4 tiles, the first from row -24 under
+               a causal / window mask, and 203 rows leave the fourth
+               warpgroup 11) */
+            for (int shape = 2; shape <= 3; shape++) {
+                c = base; c.d = 64; c.sq = 203; c.sk = 113; c.causal = 1; c.ramp = 1; c.sm90_shape = shape;
+                c.name = NAME("d64 causal sq > sk, keys ramped, %d warpgroups", shape + 1); cs.push_back(c);
+                c = base; c.d = 64; c.sq = 1000; c.sk = 1000; c.causal = 1; c.hq = 4; c.hkv = 2; c.sm90_shape = shape;
+                c.name = NAME("d64 1000 causal GQA, %d warpgroups", shape + 1); cs.push_back(c);
+                c = base; c.d = 64; c.sq = 203; c.sk = 500; c.window = 1; c.wl = 70; c.wr = 5; c.sm90_shape = shape;
+                c.name = NAME("d64 203x500 window (70, 5), %d warpgroups", shape + 1); cs.push_back(c);
+                /* the tiles end where the sequence does (tile_row0): 1000 rows
+                   in 6 tiles of 192 start at row -152, so the first tile's first
+                   two warpgroups have no rows and its third rows -24 .. 39; here
+                   with a window, and with O copied out by the warpgroups (head_dim_v
+                   60: no TMA store) */
+                c = base; c.d = 64; c.sq = 1000; c.sk = 1200; c.window = 1; c.wl = 100; c.wr = 3; c.sm90_shape = shape;
+                c.name = NAME("d64 1000x1200 window (100, 3), %d warpgroups", shape + 1); cs.push_back(c);
+                c = base; c.d = 64; c.dv = 60; c.sq = 1000; c.sk = 1000; c.causal = 1; c.strided = 1; c.sm90_shape = shape;
+                c.name = NAME("d64 dv 60 1000 causal strided, %d warpgroups", shape + 1); cs.push_back(c);
+                /* without a mask, a last tile of 64 rows or fewer, its second
+                   and third warpgroups idle: 1000 rows in 5 tiles of 192 and
+                   one of 40, 203 rows in 192 and 11 (here with O copied out by
+                   the warpgroups: head_dim_v 60) */
+                c = base; c.d = 64; c.sq = 1000; c.sk = 777; c.hq = 4; c.hkv = 2; c.sm90_shape = shape;
+                c.name = NAME("d64 1000x777 GQA, %d warpgroups, short last tile", shape + 1); cs.push_back(c);
+                c = base; c.d = 64; c.dv = 60; c.sq = 203; c.sk = 300; c.strided = 1; c.sm90_shape = shape;
+                c.name = NAME("d64 dv 60 203x300 strided, %d warpgroups, short last tile", shape + 1); cs.push_back(c);
+            }
+            /* the lengths that take four warpgroups (fa__sm90_quad_d64), whole tiles */
+            c = base; c.d = 64; c.sq = 512; c.sk = 512; c.causal = 1; c.hq = 4; c.hkv = 2; c.sm90_shape = 3;
+            c.name = NAME("d64 512 causal GQA, 4 warpgroups"); cs.push_back(c);
+            c = base; c.d = 64; c.sq = 256; c.sk = 256; c.batch = 3; c.sm90_shape = 3;
+            c.name = NAME("d64 256 b3, 4 warpgroups"); cs.push_back(c);
             /* d 256's WG_STOP: 1050 rows end 26 rows into a 128-row tile (its
                second warpgroup has none), and with sq > sk the first 90 rows
                see no key */
@@ -504,25 +516,27 @@ int main(int argc, char **argv)
        the sm_80 kernel (fresh inputs from the same seed), so both are tested.
        Every other case caps the sm_90a kernel's persistent grid at 1 to 5
        blocks, so that each block walks many tiles (its barrier phases and
-       ring position carried from tile to tile), and every other pair of
-       cases takes the shape for long rows (d 64: three consumer
-       warpgroups; d 128: 176-key blocks), which the sizes here would
-       otherwise seldom reach. */
+       ring position carried from tile to tile), and the pairs of cases go
+       round the shapes (fa__sm90_shape's SH: the base shape, the one for
+       long rows, d 64: three consumer warpgroups, d 128: 176-key blocks;
+       and d 64's four warpgroups), which the sizes here would otherwise
+       seldom reach. */
     int sm90_cases = 0;
     char path[40]; /* the report line's label of how the sm_90a kernel was run */
     for (size_t i = 0; i < cs.size(); i++) {
         const int before = fa__sm90_launches;
         g_rng = 0x9E3779B97F4A7C15ull * (i + 1);
         fa__sm90_grid_cap = i % 2 ? 1 + (int)(i / 2) % 5 : 0;
-        fa__sm90_long = cs[i].sm90_long ? cs[i].sm90_long - 1 : (int)(i / 2) % 2;
+        fa__sm90_shape_sel = cs[i].sm90_shape ? cs[i].sm90_shape - 1 : (int)(i / 2) % 3;
+        const char *shape_name[3] = {"", " [long]", " [shape 2]"}; /* (shape 2: d 64's four warpgroups) */
         if (fa__sm90_grid_cap)
-            snprintf(path, sizeof path, "%s [grid cap %d]", fa__sm90_long ? " [long]" : "", fa__sm90_grid_cap);
+            snprintf(path, sizeof path, "%s [grid cap %d]", shape_name[fa__sm90_shape_sel], fa__sm90_grid_cap);
         else
-            snprintf(path, sizeof path, "%s", fa__sm90_long ? " [long]" : "");
+            snprintf(path, sizeof path, "%s", shape_name[fa__sm90_shape_sel]);
         g_path = path;
         run_case(&cs[i]);
         fa__sm90_grid_cap = 0;
-        fa__sm90_long = -1;
+        fa__sm90_shape_sel = -1;
         if (fa__sm90_launches == before) continue;
         sm90_cases++;
         g_rng = 0x9E3779B97F4A7C15ull * (i + 1);

@@ -366,7 +366,7 @@ int main(int argc, char **argv)
     test_errors();
     int sm90_cases = 0;
 #ifndef FA_EMU
-    (void)fa__sm90_launches; (void)fa__sm90_disable; (void)fa__sm90_grid_cap; (void)fa__sm90_long; /* forward hooks */
+    (void)fa__sm90_launches; (void)fa__sm90_disable; (void)fa__sm90_grid_cap; (void)fa__sm90_shape_sel; /* forward hooks */
 #endif
     for (int x = 0; x < n; x++) {
         bcase c = cases[x];
