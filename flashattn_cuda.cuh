@@ -1073,7 +1073,7 @@ __host__ __device__ constexpr bool fa__sm90_o_own(int D, int BM, int BN, int ST)
 {
     return fa__sm90_smem(D, BM, BN, ST, true) <= 227u * 1024u;
 }
-/* Q tiles in shared memory: two for the persistent three-warpgroup blocks,
+/* Q tiles in shared memory: two for the persistent three- (and four-) warpgroup blocks,
    so that the producer copies the next tile's Q while the current tile's
    last key blocks run instead of after its last S = Q K^T (169 KB at d 64
    with the O tile). The clock() trace had each warpgroup wait 650-880
@@ -1086,7 +1086,7 @@ __host__ __device__ constexpr int fa__sm90_q_bufs(int WG, bool persist, bool o_o
     return WG >= 3 && persist && o_own ? 2 : 1;
 }
 /* Does a persistent block of WG consumer warpgroups walk single tiles
-   (else pairs of tiles; the kernel's unit())? The three-warpgroup shape
+   (else pairs of tiles; the kernel's unit())? The three- (and four-) warpgroup shapes
    without a causal / window mask. The kernel walks and the launch sizes
    the grid by it. */
 __host__ __device__ inline bool fa__sm90_walk1(int WG, const fa__fwd_params &p)
@@ -1130,10 +1130,10 @@ __host__ __device__ inline int fa__fastdiv_q(const fa__fastdiv &f, int n)
 /* What the kernel's walk over the tiles needs besides the problem: the
    divisors m_blocks and heads_q, and pad, the rows by which the first tile
    starts before row 0.
-   pad: under a causal / window bound, in the three-warpgroup shape (192-row
-   tiles) with 4 query blocks or more, the tiles end where the sequence
-   ends: tile m_block holds rows m_block BM - pad .. + BM - 1, pad = M BM -
-   sq, so that when BM does not divide the sequence the short tile is the
+   pad: under a causal / window bound, in the three- and four-warpgroup
+   shapes (192- and 256-row tiles) with 4 query blocks or more, the tiles
+   end where the sequence ends: tile m_block holds rows m_block BM - pad ..
+   + BM - 1, pad = M BM - sq, so that when BM does not divide the sequence the short tile is the
    first, which sees the fewest keys, not the last, which sees the most. Its
    rows below 0 are padding: their Q rows come from TMA's load of a box that
    starts outside the tensor (which it clips; a row's scores and output
@@ -1542,7 +1542,7 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
        copy once the O stores have read it, not after the last S */
     constexpr bool Q_AFTER_O = O_STAGED && !O_OWN && PERSIST;
     constexpr int QB = fa__sm90_q_bufs(WG, PERSIST, O_OWN);
-    /* HANDOFF: with two Q tiles (the persistent three-warpgroup blocks) the
+    /* HANDOFF: with two Q tiles (the persistent three- and four-warpgroup blocks) the
        producer finds each tile once, its coordinates and the key blocks
        each consumer warpgroup's rows see, and hands them over in a slot
        beside the tile's Q, published by the same barrier (fa__tile_slot,
@@ -1561,7 +1561,7 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
        slot, after the last S) */
     constexpr bool Q_RELEASE_ALL = Q_AFTER_O || HANDOFF;
     /* a warpgroup stops at the last key block its own rows see (WG_STOP,
-       below): in d 64's three-warpgroup shape and at d 256, whose 80-key
+       below): in d 64's three- and four-warpgroup shapes and at d 256, whose 80-key
        blocks do not divide the 64 rows of a warpgroup */
     constexpr bool WG_STOP = WG >= 3 || D == 256;
     static_assert(D % 64 == 0 && BN % 16 == 0 && BN <= 256, "sm_90a tile shape");
@@ -1632,9 +1632,10 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
        busy as every other, mask or not (up to one pair in the last round).
        Unit k of the block is the heavy (k even) or light (k odd) tile of
        pair (k / 2) G + blockIdx.x. Without a mask the three-warpgroup
-       shape walks single tiles instead, k G + blockIdx.x in tile_coords'
-       order (WALK1): its 192-row tiles rarely divide the sequence, so its
-       pairs would not be the same work (at 512 tokens pairs of 192 + 128
+       shape (and the four-warpgroup one) walks single tiles instead, k G +
+       blockIdx.x in tile_coords' order (WALK1): its 192-row tiles rarely
+       divide the sequence, so its pairs would not be the same work (at 512
+       tokens pairs of 192 + 128
        rows and single middle tiles of 192). For that shape the launch
        makes G coprime to the tiles or pairs of a head, so that no block
        gets the short ones every time. A block per
@@ -1879,7 +1880,7 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
 
         const int count = x.n_end - x.n_begin;
         /* count_w: the key blocks this warpgroup's own rows see, with
-           WG_STOP (3 consumer warpgroups, or d 256; else count).
+           WG_STOP (3 or 4 consumer warpgroups, or d 256; else count).
            IDLE: the last query block of a sequence may end before this
            warpgroup's 64 rows start (at 2048 tokens the third warpgroup of
            1 tile in 11, at 4096 the second and third of 1 tile in 22).
@@ -2354,9 +2355,10 @@ static fa_status fa__launch_fwd(const char *fn, const fa__fwd_params &p, int bat
      2026-11-27 16:07 UTC, two runs of 30 reps, TFLOP/s, 3 / 4): 256
      tokens 268 / 313 and 264 / 309, causal 133 / 167 and 132 / 166; 512
      causal 244 / 252 and 243 / 250 (+3.3 and +3.0%; +3.6 to +4.1% in
-     four runs of two other calls); but 512 non-causal 396 / 378, non-causal 384-1536 7-16%
-     slower, causal 384 and 640-1536 3-13% slower, 16k 20% slower (the
-     64-key blocks' fixed costs), and 128 within 1.3%. Three warpgroups with 64-key blocks were slower than
+     four runs of two other calls); but 512 non-causal 396 / 378,
+     non-causal 384-1536 7-16% slower, causal 384 and 640-1536 3-13%
+     slower, 16k 20% slower (the 64-key blocks' fixed costs), and 128
+     within 1.3%. Three warpgroups with 64-key blocks were slower than
      both everywhere: it is the fourth warpgroup, not the narrow blocks.
      (On 2026-11-24, before the persistent walks and the tile handoff,
      four were 2-14% slower but at non-causal 512: fwd-d64-4wg-trial.md.)
@@ -2660,7 +2662,7 @@ static fa_status fa__dispatch_family(const char *fn, const fa__fwd_params &p, in
                     s = fa__launch_fwd_sm90<BF16, D, 0, false>(fn, p, batch, gpu, stream, &ran);
             } else {
                 const int sh = fa__sm90_shape_for<D>(p, persist64);
-                if (D == 64 && sh == 2)
+                if (D == 64 && sh == 2) /* (D == 64 ? 2 : 0: d 64 alone has that shape) */
                     s = fa__launch_fwd_sm90<BF16, D, D == 64 ? 2 : 0, P>(fn, p, batch, gpu, stream, &ran);
                 else if (sh == 1 && D == 64 && !persist64)
                     s = fa__launch_fwd_sm90<BF16, D, 1, false>(fn, p, batch, gpu, stream, &ran);
