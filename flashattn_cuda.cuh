@@ -960,8 +960,8 @@ fa__fwd_kernel_sm80(const fa__fwd_params p)
    6. Persistent blocks. With more tiles (query block, head, batch) than
       SMs and one length for all sequences, the grid has one block per SM
       and each block walks its share of the tiles (d 64 and 128; d 256
-      and d 64's three-warpgroup shape where it measured faster,
-      fa__sm90_persist_d256 / _d64). The tiles go out in pairs, query
+      and d 64's three- and four-warpgroup shapes where it measured
+      faster, fa__sm90_persist_d256 / _d64). The tiles go out in pairs, query
       blocks M - 1 - i and i of one head (M query blocks): under a causal
       mask they see M - i and i + 1 key blocks, M + 1 together whatever i
       is, so every pair is the same work and static rounds keep every SM
@@ -1133,8 +1133,8 @@ __host__ __device__ inline int fa__fastdiv_q(const fa__fastdiv &f, int n)
    pad: under a causal / window bound, in the three- and four-warpgroup
    shapes (192- and 256-row tiles) with 4 query blocks or more, the tiles
    end where the sequence ends: tile m_block holds rows m_block BM - pad ..
-   + BM - 1, pad = M BM - sq, so that when BM does not divide the sequence the short tile is the
-   first, which sees the fewest keys, not the last, which sees the most. Its
+   + BM - 1, pad = M BM - sq, so that when BM does not divide the sequence
+   the short tile is the first, which sees the fewest keys, not the last, which sees the most. Its
    rows below 0 are padding: their Q rows come from TMA's load of a box that
    starts outside the tensor (which it clips; a row's scores and output
    depend on its own Q row alone), their O and L are never written
@@ -2531,9 +2531,10 @@ static bool fa__sm90_persist_d256(const fa__fwd_params &p, int batch, int sms)
    where that measured faster: below 4096 keys, or 8192 under a causal /
    window mask, where the grid can be persistent at all
    (fa__sm90_can_persist); there it is taken at any length, in place of
-   the two-warpgroup shape. Against main before (two warpgroups,
-   persistent, below 2048 keys / 8192 masked; three, a block per tile,
-   above), H100, 2026-11-25 11:51 UTC, two runs of 30 reps, TFLOP/s:
+   the two-warpgroup shape (but for the lengths of the four-warpgroup
+   shape, fa__sm90_quad_d64, persistent there too). Against main before
+   (two warpgroups, persistent, below 2048 keys / 8192 masked; three, a
+   block per tile, above), H100, 2026-11-25 11:51 UTC, two runs of 30 reps, TFLOP/s:
    non-causal 512 348 / 357 and 347 / 357, 1k 420 / 419 and 416 / 415,
    2k 487 / 494 twice; causal 512 221 / 224 and 225 / 230, 1k 314 / 314
    and 306 / 306, 2k 394 / 416 and 384 / 407, 4k 442 / 467 and 443 / 469
@@ -2662,7 +2663,7 @@ static fa_status fa__dispatch_family(const char *fn, const fa__fwd_params &p, in
                     s = fa__launch_fwd_sm90<BF16, D, 0, false>(fn, p, batch, gpu, stream, &ran);
             } else {
                 const int sh = fa__sm90_shape_for<D>(p, persist64);
-                if (D == 64 && sh == 2) /* (D == 64 ? 2 : 0: d 64 alone has that shape) */
+                if (sh == 2) /* (only at d 64, the one head dim with that shape: D == 64 ? 2 : 0) */
                     s = fa__launch_fwd_sm90<BF16, D, D == 64 ? 2 : 0, P>(fn, p, batch, gpu, stream, &ran);
                 else if (sh == 1 && D == 64 && !persist64)
                     s = fa__launch_fwd_sm90<BF16, D, 1, false>(fn, p, batch, gpu, stream, &ran);
