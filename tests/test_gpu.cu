@@ -472,15 +472,22 @@ int main(int argc, char **argv)
                 c.name = NAME("d64 1000x1200 window (100, 3), %d warpgroups", shape + 1); cs.push_back(c);
                 c = base; c.d = 64; c.dv = 60; c.sq = 1000; c.sk = 1000; c.causal = 1; c.strided = 1; c.sm90_shape = shape;
                 c.name = NAME("d64 dv 60 1000 causal strided, %d warpgroups", shape + 1); cs.push_back(c);
-                /* without a mask, a last tile of 64 rows or fewer, its second
-                   and third warpgroups idle: 1000 rows in 5 tiles of 192 and
-                   one of 40, 203 rows in 192 and 11 (here with O copied out by
-                   the warpgroups: head_dim_v 60) */
+                /* without a mask: 1000 rows (16 warpgroup rows of 64) in
+                   192-row tiles from row -64 (fa__sm90_walk's pad), the first
+                   and the last with two warpgroups' rows (the first one's
+                   below 0, the last one's past the end); 203 rows (4) in
+                   two tiles from row -64 (here with O copied out by the
+                   warpgroups: head_dim_v 60); with four warpgroups a last
+                   tile of 232 and of 11 rows */
                 c = base; c.d = 64; c.sq = 1000; c.sk = 777; c.hq = 4; c.hkv = 2; c.sm90_shape = shape;
                 c.name = NAME("d64 1000x777 GQA, %d warpgroups, short last tile", shape + 1); cs.push_back(c);
                 c = base; c.d = 64; c.dv = 60; c.sq = 203; c.sk = 300; c.strided = 1; c.sm90_shape = shape;
                 c.name = NAME("d64 dv 60 203x300 strided, %d warpgroups, short last tile", shape + 1); cs.push_back(c);
             }
+            /* the benchmark's non-causal 1k: 16 warpgroup rows in 6 tiles
+               of 192 from row -64 */
+            c = base; c.d = 64; c.sq = 1024; c.sk = 1024; c.batch = 2; c.sm90_shape = 2;
+            c.name = NAME("d64 1024 b2, 3 warpgroups, tiles from row -64"); cs.push_back(c);
             /* the lengths that take four warpgroups (fa__sm90_quad_d64), whole tiles */
             c = base; c.d = 64; c.sq = 512; c.sk = 512; c.causal = 1; c.hq = 4; c.hkv = 2; c.sm90_shape = 3;
             c.name = NAME("d64 512 causal GQA, 4 warpgroups"); cs.push_back(c);
