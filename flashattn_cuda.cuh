@@ -1164,15 +1164,37 @@ __host__ __device__ inline int fa__fastdiv_q(const fa__fastdiv &f, int n)
    +0.7%, 1216 +0.6 / +0.7%, 4k +0.6 / +0.6%; lengths it leaves alone and
    causal ones within 0.3%. The host finds pad: as a kernel parameter it
    costs no register (computed in the kernel, the persistent kernel
-   spilled 4 bytes, ptxas 13.0). */
+   spilled 4 bytes, ptxas 13.0).
+   tail: with a block per tile under a causal mask, the tiles of the last
+   `tail` heads (x batches) go out heaviest first across those heads (all their last
+   query blocks, then all the ones before, ...) instead of head by head,
+   so that the blocks the GPU starts last are the lightest and the SMs
+   run out of work together. (A clock() trace of d 256 causal 512, H100,
+   2026-11-27 18:25 UTC: tiles of 7.9 to 17.8 us, every block started by
+   98 us and the last done at 113.9, the SMs busy 90% of the run.) The
+   kernel maps block t >= tail_t0, i = t - tail_t0, to tile tail_t0 +
+   (i % tail) m_blocks + i / tail of the head-by-head order. tail is
+   FA__TAIL_PCT percent of a wave's heads (sms / m_blocks). Against head
+   by head (H100, 2026-11-27, two runs each): d 256 causal 512 +3.2 / +3.1%
+   at 50, +1.5 / +1.1% at 25 (18:49 UTC); in an earlier build +3.9 / +3.8%
+   at 50, +2.7 / +2.7% at 100, +1.8 / +1.8% at 150, and 3.4% slower at 200
+   (18:34-18:40). Heaviest first across all heads, in groups, measured
+   slower on 2026-11-25: a head's tiles then no longer read its K and V
+   at about the same moment. In the grid d64 causal 8k, also a block per
+   tile, +1.1%; the rest within 0.7%. */
+#ifndef FA__TAIL_PCT
+#define FA__TAIL_PCT 50
+#endif
 typedef struct fa__sm90_walk {
     fa__fastdiv m, heads;
     int pad;
-    int tail_t0, tail; /* a block per tile under a causal mask: see fa__sm90_tail */
+    int tail_t0, tail; /* (tail_t0 = INT32_MAX: no tail) */
 } fa__sm90_walk;
 /* (host) the walk of WG consumer warpgroups' tiles of 64 WG rows, m_blocks
-   of them per sequence */
-static fa__sm90_walk fa__sm90_walk_for(int WG, const fa__fwd_params &p, int m_blocks)
+   of them per sequence, batch sequences; one_tile: a block per tile, on
+   sms SMs */
+static fa__sm90_walk fa__sm90_walk_for(int WG, const fa__fwd_params &p, int m_blocks, int batch, bool one_tile,
+                                       int sms)
 {
     fa__sm90_walk w;
     w.m = fa__fastdiv_for((uint32_t)m_blocks);
@@ -1181,8 +1203,9 @@ static fa__sm90_walk fa__sm90_walk_for(int WG, const fa__fwd_params &p, int m_bl
     if (WG >= 3 && p.has_right && !p.cu_seqlens_q && m_blocks >= 4) w.pad = m_blocks * 64 * WG - p.seqlen_q;
     else if (WG >= 3 && !p.has_right && !p.cu_seqlens_q && m_blocks >= 2 && wg_rows % WG == 1) w.pad = 64;
     else w.pad = 0; /* (m_blocks covers the rows either way: with wg_rows % WG == 1, M BM >= sq + 128) */
-    w.tail_t0 = INT32_MAX;
-    w.tail = 1;
+    const int hb = p.heads_q * batch, want = FA__TAIL_PCT * ((sms + m_blocks - 1) / m_blocks) / 100;
+    w.tail = want < hb ? want : hb; /* (heads x batches) */
+    w.tail_t0 = one_tile && p.has_right && m_blocks > 1 && w.tail >= 1 ? (hb - w.tail) * m_blocks : INT32_MAX;
     return w;
 }
 
@@ -1663,7 +1686,7 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
     const int pairs_m = (m_blocks + 1) / 2, pairs = pairs_m * p.heads_q * batch;
     auto unit = [&](int k, int &m_block, int &h, int &b) {
         if (one_tile) {
-            /* (the last heads' tiles heaviest first: fa__sm90_tail) */
+            /* (the last heads' tiles heaviest first: fa__sm90_walk's tail) */
             int tile = (int)blockIdx.x;
             if (tile >= wk.tail_t0) {
                 const int i = tile - wk.tail_t0;
@@ -2493,35 +2516,6 @@ template <int D> static int fa__sm90_shape_for(const fa__fwd_params &p, bool per
     return fa__sm90_long_rows<D>(p, persist64) ? 1 : 0;
 }
 
-/* A block per tile under a causal mask: the tiles of the last `tail` heads
-   (x batches) go out heaviest first across those heads (all their last
-   query blocks, then all the ones before, ...) instead of head by head,
-   so that the blocks the GPU starts last are the lightest and the SMs
-   run out of work together. (A clock() trace of d 256 causal 512, H100,
-   2026-11-27 18:25 UTC: tiles of 7.9 to 17.8 us, every block started by
-   98 us and the last done at 113.9, the SMs busy 90% of the run.) The
-   kernel maps block t >= tail_t0, i = t - tail_t0, to tile tail_t0 +
-   (i % tail) m_blocks + i / tail of the head-by-head order. tail is
-   FA__TAIL_PCT percent of a wave's heads (sms / m_blocks). Against head
-   by head (H100, 2026-11-27, two runs each): d 256 causal 512 +3.2 / +3.1%
-   at 50, +1.5 / +1.1% at 25 (18:49 UTC); in an earlier build +3.9 / +3.8%
-   at 50, +2.7 / +2.7% at 100, +1.8 / +1.8% at 150, and 3.4% slower at 200
-   (18:34-18:40). Heaviest first across all heads, in groups, measured
-   slower on 2026-11-25: a head's tiles then no longer read its K and V
-   at about the same moment. In the grid d64 causal 8k, also a block per
-   tile, +1.1%; the rest within 0.7%. */
-#ifndef FA__TAIL_PCT
-#define FA__TAIL_PCT 50
-#endif
-static void fa__sm90_tail(fa__sm90_walk *w, int heads_batch, int m_blocks, int sms)
-{
-    const int per_wave = (sms + m_blocks - 1) / m_blocks, want = FA__TAIL_PCT * per_wave / 100;
-    const int tail = want < heads_batch ? want : heads_batch;
-    if (tail < 1) return;
-    w->tail = tail;
-    w->tail_t0 = (heads_batch - tail) * m_blocks;
-}
-
 /* greatest common divisor (the persistent grid's size, below) */
 static int fa__gcd(int a, int b)
 {
@@ -2680,9 +2674,8 @@ static fa_status fa__launch_fwd_sm90(const char *fn, const fa__fwd_params &p, in
 #ifdef FLASHATTN_TEST_HOOKS
     if (PERSIST && fa__sm90_grid_cap > 0 && blocks > fa__sm90_grid_cap) blocks = fa__sm90_grid_cap; /* any mask */
 #endif
-    fa__sm90_walk wk = fa__sm90_walk_for(WG, p, m_blocks);
-    if (blocks >= tiles && p.has_right && m_blocks > 1) fa__sm90_tail(&wk, p.heads_q * batch, m_blocks, gpu.sms);
-    kern<<<blocks, 128 * (WG + FA__SM90_WARPSPEC), smem, stream>>>(tm, p, m_blocks, batch, wk);
+    kern<<<blocks, 128 * (WG + FA__SM90_WARPSPEC), smem, stream>>>(
+        tm, p, m_blocks, batch, fa__sm90_walk_for(WG, p, m_blocks, batch, blocks >= tiles, gpu.sms));
     e = cudaGetLastError();
     if (e != cudaSuccess) return fa__cuda_fail(fn, e, "kernel launch");
 #ifdef FLASHATTN_TEST_HOOKS

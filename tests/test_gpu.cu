@@ -501,6 +501,14 @@ int main(int argc, char **argv)
             c = base; c.d = 256; c.sq = 203; c.sk = 113; c.causal = 1; c.ramp = 1;
             c.name = NAME("d256 causal sq > sk, keys ramped (again)"); cs.push_back(c);
         }
+        /* the causal tail order of a block per tile (fa__sm90_walk's tail):
+           32 heads x batches of 3 query blocks, of which the last 22 (on 132
+           SMs) go heaviest first and the first 10 head by head; twice in a
+           row, as every other case caps the grid (persistent, no tail) */
+        for (int k = 0; k < 2; k++) {
+            c = base; c.d = 256; c.sq = 300; c.sk = 300; c.causal = 1; c.hq = 16; c.hkv = 4;
+            c.name = NAME("d256 300 causal GQA 16/4, tail order"); cs.push_back(c);
+        }
         /* shapes that reach the sm_90a kernel's tails, maps and tile edges */
         c = base; c.d = 100; c.causal = 1; c.strided = 1; c.name = NAME("padded dims (100, 100) causal, strided"); cs.push_back(c);
         c = base; c.d = 256; c.hq = 8; c.hkv = 2; c.window = 1; c.wl = 60; c.wr = 7; c.name = NAME("GQA 8/2 d256 window"); cs.push_back(c);
