@@ -1106,7 +1106,10 @@ __host__ __device__ inline bool fa__sm90_walk1(int WG, const fa__fwd_params &p)
    reps): d 64 non-causal 512 +1.5 / +1.7%, 1k +0.7 / +0.8%, 2k +0.3%. Not
    in the walk of pairs or a block's one tile: there it measured 3-5%
    slower (causal 512-4k) and 0.5-1.3% slower (non-causal 4k-16k) at
-   14:19-14:22 UTC. The cause was not found (the code around it changes). */
+   14:19-14:22 UTC. The cause was not found (the code around it changes).
+   A block's one tile does use it in the producer alone, in front of the
+   tile's first copies (the kernel's EARLY): there it measured +0.7% at d
+   256 causal 512 (2026-11-27 21:15 UTC, one run). */
 typedef struct fa__fastdiv {
     uint32_t mul, shift;
 } fa__fastdiv;
@@ -1684,7 +1687,7 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
     const bool one_tile = !PERSIST || (int)gridDim.x >= tiles;
     const bool walk1 = fa__sm90_walk1(WG, p);
     const int pairs_m = (m_blocks + 1) / 2, pairs = pairs_m * p.heads_q * batch;
-    auto unit = [&](int k, int &m_block, int &h, int &b) {
+    auto unit = [&](int k, int &m_block, int &h, int &b, bool fast = false) {
         if (one_tile) {
             /* (the last heads' tiles heaviest first: fa__sm90_walk's tail) */
             int tile = (int)blockIdx.x;
@@ -1692,7 +1695,7 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
                 const int i = tile - wk.tail_t0;
                 tile = wk.tail_t0 + i % wk.tail * m_blocks + i / wk.tail;
             }
-            tile_coords(tile, m_block, h, b);
+            tile_coords(tile, m_block, h, b, fast);
             return (int)blockIdx.x < tiles;
         }
         if (walk1) {
@@ -1794,6 +1797,30 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
                              p.dv, c.gv + (int64_t)k0 * p.v_seq, p.v_seq, lane);
     };
 
+    /* EARLY: a block's one tile (no PERSIST) copies Q, K_0 and V_0 first,
+       before it finds the tile's extent and sources (fa__fwd_extent,
+       tile_src), where their coordinates do not depend on them: no
+       cu_seqlens or seqlens_k (the maps' rows are the sequence's, a copy
+       is whole and TMA clips it) and no left bound (the first key block
+       is 0). A clock() trace of d 256 causal 512 (H100, 2026-11-27 21:07
+       UTC, bench/sm90_trace, block 600 of 1024) had the producer's first
+       copy 2.3k cycles after the block's start, 1.7k of them in the walk's
+       divisions, the extent's 64-bit arithmetic and the sources'
+       addresses (Q landed at 4.9k); copied first, Q went out at 1.1k. If
+       the tile then turns out to hold no key, the producer waits for the
+       three copies to land, so that no copy is in flight when the block
+       ends, and its consumers store their zeros straight, not through Q's
+       tile (where O is staged in it), which the copy may still be
+       filling. Against the copies after the extent (21:23 UTC, two runs
+       of 30 reps): d 256 causal 512 +2.1 / +2.3%, non-causal 512 +2.1 /
+       +1.8%, 1k +1.4 / +1.4%, d 64 non-causal 8k +0.7 / +1.0%; the rest
+       within 0.5%. (Q alone first: d 256 causal 512 +1.4 / +1.3%. Q
+       copied before the producer's setmaxnreg: slower than after it.) The
+       producer's walk there divides by fa__fastdiv (the consumers' does
+       not: see fa__fastdiv). */
+    constexpr bool EARLY = !PERSIST;
+    const bool early_ok = EARLY && !p.cu_seqlens_q && !p.cu_seqlens_k && !p.seqlens_k && !p.has_left;
+
     if (FA__SM90_WARPSPEC && warp < 4) {
         /* ---- producer warpgroup: one warp copies, the rest idle ---- */
         fa__setmaxnreg_dec<24>();
@@ -1817,20 +1844,35 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
             };
             for (int k = 0; k < rounds; k++) {
                 int m_block, h, b;
-                if (!unit(k, m_block, h, b)) continue;
+                if (!unit(k, m_block, h, b, EARLY)) continue;
                 const int hk = h / p.group;
+                /* (early: a tile with rows; its Q, K_0, V_0 are ring position 0) */
+                const bool early = early_ok && tile_row0(m_block) < p.seqlen_q;
+                if (early) {
+                    fa__sm90_load<BM, D>(q_tile(0), q_full(0), &tm.q, tile_row0(m_block), h, b, BM, true, p.d, p.q, 0, lane);
+                    fa__sm90_load<BN, D>(sK, k_full(0), &tm.k, 0, hk, b, BN, true, p.d, p.k, 0, lane);
+                    fa__sm90_load<BN, D>(sV, v_full(0), &tm.v, 0, hk, b, BN, true, p.dv, p.v, 0, lane);
+                }
                 const fa__extent x = fa__fwd_extent(p, b, tile_row0(m_block), BM, BN);
                 /* (x.row0 < x.sq asked twice: a tile without rows skipped first,
                    then publish and the test for keys, spilled 56 bytes in
                    the HANDOFF kernels, ptxas 13.0) */
                 if (HANDOFF && x.row0 < x.sq) publish(x, m_block, h, b, false);
                 if (x.row0 >= x.sq || x.n_begin >= x.n_end) {
+                    if (early) { /* (no key: nothing may be in flight at the block's end) */
+                        fa__mbar_wait(q_full(0), 0);
+                        fa__mbar_wait(k_full(0), 0);
+                        fa__mbar_wait(v_full(0), 0);
+                    }
                     if (HANDOFF && x.row0 < x.sq) q_uses++;
                     continue;
                 }
                 const fa__src c = tile_src(x, h, hk, b);
-                copy_q(c, x, h, q_uses++);
-                for (int n = x.n_begin; n < x.n_end; n++, ring++) copy_kv(c, x, n, ring);
+                if (!early) copy_q(c, x, h, q_uses);
+                q_uses++;
+                int n = x.n_begin;
+                if (early) n++, ring++; /* (n_begin = 0: no left bound) */
+                for (; n < x.n_end; n++, ring++) copy_kv(c, x, n, ring);
             }
             if (HANDOFF) publish(fa__extent(), 0, 0, 0, true);
         }
@@ -2199,9 +2241,10 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
         if (!LSE_EARLY) store_l();
         uint16_t *go = p.o + (p.cu_seqlens_q ? x.q_tok0 * p.o_seq : b * p.o_batch) + h * p.o_head;
         /* (With Q_AFTER_O a tile without keys had no Q copied for it, and
-           the next tile's copy may be landing in Q: its zeros go straight.
-           count is never below 0, windows being >= 0; <= 0 costs nothing.) */
-        if (O_STAGED && !(Q_AFTER_O && count <= 0)) {
+           the next tile's copy may be landing in Q; with EARLY its own
+           copy may be: its zeros go straight. count is never below 0,
+           windows being >= 0; <= 0 costs nothing.) */
+        if (O_STAGED && !((Q_AFTER_O || (EARLY && !O_OWN && early_ok)) && count <= 0)) {
             fa__sm90_store_o<BF16, D>(p, acc_o, inv, sO + (uint32_t)cw * 64 * 128, BM * 128, go, x.row0 + 64 * cw,
                                       x.sq, h, b, x.q_tok0, tid % 128, 1 + WG + cw, tm);
             if (Q_AFTER_O) {

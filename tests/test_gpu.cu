@@ -509,6 +509,19 @@ int main(int argc, char **argv)
             c = base; c.d = 256; c.sq = 300; c.sk = 300; c.causal = 1; c.hq = 16; c.hkv = 4;
             c.name = NAME("d256 300 causal GQA 16/4, tail order"); cs.push_back(c);
         }
+        /* a block per tile copies Q, K_0 and V_0 before it knows whether
+           the tile has keys (the kernel's EARLY): 400 rows over 100 keys,
+           causal, leave rows 0-299 without a key, so whole tiles have none
+           (d 256: two of 128 rows; d 64 on three warpgroups: one of 192);
+           each twice in a row, one of the pair with an uncapped grid */
+        for (int k = 0; k < 2; k++) {
+            c = base; c.d = 256; c.sq = 400; c.sk = 100; c.causal = 1; c.ramp = 1;
+            c.name = NAME("d256 400x100 causal, tiles without keys"); cs.push_back(c);
+        }
+        for (int k = 0; k < 2; k++) {
+            c = base; c.d = 64; c.sq = 400; c.sk = 100; c.causal = 1; c.hq = 4; c.hkv = 2; c.sm90_shape = 2;
+            c.name = NAME("d64 400x100 causal GQA, 3 warpgroups, tiles without keys"); cs.push_back(c);
+        }
         /* shapes that reach the sm_90a kernel's tails, maps and tile edges */
         c = base; c.d = 100; c.causal = 1; c.strided = 1; c.name = NAME("padded dims (100, 100) causal, strided"); cs.push_back(c);
         c = base; c.d = 256; c.hq = 8; c.hkv = 2; c.window = 1; c.wl = 60; c.wr = 7; c.name = NAME("GQA 8/2 d256 window"); cs.push_back(c);
