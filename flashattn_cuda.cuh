@@ -1806,7 +1806,7 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
        UTC, bench/sm90_trace, block 600 of 1024) had the producer's first
        copy 2.3k cycles after the block's start, 1.7k of them in the walk's
        divisions, the extent's 64-bit arithmetic and the sources'
-       addresses (Q landed at 4.9k); copied first, Q went out at 1.1k. If
+       addresses (Q landed at 4.9k); copied first, Q went out at 1.2k. If
        the tile then turns out to hold no key, the producer waits for the
        three copies to land, so that no copy is in flight when the block
        ends, and its consumers store their zeros straight, not through Q's
@@ -1814,10 +1814,12 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
        filling. Against the copies after the extent (21:23 UTC, two runs
        of 30 reps): d 256 causal 512 +2.1 / +2.3%, non-causal 512 +2.1 /
        +1.8%, 1k +1.4 / +1.4%, d 64 non-causal 8k +0.7 / +1.0%; the rest
-       within 0.5%. (Q alone first: d 256 causal 512 +1.4 / +1.3%. Q
-       copied before the producer's setmaxnreg: slower than after it.) The
-       producer's walk there divides by fa__fastdiv (the consumers' does
-       not: see fa__fastdiv). */
+       within 0.5% but the persistent d 128 kernels at 512 (0.2-0.7%
+       lower, their code moved), so a PERSIST kernel is built without it.
+       In the grid of 21:42 UTC, d 256 causal 512 +1.8%. (Q alone first: d
+       256 causal 512 +1.4 / +1.3%. Q copied before the producer's
+       setmaxnreg: slower than after it.) The producer's walk there
+       divides by fa__fastdiv (the consumers' does not: see fa__fastdiv). */
     constexpr bool EARLY = !PERSIST;
     const bool early_ok = EARLY && !p.cu_seqlens_q && !p.cu_seqlens_k && !p.seqlens_k && !p.has_left;
 
@@ -1846,10 +1848,11 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
                 int m_block, h, b;
                 if (!unit(k, m_block, h, b, EARLY)) continue;
                 const int hk = h / p.group;
-                /* (early: a tile with rows; its Q, K_0, V_0 are ring position 0) */
-                const bool early = early_ok && tile_row0(m_block) < p.seqlen_q;
+                /* (early: a tile with rows; its Q the first, K_0 and V_0 ring position 0) */
+                const int row0 = tile_row0(m_block);
+                const bool early = early_ok && row0 < p.seqlen_q;
                 if (early) {
-                    fa__sm90_load<BM, D>(q_tile(0), q_full(0), &tm.q, tile_row0(m_block), h, b, BM, true, p.d, p.q, 0, lane);
+                    fa__sm90_load<BM, D>(q_tile(0), q_full(0), &tm.q, row0, h, b, BM, true, p.d, p.q, 0, lane);
                     fa__sm90_load<BN, D>(sK, k_full(0), &tm.k, 0, hk, b, BN, true, p.d, p.k, 0, lane);
                     fa__sm90_load<BN, D>(sV, v_full(0), &tm.v, 0, hk, b, BN, true, p.dv, p.v, 0, lane);
                 }
