@@ -1856,7 +1856,7 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
                     fa__sm90_load<BN, D>(sK, k_full(0), &tm.k, 0, hk, b, BN, true, p.d, p.k, 0, lane);
                     fa__sm90_load<BN, D>(sV, v_full(0), &tm.v, 0, hk, b, BN, true, p.dv, p.v, 0, lane);
                 }
-                const fa__extent x = fa__fwd_extent(p, b, tile_row0(m_block), BM, BN);
+                const fa__extent x = fa__fwd_extent(p, b, row0, BM, BN);
                 /* (x.row0 < x.sq asked twice: a tile without rows skipped first,
                    then publish and the test for keys, spilled 56 bytes in
                    the HANDOFF kernels, ptxas 13.0) */
@@ -2243,11 +2243,12 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
         if (!FA__SM90_OVERLAP || count_w == 0) epilogue_begin(); /* (no key block: O = 0, L = -inf) */
         if (!LSE_EARLY) store_l();
         uint16_t *go = p.o + (p.cu_seqlens_q ? x.q_tok0 * p.o_seq : b * p.o_batch) + h * p.o_head;
-        /* (With Q_AFTER_O a tile without keys had no Q copied for it, and
-           the next tile's copy may be landing in Q; with EARLY its own
-           copy may be: its zeros go straight. count is never below 0,
-           windows being >= 0; <= 0 costs nothing.) */
-        if (O_STAGED && !((Q_AFTER_O || (EARLY && !O_OWN && early_ok)) && count <= 0)) {
+        /* (A tile without keys whose O would be staged in Q's tile stores
+           its zeros straight: a copy may be landing there, the next
+           tile's (Q_AFTER_O) or its own, sent before its keys were known
+           (EARLY). count is never below 0, windows being >= 0; <= 0 costs
+           nothing.) */
+        if (O_STAGED && !(!O_OWN && count <= 0)) {
             fa__sm90_store_o<BF16, D>(p, acc_o, inv, sO + (uint32_t)cw * 64 * 128, BM * 128, go, x.row0 + 64 * cw,
                                       x.sq, h, b, x.q_tok0, tid % 128, 1 + WG + cw, tm);
             if (Q_AFTER_O) {
