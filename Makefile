@@ -200,7 +200,10 @@ $(BUILD)/test_gpu_decode: tests/test_gpu_decode.cu tests/reference.h tests/test_
 
 # Full suites one after another, then the --quick size lists under memcheck,
 # racecheck and synccheck, all nine sanitizer runs at once (they are bound by
-# the host CPU, not the GPU). Logs: $(BUILD)/sanitize-<program>-<tool>.log.
+# the host CPU, not the GPU). SAN_SHARDS=n splits each of test_gpu's three
+# into n runs side by side, run k taking the cases k modulo n
+# (FA_TEST_SHARD=k/n), for a host with the cores. Logs:
+# $(BUILD)/sanitize-<program>-<tool>-<k>.log.
 # Then tests/check_sass.py on each program's SASS ($(BUILD)/sass-<program>.txt):
 # no cp.async may read a uniform register that nothing writes (a ptxas 13.0
 # miscompile seen in trial builds; flashattn_cuda.cuh, >>decode-prims).
@@ -209,19 +212,21 @@ $(BUILD)/test_gpu_decode: tests/test_gpu_decode.cu tests/reference.h tests/test_
 # full runs and the SASS checks.
 GPU_TEST_PROGS := test_gpu test_gpu_decode test_gpu_backward
 SANITIZERS     := memcheck racecheck synccheck
+SAN_SHARDS     := 1
 GPU_TEST_RUN   := yes
 test-gpu: $(addprefix $(BUILD)/,$(GPU_TEST_PROGS))
 	@set -e; f=0; n=0; \
 	if [ "$(GPU_TEST_RUN)" != no ]; then for p in $(GPU_TEST_PROGS); do n=$$((n+1)); $(BUILD)/$$p || f=$$((f+1)); done; fi; \
-	for p in $(GPU_TEST_PROGS); do for t in $(SANITIZERS); do \
-	  ( $(SANITIZER) --tool $$t --error-exitcode 3 $(BUILD)/$$p --quick > $(BUILD)/sanitize-$$p-$$t.log 2>&1; \
-	    echo $$? > $(BUILD)/sanitize-$$p-$$t.rc ) & \
-	done; done; wait; \
-	for p in $(GPU_TEST_PROGS); do for t in $(SANITIZERS); do \
-	  n=$$((n+1)); echo "== compute-sanitizer --tool $$t $$p --quick: exit $$(cat $(BUILD)/sanitize-$$p-$$t.rc)"; \
-	  grep -E "passed, .* failed|SUMMARY" $(BUILD)/sanitize-$$p-$$t.log || true; \
-	  [ "$$(cat $(BUILD)/sanitize-$$p-$$t.rc)" = 0 ] || f=$$((f+1)); \
-	done; done; \
+	shards() { if [ $$1 = test_gpu ]; then seq 0 $$(($(SAN_SHARDS) - 1)); else echo 0; fi; }; \
+	for p in $(GPU_TEST_PROGS); do for t in $(SANITIZERS); do for k in $$(shards $$p); do \
+	  ( FA_TEST_SHARD=$$k/$(SAN_SHARDS) $(SANITIZER) --tool $$t --error-exitcode 3 $(BUILD)/$$p --quick \
+	      > $(BUILD)/sanitize-$$p-$$t-$$k.log 2>&1; echo $$? > $(BUILD)/sanitize-$$p-$$t-$$k.rc ) & \
+	done; done; done; wait; \
+	for p in $(GPU_TEST_PROGS); do for t in $(SANITIZERS); do for k in $$(shards $$p); do \
+	  n=$$((n+1)); echo "== compute-sanitizer --tool $$t $$p --quick (shard $$k): exit $$(cat $(BUILD)/sanitize-$$p-$$t-$$k.rc)"; \
+	  grep -E "passed, .* failed|SUMMARY" $(BUILD)/sanitize-$$p-$$t-$$k.log || true; \
+	  [ "$$(cat $(BUILD)/sanitize-$$p-$$t-$$k.rc)" = 0 ] || f=$$((f+1)); \
+	done; done; done; \
 	if [ "$(GPU_TEST_RUN)" != no ]; then for p in $(GPU_TEST_PROGS); do n=$$((n+1)); echo "== sass-check $$p (tests/check_sass.py)"; \
 	  { $(CUOBJDUMP) -sass $(BUILD)/$$p > $(BUILD)/sass-$$p.txt && python3 tests/check_sass.py $(BUILD)/sass-$$p.txt; } || f=$$((f+1)); \
 	done; fi; \

@@ -16,7 +16,9 @@
 # how): PART=1 the test program in full, its SASS check, the HGMMA count and
 # the grid (about 4 min); PART=2 the three sanitizers on the quick list, all
 # at once (7 min on an H100, 12:21), and nothing after them. Without PART, all
-# of it in one call.
+# of it in one call. The quick list outgrew one call's 10 minutes under the
+# sanitizers (2026-11-27 21:50), so each sanitizer's run is split into
+# SAN_SHARDS (default 4) runs side by side (the Makefile's SAN_SHARDS).
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/out}; mkdir -p $OUT
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu --format=csv,noheader | tee $OUT/gpu.txt
@@ -25,7 +27,7 @@ case "${PART:-}" in
 1) LEAVE_OUT="SANITIZERS=" ;;
 2) LEAVE_OUT="GPU_TEST_RUN=no" ;;
 esac
-make -o build/test_gpu test-gpu GPU_TEST_PROGS=test_gpu $LEAVE_OUT > $OUT/test-gpu.log 2>&1
+make -o build/test_gpu test-gpu GPU_TEST_PROGS=test_gpu SAN_SHARDS=${SAN_SHARDS:-4} $LEAVE_OUT > $OUT/test-gpu.log 2>&1
 echo "make test-gpu rc=$?" >> $OUT/test-gpu.log
 [ "${PART:-}" = 1 ] || cat build/sanitize-test_gpu-*.log > $OUT/sanitize.log
 if [ "${PART:-}" = 2 ]; then grep -E "passed, .* failed|SUMMARY|== |rc=" $OUT/test-gpu.log; exit; fi

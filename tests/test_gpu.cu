@@ -566,8 +566,18 @@ int main(int argc, char **argv)
         }
         return false;
     };
+    /* FA_TEST_SHARD=k/n: only the cases whose index is k modulo n (a
+       sanitizer run split over the host's cores: make test-gpu SAN_SHARDS=n;
+       each case keeps its index, as above) */
+    int shard_k = 0, shard_n = 1;
+    if (const char *sh = getenv("FA_TEST_SHARD")) {
+        if (sscanf(sh, "%d/%d", &shard_k, &shard_n) != 2 || shard_n < 1 || shard_k < 0 || shard_k >= shard_n) {
+            fprintf(stderr, "FA_TEST_SHARD=%s: want k/n with 0 <= k < n\n", sh);
+            return 2;
+        }
+    }
     for (size_t i = 0; i < cs.size(); i++) {
-        if (!chosen(cs[i].name)) continue;
+        if (!chosen(cs[i].name) || (int)(i % shard_n) != shard_k) continue;
         const int before = fa__sm90_launches;
         g_rng = 0x9E3779B97F4A7C15ull * (i + 1);
         fa__sm90_grid_cap = i % 2 ? 1 + (int)(i / 2) % 5 : 0;
