@@ -2243,12 +2243,12 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
         if (!FA__SM90_OVERLAP || count_w == 0) epilogue_begin(); /* (no key block: O = 0, L = -inf) */
         if (!LSE_EARLY) store_l();
         uint16_t *go = p.o + (p.cu_seqlens_q ? x.q_tok0 * p.o_seq : b * p.o_batch) + h * p.o_head;
-        /* (A tile without keys whose O would be staged in Q's tile stores
-           its zeros straight: a copy may be landing there, the next
-           tile's (Q_AFTER_O) or its own, sent before its keys were known
-           (EARLY). count is never below 0, windows being >= 0; <= 0 costs
-           nothing.) */
-        if (O_STAGED && !(!O_OWN && count <= 0)) {
+        /* (Staged only in a tile of its own, or in Q's tile once this
+           tile's keys have run: a tile without keys stores its zeros
+           straight, as a copy may be landing in Q's tile, the next tile's
+           (Q_AFTER_O) or its own, sent before its keys were known (EARLY).
+           count is never below 0, windows being >= 0.) */
+        if (O_STAGED && (O_OWN || count > 0)) {
             fa__sm90_store_o<BF16, D>(p, acc_o, inv, sO + (uint32_t)cw * 64 * 128, BM * 128, go, x.row0 + 64 * cw,
                                       x.sq, h, b, x.q_tok0, tid % 128, 1 + WG + cw, tm);
             if (Q_AFTER_O) {

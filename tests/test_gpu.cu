@@ -571,7 +571,8 @@ int main(int argc, char **argv)
        each case keeps its index, as above) */
     int shard_k = 0, shard_n = 1;
     if (const char *sh = getenv("FA_TEST_SHARD")) {
-        if (sscanf(sh, "%d/%d", &shard_k, &shard_n) != 2 || shard_n < 1 || shard_k < 0 || shard_k >= shard_n) {
+        char rest;
+        if (sscanf(sh, "%d/%d%c", &shard_k, &shard_n, &rest) != 2 || shard_n < 1 || shard_k < 0 || shard_k >= shard_n) {
             fprintf(stderr, "FA_TEST_SHARD=%s: want k/n with 0 <= k < n\n", sh);
             return 2;
         }
