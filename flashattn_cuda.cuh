@@ -1241,6 +1241,11 @@ static __device__ __forceinline__ void fa__mbar_arrive(uint32_t bar)
 {
     asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
 }
+/* n arrivals at once (one thread standing for n) */
+static __device__ __forceinline__ void fa__mbar_arrive_n(uint32_t bar, uint32_t n)
+{
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(n) : "memory");
+}
 /* Spin until the phase with this parity has completed (acquire: the data it
    guards is then visible to this thread). */
 static __device__ __forceinline__ void fa__mbar_wait(uint32_t bar, uint32_t parity)
@@ -1571,7 +1576,7 @@ static __device__ __forceinline__ void fa__sm90_store_o(const fa__fwd_params &p,
    Tiles are (query block of 64 WG rows, head, batch), m_blocks query blocks
    per (head, batch). PERSIST: at most one block per SM, each walking many
    tiles (item 6); else a block per tile. */
-template <bool BF16, int D, int BN, int STAGES, bool PERSIST, int WG>
+template <bool BF16, int D, int BN, int STAGES, bool PERSIST, int WG, bool FLAT = false>
 __global__ void __launch_bounds__(128 * (WG + FA__SM90_WARPSPEC), 1)
 fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_params p, int m_blocks, int batch,
                     const fa__sm90_walk wk)
@@ -1596,6 +1601,26 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
        +3.4%, 1k +1.8 / +2.1%, 2k +0.8 / +1.0%, 4k +0.2 / +0.1%; non-causal
        512 +1.0 / +1.4%, 1k +0.2 / +0.2%, 2k -0.2 / -0.3%. */
     constexpr bool HANDOFF = QB == 2 && FA__SM90_WARPSPEC;
+    /* FLAT: the tiles are WG warpgroup rows (64 query rows each) of the
+       list of every (head, batch) sequence's rows, one sequence after the
+       other, m_blocks warpgroup rows each (the launch passes that count as
+       m_blocks): tile u is rows u WG .. u WG + WG - 1 of the list. Only
+       without a mask and with one length for every sequence
+       (fa__sm90_flat). So every tile is full but the very last, and a
+       tile may hold the end of one sequence and the start of the next:
+       two segments, warpgroups 0 .. split - 1 on the first and split ..
+       WG - 1 on the second. Then the ring carries the two segments' key
+       blocks in turn (block n of the first, then of the second), each
+       warpgroup takes every second position (at(), below), and the first
+       warpgroup of each segment also arrives on the stages' empty
+       barriers for the warpgroups of the other, which never read them
+       (arrive_kv), so the barriers keep their count of 4 WG warps. Why:
+       with tiles of one sequence the 8 warpgroup rows of 512 tokens made
+       tiles of 3, 3 and 2, and a tile's time is mostly each warpgroup's
+       own chain, so the short tile took about as long as a full one (a
+       576-token grid of whole tiles ran at 391 TFLOP/s where 512 ran at
+       400: H100, 2026-11-27 12:50 UTC): 9 warpgroups' time for 8 rows. */
+    static_assert(!FLAT || (HANDOFF && PERSIST), "FLAT hands its tiles over");
     /* Who releases a tile's Q (its empty barrier): lane 0 of each consumer
        warp after the tile's last S; every consumer thread where each has
        its own accesses to Q's buffer to release (Q_AFTER_O: its O staging
@@ -1635,6 +1660,7 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
        knows it is warp-uniform. */
     struct fa__tile_slot {
         int m_block, h, b, done, count_w[4];
+        int split, row0, h1, b1, row0_1; /* (FLAT, below) */
     };
     static_assert(sizeof(fa__tile_slot) <= FA__SM90_SLOT_BYTES, "tile slot");
     /* the u-th tile's slot (HANDOFF), a generic pointer into shared memory */
@@ -1646,7 +1672,7 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
     /* (without the producer, FA__SM90_WARPSPEC = 0, the consumers keep
        their numbers: warps 4 and up) */
     const int tid = threadIdx.x + (FA__SM90_WARPSPEC ? 0 : 128), warp = tid / 32, lane = tid % 32;
-    const int tiles = m_blocks * p.heads_q * batch;
+    const int tiles = FLAT ? (m_blocks * p.heads_q * batch + WG - 1) / WG : m_blocks * p.heads_q * batch;
     /* Tile order: the query block runs fastest, so the blocks running at
        once share a head's K and V in L2 (ordered by query block slowest, a
        causal d 128 run at 2k tokens measured 0.76x; heaviest first inside
@@ -1844,7 +1870,63 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
                     if (done || x.n_end <= x.n_begin) fa__mbar_arrive(q_full(q_uses));
                 }
             };
+            /* (FLAT) tile k G + blockIdx.x, its one or two segments (rows
+               from row0 of head h, batch b; the second starts at the next
+               sequence's row 0, so its row0 is -64 split): the slot, Q in
+               64-row boxes (this launch's Q map has them), and the key
+               blocks, both segments' block n in turn. False past the last
+               tile. */
+            auto flat_tile = [&](int k) {
+                const int u = k * (int)gridDim.x + (int)blockIdx.x;
+                if (u >= tiles) return false;
+                const int a = u * WG, hb = fa__fastdiv_q(wk.m, a), r0 = a - hb * m_blocks;
+                const int split = min(WG, m_blocks - r0);
+                const bool two = split < WG && hb + 1 < p.heads_q * batch;
+                const int b0 = fa__fastdiv_q(wk.heads, hb), h0 = hb - b0 * p.heads_q;
+                const int b1 = fa__fastdiv_q(wk.heads, hb + 1), h1 = hb + 1 - b1 * p.heads_q;
+                const fa__extent x0 = fa__fwd_extent(p, b0, 64 * r0, BM, BN);
+                const fa__extent x1 = fa__fwd_extent(p, b1, -64 * split, BM, BN);
+                const bool keys = x0.n_end > x0.n_begin; /* (the same blocks for both) */
+                const int working = two ? WG : split;    /* warpgroups with rows */
+                if (q_uses >= QB) fa__mbar_wait(q_empty(q_uses), q_phase(q_uses - QB));
+                if (lane == 0) {
+                    fa__tile_slot *t = slot(q_uses);
+                    t->h = h0, t->b = b0, t->row0 = x0.row0;
+                    t->h1 = h1, t->b1 = b1, t->row0_1 = x1.row0;
+                    t->split = two ? split : WG;
+                    t->done = 0;
+                    for (int w = 0; w < WG; w++)
+                        t->count_w[w] = w < split ? warpgroup_blocks(x0, b0, w)
+                                        : two     ? warpgroup_blocks(x1, b1, w)
+                                                  : 0;
+                    if (!keys) {
+                        fa__mbar_arrive(q_full(q_uses));
+                    } else {
+                        fa__mbar_expect_tx(q_full(q_uses), (uint32_t)working * 64 * D * 2);
+                        for (int w = 0; w < working; w++)
+                            for (int j = 0; j < D / 64; j++)
+                                fa__tma_load(q_tile(q_uses) + (uint32_t)(j * BM + 64 * w) * 128, &tm.q, 64 * j,
+                                             (w < split ? x0.row0 : x1.row0) + 64 * w, w < split ? h0 : h1,
+                                             w < split ? b0 : b1, q_full(q_uses));
+                    }
+                }
+                q_uses++;
+                if (!keys) return true;
+                /* (whole boxes: one length for all, no cu_seqlens, TMA clips) */
+                fa__src c0 = {}, c1 = {};
+                c0.hk = h0 / p.group, c0.kb = b0, c0.kv_exact = true;
+                c1.hk = h1 / p.group, c1.kb = b1, c1.kv_exact = true;
+                for (int n = x0.n_begin; n < x0.n_end; n++) {
+                    copy_kv(c0, x0, n, ring++);
+                    if (two) copy_kv(c1, x1, n, ring++);
+                }
+                return true;
+            };
             for (int k = 0; k < rounds; k++) {
+                if constexpr (FLAT) {
+                    if (!flat_tile(k)) break;
+                    continue;
+                }
                 int m_block, h, b;
                 if (!unit(k, m_block, h, b, EARLY)) continue;
                 const int hk = h / p.group;
@@ -1915,7 +1997,13 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
        done; bounded by rounds all the same: unbounded, ptxas spilled 108
        bytes) */
     for (int k = 0; k < rounds; k++) {
-        int m_block, h, b, count_pub = 0;
+        int m_block = 0, h, b, count_pub = 0;
+        /* (FLAT) this warpgroup's segment of the tile, their number, its
+           segment's first row, and the arrivals it makes on each stage's
+           empty barriers: its own, and the other segment's warpgroups'
+           when it is the first of its own */
+        int seg = 0, nseg = 1, frow0 = 0;
+        uint32_t mult = 1;
         if (HANDOFF) {
             /* the tile's slot, and its Q, have landed (the slot comes alone
                when the tile has no keys, or with done after the last) */
@@ -1923,14 +2011,24 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
             const fa__tile_slot *t = slot(q_uses);
             auto word = [&](const int &v) { return __shfl_sync(0xffffffffu, v, 0); };
             if (word(t->done)) break;
-            m_block = word(t->m_block);
-            h = word(t->h);
-            b = word(t->b);
+            if constexpr (FLAT) {
+                const int split = word(t->split);
+                seg = cw >= split;
+                nseg = split < WG ? 2 : 1;
+                mult = nseg == 1 ? 1u : cw == 0 ? 1u + WG - split : cw == split ? 1u + split : 1u;
+                h = word(seg ? t->h1 : t->h);
+                b = word(seg ? t->b1 : t->b);
+                frow0 = word(seg ? t->row0_1 : t->row0);
+            } else {
+                m_block = word(t->m_block);
+                h = word(t->h);
+                b = word(t->b);
+            }
             count_pub = word(t->count_w[cw]);
         } else if (!unit(k, m_block, h, b)) {
             continue;
         }
-        const fa__extent x = fa__fwd_extent(p, b, tile_row0(m_block), BM, BN);
+        const fa__extent x = fa__fwd_extent(p, b, FLAT ? frow0 : tile_row0(m_block), BM, BN);
         if (!HANDOFF && x.row0 >= x.sq) continue; /* (the producer hands over only tiles with rows) */
         const int wrow0 = x.row0 + 64 * cw + 16 * (warp % 4); /* this warp's first row */
         float m_run[1][2] = {{-INFINITY, -INFINITY}}, l_run[1][2] = {{0.0f, 0.0f}}, alpha[1][2];
@@ -1956,7 +2054,11 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
         /* L too, at d 128 and 256 (+1% at 2k tokens); at d 64 after the
            P V: in the shadow it cost 1-2% up to 2k tokens and left d 64's
            192-key kernel of the time too few registers for the wgmma
-           pipeline (ptxas C7511). H100, 2026-11-24 13:58 UTC. */
+           pipeline (ptxas C7511). H100, 2026-11-24 13:58 UTC. In the flat
+           walk's kernel (FLAT) too: in the shadow, three runs against it
+           after the P V (H100, 2026-11-28 02:20-02:26 UTC, d 64 non-causal)
+           gave 512 +0.1 / +0.3 / +0.2%, 1k +0.7 / +0.6 / +0.5%, 2k +0.7 /
+           +0.4 / +0.4%, but ptxas spilled 4 bytes there. */
         constexpr bool LSE_EARLY = D >= 128;
         auto store_l = [&]() { fa__store_lse_rows<1>(p, m_run, l_run, wrow0, x.sq, h, b, x.q_tok0, batch, g, t); };
         auto epilogue_begin = [&]() {
@@ -2046,11 +2148,17 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
             }
 
             /* Iteration it (0 .. count - 1) of this tile is ring position
-               ring + it. Wait until its K or V (full barrier bar) has landed;
-               the byte offset of its stage. */
+               at(it): ring + it (FLAT: ring + it nseg + seg). Wait until its
+               K or V (full barrier bar) has landed; the byte offset of its
+               stage. */
+            auto at = [&](int it) { return FLAT ? ring + it * nseg + seg : ring + it; };
             auto landed = [&](uint32_t bar, int it) {
-                fa__mbar_wait(bar, (uint32_t)(((ring + it) / STAGES) & 1));
-                return (uint32_t)((ring + it) % STAGES) * KV_BYTES;
+                fa__mbar_wait(bar, (uint32_t)((at(it) / STAGES) & 1));
+                return (uint32_t)(at(it) % STAGES) * KV_BYTES;
+            };
+            auto arrive_kv = [&](uint32_t bar) {
+                if (FLAT) fa__mbar_arrive_n(bar, mult);
+                else fa__mbar_arrive(bar);
             };
             /* issue S = Q K_it^T once K_it has landed (no wait for the
                result) */
@@ -2066,7 +2174,7 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
                    backward's per-warpgroup K and V rows cost its d 64 2% for
                    at most 1.5% at d 128: those stay built whole. */
                 const uint64_t qd = fa__wg_desc(QB == 1 ? qw0 : q_tile(q_uses) + qw, 16, 1024);
-                const uint32_t kbase = sK + landed(k_full((ring + it) % STAGES), it);
+                const uint32_t kbase = sK + landed(k_full(at(it) % STAGES), it);
                 fa__wgmma_fence();
 #pragma unroll
                 for (int kk = 0; kk < D / 16; kk++)
@@ -2076,7 +2184,7 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
             };
             /* issue O~ += P V_it once V_it has landed */
             auto issue_pv = [&](int it) {
-                const uint32_t vbase = sV + landed(v_full((ring + it) % STAGES), it);
+                const uint32_t vbase = sV + landed(v_full(at(it) % STAGES), it);
                 fa__wgmma_fence();
 #pragma unroll
                 for (int kk = 0; kk < BN / 16; kk++)
@@ -2129,7 +2237,7 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
                with Q_AFTER_O, after the epilogue instead) */
             auto release_k = [&](int it) {
                 if (lane == 0) {
-                    fa__mbar_arrive(k_empty((ring + it) % STAGES));
+                    arrive_kv(k_empty(at(it) % STAGES));
                     if (it == count - 1 && !Q_RELEASE_ALL) fa__mbar_arrive(q_empty(q_uses));
                 }
                 /* (HANDOFF: every thread read the tile's slot, and each
@@ -2138,7 +2246,7 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
             };
             /* O~ += P_it V_it is done: V_it may be overwritten */
             auto release_v = [&](int it) {
-                if (lane == 0) fa__mbar_arrive(v_empty((ring + it) % STAGES));
+                if (lane == 0) arrive_kv(v_empty(at(it) % STAGES));
                 if (loader && it + STAGES < count) copy_kv(src, x, x.n_begin + it + STAGES, ring + it + STAGES);
             };
 
@@ -2151,16 +2259,16 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
                 my_turn();
                 end_turn();
                 if (!FA__SM90_OVERLAP) { my_turn(); end_turn(); } /* S and P V in turns of their own */
-                landed(k_full((ring + it) % STAGES), it);
+                landed(k_full(at(it) % STAGES), it);
                 release_k(it);
-                landed(v_full((ring + it) % STAGES), it);
+                landed(v_full(at(it) % STAGES), it);
                 release_v(it);
             };
             if (WG_STOP && count_w == 0) { /* idle, or rows that see none of the tile's keys */
                 for (int it = 0; it < count; it++) pass(it);
                 if (FA__SM90_OVERLAP) { my_turn(); end_turn(); } /* the last P V's turn */
                 q_uses++;
-                ring += count;
+                ring += FLAT ? count * nseg : count;
                 if (idle) {
                     if (Q_AFTER_O) fa__mbar_arrive(q_empty(q_uses - 1)); /* (d 256) */
                     continue;
@@ -2237,7 +2345,7 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
                 if (WG_STOP)
                     for (int it = count_w; it < count; it++) pass(it); /* (WG_STOP) */
                 q_uses++;
-                ring += count;
+                ring += FLAT ? count * nseg : count;
             }
         }
         if (!FA__SM90_OVERLAP || count_w == 0) epilogue_begin(); /* (no key block: O = 0, L = -inf) */
@@ -2647,6 +2755,35 @@ static bool fa__sm90_persist_d64(const fa__fwd_params &p, int batch, int sms)
                                         fa__sm90_can_persist(p, fa__sm90_tiles(p, batch, BM), sms));
 }
 
+/* The flat walk (FLAT in the kernel): a persistent block of WG >= 3
+   warpgroups (tiles0 tiles of one sequence each), no causal / window
+   mask (fa__sm90_walk1), one length for every sequence, and at least WG
+   warpgroup rows in a sequence, so that a tile holds rows of at most two.
+   FA__SM90_FLAT=0 leaves it out (the tiles of one sequence each).
+   Its ring has 4 stages, where the walk of one sequence's tiles has 3 (201
+   KB with the O tile and two Q tiles): a tile of two segments has half of
+   them for each. Against that walk (H100, 2026-11-28 02:14-02:26 UTC, 30
+   reps, TFLOP/s, d 64 non-causal 512 / 1k / 2k): with 3 stages 389.4 /
+   474.5 / 522.0 against 394.4 / 460.9 / 516.8; with 4, 409.7 / 482.4 /
+   524.2 (and 409.0 / 478.4 / 525.0, 412.6 / 476.0 / 524.0, 406.7 / 478.1
+   / 525.5 in three more runs, against 394.1 / 458.1 / 517.7, 396.8 / 454.7
+   / 515.8, 391.3 / 456.2 / 516.7). Causal and 4k points, which it leaves
+   alone, within 0.3%. Not kept: the second segment's key blocks first in
+   the ring (384.9 and 381.0 at 512: it is the segment whose K and V are
+   not yet in L2), K of both segments copied before either's V (the
+   same), the next tile's Q, K and V prefetched into L2 at a tile's start
+   (323.6 and 323.5 at 512), and a grid coprime to the period of the
+   tiles that span two sequences (the same). */
+#ifndef FA__SM90_FLAT
+#define FA__SM90_FLAT 1
+#endif
+#define FA__SM90_FLAT_STAGES 4
+static bool fa__sm90_flat(int WG, const fa__fwd_params &p, int64_t tiles0, int sms)
+{
+    return FA__SM90_FLAT && fa__sm90_walk1(WG, p) && !p.cu_seqlens_q && !p.cu_seqlens_k && !p.seqlens_k &&
+           (fa__sm90_can_persist(p, tiles0, sms) || fa__sm90_tests_persist()) && (p.seqlen_q + 63) / 64 >= WG;
+}
+
 /* Run the problem on the sm_90a kernel when it can: *ran = 0 (and FA_OK)
    sends it to the sm_80 kernel instead: a binary without sm_90a code, a
    view TMA cannot describe, or too little shared memory. */
@@ -2658,9 +2795,16 @@ static fa_status fa__launch_fwd_sm90(const char *fn, const fa__fwd_params &p, in
     constexpr int BN = S::bn, ST = S::stages, WG = S::wgs, BM = 64 * WG;
     constexpr bool PERSIST = ALLOW_PERSIST && S::persist; /* the shape may rule it out */
     constexpr bool O_OWN = fa__sm90_o_own(D, BM, BN, ST);
-    const size_t smem = fa__sm90_smem(D, BM, BN, ST, O_OWN, fa__sm90_q_bufs(WG, PERSIST, O_OWN));
+    /* the flat walk (FLAT in the kernel) where it applies: the three-warpgroup
+       shape, persistent, no mask, one length for all (fa__sm90_flat) */
+    constexpr bool CAN_FLAT = PERSIST && WG == 3 && FA__SM90_WARPSPEC && O_OWN;
+    constexpr int FST = CAN_FLAT ? FA__SM90_FLAT_STAGES : ST;
+    const int64_t tiles0 = fa__sm90_tiles(p, batch, BM);
+    const bool flat = CAN_FLAT && fa__sm90_flat(WG, p, tiles0, gpu.sms);
+    const size_t smem = flat ? fa__sm90_smem(D, BM, BN, FST, O_OWN, fa__sm90_q_bufs(WG, PERSIST, O_OWN))
+                             : fa__sm90_smem(D, BM, BN, ST, O_OWN, fa__sm90_q_bufs(WG, PERSIST, O_OWN));
     void (*kern)(const fa__tma_maps, const fa__fwd_params, int, int, const fa__sm90_walk) =
-        fa__fwd_kernel_sm90<BF16, D, BN, ST, PERSIST, WG>;
+        flat ? fa__fwd_kernel_sm90<BF16, D, BN, FST, PERSIST, WG, CAN_FLAT> : fa__fwd_kernel_sm90<BF16, D, BN, ST, PERSIST, WG>;
     const int vq = p.cu_seqlens_q != NULL, vk = p.cu_seqlens_k != NULL;
     const int64_t rows_q = vq ? (int64_t)batch * p.seqlen_q : p.seqlen_q; /* with cu_seqlens: */
     const int64_t rows_k = vk ? (int64_t)batch * p.seqlen_k : p.seqlen_k; /* [1][h][token][col] */
@@ -2676,7 +2820,7 @@ static fa_status fa__launch_fwd_sm90(const char *fn, const fa__fwd_params &p, in
     if (fa.binaryVersion != 90 || fa.sharedSizeBytes != 0) return FA_OK; /* the stub body */
     memset(&tm, 0, sizeof tm);
     if (fa__tma_map(&tm.q, p.q, BF16, p.d, rows_q, p.heads_q, vq ? 1 : batch, p.q_seq, p.q_head,
-                    vq ? p.q_seq : p.q_batch, BM) ||
+                    vq ? p.q_seq : p.q_batch, flat ? 64 : BM) ||
         fa__tma_map(&tm.k, p.k, BF16, p.d, rows_k, p.heads_q / p.group, vk ? 1 : batch, p.k_seq,
                     p.k_head, vk ? p.k_seq : p.k_batch, BN) ||
         fa__tma_map(&tm.v, p.v, BF16, p.dv, rows_k, p.heads_q / p.group, vk ? 1 : batch, p.v_seq,
@@ -2691,19 +2835,22 @@ static fa_status fa__launch_fwd_sm90(const char *fn, const fa__fwd_params &p, in
                                             p.o_head, vq ? p.o_seq : p.o_batch, 64);
     e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (e != cudaSuccess) return fa__cuda_fail(fn, e, "cudaFuncSetAttribute");
-    const int m_blocks = (p.seqlen_q + BM - 1) / BM;
-    const int64_t tiles = (int64_t)m_blocks * p.heads_q * batch;
-    if (tiles > INT32_MAX - 1024) return FA_OK; /* tile indexes are int: the sm_80 grid takes it */
+    /* (FLAT: m_blocks counts a sequence's warpgroup rows, and a tile is WG of
+       them anywhere in the list of all sequences' rows) */
+    const int m_blocks = flat ? (p.seqlen_q + 63) / 64 : (p.seqlen_q + BM - 1) / BM;
+    const int64_t tiles = flat ? ((int64_t)m_blocks * p.heads_q * batch + WG - 1) / WG
+                               : (int64_t)m_blocks * p.heads_q * batch;
+    if ((flat ? tiles * WG : tiles) > INT32_MAX - 1024) return FA_OK; /* tile indexes are int: the sm_80 grid takes it */
     /* persistent where it can be (fa__sm90_can_persist; the shared memory
        allows no second block on an SM) */
     /* what a persistent block walks (the kernel's unit()): single tiles
        or pairs of them, per_head of them per (head, batch) */
     const bool walk1 = fa__sm90_walk1(WG, p);
     const int per_head = walk1 ? m_blocks : (m_blocks + 1) / 2;
-    const int64_t units = (int64_t)per_head * p.heads_q * batch;
-    const bool persistent = PERSIST && fa__sm90_can_persist(p, tiles, gpu.sms);
+    const int64_t units = flat ? tiles : (int64_t)per_head * p.heads_q * batch;
+    const bool persistent = PERSIST && fa__sm90_can_persist(p, tiles0, gpu.sms);
     int blocks = persistent ? (int)(units < gpu.sms ? units : gpu.sms) : (int)tiles;
-    if (WG >= 3 && persistent && units > blocks) {
+    if (WG >= 3 && persistent && units > blocks && !flat) { /* (FLAT: all tiles alike) */
         /* A block takes every G-th unit, the query block running fastest:
            when G is a multiple of per_head, a block gets the same query
            block or pair every time. The 192-row tiles are not all the
@@ -2718,11 +2865,13 @@ static fa_status fa__launch_fwd_sm90(const char *fn, const fa__fwd_params &p, in
            two-warpgroup kernels' pairs are the same work when M is even.) */
         while (blocks > 1 && fa__gcd(blocks, per_head) > 1) blocks--;
     }
+
 #ifdef FLASHATTN_TEST_HOOKS
     if (PERSIST && fa__sm90_grid_cap > 0 && blocks > fa__sm90_grid_cap) blocks = fa__sm90_grid_cap; /* any mask */
 #endif
-    kern<<<blocks, 128 * (WG + FA__SM90_WARPSPEC), smem, stream>>>(
-        tm, p, m_blocks, batch, fa__sm90_walk_for(WG, p, m_blocks, batch, blocks >= tiles, gpu.sms));
+    fa__sm90_walk wk = fa__sm90_walk_for(WG, p, m_blocks, batch, blocks >= tiles, gpu.sms);
+    if (flat) wk.pad = 0;
+    kern<<<blocks, 128 * (WG + FA__SM90_WARPSPEC), smem, stream>>>(tm, p, m_blocks, batch, wk);
     e = cudaGetLastError();
     if (e != cudaSuccess) return fa__cuda_fail(fn, e, "kernel launch");
 #ifdef FLASHATTN_TEST_HOOKS

@@ -489,6 +489,25 @@ int main(int argc, char **argv)
                of 192 from row -64 */
             c = base; c.d = 64; c.sq = 1024; c.sk = 1024; c.batch = 2; c.sm90_shape = 2;
             c.name = NAME("d64 1024 b2, 3 warpgroups, tiles from row -64"); cs.push_back(c);
+            /* the flat walk (the kernel's FLAT: three warpgroups, persistent,
+               no mask, one length for all): tiles of any three warpgroup
+               rows of the list of all sequences' rows, so a tile may hold
+               the end of one sequence (or batch) and the start of the next.
+               512 rows are 8 warpgroup rows (two tiles in three span two
+               sequences), here on 48 sequences (144 tiles of one sequence,
+               more than the SMs: persistent without a grid cap too; not in
+               the sanitizers' quick list); 460 x 1111 with rising scores, 8
+               warpgroup rows with a partial last one; 200 rows (4) of 7
+               heads, whose last tile has one warpgroup with rows and two
+               idle */
+            if (!quick) {
+                c = base; c.d = 64; c.sq = 512; c.sk = 512; c.batch = 4; c.hq = 12; c.hkv = 4; c.sm90_shape = 2;
+                c.name = NAME("d64 512 b4 GQA 12/4, 3 warpgroups, flat tiles"); cs.push_back(c);
+            }
+            c = base; c.d = 64; c.sq = 460; c.sk = 1111; c.batch = 2; c.hq = 3; c.hkv = 3; c.ramp = 1; c.sm90_shape = 2;
+            c.name = NAME("d64 460x1111 b2, keys ramped, 3 warpgroups, flat tiles"); cs.push_back(c);
+            c = base; c.d = 64; c.sq = 200; c.sk = 333; c.batch = 1; c.hq = 7; c.hkv = 7; c.strided = 1; c.sm90_shape = 2;
+            c.name = NAME("d64 200x333 7 heads strided, 3 warpgroups, flat tiles"); cs.push_back(c);
             /* the lengths that take four warpgroups (fa__sm90_quad_d64), whole tiles */
             c = base; c.d = 64; c.sq = 512; c.sk = 512; c.causal = 1; c.hq = 4; c.hkv = 2; c.sm90_shape = 3;
             c.name = NAME("d64 512 causal GQA, 4 warpgroups"); cs.push_back(c);
