@@ -2543,6 +2543,8 @@ static fa_status fa__launch_fwd(const char *fn, const fa__fwd_params &p, int bat
      not.)
      Registers: until the mask limits became 32-bit (fa__mask_cut) and cw
      warp-uniform (CW_UNIFORM in the kernel), this shape spilled 24 bytes.
+     Persistent and without a mask it walks flat tiles, with a ring of 4
+     stages (FLAT in the kernel, fa__sm90_flat).
    QUAD: d 64's four consumer warpgroups, BLOCK_M 256 with 64-key blocks
      (112 registers a consumer thread leave no room for 128 keys), 6
      stages (194 KB with the O tile and two Q tiles), persistent as the
