@@ -2757,9 +2757,10 @@ static bool fa__sm90_persist_d64(const fa__fwd_params &p, int batch, int sms)
                                         fa__sm90_can_persist(p, fa__sm90_tiles(p, batch, BM), sms));
 }
 
-/* The flat walk (FLAT in the kernel): a persistent block of WG >= 3
-   warpgroups (tiles0 tiles of one sequence each), no causal / window
-   mask (fa__sm90_walk1), one length for every sequence, and at least WG
+/* The flat walk (FLAT in the kernel; the launch has it for the
+   three-warpgroup shape): persistent blocks (more than sms tiles of one
+   sequence each, tiles0, or the tests' grid cap), no causal / window mask
+   (fa__sm90_walk1), one length for every sequence, and at least WG
    warpgroup rows in a sequence, so that a tile holds rows of at most two.
    FA__SM90_FLAT=0 leaves it out (the tiles of one sequence each).
    Its ring has 4 stages, where the walk of one sequence's tiles has 3 (201
@@ -2867,7 +2868,6 @@ static fa_status fa__launch_fwd_sm90(const char *fn, const fa__fwd_params &p, in
            two-warpgroup kernels' pairs are the same work when M is even.) */
         while (blocks > 1 && fa__gcd(blocks, per_head) > 1) blocks--;
     }
-
 #ifdef FLASHATTN_TEST_HOOKS
     if (PERSIST && fa__sm90_grid_cap > 0 && blocks > fa__sm90_grid_cap) blocks = fa__sm90_grid_cap; /* any mask */
 #endif
