@@ -1195,8 +1195,9 @@ typedef struct fa__sm90_walk {
 } fa__sm90_walk;
 /* (host) the walk of WG consumer warpgroups' tiles of 64 WG rows, m_blocks
    of them per sequence, batch sequences; one_tile: a block per tile, on
-   sms SMs */
-static fa__sm90_walk fa__sm90_walk_for(int WG, const fa__fwd_params &p, int m_blocks, int batch, bool one_tile,
+   sms SMs; flat: the kernel's FLAT walk, where m_blocks counts a
+   sequence's warpgroup rows and no tile needs a pad */
+static fa__sm90_walk fa__sm90_walk_for(int WG, const fa__fwd_params &p, int m_blocks, int batch, bool one_tile, bool flat,
                                        int sms)
 {
     fa__sm90_walk w;
@@ -1204,7 +1205,7 @@ static fa__sm90_walk fa__sm90_walk_for(int WG, const fa__fwd_params &p, int m_bl
     w.heads = fa__fastdiv_for((uint32_t)p.heads_q);
     const int wg_rows = (p.seqlen_q + 63) / 64; /* the sequence's warpgroup rows of 64 */
     if (WG >= 3 && p.has_right && !p.cu_seqlens_q && m_blocks >= 4) w.pad = m_blocks * 64 * WG - p.seqlen_q;
-    else if (WG >= 3 && !p.has_right && !p.cu_seqlens_q && m_blocks >= 2 && wg_rows % WG == 1) w.pad = 64;
+    else if (WG >= 3 && !p.has_right && !p.cu_seqlens_q && m_blocks >= 2 && wg_rows % WG == 1 && !flat) w.pad = 64;
     else w.pad = 0; /* (m_blocks covers the rows either way: with wg_rows % WG == 1, M BM >= sq + 128) */
     const int hb = p.heads_q * batch, want = FA__TAIL_PCT * ((sms + m_blocks - 1) / m_blocks) / 100;
     w.tail = want < hb ? want : hb; /* (heads x batches) */
@@ -1660,7 +1661,7 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
        knows it is warp-uniform. */
     struct fa__tile_slot {
         int m_block, h, b, done, count_w[4];
-        int split, row0, h1, b1, row0_1; /* (FLAT, below) */
+        int split, row0, h1, b1, row0_1; /* (FLAT, below: h, b, row0 the first segment's, h1, b1, row0_1 the second's) */
     };
     static_assert(sizeof(fa__tile_slot) <= FA__SM90_SLOT_BYTES, "tile slot");
     /* the u-th tile's slot (HANDOFF), a generic pointer into shared memory */
@@ -1858,8 +1859,11 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
                before the last in it has been released (the Q empty
                barrier); the Q copy's arrival publishes it, or, with no Q,
                an arrival of its own */
-            auto publish = [&](const fa__extent &x, int m_block, int h, int b, bool done) {
+            auto slot_free = [&]() {
                 if (q_uses >= QB) fa__mbar_wait(q_empty(q_uses), q_phase(q_uses - QB));
+            };
+            auto publish = [&](const fa__extent &x, int m_block, int h, int b, bool done) {
+                slot_free();
                 if (lane == 0) {
                     fa__tile_slot *t = slot(q_uses);
                     t->m_block = m_block;
@@ -1888,7 +1892,7 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
                 const fa__extent x1 = fa__fwd_extent(p, b1, -64 * split, BM, BN);
                 const bool keys = x0.n_end > x0.n_begin; /* (the same blocks for both) */
                 const int working = two ? WG : split;    /* warpgroups with rows */
-                if (q_uses >= QB) fa__mbar_wait(q_empty(q_uses), q_phase(q_uses - QB));
+                slot_free();
                 if (lane == 0) {
                     fa__tile_slot *t = slot(q_uses);
                     t->h = h0, t->b = b0, t->row0 = x0.row0;
@@ -2804,8 +2808,7 @@ static fa_status fa__launch_fwd_sm90(const char *fn, const fa__fwd_params &p, in
     constexpr int FST = CAN_FLAT ? FA__SM90_FLAT_STAGES : ST;
     const int64_t tiles0 = fa__sm90_tiles(p, batch, BM);
     const bool flat = CAN_FLAT && fa__sm90_flat(WG, p, tiles0, gpu.sms);
-    const size_t smem = flat ? fa__sm90_smem(D, BM, BN, FST, O_OWN, fa__sm90_q_bufs(WG, PERSIST, O_OWN))
-                             : fa__sm90_smem(D, BM, BN, ST, O_OWN, fa__sm90_q_bufs(WG, PERSIST, O_OWN));
+    const size_t smem = fa__sm90_smem(D, BM, BN, flat ? FST : ST, O_OWN, fa__sm90_q_bufs(WG, PERSIST, O_OWN));
     void (*kern)(const fa__tma_maps, const fa__fwd_params, int, int, const fa__sm90_walk) =
         flat ? fa__fwd_kernel_sm90<BF16, D, BN, FST, PERSIST, WG, CAN_FLAT> : fa__fwd_kernel_sm90<BF16, D, BN, ST, PERSIST, WG>;
     const int vq = p.cu_seqlens_q != NULL, vk = p.cu_seqlens_k != NULL;
@@ -2871,9 +2874,8 @@ static fa_status fa__launch_fwd_sm90(const char *fn, const fa__fwd_params &p, in
 #ifdef FLASHATTN_TEST_HOOKS
     if (PERSIST && fa__sm90_grid_cap > 0 && blocks > fa__sm90_grid_cap) blocks = fa__sm90_grid_cap; /* any mask */
 #endif
-    fa__sm90_walk wk = fa__sm90_walk_for(WG, p, m_blocks, batch, blocks >= tiles, gpu.sms);
-    if (flat) wk.pad = 0;
-    kern<<<blocks, 128 * (WG + FA__SM90_WARPSPEC), smem, stream>>>(tm, p, m_blocks, batch, wk);
+    kern<<<blocks, 128 * (WG + FA__SM90_WARPSPEC), smem, stream>>>(
+        tm, p, m_blocks, batch, fa__sm90_walk_for(WG, p, m_blocks, batch, blocks >= tiles, flat, gpu.sms));
     e = cudaGetLastError();
     if (e != cudaSuccess) return fa__cuda_fail(fn, e, "kernel launch");
 #ifdef FLASHATTN_TEST_HOOKS

@@ -493,7 +493,7 @@ int main(int argc, char **argv)
                no mask, one length for all): tiles of any three warpgroup
                rows of the list of all sequences' rows, so a tile may hold
                the end of one sequence (or batch) and the start of the next.
-               512 rows are 8 warpgroup rows (two tiles in three span two
+               512 rows are 8 warpgroup rows (two tiles in eight span two
                sequences), here on 48 sequences (144 tiles of one sequence,
                more than the SMs: persistent without a grid cap too; not in
                the sanitizers' quick list); 460 x 1111 with rising scores, 8

@@ -31,9 +31,9 @@ __device__ int4 fa__tr_buf[8 * 8192];
 """)
 tid = "    const int tid = threadIdx.x + (FA__SM90_WARPSPEC ? 0 : 128), warp = tid / 32, lane = tid % 32;\n"
 rep(tid, tid + "    int tr_i = 0, tr_k = 0; /* tr_k: the producer's tile, for copy_q / copy_kv */\n    FA__TR(0, 0, 0);\n")
-# (twice: publish, and the flat walk's flat_tile, which publishes its own slots)
+# (slot_free: publish's, and the flat walk's flat_tile, which publishes its own slots)
 rep("        if (q_uses >= QB) fa__mbar_wait(q_empty(q_uses), q_phase(q_uses - QB));\n",
-    "        if (q_uses >= QB) fa__mbar_wait(q_empty(q_uses), q_phase(q_uses - QB));\n        FA__TR(1, tr_k, 0);\n", 2)
+    "        if (q_uses >= QB) fa__mbar_wait(q_empty(q_uses), q_phase(q_uses - QB));\n        FA__TR(1, tr_k, 0);\n")
 rep("                const int a = u * WG, hb = fa__fastdiv_q(wk.m, a), r0 = a - hb * m_blocks;\n",
     "                tr_k = k;\n                const int a = u * WG, hb = fa__fastdiv_q(wk.m, a), r0 = a - hb * m_blocks;\n")
 rep("        if (r >= STAGES) fa__mbar_wait(k_empty(s), use);\n",
