@@ -1184,9 +1184,14 @@ __host__ __device__ inline int fa__fastdiv_q(const fa__fastdiv &f, int n)
    (18:34-18:40). Heaviest first across all heads, in groups, measured
    slower on 2026-11-25: a head's tiles then no longer read its K and V
    at about the same moment. In the grid d64 causal 8k, also a block per
-   tile, +1.1%; the rest within 0.7%. */
+   tile, +1.1%; the rest within 0.7%. With the early copies (EARLY) the
+   best share moved up: against 50, three runs of 30 reps (H100,
+   2026-11-28 04:54 UTC), d 256 causal 512 +0.3% at 60, +0.6 to +0.7% at
+   70, +1.4 to +1.5% at 85 (28 heads of 256: 311.2 -> 315.9), -0.3 to
+   +0.1% at 100 and -0.9 to -1.0% at 130; at 85 causal 1k 0.0 to +0.5%, 2k
+   and non-causal within 0.3%. */
 #ifndef FA__TAIL_PCT
-#define FA__TAIL_PCT 50
+#define FA__TAIL_PCT 85
 #endif
 typedef struct fa__sm90_walk {
     fa__fastdiv m, heads;
