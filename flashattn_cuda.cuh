@@ -269,7 +269,11 @@ template <bool BF16> static __device__ __forceinline__ uint32_t fa__pack2(float 
     return r;
 }
 
-/* 2^x on the special-function unit (one MUFU.EX2); ex2(-inf) = 0. */
+/* 2^x on the special-function unit (one MUFU.EX2); ex2(-inf) = 0. A share
+   of them on the FMA pipe instead (2^round(x) in the exponent times a
+   degree-3 polynomial, nine instructions) made the sm_90a forward slower at
+   every share tried, 1 in 16 to 1 in 3 (d 64 0.9-16%, d 128 2-11%; H100,
+   2026-11-28): its softmax waits on instruction issue, not on the MUFU. */
 static __device__ __forceinline__ float fa__exp2(float x)
 {
     float y;
