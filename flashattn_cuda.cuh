@@ -2325,7 +2325,12 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
                             fa__rescale_o(acc_o, alpha);
                         fa__pack_p<BF16>(s, pa);
                     };
-                    /* the last P V */
+                    /* the last P V. (The next tile's S_0 issued here, beside it or
+                       after it, so that it computes under the epilogue, measured
+                       slower in the HANDOFF kernels: d 64 non-causal 512 -7% when
+                       the turn waited for the next tile's K_0, -3% when issued
+                       only where K_0 had landed, causal 1k -10% / -4%; H200,
+                       2026-11-28, bench/results fwd-d64-trials-1131.md.) */
                     auto finish = [&]() {
                         my_turn();
                         issue_pv(count_w - 1);
