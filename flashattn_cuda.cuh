@@ -273,7 +273,10 @@ template <bool BF16> static __device__ __forceinline__ uint32_t fa__pack2(float 
    of them on the FMA pipe instead (2^round(x) in the exponent times a
    degree-3 polynomial, nine instructions) made the sm_90a forward slower at
    every share tried, 1 in 16 to 1 in 3 (d 64 0.9-16%, d 128 2-11%; H100,
-   2026-11-28): its softmax waits on instruction issue, not on the MUFU. */
+   2026-11-28): its softmax waits on instruction issue, not on the MUFU.
+   The packed 16-bit forms (ex2.approx.ftz.bf16x2, ex2.approx.f16x2) are
+   two MUFU operations each on sm_90a, 16 exponentials a clock per SM as
+   here (bench/micro/ex2_packed.cu, H200, 2026-11-28). */
 static __device__ __forceinline__ float fa__exp2(float x)
 {
     float y;
@@ -959,7 +962,9 @@ fa__fwd_kernel_sm80(const fa__fwd_params p)
       the 128 of the warpgroup before it, which arrive when their turn
       ends), so the turns go round and one warpgroup's softmax runs while
       another's products occupy the tensor cores. (FA__SM90_PINGPONG = 0
-      turns it off, for the ablation.)
+      turns it off, for the ablation.) Not in d 64's four-warpgroup shape,
+      whose warpgroups issue as soon as they are ready: see PINGPONG in
+      the kernel.
 
    6. Persistent blocks. With more tiles (query block, head, batch) than
       SMs and one length for all sequences, the grid has one block per SM
@@ -1643,6 +1648,21 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
        below): in d 64's three- and four-warpgroup shapes and at d 256, whose 80-key
        blocks do not divide the 64 rows of a warpgroup */
     constexpr bool WG_STOP = WG >= 3 || D == 256;
+    /* PINGPONG: the turns of item 5, but for four consumer warpgroups (d
+       64's QUAD shape, fa__sm90_shape). There a round of turns has each
+       warpgroup wait for three others' products, and its 64-key blocks'
+       products are short, so the tensor cores' queue stays fed without
+       them. Without turns against with (H200, 2026-11-28 16:59 and 17:01
+       UTC, two runs of 30 reps, TFLOP/s): causal 256 175.5 / 187.7, 512
+       256.8 / 266.1 and 254.3 / 264.1, and, with the shape now taken there
+       (fa__sm90_quad_d64), causal 640 260.6 / 266.3, 768 291.6 / 294.8 and
+       286.2 / 290.3, 1k 343.1 / 347.4 and 338.6 / 343.7 (those three
+       against three warpgroups with turns; with turns four were 3-4%
+       slower than three there); non-causal 256 318.1 / 319.0. The three-
+       and two-warpgroup shapes keep them: without, d 64's three-warpgroup
+       kernels were 6-14% slower at 512-4k tokens (16:55 UTC; causal 512
+       there is this shape's, +3.9%). */
+    constexpr bool PINGPONG = FA__SM90_PINGPONG && WG != 4;
     static_assert(D % 64 == 0 && BN % 16 == 0 && BN <= 256, "sm_90a tile shape");
 
     extern __shared__ uint8_t fa__smem90[];
@@ -2007,7 +2027,7 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
        last turn at the end. (Per tile, the last warpgroup could arrive for
        the next tile before warpgroup 0 took its last arrival, and two
        arrivals of one warpgroup would complete the barrier.) */
-    if (FA__SM90_PINGPONG && cw == WG - 1) fa__named_arrive(1, 256);
+    if (PINGPONG && cw == WG - 1) fa__named_arrive(1, 256);
     /* (HANDOFF: at most one tile a round, and the slot after the last says
        done; bounded by rounds all the same: unbounded, ptxas spilled 108
        bytes) */
@@ -2265,8 +2285,8 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
                 if (loader && it + STAGES < count) copy_kv(src, x, x.n_begin + it + STAGES, ring + it + STAGES);
             };
 
-            auto my_turn = [&]() { if (FA__SM90_PINGPONG) fa__named_sync(1 + cw, 256); };
-            auto end_turn = [&]() { if (FA__SM90_PINGPONG) fa__named_arrive(1 + (cw + 1) % WG, 256); };
+            auto my_turn = [&]() { if (PINGPONG) fa__named_sync(1 + cw, 256); };
+            auto end_turn = [&]() { if (PINGPONG) fa__named_arrive(1 + (cw + 1) % WG, 256); };
 
             /* key block it >= count_w, past this warpgroup's rows: its
                turn(s) and its stages, released once landed */
@@ -2390,7 +2410,7 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
         } else
             fa__store_o_rows<BF16>(p, acc_o, inv, go, wrow0, x.sq, g, t);
     }
-    if (FA__SM90_PINGPONG && cw == 0) fa__named_sync(1, 256);
+    if (PINGPONG && cw == 0) fa__named_sync(1, 256);
     /* the last TMA store of O has written global memory (and read the
        staging, which must outlive it) before the block exits */
     if (O_STAGED) fa__bulk_wait<false>();
@@ -2584,6 +2604,9 @@ static fa_status fa__launch_fwd(const char *fn, const fa__fwd_params &p, int bat
      both everywhere: it is the fourth warpgroup, not the narrow blocks.
      (On 2026-11-24, before the persistent walks and the tile handoff,
      four were 2-14% slower but at non-causal 512: fwd-d64-4wg-trial.md.)
+     Since 2026-11-28 it issues its products without pingpong turns (the
+     kernel's PINGPONG), 2-7% faster, and is taken under a causal mask up
+     to 1024 rows too.
    wgs: consumer warpgroups. Fewer: d 256 with one consumer warpgroup and two
    blocks an SM (so that one block's Q load and O store run under the
    other's products; 64-key blocks in one stage, or 32 in two) ran 4-8%
@@ -2675,12 +2698,17 @@ template <int D> static bool fa__sm90_long_rows(const fa__fwd_params &p, bool pe
 
 /* d 64's four-warpgroup shape (QUAD in fa__sm90_shape's notes), where its
    256-row tiles measured faster than the 192-row ones: 193-256 rows, and
-   449-512 under a causal mask (a right bound without a left one). Both
-   lengths at most that (measured only with as many keys as rows). */
+   449-1024 under a causal mask (a right bound without a left one). Both
+   lengths at most that (measured only with as many keys as rows). Up to
+   512 with turns (item 5); 1024 once the shape went without them (the
+   kernel's PINGPONG). Wider, against three warpgroups (H200, 2026-11-28
+   17:01 UTC, one run of 30 reps, TFLOP/s): causal 1536 397.5 / 363.9, 2k
+   429.6 / 413.8, 4k 492.5 / 463.1; non-causal 384 376.0 / 316.5, 512 407.9
+   / 387.6, 768 447.0 / 410.8, 1k 479.9 / 439.0. */
 static bool fa__sm90_quad_d64(const fa__fwd_params &p)
 {
     const int n = p.seqlen_q > p.seqlen_k ? p.seqlen_q : p.seqlen_k;
-    return (n > 192 && n <= 256) || (p.has_right && !p.has_left && n > 448 && n <= 512);
+    return (n > 192 && n <= 256) || (p.has_right && !p.has_left && n > 448 && n <= 1024);
 }
 
 /* fa__sm90_shape's SH for head dim D (persist64: fa__sm90_persist_d64) */
