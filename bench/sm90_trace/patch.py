@@ -48,8 +48,9 @@ rep("""        const int wrow0 = x.row0 + 64 * cw + 16 * (warp % 4); /* this war
     """        const int wrow0 = x.row0 + 64 * cw + 16 * (warp % 4); /* this warp's first row */\n        FA__TR(10, k, x.n_end - x.n_begin);""")
 rep("""                if (!HANDOFF) fa__mbar_wait(q_full(q_uses), q_phase(q_uses));\n                if (FA__SM90_OVERLAP) {""",
     """                if (!HANDOFF) fa__mbar_wait(q_full(q_uses), q_phase(q_uses));\n                FA__TR(11, k, 0);\n                if (FA__SM90_OVERLAP) {""")
-rep("""            auto my_turn = [&]() { if (PINGPONG) fa__named_sync(1 + cw, 256); };""",
-    """            auto my_turn = [&]() { FA__TR(18, k, 0); if (PINGPONG) fa__named_sync(1 + cw, 256); FA__TR(12, k, 0); };""")
+# the turn's wait, traced on both sides (the line's two ends: whatever condition the turn has)
+rep("auto my_turn = [&]() { ", "auto my_turn = [&]() { FA__TR(18, k, 0); ")
+rep("fa__named_sync(1 + cw, 256); };", "fa__named_sync(1 + cw, 256); FA__TR(12, k, 0); };")
 rep("""                        fa__wgmma_wait<0>();
                         fa__fence_regs(s_flat);
                         release_k(0);
