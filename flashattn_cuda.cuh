@@ -237,6 +237,15 @@ static __device__ __forceinline__ void fa__ldmatrix_x4_trans(uint32_t r[4], uint
                  : "r"(smem_addr)
                  : "memory");
 }
+/* stmatrix.x4, ldmatrix.x4's inverse: lanes 8i..8i+7 give the rows of
+   matrix i, and each thread's r[i] holds its two elements of matrix i
+   (row lane / 4, columns 2 (lane % 4) and + 1: an mma accumulator's place) */
+static __device__ __forceinline__ void fa__stmatrix_x4(uint32_t smem_addr, const uint32_t r[4])
+{
+    asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(smem_addr), "r"(r[0]),
+                 "r"(r[1]), "r"(r[2]), "r"(r[3])
+                 : "memory");
+}
 
 /* D = A B + D for one 16x8x16 tile, fp32 accumulate. BF16 selects the input type. */
 template <bool BF16>
@@ -641,6 +650,24 @@ static __device__ __forceinline__ float fa__quad_sum(float v)
     return v + __shfl_xor_sync(0xffffffffu, v, 2);
 }
 
+/* lg2.approx.ftz (abs error 2^-22) and rcp.approx.ftz (rel error 2^-23)
+   of a row's sum l, which is 0 or at least 1 (its largest term is 2^0), so
+   flushing subnormals to 0 changes nothing. __log2f and __fdividef are
+   the same instructions without ftz, and each adds a test for subnormals
+   and a rescale around it: 3 to 5 instructions a row on the epilogue's
+   path, where every instruction counts (fa__finish_rows). */
+static __device__ __forceinline__ float fa__lg2_ftz(float x)
+{
+    float r;
+    asm("lg2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
+    return r;
+}
+static __device__ __forceinline__ float fa__rcp_ftz(float x)
+{
+    float r;
+    asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
+    return r;
+}
 /* L = m ln 2 + ln l of query row i (natural log; -inf for a row that saw no
    key), when the caller asked for L: its [b, h, i] slot, or [h, token] with
    cu_seqlens. l is the row's whole sum (the quad already reduced). */
@@ -650,7 +677,7 @@ static __device__ __forceinline__ void fa__store_lse(const fa__fwd_params &p, fl
     if (!p.lse) return;
     const int64_t li = p.cu_seqlens_q ? (int64_t)h * p.cu_seqlens_q[nbatch] + q_tok0 + i
                                       : ((int64_t)b * p.heads_q + h) * p.seqlen_q + i;
-    p.lse[li] = l > 0.0f ? (m + __log2f(l)) * FA__GPU_LN2 : -INFINITY; /* lg2.approx: abs error 2^-22 */
+    p.lse[li] = l > 0.0f ? (m + fa__lg2_ftz(l)) * FA__GPU_LN2 : -INFINITY;
 }
 
 /* The epilogue, in steps. fa__finish_rows needs no O: per row of this
@@ -668,12 +695,12 @@ static __device__ __forceinline__ void fa__finish_rows(const fa__fwd_params &p, 
 #pragma unroll
         for (int hf = 0; hf < 2; hf++) {
             l_run[mt][hf] = fa__quad_sum(l_run[mt][hf]);
-            /* __fdividef, not '/': the IEEE division and its slow-path
-               branch sat on the sm_90a epilogue's critical path. Its
-               range limit (a divisor above 2^126) never applies: a row
-               that saw a key has 1 <= l <= its key count (the maximum's
-               own term is 2^0). */
-            inv[mt][hf] = l_run[mt][hf] > 0.0f ? __fdividef(p.out_scale, l_run[mt][hf]) : 0.0f;
+            /* rcp.approx, not '/': the IEEE division and its slow-path
+               branch sat on the sm_90a epilogue's critical path (and
+               __fdividef, the same rcp without ftz, on a shorter one:
+               fa__rcp_ftz). A row that saw a key has 1 <= l <= its key
+               count (the maximum's own term is 2^0). */
+            inv[mt][hf] = l_run[mt][hf] > 0.0f ? p.out_scale * fa__rcp_ftz(l_run[mt][hf]) : 0.0f;
         }
 }
 template <int MT>
@@ -681,14 +708,16 @@ static __device__ __forceinline__ void fa__store_lse_rows(const fa__fwd_params &
                                                           const float (&l_run)[MT][2], int wrow0, int sq, int h,
                                                           int b, int64_t q_tok0, int nbatch, int g, int t)
 {
+    /* Every lane of a quad holds its two rows' whole m and l: lane t = 0
+       stores row g, t = 1 row g + 8, one store each (lane 0 storing both
+       was twice the instructions on the epilogue's path) */
 #pragma unroll
-    for (int mt = 0; mt < MT; mt++)
-#pragma unroll
-        for (int hf = 0; hf < 2; hf++) {
-            const int i = wrow0 + mt * 16 + g + hf * 8;
-            if (t == 0 && (unsigned)i < (unsigned)sq) /* (0 <= i < sq) */
-                fa__store_lse(p, m_run[mt][hf], l_run[mt][hf], i, h, b, q_tok0, nbatch);
-        }
+    for (int mt = 0; mt < MT; mt++) {
+        const int hf = t & 1, i = wrow0 + mt * 16 + g + hf * 8;
+        if (t < 2 && (unsigned)i < (unsigned)sq) /* (0 <= i < sq) */
+            fa__store_lse(p, hf ? m_run[mt][1] : m_run[mt][0], hf ? l_run[mt][1] : l_run[mt][0], i, h, b, q_tok0,
+                          nbatch);
+    }
 }
 template <bool BF16, int MT, int NO>
 static __device__ __forceinline__ void fa__store_o_rows(const fa__fwd_params &p, const float (&acc_o)[MT][NO][4],
@@ -955,6 +984,18 @@ fa__fwd_kernel_sm80(const fa__fwd_params p)
       d 64 and 128 (bench/results fwd-pv-wait-trial-0040.md). (FA__SM90_OVERLAP
       = 0 issues the products in separate turns, for the ablation in
       bench/results/.)
+      What a warpgroup does outside the key loop (a tile's set-up, the
+      last P V's wait, L and O out) is one chain of mostly dependent
+      instructions, issued beside the other warpgroups' softmaxes, and
+      each instruction there cost about 5 cycles of the tile's time: a
+      clock() trace of d 64 at 512 tokens (H200, 2026-11-29) had 14.8k
+      cycles a tile, 5.1k of them outside the key loop, and 24 more
+      instructions in L's store made the tile 130 cycles longer. Hence
+      the short epilogue: 1 / l and log2 l with ftz (fa__rcp_ftz), one L
+      row a lane (fa__store_lse_rows), O staged by stmatrix
+      (fa__sm90_store_o), K and V descriptors stepped (issue_qk), and the
+      flat walk's extent without the general cases (FLAT): together +6%
+      at d 64 512 tokens, +2.5 to +4.6% at 1k-4k.
 
    5. Pingpong between the consumer warpgroups (seed 003, §3.1): a
       warpgroup issues its products only in its turn, kept by one named
@@ -1536,7 +1577,7 @@ static __device__ __forceinline__ void fa__sm90_store_o(const fa__fwd_params &p,
                                                         int64_t q_tok0, int wtid, int bar, const fa__tma_maps &tm)
 {
     constexpr int CH = D / 8; /* 16-byte chunks per row */
-    const int lane = wtid % 32, g = lane / 4, t = lane % 4, r0 = 16 * (wtid / 32) + g;
+    const int lane = wtid % 32;
     /* By TMA when O's map exists and clips the rows right: with cu_seqlens
        its rows run on into the next sequence, so a warpgroup whose rows
        pass the end of its sequence copies them out itself, and so does one
@@ -1545,13 +1586,21 @@ static __device__ __forceinline__ void fa__sm90_store_o(const fa__fwd_params &p,
        instruction (H100, 2026-11-25 17:07 UTC, the tests), where the loads
        of such boxes ran right in every test. */
     const bool by_tma = tm.o_ok && row0 >= 0 && (!p.cu_seqlens_q || row0 + 64 <= sq);
+    /* The warp's 16 rows, O = O~ inv in 16 bits, by stmatrix: four 8 x 8
+       matrices (8 rows x one 16-byte chunk) a store, (rows 0-7, chunk 2j),
+       (8-15, 2j), (0-7, 2j + 1), (8-15, 2j + 1); lane l gives row l % 8 of
+       matrix l / 8. A 32-bit store per row and chunk took 16 stores and
+       their addresses at d 64 (H200, 2026-11-29: +0.2 to +0.5% at d 64) */
+    const int rs = 16 * (wtid / 32) + lane % 8 + 8 * ((lane / 8) % 2);
 #pragma unroll
-    for (int hf = 0; hf < 2; hf++) {
-        const int r = r0 + 8 * hf;
+    for (int j = 0; j < CH / 2; j++) {
+        uint32_t w[4];
 #pragma unroll
-        for (int c = 0; c < CH; c++)
-            fa__st_shared32(st + fa__sm90_chunk(r, c, blk) + 4 * t,
-                            fa__pack2<BF16>(acc_o[0][c][2 * hf] * inv[0][hf], acc_o[0][c][2 * hf + 1] * inv[0][hf]));
+        for (int q = 0; q < 4; q++) {
+            const int hf = q % 2, c = 2 * j + q / 2;
+            w[q] = fa__pack2<BF16>(acc_o[0][c][2 * hf] * inv[0][hf], acc_o[0][c][2 * hf + 1] * inv[0][hf]);
+        }
+        fa__stmatrix_x4(st + fa__sm90_chunk(rs, 2 * j + lane / 16, blk), w);
     }
     /* the rows written above, made visible to the copy engine (the async
        proxy) before thread 0 hands them to it */
@@ -2063,7 +2112,19 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
         } else if (!unit(k, m_block, h, b)) {
             continue;
         }
-        const fa__extent x = fa__fwd_extent(p, b, FLAT ? frow0 : tile_row0(m_block), BM, BN);
+        /* FLAT: no mask and one length (fa__sm90_flat), so every key block,
+           found without fa__fwd_extent's cases for cu_seqlens, seqlens_k and
+           the mask's bounds (nor fa__mask_cut_for's, below): about 80
+           instructions a tile, and each instruction outside the key loop
+           costs a warpgroup about 5 cycles of its tile's time (item 4) */
+        fa__extent x;
+        if constexpr (FLAT) {
+            x.sq = p.seqlen_q; x.sk = p.seqlen_k; x.row0 = frow0;
+            x.n_begin = 0; x.n_end = (x.sk + BN - 1) / BN;
+            x.q_tok0 = x.k_tok0 = 0; x.shift = (int64_t)x.sk - x.sq;
+        } else {
+            x = fa__fwd_extent(p, b, tile_row0(m_block), BM, BN);
+        }
         if (!HANDOFF && x.row0 >= x.sq) continue; /* (the producer hands over only tiles with rows) */
         const int wrow0 = x.row0 + 64 * cw + 16 * (warp % 4); /* this warp's first row */
         float m_run[1][2] = {{-INFINITY, -INFINITY}}, l_run[1][2] = {{0.0f, 0.0f}}, alpha[1][2];
@@ -2197,6 +2258,7 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
             };
             /* issue S = Q K_it^T once K_it has landed (no wait for the
                result) */
+            constexpr bool KV_STEP = !(D == 128 && BN == 176); /* (issue_qk) */
             auto issue_qk = [&](int it) {
                 /* Descriptors (K-major Q and K, see the layout above). Q's
                    rows depend on the warpgroup, so its descriptors are
@@ -2204,26 +2266,38 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
                    registers: one descriptor and a one-instruction step per
                    product (fa__wg_desc_step) instead of each built whole:
                    d 128 1-4% and d 256 2-7% faster, d 64 the same (H100,
-                   2026-11-24). Stepping K's and V's too (uniform values
-                   already) cost d 64 2-4% in the same runs, and stepping the
-                   backward's per-warpgroup K and V rows cost its d 64 2% for
-                   at most 1.5% at d 128: those stay built whole. */
+                   2026-11-24). K's and V's too (KV_STEP): each built whole
+                   was 5 uniform instructions a product, 60 a key block at
+                   d 64 (stepped: d 64 +0.5 to +2.7%, H200, 2026-11-29; on
+                   2026-11-24's kernel, H100, stepping them had cost d 64
+                   2-4%). Not in d 128's 176-key kernels, where it measured
+                   2-3.5% slower at 8k-16k tokens (H200, 2026-11-29 05:36 and 05:38 UTC,
+                   with the epilogue's changes of that day). Stepping the
+                   backward's per-warpgroup K and V rows cost its d 64 2%
+                   for at most 1.5% at d 128: those stay built whole. */
                 const uint64_t qd = fa__wg_desc(QB == 1 ? qw0 : q_tile(q_uses) + qw, 16, 1024);
                 const uint32_t kbase = sK + landed(k_full(at(it) % STAGES), it);
+                const uint64_t kd = fa__wg_desc(kbase, 16, 1024);
                 fa__wgmma_fence();
 #pragma unroll
                 for (int kk = 0; kk < D / 16; kk++)
                     fa__wgmma<BN, BF16>::ss(s_flat, fa__wg_desc_step(qd, (kk / 4) * BM * 128 + (kk % 4) * 32),
-                                           fa__wg_desc(kbase + (kk / 4) * BN * 128 + (kk % 4) * 32, 16, 1024), kk > 0);
+                                           KV_STEP ? fa__wg_desc_step(kd, (kk / 4) * BN * 128 + (kk % 4) * 32)
+                                                   : fa__wg_desc(kbase + (kk / 4) * BN * 128 + (kk % 4) * 32, 16, 1024),
+                                           kk > 0);
                 fa__wgmma_commit();
             };
             /* issue O~ += P V_it once V_it has landed */
             auto issue_pv = [&](int it) {
                 const uint32_t vbase = sV + landed(v_full(at(it) % STAGES), it);
+                const uint64_t vd = fa__wg_desc(vbase, BN * 128, 1024);
                 fa__wgmma_fence();
 #pragma unroll
                 for (int kk = 0; kk < BN / 16; kk++)
-                    fa__wgmma<D, BF16>::rs(o_flat, pa[kk][0], fa__wg_desc(vbase + kk * 2048, BN * 128, 1024), 1);
+                    fa__wgmma<D, BF16>::rs(o_flat, pa[kk][0],
+                                           KV_STEP ? fa__wg_desc_step(vd, kk * 2048)
+                                                   : fa__wg_desc(vbase + kk * 2048, BN * 128, 1024),
+                                           1);
                 fa__wgmma_commit();
             };
             /* LAZY_MAX (fa__softmax_tile): rows keep their maximum while it
@@ -2245,7 +2319,8 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
                cost 6% and the early test 2.5% (03:22 UTC), so d 128 and 256
                keep the chain and test after the wait. */
             constexpr bool SHORT_PATH = D == 64;
-            const fa__mask_cut cut = fa__mask_cut_for(p, x.sk, x.row0 + 64 * cw, x.row0 + 64 * cw + 63, x.shift);
+            const fa__mask_cut cut = FLAT ? fa__mask_cut{0, x.sk} /* (FLAT: keys past sk only) */
+                                          : fa__mask_cut_for(p, x.sk, x.row0 + 64 * cw, x.row0 + 64 * cw + 63, x.shift);
             auto needs_mask = [&](int it) { return fa__block_needs_mask(cut, (x.n_begin + it) * BN, BN); };
             /* S_it is complete: masks, then the online softmax (alpha for O~).
                early_mask: needs_mask(it), asked before the wait under

@@ -3,7 +3,9 @@
 forward kernel of a COPY of flashattn_cuda.cuh (never the original): the
 producer's Q / K / V issues and each consumer warpgroup's phases (tile start,
 Q landed, turn requested, turn taken, S ready, P V ready, softmax done,
-epilogue start / end), lane 0 of warps 0, 4, 8 (and 12) of blocks 0 and 1, into
+epilogue start / end; and where the producer hands tiles over, the wait for
+the tile's slot (22 before, 19 after), the end of epilogue_begin (20) and L
+stored (21)), lane 0 of warps 0, 4, 8 (and 12) of blocks 0 and 1, into
 __device__ fa__tr_buf. In a key block the trace waits for P V before the
 softmax, where ptxas 13.0 puts that wait in the untraced kernel (SASS
 "D1 D0 E"); each event is a branch, which ptxas does not schedule across.
@@ -11,6 +13,7 @@ Usage (the copies beside trace.cu, which includes "flashattn.h"):
   cp flashattn.h flashattn_cuda.cuh bench/sm90_trace/ && python3 bench/sm90_trace/patch.py bench/sm90_trace/flashattn_cuda.cuh
   nvcc -std=c++17 -O3 -gencode arch=compute_90a,code=sm_90a bench/sm90_trace/trace.cu -o trace
   ./trace D SEQLEN BATCH HEADS CAUSAL > tr.txt; python3 bench/sm90_trace/phases.py tr.txt
+  python3 bench/sm90_trace/segments.py tr.txt   (where the producer hands tiles over: d 64's long rows)
 The timestamps' global stores perturb the kernel a little (about 2% here).
 Where the producer hands the tiles over (HANDOFF, the persistent three-warpgroup
 kernel) the consumers wait for the tile's slot and Q before their tile start,
@@ -89,4 +92,12 @@ rep("""            fa__store_o_rows<BF16>(p, acc_o, inv, go, wrow0, x.sq, g, t);
     }""", """            fa__store_o_rows<BF16>(p, acc_o, inv, go, wrow0, x.sq, g, t);
         FA__TR(17, k, 0);
     }""")
+rep("""            fa__mbar_wait(q_full(q_uses), q_phase(q_uses));
+            const fa__tile_slot *t = slot(q_uses);""", """            FA__TR(22, k, 0);
+            fa__mbar_wait(q_full(q_uses), q_phase(q_uses));
+            FA__TR(19, k, 0);
+            const fa__tile_slot *t = slot(q_uses);""")
+rep("epilogue_begin(); /* l and m are final: the last softmax is done */",
+    "epilogue_begin(); /* l and m are final: the last softmax is done */ FA__TR(20, k, 0);")
+rep("        if (!LSE_EARLY) store_l();\n", "        if (!LSE_EARLY) store_l();\n        FA__TR(21, k, 0);\n")
 open(sys.argv[1],'w').write(s)

@@ -17,6 +17,8 @@ int main(int argc, char **argv) {
     srand(1);
     for (size_t i = 0; i < n; i++) h[i] = __float2bfloat16((rand() / (float)RAND_MAX) * 2 - 1);
     void *q, *k, *v, *o;
+    float *lse; /* L too, as bench/vs_torch.py asks for it */
+    cudaMalloc(&lse, (size_t)batch * heads * sq * 4);
     cudaMalloc(&q, n * 2); cudaMalloc(&k, n * 2); cudaMalloc(&v, n * 2); cudaMalloc(&o, n * 2);
     cudaMemcpy(q, h.data(), n * 2, cudaMemcpyHostToDevice);
     cudaMemcpy(k, h.data(), n * 2, cudaMemcpyHostToDevice);
@@ -27,9 +29,9 @@ int main(int argc, char **argv) {
     tk = tv = to = tq; tq.data = q; tk.data = k; tv.data = v; to.data = o;
     tq.dtype = tk.dtype = tv.dtype = to.dtype = FA_BF16;
     cudaEvent_t a, b; cudaEventCreate(&a); cudaEventCreate(&b);
-    for (int r = 0; r < 5; r++) if (fa_forward_cuda(&p, tq, tk, tv, to, NULL, NULL, 0, 0) != FA_OK) { printf("err %s\n", fa_last_error()); return 1; }
+    for (int r = 0; r < 5; r++) if (fa_forward_cuda(&p, tq, tk, tv, to, lse, NULL, 0, 0) != FA_OK) { printf("err %s\n", fa_last_error()); return 1; }
     cudaEventRecord(a);
-    for (int r = 0; r < 10; r++) fa_forward_cuda(&p, tq, tk, tv, to, NULL, NULL, 0, 0);
+    for (int r = 0; r < 10; r++) fa_forward_cuda(&p, tq, tk, tv, to, lse, NULL, 0, 0);
     cudaEventRecord(b); cudaEventSynchronize(b);
     float ms; cudaEventElapsedTime(&ms, a, b); ms /= 10;
     double fl = 4.0 * sq * sq * d * heads * batch * (causal ? 0.5 : 1);
