@@ -994,8 +994,9 @@ fa__fwd_kernel_sm80(const fa__fwd_params p)
       the short epilogue: 1 / l and log2 l with ftz (fa__rcp_ftz), one L
       row a lane (fa__store_lse_rows), O staged by stmatrix
       (fa__sm90_store_o), K and V descriptors stepped (issue_qk), and the
-      flat walk's extent without the general cases (FLAT): together +6%
-      at d 64 512 tokens, +2.5 to +4.6% at 1k-4k.
+      flat walk's extent without the general cases (FLAT): together
+      d 64 +2.5 to +5.8% (512 tokens the most), d 128 +0.4 to +2.9%
+      (H200, 2026-11-29 05:50 UTC, bench/results fwd-0547.md).
 
    5. Pingpong between the consumer warpgroups (seed 003, §3.1): a
       warpgroup issues its products only in its turn, kept by one named
@@ -2268,13 +2269,14 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
                    d 128 1-4% and d 256 2-7% faster, d 64 the same (H100,
                    2026-11-24). K's and V's too (KV_STEP): each built whole
                    was 5 uniform instructions a product, 60 a key block at
-                   d 64 (stepped: d 64 +0.5 to +2.7%, H200, 2026-11-29; on
+                   d 64 (stepped: d 64 +0.7 to +2.6%, H200, 2026-11-29; on
                    2026-11-24's kernel, H100, stepping them had cost d 64
                    2-4%). Not in d 128's 176-key kernels, where it measured
-                   2-3.5% slower at 8k-16k tokens (H200, 2026-11-29 05:36 and 05:38 UTC,
-                   with the epilogue's changes of that day). Stepping the
-                   backward's per-warpgroup K and V rows cost its d 64 2%
-                   for at most 1.5% at d 128: those stay built whole. */
+                   1.4-3.4% slower at 8k-16k tokens (H200, 2026-11-29 05:36
+                   and 05:38 UTC, with the epilogue's changes of that day).
+                   Stepping the backward's per-warpgroup K and V rows cost
+                   its d 64 2% for at most 1.5% at d 128: those stay built
+                   whole. */
                 const uint64_t qd = fa__wg_desc(QB == 1 ? qw0 : q_tile(q_uses) + qw, 16, 1024);
                 const uint32_t kbase = sK + landed(k_full(at(it) % STAGES), it);
                 const uint64_t kd = fa__wg_desc(kbase, 16, 1024);
