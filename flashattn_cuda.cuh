@@ -989,7 +989,8 @@ fa__fwd_kernel_sm80(const fa__fwd_params p)
       instructions, issued beside the other warpgroups' softmaxes, and
       each instruction there cost about 5 cycles of the tile's time: a
       clock() trace of d 64 at 512 tokens (H200, 2026-11-29) had 14.8k
-      cycles a tile, 5.1k of them outside the key loop, and 24 more
+      cycles a tile, 3.4k of them outside the key loop (and 2.8k the
+      first key block's S and softmax, with nothing to overlap), and 24 more
       instructions in L's store made the tile 130 cycles longer. Hence
       the short epilogue: 1 / l and log2 l with ftz (fa__rcp_ftz), one L
       row a lane (fa__store_lse_rows), O staged by stmatrix
