@@ -414,31 +414,36 @@ typedef struct fa__fwd_params {
    KV-cache lengths), first token rows with cu_seqlens, the bottom-right shift
    i' = i + shift, and the key blocks [n_begin, n_end) that any of its rows
    [row0, row0 + bm) can see (causal / window bounds; blocks outside are never
-   loaded). */
+   loaded). PLAIN: the caller knows at compile time that the problem has no
+   cu_seqlens, no seqlens_k and no mask (the sm_90a kernel's flat walk,
+   fa__sm90_flat), and none of those cases is compiled: about 80
+   instructions a tile on a path where each costs a warpgroup about 5
+   cycles (the sm_90a kernel's notes, item 4). */
 typedef struct fa__extent {
     int sq, sk, row0, n_begin, n_end;
     int64_t q_tok0, k_tok0, shift;
 } fa__extent;
 
+template <bool PLAIN = false>
 static __device__ __forceinline__ fa__extent fa__fwd_extent(const fa__fwd_params &p, int b, int row0,
                                                             int bm, int bn)
 {
     fa__extent x;
     x.sq = p.seqlen_q; x.sk = p.seqlen_k; x.row0 = row0;
     x.q_tok0 = x.k_tok0 = 0;
-    if (p.cu_seqlens_q) { x.q_tok0 = p.cu_seqlens_q[b]; x.sq = (int)(p.cu_seqlens_q[b + 1] - x.q_tok0); }
-    if (p.cu_seqlens_k) { x.k_tok0 = p.cu_seqlens_k[b]; x.sk = (int)(p.cu_seqlens_k[b + 1] - x.k_tok0); }
-    if (p.seqlens_k) x.sk = p.seqlens_k[b];
+    if (!PLAIN && p.cu_seqlens_q) { x.q_tok0 = p.cu_seqlens_q[b]; x.sq = (int)(p.cu_seqlens_q[b + 1] - x.q_tok0); }
+    if (!PLAIN && p.cu_seqlens_k) { x.k_tok0 = p.cu_seqlens_k[b]; x.sk = (int)(p.cu_seqlens_k[b + 1] - x.k_tok0); }
+    if (!PLAIN && p.seqlens_k) x.sk = p.seqlens_k[b];
     x.shift = (int64_t)x.sk - x.sq;
     x.n_end = (x.sk + bn - 1) / bn;
     x.n_begin = 0;
-    if (p.has_right) {
+    if (!PLAIN && p.has_right) {
         int64_t last_row = (int64_t)(row0 + bm < x.sq ? row0 + bm : x.sq) - 1;
         int64_t lim = last_row + x.shift + p.right + 1; /* keys < lim */
         int64_t nb = lim > 0 ? (lim + bn - 1) / bn : 0;
         if (nb < x.n_end) x.n_end = (int)nb;
     }
-    if (p.has_left) {
+    if (!PLAIN && p.has_left) {
         int64_t lo = (int64_t)row0 + x.shift - p.left; /* smallest key any row sees */
         if (lo > 0) x.n_begin = (int)(lo / bn);
     }
@@ -458,11 +463,14 @@ static __device__ __forceinline__ fa__extent fa__fwd_extent(const fa__fwd_params
    of 24). For one row the limits are that row's visible keys, which
    fa__mask_scores finds in its own lines: through this helper the plain
    sm_80 kernels at d 64, 128 and 256 each spilled 8 bytes more (ptxas
-   13.0, 2026-11-25). */
+   13.0, 2026-11-25). PLAIN as fa__fwd_extent's: no mask, keys past sk
+   only. */
 typedef struct fa__mask_cut { int lo, hi; } fa__mask_cut;
+template <bool PLAIN = false>
 static __device__ __forceinline__ fa__mask_cut fa__mask_cut_for(const fa__fwd_params &p, int sk, int first,
                                                                int last, int64_t shift)
 {
+    if (PLAIN) return fa__mask_cut{0, sk};
     int64_t hi = sk, lo = 0;
     if (p.has_right && (int64_t)first + shift + p.right + 1 < hi) hi = (int64_t)first + shift + p.right + 1;
     if (p.has_left) lo = (int64_t)last + shift - p.left;
@@ -712,7 +720,7 @@ static __device__ __forceinline__ void fa__store_lse_rows(const fa__fwd_params &
        stores row g, t = 1 row g + 8, one store each (lane 0 storing both
        was twice the instructions on the epilogue's path) */
 #pragma unroll
-    for (int mt = 0; mt < MT; mt++) {
+    for (int mt = 0; mt < MT; mt++) { /* (selects by hf, not an index: the arrays stay in registers) */
         const int hf = t & 1, i = wrow0 + mt * 16 + g + hf * 8;
         if (t < 2 && (unsigned)i < (unsigned)sq) /* (0 <= i < sq) */
             fa__store_lse(p, hf ? m_run[mt][1] : m_run[mt][0], hf ? l_run[mt][1] : l_run[mt][0], i, h, b, q_tok0,
@@ -2114,19 +2122,8 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
         } else if (!unit(k, m_block, h, b)) {
             continue;
         }
-        /* FLAT: no mask and one length (fa__sm90_flat), so every key block,
-           found without fa__fwd_extent's cases for cu_seqlens, seqlens_k and
-           the mask's bounds (nor fa__mask_cut_for's, below): about 80
-           instructions a tile, and each instruction outside the key loop
-           costs a warpgroup about 5 cycles of its tile's time (item 4) */
-        fa__extent x;
-        if constexpr (FLAT) {
-            x.sq = p.seqlen_q; x.sk = p.seqlen_k; x.row0 = frow0;
-            x.n_begin = 0; x.n_end = (x.sk + BN - 1) / BN;
-            x.q_tok0 = x.k_tok0 = 0; x.shift = (int64_t)x.sk - x.sq;
-        } else {
-            x = fa__fwd_extent(p, b, tile_row0(m_block), BM, BN);
-        }
+        /* (FLAT: no mask and one length, fa__fwd_extent's PLAIN) */
+        const fa__extent x = fa__fwd_extent<FLAT>(p, b, FLAT ? frow0 : tile_row0(m_block), BM, BN);
         if (!HANDOFF && x.row0 >= x.sq) continue; /* (the producer hands over only tiles with rows) */
         const int wrow0 = x.row0 + 64 * cw + 16 * (warp % 4); /* this warp's first row */
         float m_run[1][2] = {{-INFINITY, -INFINITY}}, l_run[1][2] = {{0.0f, 0.0f}}, alpha[1][2];
@@ -2258,9 +2255,17 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
                 if (FLAT) fa__mbar_arrive_n(bar, mult);
                 else fa__mbar_arrive(bar);
             };
+            /* The descriptors of a K or V stage at `base`: d(off), the one
+               `off` bytes in (KV_STEP: issue_qk's notes) */
+            constexpr bool KV_STEP = !(D == 128 && BN == 176);
+            auto kv_descs = [](uint32_t base, uint32_t lbo) {
+                const uint64_t d0 = fa__wg_desc(base, lbo, 1024);
+                return [=](uint32_t off) {
+                    return KV_STEP ? fa__wg_desc_step(d0, off) : fa__wg_desc(base + off, lbo, 1024);
+                };
+            };
             /* issue S = Q K_it^T once K_it has landed (no wait for the
                result) */
-            constexpr bool KV_STEP = !(D == 128 && BN == 176); /* (issue_qk) */
             auto issue_qk = [&](int it) {
                 /* Descriptors (K-major Q and K, see the layout above). Q's
                    rows depend on the warpgroup, so its descriptors are
@@ -2279,28 +2284,21 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
                    its d 64 2% for at most 1.5% at d 128: those stay built
                    whole. */
                 const uint64_t qd = fa__wg_desc(QB == 1 ? qw0 : q_tile(q_uses) + qw, 16, 1024);
-                const uint32_t kbase = sK + landed(k_full(at(it) % STAGES), it);
-                const uint64_t kd = fa__wg_desc(kbase, 16, 1024);
+                const auto kd = kv_descs(sK + landed(k_full(at(it) % STAGES), it), 16);
                 fa__wgmma_fence();
 #pragma unroll
                 for (int kk = 0; kk < D / 16; kk++)
                     fa__wgmma<BN, BF16>::ss(s_flat, fa__wg_desc_step(qd, (kk / 4) * BM * 128 + (kk % 4) * 32),
-                                           KV_STEP ? fa__wg_desc_step(kd, (kk / 4) * BN * 128 + (kk % 4) * 32)
-                                                   : fa__wg_desc(kbase + (kk / 4) * BN * 128 + (kk % 4) * 32, 16, 1024),
-                                           kk > 0);
+                                           kd((kk / 4) * BN * 128 + (kk % 4) * 32), kk > 0);
                 fa__wgmma_commit();
             };
             /* issue O~ += P V_it once V_it has landed */
             auto issue_pv = [&](int it) {
-                const uint32_t vbase = sV + landed(v_full(at(it) % STAGES), it);
-                const uint64_t vd = fa__wg_desc(vbase, BN * 128, 1024);
+                const auto vd = kv_descs(sV + landed(v_full(at(it) % STAGES), it), BN * 128);
                 fa__wgmma_fence();
 #pragma unroll
                 for (int kk = 0; kk < BN / 16; kk++)
-                    fa__wgmma<D, BF16>::rs(o_flat, pa[kk][0],
-                                           KV_STEP ? fa__wg_desc_step(vd, kk * 2048)
-                                                   : fa__wg_desc(vbase + kk * 2048, BN * 128, 1024),
-                                           1);
+                    fa__wgmma<D, BF16>::rs(o_flat, pa[kk][0], vd(kk * 2048), 1);
                 fa__wgmma_commit();
             };
             /* LAZY_MAX (fa__softmax_tile): rows keep their maximum while it
@@ -2322,8 +2320,7 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
                cost 6% and the early test 2.5% (03:22 UTC), so d 128 and 256
                keep the chain and test after the wait. */
             constexpr bool SHORT_PATH = D == 64;
-            const fa__mask_cut cut = FLAT ? fa__mask_cut{0, x.sk} /* (FLAT: keys past sk only) */
-                                          : fa__mask_cut_for(p, x.sk, x.row0 + 64 * cw, x.row0 + 64 * cw + 63, x.shift);
+            const fa__mask_cut cut = fa__mask_cut_for<FLAT>(p, x.sk, x.row0 + 64 * cw, x.row0 + 64 * cw + 63, x.shift);
             auto needs_mask = [&](int it) { return fa__block_needs_mask(cut, (x.n_begin + it) * BN, BN); };
             /* S_it is complete: masks, then the online softmax (alpha for O~).
                early_mask: needs_mask(it), asked before the wait under

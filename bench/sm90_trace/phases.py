@@ -85,8 +85,9 @@ def qtimes(fn):
                                        ("issue->landed", issued[k], landed[k])):
                         res.setdefault(name, []).append(d(a, b))
     print(f"{fn} Q copy: " + "; ".join(f"{k} {qs(v)}" for k, v in res.items()))
-for fn in sys.argv[1:]:
-    r, n = phases(fn)
-    print(f"{fn}: {n} tiles; " + ", ".join(f"{k} {v:.0f}" for k, v in r.items()))
-    steady(fn)
-    qtimes(fn)
+if __name__ == "__main__":  # (segments.py imports load and d)
+    for fn in sys.argv[1:]:
+        r, n = phases(fn)
+        print(f"{fn}: {n} tiles; " + ", ".join(f"{k} {v:.0f}" for k, v in r.items()))
+        steady(fn)
+        qtimes(fn)

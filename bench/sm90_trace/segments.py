@@ -5,27 +5,24 @@ time goes, tile by tile. A tile runs from one slot landed (event 19) to the next
 of consecutive events (a -> b) the count a tile, the median and mean cycles, and the cycles a
 tile (their sum over the tiles / tiles), consumer warpgroups of blocks 0 and 1, largest first.
 The sum of the last column is the mean tile."""
+import os
 import statistics as st
 import sys
 from collections import defaultdict
-d = lambda x, y: (y - x) & 0xffffffff  # cycles from x to y (32-bit clock)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from phases import d, load  # noqa: E402  (the trace's parser and 32-bit clock difference)
 for fn in sys.argv[1:]:
-    ev = defaultdict(list)
-    for line in open(fn):
-        if line.startswith('#'):
-            print(line.strip())
-            continue
-        blk, role, e, k, it, clk = map(int, line.split())
-        ev[(blk, role)].append((e, clk))
+    print("".join(line for line in open(fn) if line.startswith('#')), end="")
+    ev = load(fn)
     pairs, tile = defaultdict(list), []
     for (blk, role), L in ev.items():
         if role == 0:
             continue  # the producer
-        starts = [i for i, (e, c) in enumerate(L) if e == 19]
+        starts = [i for i, (e, k, it, c) in enumerate(L) if e == 19]
         for a, b in zip(starts, starts[1:]):
-            tile.append(d(L[a][1], L[b][1]))
+            tile.append(d(L[a][3], L[b][3]))
             for i in range(a, b):
-                pairs[(L[i][0], L[i + 1][0])].append(d(L[i][1], L[i + 1][1]))
+                pairs[(L[i][0], L[i + 1][0])].append(d(L[i][3], L[i + 1][3]))
     if not tile:
         print(f"{fn}: no slot events (19): not a kernel that hands its tiles over")
         continue
