@@ -149,6 +149,12 @@ SANITIZE_RESULTS := $(TEST_RESULTS)/san_cpu.txt $(TEST_RESULTS)/san_bad_input.tx
 ALL_RESULTS      := $(CPU_RESULTS) $(COMPILE_CHECKS) $(SANITIZE_RESULTS) $(TEST_RESULTS)/gpu_compile.txt \
                     $(TEST_RESULTS)/neon_compile.txt
 
+# The headers carry no dates, "UTC" or commit hashes (tests/check_headers.sh):
+# measurements and their history live in bench/results/LOG.md and docs/NOTES.md.
+$(TEST_RESULTS)/check_headers.txt: tests/check_headers.sh flashattn.h flashattn_cuda.cuh FORCE | $(TEST_RESULTS)
+	@$(RUN_CHECK) $@ "tests/check_headers.sh (no dates, UTC or commit hashes in the headers)" sh tests/check_headers.sh
+ALL_RESULTS += $(TEST_RESULTS)/check_headers.txt
+
 # Sum result files; the last line printed is "N passed, M failed".
 sum_results = for f in $(1); do tail -n 1 $$f; done | \
   awk '{p += $$1; f += $$3} END {printf "%d passed, %d failed\n", p, f; exit (f > 0)}'
