@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# One device call: GPU tests, benchmark, sanitizers (quick subset), SASS facts.
+# bench/device_run_decode.sh - one device call for a decode change: GPU tests,
+# benchmark, sanitizers (quick subset), SASS facts.
 # Run from the repository root (a copy of branch decode with build/ carried).
 # Writes logs to $OUT (or ./out).
 OUT=${OUT:-out}; mkdir -p "$OUT"
