@@ -97,6 +97,7 @@ int main(void) {
 
     /* One workspace, big enough for the prompt call and for a step, so the
        loop itself never allocates. */
+    for (b = 0; b < BATCH; b++) seqlens_k[b] = 0;  /* read by the size query too */
     p.seqlen_q = PROMPT;
     s = fa_decode_workspace_size(&p, &ws_prompt);
     p.seqlen_q = 1;
