@@ -13,9 +13,13 @@
      4. The API in call order ............... this block
      5. Semantics ........................... this block
      6. What it does not do ................. this block
-     7. Performance and accuracy ............ this block
+     7. Performance and accuracy ............ this block (points to README)
+     8. References .......................... this block
      >>api           public declarations
-     >>impl          implementation (under FLASHATTN_IMPLEMENTATION)
+     >>impl          implementation (under FLASHATTN_IMPLEMENTATION); on a first
+                     read go straight to >>impl-softmax, >>impl-forward's
+                     loop, >>impl-backward: the rest is fenced "SKIP ON
+                     FIRST READ"
      >>impl-util     status, errors, allocation, threads
      >>impl-convert  f16 / bf16 <-> f32 conversion
      >>impl-philox   dropout random numbers
@@ -151,40 +155,35 @@
    ============================================================================
    7. PERFORMANCE AND ACCURACY
    ============================================================================
-   Every table in full in README.md and bench/results/.
-   CPU, AMD EPYC with 2 logical CPUs (AVX-512), gcc 12 -O3 -march=native
-   -fopenmp, fp32, d 128, seqlen 4096, 8 heads, 2 threads; % of the FMA peak
-   measured in the same run (2026-11-23 14:47 UTC, quiet machine, 442
-   GFLOP/s): forward 335 GFLOP/s (76%), causal 282 (64%); backward 209
-   (47%). Decode from an f16 cache (d 64 and 128, 32/8 heads, 256 MiB),
-   walking the cache in address order, same run: 1 thread 16.3-16.5 GB/s,
-   72-73% of the read bandwidth measured beside it; 2 threads 34.0-34.8
-   GB/s, 78-79% (goal 70%). Alternating with the previous decode code in
-   one session: 76-81% against 56-61%. (Before it read K/V in place,
-   2026-11-22: 5 GB/s, 10-18%.)
-   GPU, NVIDIA H100 80GB HBM3, bf16, FA3-paper grid, beside PyTorch 2.11 SDPA
-   measured in the same run (the contenders interleaved rep by rep, the GPU's
-   time alone, medians):
-     forward (the sm_90a kernel; 2026-11-27 12:29 UTC, bf16 matmul ceiling
-     in the same run 801 TFLOP/s): 1.48-2.86x SDPA-flash, 0.93-1.26x
-     SDPA-cuDNN. Seqlen 16k non-causal: d64 563 TFLOP/s (1.87x flash,
-     1.16x cuDNN), d128 708 (2.13x, 1.07x), d256 827 (2.71x, 1.13x);
-     causal: d128 692 (1.10x cuDNN), d256 817 (1.26x). At d128 and d256
-     every point from 2k tokens is at 1.01x cuDNN or more; d64 non-causal
-     and causal 512-1k (1.53-1.599x flash, 0.96-1.05x cuDNN) and d256
-     causal 512 (1.48x flash) are under the 1.6x-flash goal (README.md
-     says why).
-     backward (2026-11-24 16:30 UTC): 0.88-1.09x SDPA-flash at d64,
-     0.97-1.24x at d128, 0.88-1.00x at d256; SDPA-cuDNN is faster.
-     decode (2026-11-24 23:26 UTC), 32/8 heads d128: 1.00-1.22x SDPA-cuDNN,
-     up to 3144 GB/s of K+V read; paged (page 16): 0.95-0.98x of contiguous.
-   Accuracy: CPU f32 forward within 2.4e-7 (max abs) of a naive 3-pass fp32
-   attention at d128, 4k (the benchmark's check);
-   GPU bf16 forward within 7.8e-3 max abs of SDPA-flash (2026-11-25 17:22
-   UTC; once 1.6e-2, d256 causal 512 at 14:45: bf16's step between 2 and
-   4);
-   tests' tolerances per dtype in tests/ (largest error / tolerance: f32
-   0.13, f16 0.34, bf16 0.58).
+   README.md, "Performance": one current table per area (GPU forward,
+   backward and decode, CPU), each beside PyTorch SDPA or the machine's
+   measured peak in the same run, with its device, date and result file in
+   bench/results/ (whose LOG.md is the history of every run). Accuracy: the
+   tests compare every path with an fp64 reference at per-dtype tolerances
+   (tests/); the headers hold no measurements that could go stale.
+
+   ============================================================================
+   8. REFERENCES (cited by name in the comments)
+   ============================================================================
+     online softmax   M. Milakov, N. Gimelshein, "Online normalizer
+                      calculation for softmax", 2018: the running max m and
+                      sum l, rescaled by exp(m_old - m_new).
+     FlashAttention   T. Dao, D. Y. Fu, S. Ermon, A. Rudra, C. Re,
+                      "FlashAttention: Fast and Memory-Efficient Exact
+                      Attention with IO-Awareness", 2022 (Alg. 1 forward,
+                      Alg. 2 with dropout, Alg. 4 backward by recomputation;
+                      its appendix derives the softmax gradient).
+     FlashAttention-2 T. Dao, "FlashAttention-2: Faster Attention with Better
+                      Parallelism and Work Partitioning", 2023: the Q tile in
+                      the outer loop, the unscaled O~ with one final rescale,
+                      L as the saved statistic, Q split across warps.
+     FlashAttention-3 J. Shah, G. Bikshandi, Y. Zhang, V. Thakkar, P. Ramani,
+                      T. Dao, "FlashAttention-3: Fast and Accurate Attention
+                      with Asynchrony and Low-precision", 2024: TMA, wgmma,
+                      warp specialization, pingpong (flashattn_cuda.cuh).
+     Flash-Decoding   T. Dao, D. Haziza, F. Massa, G. Sizov, "Flash-Decoding
+                      for long-context inference", 2023: split-KV and the
+                      log-sum-exp combine.
 */
 
 #ifndef FLASHATTN_H
@@ -395,6 +394,15 @@ FLASHATTN_DEF fa_status fa_decode_cuda(const fa_problem *p, fa_tensor q, fa_tens
 #ifdef FLASHATTN_IMPLEMENTATION
 #ifndef FLASHATTN_IMPLEMENTATION_DONE
 #define FLASHATTN_IMPLEMENTATION_DONE
+
+/* ############################################################################
+   SKIP ON FIRST READ: from here to >>impl-softmax is plumbing (status codes
+   and messages, allocation, the parallel-for, f16/bf16 conversion, Philox,
+   argument validation). The course is >>impl-softmax (fa__row_max ..
+   fa__softmax_finish), >>impl-forward's loop (fa__key_band ..
+   fa__forward_task), >>impl-backward, >>impl-merge and >>impl-decode; the
+   SIMD layer and the loads inside them are fenced the same way.
+   ############################################################################ */
 
 /* ============================================================================
    >>impl-util  status, errors, allocation, threads
@@ -1118,7 +1126,7 @@ static fa_status fa__check_decode(const char *fn, const fa_problem *p, fa_proble
    ============================================================================
    softmax(s)_j = exp(s_j - m) / l with m = max_j s_j and l = sum_j exp(s_j - m).
    The scores of a row arrive one key tile at a time, so keep a running m and
-   l for the tiles seen so far (seed 004). When tile t brings a larger
+   l for the tiles seen so far (online softmax). When tile t brings a larger
    maximum, every exp(s - m_old) already summed into l must become
    exp(s - m_new): multiply l by alpha = exp(m_old - m_new). The same alpha
    rescales the unscaled output accumulator O~ = sum_j exp(s_j - m) v_j, so
@@ -1132,6 +1140,8 @@ static fa_status fa__check_decode(const char *fn, const fa_problem *p, fa_proble
    A row whose keys are all masked has m = -inf; using 0 in place of m keeps
    exp2(-inf - 0) = 0 instead of exp2(-inf + inf) = NaN, so l stays 0 and the
    row ends as O = 0, L = -inf. */
+
+/* ---- SKIP ON FIRST READ: the SIMD layer, to fa__row_max below -------------- */
 
 /* ---- the vector width ------------------------------------------------------
    The hot loops are written ONCE over a float vector of FA__VW lanes: 16 with
@@ -1251,6 +1261,8 @@ static FLASHATTN__FORCEINLINE fa__vf fa__exp2_v(fa__vf x)
 }
 #endif
 
+/* ---- END OF THE SIMD LAYER: the online softmax step by step ---------------- */
+
 static float fa__row_max(const float *s, int n)
 {
     float mx = -INFINITY;
@@ -1350,14 +1362,17 @@ static void fa__softmax_finish(float *o, int dv, float m, float l, float *L)
    dot products (fa__dots_rows, fa__pv_rows).
 
    Why Br = 256 by default: every Q tile streams all of K and V through the
-   cache once, so K/V traffic is (sq / Br) x (size of K and V). Measured on a
-   2-core AVX2 machine at d = 128, Br = 64 spent about 40% of the forward
-   waiting on K/V loads; Br = 256 brings that under 10%. */
+   cache once, so K/V traffic is (sq / Br) x (size of K and V); a tall tile
+   keeps the forward off the K/V loads [cpu-br]. */
 
 #define FA__BR FLASHATTN_CPU_BR
 #define FA__BC FLASHATTN_CPU_BC
 #define FA__PAD(n) (((n) + 15) / 16 * 16)
 #define FA__FEW_ROWS 4 /* up to this many query rows: K, V read in place (decode) */
+
+/* ---- SKIP ON FIRST READ: the matrix product, row loads, the few-row (decode)
+   dot products, the call's context, scratch and tile loads, to fa__key_band,
+   where the forward loop above begins in code. ---------------------------- */
 
 /* ---- the matrix product --------------------------------------------------
    C[M, N] (+)= A[M, K] B[K, N], all row-major, N a multiple of 16. The
@@ -1851,9 +1866,8 @@ static void fa__pv_rows(int nr, fa_dtype dt, int dv, int nc, const float *P, int
    memory (the V rows of the same key). Portable loops: row to f32 in buf
    first.
    FA__HEAD_DIMS(n, CALL, ...) runs CALL(..., n) with n a constant for the
-   usual head sizes 64 and 128, so the loop over a row unrolls (measured
-   on Zen 5, 1 thread, with the V products of that time: d64 13.8 GB/s vs
-   13.0, d128 14.9 vs 14.7). */
+   usual head sizes 64 and 128, so the loop over a row unrolls (a few
+   percent faster [cpu-head-dims]). */
 #define FA__HEAD_DIMS(n, CALL, a_, b_)                                         \
     do {                                                                       \
         if ((n) == 64) {                                                       \
@@ -2230,7 +2244,7 @@ static void fa__kv_row_ptrs(const fa__attn *a, const fa_tensor *t, const fa__seq
 /* Rows of a K or V tile into X[nc, ldx] (ldx >= dim, padding zeroed).
    Even f32 V is copied: read in place, its rows sit heads * dv floats apart
    (4 KiB at 8 heads x 128), so the 16-column strips fa__gemm walks down
-   all fall in the same few L1 sets; measured, the copy is faster. */
+   all fall in the same few L1 sets; the copy is faster [cpu-kv-copy]. */
 static void fa__load_kv_tile(const fa__attn *a, const fa_tensor *t, int dim, const fa__seq *s, int h,
                              int n0, int nc, int n_end, float *X, int ldx)
 {
@@ -2243,6 +2257,8 @@ static void fa__load_kv_tile(const fa__attn *a, const fa_tensor *t, int dim, con
             x[k] = 0.0f;
     }
 }
+
+/* ---- END OF THE PLUMBING: the forward loop, tile by tile -------------------- */
 
 /* Keys [lo, hi) that at least one of the nr rows in w may see. */
 static void fa__key_band(const fa__attn *a, const fa__scratch *w, int nr, int sk, int n_lo, int n_hi,
@@ -2337,7 +2353,7 @@ static void fa__score_tile(const fa__attn *a, const fa__scratch *w, int r0, int 
 }
 
 /* Dropout on P (rows in w, keys n0 .. n0+nc-1): P <- P * Z, Z = 1/(1-p) for
-   kept elements, 0 for dropped ones (seed 000, Alg. 2 line 12). Also writes
+   kept elements, 0 for dropped ones (FlashAttention, Alg. 2 line 12). Also writes
    Z itself when Z is not NULL (the backward needs it for dP too). */
 static void fa__dropout_tile(const fa__attn *a, const fa__scratch *w, int b, int r0, int nr, int n0, int nc,
                              float *P, float *Z)
@@ -2615,7 +2631,7 @@ FLASHATTN_DEF fa_status fa_forward(const fa_problem *p, fa_tensor q, fa_tensor k
 /* ============================================================================
    >>impl-backward  CPU backward (recomputation)
    ============================================================================
-   Seed 000, Alg. 4, in FlashAttention-2 form: P is never stored; each
+   FlashAttention, Alg. 4, in FlashAttention-2 form: P is never stored; each
    (Q tile, K tile) pair rebuilds it from the saved L:
        S = Q~ K_j^T (same masks, softcap, ALiBi)    P = exp(S - L)
        dV_j += (P o Z)^T dO_i                       Z = dropout multipliers
@@ -2623,7 +2639,8 @@ FLASHATTN_DEF fa_status fa_forward(const fa_problem *p, fa_tensor q, fa_tensor k
        dS = P o (dP o Z - D_i)                      D = rowsum(dO o O)
        dS <- scale * dS * (1 - tanh^2)              (softcap derivative)
        dK_j += dS^T Q_i        dQ_i += dS K_j
-   D = rowsum(dO o O) equals rowsum(P o dP) (seed 001), computed once per row.
+   D = rowsum(dO o O) equals rowsum(P o dP) (FlashAttention's appendix),
+   computed once per row.
 
    Ownership decides the loop order. A task (b, KV head, K tile) owns its
    rows of dK and dV: it loops over the Q tiles of every query head of its
@@ -2968,7 +2985,7 @@ FLASHATTN_DEF fa_status fa_merge(int num_splits, int64_t rows, int dim, const fl
 
    1. Append: k_new / v_new rows go to cache positions seqlens_k[b] ... (after
       every argument has been checked, so a failing call writes nothing).
-   2. Split-KV (flash-decoding, seed 000): with few query rows, one task per
+   2. Split-KV (Flash-Decoding): with few query rows, one task per
       (b, head) leaves most workers idle and a long cache in one task's
       hands. So the keys of each sequence are cut into num_splits ranges and
       one task = (b, split). The task takes ALL query heads and all sq
@@ -3045,11 +3062,9 @@ static fa__scratch fa__scratch_from_row(const fa__attn *a, const fa__scratch *w,
 
 /* Keys per decode tile: FA__BC, halved while one tile of all KV heads
    (K and V) is larger than FA__DECODE_AHEAD bytes, so that a tile's V
-   prefetched during its dot pass (fa__decode_tile_few) is still in L2 (1
-   MiB on the Zen 5 this was measured on) when it is summed. Long tiles
-   pay: each tile restarts the K and the V stream and runs the softmax
-   bookkeeping once per row (measured, d64 1 thread, % of the read
-   bandwidth: 16 keys 47%, 32 57%, 64 64%, 128 67%). */
+   prefetched during its dot pass (fa__decode_tile_few) is still in L2 when
+   it is summed, and no further: each tile restarts the K and V streams and
+   the softmax bookkeeping, so short tiles cost [cpu-decode-tile]. */
 #define FA__DECODE_AHEAD (512 << 10)
 static int fa__decode_tile(const fa__attn *a)
 {
@@ -3066,27 +3081,15 @@ static int fa__decode_tile(const fa__attn *a)
    are the same tokens, so the rows that see the tile are the same range
    [r0, r1) within each head.
    Why the loops run over keys outside and heads inside (fa__dots_heads):
-   on the Zen 5 this was measured on, one core streams only what its
-   hardware prefetcher sees as a stream, and that takes misses in address
-   order. A bare f16 read of the cache (d128, 8 KV heads, 1 thread) ran at
-   30-38 GB/s key by key with all heads of a key together, 11-12 GB/s
-   head by head (128 rows 2 KiB apart, the order of fa__attend_tile),
-   6-11 GB/s with 2 or 4 keys of a head together, and software prefetch
-   (any hint, one tile ahead, per row or the whole tile in address order)
-   did not change the head-by-head rate. The price: a key's dot products
-   finish with one horizontal sum per head (fa__dot_col).
+   one core streams only what its hardware prefetcher sees as a stream, in
+   address order; head by head (rows 2 KiB apart) reads about 3x slower,
+   and software prefetch does not help [cpu-decode-order]. The price: a
+   key's dot products finish with one horizontal sum per head (fa__dot_col).
    V: summing key by key would update O~ in L1 (load, FMA, store per
    vector) instead of in registers. Instead the dot pass requests each V
    row from memory right after the dot product of its key and head, i.e.
    in address order, and the V pass then runs head by head with O~ strips
-   in registers (fa__pv_rows) on rows already in cache. Measured (% of the
-   read bandwidth measured in the same process, medians of runs that
-   alternate the variants, 1 thread): d64 68-78% vs 62-65% for V key by
-   key, d128 74-80% vs 60-68% (2 threads: d64 67-74% vs
-   61-72%, d128 76-79% vs 65-72%). (Requesting the next tile's K the same
-   way during the V pass, so that both passes run head by head: 42-50%.
-   Reading the next tile's K interleaved with this tile's V, key by key:
-   25-30%.) */
+   in registers (fa__pv_rows) on rows already in cache [cpu-decode-order]. */
 static void fa__decode_tile_few(const fa__attn *a, fa__scratch *w, const fa__seq *s, int nr, int rph, int n0,
                                 int nc)
 {
