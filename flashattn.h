@@ -82,6 +82,7 @@
                                when compiled by nvcc.
      GPU macros (FLASHATTN_BLOCK_M, FLASHATTN_BLOCK_N, FLASHATTN_WARPS,
      FLASHATTN_HEAD_DIMS, ...) are listed at the top of flashattn_cuda.cuh.
+     Names that begin FA__ or fa__ are internal: not configuration.
 
    ============================================================================
    3. GLOSSARY
