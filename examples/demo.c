@@ -6,8 +6,8 @@
    (without -fopenmp both sides run on one thread.)
 
    The textbook way (the FlashAttention paper's "Algorithm 0") materializes
-   the score matrix S = scale * Q K^T of each head, N x N floats, takes a row-wise softmax in
-   place, then multiplies by V. flashattn computes the same O tile by tile
+   the score matrix S = scale * Q K^T of each head, N x N floats, takes a
+   row-wise softmax in place, then multiplies by V. flashattn computes the same O tile by tile
    with an online softmax and never holds more than a tile of S. */
 #define _POSIX_C_SOURCE 200809L /* clock_gettime */
 #define FLASHATTN_IMPLEMENTATION
