@@ -440,7 +440,7 @@ typedef struct fa__fwd_params {
    cu_seqlens, no seqlens_k and no mask (the sm_90a kernel's flat walk,
    fa__sm90_flat), and none of those cases is compiled: about 80
    instructions a tile on a path where each costs a warpgroup about 5
-   cycles (the sm_90a kernel's notes, item 4). */
+   cycles (>>hopper). */
 typedef struct fa__extent {
     int sq, sk, row0, n_begin, n_end;
     int64_t q_tok0, k_tok0, shift;
