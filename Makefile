@@ -266,8 +266,9 @@ gpu_arch_sources = $(if $(filter 90a,$(1)),$(GPU_SOURCES),examples/gpu_simple.cu
 gpu_check_oks = $(foreach a,$(1),$(foreach s,$(call gpu_arch_sources,$(a)),$(BUILD)/gpu-compile/$(a)/$(basename $(notdir $(s))).ok))
 
 # The sm_90a forward's ablation builds (bench/results/LOG.md, "How the sm_90a
-# forward got there"), so that the code behind its macros keeps compiling cleanly: tma (TMA
-# + wgmma alone) and nows (all but warp specialization), d 64 only, sm_90a.
+# forward got there"), so that the code behind its macros keeps compiling
+# cleanly: tma (TMA + wgmma alone) and nows (all but warp specialization),
+# d 64 only, sm_90a.
 ABLATION_tma  := -DFA__SM90_WARPSPEC=0 -DFA__SM90_PINGPONG=0 -DFA__SM90_OVERLAP=0 -DFA__SM90_PERSISTENT=0
 ABLATION_nows := -DFA__SM90_WARPSPEC=0
 define ABLATION_RULE
