@@ -8,8 +8,8 @@
    ============================================================================
    CONTENTS (search for the tag; each is one jump)
    ============================================================================
-   The four kernels, from their section's tag:
-     sm_80 forward   >>gpu-fwd        fa__fwd_kernel_sm80 (FlashAttention-2)
+   The four kernels, each one search away:
+     sm_80 forward   >>sm80-kernel    fa__fwd_kernel_sm80 (FlashAttention-2)
      sm_90a forward  >>hopper         fa__fwd_kernel_sm90 (FlashAttention-3)
      decode          >>decode-kernel  fa__decode_kernel (Flash-Decoding)
      backward        >>backward       fa__bwd_kernel_sm80, fa__bwd_kernel_sm90
@@ -18,9 +18,10 @@
      >>gpu-config     macros: head dims, block sizes, warps, what to leave out
      >>gpu-ptx        the PTX instructions the sm_80 kernel uses, wrapped
      >>gpu-smem       the swizzled shared-memory layout
-     >>gpu-fwd        the sm_80 forward kernel (FlashAttention-2)
+     >>gpu-fwd        the forward's parameters, shared by both forward kernels
      >>gpu-tile       per-tile steps (masks, online softmax, P, epilogue), shared
                       by the sm_80 and sm_90a kernels
+       >>sm80-kernel  the sm_80 kernel itself, the loop of course item 3
      >>hopper         the sm_90a forward: TMA, mbarriers, wgmma, warp
                       specialization (FlashAttention-3; FLASHATTN_NO_HOPPER
                       leaves it out)
@@ -779,7 +780,8 @@ static __device__ __forceinline__ void fa__store_o_lse(const fa__fwd_params &p,
     fa__store_o_rows<BF16, MT, NO>(p, acc_o, inv, go, wrow0, sq, g, t);
 }
 
-/* S, O~: per warp, MT row tiles of 16; per thread, [MT][tiles][4] floats in
+/* ---- >>sm80-kernel  the sm_80 forward kernel: course items 1-3 in code ----
+   S, O~: per warp, MT row tiles of 16; per thread, [MT][tiles][4] floats in
    the C-fragment layout (course item 5). */
 template <bool BF16, int D, int BM, int BN, int WARPS, bool EXTRAS>
 __global__ void __launch_bounds__(WARPS * 32)
