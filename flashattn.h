@@ -137,6 +137,34 @@
    [heads_q, total_q], total_q = cu_seqlens_q[batch].
    f16/bf16 tensors are read and written in that type; arithmetic is fp32.
    The same inputs give bit-identical outputs run to run, on any thread count.
+   Empty sequences: batch, seqlen_q and seqlen_k (maxima; for decode the
+   cache capacity) must be >= 1, but one sequence may be empty: a length of
+   0 in cu_seqlens_q/k, or seqlens_k[b] = 0. Its query rows (no key in use,
+   or every key masked) give O = 0, L = -inf and dQ = 0; keys that no query
+   sees get dK = dV = 0; a sequence with no queries has no O or L rows.
+   Dtypes: on the CPU each view carries its own dtype, any mix of f32, f16
+   and bf16 in one call. On the GPU all views of a call share one dtype, f16
+   or bf16; a mix is refused.
+   Scale: any finite value, 0 = 1/sqrt(head_dim); with a softcap, |scale| /
+   softcap must be at least FLT_MIN (the CPU folds it into Q). The backward
+   applies the scale once to the finished sums, so a tiny scale does not
+   underflow dK.
+   Memory the host reads. The CPU calls read every pointer on the host. The
+   _cuda calls and their workspace queries read on the host only the structs
+   (fa_problem, fa_tensor) and never what a pointer in them points to:
+   alibi_slopes, cu_seqlens_q/k, seqlens_k, block_table, the tensors, lse
+   and the workspace are device memory there, and their contents are not
+   checked (section 6). fa_problem_resolve and the CPU workspace queries do
+   read and check alibi_slopes, cu_seqlens_q/k, seqlens_k and block_table:
+   for a problem whose arrays are on the device ask the _cuda query.
+   Aliasing: an output (o, lse, dq, dk, dv, decode's o and lse) must share no
+   element with an input or another output; views that interleave without
+   sharing elements are fine (q, k, v, or dq, dk, dv, as slices of one packed
+   qkv tensor). Only fa_merge checks this: it works in place with o ==
+   o_parts (split 0's slot) and lse == lse_parts and refuses any other
+   overlap. fa_decode writes k_cache / v_cache (the appended rows), so
+   k_new / v_new must not overlap them.
+   A call that fails writes nothing: every check runs before the first write.
 
    ============================================================================
    6. WHAT IT DOES NOT DO
@@ -258,15 +286,16 @@ typedef struct fa_tensor {
    every zero field means the default written beside it. */
 typedef struct fa_problem {
     int batch;      /* number of sequences (required, >= 1) */
-    int seqlen_q;   /* queries per sequence; with cu_seqlens_q, the maximum */
-    int seqlen_k;   /* keys per sequence; with cu_seqlens_k, the maximum;
-                       for decode, the cache capacity per sequence */
+    int seqlen_q;   /* queries per sequence (>= 1); with cu_seqlens_q, the maximum */
+    int seqlen_k;   /* keys per sequence (>= 1); with cu_seqlens_k, the maximum;
+                       for decode, the cache capacity per sequence. An empty
+                       sequence: see "Empty sequences" in section 5. */
     int heads_q;    /* query heads (required) */
     int heads_kv;   /* key/value heads; 0 = heads_q. heads_q % heads_kv == 0
                        (GQA; 1 = MQA). Query head h reads KV head h / (heads_q/heads_kv). */
     int head_dim;   /* d of Q and K, 1..256 */
     int head_dim_v; /* d of V and O; 0 = head_dim */
-    float scale;    /* 0 = 1/sqrt(head_dim). Must be finite. */
+    float scale;    /* 0 = 1/sqrt(head_dim). Must be finite (section 5). */
 
     int causal;         /* nonzero: causal, bottom-right aligned */
     int sliding_window; /* nonzero: use window_left / window_right */
@@ -283,8 +312,9 @@ typedef struct fa_problem {
        seqlen_k. For decode: the cache length BEFORE the new tokens. */
     const int32_t *seqlens_k;
 
-    /* Paged KV cache (decode): K/V views index a pool of pages
-       [num_pages, page_size, heads_kv, dim] (batch_stride = page stride);
+    /* Paged KV cache (decode only; forward and backward refuse it): K/V
+       views index a pool of pages [num_pages, page_size, heads_kv, dim]
+       (batch_stride = page stride);
        token n of sequence b is at page block_table[b * pages_per_seq + n / page_size],
        row n % page_size. NULL = contiguous cache. */
     const int32_t *block_table;
@@ -350,14 +380,16 @@ FLASHATTN_DEF fa_status fa_decode(const fa_problem *p, fa_tensor q, fa_tensor k_
 /* Merge num_splits partial results of the same rows, each normalized within
    its split: o_parts [num_splits, rows, dim], lse_parts [num_splits, rows]
    -> o [rows, dim], lse [rows] (may be NULL). A split with lse = -inf has no
-   weight; rows with no weight anywhere give o = 0, lse = -inf. */
+   weight; rows with no weight anywhere give o = 0, lse = -inf. In place:
+   o == o_parts and lse == lse_parts; any other overlap is refused. */
 FLASHATTN_DEF fa_status fa_merge(int num_splits, int64_t rows, int dim,
                                  const float *o_parts, const float *lse_parts,
                                  float *o, float *lse);
 
 /* ---- GPU (defined when the implementation file is compiled by nvcc) --------
-   Same arguments as the CPU calls, all pointers in device memory, plus the
-   CUDA stream as void* (NULL = default stream). Stream-ordered: no host
+   Same arguments as the CPU calls, all pointers in device memory (the host
+   never reads through them, section 5), plus the CUDA stream as void*
+   (NULL = default stream). Stream-ordered: no host
    synchronization; a workspace not given is allocated stream-ordered.
    A workspace size holds for the problem and device it was asked for: ask
    with the same fa_problem the call gets (for decode, block_table set or
