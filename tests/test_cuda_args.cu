@@ -14,6 +14,9 @@
        holding valid arrays, and every call must succeed and its kernels run
        without error.
    Each case prints its name before the call, so a crash names its case.
+   With a GPU it also runs the backward at tiny scales (1e-30, 1e-20) and
+   compares dQ and dK with the CPU backward's, and checks that empty
+   sequences give O = 0, L = -inf and dQ = 0 on the GPU too.
    Also: argument errors that need no array contents are still reported
    (FA_ERROR_INVALID_ARGUMENT naming the field) with the arrays unreadable.
 
@@ -22,6 +25,7 @@
 #define FLASHATTN_IMPLEMENTATION
 #include "../flashattn.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -238,6 +242,179 @@ static void error_cases(const arrays *a)
     refused("fa_backward_cuda_workspace_size, block_table", fa_backward_cuda_workspace_size(&p, &bytes), "block_table");
 }
 
+
+/* ---- with a GPU: the backward at tiny scales (issue 47, item 2) ----------------
+   dK = scale dS^T Q must not underflow: the GPU's dK and dQ against the CPU
+   backward (itself checked against fp64 in test_bad_input) on the same bf16
+   inputs, at scales where forming dK from a pre-scaled Q underflows fp32. */
+static uint16_t bf16_of(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return (uint16_t)(u >> 16); /* truncation: an exact bf16 value */
+}
+static float f32_of(uint16_t h)
+{
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+static void gpu_tiny_scales(void)
+{
+    enum { N = 64, H = 2, E = N * H * D }; /* batch 1, N queries and keys, H heads */
+    static const float scales[] = {1e-30f, 1e-20f, -1e-25f};
+    uint16_t *hq = (uint16_t *)malloc(4 * E * 2), *hk = hq + E, *hv = hk + E, *hdo = hv + E;
+    uint16_t *ho = (uint16_t *)malloc(4 * E * 2), *hdq = ho + E, *hdk = hdq + E, *hdv = hdk + E;
+    uint16_t *gdq = (uint16_t *)malloc(2 * E * 2), *gdk = gdq + E;
+    float *hl = (float *)malloc(sizeof(float) * H * N);
+    uint32_t x = 12345;
+    size_t i, c;
+    for (i = 0; i < 4 * (size_t)E; i++) {
+        x = x * 1664525u + 1013904223u;
+        hq[i] = bf16_of((float)((int)(x >> 16) - 32768) / 16384.0f);
+    }
+    for (c = 0; c < sizeof scales / sizeof scales[0]; c++) {
+        fa_problem p;
+        fa_tensor q, k, v, o, dout, dq, dk, dv;
+        float *dl;
+        double err_q = 0, err_k = 0, rms_q = 0, rms_k = 0;
+        char name[96], detail[200];
+        fa_status s1, s2;
+        memset(&p, 0, sizeof p);
+        p.batch = 1; p.seqlen_q = p.seqlen_k = N; p.heads_q = H; p.head_dim = D; p.scale = scales[c];
+        memset(&q, 0, sizeof q);
+        q.dtype = FA_BF16;
+        k = v = o = dout = dq = dk = dv = q;
+        /* the CPU: forward, then backward */
+        q.data = hq; k.data = hk; v.data = hv; dout.data = hdo; o.data = ho; dq.data = hdq; dk.data = hdk; dv.data = hdv;
+        s1 = fa_forward(&p, q, k, v, o, hl, NULL, 0);
+        s2 = s1 == FA_OK ? fa_backward(&p, q, k, v, o, dout, hl, dq, dk, dv, NULL, 0) : s1;
+        snprintf(name, sizeof name, "GPU backward at scale %g", (double)p.scale);
+        check(s2 == FA_OK, name, fa_last_error());
+        /* the GPU, the same calls */
+        used = 0;
+        q.data = carve(E * 2, hq); k.data = carve(E * 2, hk); v.data = carve(E * 2, hv); dout.data = carve(E * 2, hdo);
+        o.data = carve(E * 2, NULL); dq.data = carve(E * 2, NULL); dk.data = carve(E * 2, NULL); dv.data = carve(E * 2, NULL);
+        dl = (float *)carve(sizeof(float) * H * N, NULL);
+        s1 = fa_forward_cuda(&p, q, k, v, o, dl, NULL, 0, NULL);
+        s2 = s1 == FA_OK ? fa_backward_cuda(&p, q, k, v, o, dout, dl, dq, dk, dv, NULL, 0, NULL) : s1;
+        check(s2 == FA_OK && cudaDeviceSynchronize() == cudaSuccess, name, fa_last_error());
+        cudaMemcpy(gdq, dq.data, E * 2, cudaMemcpyDeviceToHost);
+        cudaMemcpy(gdk, dk.data, E * 2, cudaMemcpyDeviceToHost);
+        for (i = 0; i < (size_t)E; i++) {
+            double a = f32_of(hdq[i]), b = f32_of(hdk[i]);
+            err_q = fmax(err_q, fabs(f32_of(gdq[i]) - a)); rms_q += a * a;
+            err_k = fmax(err_k, fabs(f32_of(gdk[i]) - b)); rms_k += b * b;
+        }
+        rms_q = sqrt(rms_q / E); rms_k = sqrt(rms_k / E);
+        snprintf(detail, sizeof detail, "max |dQ gpu - cpu| / rms %.3g, max |dK gpu - cpu| / rms %.3g (rms dK %.3g)",
+                 err_q / rms_q, err_k / rms_k, rms_k);
+        printf("  %s: %s\n", name, detail);
+        check(rms_k > 0 && rms_q > 0 && err_q <= 3e-2 * rms_q && err_k <= 3e-2 * rms_k, name, detail);
+    }
+    free(hq); free(ho); free(gdq); free(hl);
+}
+
+
+/* ---- with a GPU: empty sequences give O = 0, L = -inf, dQ = 0 ----------------
+   (section 5 of flashattn.h). Outputs start as 0xFF bytes (NaN), so a row
+   the kernels skip shows. */
+static void *carve_random(size_t elems, uint32_t seed)
+{
+    uint16_t *h = (uint16_t *)malloc(elems * 2);
+    void *d;
+    size_t i;
+    for (i = 0; i < elems; i++) {
+        seed = seed * 1664525u + 1013904223u;
+        h[i] = bf16_of((float)((int)(seed >> 16) - 32768) / 16384.0f);
+    }
+    d = carve(elems * 2, h);
+    free(h);
+    return d;
+}
+static void *carve_nan(size_t bytes)
+{
+    void *d = carve(bytes, NULL);
+    cudaMemset(d, 0xFF, bytes);
+    return d;
+}
+
+/* rows [r0, r1) of a packed [rows, HQ, D] bf16 output all +0 or -0 (bits & 0x7fff == 0)? */
+static int rows_zero(const void *dev, int64_t r0, int64_t r1)
+{
+    size_t n = (size_t)(r1 - r0) * HQ * D, i;
+    uint16_t *h = (uint16_t *)malloc(n * 2 + 2);
+    int ok = 1;
+    cudaMemcpy(h, (const uint16_t *)dev + (size_t)r0 * HQ * D, n * 2, cudaMemcpyDeviceToHost);
+    for (i = 0; i < n; i++) ok &= (h[i] & 0x7fffu) == 0;
+    free(h);
+    return ok;
+}
+/* L[i] for i in idx: -inf when want_inf, else finite */
+static int lse_is(const float *dev, int64_t n, int64_t lo, int64_t hi, int want_inf)
+{
+    float *h = (float *)malloc(sizeof(float) * (size_t)n);
+    int64_t i;
+    int ok = 1;
+    cudaMemcpy(h, dev, sizeof(float) * (size_t)n, cudaMemcpyDeviceToHost);
+    for (i = lo; i < hi; i++) ok &= want_inf ? h[i] == -INFINITY : (h[i] - h[i] == 0.0f);
+    free(h);
+    return ok;
+}
+
+static void gpu_empty_sequences(void)
+{
+    int32_t seqlens[B] = {0, 77}, cu_q[B + 1] = {0, 40, 104}, cu_k[B + 1] = {0, 0, SK};
+    fa_problem p = base();
+    fa_tensor q, k, v, o, dout, dq, dk, dv;
+    float *lse;
+    int h, ok;
+    fa_status s;
+    used = 0;
+    memset(&q, 0, sizeof q);
+    q.dtype = FA_BF16;
+    k = v = o = dout = dq = dk = dv = q;
+    q.data = carve_random((size_t)B * SQ * HQ * D, 1); k.data = carve_random((size_t)B * SK * HKV * D, 2);
+    v.data = carve_random((size_t)B * SK * HKV * D, 3); dout.data = carve_random((size_t)B * SQ * HQ * D, 4);
+    o.data = carve_nan((size_t)B * SQ * HQ * D * 2); dq.data = carve_nan((size_t)B * SQ * HQ * D * 2);
+    dk.data = carve_nan((size_t)B * SK * HKV * D * 2); dv.data = carve_nan((size_t)B * SK * HKV * D * 2);
+    lse = (float *)carve_nan(sizeof(float) * B * HQ * SQ);
+    /* forward, sequence 0 with no key in use (seqlens_k[0] = 0) */
+    p.seqlens_k = (const int32_t *)carve(sizeof seqlens, seqlens);
+    s = fa_forward_cuda(&p, q, k, v, o, lse, NULL, 0, NULL);
+    ok = s == FA_OK && cudaDeviceSynchronize() == cudaSuccess && rows_zero(o.data, 0, SQ) &&
+         lse_is(lse, B * HQ * SQ, 0, HQ * SQ, 1) && lse_is(lse, B * HQ * SQ, HQ * SQ, B * HQ * SQ, 0);
+    check(ok, "GPU forward, seqlens_k[0] = 0", "O of sequence 0 is not 0, or its L is not -inf");
+    /* forward and backward, varlen: sequence 0 has 40 queries and no keys */
+    p.seqlens_k = NULL;
+    p.cu_seqlens_q = (const int32_t *)carve(sizeof cu_q, cu_q);
+    p.cu_seqlens_k = (const int32_t *)carve(sizeof cu_k, cu_k);
+    cudaMemset(o.data, 0xFF, (size_t)B * SQ * HQ * D * 2);
+    s = fa_forward_cuda(&p, q, k, v, o, lse, NULL, 0, NULL);
+    ok = s == FA_OK && cudaDeviceSynchronize() == cudaSuccess && rows_zero(o.data, 0, 40);
+    for (h = 0; ok && h < HQ; h++) ok &= lse_is(lse, HQ * 104, h * 104, h * 104 + 40, 1);
+    check(ok, "GPU forward, varlen, sequence 0 without keys", "O of sequence 0 is not 0, or its L is not -inf");
+    s = fa_backward_cuda(&p, q, k, v, o, dout, lse, dq, dk, dv, NULL, 0, NULL);
+    ok = s == FA_OK && cudaDeviceSynchronize() == cudaSuccess && rows_zero(dq.data, 0, 40);
+    check(ok, "GPU backward, varlen, sequence 0 without keys", "dQ of sequence 0 is not 0 (or the call failed)");
+    /* decode of an empty cache, nothing appended */
+    {
+        fa_problem d = base();
+        fa_tensor kn, vn;
+        memset(&kn, 0, sizeof kn); memset(&vn, 0, sizeof vn);
+        d.seqlen_q = 1;
+        d.seqlens_k = (const int32_t *)carve(sizeof seqlens, seqlens);
+        cudaMemset(o.data, 0xFF, (size_t)B * HQ * D * 2);
+        cudaMemset(lse, 0xFF, sizeof(float) * B * HQ);
+        s = fa_decode_cuda(&d, q, k, v, kn, vn, o, lse, NULL, 0, NULL);
+        ok = s == FA_OK && cudaDeviceSynchronize() == cudaSuccess && rows_zero(o.data, 0, 1) &&
+             lse_is(lse, B * HQ, 0, HQ, 1) && lse_is(lse, B * HQ, HQ, B * HQ, 0);
+        check(ok, "GPU decode, seqlens_k[0] = 0", "O of sequence 0 is not 0, or its L is not -inf");
+    }
+}
+
 int main(void)
 {
     int devices = 0;
@@ -262,6 +439,10 @@ int main(void)
         forward_cases(&a);
         decode_cases(&a);
         error_cases(&a);
+    }
+    if (on_gpu) {
+        gpu_tiny_scales();
+        gpu_empty_sequences();
     }
     if (on_gpu) cudaFree(arena);
     else munmap(arena, ARENA);
