@@ -6,6 +6,10 @@
    offending field, and that nothing was written: every output buffer has
    guard bytes before and after it and padding between its heads and rows,
    and all of it must be byte-identical to its state before the call.
+   Then the rules issue 47 settled, each against the fp64 reference where
+   there are numbers: the backward at tiny scales, mixed dtypes on the CPU,
+   empty sequences, block_table refused outside decode, the stride at fault
+   named, fa_merge in place and its overlaps.
 
    Build: cc -O2 tests/test_bad_input.c -lm   (see the Makefile) */
 #define FLASHATTN_IMPLEMENTATION
