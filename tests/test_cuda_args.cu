@@ -312,7 +312,7 @@ static void gpu_tiny_scales(void)
         snprintf(detail, sizeof detail, "max |dQ gpu - cpu| / rms %.3g, max |dK gpu - cpu| / rms %.3g (rms dK %.3g)",
                  err_q / rms_q, err_k / rms_k, rms_k);
         printf("  %s: %s\n", name, detail);
-        check(rms_k > 0 && rms_q > 0 && err_q <= 3e-2 * rms_q && err_k <= 3e-2 * rms_k, name, detail);
+        check(rms_k > 0 && rms_q > 0 && err_q <= 5e-2 * rms_q && err_k <= 5e-2 * rms_k, name, detail);
     }
     free(hq); free(ho); free(gdq); free(hl);
 }
