@@ -155,6 +155,59 @@ $(TEST_RESULTS)/check_headers.txt: tests/check_headers.sh flashattn.h flashattn_
 	@$(RUN_CHECK) $@ "tests/check_headers.sh (no dates, UTC or commit hashes in the headers)" sh tests/check_headers.sh
 ALL_RESULTS += $(TEST_RESULTS)/check_headers.txt
 
+# ---- examples run, argument fuzzing, the _cuda calls' arguments (issue 47) ----
+#   examples.txt   every CPU example built as `make examples` builds it, and
+#                  the self-checking ones with ASan + UBSan, run, and what
+#                  each prints checked (tests/run_examples.sh)
+#   fuzz.txt       tests/fuzz_args.c for FUZZ_SECONDS (30 s): libFuzzer under
+#                  ASan + UBSan when clang has it, else the seeded random
+#                  driver under ASan + UBSan; `make fuzz SECONDS=n` runs longer
+#   cuda_args.txt  tests/test_cuda_args.cu (nvcc, the default macros: every
+#                  head dim, sm_80 + sm_90a): every _cuda call and workspace
+#                  query with its pointers unreadable by the host; no GPU
+#                  needed; skipped without nvcc
+FUZZ_SECONDS  ?= 30
+SECONDS       ?= 300
+EXAMPLES_RUN  := cpu_simple online_softmax decode_paged demo
+EXAMPLES_SAN  := cpu_simple online_softmax decode_paged
+FUZZ_DEPS     := tests/fuzz_args.c flashattn.h tests/run_fuzz.sh
+CUDA_ARGS_DEPS := tests/test_cuda_args.cu flashattn.h flashattn_cuda.cuh
+
+$(BUILD)/examples-san/%: examples/%.c flashattn.h
+	@mkdir -p $(@D)
+	$(CC) $(WARN) $(SAN_FLAGS) -I. $< -lm -o $@
+
+$(TEST_RESULTS)/examples.txt: $(addprefix $(BUILD)/examples/,$(EXAMPLES_RUN)) \
+                              $(addprefix $(BUILD)/examples-san/,$(EXAMPLES_SAN)) tests/run_examples.sh FORCE | $(TEST_RESULTS)
+	@$(RUN_CHECK) $@ "examples, run and their output checked" env $(SAN_ENV) sh tests/run_examples.sh \
+	  $(BUILD)/examples $(BUILD)/examples-san
+
+# libFuzzer's build can fail (a clang without it): then the file is absent and
+# tests/run_fuzz.sh runs the random driver instead.
+$(BUILD)/fuzz_args_lf: $(FUZZ_DEPS) | $(BUILD)
+	@if [ -n "$(CLANG)" ] && $(CLANG) -std=c99 $(WARN) -Wno-pedantic -DFUZZ_LIBFUZZER -fsanitize=fuzzer $(SAN_FLAGS) \
+	     tests/fuzz_args.c -lm -o $@ > $@.log 2>&1; then echo "built $@ (libFuzzer)"; \
+	 else rm -f $@; echo "no libFuzzer (see $@.log): tests/run_fuzz.sh uses the random driver"; fi
+$(BUILD)/fuzz_args: $(FUZZ_DEPS) | $(BUILD)
+	$(CC) -std=c99 $(WARN) $(SAN_FLAGS) tests/fuzz_args.c -lm -o $@
+
+$(TEST_RESULTS)/fuzz.txt: $(BUILD)/fuzz_args_lf $(BUILD)/fuzz_args FORCE | $(TEST_RESULTS)
+	@$(RUN_CHECK) $@ "fuzz_args ($(FUZZ_SECONDS) s)" env $(SAN_ENV) sh tests/run_fuzz.sh $(FUZZ_SECONDS) \
+	  $(BUILD)/fuzz_args_lf $(BUILD)/fuzz_args $(BUILD)/fuzz_corpus
+
+.PHONY: fuzz
+fuzz: $(BUILD)/fuzz_args_lf $(BUILD)/fuzz_args
+	@env $(SAN_ENV) sh tests/run_fuzz.sh $(SECONDS) $(BUILD)/fuzz_args_lf $(BUILD)/fuzz_args $(BUILD)/fuzz_corpus
+
+$(BUILD)/test_cuda_args: $(CUDA_ARGS_DEPS) | $(BUILD)
+	nice -n 10 $(NVCC) -std=c++17 -O2 $(NVCC_WERROR) -I. $(call gencode,$(GPU_ARCHS)) $< -o $@
+
+$(TEST_RESULTS)/cuda_args.txt: $(if $(NVCC),$(BUILD)/test_cuda_args) FORCE | $(TEST_RESULTS)
+	@if [ -z "$(NVCC)" ]; then echo "nvcc not found: skipping test_cuda_args"; echo "0 passed, 0 failed" > $@; \
+	else $(RUN_CHECK) $@ "test_cuda_args (the _cuda calls with unreadable pointers)" $(BUILD)/test_cuda_args; fi
+
+ALL_RESULTS += $(TEST_RESULTS)/examples.txt $(TEST_RESULTS)/fuzz.txt $(TEST_RESULTS)/cuda_args.txt
+
 # Sum result files; the last line printed is "N passed, M failed".
 sum_results = for f in $(1); do tail -n 1 $$f; done | \
   awk '{p += $$1; f += $$3} END {printf "%d passed, %d failed\n", p, f; exit (f > 0)}'

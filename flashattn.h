@@ -142,6 +142,34 @@
    [heads_q, total_q], total_q = cu_seqlens_q[batch].
    f16/bf16 tensors are read and written in that type; arithmetic is fp32.
    The same inputs give bit-identical outputs run to run, on any thread count.
+   Empty sequences: batch, seqlen_q and seqlen_k (maxima; for decode the
+   cache capacity) must be >= 1, but one sequence may be empty: a length of
+   0 in cu_seqlens_q/k, or seqlens_k[b] = 0. Its query rows (no key in use,
+   or every key masked) give O = 0, L = -inf and dQ = 0; keys that no query
+   sees get dK = dV = 0; a sequence with no queries has no O or L rows.
+   Dtypes: on the CPU each view carries its own dtype, any mix of f32, f16
+   and bf16 in one call. On the GPU all views of a call share one dtype, f16
+   or bf16; a mix is refused.
+   Scale: any finite value, 0 = 1/sqrt(head_dim); with a softcap, |scale| /
+   softcap must be at least FLT_MIN (the CPU folds it into Q). The backward
+   applies the scale once to the finished sums, so a tiny scale does not
+   underflow dK.
+   Memory the host reads. The CPU calls read every pointer on the host. The
+   _cuda calls and their workspace queries read on the host only the structs
+   (fa_problem, fa_tensor) and never what a pointer in them points to:
+   alibi_slopes, cu_seqlens_q/k, seqlens_k, block_table, the tensors, lse
+   and the workspace are device memory there, and their contents are not
+   checked (section 6). fa_problem_resolve and the CPU workspace queries do
+   read and check alibi_slopes, cu_seqlens_q/k, seqlens_k and block_table:
+   for a problem whose arrays are on the device ask the _cuda query.
+   Aliasing: an output (o, lse, dq, dk, dv, decode's o and lse) must share no
+   element with an input or another output; views that interleave without
+   sharing elements are fine (q, k, v, or dq, dk, dv, as slices of one packed
+   qkv tensor). Only fa_merge checks this: it works in place with o ==
+   o_parts (split 0's slot) and lse == lse_parts and refuses any other
+   overlap. fa_decode writes k_cache / v_cache (the appended rows), so
+   k_new / v_new must not overlap them.
+   A call that fails writes nothing: every check runs before the first write.
 
    ============================================================================
    6. WHAT IT DOES NOT DO
@@ -258,15 +286,16 @@ typedef struct fa_tensor {
    every zero field means the default written beside it. */
 typedef struct fa_problem {
     int batch;      /* number of sequences (required, >= 1) */
-    int seqlen_q;   /* queries per sequence; with cu_seqlens_q, the maximum */
-    int seqlen_k;   /* keys per sequence; with cu_seqlens_k, the maximum;
-                       for decode, the cache capacity per sequence */
+    int seqlen_q;   /* queries per sequence (>= 1); with cu_seqlens_q, the maximum */
+    int seqlen_k;   /* keys per sequence (>= 1); with cu_seqlens_k, the maximum;
+                       for decode, the cache capacity per sequence. An empty
+                       sequence: see "Empty sequences" in section 5. */
     int heads_q;    /* query heads (required) */
     int heads_kv;   /* key/value heads; 0 = heads_q. heads_q % heads_kv == 0
                        (GQA; 1 = MQA). Query head h reads KV head h / (heads_q/heads_kv). */
     int head_dim;   /* d of Q and K, 1..256 */
     int head_dim_v; /* d of V and O; 0 = head_dim */
-    float scale;    /* 0 = 1/sqrt(head_dim). Must be finite. */
+    float scale;    /* 0 = 1/sqrt(head_dim). Must be finite (section 5). */
 
     int causal;         /* nonzero: causal, bottom-right aligned */
     int sliding_window; /* nonzero: use window_left / window_right */
@@ -283,8 +312,9 @@ typedef struct fa_problem {
        seqlen_k. For decode: the cache length BEFORE the new tokens. */
     const int32_t *seqlens_k;
 
-    /* Paged KV cache (decode): K/V views index a pool of pages
-       [num_pages, page_size, heads_kv, dim] (batch_stride = page stride);
+    /* Paged KV cache (decode only; forward and backward refuse it): K/V
+       views index a pool of pages [num_pages, page_size, heads_kv, dim]
+       (batch_stride = page stride);
        token n of sequence b is at page block_table[b * pages_per_seq + n / page_size],
        row n % page_size. NULL = contiguous cache. */
     const int32_t *block_table;
@@ -350,14 +380,16 @@ FLASHATTN_DEF fa_status fa_decode(const fa_problem *p, fa_tensor q, fa_tensor k_
 /* Merge num_splits partial results of the same rows, each normalized within
    its split: o_parts [num_splits, rows, dim], lse_parts [num_splits, rows]
    -> o [rows, dim], lse [rows] (may be NULL). A split with lse = -inf has no
-   weight; rows with no weight anywhere give o = 0, lse = -inf. */
+   weight; rows with no weight anywhere give o = 0, lse = -inf. In place:
+   o == o_parts and lse == lse_parts; any other overlap is refused. */
 FLASHATTN_DEF fa_status fa_merge(int num_splits, int64_t rows, int dim,
                                  const float *o_parts, const float *lse_parts,
                                  float *o, float *lse);
 
 /* ---- GPU (defined when the implementation file is compiled by nvcc) --------
-   Same arguments as the CPU calls, all pointers in device memory, plus the
-   CUDA stream as void* (NULL = default stream). Stream-ordered: no host
+   Same arguments as the CPU calls, all pointers in device memory (the host
+   never reads through them, section 5), plus the CUDA stream as void*
+   (NULL = default stream). Stream-ordered: no host
    synchronization; a workspace not given is allocated stream-ordered.
    A workspace size holds for the problem and device it was asked for: ask
    with the same fa_problem the call gets (for decode, block_table set or
@@ -416,6 +448,7 @@ FLASHATTN_DEF fa_status fa_decode_cuda(const fa_problem *p, fa_tensor q, fa_tens
 #include <stdarg.h>
 #include <stdio.h>
 #include <limits.h>
+#include <float.h>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -857,11 +890,16 @@ static fa_status fa__resolve(const char *fn, const fa_problem *p, fa_problem *r,
         return fa__fail(FA_ERROR_INVALID_ARGUMENT, "%s: " #field " (%d) must be >= 1", fn,     \
                         (int)x.field);
     FA__POSITIVE(batch)
-    FA__POSITIVE(seqlen_q)
-    FA__POSITIVE(seqlen_k)
     FA__POSITIVE(heads_q)
     FA__POSITIVE(head_dim)
 #undef FA__POSITIVE
+    /* the maxima (capacity) of every sequence; one sequence may be empty:
+       see "Empty sequences" in section 5 */
+    if (x.seqlen_q < 1 || x.seqlen_k < 1)
+        return fa__fail(FA_ERROR_INVALID_ARGUMENT,
+                        "%s: %s (%d) must be >= 1 (the maximum over the batch; an empty sequence is a "
+                        "length of 0 in cu_seqlens or seqlens_k)",
+                        fn, x.seqlen_q < 1 ? "seqlen_q" : "seqlen_k", x.seqlen_q < 1 ? x.seqlen_q : x.seqlen_k);
     if (x.heads_kv < 0)
         return fa__fail(FA_ERROR_INVALID_ARGUMENT, "%s: heads_kv (%d) is negative", fn, x.heads_kv);
     if (x.heads_kv == 0)
@@ -883,6 +921,12 @@ static fa_status fa__resolve(const char *fn, const fa_problem *p, fa_problem *r,
     if (!fa__isfinite(x.softcap) || x.softcap < 0.0f)
         return fa__fail(FA_ERROR_INVALID_ARGUMENT, "%s: softcap (%g) must be finite and >= 0", fn,
                         (double)x.softcap);
+    /* the CPU folds scale / softcap into Q; below FLT_MIN it loses bits that
+       dK = scale dS^T Q needs (>>impl-backward) */
+    if (x.softcap > 0.0f && fabs((double)x.scale / x.softcap) < FLT_MIN)
+        return fa__fail(FA_ERROR_INVALID_ARGUMENT,
+                        "%s: scale (%g) / softcap (%g) is below FLT_MIN: not representable as a normal float", fn,
+                        (double)x.scale, (double)x.softcap);
     if (x.sliding_window && (x.window_left < 0 || x.window_right < 0))
         return fa__fail(FA_ERROR_INVALID_ARGUMENT,
                         "%s: window_left (%d) / window_right (%d) must be >= 0", fn, x.window_left,
@@ -981,9 +1025,11 @@ static fa_status fa__check_tensor(const char *fn, const char *name, fa_tensor *t
         return fa__fail(FA_ERROR_INVALID_ARGUMENT, "%s: %s size overflows int64", fn, name);
     cnt[0] = nb; cnt[1] = ns; cnt[2] = nh;
     str[0] = t->batch_stride; str[1] = t->seq_stride; str[2] = t->head_stride;
-    for (a = 0; a < 3; ++a) /* sort the three dimensions by stride */
+    /* sort the three dimensions by stride; on a tie the one that is outer
+       in [batch, seq, heads] goes last, so that it is the one named */
+    for (a = 0; a < 3; ++a)
         for (c = a + 1; c < 3; ++c)
-            if (str[idx[c]] < str[idx[a]]) {
+            if (str[idx[c]] < str[idx[a]] || (str[idx[c]] == str[idx[a]] && idx[c] > idx[a])) {
                 int tmp = idx[a];
                 idx[a] = idx[c];
                 idx[c] = tmp;
@@ -1033,6 +1079,15 @@ static void fa__k_rows(const fa_problem *r, int host_arrays, int64_t *nb, int64_
     }
 }
 
+/* Paged K/V is decode's: forward and backward refuse a block_table. */
+static fa_status fa__no_block_table(const char *fn, const fa_problem *r)
+{
+    if (r->block_table)
+        return fa__fail(FA_ERROR_INVALID_ARGUMENT,
+                        "%s: block_table is set; paged K/V caches are read by decode only", fn);
+    return FA_OK;
+}
+
 static fa_status fa__check_forward(const char *fn, const fa_problem *p, fa_problem *r, fa_tensor *q,
                                    fa_tensor *k, fa_tensor *v, fa_tensor *o, const float *lse,
                                    int host_arrays)
@@ -1041,6 +1096,8 @@ static fa_status fa__check_forward(const char *fn, const fa_problem *p, fa_probl
     fa_status s = fa__resolve(fn, p, r, host_arrays);
     (void)lse; /* optional output, any pointer */
     if (s != FA_OK)
+        return s;
+    if ((s = fa__no_block_table(fn, r)) != FA_OK)
         return s;
     fa__q_rows(r, host_arrays, &qb, &qs);
     fa__k_rows(r, host_arrays, &kb, &ks);
@@ -1063,8 +1120,6 @@ static fa_status fa__check_backward(const char *fn, const fa_problem *p, fa_prob
         return s;
     if (!lse)
         return fa__fail(FA_ERROR_INVALID_ARGUMENT, "%s: lse is NULL (the forward's log-sum-exp is required)", fn);
-    if (r->block_table)
-        return fa__fail(FA_ERROR_UNSUPPORTED, "%s: block_table (paged K/V) has no backward", fn);
     fa__q_rows(r, host_arrays, &qb, &qs);
     fa__k_rows(r, host_arrays, &kb, &ks);
     if ((s = fa__check_tensor(fn, "dout", dout, qb, qs, r->heads_q, r->head_dim_v)) != FA_OK ||
@@ -2586,7 +2641,7 @@ FLASHATTN_DEF fa_status fa_forward_workspace_size(const fa_problem *p, size_t *b
     fa_problem r;
     fa__attn a;
     fa_status s = fa__resolve("fa_forward_workspace_size", p, &r, 1);
-    if (s != FA_OK)
+    if (s != FA_OK || (s = fa__no_block_table("fa_forward_workspace_size", &r)) != FA_OK)
         return s;
     if (!bytes)
         return fa__fail(FA_ERROR_INVALID_ARGUMENT, "fa_forward_workspace_size: bytes is NULL");
@@ -2638,8 +2693,13 @@ FLASHATTN_DEF fa_status fa_forward(const fa_problem *p, fa_tensor q, fa_tensor k
        dV_j += (P o Z)^T dO_i                       Z = dropout multipliers
        dP = dO_i V_j^T
        dS = P o (dP o Z - D_i)                      D = rowsum(dO o O)
-       dS <- scale * dS * (1 - tanh^2)              (softcap derivative)
-       dK_j += dS^T Q_i        dQ_i += dS K_j
+       dS <- dS * (1 - tanh^2)                      (softcap derivative)
+       dK_j += dS^T Q_i        dQ_i += dS K_j       (both times scale at the end)
+   The scale is applied once, to the finished sums: dK_j = scale dS^T Q is
+   formed from the Q~ = q_fold Q already in the tile, as (dS^T Q~) (scale /
+   q_fold), a factor near 1 (1 / log2 e, or softcap), so no intermediate is
+   smaller than dK itself: scaling dS and unfolding Q~ would underflow fp32
+   for scales near 1e-20 and below.
    D = rowsum(dO o O) equals rowsum(P o dP) (FlashAttention's appendix),
    computed once per row.
 
@@ -2683,7 +2743,7 @@ static void fa__bwd_load_rows(const fa__attn *a, const fa__seq *s, fa__scratch *
 }
 
 /* One (Q tile, K tile) pair: P into w->S, Z into w->Z (dropout), and
-   dS (times scale and the softcap derivative) into w->dP. Needs w->Kt,
+   dS (times the softcap derivative, not the scale) into w->dP. Needs w->Kt,
    w->Vt and the rows from fa__bwd_load_rows. */
 static void fa__bwd_pair(const fa__attn *a, fa__scratch *w, const fa__seq *s, int nr, int n0, int nc)
 {
@@ -2696,18 +2756,18 @@ static void fa__bwd_pair(const fa__attn *a, fa__scratch *w, const fa__seq *s, in
     fa__gemm(nr, bcp, a->dv_, w->dO, a->dvp, w->Vt, bcp, w->dP, bcp, 0, w->pack); /* dP = dO V_j^T */
     for (i = 0; i < nr; ++i) {
         const float *p = w->S + (size_t)i * bcp, *z = w->Z + (size_t)i * bcp, *t = w->T + (size_t)i * bcp;
-        float *ds = w->dP + (size_t)i * bcp, D = w->l[i], scale = a->r.scale;
+        float *ds = w->dP + (size_t)i * bcp, D = w->l[i];
         /* the plain case gets its own loop so that it vectorizes cleanly */
         if (!a->drop_thr && a->cap2 == 0.0f)
             for (c = 0; c < nc; ++c)
-                ds[c] = p[c] * (ds[c] - D) * scale;
+                ds[c] = p[c] * (ds[c] - D);
         else
             for (c = 0; c < nc; ++c) {
                 float dp = a->drop_thr ? ds[c] * z[c] : ds[c];
                 float g = p[c] * (dp - D);
                 if (a->cap2 != 0.0f)
                     g *= 1.0f - t[c] * t[c]; /* d/dx c tanh(x / c) */
-                ds[c] = g * scale;
+                ds[c] = g;
             }
         for (; c < bcp; ++c)
             ds[c] = 0.0f;
@@ -2742,7 +2802,7 @@ static void fa__backward_kv_task(void *ctx, int index, int worker)
     const fa_problem *r = &a->r;
     int nbk = r->batch * r->heads_kv, b = (index % nbk) / r->heads_kv, kvh = (index % nbk) % r->heads_kv;
     int n0 = (index / nbk) * FA__BC, cap, nc, nct, g, i, c, i0, ilo, ihi;
-    float unfold = 1.0f / a->q_fold; /* dK = dS^T Q = dS^T Q~ / q_fold */
+    float unfold = (float)((double)r->scale / a->q_fold); /* dK = scale dS^T Q = (dS^T Q~) scale / q_fold */
     fa__scratch w;
     fa__seq s;
     fa__seq_info(a, b, &s);
@@ -2820,8 +2880,13 @@ static void fa__backward_q_task(void *ctx, int index, int worker)
         fa__bwd_pair(a, &w, &s, nr, n0, nc);
         fa__gemm(nr, a->dp, nc, w.dP, a->bcp, w.K, a->dp, w.O, a->dp, 1, w.pack); /* dQ += dS K_j */
     }
-    for (i = 0; i < nr; ++i)
-        fa__store_row(fa__at(&a->dq, s.q_b, s.q_row0 + i0 + i, h), a->dq.dtype, a->d, w.O + (size_t)i * a->dp);
+    for (i = 0; i < nr; ++i) {
+        float *dq = w.O + (size_t)i * a->dp;
+        int c;
+        for (c = 0; c < a->d; ++c)
+            dq[c] *= a->r.scale; /* dQ = scale dS K */
+        fa__store_row(fa__at(&a->dq, s.q_b, s.q_row0 + i0 + i, h), a->dq.dtype, a->d, dq);
+    }
 }
 
 static size_t fa__backward_bytes(const fa__attn *a, int workers)
@@ -2836,7 +2901,7 @@ FLASHATTN_DEF fa_status fa_backward_workspace_size(const fa_problem *p, size_t *
     fa_problem r;
     fa__attn a;
     fa_status s = fa__resolve("fa_backward_workspace_size", p, &r, 1);
-    if (s != FA_OK)
+    if (s != FA_OK || (s = fa__no_block_table("fa_backward_workspace_size", &r)) != FA_OK)
         return s;
     if (!bytes)
         return fa__fail(FA_ERROR_INVALID_ARGUMENT, "fa_backward_workspace_size: bytes is NULL");
@@ -2899,13 +2964,13 @@ static void fa__merge_row(int nsplit, int dim, const float *o_parts, int64_t o_s
 {
     float M = -INFINITY, L;
     double sum = 0.0;
-    int s, c;
+    int s, c, first;
     for (s = 0; s < nsplit; ++s)
         if (lse_parts[s * lse_stride] > M)
             M = lse_parts[s * lse_stride];
-    for (c = 0; c < dim; ++c)
-        o[c] = 0.0f;
     if (M == -INFINITY) {
+        for (c = 0; c < dim; ++c)
+            o[c] = 0.0f;
         if (lse)
             *lse = -INFINITY;
         return;
@@ -2914,14 +2979,17 @@ static void fa__merge_row(int nsplit, int dim, const float *o_parts, int64_t o_s
         if (lse_parts[s * lse_stride] != -INFINITY)
             sum += exp((double)lse_parts[s * lse_stride] - M);
     L = (float)(M + log(sum));
-    for (s = 0; s < nsplit; ++s) {
+    for (s = 0, first = 1; s < nsplit; ++s) {
         const float *os = o_parts + s * o_stride;
         float ls = lse_parts[s * lse_stride], wgt;
         if (ls == -INFINITY)
             continue;
         wgt = (float)exp((double)ls - L);
+        /* the first split with weight sets o, so that o may be split 0's
+           own slot (in place): it is read before it is written */
         for (c = 0; c < dim; ++c)
-            o[c] += wgt * os[c];
+            o[c] = first ? wgt * os[c] : o[c] + wgt * os[c];
+        first = 0;
     }
     if (lse)
         *lse = L;
@@ -2935,6 +3003,13 @@ typedef struct fa__merge_ctx {
 } fa__merge_ctx;
 
 #define FA__MERGE_ROWS 256 /* rows per merge task */
+
+/* Do the byte ranges [a, a + an) and [b, b + bn) share a byte? */
+static int fa__overlap(const void *a, size_t an, const void *b, size_t bn)
+{
+    uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
+    return an > 0 && bn > 0 && x < y + bn && y < x + an;
+}
 
 static void fa__merge_task(void *ctx, int index, int worker)
 {
@@ -2967,6 +3042,21 @@ FLASHATTN_DEF fa_status fa_merge(int num_splits, int64_t rows, int dim, const fl
                         !o_parts ? "o_parts" : !lse_parts ? "lse_parts" : "o");
     if ((s = fa__task_count(fn, (rows + FA__MERGE_ROWS - 1) / FA__MERGE_ROWS, &ntasks)) != FA_OK)
         return s;
+    { /* in place means o == o_parts (split 0's slot) or lse == lse_parts; any
+         other shared byte between an output and an input is refused */
+        size_t ob = (size_t)(rows * dim) * sizeof(float), lb = (size_t)rows * sizeof(float);
+        size_t opb = ob * (size_t)num_splits, lpb = lb * (size_t)num_splits;
+        const char *bad = o != o_parts && fa__overlap(o, ob, o_parts, opb) ? "o overlaps o_parts"
+                          : fa__overlap(o, ob, lse_parts, lpb)            ? "o overlaps lse_parts"
+                          : !lse                                          ? NULL
+                          : lse != lse_parts && fa__overlap(lse, lb, lse_parts, lpb) ? "lse overlaps lse_parts"
+                          : fa__overlap(lse, lb, o_parts, opb)            ? "lse overlaps o_parts"
+                          : fa__overlap(lse, lb, o, ob)                   ? "lse overlaps o"
+                                                                          : NULL;
+        if (bad)
+            return fa__fail(FA_ERROR_INVALID_ARGUMENT,
+                            "%s: %s (in place is o == o_parts and lse == lse_parts only)", fn, bad);
+    }
     m.nsplit = num_splits;
     m.dim = dim;
     m.rows = rows;

@@ -3119,8 +3119,9 @@ FLASHATTN_DEF fa_status fa_forward_cuda_workspace_size(const fa_problem *p, size
 {
     fa_problem r;
     if (!bytes) return fa__fail(FA_ERROR_INVALID_ARGUMENT, "fa_forward_cuda_workspace_size: bytes is NULL");
-    fa_status s = fa_problem_resolve(p, &r);
-    if (s != FA_OK) return s;
+    /* host_arrays = 0: alibi_slopes, cu_seqlens and seqlens_k are device memory */
+    fa_status s = fa__resolve("fa_forward_cuda_workspace_size", p, &r, 0);
+    if (s != FA_OK || (s = fa__no_block_table("fa_forward_cuda_workspace_size", &r)) != FA_OK) return s;
     *bytes = 0; /* the forward kernel needs no scratch */
     return FA_OK;
 }
@@ -5708,8 +5709,9 @@ FLASHATTN_DEF fa_status fa_backward_cuda_workspace_size(const fa_problem *p, siz
     const char *fn = "fa_backward_cuda_workspace_size";
     fa_problem r;
     fa__bwd_plan pl = {};
-    fa_status s = fa__resolve(fn, p, &r, 0);
-    if (s != FA_OK || (s = fa__bwd_make_plan(fn, &r, &pl)) != FA_OK) return s;
+    fa_status s = fa__resolve(fn, p, &r, 0); /* host_arrays = 0: device memory */
+    if (s != FA_OK || (s = fa__no_block_table(fn, &r)) != FA_OK || (s = fa__bwd_make_plan(fn, &r, &pl)) != FA_OK)
+        return s;
     if (!bytes) return fa__fail(FA_ERROR_INVALID_ARGUMENT, "%s: bytes is NULL", fn);
     *bytes = pl.total_bytes;
     return FA_OK;
