@@ -155,6 +155,19 @@ $(TEST_RESULTS)/check_headers.txt: tests/check_headers.sh flashattn.h flashattn_
 	@$(RUN_CHECK) $@ "tests/check_headers.sh (no dates, UTC or commit hashes in the headers)" sh tests/check_headers.sh
 ALL_RESULTS += $(TEST_RESULTS)/check_headers.txt
 
+# FP8 (e4m3) on the CPU: conversions, fa_quantize, the forward on e4m3 (issue 49).
+$(BUILD)/test_fp8: tests/test_fp8.c $(TEST_DEPS) | $(BUILD)
+	$(CC) -std=c99 $(TEST_CFLAGS) $(OPT) -o $@ tests/test_fp8.c -lm
+$(BUILD)/test_fp8_san: tests/test_fp8.c $(TEST_DEPS) | $(BUILD)
+	$(CC) -std=c99 $(WARN) $(SAN_FLAGS) -o $@ tests/test_fp8.c -lm
+$(TEST_RESULTS)/fp8.txt: $(BUILD)/test_fp8 FORCE | $(TEST_RESULTS)
+	@$(RUN_CHECK) $@ "test_fp8" $(BUILD)/test_fp8
+$(TEST_RESULTS)/san_fp8.txt: $(BUILD)/test_fp8_san FORCE | $(TEST_RESULTS)
+	@$(RUN_CHECK) $@ "test_fp8 --quick under ASan+UBSan" env $(SAN_ENV) $(BUILD)/test_fp8_san --quick
+CPU_RESULTS      += $(TEST_RESULTS)/fp8.txt
+SANITIZE_RESULTS += $(TEST_RESULTS)/san_fp8.txt
+ALL_RESULTS      += $(TEST_RESULTS)/fp8.txt $(TEST_RESULTS)/san_fp8.txt
+
 # Sum result files; the last line printed is "N passed, M failed".
 sum_results = for f in $(1); do tail -n 1 $$f; done | \
   awk '{p += $$1; f += $$3} END {printf "%d passed, %d failed\n", p, f; exit (f > 0)}'
