@@ -252,6 +252,19 @@ test-gpu: $(addprefix $(BUILD)/,$(GPU_TEST_PROGS))
 	echo "test-gpu: $$((n-f)) passed, $$f failed (each test program, each under the sanitizers, and its SASS check)"; \
 	test $$f -eq 0
 
+# FP8 (issue 49): fa_quantize_cuda bit for bit against the CPU fa_quantize
+# (test-gpu runs it with the others, sanitizers included), and its bandwidth
+# beside a cudaMemcpy: make bench-fp8-quant (on the GPU machine).
+GPU_TEST_PROGS += test_gpu_fp8
+test-gpu: $(BUILD)/test_gpu_fp8
+$(BUILD)/test_gpu_fp8: tests/test_gpu_fp8.cu tests/reference.h tests/test_util.h flashattn.h flashattn_cuda.cuh | $(BUILD)
+	$(NVCC) $(NVCC_FLAGS) -DFLASHATTN_HEAD_DIMS=64 $(call gencode,$(GPU_ARCHS)) $< -o $@
+$(BUILD)/bench_fp8_quant: bench/bench_fp8_quant.cu flashattn.h flashattn_cuda.cuh | $(BUILD)
+	$(NVCC) $(NVCC_FLAGS) -DFLASHATTN_HEAD_DIMS=64 $(call gencode,$(GPU_ARCHS)) $< -o $@
+.PHONY: bench-fp8-quant
+bench-fp8-quant: $(BUILD)/bench_fp8_quant
+	$(BUILD)/bench_fp8_quant | tee bench/results/fp8-quant-latest.md
+
 # One compile per (source, architecture): PASS/FAIL lines, counts in
 # build/gpu-compile.counts as "passed failed".
 # The benchmark programs are checked with d 64's kernels alone (their own code
@@ -445,6 +458,15 @@ BENCH_OUT    := bench/results/cpu-$(shell date -u +%Y-%m-%d)-$(HOST_KIND).md
 
 $(BUILD)/bench_cpu: bench/bench_cpu.c flashattn.h | $(BUILD)
 	$(CC) $(BENCH_CFLAGS) -Wall -Wextra -DBENCH_FLAGS='"$(BENCH_CFLAGS)"' -I. $< -lm -o $@
+
+# FlashAttention-3's Table 3 method on the CPU twin of the FP8 path (issue 49):
+# make bench-fp8-accuracy [FP8_ACC_FLAGS="--seqlen 1024"] (see the file's header).
+FP8_ACC_FLAGS ?=
+$(BUILD)/fp8_accuracy: bench/fp8_accuracy.c flashattn.h | $(BUILD)
+	$(CC) -std=c99 $(BENCH_CFLAGS) -Wall -Wextra -I. $< -lm -o $@
+.PHONY: bench-fp8-accuracy
+bench-fp8-accuracy: $(BUILD)/fp8_accuracy
+	./$(BUILD)/fp8_accuracy $(FP8_ACC_FLAGS)
 
 bench: $(BUILD)/bench_cpu
 	@mkdir -p bench/results

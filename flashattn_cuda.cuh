@@ -36,6 +36,8 @@
        >>decode-combine  merge the splits by log-sum-exp
        >>decode-append   k_new / v_new into the cache
        >>decode-host     split count, validation, launch
+     >>fp8-quant      fa_quantize_cuda: f16 / bf16 -> e4m3 and per-block
+                      descales in one pass, with the Hadamard rotation
      >>backward       the backward pass (FlashAttention Alg. 4 in
                       FlashAttention-2 form): three kernels, a deterministic
                       mode, fa_backward_cuda (FLASHATTN_NO_BACKWARD leaves it
@@ -3146,6 +3148,9 @@ FLASHATTN_DEF fa_status fa_forward_cuda(const fa_problem *p, fa_tensor q, fa_ten
         return fa__fail(FA_ERROR_UNSUPPORTED,
                         "%s: f32 tensors are not supported on the GPU (the tensor cores take f16 or "
                         "bf16); convert q, k, v and o to FA_F16 or FA_BF16", fn);
+    if ((s = fa__check_fp8(fn, p, &r, &q, &k, &v, &o, 0)) != FA_OK || q.dtype == FA_E4M3)
+        return s != FA_OK ? s : fa__fail(FA_ERROR_UNSUPPORTED, "%s: q.dtype FA_E4M3: the FP8 GPU kernel is "
+                                         "not in this build (fa_forward takes e4m3 on the CPU)", fn);
     if (q.dtype != FA_F16 && q.dtype != FA_BF16)
         return fa__fail(FA_ERROR_UNSUPPORTED, "%s: q dtype %d is not supported by the GPU forward "
                         "(f16 or bf16)", fn, (int)q.dtype);
@@ -4514,6 +4519,212 @@ FLASHATTN_DEF fa_status fa_decode_cuda(const fa_problem *p, fa_tensor q, fa_tens
         if (e == cudaSuccess) e = e2;
     }
     if (e != cudaSuccess) return fa__fail(FA_ERROR_CUDA, "fa_decode_cuda: %s", cudaGetErrorString(e));
+    return FA_OK;
+}
+
+#ifdef __cplusplus
+}
+#endif
+
+/* ============================================================================
+   >>fp8-quant  fa_quantize_cuda: f16 / bf16 -> e4m3 with per-block descales
+   ============================================================================
+   The GPU twin of fa_quantize (flashattn.h, >>impl-fp8), bit for bit: the
+   same conversions, the same Hadamard stages in the same order, the same
+   fa__fp8_scale. One pass over memory: one CTA per (block of B rows, head,
+   sequence) holds its B rows in registers, finds their amax, and writes
+   them as e4m3 with the block's descale. 16 warps; warp w takes rows w,
+   w + 16, ... of the block, and lane l holds the row's elements i * 32 + l
+   (i < E), so each load of a warp reads 32 neighbouring elements.
+   Per tensor it takes two passes (the tensor's amax must be known before
+   anything is rounded): pass 1 atomicMax-es every block's amax into
+   descale[0] (non-negative floats order as their bits), pass 2 rounds,
+   then one thread turns the amax into the descale. */
+#define FA__QUANT_WARPS 16
+
+struct fa__quant_params {
+    const uint16_t *x;
+    uint8_t *out;
+    float *descale;
+    int64_t x_batch, x_seq, x_head, o_batch, o_seq, o_head;
+    const int32_t *cu_seqlens;
+    int seqlen, heads, d, nblk;
+    int hadamard;
+    uint64_t seed;
+    float inv_sqrt_d;
+    int mode; /* 0: per block; per tensor: 1 the amax pass, 2 the rounding pass */
+};
+
+static __device__ __forceinline__ uint8_t fa__cvt_e4m3(float v)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+    unsigned short r; /* the hardware's round-to-nearest-even, saturating: fa__f32_to_e4m3's bits */
+    asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(r) : "f"(0.0f), "f"(v));
+    return (uint8_t)(r & 0xffu);
+#else
+    return fa__f32_to_e4m3(v);
+#endif
+}
+
+/* y <- y M for one row spread over the warp (element i * 32 + lane in y[i]):
+   fa__hadamard_row's stages h = 1, 2, .. in its order; below 32 the pair
+   is in the lane l ^ h (the lane with bit h set keeps the difference),
+   from 32 on it is y[i ^ (h / 32)] in the same lane. */
+template <int E>
+static __device__ __forceinline__ void fa__hadamard_warp(float (&y)[E], const float (&mul)[E], int lane, int d)
+{
+#pragma unroll
+    for (int h = 1; h < 32; h <<= 1)
+        if (h < d)
+#pragma unroll
+            for (int i = 0; i < E; ++i) {
+                float o = __shfl_xor_sync(0xffffffffu, y[i], h);
+                y[i] = (lane & h) ? o - y[i] : y[i] + o;
+            }
+#pragma unroll
+    for (int hi = 1; hi < E; hi <<= 1)
+#pragma unroll
+        for (int i = 0; i < E; ++i)
+            if (!(i & hi) && hi * 32 < d) {
+                float a = y[i], b = y[i + hi];
+                y[i] = a + b;
+                y[i + hi] = a - b;
+            }
+#pragma unroll
+    for (int i = 0; i < E; ++i)
+        y[i] *= mul[i];
+}
+
+/* E elements per lane (E * 32 >= d), B rows per block, R = B / 16 per warp. */
+template <int E, int B, bool BF16>
+__global__ void __launch_bounds__(FA__QUANT_WARPS * 32) fa__quantize_kernel(const fa__quant_params p)
+{
+    constexpr int R = B / FA__QUANT_WARPS;
+    __shared__ float warp_amax[FA__QUANT_WARPS];
+    const int k = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int64_t row0 = p.cu_seqlens ? p.cu_seqlens[b] : 0, bi = p.cu_seqlens ? 0 : b;
+    const int len = p.cu_seqlens ? p.cu_seqlens[b + 1] - (int)row0 : p.seqlen;
+    float y[R][E], mul[E], amax = 0.0f, s, inv;
+#pragma unroll
+    for (int i = 0; i < E; ++i)
+        mul[i] = p.hadamard && i * 32 + lane < p.d ? fa__hadamard_mul(p.seed, i * 32 + lane, p.inv_sqrt_d) : 0.0f;
+    /* ---- load (all R rows' loads in flight at once), rotate, amax ---- */
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+        const int n = k * B + r * FA__QUANT_WARPS + warp;
+        const uint16_t *src = p.x + bi * p.x_batch + (row0 + n) * p.x_seq + (int64_t)h * p.x_head;
+#pragma unroll
+        for (int i = 0; i < E; ++i) {
+            const int j = i * 32 + lane;
+            uint16_t u = n < len && j < p.d ? src[j] : (uint16_t)0;
+            y[r][i] = BF16 ? __uint_as_float((uint32_t)u << 16) : __half2float(__ushort_as_half(u));
+        }
+    }
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+        if (p.hadamard) /* warp-uniform: every lane takes part in the shuffles */
+            fa__hadamard_warp<E>(y[r], mul, lane, p.d);
+#pragma unroll
+        for (int i = 0; i < E; ++i) /* the comparison as on the CPU: NaN never wins */
+            amax = fabsf(y[r][i]) > amax ? fabsf(y[r][i]) : amax;
+    }
+    /* ---- the block's amax: the warp's by butterfly, then across warps ---- */
+#pragma unroll
+    for (int m = 16; m >= 1; m >>= 1) {
+        float o = __shfl_xor_sync(0xffffffffu, amax, m);
+        amax = o > amax ? o : amax;
+    }
+    if (lane == 0) warp_amax[warp] = amax;
+    __syncthreads(); /* every warp's amax is in shared memory */
+#pragma unroll
+    for (int w = 0; w < FA__QUANT_WARPS; ++w)
+        amax = warp_amax[w] > amax ? warp_amax[w] : amax;
+    if (p.mode == 1) {
+        if (threadIdx.x == 0 && amax > 0.0f)
+            atomicMax((unsigned int *)p.descale, __float_as_uint(amax));
+        return;
+    }
+    if (p.mode == 2)
+        amax = __uint_as_float(*(const unsigned int *)p.descale);
+    fa__fp8_scale(amax, &s, &inv);
+    if (p.mode == 0 && threadIdx.x == 0)
+        p.descale[((int64_t)b * p.heads + h) * p.nblk + k] = s;
+    /* ---- store: each row as e4m3(y * inv) ---- */
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+        const int n = k * B + r * FA__QUANT_WARPS + warp;
+        uint8_t *dst = p.out + bi * p.o_batch + (row0 + n) * p.o_seq + (int64_t)h * p.o_head;
+        if (n < len)
+#pragma unroll
+            for (int i = 0; i < E; ++i)
+                if (i * 32 + lane < p.d)
+                    dst[i * 32 + lane] = fa__cvt_e4m3(y[r][i] * inv);
+    }
+}
+
+/* Per tensor, after both passes: descale[0] holds the amax's bits. */
+__global__ void fa__quantize_finish_kernel(float *descale)
+{
+    float s, inv;
+    fa__fp8_scale(__uint_as_float(*(const unsigned int *)descale), &s, &inv);
+    descale[0] = s;
+}
+
+template <int B>
+static void fa__quantize_launch(const fa__quant_params &kp, int batch, int bf16, cudaStream_t st)
+{
+    const dim3 grid((unsigned)kp.nblk, (unsigned)kp.heads, (unsigned)batch), block(FA__QUANT_WARPS * 32);
+    const int e = kp.d <= 32 ? 1 : kp.d <= 64 ? 2 : kp.d <= 128 ? 4 : 8;
+#define FA__QUANT_CASE(E)                                                                                   \
+    if (e == E) {                                                                                          \
+        if (bf16) fa__quantize_kernel<E, B, true><<<grid, block, 0, st>>>(kp);                             \
+        else fa__quantize_kernel<E, B, false><<<grid, block, 0, st>>>(kp);                                 \
+    }
+    FA__QUANT_CASE(1) FA__QUANT_CASE(2) FA__QUANT_CASE(4) FA__QUANT_CASE(8)
+#undef FA__QUANT_CASE
+}
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+FLASHATTN_DEF fa_status fa_quantize_cuda(const fa_quant *p, fa_tensor x, fa_tensor out, float *descale,
+                                         void *stream)
+{
+    static const char fn[] = "fa_quantize_cuda";
+    const cudaStream_t st = (cudaStream_t)stream;
+    fa__quant_params kp;
+    cudaError_t e = cudaSuccess;
+    int mode;
+    fa_status s = fa__check_quant(fn, p, &x, &out, descale, 0);
+    if (s != FA_OK) return s;
+    if (x.dtype != FA_F16 && x.dtype != FA_BF16)
+        return fa__fail(FA_ERROR_UNSUPPORTED, "%s: x.dtype is %s: the GPU quantizer takes FA_F16 or FA_BF16", fn,
+                        fa__dtype_name(x.dtype));
+    if (p->heads > 65535 || p->batch > 65535 || FA__FP8_BLOCKS(p->seqlen, p->role) > INT_MAX)
+        return fa__fail(FA_ERROR_UNSUPPORTED, "%s: heads (%d) and batch (%d) must be <= 65535 (CUDA grid limits)",
+                        fn, p->heads, p->batch);
+    memset(&kp, 0, sizeof kp);
+    kp.x = (const uint16_t *)x.data; kp.out = (uint8_t *)out.data; kp.descale = descale;
+    kp.x_batch = x.batch_stride; kp.x_seq = x.seq_stride; kp.x_head = x.head_stride;
+    kp.o_batch = out.batch_stride; kp.o_seq = out.seq_stride; kp.o_head = out.head_stride;
+    kp.cu_seqlens = p->cu_seqlens; kp.seqlen = p->seqlen; kp.heads = p->heads; kp.d = p->head_dim;
+    kp.nblk = (int)FA__FP8_BLOCKS(p->seqlen, p->role);
+    kp.hadamard = p->hadamard; kp.seed = p->seed;
+    kp.inv_sqrt_d = (float)(1.0 / sqrt((double)p->head_dim)); /* as fa_quantize computes it */
+    if (p->per_tensor) e = cudaMemsetAsync(descale, 0, sizeof(float), st); /* amax 0, as bits */
+    for (mode = p->per_tensor ? 1 : 0; e == cudaSuccess && mode <= (p->per_tensor ? 2 : 0); ++mode) {
+        kp.mode = mode;
+        if (p->role == FA_QUANT_Q) fa__quantize_launch<FLASHATTN_FP8_BLOCK_Q>(kp, p->batch, x.dtype == FA_BF16, st);
+        else fa__quantize_launch<FLASHATTN_FP8_BLOCK_K>(kp, p->batch, x.dtype == FA_BF16, st);
+        e = cudaGetLastError();
+    }
+    if (e == cudaSuccess && p->per_tensor) {
+        fa__quantize_finish_kernel<<<1, 1, 0, st>>>(descale);
+        e = cudaGetLastError();
+    }
+    if (e != cudaSuccess) return fa__cuda_fail(fn, e, "quantize launch");
     return FA_OK;
 }
 
