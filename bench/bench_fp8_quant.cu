@@ -93,7 +93,7 @@ int main(void)
     printf("|---|---|---|---|---|---|---|---|---|\n");
     for (si = 0; si < 3; si++) {
         bench_ctx c;
-        int64_t n = (int64_t)shapes[si][0] * shapes[si][1] * shapes[si][2] * shapes[si][3], count;
+        int64_t n = (int64_t)shapes[si][0] * shapes[si][1] * shapes[si][2] * shapes[si][3], count = 0;
         void *x, *out;
         float copy_ms, copy_gbs;
         memset(&c, 0, sizeof c);

@@ -116,7 +116,7 @@ static double run_variant(const acc_problem *a, int variant, const float *src[3]
         } else {
             fa_quant qp;
             fa_tensor in;
-            int64_t count;
+            int64_t count = 0;
             memset(&qp, 0, sizeof qp);
             memset(&in, 0, sizeof in);
             qp.role = (fa_quant_role)x; qp.batch = a->batch; qp.seqlen = a->seqlen; qp.heads = a->heads;

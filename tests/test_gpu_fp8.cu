@@ -39,7 +39,7 @@ static void run_case(const gcase *c)
     uint64_t rng = c->seed * 7919 + 3;
     int32_t cu[17];
     int b, nb;
-    int64_t total, count, k, bad_codes = 0, bad_scales = 0;
+    int64_t total, count = 0, k, bad_codes = 0, bad_scales = 0;
     tens x, e;
     fa_quant p;
     void *d_x, *d_out;
@@ -50,7 +50,6 @@ static void run_case(const gcase *c)
     char ctx[200];
     cu[0] = 0;
     for (b = 0; b < c->batch; b++) cu[b + 1] = cu[b] + (c->varlen ? rng_int(&rng, 0, c->seqlen) : c->seqlen);
-    if (c->varlen) cu[c->batch] += 0;
     nb = c->varlen ? 1 : c->batch;
     total = c->varlen ? cu[c->batch] : c->seqlen;
     x = tens_make(c->dt, nb, (int)(total ? total : 1), c->heads, c->d, c->layout, &rng);
