@@ -160,13 +160,19 @@ $(BUILD)/test_fp8: tests/test_fp8.c $(TEST_DEPS) | $(BUILD)
 	$(CC) -std=c99 $(TEST_CFLAGS) $(OPT) -o $@ tests/test_fp8.c -lm
 $(BUILD)/test_fp8_san: tests/test_fp8.c $(TEST_DEPS) | $(BUILD)
 	$(CC) -std=c99 $(WARN) $(SAN_FLAGS) -o $@ tests/test_fp8.c -lm
+# ... and with the portable loops, odd CPU tiles and small FP8 blocks (many per sequence).
+$(BUILD)/test_fp8_portable: tests/test_fp8.c $(TEST_DEPS) | $(BUILD)
+	$(CC) -std=c99 $(TEST_CFLAGS) -DFLASHATTN_NO_SIMD -DFLASHATTN_CPU_BR=5 -DFLASHATTN_CPU_BC=3 \
+	  -DFLASHATTN_FP8_BLOCK_Q=16 -DFLASHATTN_FP8_BLOCK_K=32 -o $@ tests/test_fp8.c -lm
 $(TEST_RESULTS)/fp8.txt: $(BUILD)/test_fp8 FORCE | $(TEST_RESULTS)
 	@$(RUN_CHECK) $@ "test_fp8" $(BUILD)/test_fp8
+$(TEST_RESULTS)/fp8_portable.txt: $(BUILD)/test_fp8_portable FORCE | $(TEST_RESULTS)
+	@$(RUN_CHECK) $@ "test_fp8 (portable loops, odd tiles, FP8 blocks of 16 / 32)" $(BUILD)/test_fp8_portable
 $(TEST_RESULTS)/san_fp8.txt: $(BUILD)/test_fp8_san FORCE | $(TEST_RESULTS)
 	@$(RUN_CHECK) $@ "test_fp8 --quick under ASan+UBSan" env $(SAN_ENV) $(BUILD)/test_fp8_san --quick
-CPU_RESULTS      += $(TEST_RESULTS)/fp8.txt
+CPU_RESULTS      += $(TEST_RESULTS)/fp8.txt $(TEST_RESULTS)/fp8_portable.txt
 SANITIZE_RESULTS += $(TEST_RESULTS)/san_fp8.txt
-ALL_RESULTS      += $(TEST_RESULTS)/fp8.txt $(TEST_RESULTS)/san_fp8.txt
+ALL_RESULTS      += $(TEST_RESULTS)/fp8.txt $(TEST_RESULTS)/fp8_portable.txt $(TEST_RESULTS)/san_fp8.txt
 
 # Sum result files; the last line printed is "N passed, M failed".
 sum_results = for f in $(1); do tail -n 1 $$f; done | \
