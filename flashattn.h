@@ -391,13 +391,13 @@ FLASHATTN_DEF fa_status fa_merge(int num_splits, int64_t rows, int dim,
    per_tensor): s = amax / 448 over the block's (rotated) values and each
    value y becomes e4m3(y * (448 / amax)), rounded to nearest even and
    saturated to +-448; a block with amax below 2^-64 (all zero, in practice)
-   gets s = 1 and e4m3(y). Blocks past a sequence's end get s = 1. With hadamard, every row is first
-   multiplied by M = H diag(sign) / sqrt(head_dim): H the Sylvester Hadamard
-   matrix, sign[j] = +-1 from seed, applied in O(d log d); head_dim must be
-   a power of two. M is orthogonal, so (Q M)(K M)^T = Q K^T when Q and K
-   share the seed; it spreads an outlier over the whole row (FlashAttention-3,
-   "incoherent processing"). V is never rotated (role FA_QUANT_V refuses it):
-   P V needs V itself. */
+   gets s = 1 and e4m3(y). Blocks past a sequence's end get s = 1. With
+   hadamard, every row is first multiplied by M = H diag(sign) / sqrt(d): H
+   the Sylvester Hadamard matrix, sign[j] = +-1 from seed, applied in
+   O(d log d); head_dim must be a power of two. M is orthogonal, so
+   (Q M)(K M)^T = Q K^T when Q and K share the seed; it spreads an outlier
+   over the whole row (FlashAttention-3, "incoherent processing"). V is never
+   rotated (role FA_QUANT_V refuses it): P V needs V itself. */
 #ifndef FLASHATTN_FP8_BLOCK_Q
 #define FLASHATTN_FP8_BLOCK_Q 128
 #endif
@@ -775,8 +775,7 @@ static FLASHATTN_HD FLASHATTN__INLINE float fa__e4m3_to_f32(uint8_t c)
 }
 
 /* Round to nearest even, saturating: anything beyond 448 (infinity too)
-   becomes +-448; NaN becomes 0x7f (the sign dropped, as the hardware's
-   cvt.rn.satfinite does). */
+   becomes +-448 (as the hardware's cvt.rn.satfinite); NaN becomes 0x7f. */
 static FLASHATTN_HD FLASHATTN__INLINE uint8_t fa__f32_to_e4m3(float f)
 {
     uint32_t x = fa__f32_bits(f), ax = x & 0x7fffffffu, h, rem;
