@@ -774,33 +774,31 @@ static FLASHATTN_HD FLASHATTN__INLINE float fa__e4m3_to_f32(uint8_t c)
     return fa__bits_f32(sign | ((e + 120u) << 23) | (m << 20)); /* rebias 7 -> 127 */
 }
 
+/* m >> shift (1..31), rounded to nearest, ties to even. */
+static FLASHATTN_HD FLASHATTN__INLINE uint32_t fa__shift_rne(uint32_t m, uint32_t shift)
+{
+    uint32_t h = m >> shift, rem = m & ((1u << shift) - 1u), half = 1u << (shift - 1u);
+    return h + (rem > half || (rem == half && (h & 1u)));
+}
+
 /* Round to nearest even, saturating: anything beyond 448 (infinity too)
    becomes +-448 (as the hardware's cvt.rn.satfinite); NaN becomes 0x7f. */
 static FLASHATTN_HD FLASHATTN__INLINE uint8_t fa__f32_to_e4m3(float f)
 {
-    uint32_t x = fa__f32_bits(f), ax = x & 0x7fffffffu, h, rem;
+    uint32_t x = fa__f32_bits(f), ax = x & 0x7fffffffu;
     uint8_t sign = (uint8_t)((x >> 24) & 0x80u);
     if (ax > 0x7f800000u)
         return 0x7fu;
     if (ax >= 0x43e00000u) /* >= 448 */
         return (uint8_t)(sign | 0x7eu);
-    if (ax < 0x3c800000u) { /* below 2^-6: a subnormal, unit 2^-9 */
-        uint32_t e = ax >> 23, mant = (ax & 0x7fffffu) | 0x800000u, shift, half;
-        if (ax <= 0x3a800000u) /* at most 2^-10, half the unit: rounds to (even) zero */
-            return sign;
-        shift = 141u - e; /* value = mant * 2^(e-150) = (mant >> shift) * 2^-9 */
-        h = mant >> shift;
-        rem = mant & ((1u << shift) - 1u);
-        half = 1u << (shift - 1u);
-        if (rem > half || (rem == half && (h & 1u)))
-            ++h; /* may carry into the smallest normal: still the right bits */
-        return (uint8_t)(sign | h);
-    }
-    h = (ax - 0x3c000000u) >> 20; /* rebias 127 -> 7, drop 20 mantissa bits */
-    rem = ax & 0xfffffu;
-    if (rem > 0x80000u || (rem == 0x80000u && (h & 1u)))
-        ++h; /* a carry bumps the exponent; below 448 it stops at 0x7e */
-    return (uint8_t)(sign | h);
+    if (ax <= 0x3a800000u) /* at most 2^-10, half the smallest subnormal: to (even) zero */
+        return sign;
+    if (ax < 0x3c800000u) /* below 2^-6: a subnormal, (mant * 2^(e-150)) / 2^-9 = mant >> (141 - e);
+                             a carry into the smallest normal gives the right bits */
+        return (uint8_t)(sign | fa__shift_rne((ax & 0x7fffffu) | 0x800000u, 141u - (ax >> 23)));
+    /* rebias 127 -> 7 and drop 20 mantissa bits; a carry bumps the exponent,
+       and below 448 it stops at 0x7e */
+    return (uint8_t)(sign | fa__shift_rne(ax - 0x3c000000u, 20u));
 }
 
 /* ============================================================================
