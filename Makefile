@@ -262,9 +262,10 @@ test-gpu: $(addprefix $(BUILD)/,$(GPU_TEST_PROGS))
 # (test-gpu runs it with the others, sanitizers included), and its bandwidth
 # beside a cudaMemcpy: make bench-fp8-quant (on the GPU machine).
 GPU_TEST_PROGS += test_gpu_fp8
+GPU_SOURCES    += tests/test_gpu_fp8.cu
 test-gpu: $(BUILD)/test_gpu_fp8
 $(BUILD)/test_gpu_fp8: tests/test_gpu_fp8.cu tests/reference.h tests/test_util.h flashattn.h flashattn_cuda.cuh | $(BUILD)
-	$(NVCC) $(NVCC_FLAGS) -DFLASHATTN_HEAD_DIMS=64 $(call gencode,$(GPU_ARCHS)) $< -o $@
+	$(NVCC) $(NVCC_FLAGS) $(call gencode,$(GPU_ARCHS)) $< -o $@
 $(BUILD)/bench_fp8_quant: bench/bench_fp8_quant.cu flashattn.h flashattn_cuda.cuh | $(BUILD)
 	$(NVCC) $(NVCC_FLAGS) -DFLASHATTN_HEAD_DIMS=64 $(call gencode,$(GPU_ARCHS)) $< -o $@
 .PHONY: bench-fp8-quant
