@@ -4582,7 +4582,7 @@ static __device__ __forceinline__ float fa__quant_widen(uint32_t u)
    below E the pair is y[i ^ h] in the same lane, from E on it is y[i] of
    lane s ^ (h / E), and the lane whose bit h / E is set keeps a - b. */
 template <int E, int LPR>
-static __device__ __forceinline__ void fa__hadamard_lanes(float (&y)[E], const float (&mul)[E], int sub, int d)
+static __device__ __forceinline__ void fa__hadamard_lanes(float (&y)[E], const float *mul, int sub, int d)
 {
 #pragma unroll
     for (int h = 1; h < E; h <<= 1)
@@ -4602,8 +4602,8 @@ static __device__ __forceinline__ void fa__hadamard_lanes(float (&y)[E], const f
             y[i] = (sub & g) ? o - y[i] : y[i] + o;
         }
 #pragma unroll
-    for (int i = 0; i < E; ++i)
-        y[i] *= mul[i];
+    for (int i = 0; i < E; ++i) /* mul[j] sits at j + j / 32: lanes of other groups, other banks */
+        y[i] *= mul[sub * E + i + (sub * E + i) / 32];
 }
 
 /* E elements j0 .. j0 + E - 1 of a row (0 past d, or for a row not there). */
@@ -4649,22 +4649,25 @@ static __device__ __forceinline__ void fa__quant_store(uint8_t *dst, const float
     }
 }
 
-/* B rows per block, each in LPR lanes of E elements (E LPR >= d). */
+/* B rows per block, each in LPR lanes of E elements (E LPR >= d). With one
+   row slot per lane (d <= 128) two CTAs fit an SM: one loads while the
+   other stores. */
 template <int E, int LPR, int B, bool BF16, bool VEC>
-__global__ void __launch_bounds__(FA__QUANT_WARPS * 32) fa__quantize_kernel(const fa__quant_params p)
+__global__ void __launch_bounds__(FA__QUANT_WARPS * 32, (B / FA__QUANT_WARPS) * LPR <= 32 ? 2 : 1)
+fa__quantize_kernel(const fa__quant_params p)
 {
     constexpr int R = B / FA__QUANT_WARPS; /* rows per warp */
     constexpr int RPG = 32 / LPR;          /* rows side by side in a warp */
     constexpr int G = (R + RPG - 1) / RPG; /* row slots per lane */
     __shared__ float warp_amax[FA__QUANT_WARPS];
+    __shared__ float mul[256 + 8]; /* sign[j] / sqrt(d) at j + j / 32 */
     const int k = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, sub = lane % LPR, j0 = sub * E;
     const int64_t row0 = p.cu_seqlens ? p.cu_seqlens[b] : 0, bi = p.cu_seqlens ? 0 : b;
     const int len = p.cu_seqlens ? p.cu_seqlens[b + 1] - (int)row0 : p.seqlen;
-    float y[G][E], mul[E], amax = 0.0f, s, inv;
-#pragma unroll
-    for (int i = 0; i < E; ++i)
-        mul[i] = p.hadamard && j0 + i < p.d ? fa__hadamard_mul(p.seed, j0 + i, p.inv_sqrt_d) : 0.0f;
+    float y[G][E], amax = 0.0f, s, inv;
+    if (p.hadamard && (int)threadIdx.x < p.d)
+        mul[threadIdx.x + threadIdx.x / 32] = fa__hadamard_mul(p.seed, (int)threadIdx.x, p.inv_sqrt_d);
     /* ---- load (every slot's loads in flight at once), rotate, amax ---- */
 #pragma unroll
     for (int g = 0; g < G; ++g) {
@@ -4672,6 +4675,8 @@ __global__ void __launch_bounds__(FA__QUANT_WARPS * 32) fa__quantize_kernel(cons
         fa__quant_load<E, BF16, VEC>(y[g], p.x + bi * p.x_batch + (row0 + n) * p.x_seq + (int64_t)h * p.x_head,
                                      r < R && n < len, j0, p.d);
     }
+    if (p.hadamard)
+        __syncthreads(); /* mul is written */
 #pragma unroll
     for (int g = 0; g < G; ++g) {
         if (p.hadamard) /* uniform: every lane takes part in the shuffles */
