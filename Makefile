@@ -266,6 +266,14 @@ GPU_SOURCES    += tests/test_gpu_fp8.cu
 test-gpu: $(BUILD)/test_gpu_fp8
 $(BUILD)/test_gpu_fp8: tests/test_gpu_fp8.cu tests/reference.h tests/test_util.h flashattn.h flashattn_cuda.cuh | $(BUILD)
 	$(NVCC) $(NVCC_FLAGS) $(call gencode,$(GPU_ARCHS)) $< -o $@
+# The same test with the quantizer's kernels run on the CPU (tests/emu_fp8_quant.py; slow:
+# every CUDA thread is an OS thread, so --quick sizes).
+$(BUILD)/test_gpu_fp8_emu: tests/test_gpu_fp8.cu tests/emu_fp8_quant.py tests/emu_cuda.h $(TEST_DEPS) flashattn_cuda.cuh | $(BUILD)
+	mkdir -p $(BUILD)/emu_fp8 && python3 tests/emu_fp8_quant.py $(BUILD)/emu_fp8
+	$(CXX) -std=c++20 -O1 -I$(CUDA_INC) -o $@ $(BUILD)/emu_fp8/test_gpu_fp8_emu.cpp -lpthread
+.PHONY: test-gpu-emu-fp8
+test-gpu-emu-fp8: $(BUILD)/test_gpu_fp8_emu
+	$(BUILD)/test_gpu_fp8_emu --quick
 $(BUILD)/bench_fp8_quant: bench/bench_fp8_quant.cu flashattn.h flashattn_cuda.cuh | $(BUILD)
 	$(NVCC) $(NVCC_FLAGS) -DFLASHATTN_HEAD_DIMS=64 $(call gencode,$(GPU_ARCHS)) $< -o $@
 .PHONY: bench-fp8-quant
