@@ -208,6 +208,25 @@ $(TEST_RESULTS)/cuda_args.txt: $(if $(NVCC),$(BUILD)/test_cuda_args) FORCE | $(T
 
 ALL_RESULTS += $(TEST_RESULTS)/examples.txt $(TEST_RESULTS)/fuzz.txt $(TEST_RESULTS)/cuda_args.txt
 
+# FP8 (e4m3) on the CPU: conversions, fa_quantize, the forward on e4m3 (issue 49).
+$(BUILD)/test_fp8: tests/test_fp8.c $(TEST_DEPS) | $(BUILD)
+	$(CC) -std=c99 $(TEST_CFLAGS) $(OPT) -o $@ tests/test_fp8.c -lm
+$(BUILD)/test_fp8_san: tests/test_fp8.c $(TEST_DEPS) | $(BUILD)
+	$(CC) -std=c99 $(WARN) $(SAN_FLAGS) -o $@ tests/test_fp8.c -lm
+# ... and with the portable loops, odd CPU tiles and small FP8 blocks (many per sequence).
+$(BUILD)/test_fp8_portable: tests/test_fp8.c $(TEST_DEPS) | $(BUILD)
+	$(CC) -std=c99 $(TEST_CFLAGS) -DFLASHATTN_NO_SIMD -DFLASHATTN_CPU_BR=5 -DFLASHATTN_CPU_BC=3 \
+	  -DFLASHATTN_FP8_BLOCK_Q=16 -DFLASHATTN_FP8_BLOCK_K=32 -o $@ tests/test_fp8.c -lm
+$(TEST_RESULTS)/fp8.txt: $(BUILD)/test_fp8 FORCE | $(TEST_RESULTS)
+	@$(RUN_CHECK) $@ "test_fp8" $(BUILD)/test_fp8
+$(TEST_RESULTS)/fp8_portable.txt: $(BUILD)/test_fp8_portable FORCE | $(TEST_RESULTS)
+	@$(RUN_CHECK) $@ "test_fp8 (portable loops, odd tiles, FP8 blocks of 16 / 32)" $(BUILD)/test_fp8_portable
+$(TEST_RESULTS)/san_fp8.txt: $(BUILD)/test_fp8_san FORCE | $(TEST_RESULTS)
+	@$(RUN_CHECK) $@ "test_fp8 --quick under ASan+UBSan" env $(SAN_ENV) $(BUILD)/test_fp8_san --quick
+CPU_RESULTS      += $(TEST_RESULTS)/fp8.txt $(TEST_RESULTS)/fp8_portable.txt
+SANITIZE_RESULTS += $(TEST_RESULTS)/san_fp8.txt
+ALL_RESULTS      += $(TEST_RESULTS)/fp8.txt $(TEST_RESULTS)/fp8_portable.txt $(TEST_RESULTS)/san_fp8.txt
+
 # Sum result files; the last line printed is "N passed, M failed".
 sum_results = for f in $(1); do tail -n 1 $$f; done | \
   awk '{p += $$1; f += $$3} END {printf "%d passed, %d failed\n", p, f; exit (f > 0)}'
@@ -291,6 +310,28 @@ test-gpu: $(addprefix $(BUILD)/,$(GPU_TEST_PROGS))
 	done; fi; \
 	echo "test-gpu: $$((n-f)) passed, $$f failed (each test program, each under the sanitizers, and its SASS check)"; \
 	test $$f -eq 0
+
+# FP8 (issue 49): fa_quantize_cuda bit for bit against the CPU fa_quantize
+# (test-gpu runs it with the others, sanitizers included), and its bandwidth
+# beside a cudaMemcpy: make bench-fp8-quant (on the GPU machine).
+GPU_TEST_PROGS += test_gpu_fp8
+GPU_SOURCES    += tests/test_gpu_fp8.cu
+test-gpu: $(BUILD)/test_gpu_fp8
+$(BUILD)/test_gpu_fp8: tests/test_gpu_fp8.cu tests/reference.h tests/test_util.h flashattn.h flashattn_cuda.cuh | $(BUILD)
+	$(NVCC) $(NVCC_FLAGS) $(call gencode,$(GPU_ARCHS)) $< -o $@
+# The same test with the quantizer's kernels run on the CPU (tests/emu_fp8_quant.py; slow:
+# every CUDA thread is an OS thread, so --quick sizes).
+$(BUILD)/test_gpu_fp8_emu: tests/test_gpu_fp8.cu tests/emu_fp8_quant.py tests/emu_cuda.h $(TEST_DEPS) flashattn_cuda.cuh | $(BUILD)
+	mkdir -p $(BUILD)/emu_fp8 && python3 tests/emu_fp8_quant.py $(BUILD)/emu_fp8
+	$(CXX) -std=c++20 -O1 -I$(CUDA_INC) -o $@ $(BUILD)/emu_fp8/test_gpu_fp8_emu.cpp -lpthread
+.PHONY: test-gpu-emu-fp8
+test-gpu-emu-fp8: $(BUILD)/test_gpu_fp8_emu
+	$(BUILD)/test_gpu_fp8_emu --quick
+$(BUILD)/bench_fp8_quant: bench/bench_fp8_quant.cu flashattn.h flashattn_cuda.cuh | $(BUILD)
+	$(NVCC) $(NVCC_FLAGS) -DFLASHATTN_HEAD_DIMS=64 $(call gencode,$(GPU_ARCHS)) $< -o $@
+.PHONY: bench-fp8-quant
+bench-fp8-quant: $(BUILD)/bench_fp8_quant
+	$(BUILD)/bench_fp8_quant | tee bench/results/fp8-quant-latest.md
 
 # One compile per (source, architecture): PASS/FAIL lines, counts in
 # build/gpu-compile.counts as "passed failed".
@@ -485,6 +526,15 @@ BENCH_OUT    := bench/results/cpu-$(shell date -u +%Y-%m-%d)-$(HOST_KIND).md
 
 $(BUILD)/bench_cpu: bench/bench_cpu.c flashattn.h | $(BUILD)
 	$(CC) $(BENCH_CFLAGS) -Wall -Wextra -DBENCH_FLAGS='"$(BENCH_CFLAGS)"' -I. $< -lm -o $@
+
+# FlashAttention-3's Table 3 method on the CPU twin of the FP8 path (issue 49):
+# make bench-fp8-accuracy [FP8_ACC_FLAGS="--seqlen 1024"] (see the file's header).
+FP8_ACC_FLAGS ?=
+$(BUILD)/fp8_accuracy: bench/fp8_accuracy.c flashattn.h | $(BUILD)
+	$(CC) -std=c99 $(BENCH_CFLAGS) -Wall -Wextra -I. $< -lm -o $@
+.PHONY: bench-fp8-accuracy
+bench-fp8-accuracy: $(BUILD)/fp8_accuracy
+	./$(BUILD)/fp8_accuracy $(FP8_ACC_FLAGS)
 
 bench: $(BUILD)/bench_cpu
 	@mkdir -p bench/results

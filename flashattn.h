@@ -24,6 +24,8 @@
      >>impl-convert  f16 / bf16 <-> f32 conversion
      >>impl-philox   dropout random numbers
      >>impl-check    argument validation
+     >>impl-fp8      FP8 (e4m3): checks, block descales, the quantizer
+                     with its Hadamard rotation
      >>impl-softmax  the online softmax, step by step
      >>impl-forward  CPU forward (FlashAttention-2 loop order)
      >>impl-backward CPU backward (recomputation)
@@ -80,6 +82,11 @@
                                available (32-bit ARM always runs them).
      FLASHATTN_NO_CUDA         (undefined) do not pull in flashattn_cuda.cuh even
                                when compiled by nvcc.
+     FLASHATTN_FP8_BLOCK_Q     (128) query rows per FP8 block descale;
+     FLASHATTN_FP8_BLOCK_K     (128) key rows (K and V) per FP8 block descale.
+                               A power of two in 16..256. They fix the
+                               layout of the descale arrays (section 5), so
+                               define them alike before EVERY include.
      GPU macros (FLASHATTN_BLOCK_M, FLASHATTN_BLOCK_N, FLASHATTN_WARPS,
      FLASHATTN_HEAD_DIMS, ...) are listed at the top of flashattn_cuda.cuh.
      Names that begin FA__ or fa__ are internal: not configuration.
@@ -111,6 +118,8 @@
      fa_backward(&p, q, k, v, o, dout, lse, dq, dk, dv, ws, bytes)
      fa_decode(&p, q, k_cache, v_cache, k_new, v_new, o, lse, ws, bytes)
      fa_merge(splits, rows, dim, o_parts, lse_parts, o, lse)
+     fa_quantize_descales(&qp, &count)   FP8: how many descales fa_quantize writes.
+     fa_quantize(&qp, x, x_e4m3, descales)  f32/f16/bf16 -> e4m3 + descales.
      fa_status_string(s), fa_last_error()   what went wrong, naming the argument.
      fa_set_parallel_for(fn, user, workers) run the CPU path on your job system.
      GPU: the same calls with a _cuda suffix and a trailing `void *stream`.
@@ -141,6 +150,22 @@
    L is fp32, [batch, heads_q, seqlen_q]; with variable-length batches it is
    [heads_q, total_q], total_q = cu_seqlens_q[batch].
    f16/bf16 tensors are read and written in that type; arithmetic is fp32.
+   FP8: FA_E4M3 is e4m3fn: 1 sign, 4 exponent (bias 7) and 3 mantissa bits,
+   largest 448, no infinity, NaN = 0x7f / 0xff. Q, K and V are all e4m3 or
+   none is; O is f32, f16 or bf16 (fa_forward only, for now). A stored value
+   x^ means x^ * s, s its descale (fp32):
+       S = scale * (Q^ s_q)(K^ s_k)^T,   O = softmax(S) (V^ s_v)
+   s is per tensor (descale_q/k/v, 0 = 1) or per block (descale_*_block; the
+   tensor's per-tensor descale must then be 0): one fp32 per (batch, head,
+   block of B rows), at [b][h][n / B] for the row at position n of its
+   sequence, ceil(seqlen / B) blocks per (b, h); B = FLASHATTN_FP8_BLOCK_Q
+   for Q (heads_q, seqlen_q), FLASHATTN_FP8_BLOCK_K for K and V (heads_kv,
+   seqlen_k). With cu_seqlens the blocks restart at each sequence start
+   (seqlen_* is then the maximum): no block mixes two sequences, so one
+   sequence's outlier never coarsens another's, and a kernel tile that starts
+   at a sequence start covers whole blocks. fa_quantize writes this layout;
+   with its Hadamard option Q and K are rotated by one orthogonal M (same
+   seed for both), which leaves Q K^T unchanged; V is never rotated.
    The same inputs give bit-identical outputs run to run, on any thread count.
    Empty sequences: batch, seqlen_q and seqlen_k (maxima; for decode the
    cache capacity) must be >= 1, but one sequence may be empty: a length of
@@ -176,7 +201,8 @@
    ============================================================================
    - It does not hold or cache anything between calls, start threads of its own
      (outside OpenMP), or allocate when you pass a workspace.
-   - No FP8 (e4m3) on the CPU: FA_ERROR_UNSUPPORTED.
+   - No FP8 (e4m3) in the CPU backward or decode, nor yet in the GPU forward
+     (the FP8 kernel is not in this build): FA_ERROR_UNSUPPORTED.
    - No arbitrary additive masks; masks are causal / window / ALiBi only.
    - On the GPU it cannot check the contents of device arrays (cu_seqlens,
      block tables, cache lengths) without synchronizing, so it does not.
@@ -267,7 +293,7 @@ typedef enum fa_dtype {
     FA_F32 = 0,  /* IEEE binary32 */
     FA_F16 = 1,  /* IEEE binary16 */
     FA_BF16 = 2, /* bfloat16 (top half of a binary32) */
-    FA_E4M3 = 3  /* fp8 e4m3fn: reserved for the GPU FP8 path */
+    FA_E4M3 = 3  /* fp8 e4m3fn (section 5, FP8): Q, K, V of fa_forward */
 } fa_dtype;
 
 /* A view of a [batch, seq, heads, dim] tensor. dim is contiguous. Strides are
@@ -330,6 +356,9 @@ typedef struct fa_problem {
     int deterministic;  /* backward: bit-identical run to run (GPU); CPU always is */
 
     float descale_q, descale_k, descale_v; /* FP8 only; 0 = 1 */
+    /* FP8 only: per-block descales [batch][heads][blocks] (section 5, FP8;
+       device memory for _cuda), NULL = per tensor. */
+    const float *descale_q_block, *descale_k_block, *descale_v_block;
 } fa_problem;
 
 /* Status text, and the message of the last failed call on this thread
@@ -386,6 +415,50 @@ FLASHATTN_DEF fa_status fa_merge(int num_splits, int64_t rows, int dim,
                                  const float *o_parts, const float *lse_parts,
                                  float *o, float *lse);
 
+/* ---- FP8 quantization (>>impl-fp8) ---------------------------------------
+   x [batch, seqlen, heads, head_dim] (f32, f16 or bf16; f16 or bf16 for
+   _cuda) -> out (same shape, FA_E4M3) and its descales, laid out as the
+   forward reads them (section 5, FP8). Per block of B rows (per tensor with
+   per_tensor): s = amax / 448 over the block's (rotated) values and each
+   value y becomes e4m3(y * (448 / amax)), rounded to nearest even and
+   saturated to +-448; a block with amax below 2^-64 (all zero, in practice)
+   gets s = 1 and e4m3(y). Blocks past a sequence's end get s = 1. With
+   hadamard, every row is first multiplied by M = H diag(sign) / sqrt(d): H
+   the Sylvester Hadamard matrix, sign[j] = +-1 from seed, applied in
+   O(d log d); head_dim must be a power of two. M is orthogonal, so
+   (Q M)(K M)^T = Q K^T when Q and K share the seed; it spreads an outlier
+   over the whole row (FlashAttention-3, "incoherent processing"). V is never
+   rotated (role FA_QUANT_V refuses it): P V needs V itself. */
+#ifndef FLASHATTN_FP8_BLOCK_Q
+#define FLASHATTN_FP8_BLOCK_Q 128
+#endif
+#ifndef FLASHATTN_FP8_BLOCK_K
+#define FLASHATTN_FP8_BLOCK_K 128
+#endif
+typedef enum fa_quant_role {
+    FA_QUANT_Q = 0, /* blocks of FLASHATTN_FP8_BLOCK_Q rows */
+    FA_QUANT_K = 1, /* blocks of FLASHATTN_FP8_BLOCK_K rows */
+    FA_QUANT_V = 2  /* blocks of FLASHATTN_FP8_BLOCK_K rows, never rotated */
+} fa_quant_role;
+
+typedef struct fa_quant {
+    fa_quant_role role;
+    int batch;      /* sequences (>= 1) */
+    int seqlen;     /* rows per sequence; with cu_seqlens, the maximum */
+    int heads;      /* >= 1 */
+    int head_dim;   /* 1..256 */
+    /* [batch + 1] offsets as cu_seqlens_q / _k (device memory for _cuda),
+       NULL = every sequence has seqlen rows */
+    const int32_t *cu_seqlens;
+    int per_tensor; /* nonzero: one descale for the whole tensor */
+    int hadamard;   /* nonzero: rotate by M first (Q and K; power-of-two head_dim) */
+    uint64_t seed;  /* signs of M; give Q and K the same */
+} fa_quant;
+
+/* Descales fa_quantize writes: 1 per tensor, else batch * heads * blocks. */
+FLASHATTN_DEF fa_status fa_quantize_descales(const fa_quant *p, int64_t *count);
+FLASHATTN_DEF fa_status fa_quantize(const fa_quant *p, fa_tensor x, fa_tensor out, float *descale);
+
 /* ---- GPU (defined when the implementation file is compiled by nvcc) --------
    Same arguments as the CPU calls, all pointers in device memory (the host
    never reads through them, section 5), plus the CUDA stream as void*
@@ -413,6 +486,9 @@ FLASHATTN_DEF fa_status fa_decode_cuda(const fa_problem *p, fa_tensor q, fa_tens
                                        fa_tensor v_cache, fa_tensor k_new, fa_tensor v_new,
                                        fa_tensor o, float *lse, void *workspace,
                                        size_t workspace_size, void *stream);
+/* fa_quantize on the GPU (x f16 or bf16), bit-identical to it. */
+FLASHATTN_DEF fa_status fa_quantize_cuda(const fa_quant *p, fa_tensor x, fa_tensor out, float *descale,
+                                         void *stream);
 #endif
 
 #ifdef __cplusplus
@@ -717,6 +793,45 @@ static FLASHATTN_HD FLASHATTN__INLINE uint16_t fa__f32_to_bf16(float f)
         return (uint16_t)((x >> 16) | 0x0040u);
     x += 0x7fffu + ((x >> 16) & 1u); /* round half to even on bit 16 */
     return (uint16_t)(x >> 16);
+}
+
+/* e4m3fn (FP8): 1 sign, 4 exponent (bias 7), 3 mantissa bits; no infinity,
+   0x7f / 0xff are NaN, 0x7e = 448 is the largest. Every code is exact in f32. */
+static FLASHATTN_HD FLASHATTN__INLINE float fa__e4m3_to_f32(uint8_t c)
+{
+    uint32_t sign = (uint32_t)(c & 0x80u) << 24, e = (c >> 3) & 0xfu, m = c & 7u;
+    if ((c & 0x7fu) == 0x7fu)
+        return fa__bits_f32(sign | 0x7fc00000u);
+    if (e == 0) /* subnormal m * 2^-9 (exact), or zero */
+        return fa__bits_f32(sign | fa__f32_bits((float)m * 0.001953125f));
+    return fa__bits_f32(sign | ((e + 120u) << 23) | (m << 20)); /* rebias 7 -> 127 */
+}
+
+/* m >> shift (1..31), rounded to nearest, ties to even. */
+static FLASHATTN_HD FLASHATTN__INLINE uint32_t fa__shift_rne(uint32_t m, uint32_t shift)
+{
+    uint32_t h = m >> shift, rem = m & ((1u << shift) - 1u), half = 1u << (shift - 1u);
+    return h + (rem > half || (rem == half && (h & 1u)));
+}
+
+/* Round to nearest even, saturating: anything beyond 448 (infinity too)
+   becomes +-448 (as the hardware's cvt.rn.satfinite); NaN becomes 0x7f. */
+static FLASHATTN_HD FLASHATTN__INLINE uint8_t fa__f32_to_e4m3(float f)
+{
+    uint32_t x = fa__f32_bits(f), ax = x & 0x7fffffffu;
+    uint8_t sign = (uint8_t)((x >> 24) & 0x80u);
+    if (ax > 0x7f800000u)
+        return 0x7fu;
+    if (ax >= 0x43e00000u) /* >= 448 */
+        return (uint8_t)(sign | 0x7eu);
+    if (ax <= 0x3a800000u) /* at most 2^-10, half the smallest subnormal: to (even) zero */
+        return sign;
+    if (ax < 0x3c800000u) /* below 2^-6: a subnormal, (mant * 2^(e-150)) / 2^-9 = mant >> (141 - e);
+                             a carry into the smallest normal gives the right bits */
+        return (uint8_t)(sign | fa__shift_rne((ax & 0x7fffffu) | 0x800000u, 141u - (ax >> 23)));
+    /* rebias 127 -> 7 and drop 20 mantissa bits; a carry bumps the exponent,
+       and below 448 it stops at 0x7e */
+    return (uint8_t)(sign | fa__shift_rne(ax - 0x3c000000u, 20u));
 }
 
 /* ============================================================================
@@ -1178,6 +1293,245 @@ static fa_status fa__check_decode(const char *fn, const fa_problem *p, fa_proble
 }
 
 /* ============================================================================
+   >>impl-fp8  FP8 (e4m3): checks, block descales, the quantizer
+   ============================================================================
+   The forward reads e4m3 through fa__load_row, which decodes each code to
+   f32 and multiplies it by the row's descale (fa__fp8_descale, folded into
+   the multiplier Q already gets), so the rest of the CPU path is the f32
+   one. The quantizer is the CPU twin of fa_quantize_cuda (>>fp8-quant in
+   flashattn_cuda.cuh): both use the functions below in the same order of
+   operations, so they agree bit for bit. */
+
+/* Rows per descale block of each role (0 Q, 1 K, 2 V), and blocks per (b, h). */
+#if (FLASHATTN_FP8_BLOCK_Q & (FLASHATTN_FP8_BLOCK_Q - 1)) || FLASHATTN_FP8_BLOCK_Q < 16 || \
+    FLASHATTN_FP8_BLOCK_Q > 256 || (FLASHATTN_FP8_BLOCK_K & (FLASHATTN_FP8_BLOCK_K - 1)) ||  \
+    FLASHATTN_FP8_BLOCK_K < 16 || FLASHATTN_FP8_BLOCK_K > 256
+#error "FLASHATTN_FP8_BLOCK_Q and FLASHATTN_FP8_BLOCK_K must be powers of two in 16..256"
+#endif
+#define FA__FP8_ROWS(role) ((role) == 0 ? FLASHATTN_FP8_BLOCK_Q : FLASHATTN_FP8_BLOCK_K)
+#define FA__FP8_BLOCKS(seqlen, role) (((int64_t)(seqlen) + FA__FP8_ROWS(role) - 1) / FA__FP8_ROWS(role))
+
+/* The descale of row n (position in sequence b) of head h of the Q (0),
+   K (1) or V (2) tensor: 1 unless it is e4m3. r is resolved. */
+static float fa__fp8_descale(const fa_problem *r, int role, fa_dtype dt, int b, int h, int n)
+{
+    const float *blk = role == 0 ? r->descale_q_block : role == 1 ? r->descale_k_block : r->descale_v_block;
+    int heads = role == 0 ? r->heads_q : r->heads_kv;
+    if (dt != FA_E4M3)
+        return 1.0f;
+    if (!blk)
+        return role == 0 ? r->descale_q : role == 1 ? r->descale_k : r->descale_v;
+    return blk[((int64_t)b * heads + h) * FA__FP8_BLOCKS(role == 0 ? r->seqlen_q : r->seqlen_k, role) +
+               n / FA__FP8_ROWS(role)];
+}
+
+/* The FP8 rules of a forward call (p as given, r resolved): q, k and v all
+   e4m3 or none; o never e4m3; a block descale array only for an e4m3
+   tensor whose per-tensor descale is 0; on the host, every entry finite. */
+static fa_status fa__check_fp8(const char *fn, const fa_problem *p, const fa_problem *r, const fa_tensor *q,
+                               const fa_tensor *k, const fa_tensor *v, const fa_tensor *o, int host_arrays)
+{
+    const fa_tensor *t[3];
+    const char *name[3] = {"q", "k", "v"};
+    const float *blk[3];
+    float per[3];
+    int fp8 = q->dtype == FA_E4M3, i;
+    t[0] = q; t[1] = k; t[2] = v;
+    blk[0] = p->descale_q_block; blk[1] = p->descale_k_block; blk[2] = p->descale_v_block;
+    per[0] = p->descale_q; per[1] = p->descale_k; per[2] = p->descale_v;
+    for (i = 0; i < 3; ++i) {
+        if ((t[i]->dtype == FA_E4M3) != fp8)
+            return fa__fail(FA_ERROR_INVALID_ARGUMENT,
+                            "%s: %s.dtype is %s but q.dtype is %s: q, k and v are all FA_E4M3 or none is", fn,
+                            name[i], fa__dtype_name(t[i]->dtype), fa__dtype_name(q->dtype));
+        if (blk[i] && !fp8)
+            return fa__fail(FA_ERROR_INVALID_ARGUMENT,
+                            "%s: descale_%s_block is set but %s.dtype is %s (descales are for FA_E4M3 only)",
+                            fn, name[i], name[i], fa__dtype_name(t[i]->dtype));
+        if (blk[i] && per[i] != 0.0f)
+            return fa__fail(FA_ERROR_INVALID_ARGUMENT,
+                            "%s: descale_%s_block and descale_%s (%g) are both set: give one (with blocks "
+                            "the per-tensor descale must be 0)", fn, name[i], name[i], (double)per[i]);
+        if (blk[i] && host_arrays) {
+            int64_t n = (int64_t)r->batch * (i ? r->heads_kv : r->heads_q) *
+                        FA__FP8_BLOCKS(i ? r->seqlen_k : r->seqlen_q, i), j;
+            for (j = 0; j < n; ++j)
+                if (!fa__isfinite(blk[i][j]))
+                    return fa__fail(FA_ERROR_INVALID_ARGUMENT, "%s: descale_%s_block[%lld] is not finite", fn,
+                                    name[i], (long long)j);
+        }
+    }
+    if (o->dtype == FA_E4M3)
+        return fa__fail(FA_ERROR_UNSUPPORTED, "%s: o.dtype is FA_E4M3: the output is f32, f16 or bf16", fn);
+    return FA_OK;
+}
+
+/* ---- the Hadamard rotation M = H diag(sign) / sqrt(d) ----------------------
+   H is Sylvester's: H_1 = [1], H_2n = [[H_n, H_n], [H_n, -H_n]]. x H takes
+   log2(d) butterfly stages; stage h (h = 1, 2, 4, .. d/2) replaces each
+   pair (x[j], x[j + h]), bit h of j clear, by (x[j] + x[j + h], x[j] - x[j + h]).
+   Then element j is multiplied by sign[j] / sqrt(d). The GPU runs the same
+   stages in the same order (its lanes hold other elements, not other
+   sums), so the results match bit for bit. sign[j] is a Philox bit of
+   (seed, j), the generator dropout uses. */
+static FLASHATTN_HD FLASHATTN__INLINE float fa__hadamard_mul(uint64_t seed, int j, float inv_sqrt_d)
+{
+    uint32_t r[4];
+    fa__philox4x32_10((uint32_t)j >> 2, 0x48414441u /* "HADA" */, 0u, 0u, (uint32_t)seed,
+                      (uint32_t)(seed >> 32), r);
+    return (r[j & 3] & 1u) ? -inv_sqrt_d : inv_sqrt_d;
+}
+
+static void fa__hadamard_row(float *x, int d, const float *mul)
+{
+    int h, i, j;
+    for (h = 1; h < d; h <<= 1)
+        for (i = 0; i < d; i += 2 * h)
+            for (j = i; j < i + h; ++j) {
+                float a = x[j], b = x[j + h];
+                x[j] = a + b;
+                x[j + h] = a - b;
+            }
+    for (j = 0; j < d; ++j)
+        x[j] *= mul[j];
+}
+
+/* A block's scale from its amax: s = amax / 448 (the descale written) and
+   its inverse 448 / amax (the multiplier before rounding to e4m3). amax
+   below 2^-64 (an all-zero block): 1 and 1, never a division by zero. */
+static FLASHATTN_HD FLASHATTN__INLINE void fa__fp8_scale(float amax, float *s, float *inv)
+{
+    if (!(amax >= 5.42101086242752217e-20f)) {
+        *s = 1.0f;
+        *inv = 1.0f;
+    } else {
+        *s = amax / 448.0f;
+        *inv = 448.0f / amax;
+    }
+}
+
+/* Validation of fa_quantize / fa_quantize_cuda. Writes nothing. */
+static fa_status fa__check_quant(const char *fn, const fa_quant *p, fa_tensor *x, fa_tensor *out,
+                                 const float *descale, int host_arrays)
+{
+    int64_t nb, ns, blocks;
+    fa_status s;
+    if (!p)
+        return fa__fail(FA_ERROR_INVALID_ARGUMENT, "%s: p is NULL", fn);
+    if ((unsigned)p->role > (unsigned)FA_QUANT_V)
+        return fa__fail(FA_ERROR_INVALID_ARGUMENT, "%s: role (%d) is not an fa_quant_role", fn, (int)p->role);
+    if (p->batch < 1 || p->seqlen < 1 || p->heads < 1)
+        return fa__fail(FA_ERROR_INVALID_ARGUMENT, "%s: batch (%d), seqlen (%d) and heads (%d) must be >= 1", fn,
+                        p->batch, p->seqlen, p->heads);
+    if (p->head_dim < 1 || p->head_dim > 256)
+        return fa__fail(FA_ERROR_INVALID_ARGUMENT, "%s: head_dim (%d) is not in 1..256", fn, p->head_dim);
+    if (p->hadamard && p->role == FA_QUANT_V)
+        return fa__fail(FA_ERROR_INVALID_ARGUMENT, "%s: hadamard with role FA_QUANT_V: V is never rotated", fn);
+    if (p->hadamard && (p->head_dim & (p->head_dim - 1)))
+        return fa__fail(FA_ERROR_INVALID_ARGUMENT, "%s: head_dim (%d) must be a power of two with hadamard", fn,
+                        p->head_dim);
+    if (host_arrays && p->cu_seqlens &&
+        (s = fa__check_cu(fn, "cu_seqlens", p->cu_seqlens, p->batch, p->seqlen, "seqlen")) != FA_OK)
+        return s;
+    nb = p->cu_seqlens ? 1 : p->batch;
+    ns = !p->cu_seqlens ? p->seqlen : host_arrays ? p->cu_seqlens[p->batch] : (int64_t)p->batch * p->seqlen;
+    if (!fa__mul64((int64_t)p->batch * p->heads, FA__FP8_BLOCKS(p->seqlen, p->role), &blocks) ||
+        (s = fa__check_tensor(fn, "x", x, nb, ns, p->heads, p->head_dim)) != FA_OK ||
+        (s = fa__check_tensor(fn, "out", out, nb, ns, p->heads, p->head_dim)) != FA_OK)
+        return s != FA_OK ? s : fa__fail(FA_ERROR_INVALID_ARGUMENT, "%s: the descale count overflows", fn);
+    if (x->dtype == FA_E4M3)
+        return fa__fail(FA_ERROR_INVALID_ARGUMENT, "%s: x.dtype is FA_E4M3 (give f32, f16 or bf16)", fn);
+    if (out->dtype != FA_E4M3)
+        return fa__fail(FA_ERROR_INVALID_ARGUMENT, "%s: out.dtype is %s (must be FA_E4M3)", fn,
+                        fa__dtype_name(out->dtype));
+    if (!descale)
+        return fa__fail(FA_ERROR_INVALID_ARGUMENT, "%s: descale is NULL", fn);
+    return FA_OK;
+}
+
+FLASHATTN_DEF fa_status fa_quantize_descales(const fa_quant *p, int64_t *count)
+{
+    if (!p || !count)
+        return fa__fail(FA_ERROR_INVALID_ARGUMENT, "fa_quantize_descales: %s is NULL", p ? "count" : "p");
+    if (p->batch < 1 || p->seqlen < 1 || p->heads < 1 || (unsigned)p->role > (unsigned)FA_QUANT_V)
+        return fa__fail(FA_ERROR_INVALID_ARGUMENT,
+                        "fa_quantize_descales: batch, seqlen, heads must be >= 1 and role an fa_quant_role");
+    *count = p->per_tensor ? 1 : (int64_t)p->batch * p->heads * FA__FP8_BLOCKS(p->seqlen, p->role);
+    return FA_OK;
+}
+
+/* Row n of sequence b, head h of x, as f32 in y[d], rotated if asked. */
+static void fa__quant_row(const fa_quant *p, const fa_tensor *x, int b, int h, int n, const float *mul, float *y)
+{
+    int64_t row = p->cu_seqlens ? (int64_t)p->cu_seqlens[b] + n : n, bi = p->cu_seqlens ? 0 : b;
+    size_t at = (size_t)(bi * x->batch_stride + row * x->seq_stride + h * x->head_stride);
+    int j;
+    for (j = 0; j < p->head_dim; ++j)
+        y[j] = x->dtype == FA_F32 ? ((const float *)x->data)[at + j]
+             : x->dtype == FA_F16 ? fa__f16_to_f32(((const uint16_t *)x->data)[at + j])
+                                  : fa__bf16_to_f32(((const uint16_t *)x->data)[at + j]);
+    if (p->hadamard)
+        fa__hadamard_row(y, p->head_dim, mul);
+}
+
+/* Block k of (b, h) (rows past the sequence's end are not there): with
+   store = 0 its amax, else its rows written as e4m3(y * inv). NaN never
+   wins the amax (the comparison is false). */
+static float fa__quant_block(const fa_quant *p, const fa_tensor *x, const fa_tensor *out, int b, int h,
+                             int64_t k, const float *mul, int store, float inv)
+{
+    float y[256], amax = 0.0f;
+    int len = p->cu_seqlens ? p->cu_seqlens[b + 1] - p->cu_seqlens[b] : p->seqlen, n, j;
+    int n0 = (int)k * FA__FP8_ROWS(p->role), n1 = n0 + FA__FP8_ROWS(p->role) < len ? n0 + FA__FP8_ROWS(p->role) : len;
+    for (n = n0; n < n1; ++n) {
+        fa__quant_row(p, x, b, h, n, mul, y);
+        if (!store) {
+            for (j = 0; j < p->head_dim; ++j)
+                amax = fabsf(y[j]) > amax ? fabsf(y[j]) : amax;
+        } else {
+            int64_t row = p->cu_seqlens ? (int64_t)p->cu_seqlens[b] + n : n, bi = p->cu_seqlens ? 0 : b;
+            uint8_t *o = (uint8_t *)out->data + bi * out->batch_stride + row * out->seq_stride + h * out->head_stride;
+            for (j = 0; j < p->head_dim; ++j)
+                o[j] = fa__f32_to_e4m3(y[j] * inv);
+        }
+    }
+    return amax;
+}
+
+FLASHATTN_DEF fa_status fa_quantize(const fa_quant *p, fa_tensor x, fa_tensor out, float *descale)
+{
+    float mul[256], amax = 0.0f, s = 1.0f, inv = 1.0f;
+    int b, h, j;
+    int64_t nblk, k;
+    fa_status st = fa__check_quant("fa_quantize", p, &x, &out, descale, 1);
+    if (st != FA_OK)
+        return st;
+    for (j = 0; j < p->head_dim; ++j)
+        mul[j] = fa__hadamard_mul(p->seed, j, (float)(1.0 / sqrt((double)p->head_dim)));
+    nblk = FA__FP8_BLOCKS(p->seqlen, p->role);
+    if (p->per_tensor) { /* a first pass for the tensor's amax */
+        for (b = 0; b < p->batch; ++b)
+            for (h = 0; h < p->heads; ++h)
+                for (k = 0; k < nblk; ++k) {
+                    float a = fa__quant_block(p, &x, &out, b, h, k, mul, 0, 0.0f);
+                    amax = a > amax ? a : amax;
+                }
+        fa__fp8_scale(amax, &s, &inv);
+        descale[0] = s;
+    }
+    for (b = 0; b < p->batch; ++b)
+        for (h = 0; h < p->heads; ++h)
+            for (k = 0; k < nblk; ++k) {
+                if (!p->per_tensor) {
+                    fa__fp8_scale(fa__quant_block(p, &x, &out, b, h, k, mul, 0, 0.0f), &s, &inv);
+                    descale[((int64_t)b * p->heads + h) * nblk + k] = s;
+                }
+                fa__quant_block(p, &x, &out, b, h, k, mul, 1, inv);
+            }
+    return FA_OK;
+}
+
+/* ============================================================================
    >>impl-softmax  the online softmax, step by step
    ============================================================================
    softmax(s)_j = exp(s_j - m) / l with m = max_j s_j and l = sum_j exp(s_j - m).
@@ -1603,10 +1957,14 @@ static void fa__load_row(const void *src, fa_dtype dt, int n, float mul, float *
 #if FA__VW
     const size_t es = dt == FA_F32 ? 4 : 2;
     const fa__vf vm = FA__VSET1(mul);
-    for (; c + FA__VW <= n; c += FA__VW)
+    for (; c + FA__VW <= n && dt != FA_E4M3; c += FA__VW)
         FA__VSTORE(dst + c, FA__VMUL(fa__vload_as((const char *)src + (size_t)c * es, dt), vm));
 #endif
-    if (dt == FA_F32) {
+    if (dt == FA_E4M3) { /* FP8: mul carries the descale (>>impl-fp8) */
+        const uint8_t *s = (const uint8_t *)src;
+        for (; c < n; ++c)
+            dst[c] = fa__e4m3_to_f32(s[c]) * mul;
+    } else if (dt == FA_F32) {
         const float *s = (const float *)src;
         for (; c < n; ++c)
             dst[c] = s[c] * mul;
@@ -2231,7 +2589,8 @@ static void fa__load_tile_t(const fa__attn *a, const fa_tensor *t, int dim, cons
             float *x = tmp + (size_t)c * ld;
             if (c < cn) {
                 fa__prefetch_row(a, t, dim, s, h, n0 + c0 + c + FA__PF_AHEAD, n_end);
-                fa__load_row(fa__kv_row(a, t, s, n0 + c0 + c, h), t->dtype, dim, 1.0f, x);
+                fa__load_row(fa__kv_row(a, t, s, n0 + c0 + c, h), t->dtype, dim,
+                             fa__fp8_descale(&a->r, t == &a->v ? 2 : 1, t->dtype, s->b, h, n0 + c0 + c), x);
             } else
                 for (k = 0; k < dim; ++k)
                     x[k] = 0.0f;
@@ -2308,7 +2667,8 @@ static void fa__load_kv_tile(const fa__attn *a, const fa_tensor *t, int dim, con
     for (c = 0; c < nc; ++c) {
         float *x = X + (size_t)c * ldx;
         fa__prefetch_row(a, t, dim, s, h, n0 + c + FA__PF_AHEAD, n_end);
-        fa__load_row(fa__kv_row(a, t, s, n0 + c, h), t->dtype, dim, 1.0f, x);
+        fa__load_row(fa__kv_row(a, t, s, n0 + c, h), t->dtype, dim,
+                     fa__fp8_descale(&a->r, t == &a->v ? 2 : 1, t->dtype, s->b, h, n0 + c), x);
         for (k = dim; k < ldx; ++k)
             x[k] = 0.0f;
     }
@@ -2441,7 +2801,8 @@ static void fa__load_q_rows(const fa__attn *a, const fa_tensor *q, const fa__seq
         if (i + FA__PF_AHEAD < nr) /* rows heads * d apart: see FA__PF_AHEAD */
             fa__prefetch_bytes(fa__at(q, s->q_b, s->q_row0 + w->tok[i + FA__PF_AHEAD], w->head[i + FA__PF_AHEAD]),
                                a->d * fa__dtype_size(q->dtype));
-        fa__load_row(fa__at(q, s->q_b, s->q_row0 + w->tok[i], w->head[i]), q->dtype, a->d, a->q_fold, x);
+        fa__load_row(fa__at(q, s->q_b, s->q_row0 + w->tok[i], w->head[i]), q->dtype, a->d,
+                     a->q_fold * fa__fp8_descale(&a->r, 0, q->dtype, s->b, w->head[i], w->tok[i]), x);
         for (c = a->d; c < a->dp; ++c)
             x[c] = 0.0f;
         w->slope2[i] = a->r.alibi_slopes ? (float)(a->r.alibi_slopes[w->head[i]] * FA__LOG2E) : 0.0f;
@@ -2505,7 +2866,8 @@ static void fa__softmax_rows(const fa__attn *a, fa__scratch *w, int r0, int r1, 
 static void fa__attend_tile(const fa__attn *a, fa__scratch *w, const fa__seq *s, int kvh, int nr, int n0,
                             int nc, int n_end)
 {
-    int r0, r1, k_rows = nr <= FA__FEW_ROWS, ncp = FA__PAD(nc);
+    /* FP8 K and V take the tile loads, which decode and descale them */
+    int r0, r1, k_rows = nr <= FA__FEW_ROWS && a->k.dtype != FA_E4M3, ncp = FA__PAD(nc);
     /* rows that see none of these keys are skipped: they would get
        S = -inf, alpha = 1 and P = 0, i.e. no change at all */
     fa__row_range(a, w, nr, n0, nc, &r0, &r1);
@@ -2617,8 +2979,8 @@ static fa_status fa__workspace(const char *fn, void *workspace, size_t workspace
 static fa_status fa__unsupported_dtype(const char *fn, const char *name, const fa_tensor *t)
 {
     if (t->data && t->dtype == FA_E4M3)
-        return fa__fail(FA_ERROR_UNSUPPORTED, "%s: %s.dtype %s is not supported on the CPU", fn, name,
-                        fa__dtype_name(t->dtype));
+        return fa__fail(FA_ERROR_UNSUPPORTED, "%s: %s.dtype %s is not supported here (FP8 is for the q, k "
+                        "and v of fa_forward)", fn, name, fa__dtype_name(t->dtype));
     return FA_OK;
 }
 
@@ -2659,9 +3021,7 @@ FLASHATTN_DEF fa_status fa_forward(const fa_problem *p, fa_tensor q, fa_tensor k
     void *mem;
     int owned, ntasks = 0, workers = fa__num_workers();
     fa_status s = fa__check_forward(fn, p, &r, &q, &k, &v, &o, lse, 1);
-    if (s != FA_OK || (s = fa__unsupported_dtype(fn, "q", &q)) != FA_OK ||
-        (s = fa__unsupported_dtype(fn, "k", &k)) != FA_OK || (s = fa__unsupported_dtype(fn, "v", &v)) != FA_OK ||
-        (s = fa__unsupported_dtype(fn, "o", &o)) != FA_OK)
+    if (s != FA_OK || (s = fa__check_fp8(fn, p, &r, &q, &k, &v, &o, 1)) != FA_OK)
         return s;
     fa__attn_init(&a, &r);
     if ((s = fa__task_count(fn, (int64_t)r.batch * r.heads_q * a.tr, &ntasks)) != FA_OK)

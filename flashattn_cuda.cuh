@@ -36,6 +36,8 @@
        >>decode-combine  merge the splits by log-sum-exp
        >>decode-append   k_new / v_new into the cache
        >>decode-host     split count, validation, launch
+     >>fp8-quant      fa_quantize_cuda: f16 / bf16 -> e4m3 and per-block
+                      descales in one pass, with the Hadamard rotation
      >>backward       the backward pass (FlashAttention Alg. 4 in
                       FlashAttention-2 form): three kernels, a deterministic
                       mode, fa_backward_cuda (FLASHATTN_NO_BACKWARD leaves it
@@ -3147,6 +3149,9 @@ FLASHATTN_DEF fa_status fa_forward_cuda(const fa_problem *p, fa_tensor q, fa_ten
         return fa__fail(FA_ERROR_UNSUPPORTED,
                         "%s: f32 tensors are not supported on the GPU (the tensor cores take f16 or "
                         "bf16); convert q, k, v and o to FA_F16 or FA_BF16", fn);
+    if ((s = fa__check_fp8(fn, p, &r, &q, &k, &v, &o, 0)) != FA_OK || q.dtype == FA_E4M3)
+        return s != FA_OK ? s : fa__fail(FA_ERROR_UNSUPPORTED, "%s: q.dtype FA_E4M3: the FP8 GPU kernel is "
+                                         "not in this build (fa_forward takes e4m3 on the CPU)", fn);
     if (q.dtype != FA_F16 && q.dtype != FA_BF16)
         return fa__fail(FA_ERROR_UNSUPPORTED, "%s: q dtype %d is not supported by the GPU forward "
                         "(f16 or bf16)", fn, (int)q.dtype);
@@ -4515,6 +4520,280 @@ FLASHATTN_DEF fa_status fa_decode_cuda(const fa_problem *p, fa_tensor q, fa_tens
         if (e == cudaSuccess) e = e2;
     }
     if (e != cudaSuccess) return fa__fail(FA_ERROR_CUDA, "fa_decode_cuda: %s", cudaGetErrorString(e));
+    return FA_OK;
+}
+
+#ifdef __cplusplus
+}
+#endif
+
+/* ============================================================================
+   >>fp8-quant  fa_quantize_cuda: f16 / bf16 -> e4m3 with per-block descales
+   ============================================================================
+   The GPU twin of fa_quantize (flashattn.h, >>impl-fp8), bit for bit: the
+   same conversions, the same Hadamard stages in the same order, the same
+   fa__fp8_scale. One pass over memory: one CTA per (block of B rows, head,
+   sequence) holds its B rows in registers, finds their amax, and writes
+   them as e4m3 with the block's descale. 16 warps of B / 16 rows each.
+   A row lives in a group of LPR lanes, E neighbouring elements per lane
+   (lane group g, lane s of it: elements s E .. s E + E - 1), so that the
+   Hadamard's first log2(E) stages are within one lane and only log2(LPR)
+   need shuffles (shuffles, not memory, would otherwise bound it), and a
+   lane loads 16 bytes at a time where the strides allow (VEC).
+   Per tensor it takes two passes (the tensor's amax must be known before
+   anything is rounded): pass 1 atomicMax-es every block's amax into
+   descale[0] (non-negative floats order as their bits), pass 2 rounds,
+   then one thread turns the amax into the descale. */
+#define FA__QUANT_WARPS 16
+
+struct fa__quant_params {
+    const uint16_t *x;
+    uint8_t *out;
+    float *descale;
+    int64_t x_batch, x_seq, x_head, o_batch, o_seq, o_head;
+    const int32_t *cu_seqlens;
+    int seqlen, heads, d, nblk;
+    int hadamard;
+    uint64_t seed;
+    float inv_sqrt_d;
+    int mode; /* 0: per block; per tensor: 1 the amax pass, 2 the rounding pass */
+};
+
+/* Two e4m3 codes, lo in the low byte: the hardware's round-to-nearest-even,
+   saturating (sm_89+), which gives fa__f32_to_e4m3's bits. */
+static __device__ __forceinline__ uint32_t fa__cvt_e4m3x2(float lo, float hi)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+    unsigned short r;
+    asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(r) : "f"(hi), "f"(lo));
+    return r;
+#else
+    return (uint32_t)fa__f32_to_e4m3(lo) | (uint32_t)fa__f32_to_e4m3(hi) << 8;
+#endif
+}
+
+template <bool BF16>
+static __device__ __forceinline__ float fa__quant_widen(uint32_t u)
+{
+    return BF16 ? __uint_as_float(u << 16) : __half2float(__ushort_as_half((unsigned short)u));
+}
+
+/* y <- y M for one row held by a group of LPR lanes (element s E + i in
+   y[i] of lane s): fa__hadamard_row's stages h = 1, 2, .. d/2 in its order;
+   below E the pair is y[i ^ h] in the same lane, from E on it is y[i] of
+   lane s ^ (h / E), and the lane whose bit h / E is set keeps a - b. */
+template <int E, int LPR>
+static __device__ __forceinline__ void fa__hadamard_lanes(float (&y)[E], const float *mul, int sub, int d)
+{
+#pragma unroll
+    for (int h = 1; h < E; h <<= 1)
+        if (h < d) /* d < E: the stages of a d-wide row (the padding stays 0) */
+#pragma unroll
+            for (int i = 0; i < E; ++i)
+                if (!(i & h)) {
+                    float a = y[i], b = y[i + h];
+                    y[i] = a + b;
+                    y[i + h] = a - b;
+                }
+#pragma unroll
+    for (int g = 1; g < LPR; g <<= 1)
+#pragma unroll
+        for (int i = 0; i < E; ++i) {
+            float o = __shfl_xor_sync(0xffffffffu, y[i], g);
+            y[i] = (sub & g) ? o - y[i] : y[i] + o;
+        }
+#pragma unroll
+    for (int i = 0; i < E; ++i) /* mul[j] sits at j + j / 32: lanes of other groups, other banks */
+        y[i] *= mul[sub * E + i + (sub * E + i) / 32];
+}
+
+/* E elements j0 .. j0 + E - 1 of a row (0 past d, or for a row not there). */
+template <int E, bool BF16, bool VEC>
+static __device__ __forceinline__ void fa__quant_load(float (&y)[E], const uint16_t *src, bool live, int j0, int d)
+{
+    if (VEC) { /* 8 elements a load; d % 16 == 0, so a chunk is all in or all out */
+#pragma unroll
+        for (int c = 0; c < E; c += 8) {
+            uint4 v = make_uint4(0u, 0u, 0u, 0u);
+            if (live && j0 + c < d) v = *(const uint4 *)(const void *)(src + j0 + c);
+            const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+            for (int t = 0; t < 4; ++t) {
+                y[c + 2 * t] = fa__quant_widen<BF16>(w[t] & 0xffffu);
+                y[c + 2 * t + 1] = fa__quant_widen<BF16>(w[t] >> 16);
+            }
+        }
+    } else {
+#pragma unroll
+        for (int i = 0; i < E; ++i)
+            y[i] = fa__quant_widen<BF16>(live && j0 + i < d ? src[j0 + i] : 0u);
+    }
+}
+
+template <int E, bool VEC>
+static __device__ __forceinline__ void fa__quant_store(uint8_t *dst, const float (&y)[E], float inv, int j0, int d)
+{
+    if (VEC) { /* 16 codes a store */
+#pragma unroll
+        for (int c = 0; c < E; c += 16) {
+            uint32_t w[4];
+#pragma unroll
+            for (int t = 0; t < 4; ++t)
+                w[t] = fa__cvt_e4m3x2(y[c + 4 * t] * inv, y[c + 4 * t + 1] * inv) |
+                       fa__cvt_e4m3x2(y[c + 4 * t + 2] * inv, y[c + 4 * t + 3] * inv) << 16;
+            if (j0 + c < d) *(uint4 *)(void *)(dst + j0 + c) = make_uint4(w[0], w[1], w[2], w[3]);
+        }
+    } else {
+#pragma unroll
+        for (int i = 0; i < E; ++i)
+            if (j0 + i < d) dst[j0 + i] = (uint8_t)fa__cvt_e4m3x2(y[i] * inv, 0.0f);
+    }
+}
+
+/* B rows per block, each in LPR lanes of E elements (E LPR >= d). With one
+   row slot per lane (d <= 128) two CTAs fit an SM: one loads while the
+   other stores. */
+template <int E, int LPR, int B, bool BF16, bool VEC>
+__global__ void __launch_bounds__(FA__QUANT_WARPS * 32, (B / FA__QUANT_WARPS) * LPR <= 32 ? 2 : 1)
+fa__quantize_kernel(const fa__quant_params p)
+{
+    constexpr int R = B / FA__QUANT_WARPS; /* rows per warp */
+    constexpr int RPG = 32 / LPR;          /* rows side by side in a warp */
+    constexpr int G = (R + RPG - 1) / RPG; /* row slots per lane */
+    __shared__ float warp_amax[FA__QUANT_WARPS];
+    __shared__ float mul[256 + 8]; /* sign[j] / sqrt(d) at j + j / 32 */
+    const int k = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, sub = lane % LPR, j0 = sub * E;
+    const int64_t row0 = p.cu_seqlens ? p.cu_seqlens[b] : 0, bi = p.cu_seqlens ? 0 : b;
+    const int len = p.cu_seqlens ? p.cu_seqlens[b + 1] - (int)row0 : p.seqlen;
+    float y[G][E], amax = 0.0f, s, inv;
+    if (p.hadamard && (int)threadIdx.x < p.d)
+        mul[threadIdx.x + threadIdx.x / 32] = fa__hadamard_mul(p.seed, (int)threadIdx.x, p.inv_sqrt_d);
+    /* ---- load (every slot's loads in flight at once), rotate, amax ---- */
+#pragma unroll
+    for (int g = 0; g < G; ++g) {
+        const int r = g * RPG + lane / LPR, n = k * B + warp * R + r;
+        fa__quant_load<E, BF16, VEC>(y[g], p.x + bi * p.x_batch + (row0 + n) * p.x_seq + (int64_t)h * p.x_head,
+                                     r < R && n < len, j0, p.d);
+    }
+    if (p.hadamard)
+        __syncthreads(); /* mul is written */
+#pragma unroll
+    for (int g = 0; g < G; ++g) {
+        if (p.hadamard) /* uniform: every lane takes part in the shuffles */
+            fa__hadamard_lanes<E, LPR>(y[g], mul, sub, p.d);
+#pragma unroll
+        for (int i = 0; i < E; ++i) /* the comparison as on the CPU: NaN never wins */
+            amax = fabsf(y[g][i]) > amax ? fabsf(y[g][i]) : amax;
+    }
+    /* ---- the block's amax: the warp's by butterfly, then across warps ---- */
+#pragma unroll
+    for (int m = 16; m >= 1; m >>= 1) {
+        float o = __shfl_xor_sync(0xffffffffu, amax, m);
+        amax = o > amax ? o : amax;
+    }
+    if (lane == 0) warp_amax[warp] = amax;
+    __syncthreads(); /* every warp's amax is in shared memory */
+#pragma unroll
+    for (int w = 0; w < FA__QUANT_WARPS; ++w)
+        amax = warp_amax[w] > amax ? warp_amax[w] : amax;
+    if (p.mode == 1) {
+        if (threadIdx.x == 0 && amax > 0.0f)
+            atomicMax((unsigned int *)p.descale, __float_as_uint(amax));
+        return;
+    }
+    if (p.mode == 2)
+        amax = __uint_as_float(*(const unsigned int *)p.descale);
+    fa__fp8_scale(amax, &s, &inv);
+    if (p.mode == 0 && threadIdx.x == 0)
+        p.descale[((int64_t)b * p.heads + h) * p.nblk + k] = s;
+    /* ---- store: each row as e4m3(y * inv) ---- */
+#pragma unroll
+    for (int g = 0; g < G; ++g) {
+        const int r = g * RPG + lane / LPR, n = k * B + warp * R + r;
+        if (r < R && n < len)
+            fa__quant_store<E, VEC>(p.out + bi * p.o_batch + (row0 + n) * p.o_seq + (int64_t)h * p.o_head, y[g],
+                                    inv, j0, p.d);
+    }
+}
+
+/* Per tensor, after both passes: descale[0] holds the amax's bits. */
+__global__ void fa__quantize_finish_kernel(float *descale)
+{
+    float s, inv;
+    fa__fp8_scale(__uint_as_float(*(const unsigned int *)descale), &s, &inv);
+    descale[0] = s;
+}
+
+/* The row layout for d (E LPR = d rounded up to a power of two, at least 16)
+   and the load width (VEC: 16-byte accesses are aligned, d % 16 == 0). */
+template <int B, bool BF16, bool VEC>
+static void fa__quantize_launch_vec(const fa__quant_params &kp, int batch, cudaStream_t st)
+{
+    const dim3 grid((unsigned)kp.nblk, (unsigned)kp.heads, (unsigned)batch), block(FA__QUANT_WARPS * 32);
+    if (kp.d <= 16) fa__quantize_kernel<16, 1, B, BF16, VEC><<<grid, block, 0, st>>>(kp);
+    else if (kp.d <= 32) fa__quantize_kernel<32, 1, B, BF16, VEC><<<grid, block, 0, st>>>(kp);
+    else if (kp.d <= 64) fa__quantize_kernel<32, 2, B, BF16, VEC><<<grid, block, 0, st>>>(kp);
+    else if (kp.d <= 128) fa__quantize_kernel<32, 4, B, BF16, VEC><<<grid, block, 0, st>>>(kp);
+    else fa__quantize_kernel<32, 8, B, BF16, VEC><<<grid, block, 0, st>>>(kp);
+}
+
+template <int B>
+static void fa__quantize_launch(const fa__quant_params &kp, int batch, bool bf16, bool vec, cudaStream_t st)
+{
+    if (bf16) {
+        if (vec) fa__quantize_launch_vec<B, true, true>(kp, batch, st);
+        else fa__quantize_launch_vec<B, true, false>(kp, batch, st);
+    } else {
+        if (vec) fa__quantize_launch_vec<B, false, true>(kp, batch, st);
+        else fa__quantize_launch_vec<B, false, false>(kp, batch, st);
+    }
+}
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+FLASHATTN_DEF fa_status fa_quantize_cuda(const fa_quant *p, fa_tensor x, fa_tensor out, float *descale,
+                                         void *stream)
+{
+    static const char fn[] = "fa_quantize_cuda";
+    const cudaStream_t st = (cudaStream_t)stream;
+    fa__quant_params kp;
+    cudaError_t e = cudaSuccess;
+    int mode;
+    bool bf16 = x.dtype == FA_BF16, vec;
+    fa_status s = fa__check_quant(fn, p, &x, &out, descale, 0);
+    if (s != FA_OK) return s;
+    if (x.dtype != FA_F16 && x.dtype != FA_BF16)
+        return fa__fail(FA_ERROR_UNSUPPORTED, "%s: x.dtype is %s: the GPU quantizer takes FA_F16 or FA_BF16", fn,
+                        fa__dtype_name(x.dtype));
+    if (p->heads > 65535 || p->batch > 65535 || FA__FP8_BLOCKS(p->seqlen, p->role) > INT_MAX)
+        return fa__fail(FA_ERROR_UNSUPPORTED, "%s: heads (%d) and batch (%d) must be <= 65535 (CUDA grid limits)",
+                        fn, p->heads, p->batch);
+    memset(&kp, 0, sizeof kp);
+    kp.x = (const uint16_t *)x.data; kp.out = (uint8_t *)out.data; kp.descale = descale;
+    kp.x_batch = x.batch_stride; kp.x_seq = x.seq_stride; kp.x_head = x.head_stride;
+    kp.o_batch = out.batch_stride; kp.o_seq = out.seq_stride; kp.o_head = out.head_stride;
+    kp.cu_seqlens = p->cu_seqlens; kp.seqlen = p->seqlen; kp.heads = p->heads; kp.d = p->head_dim;
+    kp.nblk = (int)FA__FP8_BLOCKS(p->seqlen, p->role);
+    kp.hadamard = p->hadamard; kp.seed = p->seed;
+    kp.inv_sqrt_d = (float)(1.0 / sqrt((double)p->head_dim)); /* as fa_quantize computes it */
+    vec = p->head_dim % 16 == 0 && ((uintptr_t)x.data & 15u) == 0 && ((uintptr_t)out.data & 15u) == 0 &&
+          (x.batch_stride | x.seq_stride | x.head_stride) % 8 == 0 &&
+          (out.batch_stride | out.seq_stride | out.head_stride) % 16 == 0;
+    if (p->per_tensor) e = cudaMemsetAsync(descale, 0, sizeof(float), st); /* amax 0, as bits */
+    for (mode = p->per_tensor ? 1 : 0; e == cudaSuccess && mode <= (p->per_tensor ? 2 : 0); ++mode) {
+        kp.mode = mode;
+        if (p->role == FA_QUANT_Q) fa__quantize_launch<FLASHATTN_FP8_BLOCK_Q>(kp, p->batch, bf16, vec, st);
+        else fa__quantize_launch<FLASHATTN_FP8_BLOCK_K>(kp, p->batch, bf16, vec, st);
+        e = cudaGetLastError();
+    }
+    if (e == cudaSuccess && p->per_tensor) {
+        fa__quantize_finish_kernel<<<1, 1, 0, st>>>(descale);
+        e = cudaGetLastError();
+    }
+    if (e != cudaSuccess) return fa__cuda_fail(fn, e, "quantize launch");
     return FA_OK;
 }
 

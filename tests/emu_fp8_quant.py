@@ -1,0 +1,56 @@
+#!/usr/bin/env python3
+"""tests/emu_fp8_quant.py OUTDIR - tests/test_gpu_fp8.cu with fa_quantize_cuda's kernels run
+on the CPU (no GPU needed), through tests/emu_cuda.h's thread model: every CUDA thread an OS
+thread, __syncthreads and __shfl_xor_sync emulated. It checks the kernels' row layout, Hadamard
+stages, amax reduction and block indexing against the CPU fa_quantize bit for bit. The e4m3
+rounding is the software one (the sm_89+ cvt instruction is not emulated), and the test's
+fa_forward_cuda refusal case is left out. Writes OUTDIR/emu_cuda_fp8.h, OUTDIR/fp8_quant.inc and
+OUTDIR/test_gpu_fp8_emu.cpp; build the last with
+  c++ -std=c++20 -O1 -I<cuda include> -o OUT OUTDIR/test_gpu_fp8_emu.cpp -lpthread
+(make test-gpu-emu-fp8 does it all)."""
+import os, re, sys
+
+out = sys.argv[1]
+here = os.path.dirname(os.path.abspath(__file__))
+s = open(os.path.join(here, "..", "flashattn_cuda.cuh")).read()
+a = s.index("#define FA__QUANT_WARPS")
+b = s.index("#ifndef FLASHATTN_NO_BACKWARD\n/* ====")
+sec = s[a:b]
+# launches become emu_launch calls; the emulator has no static shared memory: static arrays
+# serve, as its CTAs run one after another; no cvt instruction: the software rounding
+sec = re.sub(r"(\w+<[^<>]*>|\w+)<<<([^,]+), ([^,]+), 0, st>>>\(([^)]*)\)",
+             r"emu_launch(\1, \2, \3, 0, st, \4)", sec)
+sec = sec.replace("    __shared__ float", "    static float")
+sec = sec.replace("#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890", "#if 0")
+assert sec.count("emu_launch") >= 6 and "__shared__" not in sec
+open(os.path.join(out, "fp8_quant.inc"), "w").write(sec)
+
+e = open(os.path.join(here, "emu_cuda.h")).read()
+e = e.replace("#define __CUDA_ARCH__ 900\n", "")
+e = e.replace('#include "../build/emu_backward.inc"', """
+static inline float __uint_as_float(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
+static inline uint32_t __float_as_uint(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
+static inline unsigned atomicMax(unsigned *p, unsigned v) {
+    std::lock_guard<std::mutex> g(emu_atomic_mu);
+    unsigned o = *p;
+    if (v > o) *p = v;
+    return o;
+}
+cudaError_t CUDARTAPI cudaMemset(void *p, int v, size_t n) { memset(p, v, n); return cudaSuccess; }
+cudaError_t CUDARTAPI cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t) { memset(p, v, n); return cudaSuccess; }
+cudaError_t CUDARTAPI cudaDeviceSynchronize(void) { return cudaSuccess; }
+static fa_status fa__cuda_fail(const char *fn, cudaError_t, const char *what) {
+    return fa__fail(FA_ERROR_CUDA, "%s: %s", fn, what);
+}
+#include "fp8_quant.inc"
+""")
+open(os.path.join(out, "emu_cuda_fp8.h"), "w").write(e)
+
+t = open(os.path.join(here, "test_gpu_fp8.cu")).read()
+t = t.replace("#include <cuda_runtime.h>", '#include "emu_cuda_fp8.h"')
+t = t.replace('#include "../flashattn.h"', '#include "%s"' % os.path.join(here, "..", "flashattn.h"))
+t = t.replace('#include "test_util.h"', '#include "%s"' % os.path.join(here, "test_util.h"))
+t = re.sub(r"static void test_refusals\(void\)\n\{.*?\n\}\n", "", t, flags=re.S)
+t = t.replace("    test_refusals();\n", "")
+assert "test_refusals" not in t
+open(os.path.join(out, "test_gpu_fp8_emu.cpp"), "w").write(t)
