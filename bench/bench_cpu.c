@@ -413,7 +413,7 @@ static fa_status run_case(attn_case *c) {
                        c->ws, c->ws_bytes);
 }
 
-static int g_quick = 0;
+static int g_quick = 0, g_only_d = 0, g_only_n = 0, g_no_naive = 0;
 
 /* Repetitions after the warm-up: as many as fit in ~1.5 s, 3 to 9; a call
    slower than 4 s is timed once more (the reps column says so), which keeps
@@ -480,7 +480,13 @@ int main(int argc, char **argv) {
     for (i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--quick") == 0) g_quick = 1;
         else if (strcmp(argv[i], "--no-attention") == 0) no_attention = 1;
-        else { fprintf(stderr, "usage: %s [--quick] [--no-attention]\n", argv[0]); return 2; }
+        else if (strcmp(argv[i], "--no-naive") == 0) g_no_naive = 1;
+        else if (strcmp(argv[i], "--d") == 0 && i + 1 < argc) g_only_d = atoi(argv[++i]);
+        else if (strcmp(argv[i], "--n") == 0 && i + 1 < argc) g_only_n = atoi(argv[++i]);
+        else {
+            fprintf(stderr, "usage: %s [--quick] [--no-attention] [--no-naive] [--d D] [--n N]\n", argv[0]);
+            return 2;
+        }
     }
     all = max_threads();
     nthr[0] = 1;
@@ -557,7 +563,7 @@ int main(int argc, char **argv) {
             int d = dims[di], n = lens[li], op;
             size_t elems = (size_t)n * HEADS * d;
             float *Q, *K, *V, *O, *dO, *dQ, *dK, *dV, *Onaive, *lse, *S, *Kt;
-            if (g_quick && n > 1024) continue;
+            if ((g_quick && n > 1024) || (g_only_d && d != g_only_d) || (g_only_n && n != g_only_n)) continue;
             Q = (float *)xmalloc(elems * 4); K = (float *)xmalloc(elems * 4);
             V = (float *)xmalloc(elems * 4); O = (float *)xmalloc(elems * 4);
             dO = (float *)xmalloc(elems * 4); dQ = (float *)xmalloc(elems * 4);
@@ -614,7 +620,7 @@ int main(int argc, char **argv) {
                     memset(c.ws, 0, c.ws_bytes ? c.ws_bytes : 1);
                     t = time_case(&c, &reps);
                     free(c.ws);
-                    if (op < 2) {
+                    if (op < 2 && !g_no_naive) {
                         size_t e;
                         tn = time_naive(n, HEADS, d, causal, Q, K, V, Onaive, S, Kt, nthr[tc]);
                         err = 0.0;
@@ -649,6 +655,7 @@ int main(int argc, char **argv) {
            "| ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: |\n");
     for (di = 0; di < 2; di++) {
         const int d = dims[di];
+        if (g_only_d && d != g_only_d) continue;
         /* Cache length: a power of two with K+V >= 8x the LLC, at least 64k tokens. */
         int64_t tokens = 65536, e;
         size_t kv_elems, kv_bytes, q_elems = (size_t)DEC_HQ * d;
