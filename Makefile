@@ -160,6 +160,18 @@ $(TEST_RESULTS)/gpu_compile.txt: FORCE | $(TEST_RESULTS)
 	  echo "0 passed, 0 failed" > $@; \
 	else $(RUN_CHECK) $@ "GPU compile checks (make test-gpu-compile)" $(MAKE) --no-print-directory test-gpu-compile; fi
 
+# The implementation compiled by nvcc as a user's .cu (GPU half in, d 64's
+# kernels for sm_90a alone): nvcc's host pass must build the SIMD loops its
+# host target allows (-Xcompiler -march=native), and the CPU forward must be
+# right. Needs no GPU. Skipped without nvcc.
+$(BUILD)/test_nvcc_host_simd: tests/test_nvcc_host_simd.cu flashattn.h flashattn_cuda.cuh | $(BUILD)
+	$(NVCC) -std=c++17 -O3 -Xcompiler -march=native -DFLASHATTN_HEAD_DIMS=64 $(call gencode,90a) $(NVCC_WERROR) \
+	  $< -o $@
+$(TEST_RESULTS)/nvcc_host_simd.txt: FORCE | $(TEST_RESULTS)
+	@if [ -z "$(NVCC)" ]; then echo "nvcc not found: skipping the nvcc host-pass SIMD check"; echo "0 passed, 0 failed" > $@; \
+	else $(RUN_CHECK) $@ "test_nvcc_host_simd (the CPU path of an nvcc build)" \
+	  sh -c '$(MAKE) --no-print-directory $(BUILD)/test_nvcc_host_simd && $(BUILD)/test_nvcc_host_simd'; fi
+
 # NEON compile check: the NEON section's neon-compile when an AArch64 cross
 # compiler with its C library headers exists, else skipped (CI has none, and
 # `make test` installs nothing). `make test-neon` also RUNS the tests, under qemu.
@@ -172,6 +184,7 @@ CPU_RESULTS      := $(TEST_RESULTS)/cpu.txt $(TEST_RESULTS)/cpu_portable.txt $(T
                     $(TEST_RESULTS)/cpu_avx2_nof16c.txt $(TEST_RESULTS)/bad_input.txt
 SANITIZE_RESULTS := $(TEST_RESULTS)/san_cpu.txt $(TEST_RESULTS)/san_bad_input.txt $(TEST_RESULTS)/threads_tsan.txt
 ALL_RESULTS      := $(CPU_RESULTS) $(COMPILE_CHECKS) $(STRICT_CHECKS) $(SANITIZE_RESULTS) $(TEST_RESULTS)/gpu_compile.txt \
+                    $(TEST_RESULTS)/nvcc_host_simd.txt \
                     $(TEST_RESULTS)/neon_compile.txt
 
 # Sum result files; the last line printed is "N passed, M failed".
@@ -444,11 +457,13 @@ $(BUILD)/examples/gpu_simple: examples/gpu_simple.cu flashattn.h flashattn_cuda.
 # `make bench` prints a markdown report and saves it as
 # bench/results/cpu-<UTC date>-<host kind>.md (HOST_KIND: CPU model and
 # logical CPU count, e.g. amd-epyc-2t; override on the command line).
-BENCH_CFLAGS := -O3 -march=native -fopenmp
+# BENCH_ISA=avx2: the AVX2 + FMA loops (no AVX-512) on an AVX-512 machine too.
+BENCH_ISA    ?= native
+BENCH_CFLAGS := -O3 $(if $(filter avx2,$(BENCH_ISA)),$(AVX2_FLAGS) -mf16c,-march=native) -fopenmp
 HOST_KIND    ?= $(shell grep -m1 'model name' /proc/cpuinfo 2>/dev/null | cut -d: -f2 | tr 'A-Z' 'a-z' | tr -cs 'a-z0-9' '-' | sed 's/^-//; s/-$$//' | cut -c1-40)-$(JOBS)t
-BENCH_OUT    := bench/results/cpu-$(shell date -u +%Y-%m-%d)-$(HOST_KIND).md
+BENCH_OUT    := bench/results/cpu-$(shell date -u +%Y-%m-%d)-$(HOST_KIND)$(if $(filter avx2,$(BENCH_ISA)),-avx2).md
 
-$(BUILD)/bench_cpu: bench/bench_cpu.c flashattn.h | $(BUILD)
+$(BUILD)/bench_cpu: bench/bench_cpu.c flashattn.h FORCE | $(BUILD)
 	$(CC) $(BENCH_CFLAGS) -Wall -Wextra -DBENCH_FLAGS='"$(BENCH_CFLAGS)"' -I. $< -lm -o $@
 
 bench: $(BUILD)/bench_cpu
@@ -456,3 +471,20 @@ bench: $(BUILD)/bench_cpu
 	./$(BUILD)/bench_cpu | tee $(BENCH_OUT).tmp
 	mv $(BENCH_OUT).tmp $(BENCH_OUT)
 	@echo "saved $(BENCH_OUT)"
+
+# `make bench-peers`: flashattn's forward beside ggml's ggml_flash_attn_ext in
+# one run (bench/peers/README.md). ggml is built once OUTSIDE the repository;
+# nothing is fetched here. GGML_SRC: its source tree (include/), GGML_BUILD:
+# its CMake build (static libraries); PEER_FLAGS must match the ISA ggml was
+# built for (default: AVX2 + FMA + F16C, no AVX-512). PEER_THREADS: 2.
+GGML_SRC     ?= /work/ggml-src
+GGML_BUILD   ?= /work/ggml-build/avx2
+PEER_FLAGS   ?= -O3 -mavx2 -mfma -mf16c -mno-avx512f -fopenmp
+PEER_THREADS ?= 2
+GGML_LIBS     = $(GGML_BUILD)/src/libggml.a $(GGML_BUILD)/src/libggml-cpu.a $(GGML_BUILD)/src/libggml-base.a
+.PHONY: bench-peers
+$(BUILD)/bench_ggml: bench/peers/ggml_fa.c flashattn.h $(GGML_LIBS) | $(BUILD)
+	$(CC) $(PEER_FLAGS) -Wall -Wextra -I. -I$(GGML_SRC)/include $< $(GGML_LIBS) -lstdc++ -lm -lpthread -o $@
+bench-peers: $(BUILD)/bench_ggml
+	@mkdir -p bench/results
+	./$(BUILD)/bench_ggml $(PEER_THREADS) | tee bench/results/peers-$(shell date -u +%Y-%m-%d)-$(HOST_KIND).md

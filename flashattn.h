@@ -1445,8 +1445,12 @@ static void fa__softmax_finish(float *o, int dv, float m, float l, float *L)
 #define FA__MR 6
 #endif
 /* The loops over the rows and vectors of the block must be unrolled for
-   the block to live in registers; gcc does not do it by itself at -O2. */
-#if defined(__GNUC__)
+   the block to live in registers; gcc does not do it by itself at -O2.
+   (nvcc's front end flags the GCC pragma as unknown, then passes it on to
+   the host compiler: its warning 1675 is silenced for the pragma alone.) */
+#if defined(__CUDACC__) && defined(__NVCC__)
+#define FA__UNROLL _Pragma("nv_diag_suppress 1675") _Pragma("GCC unroll 16") _Pragma("nv_diag_default 1675")
+#elif defined(__GNUC__)
 #define FA__UNROLL _Pragma("GCC unroll 16")
 #else
 #define FA__UNROLL
