@@ -1517,8 +1517,13 @@ static void fa__gemm(int M, int N, int K, const float *A, int lda, const float *
         int nv = N - j >= 2 * FA__VW ? 2 : 1, wdt = nv * FA__VW, ldp = ldb, k;
         const float *b = B + j;
         if (M > FA__MR && pack) { /* (one block of rows reads the strip once: no gain) */
-            for (k = 0; k < K; ++k)
-                memcpy(pack + (size_t)k * (size_t)wdt, b + (size_t)k * (size_t)ldb, (size_t)wdt * sizeof(float));
+            /* vector moves, not memcpy: a call per 64-byte row cost ~15% of
+               the product (AVX2, 256 x 128 x 128) */
+            for (k = 0; k < K; ++k) {
+                FA__VSTORE(pack + (size_t)k * (size_t)wdt, FA__VLOAD(b + (size_t)k * (size_t)ldb));
+                if (nv == 2)
+                    FA__VSTORE(pack + (size_t)k * (size_t)wdt + FA__VW, FA__VLOAD(b + (size_t)k * (size_t)ldb + FA__VW));
+            }
             b = pack;
             ldp = wdt;
         }

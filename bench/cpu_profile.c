@@ -1,7 +1,10 @@
 /* cpu_profile.c - where the CPU forward's time goes, phase by phase, on ONE
    thread: the same internal calls as fa__forward_task / fa__attend_tile
    (this file includes the implementation, so it can call them), each timed
-   with a monotonic clock, beside the FMA peak of the same build.
+   by the thread's CPU-time clock, beside the FMA peak of the same build
+   timed the same way: time the thread spends descheduled is not counted,
+   so the shares hold on a machine shared with other work (its caches and
+   memory are still shared: compare variants interleaved).
 
        cc -O3 -march=native -I. bench/cpu_profile.c -lm -o build/cpu_profile
        ./build/cpu_profile [d] [seqlen] [causal]     (default 128 4096 0)
@@ -21,7 +24,7 @@
 static double now_s(void)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
