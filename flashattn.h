@@ -1517,8 +1517,8 @@ static void fa__gemm(int M, int N, int K, const float *A, int lda, const float *
         int nv = N - j >= 2 * FA__VW ? 2 : 1, wdt = nv * FA__VW, ldp = ldb, k;
         const float *b = B + j;
         if (M > FA__MR && pack) { /* (one block of rows reads the strip once: no gain) */
-            /* vector moves, not memcpy: a call per 64-byte row cost ~15% of
-               the product (AVX2, 256 x 128 x 128) */
+            /* vector moves, not memcpy: a call per 64-byte row costs more
+               than the copy itself [cpu-avx2] */
             for (k = 0; k < K; ++k) {
                 FA__VSTORE(pack + (size_t)k * (size_t)wdt, FA__VLOAD(b + (size_t)k * (size_t)ldb));
                 if (nv == 2)
@@ -2221,16 +2221,42 @@ static void fa__transpose_tile(const float *src, int lds, int nr, int nc, float 
 static FLASHATTN__FORCEINLINE void fa__prefetch_row(const fa__attn *a, const fa_tensor *t, int dim, const fa__seq *s,
                                                    int h, int n, int n_end);
 
+#if FLASHATTN__AVX2
+/* The stride in floats between f32 rows n and n+1 of t (head h) when rows
+   lie an equal stride apart (not paged), so that a tile can be read where it
+   lies; 0 when not. (V read in place this way was no faster: the product
+   then waits on the same fetch. [cpu-avx2]) */
+static int fa__f32_row_stride(const fa__attn *a, const fa_tensor *t, const fa__seq *s, int h, int n)
+{
+    ptrdiff_t lds;
+    if (t->dtype != FA_F32 || a->r.block_table)
+        return 0;
+    lds = (const float *)fa__kv_row(a, t, s, n + 1, h) - (const float *)fa__kv_row(a, t, s, n, h);
+    return lds > 0 && lds <= INT_MAX ? (int)lds : 0;
+}
+#endif
+
 /* Rows n0 .. n0+nc-1 of a K or V tensor (head h) into Xt[dim, bcp],
    transposed; tile columns nc .. bcp-1 are zero. Rows are converted to f32
    eight at a time into tmp [8, dim padded to 8] and transposed as 8 x 8
-   blocks. */
+   blocks (f32 rows an equal stride apart: transposed where they lie). */
 static void fa__load_tile_t(const fa__attn *a, const fa_tensor *t, int dim, const fa__seq *s, int h,
                             int n0, int nc, int n_end, float *Xt, float *tmp)
 {
     int c0, c, k, ld = (dim + 7) / 8 * 8;
     for (c0 = 0; c0 < nc; c0 += 8) {
         int cn = nc - c0 < 8 ? nc - c0 : 8;
+#if FLASHATTN__AVX2
+        int lds = cn == 8 && dim % 8 == 0 ? fa__f32_row_stride(a, t, s, h, n0 + c0) : 0;
+        if (lds) { /* transposed where they lie, without the staging copy */
+            const float *src = (const float *)fa__kv_row(a, t, s, n0 + c0, h);
+            for (c = 0; c < 8; ++c)
+                fa__prefetch_row(a, t, dim, s, h, n0 + c0 + c + FA__PF_AHEAD, n_end);
+            for (k = 0; k < dim; k += 8)
+                fa__transpose8_avx2(src + k, lds, Xt + (size_t)k * (size_t)a->bcp + c0, a->bcp, 8);
+            continue;
+        }
+#endif
         for (c = 0; c < 8; ++c) {
             float *x = tmp + (size_t)c * (size_t)ld;
             if (c < cn) {
