@@ -32,7 +32,8 @@
 
    5. Goals: forward and causal forward at d 128, 4k, all threads >= 70% of
       the FMA peak, backward >= 45%, decode d 128 >= 75% of the read
-      bandwidth, each met or not in this run.
+      bandwidth, each met or not in this run, against the higher of the
+      ceilings measured at the start and again at the end.
 
    Every time is the median of several repetitions (3 to 9; 1 for a call
    slower than 4 s) after one warm-up run; inputs are random (never zeros).
@@ -344,6 +345,31 @@ static double read_bandwidth(const uint64_t *buf, size_t n, int threads, int rep
     return (double)n * sizeof *buf / median(t, reps) * 1e-9;
 }
 
+/* Both ceilings for each thread count: FMA peak (8-wide, and 16-wide where
+   compiled) and read bandwidth over a buffer of bw_bytes. */
+static void ceilings(int n_tc, const int *nthr, int all, size_t bw_bytes, double *peak_avx2, double *peak_512,
+                     double *peak, double *bw) {
+    size_t n = bw_bytes / sizeof(uint64_t);
+    uint64_t *buf = (uint64_t *)xmalloc(n * sizeof *buf);
+    int64_t j;
+    int tc;
+#ifdef _OPENMP
+#pragma omp parallel for num_threads(all) schedule(static)
+#endif
+    for (j = 0; j < (int64_t)n; j++) buf[j] = (uint64_t)j * 0x9e3779b97f4a7c15ull;
+    (void)all;
+    for (tc = 0; tc < n_tc; tc++) {
+        peak_avx2[tc] = fma_peak(fma_avx2_thread, nthr[tc], 5);
+        peak_512[tc] = 0.0;
+#ifdef BENCH_AVX512
+        peak_512[tc] = fma_peak(fma_avx512_thread, nthr[tc], 5);
+#endif
+        peak[tc] = peak_avx2[tc] > peak_512[tc] ? peak_avx2[tc] : peak_512[tc];
+        bw[tc] = read_bandwidth(buf, n, nthr[tc], 7);
+    }
+    free(buf);
+}
+
 /* ============================================================================
    the textbook 3-pass attention (seed 000, "Algorithm 0"), plain loops
    Q, K, V, O packed [seq, heads, d] (batch 1). Per head: S = scale Q K^T is
@@ -424,8 +450,9 @@ static int g_quick = 0, g_only_d = 0, g_only_n = 0, g_no_naive = 0;
 
 /* The goals at d 128, seqlen 4k, all threads (% of the peak / of the read
    bandwidth measured in the same run): forward and causal forward 70%,
-   backward 45%, decode 75%. -1 = not measured in this run. */
-static double g_goal_pct[4] = {-1, -1, -1, -1};
+   backward 45%, decode 75%. g_goal_rate: GFLOP/s or GB/s, -1 = not
+   measured in this run. */
+static double g_goal_rate[4] = {-1, -1, -1, -1};
 static const char *const g_goal_name[4] = {"forward, d128 4k", "forward causal, d128 4k", "backward, d128 4k",
                                            "decode, d128 (of the read bandwidth)"};
 static const double g_goal_min[4] = {70.0, 70.0, 45.0, 75.0};
@@ -524,24 +551,7 @@ int main(int argc, char **argv) {
 
     /* ---- ceilings ------------------------------------------------------------- */
     bw_bytes = 8 * llc > ((size_t)256 << 20) ? 8 * llc : ((size_t)256 << 20);
-    {
-        size_t n = bw_bytes / sizeof(uint64_t);
-        uint64_t *buf = (uint64_t *)xmalloc(n * sizeof *buf);
-        int64_t j;
-#ifdef _OPENMP
-#pragma omp parallel for num_threads(all) schedule(static)
-#endif
-        for (j = 0; j < (int64_t)n; j++) buf[j] = (uint64_t)j * 0x9e3779b97f4a7c15ull;
-        for (tc = 0; tc < n_tc; tc++) {
-            peak_avx2[tc] = fma_peak(fma_avx2_thread, nthr[tc], 5);
-#ifdef BENCH_AVX512
-            peak_512[tc] = fma_peak(fma_avx512_thread, nthr[tc], 5);
-#endif
-            peak[tc] = peak_avx2[tc] > peak_512[tc] ? peak_avx2[tc] : peak_512[tc];
-            bw[tc] = read_bandwidth(buf, n, nthr[tc], 7);
-        }
-        free(buf);
-    }
+    ceilings(n_tc, nthr, all, bw_bytes, peak_avx2, peak_512, peak, bw);
     printf("## Ceilings of this machine (measured in this run)\n\n");
     printf("fp32 FMA: %d independent chains per thread, %s; read: sum of a %zu MiB buffer.\n\n",
            CHAINS,
@@ -646,7 +656,7 @@ int main(int argc, char **argv) {
                     }
                     printf("| %s | %d | %d | %d | ", name, d, n, nthr[tc]);
                     if (t > 0 && d == 128 && n == 4096 && nthr[tc] == all)
-                        g_goal_pct[op] = 100.0 * flops / t * 1e-9 / peak[tc];
+                        g_goal_rate[op] = flops / t * 1e-9;
                     if (t > 0) printf("%.2f | %.2f | %.1f%% | ", 1e3 * t, flops / t * 1e-9, 100.0 * flops / t * 1e-9 / peak[tc]);
                     else printf("failed | - | - | ");
                     if (tn > 0) printf("%.2f | %.2f | %.1f%% | ", 1e3 * tn, flops / tn * 1e-9, 100.0 * flops / tn * 1e-9 / peak[tc]);
@@ -759,7 +769,7 @@ int main(int argc, char **argv) {
             }
             w = median(t, reps);
             if (d == 128 && nthr[tc] == all)
-                g_goal_pct[3] = 100.0 * (double)kv_bytes / w * 1e-9 / bw[tc];
+                g_goal_rate[3] = (double)kv_bytes / w * 1e-9;
             printf("| %d | %lld | %.0f | %d | auto | %.2f | %.1f | %.1f%% | ", d, (long long)tokens,
                    (double)kv_bytes / 1048576.0, nthr[tc], 1e3 * w, (double)kv_bytes / w * 1e-9,
                    100.0 * (double)kv_bytes / w * 1e-9 / bw[tc]);
@@ -769,12 +779,23 @@ int main(int argc, char **argv) {
         }
         free(Kc); free(Vc); free(q16); free(o16); free(oref16);
     }
-    printf("\n## Goals (%d threads, this run's peak and bandwidth)\n\n| case | %% | goal | met |\n| --- | ---: | ---: | --- |\n",
-           all);
-    for (i = 0; i < 4; i++) {
-        if (g_goal_pct[i] < 0) continue;
-        printf("| %s | %.1f%% | %.0f%% | %s |\n", g_goal_name[i], g_goal_pct[i], g_goal_min[i],
-               g_goal_pct[i] >= g_goal_min[i] ? "yes" : "NO");
+    /* The ceilings once more: a machine busier at the start than at the end
+       would inflate every % above; the goals use the higher of the two. */
+    {
+        double pe8[2] = {0, 0}, pe16[2] = {0, 0}, pe[2] = {0, 0}, bwe[2] = {0, 0};
+        int t_all = n_tc - 1;
+        ceilings(n_tc, nthr, all, bw_bytes, pe8, pe16, pe, bwe);
+        printf("\n## Goals (%d threads)\n\nCeilings again at the end: FMA peak %.1f GFLOP/s, read %.1f GB/s (start: %.1f, %.1f);\n"
+               "%% of the higher of the two.\n\n| case | rate | %% | goal | met |\n| --- | ---: | ---: | ---: | --- |\n",
+               all, pe[t_all], bwe[t_all], peak[t_all], bw[t_all]);
+        for (i = 0; i < 4; i++) {
+            double ceil = i < 3 ? (pe[t_all] > peak[t_all] ? pe[t_all] : peak[t_all])
+                                : (bwe[t_all] > bw[t_all] ? bwe[t_all] : bw[t_all]);
+            double pct = 100.0 * g_goal_rate[i] / ceil;
+            if (g_goal_rate[i] < 0) continue;
+            printf("| %s | %.1f %s | %.1f%% | %.0f%% | %s |\n", g_goal_name[i], g_goal_rate[i], i < 3 ? "GFLOP/s" : "GB/s",
+                   pct, g_goal_min[i], pct >= g_goal_min[i] ? "yes" : "NO");
+        }
     }
     printf("\nTotal benchmark time: %.0f s; load average at the end: %s.\n", now_s() - t_start,
            loadavg(la, sizeof la));
