@@ -32,8 +32,10 @@ $(BUILD):
 #                  loops with odd tile sizes, and the AVX2 paths with and
 #                  without F16C) + bad-input tests
 #   test-compile   the header as C99 and C++11, static and extern, gcc and
-#                  clang, with and without OpenMP (each compile one check)
-#   test-sanitize  the CPU tests under ASan + UBSan (quick sizes)
+#                  clang, with and without OpenMP (each compile one check);
+#                  and under STRICT_WARN as C99, C11, C++17 (strict-*)
+#   test-sanitize  the CPU tests under ASan + UBSan (quick sizes), and
+#                  tests/test_threads.c under ThreadSanitizer
 #   test-gpu-compile  (GPU section) when nvcc exists
 #   neon-compile   (NEON section) when an AArch64 cross compiler exists
 TEST_RESULTS := $(BUILD)/results
@@ -68,6 +70,11 @@ $(BUILD)/test_cpu_avx2: tests/test_cpu.c $(TEST_DEPS) | $(BUILD)
 $(BUILD)/test_cpu_avx2_nof16c: tests/test_cpu.c $(TEST_DEPS) | $(BUILD)
 	$(CC) -std=c99 $(TEST_CFLAGS) $(AVX2_FLAGS) -mno-f16c $(OPENMP) -o $@ tests/test_cpu.c -lm -lpthread
 
+# Concurrent calls while another thread switches the parallel-for, under
+# ThreadSanitizer (no OpenMP: libgomp is not instrumented).
+$(BUILD)/test_threads_tsan: tests/test_threads.c flashattn.h | $(BUILD)
+	$(CC) -std=c99 $(WARN) -fsanitize=thread -O1 -g -march=native -o $@ tests/test_threads.c -lm -lpthread
+
 $(BUILD)/test_cpu_san: tests/test_cpu.c $(TEST_DEPS) | $(BUILD)
 	$(CC) -std=c99 $(WARN) $(SAN_FLAGS) -o $@ tests/test_cpu.c -lm -lpthread
 
@@ -96,6 +103,9 @@ SAN_ENV := ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stac
 $(TEST_RESULTS)/san_cpu.txt: $(BUILD)/test_cpu_san FORCE | $(TEST_RESULTS)
 	@$(RUN_CHECK) $@ "test_cpu under ASan+UBSan (quick)" env $(SAN_ENV) $(BUILD)/test_cpu_san
 
+$(TEST_RESULTS)/threads_tsan.txt: $(BUILD)/test_threads_tsan FORCE | $(TEST_RESULTS)
+	@$(RUN_CHECK) $@ "test_threads under ThreadSanitizer" env TSAN_OPTIONS=halt_on_error=1:exitcode=66 $(BUILD)/test_threads_tsan
+
 $(TEST_RESULTS)/san_bad_input.txt: $(BUILD)/test_bad_input_san FORCE | $(TEST_RESULTS)
 	@$(RUN_CHECK) $@ "test_bad_input under ASan+UBSan" env $(SAN_ENV) $(BUILD)/test_bad_input_san
 
@@ -120,6 +130,21 @@ compile_cmd = sh -c 'set -e; d=$(call compile_dir,$(1),$(2),$(3),$(4)); mkdir -p
   else $$cc $$flags -c tests/compile_impl.c -o $$d/impl.o; $$cc $$flags -c tests/compile_use.c -o $$d/use.o; \
     $$cc $(call compile_omp,$(4)) $$d/impl.o $$d/use.o -o $$d/prog -lm; fi'
 
+# Strict compile checks: the implementation and its user (tests/compile_static.c)
+# under a game engine's warning flags, STRICT_WARN, as C99, C11 and C++17, gcc
+# and clang, for the generic target, -march=native and (x86) AVX2 without
+# AVX-512. strict-<cc>-<lang>-<arch>.
+STRICT_WARN   := -Wall -Wextra -Wpedantic -Wshadow -Wconversion -Wsign-conversion -Wdouble-promotion -Werror
+STRICT_ARCHS  := generic native $(if $(filter x86_64 i686 i386,$(shell uname -m)),avx2)
+STRICT_CHECKS := $(foreach cc,$(COMPILE_CCS),$(foreach lang,c99 c11 cxx17,$(foreach arch,$(STRICT_ARCHS),\
+                 $(TEST_RESULTS)/strict-$(cc)-$(lang)-$(arch).txt)))
+strict_std  = $(if $(filter cxx17,$(1)),-x c++ -std=c++17,-std=$(1))
+strict_arch = $(if $(filter native,$(1)),-march=native,$(if $(filter avx2,$(1)),$(AVX2_FLAGS) -mf16c))
+$(TEST_RESULTS)/strict-%.txt: flashattn.h tests/compile_use.c tests/compile_static.c FORCE | $(TEST_RESULTS)
+	@$(RUN_CHECK) $@ "strict warnings $*" $(call compile_driver,$(call compile_word,1),$(if $(filter cxx17,\
+	  $(call compile_word,2)),cxx11)) $(call strict_std,$(call compile_word,2)) $(STRICT_WARN) \
+	  $(call strict_arch,$(call compile_word,3)) -O2 $(OPENMP) -c tests/compile_static.c -o /dev/null
+
 compile_word = $(word $(1),$(subst -, ,$*))
 $(TEST_RESULTS)/compile-%.txt: flashattn.h tests/compile_use.c tests/compile_impl.c tests/compile_static.c FORCE | $(TEST_RESULTS)
 	@$(RUN_CHECK) $@ "compile $*" \
@@ -135,6 +160,18 @@ $(TEST_RESULTS)/gpu_compile.txt: FORCE | $(TEST_RESULTS)
 	  echo "0 passed, 0 failed" > $@; \
 	else $(RUN_CHECK) $@ "GPU compile checks (make test-gpu-compile)" $(MAKE) --no-print-directory test-gpu-compile; fi
 
+# The implementation compiled by nvcc as a user's .cu (GPU half in, d 64's
+# kernels for sm_90a alone): nvcc's host pass must build the SIMD loops its
+# host target allows (-Xcompiler -march=native), and the CPU forward must be
+# right. Needs no GPU. Skipped without nvcc.
+$(BUILD)/test_nvcc_host_simd: tests/test_nvcc_host_simd.cu flashattn.h flashattn_cuda.cuh | $(BUILD)
+	$(NVCC) -std=c++17 -O3 -Xcompiler -march=native -DFLASHATTN_HEAD_DIMS=64 $(call gencode,90a) $(NVCC_WERROR) \
+	  $< -o $@
+$(TEST_RESULTS)/nvcc_host_simd.txt: FORCE | $(TEST_RESULTS)
+	@if [ -z "$(NVCC)" ]; then echo "nvcc not found: skipping the nvcc host-pass SIMD check"; echo "0 passed, 0 failed" > $@; \
+	else $(RUN_CHECK) $@ "test_nvcc_host_simd (the CPU path of an nvcc build)" \
+	  sh -c '$(MAKE) --no-print-directory $(BUILD)/test_nvcc_host_simd && $(BUILD)/test_nvcc_host_simd'; fi
+
 # NEON compile check: the NEON section's neon-compile when an AArch64 cross
 # compiler with its C library headers exists, else skipped (CI has none, and
 # `make test` installs nothing). `make test-neon` also RUNS the tests, under qemu.
@@ -145,8 +182,9 @@ $(TEST_RESULTS)/neon_compile.txt: FORCE | $(TEST_RESULTS)
 
 CPU_RESULTS      := $(TEST_RESULTS)/cpu.txt $(TEST_RESULTS)/cpu_portable.txt $(TEST_RESULTS)/cpu_avx2.txt \
                     $(TEST_RESULTS)/cpu_avx2_nof16c.txt $(TEST_RESULTS)/bad_input.txt
-SANITIZE_RESULTS := $(TEST_RESULTS)/san_cpu.txt $(TEST_RESULTS)/san_bad_input.txt
-ALL_RESULTS      := $(CPU_RESULTS) $(COMPILE_CHECKS) $(SANITIZE_RESULTS) $(TEST_RESULTS)/gpu_compile.txt \
+SANITIZE_RESULTS := $(TEST_RESULTS)/san_cpu.txt $(TEST_RESULTS)/san_bad_input.txt $(TEST_RESULTS)/threads_tsan.txt
+ALL_RESULTS      := $(CPU_RESULTS) $(COMPILE_CHECKS) $(STRICT_CHECKS) $(SANITIZE_RESULTS) $(TEST_RESULTS)/gpu_compile.txt \
+                    $(TEST_RESULTS)/nvcc_host_simd.txt \
                     $(TEST_RESULTS)/neon_compile.txt
 
 # The headers carry no dates, "UTC" or commit hashes (tests/check_headers.sh):
@@ -233,7 +271,7 @@ sum_results = for f in $(1); do tail -n 1 $$f; done | \
 
 test-cpu: $(CPU_RESULTS)
 	@$(call sum_results,$^)
-test-compile: $(COMPILE_CHECKS)
+test-compile: $(COMPILE_CHECKS) $(STRICT_CHECKS)
 	@$(call sum_results,$^)
 test-sanitize: $(SANITIZE_RESULTS)
 	@$(call sum_results,$^)
@@ -520,11 +558,13 @@ $(BUILD)/examples/gpu_simple: examples/gpu_simple.cu flashattn.h flashattn_cuda.
 # `make bench` prints a markdown report and saves it as
 # bench/results/cpu-<UTC date>-<host kind>.md (HOST_KIND: CPU model and
 # logical CPU count, e.g. amd-epyc-2t; override on the command line).
-BENCH_CFLAGS := -O3 -march=native -fopenmp
+# BENCH_ISA=avx2: the AVX2 + FMA loops (no AVX-512) on an AVX-512 machine too.
+BENCH_ISA    ?= native
+BENCH_CFLAGS := -O3 $(if $(filter avx2,$(BENCH_ISA)),$(AVX2_FLAGS) -mf16c,-march=native) -fopenmp
 HOST_KIND    ?= $(shell grep -m1 'model name' /proc/cpuinfo 2>/dev/null | cut -d: -f2 | tr 'A-Z' 'a-z' | tr -cs 'a-z0-9' '-' | sed 's/^-//; s/-$$//' | cut -c1-40)-$(JOBS)t
-BENCH_OUT    := bench/results/cpu-$(shell date -u +%Y-%m-%d)-$(HOST_KIND).md
+BENCH_OUT    := bench/results/cpu-$(shell date -u +%Y-%m-%d)-$(HOST_KIND)$(if $(filter avx2,$(BENCH_ISA)),-avx2).md
 
-$(BUILD)/bench_cpu: bench/bench_cpu.c flashattn.h | $(BUILD)
+$(BUILD)/bench_cpu: bench/bench_cpu.c flashattn.h FORCE | $(BUILD)
 	$(CC) $(BENCH_CFLAGS) -Wall -Wextra -DBENCH_FLAGS='"$(BENCH_CFLAGS)"' -I. $< -lm -o $@
 
 # FlashAttention-3's Table 3 method on the CPU twin of the FP8 path (issue 49):
@@ -541,3 +581,20 @@ bench: $(BUILD)/bench_cpu
 	./$(BUILD)/bench_cpu | tee $(BENCH_OUT).tmp
 	mv $(BENCH_OUT).tmp $(BENCH_OUT)
 	@echo "saved $(BENCH_OUT)"
+
+# `make bench-peers`: flashattn's forward beside ggml's ggml_flash_attn_ext in
+# one run (bench/peers/README.md). ggml is built once OUTSIDE the repository;
+# nothing is fetched here. GGML_SRC: its source tree (include/), GGML_BUILD:
+# its CMake build (static libraries); PEER_FLAGS must match the ISA ggml was
+# built for (default: AVX2 + FMA + F16C, no AVX-512). PEER_THREADS: 2.
+GGML_SRC     ?= /work/ggml-src
+GGML_BUILD   ?= /work/ggml-build/avx2
+PEER_FLAGS   ?= -O3 -mavx2 -mfma -mf16c -mno-avx512f -fopenmp
+PEER_THREADS ?= 2
+GGML_LIBS     = $(GGML_BUILD)/src/libggml.a $(GGML_BUILD)/src/libggml-cpu.a $(GGML_BUILD)/src/libggml-base.a
+.PHONY: bench-peers
+$(BUILD)/bench_ggml: bench/peers/ggml_fa.c flashattn.h $(GGML_LIBS) | $(BUILD)
+	$(CC) $(PEER_FLAGS) -Wall -Wextra -I. -I$(GGML_SRC)/include $< $(GGML_LIBS) -lstdc++ -lm -lpthread -o $@
+bench-peers: $(BUILD)/bench_ggml
+	@mkdir -p bench/results
+	./$(BUILD)/bench_ggml $(PEER_THREADS) | tee bench/results/peers-$(shell date -u +%Y-%m-%d)-$(HOST_KIND).md

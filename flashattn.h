@@ -122,6 +122,8 @@
      fa_quantize(&qp, x, x_e4m3, descales)  f32/f16/bf16 -> e4m3 + descales.
      fa_status_string(s), fa_last_error()   what went wrong, naming the argument.
      fa_set_parallel_for(fn, user, workers) run the CPU path on your job system.
+     fa_cpu_simd_path()              "avx512", "avx2", "neon" or "portable": the
+                                     CPU loops this implementation was built with.
      GPU: the same calls with a _cuda suffix and a trailing `void *stream`.
 
    ============================================================================
@@ -366,13 +368,23 @@ typedef struct fa_problem {
 FLASHATTN_DEF const char *fa_status_string(fa_status s);
 FLASHATTN_DEF const char *fa_last_error(void);
 
+/* The CPU loops compiled into the implementation: "avx512", "avx2", "neon"
+   or "portable" (no SIMD flags, FLASHATTN_NO_SIMD, or 32-bit ARM). */
+FLASHATTN_DEF const char *fa_cpu_simd_path(void);
+
 /* Validate p (without tensors) and fill every defaulted field. */
 FLASHATTN_DEF fa_status fa_problem_resolve(const fa_problem *p, fa_problem *resolved);
 
 /* CPU threads: fn(user, n, task, ctx) must call task(ctx, i, worker) once for
    every i in [0, n), from any threads, with worker in [0, workers) and no two
    concurrent calls sharing a worker index; it returns when all are done.
-   Pass fn = NULL to go back to OpenMP (if compiled with it) or one thread. */
+   Pass fn = NULL to go back to OpenMP (if compiled with it) or one thread.
+   Threads: the setting is process-wide; the last error is per thread. Every
+   call (and fa_*_workspace_size) copies the setting once at entry, so it may
+   change from any thread while calls run: those keep the copy they took (fn
+   and user must stay usable until they return), later calls take the new
+   one. A workspace sized under an older setting with fewer workers is too
+   small: the call fails with FA_ERROR_INVALID_ARGUMENT, writing nothing. */
 typedef void (*fa_task_fn)(void *ctx, int index, int worker);
 typedef void (*fa_parallel_for_fn)(void *user, int n, fa_task_fn task, void *ctx);
 FLASHATTN_DEF void fa_set_parallel_for(fa_parallel_for_fn fn, void *user, int workers);
@@ -556,8 +568,10 @@ FLASHATTN_DEF fa_status fa_quantize_cuda(const fa_quant *p, fa_tensor x, fa_tens
 #endif
 
 /* The hand-vectorized x86 path (AVX2 + FMA, F16C when present). Everything
-   it does also exists as portable C below it, which is the reference. */
-#if defined(__AVX2__) && defined(__FMA__) && !defined(FLASHATTN_NO_SIMD) && !defined(__CUDACC__)
+   it does also exists as portable C below it, which is the reference.
+   Under nvcc only the device passes (__CUDA_ARCH__) leave it out: the host
+   pass keeps it when the host compiler targets AVX2 (-Xcompiler -march=native). */
+#if defined(__AVX2__) && defined(__FMA__) && !defined(FLASHATTN_NO_SIMD) && !defined(__CUDA_ARCH__)
 #define FLASHATTN__AVX2 1
 #include <immintrin.h>
 #else
@@ -574,7 +588,7 @@ FLASHATTN_DEF fa_status fa_quantize_cuda(const fa_quant *p, fa_tensor x, fa_tens
    nearest, the across-lanes sum and max, f16 -> f32) is in base AArch64, so
    no -march flag is needed. 32-bit ARM keeps the portable loops: its NEON
    has no rounding instruction and its FMA is optional (VFPv4). */
-#if defined(__aarch64__) && defined(__ARM_NEON) && !defined(FLASHATTN_NO_SIMD) && !defined(__CUDACC__)
+#if defined(__aarch64__) && defined(__ARM_NEON) && !defined(FLASHATTN_NO_SIMD) && !defined(__CUDA_ARCH__)
 #define FLASHATTN__NEON 1
 #include <arm_neon.h>
 #else
@@ -626,6 +640,11 @@ FLASHATTN_DEF const char *fa_last_error(void)
     return fa__last_error_buf[0] ? fa__last_error_buf : "no error";
 }
 
+FLASHATTN_DEF const char *fa_cpu_simd_path(void)
+{
+    return FLASHATTN__AVX512 ? "avx512" : FLASHATTN__AVX2 ? "avx2" : FLASHATTN__NEON ? "neon" : "portable";
+}
+
 /* Record why a call fails and return its status:
        return fa__fail(FA_ERROR_INVALID_ARGUMENT, "%s: q.data is NULL", fn);
    Messages start with the public function's name and name the argument. */
@@ -646,21 +665,57 @@ static fa_status fa__fail(fa_status s, const char *fmt, ...)
    handed a worker index so it can use that worker's slice of the workspace
    without locks. Which worker runs which task never changes a result: every
    output element is computed by exactly one task, in a fixed order. */
-static fa_parallel_for_fn fa__pf_fn;
-static void *fa__pf_user;
-static int fa__pf_workers;
+typedef struct fa__pf {
+    fa_parallel_for_fn fn; /* NULL: OpenMP or one thread */
+    void *user;
+    int workers;
+} fa__pf;
+
+/* The setting is process-wide; a call copies it ONCE, at entry, and uses the
+   copy throughout (the workspace size and every parallel loop agree), so a
+   change from another thread never tears a call. The copy and the change are
+   made under a spin lock (a few stores). */
+static fa__pf fa__pf_setting;
+#if defined(__GNUC__) || defined(__clang__)
+static int fa__pf_lock_word;
+#define FA__PF_LOCK()                                                        \
+    while (__atomic_exchange_n(&fa__pf_lock_word, 1, __ATOMIC_ACQUIRE)) \
+        ;
+#define FA__PF_UNLOCK() __atomic_store_n(&fa__pf_lock_word, 0, __ATOMIC_RELEASE)
+#elif defined(_MSC_VER)
+#include <intrin.h>
+static volatile long fa__pf_lock_word;
+#define FA__PF_LOCK()                                  \
+    while (_InterlockedExchange(&fa__pf_lock_word, 1)) \
+        ;
+#define FA__PF_UNLOCK() _InterlockedExchange(&fa__pf_lock_word, 0)
+#else /* no atomics known: change the setting only while no call runs */
+#define FA__PF_LOCK()
+#define FA__PF_UNLOCK()
+#endif
 
 FLASHATTN_DEF void fa_set_parallel_for(fa_parallel_for_fn fn, void *user, int workers)
 {
-    fa__pf_fn = fn;
-    fa__pf_user = user;
-    fa__pf_workers = fn ? (workers < 1 ? 1 : workers) : 0;
+    FA__PF_LOCK();
+    fa__pf_setting.fn = fn;
+    fa__pf_setting.user = user;
+    fa__pf_setting.workers = fn ? (workers < 1 ? 1 : workers) : 0;
+    FA__PF_UNLOCK();
 }
 
-static int fa__num_workers(void)
+/* This call's copy of the setting (see above); returns pf. */
+static const fa__pf *fa__pf_get(fa__pf *pf)
 {
-    if (fa__pf_fn)
-        return fa__pf_workers;
+    FA__PF_LOCK();
+    *pf = fa__pf_setting;
+    FA__PF_UNLOCK();
+    return pf;
+}
+
+static int fa__num_workers(const fa__pf *pf)
+{
+    if (pf->fn)
+        return pf->workers;
 #ifdef _OPENMP
     {
         int n = omp_get_max_threads();
@@ -671,18 +726,18 @@ static int fa__num_workers(void)
 #endif
 }
 
-static void fa__parallel_for(int n, fa_task_fn task, void *ctx)
+static void fa__parallel_for(const fa__pf *pf, int n, fa_task_fn task, void *ctx)
 {
     int i;
     if (n <= 0)
         return;
-    if (fa__pf_fn) {
-        fa__pf_fn(fa__pf_user, n, task, ctx);
+    if (pf->fn) {
+        pf->fn(pf->user, n, task, ctx);
         return;
     }
 #ifdef _OPENMP
     {
-        int nw = fa__num_workers();
+        int nw = fa__num_workers(pf);
         if (nw > 1 && n > 1) {
             /* dynamic: tasks differ in cost (causal tiles); the order of the
                index list puts the heaviest first. */
@@ -1643,6 +1698,12 @@ static FLASHATTN__FORCEINLINE float fa__hmax_avx2(__m256 v)
 }
 #endif
 
+#if FLASHATTN__AVX512 && defined(__GNUC__) && !defined(__clang__)
+/* gcc's -O0 form of _mm512_maskz_roundscale_ps passes its 16-bit mask to a
+   builtin taking a signed short: a -Wsign-conversion inside its own macro */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wsign-conversion"
+#endif
 #if FA__VW
 /* 2^x for FA__VW lanes: x = n + f with n = round(x), |f| <= 1/2; 2^f from
    its Taylor series in f ln 2 to degree 7 (truncation < 1e-8, so the result
@@ -1669,6 +1730,9 @@ static FLASHATTN__FORCEINLINE fa__vf fa__exp2_v(fa__vf x)
     p = FA__VFMA(p, f, FA__VSET1(1.0f));
     return FA__VMUL(p, FA__VPOW2I(n));
 }
+#endif
+#if FLASHATTN__AVX512 && defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
 #endif
 
 /* ---- END OF THE SIMD LAYER: the online softmax step by step ---------------- */
@@ -1806,8 +1870,12 @@ static void fa__softmax_finish(float *o, int dv, float m, float l, float *L)
 #define FA__MR 6
 #endif
 /* The loops over the rows and vectors of the block must be unrolled for
-   the block to live in registers; gcc does not do it by itself at -O2. */
-#if defined(__GNUC__)
+   the block to live in registers; gcc does not do it by itself at -O2.
+   (nvcc's front end flags the GCC pragma as unknown, then passes it on to
+   the host compiler: its warning 1675 is silenced for the pragma alone.) */
+#if defined(__CUDACC__) && defined(__NVCC__)
+#define FA__UNROLL _Pragma("nv_diag_suppress 1675") _Pragma("GCC unroll 16") _Pragma("nv_diag_default 1675")
+#elif defined(__GNUC__)
 #define FA__UNROLL _Pragma("GCC unroll 16")
 #else
 #define FA__UNROLL
@@ -1819,19 +1887,19 @@ static FLASHATTN__FORCEINLINE void fa__kernel(const int mr, const int nv, int K,
     int r, v, k;
     FA__UNROLL for (r = 0; r < mr; ++r)
         FA__UNROLL for (v = 0; v < nv; ++v)
-            c[r][v] = acc ? FA__VLOAD(C + (size_t)r * ldc + v * FA__VW) : FA__VZERO();
+            c[r][v] = acc ? FA__VLOAD(C + (size_t)r * (size_t)ldc + v * FA__VW) : FA__VZERO();
     for (k = 0; k < K; ++k) {
         FA__UNROLL for (v = 0; v < nv; ++v)
-            b[v] = FA__VLOAD(B + (size_t)k * ldb + v * FA__VW);
+            b[v] = FA__VLOAD(B + (size_t)k * (size_t)ldb + v * FA__VW);
         FA__UNROLL for (r = 0; r < mr; ++r) {
-            fa__vf a = FA__VSET1(A[(size_t)r * lda + k]);
+            fa__vf a = FA__VSET1(A[(size_t)r * (size_t)lda + (size_t)k]);
             FA__UNROLL for (v = 0; v < nv; ++v)
                 c[r][v] = FA__VFMA(a, b[v], c[r][v]);
         }
     }
     FA__UNROLL for (r = 0; r < mr; ++r)
         FA__UNROLL for (v = 0; v < nv; ++v)
-            FA__VSTORE(C + (size_t)r * ldc + v * FA__VW, c[r][v]);
+            FA__VSTORE(C + (size_t)r * (size_t)ldc + v * FA__VW, c[r][v]);
 }
 
 /* All rows of one strip of nv vectors: full FA__MR blocks, then the rest. */
@@ -1840,9 +1908,9 @@ static FLASHATTN__FORCEINLINE void fa__kernel_strip(const int nv, int M, int K, 
 {
     int i;
     for (i = 0; i + FA__MR <= M; i += FA__MR)
-        fa__kernel(FA__MR, nv, K, A + (size_t)i * lda, lda, B, ldb, C + (size_t)i * ldc, ldc, acc);
-    A += (size_t)i * lda;
-    C += (size_t)i * ldc;
+        fa__kernel(FA__MR, nv, K, A + (size_t)i * (size_t)lda, lda, B, ldb, C + (size_t)i * (size_t)ldc, ldc, acc);
+    A += (size_t)i * (size_t)lda;
+    C += (size_t)i * (size_t)ldc;
     switch (M - i) { /* one constant-size instance per remainder */
 #define FA__KERNEL_REST(n) \
     case n: fa__kernel(n, nv, K, A, lda, B, ldb, C, ldc, acc); break;
@@ -1874,8 +1942,13 @@ static void fa__gemm(int M, int N, int K, const float *A, int lda, const float *
         int nv = N - j >= 2 * FA__VW ? 2 : 1, wdt = nv * FA__VW, ldp = ldb, k;
         const float *b = B + j;
         if (M > FA__MR && pack) { /* (one block of rows reads the strip once: no gain) */
-            for (k = 0; k < K; ++k)
-                memcpy(pack + (size_t)k * wdt, b + (size_t)k * ldb, (size_t)wdt * sizeof(float));
+            /* vector moves, not memcpy: a call per 64-byte row costs more
+               than the copy itself [cpu-avx2] */
+            for (k = 0; k < K; ++k) {
+                FA__VSTORE(pack + (size_t)k * (size_t)wdt, FA__VLOAD(b + (size_t)k * (size_t)ldb));
+                if (nv == 2)
+                    FA__VSTORE(pack + (size_t)k * (size_t)wdt + FA__VW, FA__VLOAD(b + (size_t)k * (size_t)ldb + FA__VW));
+            }
             b = pack;
             ldp = wdt;
         }
@@ -1890,14 +1963,14 @@ static void fa__gemm(int M, int N, int K, const float *A, int lda, const float *
     /* portable: i-k-j order so the inner loop is a contiguous axpy that the
        compiler vectorizes */
     for (i = 0; i < M; ++i) {
-        float *FLASHATTN__RESTRICT c = C + (size_t)i * ldc;
+        float *FLASHATTN__RESTRICT c = C + (size_t)i * (size_t)ldc;
         int k;
         if (!accumulate)
             for (j = 0; j < N; ++j)
                 c[j] = 0.0f;
         for (k = 0; k < K; ++k) {
-            const float a = A[(size_t)i * lda + k];
-            const float *FLASHATTN__RESTRICT b = B + (size_t)k * ldb;
+            const float a = A[(size_t)i * (size_t)lda + (size_t)k];
+            const float *FLASHATTN__RESTRICT b = B + (size_t)k * (size_t)ldb;
             for (j = 0; j < N; ++j)
                 c[j] += a * b[j];
         }
@@ -2088,7 +2161,7 @@ static FLASHATTN__FORCEINLINE void fa__dots_step(const int nr, const fa_dtype dt
     FA__UNROLL for (j = 0; j < 4; ++j)
         kv[j] = fa__vload_n(k[j], dt, x, n);
     FA__UNROLL for (i = 0; i < nr; ++i) {
-        fa__vf q = FA__VLOAD(Q + (size_t)i * ldq + x);
+        fa__vf q = FA__VLOAD(Q + (size_t)i * (size_t)ldq + x);
         FA__UNROLL for (j = 0; j < 4; ++j)
             acc[i][j] = FA__VFMA(q, kv[j], acc[i][j]);
     }
@@ -2120,7 +2193,7 @@ static FLASHATTN__FORCEINLINE void fa__dots_kernel(const int nr, const fa_dtype 
         if (x < d)
             fa__dots_step(nr, dt, acc, k, Q, ldq, x, d - x);
         FA__UNROLL for (i = 0; i < nr; ++i)
-            FA__V4STORE(S + (size_t)i * lds + c, fa__vhsum4(acc[i][0], acc[i][1], acc[i][2], acc[i][3]));
+            FA__V4STORE(S + (size_t)i * (size_t)lds + c, fa__vhsum4(acc[i][0], acc[i][1], acc[i][2], acc[i][3]));
     }
 }
 
@@ -2142,21 +2215,21 @@ static FLASHATTN__FORCEINLINE void fa__pv_strip(const int nr, const int nv, cons
     int c, i, v;
     FA__UNROLL for (i = 0; i < nr; ++i)
         FA__UNROLL for (v = 0; v < nv; ++v)
-            acc[i][v] = FA__VLOAD(O + (size_t)i * ldo + x + v * FA__VW);
+            acc[i][v] = FA__VLOAD(O + (size_t)i * (size_t)ldo + x + v * FA__VW);
     for (c = 0; c < nc; ++c) {
         if (c < npf)
             fa__prefetch_bytes(pf[c], pf_bytes);
         FA__UNROLL for (v = 0; v < nv; ++v)
             vv[v] = fa__vload_n(rows[c], dt, x + v * FA__VW, v == nv - 1 ? n : FA__VW);
         FA__UNROLL for (i = 0; i < nr; ++i) {
-            fa__vf p = FA__VSET1(P[(size_t)i * ldp + c]);
+            fa__vf p = FA__VSET1(P[(size_t)i * (size_t)ldp + (size_t)c]);
             FA__UNROLL for (v = 0; v < nv; ++v)
                 acc[i][v] = FA__VFMA(p, vv[v], acc[i][v]);
         }
     }
     FA__UNROLL for (i = 0; i < nr; ++i)
         FA__UNROLL for (v = 0; v < nv; ++v)
-            FA__VSTORE(O + (size_t)i * ldo + x + v * FA__VW, acc[i][v]);
+            FA__VSTORE(O + (size_t)i * (size_t)ldo + x + v * FA__VW, acc[i][v]);
 }
 
 /* O[i, :dv] += sum_c P[i, c] v_c: full strips, then one vector at a time
@@ -2200,16 +2273,16 @@ static FLASHATTN__FORCEINLINE void fa__dot_col(const int nr, const fa_dtype dt, 
     for (x = 0; x + FA__VW <= d; x += FA__VW) {
         kv = fa__vload_n(krow, dt, x, FA__VW);
         FA__UNROLL for (i = 0; i < nr; ++i)
-            acc[i] = FA__VFMA(FA__VLOAD(Q + (size_t)i * ldq + x), kv, acc[i]);
+            acc[i] = FA__VFMA(FA__VLOAD(Q + (size_t)i * (size_t)ldq + x), kv, acc[i]);
     }
     if (x < d) { /* Q rows are zero-padded: the lanes past d add 0 */
         kv = fa__vload_n(krow, dt, x, d - x);
         FA__UNROLL for (i = 0; i < nr; ++i)
-            acc[i] = FA__VFMA(FA__VLOAD(Q + (size_t)i * ldq + x), kv, acc[i]);
+            acc[i] = FA__VFMA(FA__VLOAD(Q + (size_t)i * (size_t)ldq + x), kv, acc[i]);
     }
     FA__V4STORE(out, fa__vhsum4(acc[0], acc[1], acc[2], acc[3]));
     FA__UNROLL for (i = 0; i < nr; ++i)
-        S[(size_t)i * lds] = out[i];
+        S[(size_t)i * (size_t)lds] = out[i];
 }
 #endif
 
@@ -2224,8 +2297,8 @@ static void fa__dots_rows(int nr, fa_dtype dt, int d, int nc, const float *Q, in
     int i, n;
     (void)buf;
     for (i = 0; i < nr; i += n) {
-        const float *Qi = Q + (size_t)i * ldq;
-        float *Si = S + (size_t)i * lds;
+        const float *Qi = Q + (size_t)i * (size_t)ldq;
+        float *Si = S + (size_t)i * (size_t)lds;
         n = nr - i < FA__DOT_ROWS ? nr - i : FA__DOT_ROWS;
 #define FA__DOTS(n_, t_) fa__dots_kernel(n_, t_, d, nc, Qi, ldq, rows, Si, lds, pf, i == 0 ? npf : 0, pf_bytes)
         FA__FEW_ROWS_CALL(n, dt, FA__DOTS)
@@ -2240,8 +2313,8 @@ static void fa__dots_rows(int nr, fa_dtype dt, int d, int nc, const float *Q, in
         for (i = 0; i < nr; ++i) {
             float acc = 0.0f;
             for (x = 0; x < d; ++x)
-                acc += Q[(size_t)i * ldq + x] * buf[x];
-            S[(size_t)i * lds + c] = acc;
+                acc += Q[(size_t)i * (size_t)ldq + (size_t)x] * buf[x];
+            S[(size_t)i * (size_t)lds + (size_t)c] = acc;
         }
     }
 #endif
@@ -2262,8 +2335,8 @@ static void fa__pv_rows(int nr, fa_dtype dt, int dv, int nc, const float *P, int
             fa__prefetch_bytes(pf[c], pf_bytes);
         fa__load_row(rows[c], dt, dv, 1.0f, buf);
         for (i = 0; i < nr; ++i) {
-            const float p = P[(size_t)i * ldp + c];
-            float *FLASHATTN__RESTRICT o = O + (size_t)i * ldo;
+            const float p = P[(size_t)i * (size_t)ldp + (size_t)c];
+            float *FLASHATTN__RESTRICT o = O + (size_t)i * (size_t)ldo;
             for (x = 0; x < dv; ++x)
                 o[x] += p * buf[x];
         }
@@ -2302,10 +2375,11 @@ static void fa__dots_heads(int nr, fa_dtype dt, int d, int nc, int nh, const flo
 #define FA__DOTH_D(n_, t_, d_)                                                                     \
     for (c = 0; c < nc; ++c)                                                                        \
         for (j = 0; j < nh; ++j) {                                                                  \
-            fa__dot_col(n_, t_, d_, Q + (size_t)j * qstep * ldq, ldq, (const char *)rows[c] + j * hbytes, \
-                        S + (size_t)j * qstep * lds + c, lds);                                      \
+            size_t j_ = (size_t)j;                                                                  \
+            fa__dot_col(n_, t_, d_, Q + j_ * (size_t)qstep * (size_t)ldq, ldq,                      \
+                        (const char *)rows[c] + j_ * hbytes, S + j_ * (size_t)qstep * (size_t)lds + c, lds); \
             if (pf)                                                                                 \
-                fa__prefetch_bytes((const char *)pf[c] + j * pf_hbytes, pf_bytes);                  \
+                fa__prefetch_bytes((const char *)pf[c] + j_ * pf_hbytes, pf_bytes);                 \
         }
 #define FA__DOTH(n_, t_) FA__HEAD_DIMS(d, FA__DOTH_D, n_, t_)
     FA__FEW_ROWS_CALL(nr, dt, FA__DOTH)
@@ -2316,14 +2390,14 @@ static void fa__dots_heads(int nr, fa_dtype dt, int d, int nc, int nh, const flo
     for (c = 0; c < nc; ++c)
         for (j = 0; j < nh; ++j) {
             if (pf)
-                fa__prefetch_bytes((const char *)pf[c] + j * pf_hbytes, pf_bytes);
-            fa__load_row((const char *)rows[c] + j * hbytes, dt, d, 1.0f, buf);
+                fa__prefetch_bytes((const char *)pf[c] + (size_t)j * pf_hbytes, pf_bytes);
+            fa__load_row((const char *)rows[c] + (size_t)j * hbytes, dt, d, 1.0f, buf);
             for (i = 0; i < nr; ++i) {
-                const float *q = Q + ((size_t)j * qstep + i) * ldq;
+                const float *q = Q + ((size_t)j * (size_t)qstep + (size_t)i) * (size_t)ldq;
                 float acc = 0.0f;
                 for (x = 0; x < d; ++x)
                     acc += q[x] * buf[x];
-                S[((size_t)j * qstep + i) * lds + c] = acc;
+                S[((size_t)j * (size_t)qstep + (size_t)i) * (size_t)lds + (size_t)c] = acc;
             }
         }
 #endif
@@ -2367,9 +2441,9 @@ static void fa__attn_init(fa__attn *a, const fa_problem *r)
        through tanh first: S2 = (c log2 e) * tanh(Q (scale / c) . k). */
     if (r->softcap > 0.0f) {
         a->q_fold = r->scale / r->softcap;
-        a->cap2 = (float)(r->softcap * FA__LOG2E);
+        a->cap2 = (float)((double)r->softcap * FA__LOG2E);
     } else {
-        a->q_fold = (float)(r->scale * FA__LOG2E);
+        a->q_fold = (float)((double)r->scale * FA__LOG2E);
     }
     a->drop_thr = fa__dropout_threshold(r->dropout_p);
     a->drop_scale = 1.0f / (1.0f - r->dropout_p);
@@ -2547,7 +2621,7 @@ static FLASHATTN__FORCEINLINE void fa__transpose8_avx2(const float *src, int lds
     o[6] = _mm256_permute2f128_ps(u2, u6, 0x31);
     o[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
     for (i = 0; i < nrows_out; ++i)
-        _mm256_storeu_ps(dst + (size_t)i * ldd, o[i]);
+        _mm256_storeu_ps(dst + (size_t)i * (size_t)ldd, o[i]);
 }
 #endif
 
@@ -2558,12 +2632,12 @@ static void fa__transpose_tile(const float *src, int lds, int nr, int nc, float 
 #if FLASHATTN__AVX2
     for (; r0 + 8 <= nr; r0 += 8)
         for (c = 0; c < nc; c += 8)
-            fa__transpose8_avx2(src + (size_t)r0 * lds + c, lds, dst + (size_t)c * ldd + r0, ldd,
+            fa__transpose8_avx2(src + (size_t)r0 * (size_t)lds + c, lds, dst + (size_t)c * (size_t)ldd + r0, ldd,
                                 nc - c < 8 ? nc - c : 8);
 #endif
     for (r = r0; r < nr; ++r)
         for (c = 0; c < nc; ++c)
-            dst[(size_t)c * ldd + r] = src[(size_t)r * lds + c];
+            dst[(size_t)c * (size_t)ldd + (size_t)r] = src[(size_t)r * (size_t)lds + (size_t)c];
 }
 
 /* Rows are loaded with the row FA__PF_AHEAD positions further already
@@ -2575,18 +2649,44 @@ static void fa__transpose_tile(const float *src, int lds, int nr, int nc, float 
 static FLASHATTN__FORCEINLINE void fa__prefetch_row(const fa__attn *a, const fa_tensor *t, int dim, const fa__seq *s,
                                                    int h, int n, int n_end);
 
+#if FLASHATTN__AVX2
+/* The stride in floats between f32 rows n and n+1 of t (head h) when rows
+   lie an equal stride apart (not paged), so that a tile can be read where it
+   lies; 0 when not. (V read in place this way was no faster: the product
+   then waits on the same fetch. [cpu-avx2]) */
+static int fa__f32_row_stride(const fa__attn *a, const fa_tensor *t, const fa__seq *s, int h, int n)
+{
+    ptrdiff_t lds;
+    if (t->dtype != FA_F32 || a->r.block_table)
+        return 0;
+    lds = (const float *)fa__kv_row(a, t, s, n + 1, h) - (const float *)fa__kv_row(a, t, s, n, h);
+    return lds > 0 && lds <= INT_MAX ? (int)lds : 0;
+}
+#endif
+
 /* Rows n0 .. n0+nc-1 of a K or V tensor (head h) into Xt[dim, bcp],
    transposed; tile columns nc .. bcp-1 are zero. Rows are converted to f32
    eight at a time into tmp [8, dim padded to 8] and transposed as 8 x 8
-   blocks. */
+   blocks (f32 rows an equal stride apart: transposed where they lie). */
 static void fa__load_tile_t(const fa__attn *a, const fa_tensor *t, int dim, const fa__seq *s, int h,
                             int n0, int nc, int n_end, float *Xt, float *tmp)
 {
     int c0, c, k, ld = (dim + 7) / 8 * 8;
     for (c0 = 0; c0 < nc; c0 += 8) {
         int cn = nc - c0 < 8 ? nc - c0 : 8;
+#if FLASHATTN__AVX2
+        int lds = cn == 8 && dim % 8 == 0 ? fa__f32_row_stride(a, t, s, h, n0 + c0) : 0;
+        if (lds) { /* transposed where they lie, without the staging copy */
+            const float *src = (const float *)fa__kv_row(a, t, s, n0 + c0, h);
+            for (c = 0; c < 8; ++c)
+                fa__prefetch_row(a, t, dim, s, h, n0 + c0 + c + FA__PF_AHEAD, n_end);
+            for (k = 0; k < dim; k += 8)
+                fa__transpose8_avx2(src + k, lds, Xt + (size_t)k * (size_t)a->bcp + c0, a->bcp, 8);
+            continue;
+        }
+#endif
         for (c = 0; c < 8; ++c) {
-            float *x = tmp + (size_t)c * ld;
+            float *x = tmp + (size_t)c * (size_t)ld;
             if (c < cn) {
                 fa__prefetch_row(a, t, dim, s, h, n0 + c0 + c + FA__PF_AHEAD, n_end);
                 fa__load_row(fa__kv_row(a, t, s, n0 + c0 + c, h), t->dtype, dim,
@@ -2599,16 +2699,16 @@ static void fa__load_tile_t(const fa__attn *a, const fa_tensor *t, int dim, cons
         }
 #if FLASHATTN__AVX2
         for (k = 0; k < dim; k += 8)
-            fa__transpose8_avx2(tmp + k, ld, Xt + (size_t)k * a->bcp + c0, a->bcp, dim - k < 8 ? dim - k : 8);
+            fa__transpose8_avx2(tmp + k, ld, Xt + (size_t)k * (size_t)a->bcp + c0, a->bcp, dim - k < 8 ? dim - k : 8);
 #else
         for (c = 0; c < 8; ++c)
             for (k = 0; k < dim; ++k)
-                Xt[(size_t)k * a->bcp + c0 + c] = tmp[(size_t)c * ld + k];
+                Xt[(size_t)k * (size_t)a->bcp + (size_t)c0 + (size_t)c] = tmp[(size_t)c * (size_t)ld + (size_t)k];
 #endif
     }
     for (k = 0; k < dim; ++k)
         for (c = (nc + 7) / 8 * 8; c < a->bcp; ++c)
-            Xt[(size_t)k * a->bcp + c] = 0.0f;
+            Xt[(size_t)k * (size_t)a->bcp + (size_t)c] = 0.0f;
 }
 
 /* Ask the cache for rows n0 .. n0+nc-1 of a K or V tensor ahead of their
@@ -2665,7 +2765,7 @@ static void fa__load_kv_tile(const fa__attn *a, const fa_tensor *t, int dim, con
 {
     int c, k;
     for (c = 0; c < nc; ++c) {
-        float *x = X + (size_t)c * ldx;
+        float *x = X + (size_t)c * (size_t)ldx;
         fa__prefetch_row(a, t, dim, s, h, n0 + c + FA__PF_AHEAD, n_end);
         fa__load_row(fa__kv_row(a, t, s, n0 + c, h), t->dtype, dim,
                      fa__fp8_descale(&a->r, t == &a->v ? 2 : 1, t->dtype, s->b, h, n0 + c), x);
@@ -2720,14 +2820,14 @@ static void fa__score_mask(const fa__attn *a, const fa__scratch *w, int r0, int 
     const fa_problem *r = &a->r;
     int i, c;
     for (i = r0; i < r0 + nr; ++i) {
-        float *s = S + (size_t)i * a->bcp;
+        float *s = S + (size_t)i * (size_t)a->bcp;
         int64_t pos = w->pos[i], jlo = 0, jhi = sk - 1; /* visible keys of this row */
         int clo, chi;
         if (a->cap2 != 0.0f)
             for (c = 0; c < nc; ++c) {
                 float t = tanhf(s[c]);
                 if (T)
-                    T[(size_t)i * a->bcp + c] = t;
+                    T[(size_t)i * (size_t)a->bcp + (size_t)c] = t;
                 s[c] = a->cap2 * t;
             }
         if (r->alibi_slopes)
@@ -2759,11 +2859,11 @@ static void fa__score_tile(const fa__attn *a, const fa__scratch *w, int r0, int 
                            int k_rows, float *S, float *T)
 {
     if (k_rows) /* few rows: dot products with the K rows where they lie */
-        fa__dots_rows(nr, a->k.dtype, a->d, nc, w->Q + (size_t)r0 * a->dp, a->dp, w->krows,
-                      S + (size_t)r0 * a->bcp, a->bcp, w->row, w->krows + FA__BC, w->npf,
+        fa__dots_rows(nr, a->k.dtype, a->d, nc, w->Q + (size_t)r0 * (size_t)a->dp, a->dp, w->krows,
+                      S + (size_t)r0 * (size_t)a->bcp, a->bcp, w->row, w->krows + FA__BC, w->npf,
                       a->d * fa__dtype_size(a->k.dtype));
     else
-        fa__gemm(nr, a->bcp, a->d, w->Q + (size_t)r0 * a->dp, a->dp, w->Kt, a->bcp, S + (size_t)r0 * a->bcp,
+        fa__gemm(nr, a->bcp, a->d, w->Q + (size_t)r0 * (size_t)a->dp, a->dp, w->Kt, a->bcp, S + (size_t)r0 * (size_t)a->bcp,
                  a->bcp, 0, w->pack);
     fa__score_mask(a, w, r0, nr, n0, nc, sk, S, T);
 }
@@ -2785,9 +2885,9 @@ static void fa__dropout_tile(const fa__attn *a, const fa__scratch *w, int b, int
                                  w->tok[i], j, bits);
             z = bits[j & 3] >= a->drop_thr ? a->drop_scale : 0.0f;
             if (P)
-                P[(size_t)i * a->bcp + c] *= z;
+                P[(size_t)i * (size_t)a->bcp + (size_t)c] *= z;
             if (Z)
-                Z[(size_t)i * a->bcp + c] = z;
+                Z[(size_t)i * (size_t)a->bcp + (size_t)c] = z;
         }
     }
 }
@@ -2797,7 +2897,7 @@ static void fa__load_q_rows(const fa__attn *a, const fa_tensor *q, const fa__seq
 {
     int i, c;
     for (i = 0; i < nr; ++i) {
-        float *x = w->Q + (size_t)i * a->dp;
+        float *x = w->Q + (size_t)i * (size_t)a->dp;
         if (i + FA__PF_AHEAD < nr) /* rows heads * d apart: see FA__PF_AHEAD */
             fa__prefetch_bytes(fa__at(q, s->q_b, s->q_row0 + w->tok[i + FA__PF_AHEAD], w->head[i + FA__PF_AHEAD]),
                                a->d * fa__dtype_size(q->dtype));
@@ -2805,7 +2905,7 @@ static void fa__load_q_rows(const fa__attn *a, const fa_tensor *q, const fa__seq
                      a->q_fold * fa__fp8_descale(&a->r, 0, q->dtype, s->b, w->head[i], w->tok[i]), x);
         for (c = a->d; c < a->dp; ++c)
             x[c] = 0.0f;
-        w->slope2[i] = a->r.alibi_slopes ? (float)(a->r.alibi_slopes[w->head[i]] * FA__LOG2E) : 0.0f;
+        w->slope2[i] = a->r.alibi_slopes ? (float)((double)a->r.alibi_slopes[w->head[i]] * FA__LOG2E) : 0.0f;
     }
 }
 
@@ -2845,7 +2945,7 @@ static void fa__attend_begin(const fa__attn *a, fa__scratch *w, int nr)
         w->m[i] = -INFINITY;
         w->l[i] = 0.0f;
     }
-    memset(w->O, 0, (size_t)nr * a->dvp * sizeof(float));
+    memset(w->O, 0, (size_t)nr * (size_t)a->dvp * sizeof(float));
 }
 
 /* Rows [r0, r1) of w: one online-softmax step over their ncp scores in S
@@ -2854,9 +2954,9 @@ static void fa__softmax_rows(const fa__attn *a, fa__scratch *w, int r0, int r1, 
 {
     int i, c;
     for (i = r0; i < r1; ++i) {
-        float alpha = fa__softmax_step(w->S + (size_t)i * a->bcp, ncp, &w->m[i], &w->l[i]);
+        float alpha = fa__softmax_step(w->S + (size_t)i * (size_t)a->bcp, ncp, &w->m[i], &w->l[i]);
         if (alpha != 1.0f) { /* a new maximum: O~ was summed against the old one */
-            float *o = w->O + (size_t)i * a->dvp;
+            float *o = w->O + (size_t)i * (size_t)a->dvp;
             for (c = 0; c < a->dv_; ++c)
                 o[c] *= alpha;
         }
@@ -2892,12 +2992,12 @@ static void fa__attend_tile(const fa__attn *a, fa__scratch *w, const fa__seq *s,
     if (a->drop_thr) /* l already has the undropped P: L ignores dropout */
         fa__dropout_tile(a, w, s->b, r0, r1 - r0, n0, nc, w->S, NULL);
     if (k_rows) /* O~ += P~ V_j */
-        fa__pv_rows(r1 - r0, a->v.dtype, a->dv_, nc, w->S + (size_t)r0 * a->bcp, a->bcp, w->vrows,
-                    w->O + (size_t)r0 * a->dvp, a->dvp, w->row, w->vrows + FA__BC, w->npf,
+        fa__pv_rows(r1 - r0, a->v.dtype, a->dv_, nc, w->S + (size_t)r0 * (size_t)a->bcp, a->bcp, w->vrows,
+                    w->O + (size_t)r0 * (size_t)a->dvp, a->dvp, w->row, w->vrows + FA__BC, w->npf,
                     a->dv_ * fa__dtype_size(a->v.dtype));
     else
-        fa__gemm(r1 - r0, a->dvp, nc, w->S + (size_t)r0 * a->bcp, a->bcp, w->V, a->dvp,
-                 w->O + (size_t)r0 * a->dvp, a->dvp, 1, w->pack);
+        fa__gemm(r1 - r0, a->dvp, nc, w->S + (size_t)r0 * (size_t)a->bcp, a->bcp, w->V, a->dvp,
+                 w->O + (size_t)r0 * (size_t)a->dvp, a->dvp, 1, w->pack);
 }
 
 static void fa__attend_rows(const fa__attn *a, fa__scratch *w, const fa__seq *s, int kvh, int nr,
@@ -2945,7 +3045,7 @@ static void fa__forward_task(void *ctx, int index, int worker)
     fa__load_q_rows(a, &a->q, &s, &w, nr);
     fa__attend_rows(a, &w, &s, h / a->group, nr, 0, s.sk);
     for (i = 0; i < nr; ++i) {
-        float L, *o = w.O + (size_t)i * a->dvp;
+        float L, *o = w.O + (size_t)i * (size_t)a->dvp;
         float m = w.m[i] == -INFINITY ? 0.0f : w.m[i];
         fa__softmax_finish(o, a->dv_, m, w.l[i], &L);
         fa__store_row(fa__at(&a->o, s.q_b, s.q_row0 + i0 + i, h), a->o.dtype, a->dv_, o);
@@ -3002,13 +3102,14 @@ FLASHATTN_DEF fa_status fa_forward_workspace_size(const fa_problem *p, size_t *b
 {
     fa_problem r;
     fa__attn a;
+    fa__pf pf;
     fa_status s = fa__resolve("fa_forward_workspace_size", p, &r, 1);
     if (s != FA_OK || (s = fa__no_block_table("fa_forward_workspace_size", &r)) != FA_OK)
         return s;
     if (!bytes)
         return fa__fail(FA_ERROR_INVALID_ARGUMENT, "fa_forward_workspace_size: bytes is NULL");
     fa__attn_init(&a, &r);
-    *bytes = fa__forward_bytes(&a, fa__num_workers());
+    *bytes = fa__forward_bytes(&a, fa__num_workers(fa__pf_get(&pf)));
     return FA_OK;
 }
 
@@ -3018,8 +3119,9 @@ FLASHATTN_DEF fa_status fa_forward(const fa_problem *p, fa_tensor q, fa_tensor k
     static const char fn[] = "fa_forward";
     fa_problem r;
     fa__attn a;
+    fa__pf pf;
     void *mem;
-    int owned, ntasks = 0, workers = fa__num_workers();
+    int owned, ntasks = 0, workers = fa__num_workers(fa__pf_get(&pf));
     fa_status s = fa__check_forward(fn, p, &r, &q, &k, &v, &o, lse, 1);
     if (s != FA_OK || (s = fa__check_fp8(fn, p, &r, &q, &k, &v, &o, 1)) != FA_OK)
         return s;
@@ -3038,7 +3140,7 @@ FLASHATTN_DEF fa_status fa_forward(const fa_problem *p, fa_tensor q, fa_tensor k
         fa__scratch w;
         a.worker_bytes = fa__scratch_layout(&a, FA__SCRATCH_FWD, NULL, &w);
     }
-    fa__parallel_for(ntasks, fa__forward_task, &a);
+    fa__parallel_for(&pf, ntasks, fa__forward_task, &a);
     if (owned)
         FLASHATTN_FREE(mem);
     return FA_OK;
@@ -3084,7 +3186,7 @@ static void fa__bwd_load_rows(const fa__attn *a, const fa__seq *s, fa__scratch *
 {
     int i, c;
     for (i = 0; i < nr; ++i) {
-        float L = a->lse[fa__lse_index(a, s, h, i0 + i)], *x = w->dO + (size_t)i * a->dvp;
+        float L = a->lse[fa__lse_index(a, s, h, i0 + i)], *x = w->dO + (size_t)i * (size_t)a->dvp;
         w->tok[i] = i0 + i;
         w->head[i] = h;
         w->pos[i] = i0 + i + s->off;
@@ -3096,7 +3198,7 @@ static void fa__bwd_load_rows(const fa__attn *a, const fa__seq *s, fa__scratch *
             x[c] = 0.0f;
         /* P = exp2(S2 - L2). A row that saw no key has L = -inf; using +inf
            instead makes every exp2(S2 - L2) exactly 0: it gets no gradient. */
-        w->m[i] = L == -INFINITY ? INFINITY : (float)(L * FA__LOG2E);
+        w->m[i] = L == -INFINITY ? INFINITY : (float)((double)L * FA__LOG2E);
         w->l[i] = a->ws_D[fa__lse_index(a, s, h, i0 + i)];
     }
     fa__load_q_rows(a, &a->q, s, w, nr);
@@ -3110,13 +3212,13 @@ static void fa__bwd_pair(const fa__attn *a, fa__scratch *w, const fa__seq *s, in
     int i, c, bcp = a->bcp;
     fa__score_tile(a, w, 0, nr, n0, nc, s->sk, 0, w->S, a->cap2 != 0.0f ? w->T : NULL);
     for (i = 0; i < nr; ++i) /* P = exp(S - L): the forward's probabilities, rebuilt */
-        fa__exp2_row(w->S + (size_t)i * bcp, bcp, w->m[i]);
+        fa__exp2_row(w->S + (size_t)i * (size_t)bcp, bcp, w->m[i]);
     if (a->drop_thr)
         fa__dropout_tile(a, w, s->b, 0, nr, n0, nc, NULL, w->Z);
     fa__gemm(nr, bcp, a->dv_, w->dO, a->dvp, w->Vt, bcp, w->dP, bcp, 0, w->pack); /* dP = dO V_j^T */
     for (i = 0; i < nr; ++i) {
-        const float *p = w->S + (size_t)i * bcp, *z = w->Z + (size_t)i * bcp, *t = w->T + (size_t)i * bcp;
-        float *ds = w->dP + (size_t)i * bcp, D = w->l[i];
+        const float *p = w->S + (size_t)i * (size_t)bcp, *z = w->Z + (size_t)i * (size_t)bcp, *t = w->T + (size_t)i * (size_t)bcp;
+        float *ds = w->dP + (size_t)i * (size_t)bcp, D = w->l[i];
         /* the plain case gets its own loop so that it vectorizes cleanly */
         if (!a->drop_thr && a->cap2 == 0.0f)
             for (c = 0; c < nc; ++c)
@@ -3149,7 +3251,7 @@ static void fa__backward_d_task(void *ctx, int index, int worker)
         fa__load_row(fa__at(&a->dout, s.q_b, s.q_row0 + i, h), a->dout.dtype, a->dv_, 1.0f, w.dO);
         fa__load_row(fa__at(&a->o, s.q_b, s.q_row0 + i, h), a->o.dtype, a->dv_, 1.0f, w.O);
         for (c = 0; c < a->dv_; ++c)
-            D += (double)w.dO[c] * w.O[c];
+            D += (double)w.dO[c] * (double)w.O[c];
         a->ws_D[fa__lse_index(a, &s, h, i)] = (float)D;
     }
 }
@@ -3172,8 +3274,8 @@ static void fa__backward_kv_task(void *ctx, int index, int worker)
     nct = cap - n0 < FA__BC ? cap - n0 : FA__BC;    /* rows of dK/dV this task writes */
     nc = s.sk - n0 < nct ? (s.sk - n0 > 0 ? s.sk - n0 : 0) : nct; /* of which keys in use */
     fa__worker_scratch(a, FA__SCRATCH_BWD, worker, &w);
-    memset(w.dK, 0, (size_t)FA__BC * a->dp * sizeof(float));
-    memset(w.dV, 0, (size_t)FA__BC * a->dvp * sizeof(float));
+    memset(w.dK, 0, (size_t)FA__BC * (size_t)a->dp * sizeof(float));
+    memset(w.dV, 0, (size_t)FA__BC * (size_t)a->dvp * sizeof(float));
     if (nc > 0) {
         int64_t lo = 0, hi = s.sq; /* query rows that see at least one key of the tile */
         fa__load_tile_t(a, &a->k, a->d, &s, kvh, n0, nc, n0 + nc, w.Kt, w.row);
@@ -3197,7 +3299,7 @@ static void fa__backward_kv_task(void *ctx, int index, int worker)
                 if (a->drop_thr) /* P is done with: keep P o Z in its place */
                     for (i = 0; i < nr; ++i)
                         for (c = 0; c < nc; ++c)
-                            w.S[(size_t)i * a->bcp + c] *= w.Z[(size_t)i * a->bcp + c];
+                            w.S[(size_t)i * (size_t)a->bcp + (size_t)c] *= w.Z[(size_t)i * (size_t)a->bcp + (size_t)c];
                 fa__transpose_tile(w.S, a->bcp, nr, nc, w.Pt, FA__BR); /* Pt = (P o Z)^T */
                 fa__gemm(nc, a->dvp, nr, w.Pt, FA__BR, w.dO, a->dvp, w.dV, a->dvp, 1, w.pack); /* dV += P^T dO */
                 fa__transpose_tile(w.dP, a->bcp, nr, nc, w.Pt, FA__BR); /* Pt = dS^T */
@@ -3206,11 +3308,11 @@ static void fa__backward_kv_task(void *ctx, int index, int worker)
         }
     }
     for (c = 0; c < nct; ++c) { /* keys beyond seqlens_k[b] get zero gradient */
-        float *dk = w.dK + (size_t)c * a->dp;
+        float *dk = w.dK + (size_t)c * (size_t)a->dp;
         for (i = 0; i < a->d; ++i)
             dk[i] *= unfold;
         fa__store_row(fa__at(&a->dk, s.k_b, s.k_row0 + n0 + c, kvh), a->dk.dtype, a->d, dk);
-        fa__store_row(fa__at(&a->dv, s.k_b, s.k_row0 + n0 + c, kvh), a->dv.dtype, a->dv_, w.dV + (size_t)c * a->dvp);
+        fa__store_row(fa__at(&a->dv, s.k_b, s.k_row0 + n0 + c, kvh), a->dv.dtype, a->dv_, w.dV + (size_t)c * (size_t)a->dvp);
     }
 }
 
@@ -3230,7 +3332,7 @@ static void fa__backward_q_task(void *ctx, int index, int worker)
     nr = s.sq - i0 < FA__BR ? s.sq - i0 : FA__BR;
     fa__worker_scratch(a, FA__SCRATCH_BWD, worker, &w);
     fa__bwd_load_rows(a, &s, &w, h, i0, nr);
-    memset(w.O, 0, (size_t)nr * a->dp * sizeof(float));
+    memset(w.O, 0, (size_t)nr * (size_t)a->dp * sizeof(float));
     fa__key_band(a, &w, nr, s.sk, 0, s.sk, &lo, &hi);
     for (n0 = lo; n0 < hi; n0 += FA__BC) {
         int nc = hi - n0 < FA__BC ? hi - n0 : FA__BC;
@@ -3241,7 +3343,7 @@ static void fa__backward_q_task(void *ctx, int index, int worker)
         fa__gemm(nr, a->dp, nc, w.dP, a->bcp, w.K, a->dp, w.O, a->dp, 1, w.pack); /* dQ += dS K_j */
     }
     for (i = 0; i < nr; ++i) {
-        float *dq = w.O + (size_t)i * a->dp;
+        float *dq = w.O + (size_t)i * (size_t)a->dp;
         int c;
         for (c = 0; c < a->d; ++c)
             dq[c] *= a->r.scale; /* dQ = scale dS K */
@@ -3260,13 +3362,14 @@ FLASHATTN_DEF fa_status fa_backward_workspace_size(const fa_problem *p, size_t *
 {
     fa_problem r;
     fa__attn a;
+    fa__pf pf;
     fa_status s = fa__resolve("fa_backward_workspace_size", p, &r, 1);
     if (s != FA_OK || (s = fa__no_block_table("fa_backward_workspace_size", &r)) != FA_OK)
         return s;
     if (!bytes)
         return fa__fail(FA_ERROR_INVALID_ARGUMENT, "fa_backward_workspace_size: bytes is NULL");
     fa__attn_init(&a, &r);
-    *bytes = fa__backward_bytes(&a, fa__num_workers());
+    *bytes = fa__backward_bytes(&a, fa__num_workers(fa__pf_get(&pf)));
     return FA_OK;
 }
 
@@ -3277,8 +3380,9 @@ FLASHATTN_DEF fa_status fa_backward(const fa_problem *p, fa_tensor q, fa_tensor 
     static const char fn[] = "fa_backward";
     fa_problem r;
     fa__attn a;
+    fa__pf pf;
     void *mem;
-    int owned, nq = 0, nkv = 0, tc, workers = fa__num_workers();
+    int owned, nq = 0, nkv = 0, tc, workers = fa__num_workers(fa__pf_get(&pf));
     fa_status s = fa__check_backward(fn, p, &r, &q, &k, &v, &o, &dout, lse, &dq, &dk, &dv, 1);
     if (s != FA_OK || (s = fa__unsupported_dtype(fn, "q", &q)) != FA_OK ||
         (s = fa__unsupported_dtype(fn, "k", &k)) != FA_OK || (s = fa__unsupported_dtype(fn, "v", &v)) != FA_OK ||
@@ -3302,9 +3406,9 @@ FLASHATTN_DEF fa_status fa_backward(const fa_problem *p, fa_tensor q, fa_tensor 
         fa__scratch w;
         a.worker_bytes = fa__scratch_layout(&a, FA__SCRATCH_BWD, NULL, &w);
     }
-    fa__parallel_for(nq, fa__backward_d_task, &a);
-    fa__parallel_for(nkv, fa__backward_kv_task, &a);
-    fa__parallel_for(nq, fa__backward_q_task, &a);
+    fa__parallel_for(&pf, nq, fa__backward_d_task, &a);
+    fa__parallel_for(&pf, nkv, fa__backward_kv_task, &a);
+    fa__parallel_for(&pf, nq, fa__backward_q_task, &a);
     if (owned)
         FLASHATTN_FREE(mem);
     return FA_OK;
@@ -3337,14 +3441,14 @@ static void fa__merge_row(int nsplit, int dim, const float *o_parts, int64_t o_s
     }
     for (s = 0; s < nsplit; ++s)
         if (lse_parts[s * lse_stride] != -INFINITY)
-            sum += exp((double)lse_parts[s * lse_stride] - M);
-    L = (float)(M + log(sum));
+            sum += exp((double)lse_parts[s * lse_stride] - (double)M);
+    L = (float)((double)M + log(sum));
     for (s = 0, first = 1; s < nsplit; ++s) {
         const float *os = o_parts + s * o_stride;
         float ls = lse_parts[s * lse_stride], wgt;
         if (ls == -INFINITY)
             continue;
-        wgt = (float)exp((double)ls - L);
+        wgt = (float)exp((double)ls - (double)L);
         /* the first split with weight sets o, so that o may be split 0's
            own slot (in place): it is read before it is written */
         for (c = 0; c < dim; ++c)
@@ -3388,6 +3492,7 @@ FLASHATTN_DEF fa_status fa_merge(int num_splits, int64_t rows, int dim, const fl
     fa__merge_ctx m;
     int64_t t;
     int ntasks = 0;
+    fa__pf pf;
     fa_status s;
     if (num_splits < 1)
         return fa__fail(FA_ERROR_INVALID_ARGUMENT, "%s: num_splits (%d) must be >= 1", fn, num_splits);
@@ -3424,7 +3529,7 @@ FLASHATTN_DEF fa_status fa_merge(int num_splits, int64_t rows, int dim, const fl
     m.lse_parts = lse_parts;
     m.o = o;
     m.lse = lse;
-    fa__parallel_for(ntasks, fa__merge_task, &m);
+    fa__parallel_for(fa__pf_get(&pf), ntasks, fa__merge_task, &m);
     return FA_OK;
 }
 
@@ -3499,9 +3604,9 @@ static void fa__decode_seq(const fa__attn *a, int b, fa__seq *s)
 static fa__scratch fa__scratch_from_row(const fa__attn *a, const fa__scratch *w, int r)
 {
     fa__scratch v = *w;
-    v.Q += (size_t)r * a->dp;
-    v.S += (size_t)r * a->bcp;
-    v.O += (size_t)r * a->dvp;
+    v.Q += (size_t)r * (size_t)a->dp;
+    v.S += (size_t)r * (size_t)a->bcp;
+    v.O += (size_t)r * (size_t)a->dvp;
     v.m += r;
     v.l += r;
     v.slope2 += r;
@@ -3545,15 +3650,15 @@ static void fa__decode_tile_few(const fa__attn *a, fa__scratch *w, const fa__seq
                                 int nc)
 {
     int nh = nr / rph, kvh0 = w->head[0] / a->group, r0, r1, j, vbytes = a->dv_ * fa__dtype_size(a->v.dtype);
-    size_t kb = (size_t)a->k.head_stride * fa__dtype_size(a->k.dtype);
-    size_t vb = (size_t)a->v.head_stride * fa__dtype_size(a->v.dtype);
+    size_t kb = (size_t)a->k.head_stride * (size_t)fa__dtype_size(a->k.dtype);
+    size_t vb = (size_t)a->v.head_stride * (size_t)fa__dtype_size(a->v.dtype);
     fa__row_range(a, w, rph, n0, nc, &r0, &r1);
     if (r0 >= r1)
         return;
     fa__kv_row_ptrs(a, &a->k, s, kvh0, n0, nc, w->krows);
     fa__kv_row_ptrs(a, &a->v, s, kvh0, n0, nc, w->vrows);
-    fa__dots_heads(r1 - r0, a->k.dtype, a->d, nc, nh, w->Q + (size_t)r0 * a->dp, a->dp, rph, w->krows, kb,
-                   w->S + (size_t)r0 * a->bcp, a->bcp, w->row, w->vrows, vb, vbytes);
+    fa__dots_heads(r1 - r0, a->k.dtype, a->d, nc, nh, w->Q + (size_t)r0 * (size_t)a->dp, a->dp, rph, w->krows, kb,
+                   w->S + (size_t)r0 * (size_t)a->bcp, a->bcp, w->row, w->vrows, vb, vbytes);
     for (j = 0; j < nh; ++j) {
         int i0 = j * rph + r0, i1 = j * rph + r1;
         fa__score_mask(a, w, i0, i1 - i0, n0, nc, s->sk, w->S, NULL);
@@ -3561,8 +3666,8 @@ static void fa__decode_tile_few(const fa__attn *a, fa__scratch *w, const fa__seq
     }
     for (j = 0; j < nh; ++j) { /* V rows now in cache: head by head, O~ strips in registers */
         fa__kv_row_ptrs(a, &a->v, s, kvh0 + j, n0, nc, w->vrows);
-        fa__pv_rows(r1 - r0, a->v.dtype, a->dv_, nc, w->S + (size_t)(j * rph + r0) * a->bcp, a->bcp, w->vrows,
-                    w->O + (size_t)(j * rph + r0) * a->dvp, a->dvp, w->row, NULL, 0, 0);
+        fa__pv_rows(r1 - r0, a->v.dtype, a->dv_, nc, w->S + (size_t)(j * rph + r0) * (size_t)a->bcp, a->bcp, w->vrows,
+                    w->O + (size_t)(j * rph + r0) * (size_t)a->dvp, a->dvp, w->row, NULL, 0, 0);
     }
 }
 
@@ -3617,7 +3722,7 @@ static void fa__decode_task(void *ctx, int index, int worker)
         }
         for (i = 0; i < nr; ++i) {
             int64_t row = ((int64_t)b * r->seqlen_q + w.tok[i]) * r->heads_q + w.head[i];
-            float *o = w.O + (size_t)i * a->dvp, m = w.m[i] == -INFINITY ? 0.0f : w.m[i];
+            float *o = w.O + (size_t)i * (size_t)a->dvp, m = w.m[i] == -INFINITY ? 0.0f : w.m[i];
             fa__softmax_finish(o, a->dv_, m, w.l[i], &a->ws_L[split * rows_total + row]);
             memcpy(a->ws_D + (split * rows_total + row) * a->dv_, o, (size_t)a->dv_ * sizeof(float));
         }
@@ -3680,6 +3785,7 @@ FLASHATTN_DEF fa_status fa_decode_workspace_size(const fa_problem *p, size_t *by
 {
     fa_problem r;
     fa__attn a;
+    fa__pf pf;
     size_t ob, lb;
     fa_status s = fa__resolve("fa_decode_workspace_size", p, &r, 1);
     if (s != FA_OK)
@@ -3693,7 +3799,7 @@ FLASHATTN_DEF fa_status fa_decode_workspace_size(const fa_problem *p, size_t *by
         int s0 = fa__decode_splits(&r, 0);
         a.splits = s0 > a.splits ? s0 : a.splits;
     }
-    *bytes = fa__decode_bytes(&a, fa__num_workers(), &ob, &lb);
+    *bytes = fa__decode_bytes(&a, fa__num_workers(fa__pf_get(&pf)), &ob, &lb);
     return FA_OK;
 }
 
@@ -3704,9 +3810,10 @@ FLASHATTN_DEF fa_status fa_decode(const fa_problem *p, fa_tensor q, fa_tensor k_
     static const char fn[] = "fa_decode";
     fa_problem r;
     fa__attn a;
+    fa__pf pf;
     void *mem;
     size_t ob, lb;
-    int owned, ntasks = 0, nmerge = 0, workers = fa__num_workers();
+    int owned, ntasks = 0, nmerge = 0, workers = fa__num_workers(fa__pf_get(&pf));
     fa_status s = fa__check_decode(fn, p, &r, &q, &k_cache, &v_cache, &k_new, &v_new, &o, lse, 1);
     if (s != FA_OK || (s = fa__unsupported_dtype(fn, "q", &q)) != FA_OK ||
         (s = fa__unsupported_dtype(fn, "k_cache", &k_cache)) != FA_OK ||
@@ -3738,8 +3845,8 @@ FLASHATTN_DEF fa_status fa_decode(const fa_problem *p, fa_tensor q, fa_tensor k_
     }
     if (k_new.data)
         fa__decode_append(&a);
-    fa__parallel_for(ntasks, fa__decode_task, &a);
-    fa__parallel_for(nmerge, fa__decode_merge_task, &a);
+    fa__parallel_for(&pf, ntasks, fa__decode_task, &a);
+    fa__parallel_for(&pf, nmerge, fa__decode_merge_task, &a);
     if (owned)
         FLASHATTN_FREE(mem);
     return FA_OK;
