@@ -1,5 +1,6 @@
-# flashattn Makefile. `make test` is what CI runs (see README.md).
-# Sections are owned by topic; keep each target's recipe in its section.
+# flashattn Makefile. `make test` is what CI runs (see README.md); `make help`
+# lists the targets. Sections are owned by topic; keep each target's recipe in
+# its section.
 
 CC      ?= cc
 CXX     ?= c++
@@ -14,9 +15,28 @@ WARN     := -Wall -Wextra -Wpedantic -Werror
 OPT      := -O2 -march=native
 OPENMP   := -fopenmp
 
-.PHONY: all run test test-cpu test-compile test-sanitize test-gpu test-neon bench bench-gpu build-all clean
+.PHONY: all help run test test-all test-cpu test-compile test-sanitize test-gpu test-neon bench bench-gpu build-all clean
 
-all: test
+# Plain `make` builds the examples (the test suite is `make test`).
+all: examples
+
+help:
+	@echo 'make                the CPU examples (build/examples/); make run: the demo'
+	@echo 'make test           what CI runs, a few minutes: CPU tests (long ones at quick sizes),'
+	@echo '                    the header compiled as C99 / C++11 by gcc and clang, sanitizers,'
+	@echo '                    one nvcc translation unit per architecture (GPU_ARCHS), linked and'
+	@echo '                    run (no GPU needed); last line "N passed, M failed"'
+	@echo 'make test-all       test, the CPU tests at full size, and every GPU source compiled'
+	@echo '                    (tests, examples, benchmarks, ablations, the sm90 trace)'
+	@echo 'make test-cpu | test-compile | test-sanitize | test-gpu-compile | test-neon'
+	@echo '                    one part of the above'
+	@echo 'make test-gpu       on a machine with a GPU: the GPU tests, the sanitizers, SASS checks'
+	@echo 'make examples-check the CPU examples, run;  make examples-gpu: the GPU example'
+	@echo 'make bench          the CPU benchmark into build/bench/ (RECORD=1: into bench/results/)'
+	@echo 'make bench-gpu      the GPU benchmarks (a GPU and PyTorch; RECORD=1 as above)'
+	@echo 'make build-all      every GPU source for sm_80, 86, 89 and 90a'
+	@echo 'bench/compile_time.sh  nvcc seconds of a user'"'"'s translation unit, per macro'
+	@echo 'make clean'
 
 clean:
 	rm -rf $(BUILD)
@@ -80,14 +100,18 @@ FORCE:
 $(TEST_RESULTS)/cpu.txt: $(BUILD)/test_cpu FORCE | $(TEST_RESULTS)
 	@$(RUN_CHECK) $@ "test_cpu" $(BUILD)/test_cpu
 
+# The variants run at the quick sizes in `make test`, at full size in
+# `make test-all` (TEST_QUICK empty).
+TEST_QUICK ?= FA_TEST_QUICK=1
+quick_tag   = $(if $(TEST_QUICK),quick,full size)
 $(TEST_RESULTS)/cpu_portable.txt: $(BUILD)/test_cpu_portable FORCE | $(TEST_RESULTS)
-	@$(RUN_CHECK) $@ "test_cpu, portable loops, Br=5 Bc=3 (quick)" env FA_TEST_QUICK=1 $(BUILD)/test_cpu_portable
+	@$(RUN_CHECK) $@ "test_cpu, portable loops, Br=5 Bc=3 ($(quick_tag))" env $(TEST_QUICK) $(BUILD)/test_cpu_portable
 
 $(TEST_RESULTS)/cpu_avx2.txt: $(BUILD)/test_cpu_avx2 FORCE | $(TEST_RESULTS)
-	@$(RUN_CHECK) $@ "test_cpu, AVX2 + FMA + F16C (quick)" env FA_TEST_QUICK=1 $(BUILD)/test_cpu_avx2
+	@$(RUN_CHECK) $@ "test_cpu, AVX2 + FMA + F16C ($(quick_tag))" env $(TEST_QUICK) $(BUILD)/test_cpu_avx2
 
 $(TEST_RESULTS)/cpu_avx2_nof16c.txt: $(BUILD)/test_cpu_avx2_nof16c FORCE | $(TEST_RESULTS)
-	@$(RUN_CHECK) $@ "test_cpu, AVX2 + FMA without F16C (quick)" env FA_TEST_QUICK=1 $(BUILD)/test_cpu_avx2_nof16c
+	@$(RUN_CHECK) $@ "test_cpu, AVX2 + FMA without F16C ($(quick_tag))" env $(TEST_QUICK) $(BUILD)/test_cpu_avx2_nof16c
 
 $(TEST_RESULTS)/bad_input.txt: $(BUILD)/test_bad_input FORCE | $(TEST_RESULTS)
 	@$(RUN_CHECK) $@ "test_bad_input" $(BUILD)/test_bad_input
@@ -125,9 +149,17 @@ $(TEST_RESULTS)/compile-%.txt: flashattn.h tests/compile_use.c tests/compile_imp
 	@$(RUN_CHECK) $@ "compile $*" \
 	  $(call compile_cmd,$(call compile_word,1),$(call compile_word,2),$(call compile_word,3),$(call compile_word,4))
 
-# GPU compile checks: the target test-gpu-compile belongs to the GPU section;
-# it is run only when nvcc exists and the target is defined. Its last
-# "...: N passed, M failed" line is its count (else it counts as one check).
+# GPU: `make test` compiles GPU_CHECK_TU (GPU section) once per architecture
+# of GPU_ARCHS, linked and run (gpu_check_<arch>.txt); `make test-all` also
+# runs test-gpu-compile, every GPU source (gpu_compile.txt). Both only when
+# nvcc exists. A last "...: N passed, M failed" line is the count (else the
+# step counts as one check).
+$(TEST_RESULTS)/gpu_check_%.txt: FORCE | $(TEST_RESULTS)
+	@if [ -z "$(NVCC)" ]; then echo "nvcc not found: skipping the GPU translation unit for sm_$*"; \
+	  echo "0 passed, 0 failed" > $@; \
+	else $(RUN_CHECK) $@ "$(GPU_CHECK_TU) for sm_$* (nvcc, warnings are errors; then run)" \
+	  sh -c '$(MAKE) --no-print-directory $(call gpu_check_bin,$*) && $(call gpu_check_bin,$*)'; fi
+
 $(TEST_RESULTS)/gpu_compile.txt: FORCE | $(TEST_RESULTS)
 	@if [ -z "$(NVCC)" ]; then echo "nvcc not found: skipping the GPU compile checks"; echo "0 passed, 0 failed" > $@; \
 	elif ! $(MAKE) --no-print-directory -n test-gpu-compile > /dev/null 2>&1; then \
@@ -146,7 +178,9 @@ $(TEST_RESULTS)/neon_compile.txt: FORCE | $(TEST_RESULTS)
 CPU_RESULTS      := $(TEST_RESULTS)/cpu.txt $(TEST_RESULTS)/cpu_portable.txt $(TEST_RESULTS)/cpu_avx2.txt \
                     $(TEST_RESULTS)/cpu_avx2_nof16c.txt $(TEST_RESULTS)/bad_input.txt
 SANITIZE_RESULTS := $(TEST_RESULTS)/san_cpu.txt $(TEST_RESULTS)/san_bad_input.txt
-ALL_RESULTS      := $(CPU_RESULTS) $(COMPILE_CHECKS) $(SANITIZE_RESULTS) $(TEST_RESULTS)/gpu_compile.txt \
+# (the nvcc units first: the longest jobs, they start first under -j)
+GPU_CHECK_RESULTS := $(foreach a,$(GPU_ARCHS),$(TEST_RESULTS)/gpu_check_$(a).txt)
+ALL_RESULTS      := $(GPU_CHECK_RESULTS) $(CPU_RESULTS) $(COMPILE_CHECKS) $(SANITIZE_RESULTS) \
                     $(TEST_RESULTS)/neon_compile.txt
 
 # Sum result files; the last line printed is "N passed, M failed".
@@ -161,11 +195,17 @@ test-sanitize: $(SANITIZE_RESULTS)
 	@$(call sum_results,$^)
 test: $(ALL_RESULTS)
 	@$(call sum_results,$^)
+test-all:
+	@$(MAKE) --no-print-directory test-all-results TEST_QUICK=
+.PHONY: test-all-results
+test-all-results: $(TEST_RESULTS)/gpu_compile.txt $(ALL_RESULTS)
+	@$(call sum_results,$^)
 
 # ---- GPU build, tests and benchmark -------------------------------------------
-# The GPU half compiles only with nvcc; CI has no GPU, so `make test` runs just
-# test-gpu-compile (every GPU source, each architecture, warnings are errors)
-# and test-gpu / bench-gpu run on a machine with a GPU.
+# The GPU half compiles only with nvcc; CI has no GPU, so `make test` compiles
+# GPU_CHECK_TU once per architecture (every head dim, warnings are errors) and
+# runs it (its checks need no GPU); `make test-all` adds test-gpu-compile
+# (every GPU source); test-gpu / bench-gpu run on a machine with a GPU.
 NVCC_FLAGS     ?= -std=c++17 -O3 -lineinfo
 NVCC_WERROR    := -Werror all-warnings -Xcompiler -Wall,-Wextra,-Werror
 GPU_ARCHS      ?= 80 90a
@@ -174,6 +214,15 @@ gencode         = $(foreach a,$(1),-gencode arch=compute_$(a),code=sm_$(a))
 GPU_BENCH_SOURCES := $(wildcard bench/*.cu) $(wildcard bench/micro/*.cu)
 GPU_SOURCES    := tests/test_gpu.cu tests/test_gpu_decode.cu tests/test_gpu_backward.cu $(wildcard examples/*.cu) \
                   $(GPU_BENCH_SOURCES)
+# make test's GPU translation unit: the implementation with the default macros.
+GPU_CHECK_TU   ?= tests/test_gpu_build.cu
+gpu_check_bin   = $(BUILD)/gpu-check/sm_$(1)/$(basename $(notdir $(GPU_CHECK_TU)))
+define GPU_CHECK_RULE
+$(call gpu_check_bin,$(1)): $(GPU_CHECK_TU) flashattn.h flashattn_cuda.cuh $(wildcard tests/*.h)
+	@mkdir -p $$(@D)
+	$(NVCC) $(NVCC_FLAGS) $(NVCC_WERROR) -I. $(call gencode,$(1)) $$< -o $$@
+endef
+$(foreach a,$(sort $(GPU_ARCHS) $(GPU_ARCHS_ALL)),$(eval $(call GPU_CHECK_RULE,$(a))))
 SANITIZER      ?= compute-sanitizer
 CUOBJDUMP      ?= $(shell command -v cuobjdump 2>/dev/null || echo $(dir $(NVCC))cuobjdump)
 
@@ -298,7 +347,9 @@ build-all: $(call gpu_compile_oks,$(GPU_ARCHS_ALL))
 	echo "$$p $$f" > $(BUILD)/gpu-compile.counts; echo "gpu-compile (sm_80, 86, 89, 90a): $$p passed, $$f failed"
 
 # Benchmark: our kernel alone (bench_gpu) and beside PyTorch SDPA (vs_torch.py,
-# through a shared library). Results go to bench/results/.
+# through a shared library). Results go to build/bench/, or with RECORD=1 to
+# bench/results/ (the lab's record, see bench/results/LOG.md).
+BENCH_RESULTS := $(if $(RECORD),bench/results,$(BUILD)/bench)
 $(BUILD)/bench_gpu: bench/bench_gpu.cu flashattn.h flashattn_cuda.cuh | $(BUILD)
 	$(NVCC) $(NVCC_FLAGS) $(call gencode,$(GPU_ARCHS)) $< -o $@
 
@@ -310,13 +361,15 @@ $(BUILD)/libfa_bench_decode.so: bench/fa_bench_decode_lib.cu flashattn.h flashat
 
 .PHONY: bench-gpu-decode
 bench-gpu-decode: $(BUILD)/libfa_bench_decode.so
-	python3 bench/vs_torch.py decode --lib $< --out bench/results
+	@mkdir -p $(BENCH_RESULTS)
+	python3 bench/vs_torch.py decode --lib $< --out $(BENCH_RESULTS)
 
 bench-gpu: $(BUILD)/bench_gpu $(BUILD)/libfa_bench.so $(BUILD)/libfa_bench_decode.so
+	@mkdir -p $(BENCH_RESULTS)
 	$(BUILD)/bench_gpu
-	python3 bench/vs_torch.py --lib $(BUILD)/libfa_bench.so --out bench/results
-	python3 bench/vs_torch.py decode --lib $(BUILD)/libfa_bench_decode.so --out bench/results
-	python3 bench/vs_torch_backward.py --lib $(BUILD)/libfa_bench.so | tee bench/results/backward-latest.txt
+	python3 bench/vs_torch.py --lib $(BUILD)/libfa_bench.so --out $(BENCH_RESULTS)
+	python3 bench/vs_torch.py decode --lib $(BUILD)/libfa_bench_decode.so --out $(BENCH_RESULTS)
+	python3 bench/vs_torch_backward.py --lib $(BUILD)/libfa_bench.so | tee $(BENCH_RESULTS)/backward-latest.txt
 
 
 # ---- NEON (AArch64) path, cross compiled and run under qemu ------------------
@@ -417,17 +470,18 @@ $(BUILD)/examples/gpu_simple: examples/gpu_simple.cu flashattn.h flashattn_cuda.
 
 # ---- CPU benchmark ------------------------------------------------------------
 # `make bench` prints a markdown report and saves it as
-# bench/results/cpu-<UTC date>-<host kind>.md (HOST_KIND: CPU model and
-# logical CPU count, e.g. amd-epyc-2t; override on the command line).
+# build/bench/cpu-<UTC date>-<host kind>.md, or with RECORD=1 under
+# bench/results/ (HOST_KIND: CPU model and logical CPU count, e.g.
+# amd-epyc-2t; override on the command line).
 BENCH_CFLAGS := -O3 -march=native -fopenmp
 HOST_KIND    ?= $(shell grep -m1 'model name' /proc/cpuinfo 2>/dev/null | cut -d: -f2 | tr 'A-Z' 'a-z' | tr -cs 'a-z0-9' '-' | sed 's/^-//; s/-$$//' | cut -c1-40)-$(JOBS)t
-BENCH_OUT    := bench/results/cpu-$(shell date -u +%Y-%m-%d)-$(HOST_KIND).md
+BENCH_OUT    := $(BENCH_RESULTS)/cpu-$(shell date -u +%Y-%m-%d)-$(HOST_KIND).md
 
 $(BUILD)/bench_cpu: bench/bench_cpu.c flashattn.h | $(BUILD)
 	$(CC) $(BENCH_CFLAGS) -Wall -Wextra -DBENCH_FLAGS='"$(BENCH_CFLAGS)"' -I. $< -lm -o $@
 
 bench: $(BUILD)/bench_cpu
-	@mkdir -p bench/results
+	@mkdir -p $(BENCH_RESULTS)
 	./$(BUILD)/bench_cpu | tee $(BENCH_OUT).tmp
 	mv $(BENCH_OUT).tmp $(BENCH_OUT)
 	@echo "saved $(BENCH_OUT)"
