@@ -198,7 +198,7 @@ test: $(ALL_RESULTS)
 test-all:
 	@$(MAKE) --no-print-directory test-all-results TEST_QUICK=
 .PHONY: test-all-results
-test-all-results: $(TEST_RESULTS)/gpu_compile.txt $(ALL_RESULTS)
+test-all-results: $(TEST_RESULTS)/gpu_compile.txt $(GPU_KNOBS_RESULTS) $(ALL_RESULTS)
 	@$(call sum_results,$^)
 
 # ---- GPU build, tests and benchmark -------------------------------------------
@@ -223,6 +223,23 @@ $(call gpu_check_bin,$(1)): $(GPU_CHECK_TU) flashattn.h flashattn_cuda.cuh $(wil
 	$(NVCC) $(NVCC_FLAGS) $(NVCC_WERROR) -I. $(call gencode,$(1)) $$< -o $$@
 endef
 $(foreach a,$(sort $(GPU_ARCHS) $(GPU_ARCHS_ALL)),$(eval $(call GPU_CHECK_RULE,$(a))))
+
+# The trimming macros (tests/test_gpu_knobs.cu; no GPU needed), sm_80 code:
+# knobs_hd128 with FLASHATTN_HEAD_DIMS=128, knobs_min with d 64 alone and
+# neither decode nor backward.
+KNOBS_hd128 := -DFLASHATTN_HEAD_DIMS=128
+KNOBS_min   := -DFLASHATTN_HEAD_DIMS=64 -DFLASHATTN_NO_DECODE -DFLASHATTN_NO_BACKWARD
+$(BUILD)/gpu-check/knobs_%: tests/test_gpu_knobs.cu flashattn.h flashattn_cuda.cuh tests/test_util.h tests/reference.h
+	@mkdir -p $(@D)
+	$(NVCC) $(NVCC_FLAGS) $(NVCC_WERROR) -I. $(KNOBS_$*) $(call gencode,80) $< -o $@
+$(TEST_RESULTS)/gpu_knobs_%.txt: FORCE | $(TEST_RESULTS)
+	@if [ -z "$(NVCC)" ]; then echo "nvcc not found: skipping tests/test_gpu_knobs.cu ($*)"; echo "0 passed, 0 failed" > $@; \
+	else $(RUN_CHECK) $@ "tests/test_gpu_knobs.cu, $(KNOBS_$*)" \
+	  sh -c '$(MAKE) --no-print-directory $(BUILD)/gpu-check/knobs_$* && $(BUILD)/gpu-check/knobs_$*'; fi
+GPU_KNOBS_RESULTS := $(TEST_RESULTS)/gpu_knobs_hd128.txt $(TEST_RESULTS)/gpu_knobs_min.txt
+.PHONY: test-gpu-knobs
+test-gpu-knobs: $(GPU_KNOBS_RESULTS)
+	@$(call sum_results,$^)
 SANITIZER      ?= compute-sanitizer
 CUOBJDUMP      ?= $(shell command -v cuobjdump 2>/dev/null || echo $(dir $(NVCC))cuobjdump)
 
