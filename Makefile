@@ -10,6 +10,9 @@ MAKEFLAGS += -j$(JOBS)
 
 # nvcc on PATH, else the CUDA toolkit's standard install folder.
 NVCC ?= $(shell command -v nvcc 2>/dev/null || { test -x /usr/local/cuda/bin/nvcc && echo /usr/local/cuda/bin/nvcc; })
+# GPU architectures: make test's and the GPU programs' (GPU section).
+GPU_ARCHS      ?= 80 90a
+GPU_ARCHS_ALL  := 80 86 89 90a
 
 WARN     := -Wall -Wextra -Wpedantic -Werror
 OPT      := -O2 -march=native
@@ -208,8 +211,6 @@ test-all-results: $(TEST_RESULTS)/gpu_compile.txt $(GPU_KNOBS_RESULTS) $(ALL_RES
 # (every GPU source); test-gpu / bench-gpu run on a machine with a GPU.
 NVCC_FLAGS     ?= -std=c++17 -O3 -lineinfo
 NVCC_WERROR    := -Werror all-warnings -Xcompiler -Wall,-Wextra,-Werror
-GPU_ARCHS      ?= 80 90a
-GPU_ARCHS_ALL  := 80 86 89 90a
 gencode         = $(foreach a,$(1),-gencode arch=compute_$(a),code=sm_$(a))
 GPU_BENCH_SOURCES := $(wildcard bench/*.cu) $(wildcard bench/micro/*.cu)
 GPU_SOURCES    := tests/test_gpu.cu tests/test_gpu_decode.cu tests/test_gpu_backward.cu $(wildcard examples/*.cu) \
