@@ -6,7 +6,10 @@ CC      ?= cc
 CXX     ?= c++
 BUILD   := build
 JOBS    := $(shell nproc 2>/dev/null || echo 2)
+# (parallel by default; a sub-make shares its parent's job slots)
+ifeq ($(MAKELEVEL),0)
 MAKEFLAGS += -j$(JOBS)
+endif
 
 # nvcc on PATH, else the CUDA toolkit's standard install folder.
 NVCC ?= $(shell command -v nvcc 2>/dev/null || { test -x /usr/local/cuda/bin/nvcc && echo /usr/local/cuda/bin/nvcc; })
