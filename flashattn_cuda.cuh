@@ -772,12 +772,21 @@ static __device__ __forceinline__ void fa__store_o_lse(const fa__fwd_params &p,
     fa__store_o_rows<BF16, MT, NO>(p, acc_o, inv, go, wrow0, sq, g, t);
 }
 
-/* One CTA of the kernel (fa__fwd_kernel_sm80, >>gpu-host). S, O~: per
-   warp, MT row tiles of 16; per thread, [MT][tiles][4] floats in the
-   C-fragment layout (course item 5). */
+/* on_sm90: whether a GPU of compute capability 9.0 or later launches this
+   tile shape (>>gpu-host, after the shapes' table). */
+template <int D, int BM, int BN, int WARPS> struct fa__sm80_shape_used;
+
+/* S, O~: per warp, MT row tiles of 16; per thread, [MT][tiles][4] floats in
+   the C-fragment layout (course item 5). */
 template <bool BF16, int D, int BM, int BN, int WARPS, bool EXTRAS>
-static __device__ __forceinline__ void fa__fwd_cta_sm80(const fa__fwd_params &p)
+__global__ void __launch_bounds__(WARPS * 32)
+fa__fwd_kernel_sm80(const fa__fwd_params p)
 {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    /* a shape only sm_80 / sm_86 / sm_89 launch: no code for sm_90 and later
+       (a third of the sm_80 kernels' compile time for sm_90a) */
+    if (!fa__sm80_shape_used<D, BM, BN, WARPS>::on_sm90) return;
+#endif
     constexpr int NT = WARPS * 32;     /* threads */
     constexpr int MT = BM / (16 * WARPS); /* 16-row tiles per warp */
     constexpr int NS = BN / 8;          /* 8-key tiles of S per row tile */
@@ -2581,23 +2590,12 @@ typedef struct fa__gpu {
     int family, smem_optin, sms;
 } fa__gpu;
 
-/* The sm_80 kernel. Its code for sm_90 and later (run where the family is
-   0 or 3) leaves out the shapes that only families 1 and 2 launch: they
-   were a third of the sm_80 kernels' compile time for sm_90a. */
-template <int D> struct fa__family0_shape {
-    static constexpr int bm = fa__config_for(D, 0).bm, bn = fa__config_for(D, 0).bn,
-                         warps = fa__config_for(D, 0).warps;
+/* (for fa__fwd_kernel_sm80: a device of compute capability 9.0 or later
+   runs family 0's shapes, see fa__gpu's family in fa_forward_cuda) */
+template <int D, int BM, int BN, int WARPS> struct fa__sm80_shape_used {
+    static constexpr bool on_sm90 =
+        fa__config_for(D, 0).bm == BM && fa__config_for(D, 0).bn == BN && fa__config_for(D, 0).warps == WARPS;
 };
-template <bool BF16, int D, int BM, int BN, int WARPS, bool EXTRAS>
-__global__ void __launch_bounds__(WARPS * 32) fa__fwd_kernel_sm80(const fa__fwd_params p)
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    using F0 = fa__family0_shape<D>;
-    if constexpr (F0::bm != BM || F0::bn != BN || F0::warps != WARPS) return;
-    else
-#endif
-        fa__fwd_cta_sm80<BF16, D, BM, BN, WARPS, EXTRAS>(p);
-}
 
 /* Launch one instantiation: check its shared memory against the device's
    opt-in limit, raise the kernel's own limit (needed above 48 KB), launch. */
