@@ -12,6 +12,9 @@
 #                                          alone); wall times then include
 #                                          some sharing of memory bandwidth
 #   ARCH=80 / BASE=<rev> / NVCC=<path> / OUT=<dir> (build/compile-time)
+#   BASE_DIR=<dir>                         the base tree's two headers from this
+#                                          folder instead of `git show` (a copy
+#                                          without .git, as on the device machine)
 #
 # Prints a markdown table: wall seconds and CPU seconds (user + sys, all of
 # nvcc's child processes) per row and tree. Compiles with -c (no link), -O3,
@@ -46,7 +49,7 @@ row_spec() {
 
 rm -rf "$OUT" && mkdir -p "$OUT/base" "$OUT/new" "$OUT/tu" "$OUT/times"
 for f in flashattn.h flashattn_cuda.cuh; do
-    git show "$BASE:$f" > "$OUT/base/$f"
+    if [ -n "${BASE_DIR:-}" ]; then cp "$BASE_DIR/$f" "$OUT/base/$f"; else git show "$BASE:$f" > "$OUT/base/$f"; fi
     cp "$f" "$OUT/new/$f"
 done
 src=$(pwd)/examples/gpu_simple.cu
@@ -78,7 +81,7 @@ compile() {
 }
 
 echo "compile_time.sh: $(nproc) CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')), $("$NVCC" --version | tail -n 1)" >&2
-echo "sm_$ARCH, rows: $ROWS; trees: $TREES (base = $BASE); PAR=$PAR" >&2
+echo "sm_$ARCH, rows: $ROWS; trees: $TREES (base = ${BASE_DIR:-$BASE}); PAR=$PAR" >&2
 running=0
 for r in $ROWS; do
     for t in $TREES; do
@@ -100,7 +103,8 @@ cell() { # ROW TREE -> "wall | cpu"
 echo
 echo "nvcc -std=c++17 -O3 -gencode arch=compute_$ARCH,code=sm_$ARCH -c examples/gpu_simple.cu, $(nproc) CPUs, $(date -u +%Y-%m-%d)"
 echo
-echo "| row | macros | flags | $BASE: wall s | $BASE: CPU s | this tree: wall s | this tree: CPU s |"
+b=${BASE_DIR:-$BASE}
+echo "| row | macros | flags | $b: wall s | $b: CPU s | this tree: wall s | this tree: CPU s |"
 echo "| --- | --- | --- | ---: | ---: | ---: | ---: |"
 for r in $ROWS; do
     spec=$(row_spec "$r"); macros=${spec%%|*}; flags=${spec#*|}
