@@ -37,6 +37,7 @@ help:
 	@echo 'make test-cpu | test-compile | test-sanitize | test-gpu-compile | test-neon'
 	@echo '                    one part of the above'
 	@echo 'make test-gpu       on a machine with a GPU: the GPU tests, the sanitizers, SASS checks'
+	@echo '                    (test-gpu-hd256: the backward test built with FLASHATTN_HEAD_DIMS=256)'
 	@echo 'make examples-check the CPU examples, run;  make examples-gpu: the GPU example'
 	@echo 'make bench          the CPU benchmark into build/bench/ (RECORD=1: into bench/results/)'
 	@echo 'make bench-gpu      the GPU benchmarks (a GPU and PyTorch; RECORD=1 as above)'
@@ -264,6 +265,15 @@ $(BUILD)/test_gpu_backward_emu: tests/test_gpu_backward.cu tests/emu_cuda.h $(BU
 .PHONY: test-gpu-emu
 test-gpu-emu: $(BUILD)/test_gpu_backward_emu
 	FA_QUICK=1 $(BUILD)/test_gpu_backward_emu
+
+# The backward test with one head dim compiled, 256: every head dim runs on
+# the d256 kernels (FLASHATTN_HEAD_DIMS: the next compiled size up). On a GPU:
+# make test-gpu-hd256.
+$(BUILD)/test_gpu_backward_hd256: tests/test_gpu_backward.cu tests/reference.h tests/test_util.h flashattn.h flashattn_cuda.cuh | $(BUILD)
+	$(NVCC) $(NVCC_FLAGS) -DFLASHATTN_HEAD_DIMS=256 $(call gencode,$(GPU_ARCHS)) $< -o $@
+.PHONY: test-gpu-hd256
+test-gpu-hd256: $(BUILD)/test_gpu_backward_hd256
+	$(BUILD)/test_gpu_backward_hd256
 
 $(BUILD)/test_gpu_decode: tests/test_gpu_decode.cu tests/reference.h tests/test_util.h flashattn.h flashattn_cuda.cuh | $(BUILD)
 	$(NVCC) $(NVCC_FLAGS) $(call gencode,$(GPU_ARCHS)) $< -o $@
