@@ -190,6 +190,58 @@ GPU_CHECK_RESULTS := $(foreach a,$(GPU_ARCHS),$(TEST_RESULTS)/gpu_check_$(a).txt
 ALL_RESULTS      := $(GPU_CHECK_RESULTS) $(CPU_RESULTS) $(COMPILE_CHECKS) $(SANITIZE_RESULTS) \
                     $(TEST_RESULTS)/neon_compile.txt
 
+# The headers carry no dates, "UTC" or commit hashes (tests/check_headers.sh):
+# measurements and their history live in bench/results/LOG.md and docs/NOTES.md.
+$(TEST_RESULTS)/check_headers.txt: tests/check_headers.sh flashattn.h flashattn_cuda.cuh FORCE | $(TEST_RESULTS)
+	@$(RUN_CHECK) $@ "tests/check_headers.sh (no dates, UTC or commit hashes in the headers)" sh tests/check_headers.sh
+ALL_RESULTS += $(TEST_RESULTS)/check_headers.txt
+
+# ---- examples run, argument fuzzing, the _cuda calls' arguments (issue 47) ----
+#   examples.txt   every CPU example built as `make examples` builds it, and
+#                  the self-checking ones with ASan + UBSan, run, and what
+#                  each prints checked (tests/run_examples.sh)
+#   fuzz.txt       tests/fuzz_args.c for FUZZ_SECONDS (30 s): libFuzzer under
+#                  ASan + UBSan when clang has it, else the seeded random
+#                  driver under ASan + UBSan; `make fuzz SECONDS=n` runs longer
+#   gpu_check_<arch>.txt  tests/test_cuda_args.cu, make test's GPU unit
+#                  (GPU_CHECK_TU: one nvcc unit per architecture, the default
+#                  macros, every head dim): every _cuda call and workspace
+#                  query with its pointers unreadable by the host; no GPU
+#                  needed; skipped without nvcc
+FUZZ_SECONDS  ?= 30
+SECONDS       ?= 300
+EXAMPLES_RUN  := cpu_simple online_softmax decode_paged demo
+EXAMPLES_SAN  := cpu_simple online_softmax decode_paged
+FUZZ_DEPS     := tests/fuzz_args.c flashattn.h tests/run_fuzz.sh
+
+$(BUILD)/examples-san/%: examples/%.c flashattn.h
+	@mkdir -p $(@D)
+	$(CC) $(WARN) $(SAN_FLAGS) -I. $< -lm -o $@
+
+$(TEST_RESULTS)/examples.txt: $(addprefix $(BUILD)/examples/,$(EXAMPLES_RUN)) \
+                              $(addprefix $(BUILD)/examples-san/,$(EXAMPLES_SAN)) tests/run_examples.sh FORCE | $(TEST_RESULTS)
+	@$(RUN_CHECK) $@ "examples, run and their output checked" env $(SAN_ENV) sh tests/run_examples.sh \
+	  $(BUILD)/examples $(BUILD)/examples-san
+
+# libFuzzer's build can fail (a clang without it): then the file is absent and
+# tests/run_fuzz.sh runs the random driver instead.
+$(BUILD)/fuzz_args_lf: $(FUZZ_DEPS) | $(BUILD)
+	@if [ -n "$(CLANG)" ] && $(CLANG) -std=c99 $(WARN) -Wno-pedantic -DFUZZ_LIBFUZZER -fsanitize=fuzzer $(SAN_FLAGS) \
+	     tests/fuzz_args.c -lm -o $@ > $@.log 2>&1; then echo "built $@ (libFuzzer)"; \
+	 else rm -f $@; echo "no libFuzzer (see $@.log): tests/run_fuzz.sh uses the random driver"; fi
+$(BUILD)/fuzz_args: $(FUZZ_DEPS) | $(BUILD)
+	$(CC) -std=c99 $(WARN) $(SAN_FLAGS) tests/fuzz_args.c -lm -o $@
+
+$(TEST_RESULTS)/fuzz.txt: $(BUILD)/fuzz_args_lf $(BUILD)/fuzz_args FORCE | $(TEST_RESULTS)
+	@$(RUN_CHECK) $@ "fuzz_args ($(FUZZ_SECONDS) s)" env $(SAN_ENV) sh tests/run_fuzz.sh $(FUZZ_SECONDS) \
+	  $(BUILD)/fuzz_args_lf $(BUILD)/fuzz_args $(BUILD)/fuzz_corpus
+
+.PHONY: fuzz
+fuzz: $(BUILD)/fuzz_args_lf $(BUILD)/fuzz_args
+	@env $(SAN_ENV) sh tests/run_fuzz.sh $(SECONDS) $(BUILD)/fuzz_args_lf $(BUILD)/fuzz_args $(BUILD)/fuzz_corpus
+
+ALL_RESULTS += $(TEST_RESULTS)/examples.txt $(TEST_RESULTS)/fuzz.txt
+
 # Sum result files; the last line printed is "N passed, M failed".
 sum_results = for f in $(1); do tail -n 1 $$f; done | \
   awk '{p += $$1; f += $$3} END {printf "%d passed, %d failed\n", p, f; exit (f > 0)}'
@@ -220,7 +272,7 @@ GPU_BENCH_SOURCES := $(wildcard bench/*.cu) $(wildcard bench/micro/*.cu)
 GPU_SOURCES    := tests/test_gpu.cu tests/test_gpu_decode.cu tests/test_gpu_backward.cu $(wildcard examples/*.cu) \
                   $(GPU_BENCH_SOURCES)
 # make test's GPU translation unit: the implementation with the default macros.
-GPU_CHECK_TU   ?= tests/test_gpu_build.cu
+GPU_CHECK_TU   ?= tests/test_cuda_args.cu
 gpu_check_bin   = $(BUILD)/gpu-check/sm_$(1)/$(basename $(notdir $(GPU_CHECK_TU)))
 define GPU_CHECK_RULE
 $(call gpu_check_bin,$(1)): $(GPU_CHECK_TU) flashattn.h flashattn_cuda.cuh $(wildcard tests/*.h)
@@ -339,9 +391,10 @@ gpu_compile_oks = $(foreach a,$(1),$(foreach s,$(GPU_SOURCES),$(BUILD)/gpu-compi
 gpu_arch_sources = $(if $(filter 90a,$(1)),$(GPU_SOURCES),examples/gpu_simple.cu)
 gpu_check_oks = $(foreach a,$(1),$(foreach s,$(call gpu_arch_sources,$(a)),$(BUILD)/gpu-compile/$(a)/$(basename $(notdir $(s))).ok))
 
-# The sm_90a forward's ablation builds (README, "How the sm_90a forward got
-# there"), so that the code behind its macros keeps compiling cleanly: tma (TMA
-# + wgmma alone) and nows (all but warp specialization), d 64 only, sm_90a.
+# The sm_90a forward's ablation builds (bench/results/LOG.md, "How the sm_90a
+# forward got there"), so that the code behind its macros keeps compiling
+# cleanly: tma (TMA + wgmma alone) and nows (all but warp specialization),
+# d 64 only, sm_90a.
 ABLATION_tma  := -DFA__SM90_WARPSPEC=0 -DFA__SM90_PINGPONG=0 -DFA__SM90_OVERLAP=0 -DFA__SM90_PERSISTENT=0
 ABLATION_nows := -DFA__SM90_WARPSPEC=0
 define ABLATION_RULE

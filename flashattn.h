@@ -13,9 +13,13 @@
      4. The API in call order ............... this block
      5. Semantics ........................... this block
      6. What it does not do ................. this block
-     7. Performance and accuracy ............ this block
+     7. Performance and accuracy ............ this block (points to README)
+     8. References .......................... this block
      >>api           public declarations
-     >>impl          implementation (under FLASHATTN_IMPLEMENTATION)
+     >>impl          implementation (under FLASHATTN_IMPLEMENTATION); on a first
+                     read go straight to >>impl-softmax, >>impl-forward's
+                     loop, >>impl-backward: the rest is fenced "SKIP ON
+                     FIRST READ"
      >>impl-util     status, errors, allocation, threads
      >>impl-convert  f16 / bf16 <-> f32 conversion
      >>impl-philox   dropout random numbers
@@ -78,6 +82,7 @@
                                when compiled by nvcc.
      GPU macros (FLASHATTN_BLOCK_M, FLASHATTN_BLOCK_N, FLASHATTN_WARPS,
      FLASHATTN_HEAD_DIMS, ...) are listed at the top of flashattn_cuda.cuh.
+     Names that begin FA__ or fa__ are internal: not configuration.
 
    ============================================================================
    3. GLOSSARY
@@ -137,6 +142,34 @@
    [heads_q, total_q], total_q = cu_seqlens_q[batch].
    f16/bf16 tensors are read and written in that type; arithmetic is fp32.
    The same inputs give bit-identical outputs run to run, on any thread count.
+   Empty sequences: batch, seqlen_q and seqlen_k (maxima; for decode the
+   cache capacity) must be >= 1, but one sequence may be empty: a length of
+   0 in cu_seqlens_q/k, or seqlens_k[b] = 0. Its query rows (no key in use,
+   or every key masked) give O = 0, L = -inf and dQ = 0; keys that no query
+   sees get dK = dV = 0; a sequence with no queries has no O or L rows.
+   Dtypes: on the CPU each view carries its own dtype, any mix of f32, f16
+   and bf16 in one call. On the GPU all views of a call share one dtype, f16
+   or bf16; a mix is refused.
+   Scale: any finite value, 0 = 1/sqrt(head_dim); with a softcap, |scale| /
+   softcap must be at least FLT_MIN (the CPU folds it into Q). The backward
+   applies the scale once to the finished sums, so a tiny scale does not
+   underflow dK.
+   Memory the host reads. The CPU calls read every pointer on the host. The
+   _cuda calls and their workspace queries read on the host only the structs
+   (fa_problem, fa_tensor) and never what a pointer in them points to:
+   alibi_slopes, cu_seqlens_q/k, seqlens_k, block_table, the tensors, lse
+   and the workspace are device memory there, and their contents are not
+   checked (section 6). fa_problem_resolve and the CPU workspace queries do
+   read and check alibi_slopes, cu_seqlens_q/k, seqlens_k and block_table:
+   for a problem whose arrays are on the device ask the _cuda query.
+   Aliasing: an output (o, lse, dq, dk, dv, decode's o and lse) must share no
+   element with an input or another output; views that interleave without
+   sharing elements are fine (q, k, v, or dq, dk, dv, as slices of one packed
+   qkv tensor). Only fa_merge checks this: it works in place with o ==
+   o_parts (split 0's slot) and lse == lse_parts and refuses any other
+   overlap. fa_decode writes k_cache / v_cache (the appended rows), so
+   k_new / v_new must not overlap them.
+   A call that fails writes nothing: every check runs before the first write.
 
    ============================================================================
    6. WHAT IT DOES NOT DO
@@ -151,40 +184,35 @@
    ============================================================================
    7. PERFORMANCE AND ACCURACY
    ============================================================================
-   Every table in full in README.md and bench/results/.
-   CPU, AMD EPYC with 2 logical CPUs (AVX-512), gcc 12 -O3 -march=native
-   -fopenmp, fp32, d 128, seqlen 4096, 8 heads, 2 threads; % of the FMA peak
-   measured in the same run (2026-11-23 14:47 UTC, quiet machine, 442
-   GFLOP/s): forward 335 GFLOP/s (76%), causal 282 (64%); backward 209
-   (47%). Decode from an f16 cache (d 64 and 128, 32/8 heads, 256 MiB),
-   walking the cache in address order, same run: 1 thread 16.3-16.5 GB/s,
-   72-73% of the read bandwidth measured beside it; 2 threads 34.0-34.8
-   GB/s, 78-79% (goal 70%). Alternating with the previous decode code in
-   one session: 76-81% against 56-61%. (Before it read K/V in place,
-   2026-11-22: 5 GB/s, 10-18%.)
-   GPU, NVIDIA H100 80GB HBM3, bf16, FA3-paper grid, beside PyTorch 2.11 SDPA
-   measured in the same run (the contenders interleaved rep by rep, the GPU's
-   time alone, medians):
-     forward (the sm_90a kernel; 2026-11-27 12:29 UTC, bf16 matmul ceiling
-     in the same run 801 TFLOP/s): 1.48-2.86x SDPA-flash, 0.93-1.26x
-     SDPA-cuDNN. Seqlen 16k non-causal: d64 563 TFLOP/s (1.87x flash,
-     1.16x cuDNN), d128 708 (2.13x, 1.07x), d256 827 (2.71x, 1.13x);
-     causal: d128 692 (1.10x cuDNN), d256 817 (1.26x). At d128 and d256
-     every point from 2k tokens is at 1.01x cuDNN or more; d64 non-causal
-     and causal 512-1k (1.53-1.599x flash, 0.96-1.05x cuDNN) and d256
-     causal 512 (1.48x flash) are under the 1.6x-flash goal (README.md
-     says why).
-     backward (2026-11-24 16:30 UTC): 0.88-1.09x SDPA-flash at d64,
-     0.97-1.24x at d128, 0.88-1.00x at d256; SDPA-cuDNN is faster.
-     decode (2026-11-24 23:26 UTC), 32/8 heads d128: 1.00-1.22x SDPA-cuDNN,
-     up to 3144 GB/s of K+V read; paged (page 16): 0.95-0.98x of contiguous.
-   Accuracy: CPU f32 forward within 2.4e-7 (max abs) of a naive 3-pass fp32
-   attention at d128, 4k (the benchmark's check);
-   GPU bf16 forward within 7.8e-3 max abs of SDPA-flash (2026-11-25 17:22
-   UTC; once 1.6e-2, d256 causal 512 at 14:45: bf16's step between 2 and
-   4);
-   tests' tolerances per dtype in tests/ (largest error / tolerance: f32
-   0.13, f16 0.34, bf16 0.58).
+   README.md, "Performance": one current table per area (GPU forward,
+   backward and decode, CPU), each beside PyTorch SDPA or the machine's
+   measured peak in the same run, with its device, date and result file in
+   bench/results/ (whose LOG.md is the history of every run). Accuracy: the
+   tests compare every path with an fp64 reference at per-dtype tolerances
+   (tests/); the headers hold no measurements that could go stale.
+
+   ============================================================================
+   8. REFERENCES (cited by name in the comments)
+   ============================================================================
+     online softmax   M. Milakov, N. Gimelshein, "Online normalizer
+                      calculation for softmax", 2018: the running max m and
+                      sum l, rescaled by exp(m_old - m_new).
+     FlashAttention   T. Dao, D. Y. Fu, S. Ermon, A. Rudra, C. Re,
+                      "FlashAttention: Fast and Memory-Efficient Exact
+                      Attention with IO-Awareness", 2022 (Alg. 1 forward,
+                      Alg. 2 with dropout, Alg. 4 backward by recomputation;
+                      its appendix derives the softmax gradient).
+     FlashAttention-2 T. Dao, "FlashAttention-2: Faster Attention with Better
+                      Parallelism and Work Partitioning", 2023: the Q tile in
+                      the outer loop, the unscaled O~ with one final rescale,
+                      L as the saved statistic, Q split across warps.
+     FlashAttention-3 J. Shah, G. Bikshandi, Y. Zhang, V. Thakkar, P. Ramani,
+                      T. Dao, "FlashAttention-3: Fast and Accurate Attention
+                      with Asynchrony and Low-precision", 2024: TMA, wgmma,
+                      warp specialization, pingpong (flashattn_cuda.cuh).
+     Flash-Decoding   T. Dao, D. Haziza, F. Massa, G. Sizov, "Flash-Decoding
+                      for long-context inference", 2023: split-KV and the
+                      log-sum-exp combine.
 */
 
 #ifndef FLASHATTN_H
@@ -258,15 +286,16 @@ typedef struct fa_tensor {
    every zero field means the default written beside it. */
 typedef struct fa_problem {
     int batch;      /* number of sequences (required, >= 1) */
-    int seqlen_q;   /* queries per sequence; with cu_seqlens_q, the maximum */
-    int seqlen_k;   /* keys per sequence; with cu_seqlens_k, the maximum;
-                       for decode, the cache capacity per sequence */
+    int seqlen_q;   /* queries per sequence (>= 1); with cu_seqlens_q, the maximum */
+    int seqlen_k;   /* keys per sequence (>= 1); with cu_seqlens_k, the maximum;
+                       for decode, the cache capacity per sequence. An empty
+                       sequence: see "Empty sequences" in section 5. */
     int heads_q;    /* query heads (required) */
     int heads_kv;   /* key/value heads; 0 = heads_q. heads_q % heads_kv == 0
                        (GQA; 1 = MQA). Query head h reads KV head h / (heads_q/heads_kv). */
     int head_dim;   /* d of Q and K, 1..256 */
     int head_dim_v; /* d of V and O; 0 = head_dim */
-    float scale;    /* 0 = 1/sqrt(head_dim). Must be finite. */
+    float scale;    /* 0 = 1/sqrt(head_dim). Must be finite (section 5). */
 
     int causal;         /* nonzero: causal, bottom-right aligned */
     int sliding_window; /* nonzero: use window_left / window_right */
@@ -283,8 +312,9 @@ typedef struct fa_problem {
        seqlen_k. For decode: the cache length BEFORE the new tokens. */
     const int32_t *seqlens_k;
 
-    /* Paged KV cache (decode): K/V views index a pool of pages
-       [num_pages, page_size, heads_kv, dim] (batch_stride = page stride);
+    /* Paged KV cache (decode only; forward and backward refuse it): K/V
+       views index a pool of pages [num_pages, page_size, heads_kv, dim]
+       (batch_stride = page stride);
        token n of sequence b is at page block_table[b * pages_per_seq + n / page_size],
        row n % page_size. NULL = contiguous cache. */
     const int32_t *block_table;
@@ -350,14 +380,16 @@ FLASHATTN_DEF fa_status fa_decode(const fa_problem *p, fa_tensor q, fa_tensor k_
 /* Merge num_splits partial results of the same rows, each normalized within
    its split: o_parts [num_splits, rows, dim], lse_parts [num_splits, rows]
    -> o [rows, dim], lse [rows] (may be NULL). A split with lse = -inf has no
-   weight; rows with no weight anywhere give o = 0, lse = -inf. */
+   weight; rows with no weight anywhere give o = 0, lse = -inf. In place:
+   o == o_parts and lse == lse_parts; any other overlap is refused. */
 FLASHATTN_DEF fa_status fa_merge(int num_splits, int64_t rows, int dim,
                                  const float *o_parts, const float *lse_parts,
                                  float *o, float *lse);
 
 /* ---- GPU (defined when the implementation file is compiled by nvcc) --------
-   Same arguments as the CPU calls, all pointers in device memory, plus the
-   CUDA stream as void* (NULL = default stream). Stream-ordered: no host
+   Same arguments as the CPU calls, all pointers in device memory (the host
+   never reads through them, section 5), plus the CUDA stream as void*
+   (NULL = default stream). Stream-ordered: no host
    synchronization; a workspace not given is allocated stream-ordered.
    A workspace size holds for the problem and device it was asked for: ask
    with the same fa_problem the call gets (for decode, block_table set or
@@ -396,6 +428,15 @@ FLASHATTN_DEF fa_status fa_decode_cuda(const fa_problem *p, fa_tensor q, fa_tens
 #ifndef FLASHATTN_IMPLEMENTATION_DONE
 #define FLASHATTN_IMPLEMENTATION_DONE
 
+/* ############################################################################
+   SKIP ON FIRST READ: from here to >>impl-softmax is plumbing (status codes
+   and messages, allocation, the parallel-for, f16/bf16 conversion, Philox,
+   argument validation). The course is >>impl-softmax (fa__row_max ..
+   fa__softmax_finish), >>impl-forward's loop (fa__key_band ..
+   fa__forward_task), >>impl-backward, >>impl-merge and >>impl-decode; the
+   SIMD layer and the loads inside them are fenced the same way.
+   ############################################################################ */
+
 /* ============================================================================
    >>impl-util  status, errors, allocation, threads
    ============================================================================
@@ -407,6 +448,7 @@ FLASHATTN_DEF fa_status fa_decode_cuda(const fa_problem *p, fa_tensor q, fa_tens
 #include <stdarg.h>
 #include <stdio.h>
 #include <limits.h>
+#include <float.h>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -848,11 +890,16 @@ static fa_status fa__resolve(const char *fn, const fa_problem *p, fa_problem *r,
         return fa__fail(FA_ERROR_INVALID_ARGUMENT, "%s: " #field " (%d) must be >= 1", fn,     \
                         (int)x.field);
     FA__POSITIVE(batch)
-    FA__POSITIVE(seqlen_q)
-    FA__POSITIVE(seqlen_k)
     FA__POSITIVE(heads_q)
     FA__POSITIVE(head_dim)
 #undef FA__POSITIVE
+    /* the maxima (capacity) of every sequence; one sequence may be empty:
+       see "Empty sequences" in section 5 */
+    if (x.seqlen_q < 1 || x.seqlen_k < 1)
+        return fa__fail(FA_ERROR_INVALID_ARGUMENT,
+                        "%s: %s (%d) must be >= 1 (the maximum over the batch; an empty sequence is a "
+                        "length of 0 in cu_seqlens or seqlens_k)",
+                        fn, x.seqlen_q < 1 ? "seqlen_q" : "seqlen_k", x.seqlen_q < 1 ? x.seqlen_q : x.seqlen_k);
     if (x.heads_kv < 0)
         return fa__fail(FA_ERROR_INVALID_ARGUMENT, "%s: heads_kv (%d) is negative", fn, x.heads_kv);
     if (x.heads_kv == 0)
@@ -874,6 +921,12 @@ static fa_status fa__resolve(const char *fn, const fa_problem *p, fa_problem *r,
     if (!fa__isfinite(x.softcap) || x.softcap < 0.0f)
         return fa__fail(FA_ERROR_INVALID_ARGUMENT, "%s: softcap (%g) must be finite and >= 0", fn,
                         (double)x.softcap);
+    /* the CPU folds scale / softcap into Q; below FLT_MIN it loses bits that
+       dK = scale dS^T Q needs (>>impl-backward) */
+    if (x.softcap > 0.0f && fabs((double)x.scale / x.softcap) < FLT_MIN)
+        return fa__fail(FA_ERROR_INVALID_ARGUMENT,
+                        "%s: scale (%g) / softcap (%g) is below FLT_MIN: not representable as a normal float", fn,
+                        (double)x.scale, (double)x.softcap);
     if (x.sliding_window && (x.window_left < 0 || x.window_right < 0))
         return fa__fail(FA_ERROR_INVALID_ARGUMENT,
                         "%s: window_left (%d) / window_right (%d) must be >= 0", fn, x.window_left,
@@ -972,9 +1025,11 @@ static fa_status fa__check_tensor(const char *fn, const char *name, fa_tensor *t
         return fa__fail(FA_ERROR_INVALID_ARGUMENT, "%s: %s size overflows int64", fn, name);
     cnt[0] = nb; cnt[1] = ns; cnt[2] = nh;
     str[0] = t->batch_stride; str[1] = t->seq_stride; str[2] = t->head_stride;
-    for (a = 0; a < 3; ++a) /* sort the three dimensions by stride */
+    /* sort the three dimensions by stride; on a tie the one that is outer
+       in [batch, seq, heads] goes last, so that it is the one named */
+    for (a = 0; a < 3; ++a)
         for (c = a + 1; c < 3; ++c)
-            if (str[idx[c]] < str[idx[a]]) {
+            if (str[idx[c]] < str[idx[a]] || (str[idx[c]] == str[idx[a]] && idx[c] > idx[a])) {
                 int tmp = idx[a];
                 idx[a] = idx[c];
                 idx[c] = tmp;
@@ -1024,6 +1079,15 @@ static void fa__k_rows(const fa_problem *r, int host_arrays, int64_t *nb, int64_
     }
 }
 
+/* Paged K/V is decode's: forward and backward refuse a block_table. */
+static fa_status fa__no_block_table(const char *fn, const fa_problem *r)
+{
+    if (r->block_table)
+        return fa__fail(FA_ERROR_INVALID_ARGUMENT,
+                        "%s: block_table is set; paged K/V caches are read by decode only", fn);
+    return FA_OK;
+}
+
 static fa_status fa__check_forward(const char *fn, const fa_problem *p, fa_problem *r, fa_tensor *q,
                                    fa_tensor *k, fa_tensor *v, fa_tensor *o, const float *lse,
                                    int host_arrays)
@@ -1032,6 +1096,8 @@ static fa_status fa__check_forward(const char *fn, const fa_problem *p, fa_probl
     fa_status s = fa__resolve(fn, p, r, host_arrays);
     (void)lse; /* optional output, any pointer */
     if (s != FA_OK)
+        return s;
+    if ((s = fa__no_block_table(fn, r)) != FA_OK)
         return s;
     fa__q_rows(r, host_arrays, &qb, &qs);
     fa__k_rows(r, host_arrays, &kb, &ks);
@@ -1054,8 +1120,6 @@ static fa_status fa__check_backward(const char *fn, const fa_problem *p, fa_prob
         return s;
     if (!lse)
         return fa__fail(FA_ERROR_INVALID_ARGUMENT, "%s: lse is NULL (the forward's log-sum-exp is required)", fn);
-    if (r->block_table)
-        return fa__fail(FA_ERROR_UNSUPPORTED, "%s: block_table (paged K/V) has no backward", fn);
     fa__q_rows(r, host_arrays, &qb, &qs);
     fa__k_rows(r, host_arrays, &kb, &ks);
     if ((s = fa__check_tensor(fn, "dout", dout, qb, qs, r->heads_q, r->head_dim_v)) != FA_OK ||
@@ -1118,7 +1182,7 @@ static fa_status fa__check_decode(const char *fn, const fa_problem *p, fa_proble
    ============================================================================
    softmax(s)_j = exp(s_j - m) / l with m = max_j s_j and l = sum_j exp(s_j - m).
    The scores of a row arrive one key tile at a time, so keep a running m and
-   l for the tiles seen so far (seed 004). When tile t brings a larger
+   l for the tiles seen so far (online softmax). When tile t brings a larger
    maximum, every exp(s - m_old) already summed into l must become
    exp(s - m_new): multiply l by alpha = exp(m_old - m_new). The same alpha
    rescales the unscaled output accumulator O~ = sum_j exp(s_j - m) v_j, so
@@ -1132,6 +1196,8 @@ static fa_status fa__check_decode(const char *fn, const fa_problem *p, fa_proble
    A row whose keys are all masked has m = -inf; using 0 in place of m keeps
    exp2(-inf - 0) = 0 instead of exp2(-inf + inf) = NaN, so l stays 0 and the
    row ends as O = 0, L = -inf. */
+
+/* ---- SKIP ON FIRST READ: the SIMD layer, to fa__row_max below -------------- */
 
 /* ---- the vector width ------------------------------------------------------
    The hot loops are written ONCE over a float vector of FA__VW lanes: 16 with
@@ -1251,6 +1317,8 @@ static FLASHATTN__FORCEINLINE fa__vf fa__exp2_v(fa__vf x)
 }
 #endif
 
+/* ---- END OF THE SIMD LAYER: the online softmax step by step ---------------- */
+
 static float fa__row_max(const float *s, int n)
 {
     float mx = -INFINITY;
@@ -1350,14 +1418,17 @@ static void fa__softmax_finish(float *o, int dv, float m, float l, float *L)
    dot products (fa__dots_rows, fa__pv_rows).
 
    Why Br = 256 by default: every Q tile streams all of K and V through the
-   cache once, so K/V traffic is (sq / Br) x (size of K and V). Measured on a
-   2-core AVX2 machine at d = 128, Br = 64 spent about 40% of the forward
-   waiting on K/V loads; Br = 256 brings that under 10%. */
+   cache once, so K/V traffic is (sq / Br) x (size of K and V); a tall tile
+   keeps the forward off the K/V loads [cpu-br]. */
 
 #define FA__BR FLASHATTN_CPU_BR
 #define FA__BC FLASHATTN_CPU_BC
 #define FA__PAD(n) (((n) + 15) / 16 * 16)
 #define FA__FEW_ROWS 4 /* up to this many query rows: K, V read in place (decode) */
+
+/* ---- SKIP ON FIRST READ: the matrix product, row loads, the few-row (decode)
+   dot products, the call's context, scratch and tile loads, to fa__key_band,
+   where the forward loop above begins in code. ---------------------------- */
 
 /* ---- the matrix product --------------------------------------------------
    C[M, N] (+)= A[M, K] B[K, N], all row-major, N a multiple of 16. The
@@ -1851,9 +1922,8 @@ static void fa__pv_rows(int nr, fa_dtype dt, int dv, int nc, const float *P, int
    memory (the V rows of the same key). Portable loops: row to f32 in buf
    first.
    FA__HEAD_DIMS(n, CALL, ...) runs CALL(..., n) with n a constant for the
-   usual head sizes 64 and 128, so the loop over a row unrolls (measured
-   on Zen 5, 1 thread, with the V products of that time: d64 13.8 GB/s vs
-   13.0, d128 14.9 vs 14.7). */
+   usual head sizes 64 and 128, so the loop over a row unrolls (a few
+   percent faster [cpu-head-dims]). */
 #define FA__HEAD_DIMS(n, CALL, a_, b_)                                         \
     do {                                                                       \
         if ((n) == 64) {                                                       \
@@ -2230,7 +2300,7 @@ static void fa__kv_row_ptrs(const fa__attn *a, const fa_tensor *t, const fa__seq
 /* Rows of a K or V tile into X[nc, ldx] (ldx >= dim, padding zeroed).
    Even f32 V is copied: read in place, its rows sit heads * dv floats apart
    (4 KiB at 8 heads x 128), so the 16-column strips fa__gemm walks down
-   all fall in the same few L1 sets; measured, the copy is faster. */
+   all fall in the same few L1 sets; the copy is faster [cpu-kv-copy]. */
 static void fa__load_kv_tile(const fa__attn *a, const fa_tensor *t, int dim, const fa__seq *s, int h,
                              int n0, int nc, int n_end, float *X, int ldx)
 {
@@ -2243,6 +2313,8 @@ static void fa__load_kv_tile(const fa__attn *a, const fa_tensor *t, int dim, con
             x[k] = 0.0f;
     }
 }
+
+/* ---- END OF THE PLUMBING: the forward loop, tile by tile -------------------- */
 
 /* Keys [lo, hi) that at least one of the nr rows in w may see. */
 static void fa__key_band(const fa__attn *a, const fa__scratch *w, int nr, int sk, int n_lo, int n_hi,
@@ -2337,7 +2409,7 @@ static void fa__score_tile(const fa__attn *a, const fa__scratch *w, int r0, int 
 }
 
 /* Dropout on P (rows in w, keys n0 .. n0+nc-1): P <- P * Z, Z = 1/(1-p) for
-   kept elements, 0 for dropped ones (seed 000, Alg. 2 line 12). Also writes
+   kept elements, 0 for dropped ones (FlashAttention, Alg. 2 line 12). Also writes
    Z itself when Z is not NULL (the backward needs it for dP too). */
 static void fa__dropout_tile(const fa__attn *a, const fa__scratch *w, int b, int r0, int nr, int n0, int nc,
                              float *P, float *Z)
@@ -2569,7 +2641,7 @@ FLASHATTN_DEF fa_status fa_forward_workspace_size(const fa_problem *p, size_t *b
     fa_problem r;
     fa__attn a;
     fa_status s = fa__resolve("fa_forward_workspace_size", p, &r, 1);
-    if (s != FA_OK)
+    if (s != FA_OK || (s = fa__no_block_table("fa_forward_workspace_size", &r)) != FA_OK)
         return s;
     if (!bytes)
         return fa__fail(FA_ERROR_INVALID_ARGUMENT, "fa_forward_workspace_size: bytes is NULL");
@@ -2615,15 +2687,21 @@ FLASHATTN_DEF fa_status fa_forward(const fa_problem *p, fa_tensor q, fa_tensor k
 /* ============================================================================
    >>impl-backward  CPU backward (recomputation)
    ============================================================================
-   Seed 000, Alg. 4, in FlashAttention-2 form: P is never stored; each
+   FlashAttention, Alg. 4, in FlashAttention-2 form: P is never stored; each
    (Q tile, K tile) pair rebuilds it from the saved L:
        S = Q~ K_j^T (same masks, softcap, ALiBi)    P = exp(S - L)
        dV_j += (P o Z)^T dO_i                       Z = dropout multipliers
        dP = dO_i V_j^T
        dS = P o (dP o Z - D_i)                      D = rowsum(dO o O)
-       dS <- scale * dS * (1 - tanh^2)              (softcap derivative)
-       dK_j += dS^T Q_i        dQ_i += dS K_j
-   D = rowsum(dO o O) equals rowsum(P o dP) (seed 001), computed once per row.
+       dS <- dS * (1 - tanh^2)                      (softcap derivative)
+       dK_j += dS^T Q_i        dQ_i += dS K_j       (both times scale at the end)
+   The scale is applied once, to the finished sums: dK_j = scale dS^T Q is
+   formed from the Q~ = q_fold Q already in the tile, as (dS^T Q~) (scale /
+   q_fold), a factor near 1 (1 / log2 e, or softcap), so no intermediate is
+   smaller than dK itself: scaling dS and unfolding Q~ would underflow fp32
+   for scales near 1e-20 and below.
+   D = rowsum(dO o O) equals rowsum(P o dP) (FlashAttention's appendix),
+   computed once per row.
 
    Ownership decides the loop order. A task (b, KV head, K tile) owns its
    rows of dK and dV: it loops over the Q tiles of every query head of its
@@ -2665,7 +2743,7 @@ static void fa__bwd_load_rows(const fa__attn *a, const fa__seq *s, fa__scratch *
 }
 
 /* One (Q tile, K tile) pair: P into w->S, Z into w->Z (dropout), and
-   dS (times scale and the softcap derivative) into w->dP. Needs w->Kt,
+   dS (times the softcap derivative, not the scale) into w->dP. Needs w->Kt,
    w->Vt and the rows from fa__bwd_load_rows. */
 static void fa__bwd_pair(const fa__attn *a, fa__scratch *w, const fa__seq *s, int nr, int n0, int nc)
 {
@@ -2678,18 +2756,18 @@ static void fa__bwd_pair(const fa__attn *a, fa__scratch *w, const fa__seq *s, in
     fa__gemm(nr, bcp, a->dv_, w->dO, a->dvp, w->Vt, bcp, w->dP, bcp, 0, w->pack); /* dP = dO V_j^T */
     for (i = 0; i < nr; ++i) {
         const float *p = w->S + (size_t)i * bcp, *z = w->Z + (size_t)i * bcp, *t = w->T + (size_t)i * bcp;
-        float *ds = w->dP + (size_t)i * bcp, D = w->l[i], scale = a->r.scale;
+        float *ds = w->dP + (size_t)i * bcp, D = w->l[i];
         /* the plain case gets its own loop so that it vectorizes cleanly */
         if (!a->drop_thr && a->cap2 == 0.0f)
             for (c = 0; c < nc; ++c)
-                ds[c] = p[c] * (ds[c] - D) * scale;
+                ds[c] = p[c] * (ds[c] - D);
         else
             for (c = 0; c < nc; ++c) {
                 float dp = a->drop_thr ? ds[c] * z[c] : ds[c];
                 float g = p[c] * (dp - D);
                 if (a->cap2 != 0.0f)
                     g *= 1.0f - t[c] * t[c]; /* d/dx c tanh(x / c) */
-                ds[c] = g * scale;
+                ds[c] = g;
             }
         for (; c < bcp; ++c)
             ds[c] = 0.0f;
@@ -2724,7 +2802,7 @@ static void fa__backward_kv_task(void *ctx, int index, int worker)
     const fa_problem *r = &a->r;
     int nbk = r->batch * r->heads_kv, b = (index % nbk) / r->heads_kv, kvh = (index % nbk) % r->heads_kv;
     int n0 = (index / nbk) * FA__BC, cap, nc, nct, g, i, c, i0, ilo, ihi;
-    float unfold = 1.0f / a->q_fold; /* dK = dS^T Q = dS^T Q~ / q_fold */
+    float unfold = (float)((double)r->scale / a->q_fold); /* dK = scale dS^T Q = (dS^T Q~) scale / q_fold */
     fa__scratch w;
     fa__seq s;
     fa__seq_info(a, b, &s);
@@ -2802,8 +2880,13 @@ static void fa__backward_q_task(void *ctx, int index, int worker)
         fa__bwd_pair(a, &w, &s, nr, n0, nc);
         fa__gemm(nr, a->dp, nc, w.dP, a->bcp, w.K, a->dp, w.O, a->dp, 1, w.pack); /* dQ += dS K_j */
     }
-    for (i = 0; i < nr; ++i)
-        fa__store_row(fa__at(&a->dq, s.q_b, s.q_row0 + i0 + i, h), a->dq.dtype, a->d, w.O + (size_t)i * a->dp);
+    for (i = 0; i < nr; ++i) {
+        float *dq = w.O + (size_t)i * a->dp;
+        int c;
+        for (c = 0; c < a->d; ++c)
+            dq[c] *= a->r.scale; /* dQ = scale dS K */
+        fa__store_row(fa__at(&a->dq, s.q_b, s.q_row0 + i0 + i, h), a->dq.dtype, a->d, dq);
+    }
 }
 
 static size_t fa__backward_bytes(const fa__attn *a, int workers)
@@ -2818,7 +2901,7 @@ FLASHATTN_DEF fa_status fa_backward_workspace_size(const fa_problem *p, size_t *
     fa_problem r;
     fa__attn a;
     fa_status s = fa__resolve("fa_backward_workspace_size", p, &r, 1);
-    if (s != FA_OK)
+    if (s != FA_OK || (s = fa__no_block_table("fa_backward_workspace_size", &r)) != FA_OK)
         return s;
     if (!bytes)
         return fa__fail(FA_ERROR_INVALID_ARGUMENT, "fa_backward_workspace_size: bytes is NULL");
@@ -2881,13 +2964,13 @@ static void fa__merge_row(int nsplit, int dim, const float *o_parts, int64_t o_s
 {
     float M = -INFINITY, L;
     double sum = 0.0;
-    int s, c;
+    int s, c, first;
     for (s = 0; s < nsplit; ++s)
         if (lse_parts[s * lse_stride] > M)
             M = lse_parts[s * lse_stride];
-    for (c = 0; c < dim; ++c)
-        o[c] = 0.0f;
     if (M == -INFINITY) {
+        for (c = 0; c < dim; ++c)
+            o[c] = 0.0f;
         if (lse)
             *lse = -INFINITY;
         return;
@@ -2896,14 +2979,17 @@ static void fa__merge_row(int nsplit, int dim, const float *o_parts, int64_t o_s
         if (lse_parts[s * lse_stride] != -INFINITY)
             sum += exp((double)lse_parts[s * lse_stride] - M);
     L = (float)(M + log(sum));
-    for (s = 0; s < nsplit; ++s) {
+    for (s = 0, first = 1; s < nsplit; ++s) {
         const float *os = o_parts + s * o_stride;
         float ls = lse_parts[s * lse_stride], wgt;
         if (ls == -INFINITY)
             continue;
         wgt = (float)exp((double)ls - L);
+        /* the first split with weight sets o, so that o may be split 0's
+           own slot (in place): it is read before it is written */
         for (c = 0; c < dim; ++c)
-            o[c] += wgt * os[c];
+            o[c] = first ? wgt * os[c] : o[c] + wgt * os[c];
+        first = 0;
     }
     if (lse)
         *lse = L;
@@ -2917,6 +3003,13 @@ typedef struct fa__merge_ctx {
 } fa__merge_ctx;
 
 #define FA__MERGE_ROWS 256 /* rows per merge task */
+
+/* Do the byte ranges [a, a + an) and [b, b + bn) share a byte? */
+static int fa__overlap(const void *a, size_t an, const void *b, size_t bn)
+{
+    uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
+    return an > 0 && bn > 0 && x < y + bn && y < x + an;
+}
 
 static void fa__merge_task(void *ctx, int index, int worker)
 {
@@ -2949,6 +3042,21 @@ FLASHATTN_DEF fa_status fa_merge(int num_splits, int64_t rows, int dim, const fl
                         !o_parts ? "o_parts" : !lse_parts ? "lse_parts" : "o");
     if ((s = fa__task_count(fn, (rows + FA__MERGE_ROWS - 1) / FA__MERGE_ROWS, &ntasks)) != FA_OK)
         return s;
+    { /* in place means o == o_parts (split 0's slot) or lse == lse_parts; any
+         other shared byte between an output and an input is refused */
+        size_t ob = (size_t)(rows * dim) * sizeof(float), lb = (size_t)rows * sizeof(float);
+        size_t opb = ob * (size_t)num_splits, lpb = lb * (size_t)num_splits;
+        const char *bad = o != o_parts && fa__overlap(o, ob, o_parts, opb) ? "o overlaps o_parts"
+                          : fa__overlap(o, ob, lse_parts, lpb)            ? "o overlaps lse_parts"
+                          : !lse                                          ? NULL
+                          : lse != lse_parts && fa__overlap(lse, lb, lse_parts, lpb) ? "lse overlaps lse_parts"
+                          : fa__overlap(lse, lb, o_parts, opb)            ? "lse overlaps o_parts"
+                          : fa__overlap(lse, lb, o, ob)                   ? "lse overlaps o"
+                                                                          : NULL;
+        if (bad)
+            return fa__fail(FA_ERROR_INVALID_ARGUMENT,
+                            "%s: %s (in place is o == o_parts and lse == lse_parts only)", fn, bad);
+    }
     m.nsplit = num_splits;
     m.dim = dim;
     m.rows = rows;
@@ -2968,7 +3076,7 @@ FLASHATTN_DEF fa_status fa_merge(int num_splits, int64_t rows, int dim, const fl
 
    1. Append: k_new / v_new rows go to cache positions seqlens_k[b] ... (after
       every argument has been checked, so a failing call writes nothing).
-   2. Split-KV (flash-decoding, seed 000): with few query rows, one task per
+   2. Split-KV (Flash-Decoding): with few query rows, one task per
       (b, head) leaves most workers idle and a long cache in one task's
       hands. So the keys of each sequence are cut into num_splits ranges and
       one task = (b, split). The task takes ALL query heads and all sq
@@ -3045,11 +3153,9 @@ static fa__scratch fa__scratch_from_row(const fa__attn *a, const fa__scratch *w,
 
 /* Keys per decode tile: FA__BC, halved while one tile of all KV heads
    (K and V) is larger than FA__DECODE_AHEAD bytes, so that a tile's V
-   prefetched during its dot pass (fa__decode_tile_few) is still in L2 (1
-   MiB on the Zen 5 this was measured on) when it is summed. Long tiles
-   pay: each tile restarts the K and the V stream and runs the softmax
-   bookkeeping once per row (measured, d64 1 thread, % of the read
-   bandwidth: 16 keys 47%, 32 57%, 64 64%, 128 67%). */
+   prefetched during its dot pass (fa__decode_tile_few) is still in L2 when
+   it is summed, and no further: each tile restarts the K and V streams and
+   the softmax bookkeeping, so short tiles cost [cpu-decode-tile]. */
 #define FA__DECODE_AHEAD (512 << 10)
 static int fa__decode_tile(const fa__attn *a)
 {
@@ -3066,27 +3172,15 @@ static int fa__decode_tile(const fa__attn *a)
    are the same tokens, so the rows that see the tile are the same range
    [r0, r1) within each head.
    Why the loops run over keys outside and heads inside (fa__dots_heads):
-   on the Zen 5 this was measured on, one core streams only what its
-   hardware prefetcher sees as a stream, and that takes misses in address
-   order. A bare f16 read of the cache (d128, 8 KV heads, 1 thread) ran at
-   30-38 GB/s key by key with all heads of a key together, 11-12 GB/s
-   head by head (128 rows 2 KiB apart, the order of fa__attend_tile),
-   6-11 GB/s with 2 or 4 keys of a head together, and software prefetch
-   (any hint, one tile ahead, per row or the whole tile in address order)
-   did not change the head-by-head rate. The price: a key's dot products
-   finish with one horizontal sum per head (fa__dot_col).
+   one core streams only what its hardware prefetcher sees as a stream, in
+   address order; head by head (rows 2 KiB apart) reads about 3x slower,
+   and software prefetch does not help [cpu-decode-order]. The price: a
+   key's dot products finish with one horizontal sum per head (fa__dot_col).
    V: summing key by key would update O~ in L1 (load, FMA, store per
    vector) instead of in registers. Instead the dot pass requests each V
    row from memory right after the dot product of its key and head, i.e.
    in address order, and the V pass then runs head by head with O~ strips
-   in registers (fa__pv_rows) on rows already in cache. Measured (% of the
-   read bandwidth measured in the same process, medians of runs that
-   alternate the variants, 1 thread): d64 68-78% vs 62-65% for V key by
-   key, d128 74-80% vs 60-68% (2 threads: d64 67-74% vs
-   61-72%, d128 76-79% vs 65-72%). (Requesting the next tile's K the same
-   way during the V pass, so that both passes run head by head: 42-50%.
-   Reading the next tile's K interleaved with this tile's V, key by key:
-   25-30%.) */
+   in registers (fa__pv_rows) on rows already in cache [cpu-decode-order]. */
 static void fa__decode_tile_few(const fa__attn *a, fa__scratch *w, const fa__seq *s, int nr, int rph, int n0,
                                 int nc)
 {

@@ -6,26 +6,47 @@
    fa__dropout_keep, ...), which are defined just before the #include.
 
    ============================================================================
-   CONTENTS (search for the tag)
+   CONTENTS (search for the tag; each is one jump)
    ============================================================================
+   The four kernels, each one search away:
+     sm_80 forward   >>sm80-kernel    fa__fwd_kernel_sm80 (FlashAttention-2)
+     sm_90a forward  >>hopper         fa__fwd_kernel_sm90 (FlashAttention-3)
+     decode          >>decode-kernel  fa__decode_kernel (Flash-Decoding)
+     backward        >>backward       fa__bwd_kernel_sm80, fa__bwd_kernel_sm90
+   Every section, in file order:
      >>gpu-course     how the forward kernel works, read this first
-     >>gpu-config     macros: block sizes, warps, head dims
-     >>gpu-ptx        the five PTX instructions we use, wrapped
+     >>gpu-config     macros: head dims, block sizes, warps, what to leave out
+     >>gpu-ptx        the PTX instructions the sm_80 kernel uses, wrapped
      >>gpu-smem       the swizzled shared-memory layout
-     >>gpu-fwd        the forward kernel (FlashAttention-2)
+     >>gpu-fwd        the forward's parameters, shared by both forward kernels
      >>gpu-tile       per-tile steps (masks, online softmax, P, epilogue), shared
-     >>hopper         the sm_90a forward: TMA, mbarriers, wgmma, warp specialization
-                      (FlashAttention-3; FLASHATTN_NO_HOPPER leaves it out)
-     >>gpu-host       choosing a configuration, checks, the launch
-     >>decode         flash-decoding: split-KV, GQA packing, paged KV (fa_decode_cuda)
-     >>backward       the backward pass (FlashAttention-2, Alg. 4): three kernels,
-                      a deterministic mode, fa_backward_cuda (define
-                      FLASHATTN_NO_BACKWARD to leave it out)
+                      by the sm_80 and sm_90a kernels
+       >>sm80-kernel  the sm_80 kernel itself, the loop of course item 3
+     >>hopper         the sm_90a forward: TMA, mbarriers, wgmma, warp
+                      specialization (FlashAttention-3; FLASHATTN_NO_HOPPER
+                      leaves it out)
+       >>hopper-ptx   mbarrier, TMA, wgmma and setmaxnreg wrapped
+     >>gpu-host       choosing a configuration, checks, the forward's launch
+       >>hopper-host  the sm_90a kernel's shapes, tensor maps and launch
+     >>decode         Flash-Decoding: split-KV, GQA packing, paged KV
+                      (fa_decode_cuda)
+       >>decode-prims    the few PTX wrappers decode adds
+       >>decode-params   what the kernels see
+       >>decode-kernel   one CTA = (sequence, KV heads, row block, split)
+       >>decode-combine  merge the splits by log-sum-exp
+       >>decode-append   k_new / v_new into the cache
+       >>decode-host     split count, validation, launch
+     >>backward       the backward pass (FlashAttention Alg. 4 in
+                      FlashAttention-2 form): three kernels, a deterministic
+                      mode, fa_backward_cuda (FLASHATTN_NO_BACKWARD leaves it
+                      out)
+   Measurements behind design choices are in docs/NOTES.md, under the tag the
+   comment names (e.g. [gpu-tile-shape]); the README has the current tables.
 
    ============================================================================
    >>gpu-course  HOW THE FORWARD KERNEL WORKS
    ============================================================================
-   The algorithm is FlashAttention-2 (seed 002; Dao 2023, Algorithm 1): for one
+   The algorithm is FlashAttention-2 (Dao 2023, Algorithm 1): for one
    block of Br query rows, walk over the key/value blocks of Bc rows, keep
    the running row maximum m and row sum l (ell) of exp(S - m), and an
    UNSCALED output accumulator O~ that is multiplied by exp(m_old - m_new)
@@ -142,14 +163,9 @@
        a run-time flag the d128 kernel spilled ~900 bytes. Masks are run-time
        (they touch only a few blocks per row).
 
-   MEASURED (H200, 2026-11-22, bf16, FA3-paper grid; bench/results/):
-     d64: 1.01-1.02x SDPA flash (FlashAttention-2) non-causal from 1k up,
-     0.91-0.99x causal; d128: 0.92-0.94x non-causal, 0.88-0.92x causal;
-     d256: 0.96-1.01x non-causal, 0.87-1.08x causal. cuDNN is 1.5-2x faster
-     than both (it is not an mma.sync kernel on Hopper). ptxas (sm_90a), plain
-     kernels: 195-255 registers, spills 0 except d96 (96 B), d128 (24 B
-     stores / 68 B loads) and the sm_86/89 d192 shape (20 B); the EXTRAS
-     kernels spill 20-790 B (a slow path by design).
+   How fast it is beside FlashAttention-2 and cuDNN, and its registers and
+   spills: [gpu-sm80-fwd] (on Hopper the sm_90a kernel of >>hopper runs
+   instead where it applies).
 */
 
 #ifndef FLASHATTN_CUDA_CUH
@@ -189,9 +205,19 @@
                            nvcc command: -gencode arch=compute_90a,code=sm_90a.
      FLASHATTN_NO_L2_HINT  (undefined) the decode kernel's K / V copies carry
                            no L2 evict-first policy (fa__cp_async16_pol). For
-                           a ptxas that miscompiles the policy: nvcc 13.0 did
-                           on a trial build here, and a kernel so built stops
-                           with "an illegal instruction" (>>decode-prims).
+                           a ptxas that miscompiles the policy: a kernel so
+                           built stops with "an illegal instruction"
+                           (>>decode-prims).
+     FLASHATTN_NO_BACKWARD (undefined) leave out the GPU backward (>>backward)
+                           and fa_backward_cuda.
+     FLASHATTN_TEST_HOOKS  (undefined) FOR THE TESTS ONLY, not an API: file-
+                           level counters of sm_90a launches and switches that
+                           send every case to the sm_80 kernel, cap the
+                           persistent grid, pick a tile shape or decode's
+                           head-pair kernel, so that one GPU tests every
+                           path (tests/test_gpu*.cu). Not thread-safe.
+   Names that begin FA__ or fa__ are internal: not configuration, and not
+   stable (the sm_90a ablation switches FA__SM90_* included).
    Setting FLASHATTN_BLOCK_M, _BLOCK_N or _WARPS applies it to every head
    dim and GPU of the sm_80 kernel (the sm_90a kernel keeps its own shapes,
    >>hopper-host); a shape whose shared memory exceeds the device's limit is
@@ -289,11 +315,8 @@ template <bool BF16> static __device__ __forceinline__ uint32_t fa__pack2(float 
 /* 2^x on the special-function unit (one MUFU.EX2); ex2(-inf) = 0. A share
    of them on the FMA pipe instead (2^round(x) in the exponent times a
    degree-3 polynomial, nine instructions) made the sm_90a forward slower at
-   every share tried, 1 in 16 to 1 in 3 (d 64 0.9-16%, d 128 2-11%; H100,
-   2026-11-28): its softmax waits on instruction issue, not on the MUFU.
-   The packed 16-bit forms (ex2.approx.ftz.bf16x2, ex2.approx.f16x2) are
-   two MUFU operations each on sm_90a, 16 exponentials a clock per SM as
-   here (bench/micro/ex2_packed.cu, H200, 2026-11-28). */
+   every share tried: its softmax waits on instruction issue, not on the
+   MUFU. The packed 16-bit forms are no faster on sm_90a [gpu-exp2]. */
 static __device__ __forceinline__ float fa__exp2(float x)
 {
     float y;
@@ -426,7 +449,7 @@ typedef struct fa__fwd_params {
    cu_seqlens, no seqlens_k and no mask (the sm_90a kernel's flat walk,
    fa__sm90_flat), and none of those cases is compiled: about 80
    instructions a tile on a path where each costs a warpgroup about 5
-   cycles (the sm_90a kernel's notes, item 4). */
+   cycles (>>hopper). */
 typedef struct fa__extent {
     int sq, sk, row0, n_begin, n_end;
     int64_t q_tok0, k_tok0, shift;
@@ -463,16 +486,12 @@ static __device__ __forceinline__ fa__extent fa__fwd_extent(const fa__fwd_params
    does when k0 + bn > hi (keys past sk or past the right edge of the
    first row) or k0 < lo (keys left of the last row's window). The limits
    are clamped to [0, sk], which keeps every answer, so that they fit 32
-   bits: the sm_90a kernel finds them once per tile and a block's test is
-   two compares (held through its key loop as 64-bit sums they cost the
-   3-warpgroup d 64 kernel 24 bytes of register spills, ptxas 13.0). The
-   sm_80 kernel asks per block and leaves the hoisting to ptxas (found
-   once per tile there, its plain d 128 kernel spilled 40 bytes instead
-   of 24). For one row the limits are that row's visible keys, which
-   fa__mask_scores finds in its own lines: through this helper the plain
-   sm_80 kernels at d 64, 128 and 256 each spilled 8 bytes more (ptxas
-   13.0, 2026-11-25). PLAIN as fa__fwd_extent's: no mask, keys past sk
-   only. */
+   bits (64-bit limits cost register spills): the sm_90a kernel finds them
+   once per tile and a block's test is two compares. The sm_80 kernel asks
+   per block and leaves the hoisting to ptxas, which spills less. For one
+   row the limits are that row's visible keys, which fa__mask_scores finds
+   in its own lines (fewer spills than through this helper) [gpu-mask-cut].
+   PLAIN as fa__fwd_extent's: no mask, keys past sk only. */
 typedef struct fa__mask_cut { int lo, hi; } fa__mask_cut;
 template <bool PLAIN = false>
 static __device__ __forceinline__ fa__mask_cut fa__mask_cut_for(const fa__fwd_params &p, int sk, int first,
@@ -513,17 +532,14 @@ static __device__ __forceinline__ void fa__each_score(float (&s)[MT][NS][4], int
    range, [lo, hi): found once per row in 64-bit arithmetic, then made
    relative to the thread's first column (k0 + 2 t) and clamped to the
    block, so that each score costs two 32-bit compares against constants
-   (its column offset j * 8 + (e & 1) is known at compile time). Comparing
-   every key in 64 bits, as the first version did, took about 20
-   instructions a score: at 512 tokens, causal d 64, the masked diagonal
-   block then cost more than the rest of the tile (106 TFLOP/s, against
-   185 with the mask left out; H100, 2026-11-23).
+   (its column offset j * 8 + (e & 1) is known at compile time); a 64-bit
+   compare per key made the masked diagonal block cost more than the rest
+   of the tile [gpu-mask].
    LEFT = false: the caller knows there is no left bound (p.has_left is
    false, as under a plain causal mask), so lo_c is 0 and a score costs
    one compare and a select instead of two compares and a select (c >= 0
-   always holds). Nsight Compute counted 265 instructions a warp for a
-   masked block in d 64's kernel, 128 of them the compares (H200,
-   2026-11-27): the sm_90a kernel picks LEFT at run time (below). */
+   always holds); the compares were about half of a masked block's
+   instructions [gpu-mask]. The sm_90a kernel picks LEFT at run time. */
 template <bool EXTRAS, bool LEFT = true, int MT, int NS>
 static __device__ __forceinline__ void fa__mask_scores(float (&s)[MT][NS][4], const fa__fwd_params &p,
                                                        int wrow0, int k0, int sk, int64_t shift,
@@ -575,7 +591,7 @@ template <> struct fa__max_tree<1> {
     static __device__ __forceinline__ float of(const float *v) { return v[0]; }
 };
 
-/* Online softmax for one tile (seed 002): new running max m, the factor
+/* Online softmax for one tile (FlashAttention-2): new running max m, the factor
    alpha = exp2(m_old - m_new) by which O~ and l must shrink, l rescaled and
    grown by this tile's sum, and s overwritten by P = exp2(s mul - m). O~ is
    NOT rescaled here: the sm_90a kernel must wait for its in-flight P V
@@ -776,7 +792,8 @@ static __device__ __forceinline__ void fa__store_o_lse(const fa__fwd_params &p,
    tile shape (>>gpu-host, after the shapes' table). */
 template <int D, int BM, int BN, int WARPS> struct fa__sm80_shape_used;
 
-/* S, O~: per warp, MT row tiles of 16; per thread, [MT][tiles][4] floats in
+/* ---- >>sm80-kernel  the sm_80 forward kernel: course items 1-3 in code ----
+   S, O~: per warp, MT row tiles of 16; per thread, [MT][tiles][4] floats in
    the C-fragment layout (course item 5). */
 template <bool BF16, int D, int BM, int BN, int WARPS, bool EXTRAS>
 __global__ void __launch_bounds__(WARPS * 32)
@@ -892,7 +909,7 @@ fa__fwd_kernel_sm80(const fa__fwd_params p)
             if (EXTRAS || fa__block_needs_mask(fa__mask_cut_for(p, sk, row0, row0 + BM - 1, shift), k0, BN))
                 fa__mask_scores<EXTRAS>(s, p, wrow0, k0, sk, shift, h, g, t);
 
-            /* ---- online softmax (seed 002: m, l, unscaled O~) ---- */
+            /* ---- online softmax (FlashAttention-2: m, l, unscaled O~) ---- */
             {
                 float alpha[MT][2];
                 fa__softmax_tile(s, m_run, l_run, alpha, mul);
@@ -2529,12 +2546,11 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
      family 1: sm_86 / sm_89 (99 KB per block)
      family 2: sm_80 / sm_87 (A100, 163 KB per block)
    BLOCK_M = 128 with 4 warps gives each warp two 16-row tiles, so every K and
-   V fragment read from shared memory feeds two MMAs: on H200 that beat one
-   tile per warp by 10-17% at d 64 / 128 (bench/results/, the tile-variants log).
-   At d 192 / 256 the O~ accumulator (D / 2 floats per row tile per thread)
-   leaves room for one row tile per warp only, hence 8 warps. Measured on
-   H200 only; families 1 and 2 are FlashAttention-2's shapes fitted to our
-   shared-memory budget, untimed. */
+   V fragment read from shared memory feeds two MMAs, faster than one tile
+   per warp at d 64 / 128 [gpu-tile-shape]. At d 192 / 256 the O~
+   accumulator (D / 2 floats per row tile per thread) leaves room for one
+   row tile per warp only, hence 8 warps. Families 1 and 2 are
+   FlashAttention-2's shapes fitted to our shared-memory budget, untimed. */
 typedef struct fa__config { int bm, bn, warps; } fa__config;
 
 static constexpr fa__config fa__default_config(int d, int family)
@@ -3127,8 +3143,9 @@ FLASHATTN_DEF fa_status fa_forward_cuda_workspace_size(const fa_problem *p, size
 {
     fa_problem r;
     if (!bytes) return fa__fail(FA_ERROR_INVALID_ARGUMENT, "fa_forward_cuda_workspace_size: bytes is NULL");
-    fa_status s = fa_problem_resolve(p, &r);
-    if (s != FA_OK) return s;
+    /* host_arrays = 0: alibi_slopes, cu_seqlens and seqlens_k are device memory */
+    fa_status s = fa__resolve("fa_forward_cuda_workspace_size", p, &r, 0);
+    if (s != FA_OK || (s = fa__no_block_table("fa_forward_cuda_workspace_size", &r)) != FA_OK) return s;
     *bytes = 0; /* the forward kernel needs no scratch */
     return FA_OK;
 }
@@ -5745,8 +5762,9 @@ FLASHATTN_DEF fa_status fa_backward_cuda_workspace_size(const fa_problem *p, siz
     const char *fn = "fa_backward_cuda_workspace_size";
     fa_problem r;
     fa__bwd_plan pl = {};
-    fa_status s = fa__resolve(fn, p, &r, 0);
-    if (s != FA_OK || (s = fa__bwd_make_plan(fn, &r, &pl)) != FA_OK) return s;
+    fa_status s = fa__resolve(fn, p, &r, 0); /* host_arrays = 0: device memory */
+    if (s != FA_OK || (s = fa__no_block_table(fn, &r)) != FA_OK || (s = fa__bwd_make_plan(fn, &r, &pl)) != FA_OK)
+        return s;
     if (!bytes) return fa__fail(FA_ERROR_INVALID_ARGUMENT, "%s: bytes is NULL", fn);
     *bytes = pl.total_bytes;
     return FA_OK;

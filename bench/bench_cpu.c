@@ -338,7 +338,8 @@ static double read_bandwidth(const uint64_t *buf, size_t n, int threads, int rep
 }
 
 /* ============================================================================
-   the textbook 3-pass attention (seed 000, "Algorithm 0"), plain loops
+   the textbook 3-pass attention (the FlashAttention paper's "Algorithm 0"),
+   plain loops.
    Q, K, V, O packed [seq, heads, d] (batch 1). Per head: S = scale Q K^T is
    materialized (N x N floats), softmax row by row in place, then O = P V.
    The product Q K^T runs over K^T (d x N, built per head) so the innermost

@@ -5,7 +5,7 @@ event_ms is the one place a call is timed.
 
 A long run of one kernel heats the GPU and its clock drops (power capping), so a contender timed in one
 block right after another contender's block inherits that state. On the H100
-(2026-11-23, bench/results/..._fwd-order-bias.md) two builds of ours with the
+(2026-11-23, ..._fwd-order-bias.md, now in git history) two builds of ours with the
 same kernel, timed one block after the other, differed by 6-12% at the grid's
 long rows (d128 8k, d256 16k), the first block always the faster. So here every
 rep times each contender once, and a contender's time is the median of its

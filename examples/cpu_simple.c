@@ -10,6 +10,7 @@
 #define FLASHATTN_IMPLEMENTATION
 #include "flashattn.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -61,6 +62,20 @@ int main(void) {
     printf("O[b=1, t=%d, h=3, 0:4] = %+.5f %+.5f %+.5f %+.5f\n", SEQ - 1,
            O[n - DIM], O[n - DIM + 1], O[n - DIM + 2], O[n - DIM + 3]);
     printf("L[b=1, h=3, t=%d] = %.5f\n", SEQ - 1, L[(size_t)BATCH * HEADS * SEQ - 1]);
-    free(Q); free(K); free(V); free(O); free(L);
-    return 0;
+    {   /* check it: row 0 of every (b, h) must be V's row 0, L its score */
+        int b, h, c, bad = 0;
+        for (b = 0; b < BATCH; b++)
+            for (h = 0; h < HEADS; h++) {
+                size_t row = ((size_t)b * SEQ * HEADS + h) * DIM;
+                double dot = 0.0;
+                for (c = 0; c < DIM; c++) {
+                    bad += fabsf(O[row + c] - V[row + c]) > 1e-6f;
+                    dot += (double)Q[row + c] * K[row + c];
+                }
+                bad += fabs(L[(size_t)(b * HEADS + h) * SEQ] - dot / sqrt((double)DIM)) > 1e-5;
+            }
+        printf("check: row 0 of each (b, h) is V's row 0 and L its score: %s\n", bad ? "MISMATCH" : "OK");
+        free(Q); free(K); free(V); free(O); free(L);
+        return bad ? 1 : 0;
+    }
 }

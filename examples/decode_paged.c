@@ -95,8 +95,13 @@ int main(void) {
     vc = kc;
     vc.data = v_pool;
 
+    /* Empty caches. The workspace queries below read seqlens_k too (on the
+       CPU every array of the problem is checked), so it is set first. */
+    for (b = 0; b < BATCH; b++) seqlens_k[b] = 0;
+
     /* One workspace, big enough for the prompt call and for a step, so the
        loop itself never allocates. */
+    for (b = 0; b < BATCH; b++) seqlens_k[b] = 0;  /* read by the size query too */
     p.seqlen_q = PROMPT;
     s = fa_decode_workspace_size(&p, &ws_prompt);
     p.seqlen_q = 1;
@@ -110,7 +115,6 @@ int main(void) {
     printf("paged cache: %d pages of %d tokens, %d per sequence; workspace %zu bytes\n",
            NUM_PAGES, PAGE, PAGES_PER_SEQ, ws_bytes);
 
-    for (b = 0; b < BATCH; b++) seqlens_k[b] = 0;  /* empty caches */
     t = 0;
     for (step = 0; step <= STEPS; step++) {
         int n_new = step == 0 ? PROMPT : 1;        /* the prompt, then one token a step */

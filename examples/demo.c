@@ -5,9 +5,9 @@
        cc -O2 -march=native -fopenmp -I.. demo.c -lm -o demo && ./demo
    (without -fopenmp both sides run on one thread.)
 
-   The textbook way (seed 000, "Algorithm 0") materializes the score matrix
-   S = scale * Q K^T of each head, N x N floats, takes a row-wise softmax in
-   place, then multiplies by V. flashattn computes the same O tile by tile
+   The textbook way (the FlashAttention paper's "Algorithm 0") materializes
+   the score matrix S = scale * Q K^T of each head, N x N floats, takes a
+   row-wise softmax in place, then multiplies by V. flashattn computes the same O tile by tile
    with an online softmax and never holds more than a tile of S. */
 #define _POSIX_C_SOURCE 200809L /* clock_gettime */
 #define FLASHATTN_IMPLEMENTATION

@@ -10,16 +10,16 @@
    scores as given (an array x) and show five ways to get o, which all agree:
 
      0. the textbook softmax exp(x_j) / sum exp(x) ... overflows;
-     1. 3-pass safe softmax   (seed 000: max, then sum, then normalize);
-     2. 2-pass online softmax (seed 000/004: max and sum in one pass, using
+     1. 3-pass safe softmax   (max, then sum, then normalize);
+     2. 2-pass online softmax (online softmax: max and sum in one pass, using
                                d'_i = d'_{i-1} e^{m_{i-1} - m_i} + e^{x_i - m_i});
-     3. 1-pass attention      (seed 000 eq. 14 / seed 004: the output row is
+     3. 1-pass attention      (FlashAttention's insight: the output row is
                                updated with the same correction factor);
-     4. FlashAttention-2      (seed 002: keep o unnormalized, rescale only by
+     4. FlashAttention-2      (keep o unnormalized, rescale only by
                                e^{m_old - m_new}, divide by l once at the end,
                                and return L = m + log l), over tiles of Bc keys;
      5. split the keys in two halves, run 4 on each, and merge the halves by
-        their log-sum-exp L (flash-decoding, seed 000), by hand and with
+        their log-sum-exp L (Flash-Decoding), by hand and with
         fa_merge. */
 #define FLASHATTN_IMPLEMENTATION
 #include "flashattn.h"

@@ -6,6 +6,10 @@
    offending field, and that nothing was written: every output buffer has
    guard bytes before and after it and padding between its heads and rows,
    and all of it must be byte-identical to its state before the call.
+   Then the rules issue 47 settled, each against the fp64 reference where
+   there are numbers: the backward at tiny scales, mixed dtypes on the CPU,
+   empty sequences, block_table refused outside decode, the stride at fault
+   named, fa_merge in place and its overlaps.
 
    Build: cc -O2 tests/test_bad_input.c -lm   (see the Makefile) */
 #define FLASHATTN_IMPLEMENTATION
@@ -432,6 +436,234 @@ static void test_other_entries(void)
     (void)bytes;
 }
 
+
+/* ---- issue 47: semantics that used to be accepted silently or computed wrong ---- */
+
+/* One forward + backward problem on fresh tensors (rows packed per the
+   problem: with cu_seqlens one batch of total rows), checked against the fp64
+   reference. dts: q, k, v, o, dout, dq, dk, dv. */
+typedef struct fb_case { tens q, k, v, o, dout, dq, dk, dv; float *lse; int64_t nlse; } fb_case;
+
+static tens fb_make(fa_dtype dt, const fa_problem *p, int query_side, int heads, int dim, uint64_t *rng)
+{
+    const int32_t *cu = query_side ? p->cu_seqlens_q : p->cu_seqlens_k;
+    int nb = cu ? 1 : p->batch, seq = cu ? (int)cu[p->batch] : query_side ? p->seqlen_q : p->seqlen_k;
+    return tens_make(dt, nb, seq > 0 ? seq : 1, heads, dim, LAYOUT_PADDED, rng);
+}
+
+static void fb_run(const char *ctx, const fa_problem *p, const fa_dtype dt[8], tol tl, fb_case *c)
+{
+    uint64_t rng = 4747;
+    ref_dims r = ref_resolve(p);
+    int64_t nq = ref_rows_q(p), nk = ref_rows_k(p);
+    double *ro = (double *)calloc((size_t)(nq * r.hq * r.dv) + 1, sizeof(double));
+    double *rl = (double *)calloc((size_t)ref_lse_count(p) + 1, sizeof(double));
+    double *rdq = (double *)calloc((size_t)(nq * r.hq * r.d) + 1, sizeof(double));
+    double *rdk = (double *)calloc((size_t)(nk * r.hkv * r.d) + 1, sizeof(double));
+    double *rdv = (double *)calloc((size_t)(nk * r.hkv * r.dv) + 1, sizeof(double));
+    fa_status st;
+    c->q = fb_make(dt[0], p, 1, r.hq, r.d, &rng);     c->k = fb_make(dt[1], p, 0, r.hkv, r.d, &rng);
+    c->v = fb_make(dt[2], p, 0, r.hkv, r.dv, &rng);   c->o = fb_make(dt[3], p, 1, r.hq, r.dv, &rng);
+    c->dout = fb_make(dt[4], p, 1, r.hq, r.dv, &rng); c->dq = fb_make(dt[5], p, 1, r.hq, r.d, &rng);
+    c->dk = fb_make(dt[6], p, 0, r.hkv, r.d, &rng);   c->dv = fb_make(dt[7], p, 0, r.hkv, r.dv, &rng);
+    tens_fill(&c->q, &rng, 1.0); tens_fill(&c->k, &rng, 1.0); tens_fill(&c->v, &rng, 1.0); tens_fill(&c->dout, &rng, 1.0);
+    c->nlse = ref_lse_count(p);
+    c->lse = (float *)malloc(sizeof(float) * (size_t)(c->nlse + 1));
+    tens_snapshot(&c->o); tens_snapshot(&c->dq); tens_snapshot(&c->dk); tens_snapshot(&c->dv);
+    st = fa_forward(p, c->q.t, c->k.t, c->v.t, c->o.t, c->lse, NULL, 0);
+    if (!check(st == FA_OK, "%s: fa_forward status %d (%s)", ctx, (int)st, fa_last_error())) goto done;
+    ref_forward(p, c->q.t, c->k.t, c->v.t, ro, rl);
+    check(compare(ctx, "o", &c->o, ro, tl) == 0, "%s: O differs from the reference", ctx);
+    check(compare_lse(ctx, c->lse, rl, c->nlse, tl) == 0, "%s: L differs from the reference", ctx);
+    st = fa_backward(p, c->q.t, c->k.t, c->v.t, c->o.t, c->dout.t, c->lse, c->dq.t, c->dk.t, c->dv.t, NULL, 0);
+    if (!check(st == FA_OK, "%s: fa_backward status %d (%s)", ctx, (int)st, fa_last_error())) goto done;
+    ref_backward(p, c->q.t, c->k.t, c->v.t, c->dout.t, rdq, rdk, rdv);
+    { /* tolerances relative to each gradient's size (tiny scales give tiny gradients) */
+        tol tq = tl, tk = tl;
+        tq.atol *= rms(rdq, nq * r.hq * r.d); tk.atol *= rms(rdk, nk * r.hkv * r.d);
+        check(compare(ctx, "dq", &c->dq, rdq, tq) == 0, "%s: dQ differs from the reference", ctx);
+        check(compare(ctx, "dk", &c->dk, rdk, tk) == 0, "%s: dK differs from the reference", ctx);
+        check(compare(ctx, "dv", &c->dv, rdv, tl) == 0, "%s: dV differs from the reference", ctx);
+    }
+done:
+    free(ro); free(rl); free(rdq); free(rdk); free(rdv);
+}
+
+static void fb_free(fb_case *c)
+{
+    tens_free(&c->q); tens_free(&c->k); tens_free(&c->v); tens_free(&c->o); tens_free(&c->dout);
+    tens_free(&c->dq); tens_free(&c->dk); tens_free(&c->dv); free(c->lse);
+}
+
+static fa_problem small_problem(void)
+{
+    fa_problem p;
+    memset(&p, 0, sizeof p);
+    p.batch = 2; p.seqlen_q = 5; p.seqlen_k = 9; p.heads_q = 4; p.heads_kv = 2; p.head_dim = 8; p.head_dim_v = 6;
+    return p;
+}
+
+static const fa_dtype ALL_F32[8] = {FA_F32, FA_F32, FA_F32, FA_F32, FA_F32, FA_F32, FA_F32, FA_F32};
+
+/* Item 2: every finite scale gives the right gradients (dK was formed from
+   the pre-scaled Q and divided by the scale again: 0 at 1e-30). */
+static void test_tiny_scales(void)
+{
+    static const float scales[] = {1e-30f, -1e-30f, 1e-20f, 2e-38f, 1e-10f, 0.5f};
+    size_t i;
+    tol tl = {1e-5, 1e-4}; /* atol relative to the gradient's rms (fb_run) */
+    for (i = 0; i < sizeof scales / sizeof scales[0]; i++) {
+        int cap;
+        for (cap = 0; cap < 2; cap++) {
+            char ctx[96];
+            fb_case c;
+            fa_problem p = small_problem();
+            p.scale = scales[i];
+            p.causal = (int)i & 1;
+            if (cap) { p.softcap = 5.0f; if (fabsf(p.scale) < 1e-36f) continue; }
+            snprintf(ctx, sizeof ctx, "scale %g%s", (double)p.scale, cap ? " softcap 5" : "");
+            fb_run(ctx, &p, ALL_F32, tl, &c);
+            check(tens_get(&c.dk, 0, 0, 0, 0) != 0.0, "%s: dK[0, 0, 0, 0] is exactly 0 (underflow)", ctx);
+            fb_free(&c);
+        }
+    }
+    /* scale / softcap below FLT_MIN cannot be folded into Q: refused, naming both */
+    BAD(FWD, "scale+softcap", E.p.scale = 1e-30f; E.p.softcap = 1e10f);
+    BAD(BWD, "scale+softcap", E.p.scale = 1e-30f; E.p.softcap = 1e10f);
+    BAD(RESOLVE, "scale+softcap", E.p.scale = -1e-30f; E.p.softcap = 1e10f);
+}
+
+/* Item 3: each view carries its own dtype on the CPU; any mix of f32, f16
+   and bf16 is computed in fp32 and checked against the reference. */
+static void test_mixed_dtypes(void)
+{
+    static const fa_dtype mix[2][8] = {{FA_F16, FA_BF16, FA_F32, FA_BF16, FA_F16, FA_F32, FA_BF16, FA_F16},
+                                       {FA_F32, FA_F16, FA_BF16, FA_F32, FA_BF16, FA_F16, FA_F32, FA_BF16}};
+    tol tl = {2e-2, 2e-2};
+    int i;
+    for (i = 0; i < 2; i++) {
+        fb_case c;
+        fa_problem p = small_problem();
+        p.causal = i;
+        fb_run(i ? "mixed dtypes (2)" : "mixed dtypes (1)", &p, mix[i], tl, &c);
+        fb_free(&c);
+    }
+}
+
+/* Item 3: empty sequences. seqlen_q / seqlen_k (the maxima) stay >= 1; a
+   sequence with no keys gives O = 0, L = -inf and dQ = 0, one with no
+   queries writes no O and gives its keys dK = dV = 0. */
+static void test_empty_sequences(void)
+{
+    static const int32_t cu_q[3][3] = {{0, 3, 8}, {0, 0, 5}, {0, 5, 5}}, cu_k[3][3] = {{0, 0, 9}, {0, 4, 13}, {0, 9, 9}};
+    int32_t used[2] = {0, 9};
+    tol tl = {1e-5, 1e-4};
+    int i, h, c, t;
+    for (i = 0; i < 4; i++) {
+        char ctx[64];
+        fb_case x;
+        fa_problem p = small_problem();
+        int64_t bad = 0, row0, rows, krow0, krows;
+        if (i < 3) { p.cu_seqlens_q = cu_q[i]; p.cu_seqlens_k = cu_k[i]; }
+        else p.seqlens_k = used; /* sequence 0: no keys in use */
+        snprintf(ctx, sizeof ctx, "empty sequence case %d", i);
+        fb_run(ctx, &p, ALL_F32, tl, &x);
+        /* queries with no key: rows [row0, row0 + rows) of sequence 0 or 1 */
+        row0 = i == 2 ? cu_q[2][1] : 0;
+        rows = i == 3 ? p.seqlen_q : i == 0 ? 3 : i == 2 ? 0 : 0;
+        for (t = 0; t < rows; t++)
+            for (h = 0; h < 4; h++) {
+                int64_t li = i == 3 ? (int64_t)h * p.seqlen_q + t : (int64_t)h * 8 + row0 + t;
+                bad += x.lse[li] != -INFINITY;
+                for (c = 0; c < 6; c++) bad += tens_get(&x.o, 0, row0 + t, h, c) != 0.0;
+                for (c = 0; c < 8; c++) bad += tens_get(&x.dq, 0, row0 + t, h, c) != 0.0;
+            }
+        /* keys with no query: sequence 0 of case 1, sequence 1 of case 2 */
+        krow0 = i == 2 ? 9 : 0;
+        krows = i == 1 ? 4 : i == 2 ? 0 : 0;
+        for (t = 0; t < krows; t++)
+            for (h = 0; h < 2; h++) {
+                for (c = 0; c < 8; c++) bad += tens_get(&x.dk, 0, krow0 + t, h, c) != 0.0;
+                for (c = 0; c < 6; c++) bad += tens_get(&x.dv, 0, krow0 + t, h, c) != 0.0;
+            }
+        check(bad == 0, "%s: %lld values of the empty sequence are not O = 0, L = -inf, dQ = dK = dV = 0", ctx,
+              (long long)bad);
+        fb_free(&x);
+    }
+    /* decode of an empty cache with nothing to append: O = 0, L = -inf */
+    {
+        int64_t bad = 0;
+        env_reset(&E); as_decode(&E);
+        E.used[0] = 0; E.used[1] = 3;
+        E.kn.data = NULL; E.vn.data = NULL;
+        check(call(&E, DEC) == FA_OK, "decode with seqlens_k[0] = 0: %s", fa_last_error());
+        for (t = 0; t < DSQ; t++)
+            for (h = 0; h < HQ; h++) {
+                bad += E.lse_d[h * DSQ + t] != -INFINITY;
+                for (c = 0; c < DV; c++) bad += ((float *)E.od.data)[t * E.od.seq_stride + h * E.od.head_stride + c] != 0.0f;
+            }
+        check(bad == 0, "decode with an empty cache: %lld values are not O = 0, L = -inf", (long long)bad);
+    }
+}
+
+/* Item 3: block_table on forward / backward (paged K/V is decode's). */
+static void test_block_table_refused(void)
+{
+    static const int entries[] = {FWD, BWD, FWD_WS, BWD_WS};
+    size_t i;
+    for (i = 0; i < 4; i++)
+        BAD(entries[i], "block_table", E.p.block_table = E.table; E.p.page_size = PAGE; E.p.pages_per_seq = PPS;
+            E.p.num_pages = NPAGES);
+}
+
+/* Item 3: an overlap error names the stride at fault (on a tie, the outer one). */
+static void test_stride_names(void)
+{
+    BAD(FWD, "q+seq_stride", E.q.head_stride = D; E.q.seq_stride = D);
+    BAD(FWD, "k+batch_stride", E.k.batch_stride = E.k.seq_stride);
+    BAD(BWD, "dv+seq_stride", E.dv.head_stride = DV; E.dv.seq_stride = DV);
+    BAD(FWD, "o+head_stride", E.o.head_stride = DV - 1);
+}
+
+/* Item 3: fa_merge in place (o == o_parts, lse == lse_parts) gives what the
+   out-of-place call gives; any other overlap is refused and writes nothing. */
+static void test_merge_in_place(void)
+{
+    enum { NS = 3, R = 7, DM = 5 };
+    float op[NS * R * DM], lp[NS * R], o[R * DM], l[R], ip[NS * R * DM], il[NS * R], snap_o[NS * R * DM], snap_l[NS * R];
+    uint64_t rng = 99;
+    int i, k;
+    for (i = 0; i < NS * R * DM; i++) op[i] = (float)rng_normal(&rng);
+    for (i = 0; i < NS * R; i++) lp[i] = (float)rng_normal(&rng);
+    lp[0 * R + 1] = -INFINITY;                                 /* row 1: split 0 has no weight */
+    lp[0 * R + 2] = lp[1 * R + 2] = lp[2 * R + 2] = -INFINITY; /* row 2: no weight anywhere */
+    check(fa_merge(NS, R, DM, op, lp, o, l) == FA_OK, "fa_merge out of place: %s", fa_last_error());
+    memcpy(ip, op, sizeof op); memcpy(il, lp, sizeof lp);
+    check(fa_merge(NS, R, DM, ip, il, ip, il) == FA_OK, "fa_merge in place: %s", fa_last_error());
+    check(!memcmp(ip, o, sizeof o) && !memcmp(il, l, sizeof l), "fa_merge in place differs from out of place");
+    memcpy(ip, op, sizeof op);
+    check(fa_merge(NS, R, DM, ip, lp, ip, NULL) == FA_OK && !memcmp(ip, o, sizeof o),
+          "fa_merge with o == o_parts (lse NULL) differs from out of place");
+    for (k = 0; k < 6; k++) {
+        static const char *want[] = {"o+o_parts", "o+o_parts", "lse+lse_parts", "o+lse_parts", "lse+o_parts", "lse+o"};
+        float *mo = o, *ml = l;
+        fa_status st;
+        memcpy(ip, op, sizeof op); memcpy(il, lp, sizeof lp);
+        memcpy(snap_o, ip, sizeof ip); memcpy(snap_l, il, sizeof il);
+        if (k == 0) mo = ip + DM;                   /* o shifted by a row within split 0 */
+        if (k == 1) mo = ip + R * DM;               /* o = split 1's slot */
+        if (k == 2) ml = il + 1;
+        if (k == 3) mo = il;
+        if (k == 4) ml = ip + 3;
+        if (k == 5) ml = o + 2;
+        st = fa_merge(NS, R, DM, ip, il, mo, ml);
+        check(st == FA_ERROR_INVALID_ARGUMENT && names_field(fa_last_error(), want[k]),
+              "fa_merge overlap case %d: status %d, \"%s\" should name %s", k, (int)st, fa_last_error(), want[k]);
+        check(!memcmp(snap_o, ip, sizeof ip) && !memcmp(snap_l, il, sizeof il),
+              "fa_merge overlap case %d: an input was written although the call failed", k);
+    }
+}
+
 /* fa_status_string: every code has its own text, unknown codes still get one. */
 static void test_status_strings(void)
 {
@@ -464,6 +696,12 @@ int main(void)
     test_decode_args();
     test_merge_args();
     test_other_entries();
+    test_tiny_scales();
+    test_mixed_dtypes();
+    test_empty_sequences();
+    test_block_table_refused();
+    test_stride_names();
+    test_merge_in_place();
     env_free(&E);
     return summary("test_bad_input");
 }

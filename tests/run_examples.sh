@@ -1,0 +1,31 @@
+#!/bin/sh
+# tests/run_examples.sh BIN_DIR [SAN_DIR]
+# Runs every example and checks what it prints: each must exit 0 and print
+# the line(s) that say its own check passed. SAN_DIR holds the self-checking
+# examples built with ASan + UBSan, run the same way. Ends with
+# "N passed, M failed" (see tests/run_check.sh).
+bin=$1; san=$2
+pass=0; fail=0
+# run NAME PROGRAM PATTERN...: exit status 0 and every extended-regex PATTERN found
+run() {
+    name=$1; prog=$2; shift 2
+    if [ ! -x "$prog" ]; then echo "FAIL: $name: $prog is missing"; fail=$((fail + 1)); return; fi
+    out=$("$prog" 2>&1); rc=$?
+    ok=1
+    [ $rc -eq 0 ] || { echo "FAIL: $name exited with status $rc"; ok=0; }
+    for pat in "$@"; do
+        printf '%s\n' "$out" | grep -Eq "$pat" || { echo "FAIL: $name printed no line matching /$pat/"; ok=0; }
+    done
+    if [ $ok -eq 1 ]; then pass=$((pass + 1)); echo "ok: $name"; else fail=$((fail + 1)); printf '%s\n' "$out" | tail -n 20; fi
+}
+check_all() { # DIR SUFFIX
+    run "cpu_simple$2" "$1/cpu_simple" '^check: .*: OK$' '^L\[b=1, h=3, t=127\] = -?[0-9]+\.[0-9]+$'
+    run "online_softmax$2" "$1/online_softmax" '^all agree to .*: yes$' 'merged by fa_merge: L = -?[0-9]'
+    run "decode_paged$2" "$1/decode_paged" '^cache contents: match the appended K/V$' \
+        '^max \|decode - forward\| over [0-9]+ tokens x [0-9]+ heads: .* -> OK$' '^step +[0-9]+: '
+}
+check_all "$bin" ""
+[ -n "$san" ] && check_all "$san" " (ASan+UBSan)"
+# the demo times itself against a naive attention: built optimized, run once
+run demo "$bin/demo" '^  speedup .*\(ok\)$'
+echo "examples: $pass passed, $fail failed"
