@@ -57,12 +57,15 @@ $(BUILD):
 # LAST line of its output is the total. It exits non-zero if anything failed.
 #   test-cpu       CPU tests against the fp64 reference (also the portable
 #                  loops with odd tile sizes, and the AVX2 paths with and
-#                  without F16C) + bad-input tests
+#                  without F16C, at the quick sizes) + bad-input tests
 #   test-compile   the header as C99 and C++11, static and extern, gcc and
 #                  clang, with and without OpenMP (each compile one check)
 #   test-sanitize  the CPU tests under ASan + UBSan (quick sizes)
-#   test-gpu-compile  (GPU section) when nvcc exists
+#   gpu_check_<arch>  GPU_CHECK_TU, one nvcc unit per architecture, when nvcc
+#                  exists (GPU section)
 #   neon-compile   (NEON section) when an AArch64 cross compiler exists
+# `make test-all` adds the CPU variants at full size, test-gpu-compile (every
+# GPU source) and test-gpu-knobs.
 TEST_RESULTS := $(BUILD)/results
 TEST_CFLAGS  := $(WARN) -O2 -g
 TEST_DEPS    := flashattn.h tests/reference.h tests/test_util.h
