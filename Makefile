@@ -1,22 +1,49 @@
-# flashattn Makefile. `make test` is what CI runs (see README.md).
-# Sections are owned by topic; keep each target's recipe in its section.
+# flashattn Makefile. `make test` is what CI runs (see README.md); `make help`
+# lists the targets. Sections are owned by topic; keep each target's recipe in
+# its section.
 
 CC      ?= cc
 CXX     ?= c++
 BUILD   := build
 JOBS    := $(shell nproc 2>/dev/null || echo 2)
+# (parallel by default; a sub-make shares its parent's job slots)
+ifeq ($(MAKELEVEL),0)
 MAKEFLAGS += -j$(JOBS)
+endif
 
 # nvcc on PATH, else the CUDA toolkit's standard install folder.
 NVCC ?= $(shell command -v nvcc 2>/dev/null || { test -x /usr/local/cuda/bin/nvcc && echo /usr/local/cuda/bin/nvcc; })
+# GPU architectures: make test's and the GPU programs' (GPU section).
+GPU_ARCHS      ?= 80 90a
+GPU_ARCHS_ALL  := 80 86 89 90a
 
 WARN     := -Wall -Wextra -Wpedantic -Werror
 OPT      := -O2 -march=native
 OPENMP   := -fopenmp
 
-.PHONY: all run test test-cpu test-compile test-sanitize test-gpu test-neon bench bench-gpu build-all clean
+.PHONY: all help run test test-all test-cpu test-compile test-sanitize test-gpu test-neon bench bench-gpu build-all clean
 
-all: test
+# Plain `make` builds the examples (the test suite is `make test`).
+all: examples
+
+help:
+	@echo 'make                the CPU examples (build/examples/); make run: the demo'
+	@echo 'make test           what CI runs, a few minutes: CPU tests (long ones at quick sizes),'
+	@echo '                    the header compiled as C99 / C++11 by gcc and clang, sanitizers,'
+	@echo '                    one nvcc translation unit per architecture (GPU_ARCHS), linked and'
+	@echo '                    run (no GPU needed); last line "N passed, M failed"'
+	@echo 'make test-all       test, the CPU tests at full size, and every GPU source compiled'
+	@echo '                    (tests, examples, benchmarks, ablations, the sm90 trace)'
+	@echo 'make test-cpu | test-compile | test-sanitize | test-gpu-compile | test-neon'
+	@echo '                    one part of the above'
+	@echo 'make test-gpu       on a machine with a GPU: the GPU tests, the sanitizers, SASS checks'
+	@echo '                    (test-gpu-hd256: the backward test built with FLASHATTN_HEAD_DIMS=256)'
+	@echo 'make examples-check the CPU examples, run;  make examples-gpu: the GPU example'
+	@echo 'make bench          the CPU benchmark into build/bench/ (RECORD=1: into bench/results/)'
+	@echo 'make bench-gpu      the GPU benchmarks (a GPU and PyTorch; RECORD=1 as above)'
+	@echo 'make build-all      every GPU source for sm_80, 86, 89 and 90a'
+	@echo 'bench/compile_time.sh  nvcc seconds of a user'"'"'s translation unit, per macro'
+	@echo 'make clean'
 
 clean:
 	rm -rf $(BUILD)
@@ -30,14 +57,17 @@ $(BUILD):
 # LAST line of its output is the total. It exits non-zero if anything failed.
 #   test-cpu       CPU tests against the fp64 reference (also the portable
 #                  loops with odd tile sizes, and the AVX2 paths with and
-#                  without F16C) + bad-input tests
+#                  without F16C, at the quick sizes) + bad-input tests
 #   test-compile   the header as C99 and C++11, static and extern, gcc and
 #                  clang, with and without OpenMP (each compile one check);
 #                  and under STRICT_WARN as C99, C11, C++17 (strict-*)
 #   test-sanitize  the CPU tests under ASan + UBSan (quick sizes), and
 #                  tests/test_threads.c under ThreadSanitizer
-#   test-gpu-compile  (GPU section) when nvcc exists
+#   gpu_check_<arch>  GPU_CHECK_TU, one nvcc unit per architecture, when nvcc
+#                  exists (GPU section)
 #   neon-compile   (NEON section) when an AArch64 cross compiler exists
+# `make test-all` adds the CPU variants at full size, test-gpu-compile (every
+# GPU source) and test-gpu-knobs.
 TEST_RESULTS := $(BUILD)/results
 TEST_CFLAGS  := $(WARN) -O2 -g
 TEST_DEPS    := flashattn.h tests/reference.h tests/test_util.h
@@ -87,14 +117,18 @@ FORCE:
 $(TEST_RESULTS)/cpu.txt: $(BUILD)/test_cpu FORCE | $(TEST_RESULTS)
 	@$(RUN_CHECK) $@ "test_cpu" $(BUILD)/test_cpu
 
+# The variants run at the quick sizes in `make test`, at full size in
+# `make test-all` (TEST_QUICK empty).
+TEST_QUICK ?= FA_TEST_QUICK=1
+quick_tag   = $(if $(TEST_QUICK),quick,full size)
 $(TEST_RESULTS)/cpu_portable.txt: $(BUILD)/test_cpu_portable FORCE | $(TEST_RESULTS)
-	@$(RUN_CHECK) $@ "test_cpu, portable loops, Br=5 Bc=3 (quick)" env FA_TEST_QUICK=1 $(BUILD)/test_cpu_portable
+	@$(RUN_CHECK) $@ "test_cpu, portable loops, Br=5 Bc=3 ($(quick_tag))" env $(TEST_QUICK) $(BUILD)/test_cpu_portable
 
 $(TEST_RESULTS)/cpu_avx2.txt: $(BUILD)/test_cpu_avx2 FORCE | $(TEST_RESULTS)
-	@$(RUN_CHECK) $@ "test_cpu, AVX2 + FMA + F16C (quick)" env FA_TEST_QUICK=1 $(BUILD)/test_cpu_avx2
+	@$(RUN_CHECK) $@ "test_cpu, AVX2 + FMA + F16C ($(quick_tag))" env $(TEST_QUICK) $(BUILD)/test_cpu_avx2
 
 $(TEST_RESULTS)/cpu_avx2_nof16c.txt: $(BUILD)/test_cpu_avx2_nof16c FORCE | $(TEST_RESULTS)
-	@$(RUN_CHECK) $@ "test_cpu, AVX2 + FMA without F16C (quick)" env FA_TEST_QUICK=1 $(BUILD)/test_cpu_avx2_nof16c
+	@$(RUN_CHECK) $@ "test_cpu, AVX2 + FMA without F16C ($(quick_tag))" env $(TEST_QUICK) $(BUILD)/test_cpu_avx2_nof16c
 
 $(TEST_RESULTS)/bad_input.txt: $(BUILD)/test_bad_input FORCE | $(TEST_RESULTS)
 	@$(RUN_CHECK) $@ "test_bad_input" $(BUILD)/test_bad_input
@@ -150,9 +184,17 @@ $(TEST_RESULTS)/compile-%.txt: flashattn.h tests/compile_use.c tests/compile_imp
 	@$(RUN_CHECK) $@ "compile $*" \
 	  $(call compile_cmd,$(call compile_word,1),$(call compile_word,2),$(call compile_word,3),$(call compile_word,4))
 
-# GPU compile checks: the target test-gpu-compile belongs to the GPU section;
-# it is run only when nvcc exists and the target is defined. Its last
-# "...: N passed, M failed" line is its count (else it counts as one check).
+# GPU: `make test` compiles GPU_CHECK_TU (GPU section) once per architecture
+# of GPU_ARCHS, linked and run (gpu_check_<arch>.txt); `make test-all` also
+# runs test-gpu-compile, every GPU source (gpu_compile.txt). Both only when
+# nvcc exists. A last "...: N passed, M failed" line is the count (else the
+# step counts as one check).
+$(TEST_RESULTS)/gpu_check_%.txt: FORCE | $(TEST_RESULTS)
+	@if [ -z "$(NVCC)" ]; then echo "nvcc not found: skipping the GPU translation unit for sm_$*"; \
+	  echo "0 passed, 0 failed" > $@; \
+	else $(RUN_CHECK) $@ "$(GPU_CHECK_TU) for sm_$* (nvcc, warnings are errors; then run)" \
+	  sh -c '$(MAKE) --no-print-directory $(call gpu_check_bin,$*) && $(call gpu_check_bin,$*)'; fi
+
 $(TEST_RESULTS)/gpu_compile.txt: FORCE | $(TEST_RESULTS)
 	@if [ -z "$(NVCC)" ]; then echo "nvcc not found: skipping the GPU compile checks"; echo "0 passed, 0 failed" > $@; \
 	elif ! $(MAKE) --no-print-directory -n test-gpu-compile > /dev/null 2>&1; then \
@@ -161,11 +203,12 @@ $(TEST_RESULTS)/gpu_compile.txt: FORCE | $(TEST_RESULTS)
 	else $(RUN_CHECK) $@ "GPU compile checks (make test-gpu-compile)" $(MAKE) --no-print-directory test-gpu-compile; fi
 
 # The implementation compiled by nvcc as a user's .cu (GPU half in, d 64's
-# kernels for sm_90a alone): nvcc's host pass must build the SIMD loops its
+# forward kernels for sm_90a alone): nvcc's host pass must build the SIMD loops its
 # host target allows (-Xcompiler -march=native), and the CPU forward must be
 # right. Needs no GPU. Skipped without nvcc.
 $(BUILD)/test_nvcc_host_simd: tests/test_nvcc_host_simd.cu flashattn.h flashattn_cuda.cuh | $(BUILD)
-	$(NVCC) -std=c++17 -O3 -Xcompiler -march=native -DFLASHATTN_HEAD_DIMS=64 $(call gencode,90a) $(NVCC_WERROR) \
+	$(NVCC) -std=c++17 -O3 -Xcompiler -march=native -DFLASHATTN_HEAD_DIMS=64 -DFLASHATTN_NO_BACKWARD -DFLASHATTN_NO_DECODE \
+	  $(call gencode,90a) $(NVCC_WERROR) \
 	  $< -o $@
 $(TEST_RESULTS)/nvcc_host_simd.txt: FORCE | $(TEST_RESULTS)
 	@if [ -z "$(NVCC)" ]; then echo "nvcc not found: skipping the nvcc host-pass SIMD check"; echo "0 passed, 0 failed" > $@; \
@@ -183,8 +226,10 @@ $(TEST_RESULTS)/neon_compile.txt: FORCE | $(TEST_RESULTS)
 CPU_RESULTS      := $(TEST_RESULTS)/cpu.txt $(TEST_RESULTS)/cpu_portable.txt $(TEST_RESULTS)/cpu_avx2.txt \
                     $(TEST_RESULTS)/cpu_avx2_nof16c.txt $(TEST_RESULTS)/bad_input.txt
 SANITIZE_RESULTS := $(TEST_RESULTS)/san_cpu.txt $(TEST_RESULTS)/san_bad_input.txt $(TEST_RESULTS)/threads_tsan.txt
-ALL_RESULTS      := $(CPU_RESULTS) $(COMPILE_CHECKS) $(STRICT_CHECKS) $(SANITIZE_RESULTS) $(TEST_RESULTS)/gpu_compile.txt \
-                    $(TEST_RESULTS)/nvcc_host_simd.txt \
+# (the nvcc units first: the longest jobs, they start first under -j)
+GPU_CHECK_RESULTS := $(foreach a,$(GPU_ARCHS),$(TEST_RESULTS)/gpu_check_$(a).txt)
+ALL_RESULTS      := $(GPU_CHECK_RESULTS) $(TEST_RESULTS)/nvcc_host_simd.txt $(CPU_RESULTS) $(COMPILE_CHECKS) \
+                    $(STRICT_CHECKS) $(SANITIZE_RESULTS) \
                     $(TEST_RESULTS)/neon_compile.txt
 
 # The headers carry no dates, "UTC" or commit hashes (tests/check_headers.sh):
@@ -200,8 +245,9 @@ ALL_RESULTS += $(TEST_RESULTS)/check_headers.txt
 #   fuzz.txt       tests/fuzz_args.c for FUZZ_SECONDS (30 s): libFuzzer under
 #                  ASan + UBSan when clang has it, else the seeded random
 #                  driver under ASan + UBSan; `make fuzz SECONDS=n` runs longer
-#   cuda_args.txt  tests/test_cuda_args.cu (nvcc, the default macros: every
-#                  head dim, sm_80 + sm_90a): every _cuda call and workspace
+#   gpu_check_<arch>.txt  tests/test_cuda_args.cu, make test's GPU unit
+#                  (GPU_CHECK_TU: one nvcc unit per architecture, the default
+#                  macros, every head dim): every _cuda call and workspace
 #                  query with its pointers unreadable by the host; no GPU
 #                  needed; skipped without nvcc
 FUZZ_SECONDS  ?= 30
@@ -209,7 +255,6 @@ SECONDS       ?= 300
 EXAMPLES_RUN  := cpu_simple online_softmax decode_paged demo
 EXAMPLES_SAN  := cpu_simple online_softmax decode_paged
 FUZZ_DEPS     := tests/fuzz_args.c flashattn.h tests/run_fuzz.sh
-CUDA_ARGS_DEPS := tests/test_cuda_args.cu flashattn.h flashattn_cuda.cuh
 
 $(BUILD)/examples-san/%: examples/%.c flashattn.h
 	@mkdir -p $(@D)
@@ -237,14 +282,7 @@ $(TEST_RESULTS)/fuzz.txt: $(BUILD)/fuzz_args_lf $(BUILD)/fuzz_args FORCE | $(TES
 fuzz: $(BUILD)/fuzz_args_lf $(BUILD)/fuzz_args
 	@env $(SAN_ENV) sh tests/run_fuzz.sh $(SECONDS) $(BUILD)/fuzz_args_lf $(BUILD)/fuzz_args $(BUILD)/fuzz_corpus
 
-$(BUILD)/test_cuda_args: $(CUDA_ARGS_DEPS) | $(BUILD)
-	nice -n 10 $(NVCC) -std=c++17 -O2 $(NVCC_WERROR) -I. $(call gencode,$(GPU_ARCHS)) $< -o $@
-
-$(TEST_RESULTS)/cuda_args.txt: $(if $(NVCC),$(BUILD)/test_cuda_args) FORCE | $(TEST_RESULTS)
-	@if [ -z "$(NVCC)" ]; then echo "nvcc not found: skipping test_cuda_args"; echo "0 passed, 0 failed" > $@; \
-	else $(RUN_CHECK) $@ "test_cuda_args (the _cuda calls with unreadable pointers)" $(BUILD)/test_cuda_args; fi
-
-ALL_RESULTS += $(TEST_RESULTS)/examples.txt $(TEST_RESULTS)/fuzz.txt $(TEST_RESULTS)/cuda_args.txt
+ALL_RESULTS += $(TEST_RESULTS)/examples.txt $(TEST_RESULTS)/fuzz.txt
 
 # FP8 (e4m3) on the CPU: conversions, fa_quantize, the forward on e4m3 (issue 49).
 $(BUILD)/test_fp8: tests/test_fp8.c $(TEST_DEPS) | $(BUILD)
@@ -277,19 +315,49 @@ test-sanitize: $(SANITIZE_RESULTS)
 	@$(call sum_results,$^)
 test: $(ALL_RESULTS)
 	@$(call sum_results,$^)
+test-all:
+	@$(MAKE) --no-print-directory test-all-results TEST_QUICK=
+.PHONY: test-all-results
+test-all-results: $(TEST_RESULTS)/gpu_compile.txt $(GPU_KNOBS_RESULTS) $(ALL_RESULTS)
+	@$(call sum_results,$^)
 
 # ---- GPU build, tests and benchmark -------------------------------------------
-# The GPU half compiles only with nvcc; CI has no GPU, so `make test` runs just
-# test-gpu-compile (every GPU source, each architecture, warnings are errors)
-# and test-gpu / bench-gpu run on a machine with a GPU.
+# The GPU half compiles only with nvcc; CI has no GPU, so `make test` compiles
+# GPU_CHECK_TU once per architecture (every head dim, warnings are errors) and
+# runs it (its checks need no GPU); `make test-all` adds test-gpu-compile
+# (every GPU source); test-gpu / bench-gpu run on a machine with a GPU.
 NVCC_FLAGS     ?= -std=c++17 -O3 -lineinfo
 NVCC_WERROR    := -Werror all-warnings -Xcompiler -Wall,-Wextra,-Werror
-GPU_ARCHS      ?= 80 90a
-GPU_ARCHS_ALL  := 80 86 89 90a
 gencode         = $(foreach a,$(1),-gencode arch=compute_$(a),code=sm_$(a))
 GPU_BENCH_SOURCES := $(wildcard bench/*.cu) $(wildcard bench/micro/*.cu)
 GPU_SOURCES    := tests/test_gpu.cu tests/test_gpu_decode.cu tests/test_gpu_backward.cu $(wildcard examples/*.cu) \
                   $(GPU_BENCH_SOURCES)
+# make test's GPU translation unit: the implementation with the default macros.
+GPU_CHECK_TU   ?= tests/test_cuda_args.cu
+gpu_check_bin   = $(BUILD)/gpu-check/sm_$(1)/$(basename $(notdir $(GPU_CHECK_TU)))
+define GPU_CHECK_RULE
+$(call gpu_check_bin,$(1)): $(GPU_CHECK_TU) flashattn.h flashattn_cuda.cuh $(wildcard tests/*.h)
+	@mkdir -p $$(@D)
+	$(NVCC) $(NVCC_FLAGS) $(NVCC_WERROR) -I. $(call gencode,$(1)) $$< -o $$@
+endef
+$(foreach a,$(sort $(GPU_ARCHS) $(GPU_ARCHS_ALL)),$(eval $(call GPU_CHECK_RULE,$(a))))
+
+# The trimming macros (tests/test_gpu_knobs.cu; no GPU needed), sm_80 code:
+# knobs_hd128 with FLASHATTN_HEAD_DIMS=128, knobs_min with d 64 alone and
+# neither decode nor backward.
+KNOBS_hd128 := -DFLASHATTN_HEAD_DIMS=128
+KNOBS_min   := -DFLASHATTN_HEAD_DIMS=64 -DFLASHATTN_NO_DECODE -DFLASHATTN_NO_BACKWARD
+$(BUILD)/gpu-check/knobs_%: tests/test_gpu_knobs.cu flashattn.h flashattn_cuda.cuh tests/test_util.h tests/reference.h
+	@mkdir -p $(@D)
+	$(NVCC) $(NVCC_FLAGS) $(NVCC_WERROR) -I. $(KNOBS_$*) $(call gencode,80) $< -o $@
+$(TEST_RESULTS)/gpu_knobs_%.txt: FORCE | $(TEST_RESULTS)
+	@if [ -z "$(NVCC)" ]; then echo "nvcc not found: skipping tests/test_gpu_knobs.cu ($*)"; echo "0 passed, 0 failed" > $@; \
+	else $(RUN_CHECK) $@ "tests/test_gpu_knobs.cu, $(KNOBS_$*)" \
+	  sh -c '$(MAKE) --no-print-directory $(BUILD)/gpu-check/knobs_$* && $(BUILD)/gpu-check/knobs_$*'; fi
+GPU_KNOBS_RESULTS := $(TEST_RESULTS)/gpu_knobs_hd128.txt $(TEST_RESULTS)/gpu_knobs_min.txt
+.PHONY: test-gpu-knobs
+test-gpu-knobs: $(GPU_KNOBS_RESULTS)
+	@$(call sum_results,$^)
 SANITIZER      ?= compute-sanitizer
 CUOBJDUMP      ?= $(shell command -v cuobjdump 2>/dev/null || echo $(dir $(NVCC))cuobjdump)
 
@@ -310,6 +378,15 @@ $(BUILD)/test_gpu_backward_emu: tests/test_gpu_backward.cu tests/emu_cuda.h $(BU
 .PHONY: test-gpu-emu
 test-gpu-emu: $(BUILD)/test_gpu_backward_emu
 	FA_QUICK=1 $(BUILD)/test_gpu_backward_emu
+
+# The backward test with one head dim compiled, 256: every head dim runs on
+# the d256 kernels (FLASHATTN_HEAD_DIMS: the next compiled size up). On a GPU:
+# make test-gpu-hd256.
+$(BUILD)/test_gpu_backward_hd256: tests/test_gpu_backward.cu tests/reference.h tests/test_util.h flashattn.h flashattn_cuda.cuh | $(BUILD)
+	$(NVCC) $(NVCC_FLAGS) -DFLASHATTN_HEAD_DIMS=256 $(call gencode,$(GPU_ARCHS)) $< -o $@
+.PHONY: test-gpu-hd256
+test-gpu-hd256: $(BUILD)/test_gpu_backward_hd256
+	$(BUILD)/test_gpu_backward_hd256
 
 $(BUILD)/test_gpu_decode: tests/test_gpu_decode.cu tests/reference.h tests/test_util.h flashattn.h flashattn_cuda.cuh | $(BUILD)
 	$(NVCC) $(NVCC_FLAGS) $(call gencode,$(GPU_ARCHS)) $< -o $@
@@ -437,7 +514,9 @@ build-all: $(call gpu_compile_oks,$(GPU_ARCHS_ALL))
 	echo "$$p $$f" > $(BUILD)/gpu-compile.counts; echo "gpu-compile (sm_80, 86, 89, 90a): $$p passed, $$f failed"
 
 # Benchmark: our kernel alone (bench_gpu) and beside PyTorch SDPA (vs_torch.py,
-# through a shared library). Results go to bench/results/.
+# through a shared library). Results go to build/bench/, or with RECORD=1 to
+# bench/results/ (the lab's record, see bench/results/LOG.md).
+BENCH_RESULTS := $(if $(RECORD),bench/results,$(BUILD)/bench)
 $(BUILD)/bench_gpu: bench/bench_gpu.cu flashattn.h flashattn_cuda.cuh | $(BUILD)
 	$(NVCC) $(NVCC_FLAGS) $(call gencode,$(GPU_ARCHS)) $< -o $@
 
@@ -449,13 +528,15 @@ $(BUILD)/libfa_bench_decode.so: bench/fa_bench_decode_lib.cu flashattn.h flashat
 
 .PHONY: bench-gpu-decode
 bench-gpu-decode: $(BUILD)/libfa_bench_decode.so
-	python3 bench/vs_torch.py decode --lib $< --out bench/results
+	@mkdir -p $(BENCH_RESULTS)
+	python3 bench/vs_torch.py decode --lib $< --out $(BENCH_RESULTS)
 
 bench-gpu: $(BUILD)/bench_gpu $(BUILD)/libfa_bench.so $(BUILD)/libfa_bench_decode.so
+	@mkdir -p $(BENCH_RESULTS)
 	$(BUILD)/bench_gpu
-	python3 bench/vs_torch.py --lib $(BUILD)/libfa_bench.so --out bench/results
-	python3 bench/vs_torch.py decode --lib $(BUILD)/libfa_bench_decode.so --out bench/results
-	python3 bench/vs_torch_backward.py --lib $(BUILD)/libfa_bench.so | tee bench/results/backward-latest.txt
+	python3 bench/vs_torch.py --lib $(BUILD)/libfa_bench.so --out $(BENCH_RESULTS)
+	python3 bench/vs_torch.py decode --lib $(BUILD)/libfa_bench_decode.so --out $(BENCH_RESULTS)
+	python3 bench/vs_torch_backward.py --lib $(BUILD)/libfa_bench.so | tee $(BENCH_RESULTS)/backward-latest.txt
 
 
 # ---- NEON (AArch64) path, cross compiled and run under qemu ------------------
@@ -556,13 +637,14 @@ $(BUILD)/examples/gpu_simple: examples/gpu_simple.cu flashattn.h flashattn_cuda.
 
 # ---- CPU benchmark ------------------------------------------------------------
 # `make bench` prints a markdown report and saves it as
-# bench/results/cpu-<UTC date>-<host kind>.md (HOST_KIND: CPU model and
-# logical CPU count, e.g. amd-epyc-2t; override on the command line).
+# build/bench/cpu-<UTC date>-<host kind>.md, or with RECORD=1 under
+# bench/results/ (HOST_KIND: CPU model and logical CPU count, e.g.
+# amd-epyc-2t; override on the command line).
 # BENCH_ISA=avx2: the AVX2 + FMA loops (no AVX-512) on an AVX-512 machine too.
 BENCH_ISA    ?= native
 BENCH_CFLAGS := -O3 $(if $(filter avx2,$(BENCH_ISA)),$(AVX2_FLAGS) -mf16c,-march=native) -fopenmp
 HOST_KIND    ?= $(shell grep -m1 'model name' /proc/cpuinfo 2>/dev/null | cut -d: -f2 | tr 'A-Z' 'a-z' | tr -cs 'a-z0-9' '-' | sed 's/^-//; s/-$$//' | cut -c1-40)-$(JOBS)t
-BENCH_OUT    := bench/results/cpu-$(shell date -u +%Y-%m-%d)-$(HOST_KIND)$(if $(filter avx2,$(BENCH_ISA)),-avx2).md
+BENCH_OUT    := $(BENCH_RESULTS)/cpu-$(shell date -u +%Y-%m-%d)-$(HOST_KIND)$(if $(filter avx2,$(BENCH_ISA)),-avx2).md
 
 $(BUILD)/bench_cpu: bench/bench_cpu.c flashattn.h FORCE | $(BUILD)
 	$(CC) $(BENCH_CFLAGS) -Wall -Wextra -DBENCH_FLAGS='"$(BENCH_CFLAGS)"' -I. $< -lm -o $@
@@ -577,7 +659,7 @@ bench-fp8-accuracy: $(BUILD)/fp8_accuracy
 	./$(BUILD)/fp8_accuracy $(FP8_ACC_FLAGS)
 
 bench: $(BUILD)/bench_cpu
-	@mkdir -p bench/results
+	@mkdir -p $(BENCH_RESULTS)
 	./$(BUILD)/bench_cpu | tee $(BENCH_OUT).tmp
 	mv $(BENCH_OUT).tmp $(BENCH_OUT)
 	@echo "saved $(BENCH_OUT)"

@@ -187,8 +187,16 @@
                            -D splits values at commas). A
                            problem runs in the smallest listed size >=
                            max(head_dim, head_dim_v); none: FA_ERROR_UNSUPPORTED.
-                           Each size costs compile time (two dtypes, up to two
-                           tile shapes).
+                           The backward runs on the smallest of its kernels
+                           (32, 64, 128, 256) >= head_dim that a listed size
+                           rounds up to; decode (64, 128, 256 only) on the
+                           listed size equal to head_dim. Each size costs
+                           compile time (README.md, "Compile time").
+     FLASHATTN_NO_DECODE   (undefined) leave out the decode kernels (>>decode);
+     FLASHATTN_NO_BACKWARD (undefined) leave out the backward (>>backward).
+                           Their entry points then return FA_ERROR_UNSUPPORTED.
+                           Compile time: nvcc's --split-compile=0 (all cores)
+                           cuts the wall time of one architecture's compile.
      FLASHATTN_BLOCK_M     (per head dim and GPU, see fa__default_config)
                            query rows per thread block, a multiple of 16*WARPS.
      FLASHATTN_BLOCK_N     (likewise) keys per K/V block, a multiple of 16.
@@ -782,6 +790,10 @@ static __device__ __forceinline__ void fa__store_o_lse(const fa__fwd_params &p,
     fa__store_o_rows<BF16, MT, NO>(p, acc_o, inv, go, wrow0, sq, g, t);
 }
 
+/* on_sm90: whether a GPU of compute capability 9.0 or later launches this
+   tile shape (>>gpu-host, after the shapes' table). */
+template <int D, int BM, int BN, int WARPS> struct fa__sm80_shape_used;
+
 /* ---- >>sm80-kernel  the sm_80 forward kernel: course items 1-3 in code ----
    S, O~: per warp, MT row tiles of 16; per thread, [MT][tiles][4] floats in
    the C-fragment layout (course item 5). */
@@ -789,6 +801,11 @@ template <bool BF16, int D, int BM, int BN, int WARPS, bool EXTRAS>
 __global__ void __launch_bounds__(WARPS * 32)
 fa__fwd_kernel_sm80(const fa__fwd_params p)
 {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    /* a shape only sm_80 / sm_86 / sm_89 launch: no code for sm_90 and later
+       (a third of the sm_80 kernels' compile time for sm_90a) */
+    if (!fa__sm80_shape_used<D, BM, BN, WARPS>::on_sm90) return;
+#endif
     constexpr int NT = WARPS * 32;     /* threads */
     constexpr int MT = BM / (16 * WARPS); /* 16-row tiles per warp */
     constexpr int NS = BN / 8;          /* 8-key tiles of S per row tile */
@@ -2591,6 +2608,13 @@ typedef struct fa__gpu {
     int family, smem_optin, sms;
 } fa__gpu;
 
+/* (for fa__fwd_kernel_sm80: a device of compute capability 9.0 or later
+   runs family 0's shapes, see fa__gpu's family in fa_forward_cuda) */
+template <int D, int BM, int BN, int WARPS> struct fa__sm80_shape_used {
+    static constexpr bool on_sm90 =
+        fa__config_for(D, 0).bm == BM && fa__config_for(D, 0).bn == BN && fa__config_for(D, 0).warps == WARPS;
+};
+
 /* Launch one instantiation: check its shared memory against the device's
    opt-in limit, raise the kernel's own limit (needed above 48 KB), launch. */
 template <bool BF16, int D, int BM, int BN, int WARPS, bool EXTRAS>
@@ -3218,6 +3242,7 @@ FLASHATTN_DEF fa_status fa_forward_cuda(const fa_problem *p, fa_tensor q, fa_ten
 }
 #endif
 
+#ifndef FLASHATTN_NO_DECODE
 /* ============================================================================
    >>decode  flash-decoding: split-KV, GQA packing, paged KV caches
    ============================================================================
@@ -4251,10 +4276,12 @@ static cudaError_t fa__decode_setup(int dev, fa__dec_setup *out)
 }
 
 /* Set up the kernel this problem will use (fa__decode_setup): hp = 2 only
-   where fa__dec_max_warps_m allows two warp rows (d <= 128). */
+   where fa__dec_max_warps_m allows two warp rows (d <= 128). Only the head
+   dims FLASHATTN_HEAD_DIMS lists are compiled (if constexpr). */
 static cudaError_t fa__decode_setup_any(int dev, int d, int wm, int hp, int bf16, int paged, fa__dec_setup *out)
 {
 #define FA__DEC_SETUP(D_, T_, P_)                                                   \
+    if constexpr (fa__head_dim_compiled(D_))                                        \
     if (d == D_ && !paged == !P_) {                                                 \
         constexpr int M2_ = fa__dec_max_warps_m(D_) < 2 ? 1 : 2, K_ = fa__dec_kv(D_, P_); \
         if (hp == 2) return fa__decode_setup<D_, M2_, T_, M2_, K_>(dev, out);      \
@@ -4302,6 +4329,9 @@ static fa_status fa__decode_cuda_prepare(const char *fn, const fa_problem *p, fa
         return fa__fail(FA_ERROR_UNSUPPORTED,
                         "%s: head_dim %d / head_dim_v %d: the GPU decode kernels exist for head_dim "
                         "64, 128 and 256 with head_dim_v == head_dim", fn, d, r.head_dim_v);
+    if (!fa__head_dim_compiled(d))
+        return fa__fail(FA_ERROR_UNSUPPORTED,
+                        "%s: head_dim %d is not among the head dims compiled in (FLASHATTN_HEAD_DIMS)", fn, d);
     if (r.batch > 65535 || hkv > 65535)
         return fa__fail(FA_ERROR_UNSUPPORTED, "%s: batch (%d) and heads_kv (%d) must be <= 65535 on the GPU "
                         "(grid dimensions)", fn, r.batch, hkv);
@@ -4449,12 +4479,13 @@ static cudaError_t fa__decode_launch_t(const fa__decode_params &kp, const fa__de
 static cudaError_t fa__decode_launch(const fa__decode_params &kp, const fa__decode_plan &plan,
                                      int bf16, cudaStream_t st)
 {
-    if (plan.d == 64) return bf16 ? fa__decode_launch_t<64, true>(kp, plan, st)
-                                  : fa__decode_launch_t<64, false>(kp, plan, st);
-    if (plan.d == 128) return bf16 ? fa__decode_launch_t<128, true>(kp, plan, st)
-                                   : fa__decode_launch_t<128, false>(kp, plan, st);
-    return bf16 ? fa__decode_launch_t<256, true>(kp, plan, st)
-                : fa__decode_launch_t<256, false>(kp, plan, st);
+#define FA__DEC_LAUNCH(D_)                                                          \
+    if constexpr (fa__head_dim_compiled(D_))                                        \
+        if (plan.d == D_) return bf16 ? fa__decode_launch_t<D_, true>(kp, plan, st) \
+                                      : fa__decode_launch_t<D_, false>(kp, plan, st);
+    FA__DEC_LAUNCH(64) FA__DEC_LAUNCH(128) FA__DEC_LAUNCH(256)
+#undef FA__DEC_LAUNCH
+    return cudaErrorInvalidDeviceFunction; /* unreachable: d was checked */
 }
 
 #ifdef __cplusplus
@@ -4526,6 +4557,7 @@ FLASHATTN_DEF fa_status fa_decode_cuda(const fa_problem *p, fa_tensor q, fa_tens
 #ifdef __cplusplus
 }
 #endif
+#endif /* FLASHATTN_NO_DECODE */
 
 /* ============================================================================
    >>fp8-quant  fa_quantize_cuda: f16 / bf16 -> e4m3 with per-block descales
@@ -4841,7 +4873,7 @@ FLASHATTN_DEF fa_status fa_quantize_cuda(const fa_quant *p, fa_tensor x, fa_tens
        d <= 64 : Bc 128, Br 64    d <= 128: Bc 128, Br 64    d <= 256: Bc 64, Br 32
    Other head dims (96, 192, any multiple of 8) run on the next larger kernel
    with zero-filled columns: correct, not tuned. (FLASHATTN_HEAD_DIMS selects
-   the forward's sizes only.) Each warp of a CTA: 16 keys; 1 CTA per SM.
+   these sizes too: fa__bwd_kernel_dim.) Each warp of a CTA: 16 keys; 1 CTA per SM.
 
    Workspace (fa_backward_cuda_workspace_size): L and D, 4 bytes per query
    row and head each, plus the fp32 dQ accumulator, 4 * D bytes per query row
@@ -5839,6 +5871,23 @@ typedef struct fa__bwd_plan {
 
 static size_t fa__bwd_round256(size_t x) { return (x + 255) & ~(size_t)255; }
 
+/* The kernels' head dims are 32, 64, 128 and 256; a FLASHATTN_HEAD_DIMS
+   entry h compiles the smallest of them >= h, and head dim d runs on the
+   smallest one compiled >= d (0: none). */
+static constexpr int fa__bwd_round_dim(int d) { return d <= 32 ? 32 : d <= 64 ? 64 : d <= 128 ? 128 : 256; }
+static constexpr bool fa__bwd_dim_compiled(int D)
+{
+    for (int i = 0; i < fa__n_head_dims; i++)
+        if (fa__bwd_round_dim(fa__head_dims[i]) == D) return true;
+    return false;
+}
+static constexpr int fa__bwd_kernel_dim(int d)
+{
+    for (int D = 32; D <= 256; D *= 2)
+        if (D >= d && fa__bwd_dim_compiled(D)) return D;
+    return 0;
+}
+
 /* r: the problem as fa__resolve filled it in (defaults resolved). */
 static fa_status fa__bwd_make_plan(const char *fn, const fa_problem *r, fa__bwd_plan *pl) {
     const int d = r->head_dim;
@@ -5851,7 +5900,10 @@ static fa_status fa__bwd_make_plan(const char *fn, const fa_problem *r, fa__bwd_
     if ((r->cu_seqlens_q == NULL) != (r->cu_seqlens_k == NULL))
         return fa__fail(FA_ERROR_INVALID_ARGUMENT,
                         "%s: give both cu_seqlens_q and cu_seqlens_k, or neither", fn);
-    pl->D = d <= 32 ? 32 : d <= 64 ? 64 : d <= 128 ? 128 : 256;
+    pl->D = fa__bwd_kernel_dim(d);
+    if (!pl->D)
+        return fa__fail(FA_ERROR_UNSUPPORTED,
+                        "%s: head_dim %d is larger than every head dim compiled in (FLASHATTN_HEAD_DIMS)", fn, d);
     pl->br = pl->D <= 128 ? 64 : 32;
     pl->bc = pl->D <= 128 ? 128 : 64;
     pl->smem = (size_t)(2 * pl->bc * pl->D + 4 * pl->br * pl->D + pl->bc * pl->br) * 2 + 4 * pl->br * 4;
@@ -5959,25 +6011,26 @@ static fa_status fa__bwd_run(const fa__bwd_params &kp, const fa__bwd_plan &pl, c
     int ran = 0;
 #ifndef FLASHATTN_NO_HOPPER
     /* the sm_90a kernel's coverage (see its comment); the rest runs below */
+    /* (if constexpr: only the head dims compiled in, fa__bwd_dim_compiled) */
     if (!FA__BWD_SM90_OFF && !kp.cu_q && !kp.dropout && kp.softcap == 0.f && !kp.alibi &&
         pl.D >= 64) {
-        s = pl.D == 64    ? fa__bwd_launch_sm90<BF16, 64>(kp, gpu, st, &ran)
-            : pl.D == 128 ? fa__bwd_launch_sm90<BF16, 128>(kp, gpu, st, &ran)
-                          : fa__bwd_launch_sm90<BF16, 256>(kp, gpu, st, &ran);
+        if constexpr (fa__bwd_dim_compiled(64))
+            if (pl.D == 64) s = fa__bwd_launch_sm90<BF16, 64>(kp, gpu, st, &ran);
+        if constexpr (fa__bwd_dim_compiled(128))
+            if (pl.D == 128) s = fa__bwd_launch_sm90<BF16, 128>(kp, gpu, st, &ran);
+        if constexpr (fa__bwd_dim_compiled(256))
+            if (pl.D == 256) s = fa__bwd_launch_sm90<BF16, 256>(kp, gpu, st, &ran);
         if (s != FA_OK) return s;
     }
 #endif /* FLASHATTN_NO_HOPPER (backward dispatch) */
     const bool sc = kp.softcap > 0.f;
-    if (!ran) switch (pl.D) {
-    case 32: s = sc ? fa__bwd_launch_main<BF16, 32, 64, 128, true>(kp, pl, st)
-                    : fa__bwd_launch_main<BF16, 32, 64, 128, false>(kp, pl, st); break;
-    case 64: s = sc ? fa__bwd_launch_main<BF16, 64, 64, 128, true>(kp, pl, st)
-                    : fa__bwd_launch_main<BF16, 64, 64, 128, false>(kp, pl, st); break;
-    case 128: s = sc ? fa__bwd_launch_main<BF16, 128, 64, 128, true>(kp, pl, st)
-                     : fa__bwd_launch_main<BF16, 128, 64, 128, false>(kp, pl, st); break;
-    default: s = sc ? fa__bwd_launch_main<BF16, 256, 32, 64, true>(kp, pl, st)
-                    : fa__bwd_launch_main<BF16, 256, 32, 64, false>(kp, pl, st); break;
-    }
+#define FA__BWD_MAIN(D_, BR_, BC_)                                                           \
+    if constexpr (fa__bwd_dim_compiled(D_))                                                  \
+        if (!ran && pl.D == D_)                                                              \
+            s = sc ? fa__bwd_launch_main<BF16, D_, BR_, BC_, true>(kp, pl, st)               \
+                   : fa__bwd_launch_main<BF16, D_, BR_, BC_, false>(kp, pl, st);
+    FA__BWD_MAIN(32, 64, 128) FA__BWD_MAIN(64, 64, 128) FA__BWD_MAIN(128, 64, 128) FA__BWD_MAIN(256, 32, 64)
+#undef FA__BWD_MAIN
     if (s != FA_OK) return s;
     fa__bwd_dq_convert_kernel<BF16><<<rows_grid, 256, 0, st>>>(kp);
     FA__BWD_CUDA_TRY(cudaGetLastError());
@@ -6090,5 +6143,41 @@ FLASHATTN_DEF fa_status fa_backward_cuda(const fa_problem *p, fa_tensor q, fa_te
     return s;
 }
 #endif /* FLASHATTN_NO_BACKWARD */
+
+/* A part left out (FLASHATTN_NO_DECODE, FLASHATTN_NO_BACKWARD, >>gpu-config)
+   keeps its entry points: each says what was left out. */
+#if defined(FLASHATTN_NO_DECODE) || defined(FLASHATTN_NO_BACKWARD)
+#ifdef __cplusplus
+extern "C" {
+#endif
+#define FA__LEFT_OUT(fn, macro) fa__fail(FA_ERROR_UNSUPPORTED, "%s: compiled out by %s", fn, macro)
+#ifdef FLASHATTN_NO_DECODE
+FLASHATTN_DEF fa_status fa_decode_cuda_workspace_size(const fa_problem *, size_t *)
+{
+    return FA__LEFT_OUT("fa_decode_cuda_workspace_size", "FLASHATTN_NO_DECODE");
+}
+FLASHATTN_DEF fa_status fa_decode_cuda(const fa_problem *, fa_tensor, fa_tensor, fa_tensor, fa_tensor,
+                                       fa_tensor, fa_tensor, float *, void *, size_t, void *)
+{
+    return FA__LEFT_OUT("fa_decode_cuda", "FLASHATTN_NO_DECODE");
+}
+#endif
+#ifdef FLASHATTN_NO_BACKWARD
+FLASHATTN_DEF fa_status fa_backward_cuda_workspace_size(const fa_problem *, size_t *)
+{
+    return FA__LEFT_OUT("fa_backward_cuda_workspace_size", "FLASHATTN_NO_BACKWARD");
+}
+FLASHATTN_DEF fa_status fa_backward_cuda(const fa_problem *, fa_tensor, fa_tensor, fa_tensor, fa_tensor,
+                                         fa_tensor, const float *, fa_tensor, fa_tensor, fa_tensor,
+                                         void *, size_t, void *)
+{
+    return FA__LEFT_OUT("fa_backward_cuda", "FLASHATTN_NO_BACKWARD");
+}
+#endif
+#undef FA__LEFT_OUT
+#ifdef __cplusplus
+}
+#endif
+#endif /* FLASHATTN_NO_DECODE || FLASHATTN_NO_BACKWARD */
 
 #endif /* FLASHATTN_CUDA_CUH */

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """tests/emu_extract.py SRC OUT - what tests/emu_cuda.h needs of flashattn_cuda.cuh:
-the forward's shared-memory helpers (>>gpu-smem), fa__pack2, fa__gpu, fa__cuda_fail and
-fa__check_rows_aligned, and the whole >>backward section but its sm_90a kernel;
+the head dims compiled (fa__head_dims), the forward's shared-memory helpers (>>gpu-smem),
+fa__pack2, fa__gpu, fa__cuda_fail and fa__check_rows_aligned, and the whole >>backward section but its sm_90a kernel;
 with the inline-asm primitives dropped (the emulator defines them), the dynamic shared-memory
 declaration dropped (the emulator owns that array), and every
 kernel<<<grid, block, smem, stream>>>(args) launch rewritten as
@@ -31,7 +31,10 @@ def function(name):
 
 
 gpu = re.search(r"typedef struct fa__gpu \{[^}]*\} fa__gpu;", s).group(0)
-parts = [function("fa__pack2") + "\n\n", section(">>gpu-smem", ">>gpu-fwd"), gpu + "\n\n",
+# the head dims compiled (FLASHATTN_HEAD_DIMS: the backward's dispatch reads them)
+dims = (re.search(r"#ifndef FLASHATTN_HEAD_DIMS\n.*?#endif\n", s, re.S).group(0)
+        + re.search(r"static constexpr int fa__head_dims\[\][^\n]*\n[^\n]*fa__n_head_dims =[^\n]*\n", s).group(0))
+parts = [dims + "\n", function("fa__pack2") + "\n\n", section(">>gpu-smem", ">>gpu-fwd"), gpu + "\n\n",
          function("fa__cuda_fail") + "\n\n", function("fa__check_rows_aligned") + "\n\n"]
 a = s.index("#ifndef FLASHATTN_NO_BACKWARD")
 b = s.index("#endif /* FLASHATTN_NO_BACKWARD */") + len("#endif /* FLASHATTN_NO_BACKWARD */")
