@@ -3464,117 +3464,157 @@ __host__ __device__ constexpr int fa__dec_kv(int D, bool paged)
    (ncu, its 1.42 GHz: 214 us at batch 32 x 4k, DRAM 75% busy); with 8,
    190 us and 85% (cuDNN's decode 182 us, 89%: two CTAs of 4 warps per
    SM). At full clocks the bytes bound both: +0.3 to +0.5% at batch 32. */
-template <int D, int WARPS_M, bool BF16, int HP, int KV>
-__global__ void __launch_bounds__(FA__DEC_THREADS * HP)
-fa__decode_kernel(const fa__decode_params p)
-{
-    static_assert(HP == 1 || (HP == 2 && WARPS_M == 2), "a head pair gives each head one warp row");
-    constexpr int NT = FA__DEC_THREADS * HP, NW = NT / 32; /* threads, warps */
-    constexpr int BN = FA__DEC_BN;            /* keys per tile */
-    constexpr int RW = HP * D;                /* elements per K/V tile row */
-    constexpr int STAGES = fa__dec_stages(D);
-    constexpr int WARPS_N = NW / WARPS_M;
-    constexpr int KW = BN / WARPS_N;          /* keys per warp per tile */
-    constexpr int NK = KW / 16;               /* 16-key MMA steps per warp per tile */
-    constexpr int NS = D <= 128 ? NK : 1;     /* 16-key steps per softmax update */
-    constexpr int ROWS = 16 * WARPS_M;        /* query rows of this CTA */
-    constexpr int CH = RW / 8;                /* 16-byte chunks per tile row */
-    constexpr int RSTEP = NT / CH;           /* rows one pass of the CTA copies */
-    constexpr int RPT = BN / RSTEP;           /* K (or V) rows each thread copies per tile */
-    constexpr bool PAGED_ONLY = KV == FA__DEC_PAGED; /* a thread's rows of a tile close together (below) */
+/* The compile-time shape of one kernel instance, from its parameters: head
+   dim D, WARPS_M warp rows of 16 query rows, HP KV heads a CTA, KV the
+   caches it serves (fa__dec_kv). */
+template <int D_, int WARPS_M_, int HP_, int KV_> struct fa__dec_traits {
+    static constexpr int D = D_, WARPS_M = WARPS_M_, HP = HP_, KV = KV_;
+    static constexpr int NT = FA__DEC_THREADS * HP, NW = NT / 32; /* threads, warps */
+    static constexpr int BN = FA__DEC_BN;            /* keys per tile */
+    static constexpr int RW = HP * D;                /* elements per K/V tile row */
+    static constexpr int STAGES = fa__dec_stages(D);
+    static constexpr int WARPS_N = NW / WARPS_M;
+    static constexpr int KW = BN / WARPS_N;          /* keys per warp per tile */
+    static constexpr int NK = KW / 16;               /* 16-key MMA steps per warp per tile */
+    static constexpr int NS = D <= 128 ? NK : 1;     /* 16-key steps per softmax update */
+    static constexpr int ROWS = 16 * WARPS_M;        /* query rows of this CTA */
+    static constexpr int CH = RW / 8;                /* 16-byte chunks per tile row */
+    static constexpr int RSTEP = NT / CH;            /* rows one pass of the CTA copies */
+    static constexpr int RPT = BN / RSTEP;           /* K (or V) rows each thread copies per tile */
+    static constexpr bool PAGED_ONLY = KV == FA__DEC_PAGED; /* a thread's rows of a tile close together */
     /* rows between a thread's rows of a tile: RSTEP, or PAGED_ONLY 1, but 2
        at d128, whose kernels ptxas 13.0 miscompiles with 1 (>>decode-prims) */
-    constexpr int RS = PAGED_ONLY ? (D == 128 ? 2 : 1) : RSTEP;
-    constexpr int SPAN = RS * RPT;            /* PAGED_ONLY: a thread's rows lie within SPAN rows */
-    constexpr int TILE = HP * fa__dec_tile_bytes(D);
-    constexpr bool Q_IN_REGS = D <= 128;      /* d256: Q fragments would cost 64 registers */
-    constexpr int OPAD = D + 8;               /* fp32 row stride of the epilogue's O */
+    static constexpr int RS = PAGED_ONLY ? (D == 128 ? 2 : 1) : RSTEP;
+    static constexpr int SPAN = RS * RPT;            /* PAGED_ONLY: a thread's rows lie within SPAN rows */
+    static constexpr int TILE = HP * fa__dec_tile_bytes(D);
+    static constexpr bool Q_IN_REGS = D <= 128;      /* d256: Q fragments would cost 64 registers */
+    static constexpr int QF = Q_IN_REGS ? D / 16 : 1; /* Q fragments held in registers */
+    static constexpr int OPAD = D + 8;               /* fp32 row stride of the epilogue's O */
+    static_assert(HP == 1 || (HP == 2 && WARPS_M == 2), "a head pair gives each head one warp row");
     static_assert(BN * RW * 2 == TILE && KW % 16 == 0, "tile bytes; 16-key steps");
+};
 
-    extern __shared__ __align__(128) unsigned char fa__dec_smem[];
-    unsigned char *ks = fa__dec_smem;                     /* STAGES K tiles */
-    unsigned char *vs = fa__dec_smem + STAGES * TILE;     /* STAGES V tiles */
-    unsigned char *qs = fa__dec_smem + 2 * STAGES * TILE; /* ROWS x D */
+/* Where a CTA sits (grid x = row block + row_blocks * split, y = KV head /
+   HP, z = b), and CTA row r (0..ROWS-1)'s KV head and packed row. */
+template <class T> struct fa__dec_cta {
+    int rb, split, hk0, b; /* row block, split, first KV head, sequence */
+    __device__ __forceinline__ int head_of(int r) const { return T::HP == 1 ? hk0 : hk0 + r / 16; }
+    __device__ __forceinline__ int row_of(int r) const { return T::HP == 1 ? rb * T::ROWS + r : r % 16; }
+};
 
-    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    const int wm = warp / WARPS_N, wn = warp % WARPS_N;
-    const int g = lane >> 2, tq = lane & 3; /* MMA fragment coordinates */
-    const int rb = blockIdx.x % p.row_blocks, split = blockIdx.x / p.row_blocks;
-    const int hk0 = HP * blockIdx.y, b = blockIdx.z; /* the CTA's first KV head */
-    /* CTA row r (0..ROWS-1): its KV head and its packed row within that head */
-    auto head_of = [&](int r) { return HP == 1 ? hk0 : hk0 + r / 16; };
-    auto row_of = [&](int r) { return HP == 1 ? rb * ROWS + r : r % 16; };
-    /* the warp's half of a head pair's tile row, in 16-byte chunks */
-    const int kc0 = HP == 1 ? 0 : wm * (D / 8);
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    /* This grid is launched as a programmatic dependent of whatever ran
-       before it in the stream (fa__decode_launch_t): its CTAs may be placed
-       while that grid is still finishing. Nothing global is touched before
-       this wait, which returns once that grid is done and its writes are
-       visible (seqlens_k, the cache, q may all come from it). What it saves
-       is the launch gap between the two kernels: about 1 us per call (H100,
-       2026-11-24, decode calls back to back: batch 1 x 4k 13.2 vs 14.1 us). */
-    asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
+/* A thread's place in the MMA fragments and its ldmatrix rows and chunks. */
+struct fa__dec_lane {
+    int g, tq;        /* MMA fragment coordinates: row g (and g + 8), column pair tq */
+    int qa_row, qa_c; /* A of Q K^T from Q [row][d]: (rows 0-7, k 0-7), (8-15, 0-7),
+                         (0-7, 8-15), (8-15, 8-15); lane L gives row L % 8 of matrix L / 8 */
+    int kb_row, kb_c; /* B of Q K^T from K [key][d] (plain): (keys 0-7, d 0-7), (0-7, 8-15),
+                         (8-15, 0-7), (8-15, 8-15) -> b0, b1 of n-tile 0, then of n-tile 1 */
+    int vb_row, vb_c; /* B of P V from V [key][d] (.trans): (keys 0-7, d 0-7), (8-15, 0-7),
+                         (0-7, 8-15), (8-15, 8-15) -> b0, b1 of d-tile 2j, then of 2j + 1 */
+    int kc0;          /* the warp's half of a head pair's tile row, in 16-byte chunks */
+};
 
+/* The keys this CTA's split reads: sk keys in the sequence, my_tiles tiles
+   of BN from key n_first. */
+struct fa__dec_keys {
+    int sk, sq, my_tiles, n_first; /* (sq: the new tokens, p.sq) */
+};
+template <class T>
+__device__ __forceinline__ fa__dec_keys fa__dec_split_keys(const fa__decode_params &p, const fa__dec_cta<T> &c)
+{
+    constexpr int BN = T::BN;
+    fa__dec_keys k;
     /* Keys this sequence attends to: the cache plus the appended tokens,
        clamped to the capacity so a bad length cannot read outside. */
-    int sk = (p.seqlens_k ? p.seqlens_k[b] : p.seqlen_k) + p.sq_new;
+    int sk = (p.seqlens_k ? p.seqlens_k[c.b] : p.seqlen_k) + p.sq_new;
     sk = min(sk, p.capacity);
     const int sq = p.sq;
     /* Keys left of every row's window are never loaded. With PAGED_ONLY
        the first key loaded is a multiple of BN, so a thread's rows lie within
-       an aligned block of SPAN rows (one_page, below); keys of that first
-       tile left of the window are masked like any other. */
-    const int lo = p.window ? max(0, sk - sq - p.window_left) & (PAGED_ONLY ? ~(BN - 1) : ~0) : 0;
+       an aligned block of SPAN rows (one_page, fa__dec_kv_copy); keys of that
+       first tile left of the window are masked like any other. */
+    const int lo = p.window ? max(0, sk - sq - p.window_left) & (T::PAGED_ONLY ? ~(BN - 1) : ~0) : 0;
     const int n_tiles = sk > lo ? (sk - lo + BN - 1) / BN : 0;
     const int per_split = (n_tiles + p.num_splits - 1) / p.num_splits;
-    const int t_begin = split * per_split;
-    const int my_tiles = max(0, min(n_tiles, t_begin + per_split) - t_begin);
-    const int n_first = lo + t_begin * BN; /* first key of this split */
+    const int t_begin = c.split * per_split;
+    k.sk = sk;
+    k.sq = sq;
+    k.my_tiles = max(0, min(n_tiles, t_begin + per_split) - t_begin);
+    k.n_first = lo + t_begin * BN; /* first key of this split */
+    return k;
+}
 
-    const uint16_t *kbase = (const uint16_t *)p.k + (int64_t)hk0 * p.k_hs;
-    const uint16_t *vbase = (const uint16_t *)p.v + (int64_t)hk0 * p.v_hs;
-    const int32_t *btab = KV != FA__DEC_CONTIG && p.block_table ? p.block_table + (int64_t)b * p.pages_per_seq : 0;
-
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    /* Let our dependent (the combine kernel, or the next call) start its
-       CTAs now: they wait in griddepcontrol.wait until this whole grid has
-       finished, so the launch gap between the two kernels is hidden. */
-    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
-    /* ---- Q: ROWS packed rows -> shared (zero rows past the real ones) ---- */
-    for (int i = tid; i < ROWS * (D / 8); i += NT) {
-        int r = i / (D / 8), c = i % (D / 8), row = row_of(r);
+/* Q: the CTA's ROWS packed rows -> shared (zero rows past the real ones),
+   one cp.async group. */
+template <class T>
+__device__ __forceinline__ void fa__dec_load_q(const fa__decode_params &p, const fa__dec_cta<T> &c,
+                                               unsigned char *qs, int tid)
+{
+    constexpr int D = T::D;
+    for (int i = tid; i < T::ROWS * (D / 8); i += T::NT) {
+        int r = i / (D / 8), ch = i % (D / 8), row = c.row_of(r);
         int ok = row < p.rows;
         int t = ok ? row / p.group : 0, hh = ok ? row % p.group : 0;
-        const uint16_t *src = (const uint16_t *)p.q + (int64_t)b * p.q_bs + (int64_t)t * p.q_ss +
-                       (int64_t)(head_of(r) * p.group + hh) * p.q_hs + c * 8;
-        fa__cp_async16(fa__dec_smem_addr(qs + fa__dec_swz<D>(r, c)), src, ok ? 16 : 0);
+        const uint16_t *src = (const uint16_t *)p.q + (int64_t)c.b * p.q_bs + (int64_t)t * p.q_ss +
+                       (int64_t)(c.head_of(r) * p.group + hh) * p.q_hs + ch * 8;
+        fa__cp_async16(fa__dec_smem_addr(qs + fa__dec_swz<D>(r, ch)), src, ok ? 16 : 0);
     }
     fa__cp_async_commit();
+}
 
-    /* ---- the copy of one K/V tile: thread copies chunk tid % CH of rows
-       my_r + RS * i, i < RPT (a chunk of head hk0 + my_c / (D / 8) when the
-       row holds a pair): rows RSTEP apart from my_r = tid / CH, or with
-       PAGED_ONLY (an instance for paged caches only, fa__dec_kv) rows within
-       one block of SPAN = RS * RPT: thread group q = tid / CH takes block
-       q / RS, rows q % RS, q % RS + RS, ... of it (RS = 1: RPT consecutive
-       rows; RS = 2, d128: the even or the odd rows of 16). Those lie in ONE
-       page when pages hold SPAN rows or more (a power of two: 16, 64, 256
-       and every larger one): one_page, a table read and a 64-bit offset a
-       tile instead of one a row. Page numbers come from `pages`, fetched one
-       tile ahead (fetch_pages) so the issue never waits on the table. */
-    const int my_c = tid % CH, my_q = tid / CH;
-    const int my_r = PAGED_ONLY ? SPAN * (my_q / RS) + my_q % RS : my_q;
-    const bool one_page = PAGED_ONLY && p.page_shift >= 0 && p.page_size >= SPAN; /* pages[0] serves every row */
-    const uint64_t kv_policy = fa__l2_evict_first(); /* the K / V copies' L2 policy */
-    const int64_t k_col = (int64_t)(my_c / (D / 8)) * p.k_hs + (my_c % (D / 8)) * 8;
-    const int64_t v_col = (int64_t)(my_c / (D / 8)) * p.v_hs + (my_c % (D / 8)) * 8;
-    int pages[RPT];
+/* ---- the copy of one K/V tile: thread copies chunk tid % CH of rows
+   my_r + RS * i, i < RPT (a chunk of head hk0 + my_c / (D / 8) when the
+   row holds a pair): rows RSTEP apart from my_r = tid / CH, or with
+   PAGED_ONLY (an instance for paged caches only, fa__dec_kv) rows within
+   one block of SPAN = RS * RPT: thread group q = tid / CH takes block
+   q / RS, rows q % RS, q % RS + RS, ... of it (RS = 1: RPT consecutive
+   rows; RS = 2, d128: the even or the odd rows of 16). Those lie in ONE
+   page when pages hold SPAN rows or more (a power of two: 16, 64, 256
+   and every larger one): one_page, a table read and a 64-bit offset a
+   tile instead of one a row. Page numbers come from `pages`, fetched one
+   tile ahead (fetch_pages) so the issue never waits on the table; `pages`
+   is the caller's array (as a member, it would keep the whole struct out of
+   registers until the loops are unrolled). */
+template <class T> struct fa__dec_kv_copy {
+    static constexpr int D = T::D, BN = T::BN, RPT = T::RPT, RS = T::RS;
+    const uint16_t *kbase, *vbase; /* head hk0 of the K, V caches */
+    const int32_t *btab;           /* sequence b's block table, or 0 */
+    int b, sk, my_tiles, n_first;
+    int my_c, my_r;
+    bool one_page;                 /* pages[0] serves every row */
+    uint64_t kv_policy;            /* the K / V copies' L2 policy */
+    int64_t k_col, v_col, k_rstep, v_rstep;
+    const uint16_t *k_row0, *v_row0; /* contiguous: this thread's first row of the split */
+
+    /* the CTA's caches: its first KV head, its sequence's block table */
+    __device__ __forceinline__ void bind(const fa__decode_params &p, const fa__dec_cta<T> &c)
+    {
+        kbase = (const uint16_t *)p.k + (int64_t)c.hk0 * p.k_hs;
+        vbase = (const uint16_t *)p.v + (int64_t)c.hk0 * p.v_hs;
+        btab = T::KV != FA__DEC_CONTIG && p.block_table ? p.block_table + (int64_t)c.b * p.pages_per_seq : 0;
+        b = c.b;
+    }
+    /* this thread's rows and chunk of the split's tiles; no pages yet */
+    __device__ __forceinline__ void init(const fa__decode_params &p, const fa__dec_keys &k, int (&pages)[RPT], int tid)
+    {
+        sk = k.sk; my_tiles = k.my_tiles; n_first = k.n_first;
+        my_c = tid % T::CH;
+        const int my_q = tid / T::CH;
+        my_r = T::PAGED_ONLY ? T::SPAN * (my_q / RS) + my_q % RS : my_q;
+        one_page = T::PAGED_ONLY && p.page_shift >= 0 && p.page_size >= T::SPAN;
+        kv_policy = fa__l2_evict_first();
+        k_col = (int64_t)(my_c / (D / 8)) * p.k_hs + (my_c % (D / 8)) * 8;
+        v_col = (int64_t)(my_c / (D / 8)) * p.v_hs + (my_c % (D / 8)) * 8;
 #pragma unroll
-    for (int i = 0; i < RPT; i++) pages[i] = 0;
-    auto fetch_pages = [&](int tile) {
+        for (int i = 0; i < RPT; i++) pages[i] = 0;
+        k_rstep = RS * p.k_ss;
+        v_rstep = RS * p.v_ss;
+        k_row0 = kbase + (int64_t)b * p.k_bs + (int64_t)(n_first + my_r) * p.k_ss + k_col;
+        v_row0 = vbase + (int64_t)b * p.v_bs + (int64_t)(n_first + my_r) * p.v_ss + v_col;
+    }
+
+    __device__ __forceinline__ void fetch_pages(const fa__decode_params &p, int (&pages)[RPT], int tile) const
+    {
         if (!btab) return;
         if (one_page) {
             const int n = n_first + tile * BN + my_r;
@@ -3594,32 +3634,30 @@ fa__decode_kernel(const fa__decode_params p)
             int n = n_first + tile * BN + my_r + RS * i;
             pages[i] = (tile < my_tiles && n < sk) ? __ldg(btab + fa__dec_page_index(p, n)) : 0;
         }
-    };
+    }
+
     /* The copy of a tile whose rows all exist (every tile but a split's
        last), in as few instructions as the cache allows. A contiguous cache:
        this thread's first row of the split as a pointer (k_row0, v_row0;
        used only then), stepped by RS rows within a tile and by BN rows a
        tile, an add and a copy per row. one_page: the same from the row's
        place in pages[0]. Pages of a power-of-two size: the page from
-       `pages`, the row within it by a mask. The general path
-       after them (the last tile, any page size) pays a bounds check and the
-       cache offset's multiplies and page arithmetic per row. Measured (H100,
-       2026-11-24, d128 kernels): half the SASS, 39% fewer instructions
-       executed at batch 32 x 4k; batch 1 x 4k +12% contiguous and +11% at
-       page 16, batch 8 x 4k +2%, long caches within 1%. */
-    const int64_t k_rstep = RS * p.k_ss, v_rstep = RS * p.v_ss;
-    const uint16_t *k_row0 = kbase + (int64_t)b * p.k_bs + (int64_t)(n_first + my_r) * p.k_ss + k_col;
-    const uint16_t *v_row0 = vbase + (int64_t)b * p.v_bs + (int64_t)(n_first + my_r) * p.v_ss + v_col;
-    auto issue_tile = [&](int tile) {
-        const int stage = tile % STAGES;
+       `pages`, the row within it by a mask. The general path after them
+       (the last tile, any page size) pays a bounds check and the cache
+       offset's multiplies and page arithmetic per row. [decode-copy] */
+    __device__ __forceinline__ void issue(const fa__decode_params &p, const int (&pages)[RPT], int tile,
+                                          unsigned char *ks, unsigned char *vs) const
+    {
+        constexpr int TILE = T::TILE, RW = T::RW;
+        const int stage = tile % T::STAGES;
         const uint32_t kdst = fa__dec_smem_addr(ks + stage * TILE);
         const uint32_t vdst = fa__dec_smem_addr(vs + stage * TILE);
         const int nb = n_first + tile * BN + my_r; /* this thread's first row of the tile */
         const bool whole = nb + RS * (RPT - 1) < sk; /* every row of this thread exists */
-        if (whole && ((!PAGED_ONLY && !btab) || one_page)) {
+        if (whole && ((!T::PAGED_ONLY && !btab) || one_page)) {
             /* the thread's first row of the tile, then a step of RS rows */
             const uint16_t *kq, *vq;
-            if (PAGED_ONLY) { /* (so one_page: this instance has no contiguous path) */
+            if (T::PAGED_ONLY) { /* (so one_page: this instance has no contiguous path) */
                 const int row = nb & (p.page_size - 1);
                 kq = kbase + (int64_t)pages[0] * p.k_bs + (int64_t)row * p.k_ss + k_col;
                 vq = vbase + (int64_t)pages[0] * p.v_bs + (int64_t)row * p.v_ss + v_col;
@@ -3662,182 +3700,138 @@ fa__decode_kernel(const fa__decode_params p)
             fa__cp_async16_pol(kdst + so, kbase + ko + k_col, ok ? 16 : 0, kv_policy);
             fa__cp_async16_pol(vdst + so, vbase + vo + v_col, ok ? 16 : 0, kv_policy);
         }
-    };
-
-    /* ---- prologue: STAGES - 1 tiles in flight before any math ---- */
-#pragma unroll
-    for (int s = 0; s < STAGES - 1; s++) {
-        fetch_pages(s);
-        if (s < my_tiles) issue_tile(s);
-        fa__cp_async_commit(); /* empty groups keep the group count uniform */
     }
-    fetch_pages(STAGES - 1);
+};
 
-    /* ---- per-row constants: this thread holds rows g and g + 8 of its warp ---- */
-    int ip[2];        /* bottom-right aligned key position of the row's query */
-    float slope2[2];  /* ALiBi slope * log2(e) */
+/* S = Q K^T for the warp's 16 rows x 16 NS keys from tile row kr of the K
+   tile at kt (fp32). Q comes from registers (qf) or, at d256, shared memory. */
+template <class T, bool BF16>
+__device__ __forceinline__ void fa__dec_qk(float (&s)[2 * T::NS][4], const uint32_t (&qf)[T::QF][4],
+                                           uint32_t q_addr, uint32_t kt, int kr, const fa__dec_lane &ln)
+{
+    constexpr int D = T::D, NS = T::NS;
 #pragma unroll
-    for (int h = 0; h < 2; h++) {
-        int r = wm * 16 + g + 8 * h;
-        int rr = min(row_of(r), p.rows - 1);
-        int t = rr / p.group;
-        ip[h] = t + sk - sq;
-        slope2[h] = p.alibi ? p.alibi[head_of(r) * p.group + rr % p.group] * FA__DEC_LOG2E : 0.f;
-    }
-
-    /* Online-softmax state (seed 000, FA2 Alg. 1 lines 5-10), base 2:
-       m = running max of the scores, l = this thread's share of the running
-       sum of 2^(s - m) (the quad is summed once, at the end), o = unscaled
-       accumulator of P V for rows g (o[j][0..1]) and g + 8 (o[j][2..3]). */
-    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
-    float o[D / 8][4];
+    for (int j = 0; j < 2 * NS; j++) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.f;
 #pragma unroll
-    for (int j = 0; j < D / 8; j++) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.f;
-
-    /* Q lands first (it was the first commit group). */
-    fa__cp_async_wait<STAGES - 1>();
-    __syncthreads(); /* every thread's Q chunks are visible to every warp */
-    uint32_t qf[Q_IN_REGS ? D / 16 : 1][4];
-    const uint32_t q_addr_lane = fa__dec_smem_addr(qs); /* + swizzle per k-step */
-    /* A operand (16 x 16 of Q): matrices (rows 0-7, k 0-7), (8-15, 0-7),
-       (0-7, 8-15), (8-15, 8-15); lane L gives row L % 8 of matrix L / 8. */
-    const int qa_row = wm * 16 + (lane & 7) + ((lane >> 3) & 1) * 8, qa_c = lane >> 4;
-    if (Q_IN_REGS) {
+    for (int kk = 0; kk < D / 16; kk++) {
+        uint32_t a[4];
+        if (T::Q_IN_REGS) {
+            a[0] = qf[T::Q_IN_REGS ? kk : 0][0]; a[1] = qf[T::Q_IN_REGS ? kk : 0][1];
+            a[2] = qf[T::Q_IN_REGS ? kk : 0][2]; a[3] = qf[T::Q_IN_REGS ? kk : 0][3];
+        } else {
+            fa__ldmatrix_x4(a, q_addr + fa__dec_swz<D>(ln.qa_row, 2 * kk + ln.qa_c));
+        }
 #pragma unroll
-        for (int kk = 0; kk < (Q_IN_REGS ? D / 16 : 1); kk++)
-            fa__ldmatrix_x4(qf[kk], q_addr_lane + fa__dec_swz<D>(qa_row, 2 * kk + qa_c));
-    }
-    /* B operand of Q K^T from K [key][d] (non-transposed ldmatrix): matrices
-       (keys 0-7, d 0-7), (keys 0-7, d 8-15), (keys 8-15, d 0-7), (8-15, 8-15)
-       -> b0, b1 of n-tile 0, then of n-tile 1. */
-    const int kb_row = (lane & 7) + (lane >> 4) * 8, kb_c = (lane >> 3) & 1;
-    /* B operand of P V from V [key][d] (transposed ldmatrix): matrices
-       (keys 0-7, d 0-7), (keys 8-15, d 0-7), (keys 0-7, d 8-15), (8-15, 8-15)
-       -> b0, b1 of d-tile 2j, then of d-tile 2j + 1. */
-    const int vb_row = (lane & 7) + ((lane >> 3) & 1) * 8, vb_c = lane >> 4;
-
-    for (int it = 0; it < my_tiles; it++) {
-        fa__cp_async_wait<STAGES - 2>(); /* this thread's copies of tile `it` are done */
-        __syncthreads(); /* (1) everyone's copies of tile `it` are visible;
-                            (2) every warp finished tile it - 1, so its stage,
-                                (it - 1) % STAGES = (it + STAGES - 1) % STAGES,
-                                may be overwritten by the issue just below. */
-        if (it + STAGES - 1 < my_tiles) issue_tile(it + STAGES - 1);
-        fa__cp_async_commit();
-        fetch_pages(it + STAGES); /* used one iteration from now */
-
-        const int stage = it % STAGES;
-        const uint32_t kt = fa__dec_smem_addr(ks + stage * TILE);
-        const uint32_t vt = fa__dec_smem_addr(vs + stage * TILE);
-        const int n0 = n_first + it * BN; /* first key of the tile */
-        const int kw0 = wn * KW;           /* this warp's first key within the tile */
-
-        /* Does any key of this tile need a mask (past the end, causal, window)? */
-        const bool need_mask = n0 + BN > sk ||
-                               (p.causal && n0 + BN - 1 > sk - sq) ||
-                               (p.window && (n0 < sk - 1 - p.window_left ||
-                                             n0 + BN - 1 > sk - sq + p.window_right));
-
-        /* The warp's KW keys in steps of 16 * NS: the whole slice at once at
-           d <= 128 (one max/rescale per tile), 16 keys at a time at d256,
-           where the S fragments of a whole slice would not fit the registers. */
-#pragma unroll
-        for (int c0 = 0; c0 < NK; c0 += NS) {
-            /* S = Q K^T for this warp's 16 rows x 16 * NS keys (fp32). */
-            float s[2 * NS][4];
-#pragma unroll
-            for (int j = 0; j < 2 * NS; j++) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.f;
-#pragma unroll
-            for (int kk = 0; kk < D / 16; kk++) {
-                uint32_t a[4];
-                if (Q_IN_REGS) {
-                    a[0] = qf[Q_IN_REGS ? kk : 0][0]; a[1] = qf[Q_IN_REGS ? kk : 0][1];
-                    a[2] = qf[Q_IN_REGS ? kk : 0][2]; a[3] = qf[Q_IN_REGS ? kk : 0][3];
-                } else {
-                    fa__ldmatrix_x4(a, q_addr_lane + fa__dec_swz<D>(qa_row, 2 * kk + qa_c));
-                }
-#pragma unroll
-                for (int c = 0; c < NS; c++) {
-                    uint32_t bk[4];
-                    fa__ldmatrix_x4(bk, kt + fa__dec_swz<RW>(kw0 + 16 * (c0 + c) + kb_row, kc0 + 2 * kk + kb_c));
-                    fa__mma16816<BF16>(s[2 * c], a, bk[0], bk[1]);
-                    fa__mma16816<BF16>(s[2 * c + 1], a, bk[2], bk[3]);
-                }
-            }
-
-            /* Scores in base 2, then softcap, ALiBi and masks. Element e of
-               s[j] is row g + 8 * (e >> 1), key n0 + kw0 + 16 * c0 + 8 * j + 2 * tq + (e & 1). */
-#pragma unroll
-            for (int j = 0; j < 2 * NS; j++) {
-#pragma unroll
-                for (int e = 0; e < 4; e++) {
-                    const int h = e >> 1, key = n0 + kw0 + 16 * c0 + 8 * j + 2 * tq + (e & 1);
-                    float x = s[j][e];
-                    if (p.softcap) x = p.softcap_post * tanhf(x * p.softcap_pre);
-                    else x *= p.scale_log2;
-                    if (p.alibi) x -= slope2[h] * fabsf((float)(ip[h] - key));
-                    if (need_mask) {
-                        bool vis = key < sk;
-                        if (p.causal) vis = vis && key <= ip[h];
-                        if (p.window) vis = vis && key >= ip[h] - p.window_left && key <= ip[h] + p.window_right;
-                        if (!vis) x = -INFINITY;
-                    }
-                    s[j][e] = x;
-                }
-            }
-
-            /* Online softmax (seed 000 FA2 Alg. 1 line 9): new max, rescale the
-               old sum and accumulator by 2^(m_old - m_new), add this tile. */
-#pragma unroll
-            for (int h = 0; h < 2; h++) {
-                float mx = -INFINITY;
-#pragma unroll
-                for (int j = 0; j < 2 * NS; j++) mx = fmaxf(mx, fmaxf(s[j][2 * h], s[j][2 * h + 1]));
-                /* a row lives in one quad (4 lanes): reduce across it */
-                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-                const float m_new = fmaxf(m[h], mx);
-                /* A row that has seen only masked keys has m = -inf: use 0 as
-                   the reference so 2^(-inf - 0) = 0 instead of 2^(-inf + inf) = NaN. */
-                const float m_ref = m_new == -INFINITY ? 0.f : m_new;
-                const float alpha = fa__exp2(m[h] - m_ref); /* rescale of the old state */
-                m[h] = m_new;
-                float sum = 0.f;
-#pragma unroll
-                for (int j = 0; j < 2 * NS; j++) {
-                    s[j][2 * h] = fa__exp2(s[j][2 * h] - m_ref);
-                    s[j][2 * h + 1] = fa__exp2(s[j][2 * h + 1] - m_ref);
-                    sum += s[j][2 * h] + s[j][2 * h + 1];
-                }
-                l[h] = l[h] * alpha + sum;
-#pragma unroll
-                for (int j = 0; j < D / 8; j++) { o[j][2 * h] *= alpha; o[j][2 * h + 1] *= alpha; }
-            }
-
-            /* O += P V. The C fragments of n-tiles 2c, 2c + 1 of S, rounded to f16/bf16,
-               are exactly the A fragment of the 16-key step c: no shuffles. */
-#pragma unroll
-            for (int c = 0; c < NS; c++) {
-                uint32_t a[4];
-                a[0] = fa__pack2<BF16>(s[2 * c][0], s[2 * c][1]);
-                a[1] = fa__pack2<BF16>(s[2 * c][2], s[2 * c][3]);
-                a[2] = fa__pack2<BF16>(s[2 * c + 1][0], s[2 * c + 1][1]);
-                a[3] = fa__pack2<BF16>(s[2 * c + 1][2], s[2 * c + 1][3]);
-#pragma unroll
-                for (int j = 0; j < D / 16; j++) {
-                    uint32_t bv[4];
-                    fa__ldmatrix_x4_trans(bv, vt + fa__dec_swz<RW>(kw0 + 16 * (c0 + c) + vb_row, kc0 + 2 * j + vb_c));
-                    fa__mma16816<BF16>(o[2 * j], a, bv[0], bv[1]);
-                    fa__mma16816<BF16>(o[2 * j + 1], a, bv[2], bv[3]);
-                }
-            }
+        for (int c = 0; c < NS; c++) {
+            uint32_t bk[4];
+            fa__ldmatrix_x4(bk, kt + fa__dec_swz<T::RW>(kr + 16 * c + ln.kb_row, ln.kc0 + 2 * kk + ln.kb_c));
+            fa__mma16816<BF16>(s[2 * c], a, bk[0], bk[1]);
+            fa__mma16816<BF16>(s[2 * c + 1], a, bk[2], bk[3]);
         }
     }
+}
 
-    /* ---- epilogue: merge the WARPS_N key slices of each row block ---- */
+/* Scores in base 2, then softcap, ALiBi and masks. Element e of s[j] is
+   row g + 8 * (e >> 1), key key0 + 8 * j + 2 * tq + (e & 1); ip and slope2
+   are the rows' key positions and ALiBi slopes (the kernel's per-row constants). */
+template <int NS>
+__device__ __forceinline__ void fa__dec_scores(const fa__decode_params &p, float (&s)[2 * NS][4], int key0,
+                                               const int (&ip)[2], const float (&slope2)[2], int sk, bool need_mask,
+                                               int tq)
+{
+#pragma unroll
+    for (int j = 0; j < 2 * NS; j++) {
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            const int h = e >> 1, key = key0 + 8 * j + 2 * tq + (e & 1);
+            float x = s[j][e];
+            if (p.softcap) x = p.softcap_post * tanhf(x * p.softcap_pre);
+            else x *= p.scale_log2;
+            if (p.alibi) x -= slope2[h] * fabsf((float)(ip[h] - key));
+            if (need_mask) {
+                bool vis = key < sk;
+                if (p.causal) vis = vis && key <= ip[h];
+                if (p.window) vis = vis && key >= ip[h] - p.window_left && key <= ip[h] + p.window_right;
+                if (!vis) x = -INFINITY;
+            }
+            s[j][e] = x;
+        }
+    }
+}
+
+/* Online softmax (online softmax; FlashAttention-2 Alg. 1 line 9), base 2:
+   the new max, the old sum and accumulator rescaled by 2^(m_old - m_new),
+   and s turned into P = 2^(s - m_new), whose sum joins l. */
+template <int NS, int D>
+__device__ __forceinline__ void fa__dec_softmax(float (&s)[2 * NS][4], float (&m)[2], float (&l)[2],
+                                                float (&o)[D / 8][4])
+{
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        float mx = -INFINITY;
+#pragma unroll
+        for (int j = 0; j < 2 * NS; j++) mx = fmaxf(mx, fmaxf(s[j][2 * h], s[j][2 * h + 1]));
+        /* a row lives in one quad (4 lanes): reduce across it */
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        const float m_new = fmaxf(m[h], mx);
+        /* A row that has seen only masked keys has m = -inf: use 0 as
+           the reference so 2^(-inf - 0) = 0 instead of 2^(-inf + inf) = NaN. */
+        const float m_ref = m_new == -INFINITY ? 0.f : m_new;
+        const float alpha = fa__exp2(m[h] - m_ref); /* rescale of the old state */
+        m[h] = m_new;
+        float sum = 0.f;
+#pragma unroll
+        for (int j = 0; j < 2 * NS; j++) {
+            s[j][2 * h] = fa__exp2(s[j][2 * h] - m_ref);
+            s[j][2 * h + 1] = fa__exp2(s[j][2 * h + 1] - m_ref);
+            sum += s[j][2 * h] + s[j][2 * h + 1];
+        }
+        l[h] = l[h] * alpha + sum;
+#pragma unroll
+        for (int j = 0; j < D / 8; j++) { o[j][2 * h] *= alpha; o[j][2 * h + 1] *= alpha; }
+    }
+}
+
+/* O += P V for the 16 NS keys from tile row kr of the V tile at vt. The C
+   fragments of n-tiles 2c, 2c + 1 of S, rounded to f16/bf16, are exactly
+   the A fragment of the 16-key step c: no shuffles. */
+template <class T, bool BF16>
+__device__ __forceinline__ void fa__dec_pv(float (&o)[T::D / 8][4], const float (&s)[2 * T::NS][4], uint32_t vt,
+                                           int kr, const fa__dec_lane &ln)
+{
+#pragma unroll
+    for (int c = 0; c < T::NS; c++) {
+        uint32_t a[4];
+        a[0] = fa__pack2<BF16>(s[2 * c][0], s[2 * c][1]);
+        a[1] = fa__pack2<BF16>(s[2 * c][2], s[2 * c][3]);
+        a[2] = fa__pack2<BF16>(s[2 * c + 1][0], s[2 * c + 1][1]);
+        a[3] = fa__pack2<BF16>(s[2 * c + 1][2], s[2 * c + 1][3]);
+#pragma unroll
+        for (int j = 0; j < T::D / 16; j++) {
+            uint32_t bv[4];
+            fa__ldmatrix_x4_trans(bv, vt + fa__dec_swz<T::RW>(kr + 16 * c + ln.vb_row, ln.kc0 + 2 * j + ln.vb_c));
+            fa__mma16816<BF16>(o[2 * j], a, bv[0], bv[1]);
+            fa__mma16816<BF16>(o[2 * j + 1], a, bv[2], bv[3]);
+        }
+    }
+}
+
+/* The epilogue: merge the WARPS_N key slices of each row block through
+   shared memory (the K/V stages, no longer read), by the same log-sum-exp
+   rule the splits use, then write O and L (one split) or the split's
+   partial O and base-2 L (fa__decode_combine_kernel merges those). */
+template <class T, bool BF16>
+__device__ __forceinline__ void fa__dec_epilogue(const fa__decode_params &p, const fa__dec_cta<T> &c,
+                                                 unsigned char *smem, const float (&m)[2], const float (&l)[2],
+                                                 const float (&o)[T::D / 8][4], int sq, int tid, int warp,
+                                                 const fa__dec_lane &ln)
+{
+    constexpr int D = T::D, OPAD = T::OPAD, NW = T::NW, WARPS_N = T::WARPS_N;
+    const int g = ln.g, tq = ln.tq;
     fa__cp_async_wait<0>(); /* no copy may still be writing the stages we reuse */
     __syncthreads();            /* and every warp is done reading K/V from them */
-    float *os = (float *)fa__dec_smem;          /* [NW warps][16][OPAD] */
+    float *os = (float *)smem;                  /* [NW warps][16][OPAD] */
     float *ms = os + NW * 16 * OPAD;            /* [NW warps][16] */
     float *ls = ms + NW * 16;                   /* [NW warps][16] */
 #pragma unroll
@@ -3856,9 +3850,9 @@ fa__decode_kernel(const fa__decode_params p)
     /* Thread per (row, 4 columns): O = sum_w 2^(m_w - M) O_w / l with
        l = sum_w 2^(m_w - M) l_w, the same log-sum-exp merge as the splits. */
     const bool final_out = p.num_splits == 1;
-    for (int i = tid; i < ROWS * (D / 4); i += NT) {
+    for (int i = tid; i < T::ROWS * (D / 4); i += T::NT) {
         const int r = i / (D / 4), c4 = (i % (D / 4)) * 4;
-        const int row = row_of(r), hk = head_of(r);
+        const int row = c.row_of(r), hk = c.head_of(r);
         if (row >= p.rows) continue;
         const int rwm = r / 16, r16 = r % 16;
         float M = -INFINITY;
@@ -3881,18 +3875,147 @@ fa__decode_kernel(const fa__decode_params p)
         const float lse2 = lsum > 0.f ? M + __log2f(lsum) : -INFINITY;
         acc.x *= inv; acc.y *= inv; acc.z *= inv; acc.w *= inv;
         const int t = row / p.group, h = hk * p.group + row % p.group;
-        const int64_t orow = ((int64_t)b * p.hq + h) * sq + t; /* index in L's layout */
+        const int64_t orow = ((int64_t)c.b * p.hq + h) * sq + t; /* index in L's layout */
         if (final_out) {
-            uint16_t *dst = (uint16_t *)p.o + (int64_t)b * p.o_bs + (int64_t)t * p.o_ss + (int64_t)h * p.o_hs + c4;
+            uint16_t *dst = (uint16_t *)p.o + (int64_t)c.b * p.o_bs + (int64_t)t * p.o_ss + (int64_t)h * p.o_hs + c4;
             /* 4 values, 8 bytes: aligned, since strides are multiples of 8 elements */
             *reinterpret_cast<uint2 *>(dst) = make_uint2(fa__pack2<BF16>(acc.x, acc.y), fa__pack2<BF16>(acc.z, acc.w));
             if (p.lse && c4 == 0) p.lse[orow] = lse2 * FA__DEC_LN2;
         } else {
-            const int64_t prow = (int64_t)split * p.batch * p.hq * sq + orow;
+            const int64_t prow = (int64_t)c.split * p.batch * p.hq * sq + orow;
             *reinterpret_cast<float4 *>(p.o_part + prow * D + c4) = acc;
             if (c4 == 0) p.lse_part[prow] = lse2;
         }
     }
+}
+
+/* The kernel: Flash-Decoding's split of the keys, FlashAttention-2's loop
+   over K/V tiles within it (Alg. 1), the warps' slices merged at the end. */
+template <int D, int WARPS_M, bool BF16, int HP, int KV>
+__global__ void __launch_bounds__(FA__DEC_THREADS * HP)
+fa__decode_kernel(const fa__decode_params p)
+{
+    typedef fa__dec_traits<D, WARPS_M, HP, KV> T;
+    constexpr int BN = T::BN, STAGES = T::STAGES, TILE = T::TILE;
+
+    extern __shared__ __align__(128) unsigned char fa__dec_smem[];
+    unsigned char *ks = fa__dec_smem;                     /* STAGES K tiles */
+    unsigned char *vs = fa__dec_smem + STAGES * TILE;     /* STAGES V tiles */
+    unsigned char *qs = fa__dec_smem + 2 * STAGES * TILE; /* ROWS x D */
+
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int wm = warp / T::WARPS_N, wn = warp % T::WARPS_N;
+    fa__dec_lane ln;
+    ln.g = lane >> 2; ln.tq = lane & 3;
+    fa__dec_cta<T> cta;
+    cta.rb = blockIdx.x % p.row_blocks; cta.split = blockIdx.x / p.row_blocks;
+    cta.hk0 = HP * blockIdx.y; cta.b = blockIdx.z;
+    ln.kc0 = HP == 1 ? 0 : wm * (D / 8);
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    /* This grid is launched as a programmatic dependent of whatever ran
+       before it in the stream (fa__decode_launch_t): its CTAs may be placed
+       while that grid is still finishing. Nothing global is touched before
+       this wait, which returns once that grid is done and its writes are
+       visible (seqlens_k, the cache, q may all come from it); it hides the
+       launch gap between the two kernels. [decode-pdl] */
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+    const fa__dec_keys keys = fa__dec_split_keys(p, cta);
+    const int sk = keys.sk, sq = keys.sq, my_tiles = keys.my_tiles;
+    fa__dec_kv_copy<T> kv;
+    kv.bind(p, cta);
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    /* Let our dependent (the combine kernel, or the next call) start its
+       CTAs now: they wait in griddepcontrol.wait until this whole grid has
+       finished, so the launch gap between the two kernels is hidden. */
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+    fa__dec_load_q(p, cta, qs, tid);
+    int pages[T::RPT]; /* block-table entries of this thread's rows of the next tile */
+    kv.init(p, keys, pages, tid);
+
+    /* ---- prologue: STAGES - 1 tiles in flight before any math ---- */
+#pragma unroll
+    for (int s = 0; s < STAGES - 1; s++) {
+        kv.fetch_pages(p, pages, s);
+        if (s < my_tiles) kv.issue(p, pages, s, ks, vs);
+        fa__cp_async_commit(); /* empty groups keep the group count uniform */
+    }
+    kv.fetch_pages(p, pages, STAGES - 1);
+
+    /* ---- per-row constants: this thread holds rows g and g + 8 of its warp ---- */
+    int ip[2];        /* bottom-right aligned key position of the row's query */
+    float slope2[2];  /* ALiBi slope * log2(e) */
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        int r = wm * 16 + ln.g + 8 * h;
+        int rr = min(cta.row_of(r), p.rows - 1);
+        int t = rr / p.group;
+        ip[h] = t + sk - sq;
+        slope2[h] = p.alibi ? p.alibi[cta.head_of(r) * p.group + rr % p.group] * FA__DEC_LOG2E : 0.f;
+    }
+
+    /* Online-softmax state (FlashAttention-2 Alg. 1 lines 5-10), base 2:
+       m = running max of the scores, l = this thread's share of the running
+       sum of 2^(s - m) (the quad is summed once, at the end), o = unscaled
+       accumulator of P V for rows g (o[j][0..1]) and g + 8 (o[j][2..3]). */
+    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+    float o[D / 8][4];
+#pragma unroll
+    for (int j = 0; j < D / 8; j++) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.f;
+
+    /* Q lands first (it was the first commit group). */
+    fa__cp_async_wait<STAGES - 1>();
+    __syncthreads(); /* every thread's Q chunks are visible to every warp */
+    uint32_t qf[T::QF][4];
+    const uint32_t q_addr_lane = fa__dec_smem_addr(qs); /* + swizzle per k-step */
+    ln.qa_row = wm * 16 + (lane & 7) + ((lane >> 3) & 1) * 8; ln.qa_c = lane >> 4;
+    if (T::Q_IN_REGS) {
+#pragma unroll
+        for (int kk = 0; kk < T::QF; kk++)
+            fa__ldmatrix_x4(qf[kk], q_addr_lane + fa__dec_swz<D>(ln.qa_row, 2 * kk + ln.qa_c));
+    }
+    ln.kb_row = (lane & 7) + (lane >> 4) * 8; ln.kb_c = (lane >> 3) & 1;
+    ln.vb_row = (lane & 7) + ((lane >> 3) & 1) * 8; ln.vb_c = lane >> 4;
+
+    for (int it = 0; it < my_tiles; it++) {
+        fa__cp_async_wait<STAGES - 2>(); /* this thread's copies of tile `it` are done */
+        __syncthreads(); /* (1) everyone's copies of tile `it` are visible;
+                            (2) every warp finished tile it - 1, so its stage,
+                                (it - 1) % STAGES = (it + STAGES - 1) % STAGES,
+                                may be overwritten by the issue just below. */
+        if (it + STAGES - 1 < my_tiles) kv.issue(p, pages, it + STAGES - 1, ks, vs);
+        fa__cp_async_commit();
+        kv.fetch_pages(p, pages, it + STAGES); /* used one iteration from now */
+
+        const int stage = it % STAGES;
+        const uint32_t kt = fa__dec_smem_addr(ks + stage * TILE);
+        const uint32_t vt = fa__dec_smem_addr(vs + stage * TILE);
+        const int n0 = keys.n_first + it * BN; /* first key of the tile */
+        const int kw0 = wn * T::KW;             /* this warp's first key within the tile */
+
+        /* Does any key of this tile need a mask (past the end, causal, window)? */
+        const bool need_mask = n0 + BN > sk ||
+                               (p.causal && n0 + BN - 1 > sk - sq) ||
+                               (p.window && (n0 < sk - 1 - p.window_left ||
+                                             n0 + BN - 1 > sk - sq + p.window_right));
+
+        /* The warp's KW keys in steps of 16 * NS: the whole slice at once at
+           d <= 128 (one max/rescale per tile), 16 keys at a time at d256,
+           where the S fragments of a whole slice would not fit the registers. */
+#pragma unroll
+        for (int c0 = 0; c0 < T::NK; c0 += T::NS) {
+            const int kr = kw0 + 16 * c0; /* the step's first key row in the tile */
+            float s[2 * T::NS][4];
+            fa__dec_qk<T, BF16>(s, qf, q_addr_lane, kt, kr, ln);
+            fa__dec_scores<T::NS>(p, s, n0 + kr, ip, slope2, sk, need_mask, ln.tq);
+            fa__dec_softmax<T::NS, D>(s, m, l, o);
+            fa__dec_pv<T, BF16>(o, s, vt, kr, ln);
+        }
+    }
+
+    fa__dec_epilogue<T, BF16>(p, cta, fa__dec_smem, m, l, o, sq, tid, warp, ln);
 }
 
 /* ---- >>decode-combine  merge the splits by log-sum-exp ----------------------
