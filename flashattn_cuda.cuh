@@ -184,6 +184,11 @@
                            a ptxas that miscompiles the policy: nvcc 13.0 did
                            on a trial build here, and a kernel so built stops
                            with "an illegal instruction" (>>decode-prims).
+     FLASHATTN_CUDA_EMU    (undefined; tests only) compile only what the
+                           backward needs, without PTX or launches of its
+                           own: tests/emu_cuda.h defines it, the wrappers of
+                           >>gpu-ptx and FA__LAUNCH, and runs the backward's
+                           kernels on the CPU (make test-gpu-emu).
    Setting FLASHATTN_BLOCK_M, _BLOCK_N or _WARPS applies it to every head
    dim and GPU of the sm_80 kernel (the sm_90a kernel keeps its own shapes,
    >>hopper-host); a shape whose shared memory exceeds the device's limit is
@@ -203,6 +208,7 @@
    >>gpu-ptx  THE PTX WE USE
    ============================================================================ */
 
+#ifndef FLASHATTN_CUDA_EMU /* the emulator defines these wrappers (tests/emu_cuda.h) */
 /* 16-byte asynchronous copy global -> shared; bytes in [0, 16] are read and
    the rest of the 16 is zero-filled. .cg: cache in L2 only (each tile is read
    once per block, no point polluting L1). */
@@ -263,6 +269,7 @@ static __device__ __forceinline__ void fa__mma16816(float d[4], const uint32_t a
                      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
                      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
+#endif /* FLASHATTN_CUDA_EMU */
 
 /* Two floats -> one register of two 16-bit values (lo in the low half), RNE. */
 template <bool BF16> static __device__ __forceinline__ uint32_t fa__pack2(float lo, float hi)
@@ -286,12 +293,14 @@ template <bool BF16> static __device__ __forceinline__ uint32_t fa__pack2(float 
    The packed 16-bit forms (ex2.approx.ftz.bf16x2, ex2.approx.f16x2) are
    two MUFU operations each on sm_90a, 16 exponentials a clock per SM as
    here (bench/micro/ex2_packed.cu, H200, 2026-11-28). */
+#ifndef FLASHATTN_CUDA_EMU
 static __device__ __forceinline__ float fa__exp2(float x)
 {
     float y;
     asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
     return y;
 }
+#endif /* FLASHATTN_CUDA_EMU */
 
 /* ============================================================================
    >>gpu-smem  SWIZZLED TILES
@@ -371,6 +380,7 @@ template <int D> struct fa__ldsm_addr {
     }
 };
 
+#ifndef FLASHATTN_CUDA_EMU /* the emulated backward needs none of the forward */
 /* ============================================================================
    >>gpu-fwd  THE FORWARD KERNEL
    ============================================================================ */
@@ -2559,6 +2569,7 @@ static constexpr bool fa__head_dim_compiled(int d)
         if (fa__head_dims[i] == d) return true;
     return false;
 }
+#endif /* FLASHATTN_CUDA_EMU */
 
 static fa_status fa__cuda_fail(const char *fn, cudaError_t e, const char *what)
 {
@@ -2572,6 +2583,7 @@ static fa_status fa__cuda_fail(const char *fn, cudaError_t e, const char *what)
 typedef struct fa__gpu {
     int family, smem_optin, sms;
 } fa__gpu;
+#ifndef FLASHATTN_CUDA_EMU
 
 /* Launch one instantiation: check its shared memory against the device's
    opt-in limit, raise the kernel's own limit (needed above 48 KB), launch. */
@@ -3077,6 +3089,8 @@ static fa_status fa__dispatch_head_dim(const char *fn, const fa__fwd_params &p, 
     }
 }
 
+#endif /* FLASHATTN_CUDA_EMU */
+
 /* A tensor the kernel reads or writes with 16-byte accesses: its rows must
    start on 16-byte boundaries. */
 static fa_status fa__check_rows_aligned(const char *fn, const char *name, const fa_tensor *t,
@@ -3094,6 +3108,7 @@ static fa_status fa__check_rows_aligned(const char *fn, const char *name, const 
                         (long long)t->head_stride);
     return FA_OK;
 }
+#ifndef FLASHATTN_CUDA_EMU /* the emulated backward needs none of the rest */
 
 #ifdef __cplusplus
 extern "C" {
@@ -3289,12 +3304,8 @@ __device__ __forceinline__ uint32_t fa__dec_smem_addr(const void *p)
 }
 /* fa__cp_async16 with an L2 cache policy: K and V stream through once, so
    their lines are marked the first to evict (createpolicy's evict_first
-   for the whole access), and whatever else the GPU keeps in L2 stays.
-   Measured (H100, 2026-11-24 17:13 UTC, against the copies without a
-   policy, bench/vs_torch_decode.py, two runs): batch 32 x 4k 3028-3030 vs
-   3013 GB/s; batch 1 x 32k and 8 x 4k +1 to +2% contiguous and +2.5 to
-   +3.5% at page 16; batch 1 x 4k -1 to -0.6% contiguous, +1 to +2% paged; the
-   long caches (batch 8 and 32 from 32k) within 0.3%. */
+   for the whole access), and whatever else the GPU keeps in L2 stays:
+   faster than plain copies at most measured points. [decode-l2-hint] */
 __device__ __forceinline__ uint64_t fa__l2_evict_first(void)
 {
     uint64_t pol;
@@ -3305,16 +3316,10 @@ __device__ __forceinline__ uint64_t fa__l2_evict_first(void)
    the definition of the uniform register that holds the policy, and the
    copies then read an undefined one: "an illegal instruction" at run time.
    The kernels of this file as they are compile correctly with nvcc 13.0
-   (cuobjdump -sass: every desc[URn] a copy reads is written first); a
-   trial of 2026-11-24 that changed which rows a thread copies did not, in
-   its d128 kernels only, whether the policy came from createpolicy (once
-   per kernel, or inside each copy's own asm statement), a 64-bit constant
-   or an immediate operand: each thread copied 8 consecutive rows of a
-   tile. With the rows 2 apart (RS in fa__decode_kernel) the same kernels
-   compile correctly (tests/check_sass.py, 2026-11-24 23:12).
-   FLASHATTN_NO_L2_HINT drops the policy (measured then,
-   bench/vs_torch_decode.py: contiguous batch 1 x 4k -3.8%, 1 x 32k and
-   8 x 4k -2.4%, batch 32 0 to -0.6%; page 16 0 to -4%). */
+   (cuobjdump -sass: every desc[URn] a copy reads is written first;
+   tests/check_sass.py); a thread copying 8 consecutive rows of a tile at
+   d128 did not, hence RS in fa__dec_traits. [decode-ptxas-policy]
+   FLASHATTN_NO_L2_HINT drops the policy (1-4% slower where measured). */
 __device__ __forceinline__ void fa__cp_async16_pol(uint32_t smem_addr, const void *gmem, int bytes, uint64_t pol)
 {
 #ifdef FLASHATTN_NO_L2_HINT
@@ -3368,9 +3373,7 @@ typedef struct fa__decode_params {
    d <= 128 (a paged cache runs two, a contiguous one one: fa__decode_setup).
    A stage is 64 keys of K and V: 16 KB (d64), 32 KB (d128), 64 KB (d256:
    two stages, one CTA per SM, and it still fits the 163 KB an A100 allows a
-   CTA). At d128, 2 and 4 stages were measured slower than 3 (H100,
-   2026-11-23: 2859 vs 2980 GB/s at batch 32 x 4k; 3053 vs 3160 at 8 x 128k
-   with one CTA per SM). */
+   CTA). At d128, 2 and 4 stages measured slower than 3. [decode-stages] */
 __host__ __device__ constexpr int fa__dec_stages(int D) { return D <= 64 ? 5 : D <= 128 ? 3 : 2; }
 __host__ __device__ constexpr int fa__dec_tile_bytes(int D) { return FA__DEC_BN * D * 2; }
 /* At d256 the O accumulator alone is 128 registers per thread, and a warp
@@ -3398,9 +3401,9 @@ __device__ __forceinline__ uint32_t fa__dec_swz(int r, int c)
 
 /* n / P and n % P for the page size P: a shift and a mask when P is a power
    of two (the usual 16, 64, 256), else the division, which costs about 20
-   instructions, twice for every row of every tile. With the division for
-   every page size, paged caches ran at 0.67-0.72 of the contiguous rate at
-   page 16 and 256 alike (H100, 2026-11-23); with shift and mask, 0.92-0.99. */
+   instructions, twice for every row of every tile: with the division for
+   every page size, paged caches ran far below the contiguous rate.
+   [decode-page-shift] */
 __device__ __forceinline__ int fa__dec_page_index(const fa__decode_params &p, int n)
 {
     return p.page_shift >= 0 ? n >> p.page_shift : n / p.page_size;
@@ -3426,18 +3429,8 @@ __device__ __forceinline__ int64_t fa__dec_cache_offset(const fa__decode_params 
    runs one without the paged code at d64 and d256; at d128 it runs the
    instance compiled for both kinds (EITHER: the block table decides at
    run time, and is never given to it now), because the same kernel
-   compiled without the paged code ran batch 32 0.2-0.4% slower (H100,
-   2026-11-24 21:03), the grid's margin over cuDNN there.
-   Measured (H100, 2026-11-24, 8k caches, 32 / 8, 8 / 1 and 16 / 16 heads,
-   batch 1-100, against one instance for both): d64 (21:33) contiguous
-   +0.3 to +10% (batch 8: 2708 vs 2522 GB/s), page 16 +1.4 to +10% (batch
-   100: 2587 vs 2429); d256 (21:48) contiguous -0.2 to +4%, page 16 +0.8
-   to +26% (batch 17: 2525 vs 2253; MQA batch 1: 753 vs 597); d128 page 16
-   (23:12, the grid of bench/vs_torch_decode.py and 8k caches) +0.3 to
-   +4.8% on the grid (batch 1 x 4k: 1461 vs 1394 GB/s, 0.95 of contiguous
-   instead of 0.90), +7 to +8% where it was weakest (32 / 32 heads batch
-   17: 2916 vs 2698; 64 / 8 batch 34: 2789 vs 2593; MQA batch 8: 2519 vs
-   2333). */
+   compiled without the paged code ran batch 32 slightly slower. The
+   separate instances measured faster than one for both. [decode-kv-instances] */
 enum { FA__DEC_EITHER = 0, FA__DEC_CONTIG = 1, FA__DEC_PAGED = 2 };
 __host__ __device__ constexpr int fa__dec_kv(int D, bool paged)
 {
@@ -3457,13 +3450,8 @@ __host__ __device__ constexpr int fa__dec_kv(int D, bool paged)
    heads is 256 CTAs, two waves of one CTA per SM; paired, 128 CTAs of
    twice the bytes run in one wave, and each SM has 8 warps to hide the
    latency of its math instead of 4. The plan pairs d64 heads only
-   (fa__decode_pairs: at d128 one head a CTA measured as fast since the
-   grid rule). Why 8 warps (measured at d128): with 4 (two heads'
-   keys, 32 a tile, 16 a warp) one warp per scheduler issued every 3.7
-   cycles with no memory stall at all and the kernel ran at the SM's clock
-   (ncu, its 1.42 GHz: 214 us at batch 32 x 4k, DRAM 75% busy); with 8,
-   190 us and 85% (cuDNN's decode 182 us, 89%: two CTAs of 4 warps per
-   SM). At full clocks the bytes bound both: +0.3 to +0.5% at batch 32. */
+   (fa__decode_pairs). Why 8 warps: with 4 (two heads' keys, 16 a warp)
+   the issue rate, not memory, bound the kernel. [decode-pairs] */
 /* The compile-time shape of one kernel instance, from its parameters: head
    dim D, WARPS_M warp rows of 16 query rows, HP KV heads a CTA, KV the
    caches it serves (fa__dec_kv). */
@@ -4020,7 +4008,7 @@ fa__decode_kernel(const fa__decode_params p)
 
 /* ---- >>decode-combine  merge the splits by log-sum-exp ----------------------
    One CTA per output row (b, h, t), for any number of splits S:
-     L = log2 sum_s 2^LSE_s,   O = sum_s 2^(LSE_s - L) O_s   (seed 000, flash-decoding)
+     L = log2 sum_s 2^LSE_s,   O = sum_s 2^(LSE_s - L) O_s   (Flash-Decoding)
    The cost is latency, not bytes: at batch 1 there are only b * hq * sq rows
    (32 in the benchmark) and each reads S partial rows that the decode kernel
    has just written to L2. So every read is issued as early as possible and
@@ -4159,13 +4147,10 @@ __global__ void fa__decode_append_kernel(const fa__decode_params p)
      best (fewer splits = less partial output to write and merge). Counts
      that leave tiles-per-split unchanged from s - 1 are skipped: they add
      CTAs without shortening the longest one.
-   FlashAttention-2 counts waves alone and accepts 85% of the best. On the
-   H100 that picked 29 splits of 18 tiles at batch 1 (32 of 16 fill the 264
-   slots), and ran 3-5% slower at caches of 32k and 128k (2026-11-23).
-   A split has at least 2 tiles: a split of one is all start-up and merge,
-   which the efficiency does not count. Without that bound 17 units of 128
-   tiles (batch 17 x 1 KV head, 8k) took 128 splits of one tile, 1108 GB/s;
-   15 splits ran at 2245 (H100, 2026-11-24). */
+   FlashAttention-2 counts waves alone and accepts 85% of the best, which
+   measured slower at long caches. A split has at least 2 tiles: a split of
+   one is all start-up and merge, which the efficiency does not count.
+   [decode-splits] */
 static int fa__decode_num_splits(int64_t ctas, int slots, int tiles, int max_splits)
 {
     float eff[129], best = 0.f;
@@ -4198,24 +4183,18 @@ static int fa__dec_light_cta(int d) { return d < 128; }
    without splitting, the SM count, the head dim and `tiles` = K/V tiles of
    the longest sequence. What decides is how many CTAs stream at once all
    the way to the end: a few CTAs left alone at the end stream at a
-   fraction of the rate. Measured on the H100 (2026-11-24, d128, 32 / 8
-   heads so units = 8 x batch, bf16, batch 1-100 x 4k and 32k, each choice
-   of CTAs per SM and splits; GB/s at 4k, the rule of before in brackets):
+   fraction of the rate. The rule (each case measured against the one
+   before it, [decode-grid]):
    - Fewer units than 70% of the SMs: split (fa__decode_num_splits).
-   - Up to one a SM: no split, `blocks` a SM allowed (96 units 2940 (2668,
-     split 4 ways); held one a SM, 2821).
+   - Up to one a SM: no split, `blocks` a SM allowed.
    - More: one CTA a SM when the last wave is at least 65% full, split in
-     2 or 3 if that makes it so (224 units 3017 (2855, 112 two-head CTAs),
-     256 3037, 192 split in 2 2889 (2758)). A contiguous cache streams
-     fastest that way (fa__decode_setup).
+     2 or 3 if that makes it so. A contiguous cache streams fastest that
+     way (fa__decode_setup).
    - Else `blocks` a SM and enough CTAs for 1.5 waves of them (split if
-     need be), which the scheduler evens out: 136 units split in 3 2782
-     (1974), 272 split in 2 2949 (2460), 536 3084 (2773).
-   At d64 (fa__dec_light_cta) the split starts below 80% of the SMs, as
-   before (96 units at 8k: 2434 GB/s split, 2094 whole).
+     need be), which the scheduler evens out.
+   At d64 (fa__dec_light_cta) the split starts below 80% of the SMs.
    A paged cache runs `blocks` CTAs a SM throughout (fa__decode_setup),
-   split for 1.5 waves of them past one wave (272 units at page 16: 2529
-   (2159)). */
+   split for 1.5 waves of them past one wave. */
 static int fa__decode_last_wave_full(int64_t ctas, int slots)
 {
     const int64_t r = ctas % slots;
@@ -4257,12 +4236,8 @@ static void fa__decode_grid(int64_t units, int sms, int blocks, int paged, int d
    runs whole units one CTA a SM (fa__decode_grid), and pairing costs no
    wave: with `units` CTAs of one head each and `slots` of them at once,
    ceil(units / slots) waves of one head's keys against ceil(units / 2 /
-   slots) waves of two, the pairs filling 80% of a wave. Measured (H100,
-   2026-11-24 about 19:25, 32 / 8 heads, 8k cache, GB/s, pairs against one
-   head a CTA): d64 batch 28 2823 vs 2451, 32 3007 vs 2781, 64 3041 vs
-   2868; d128 batch 28 2855 vs 3017 (112 pairs leave 20 SMs idle), 32
-   3015 vs 3037 at 4k, so d128 keeps one head a CTA. (Earlier, at d128
-   and before the grid rule: batch 32 x 4k 2963 -> 3006 GB/s with pairs.) */
+   slots) waves of two, the pairs filling 80% of a wave. d128 keeps one
+   head a CTA (as fast or faster there). [decode-pairs] */
 #ifdef FLASHATTN_TEST_HOOKS
 /* tests only: -1 by the rule, 0 never, 1 wherever a pair fits; and how many
    calls ran pairs */
@@ -4302,14 +4277,11 @@ typedef struct fa__dec_setup {
 } fa__dec_setup;
 
 /* How many CTAs share an SM: one for a contiguous cache where the grid
-   allows (fa__decode_grid), two (or what fits) for a paged one. Measured on the H100 (2026-11-23, d128, 32 / 8 heads,
-   bf16, bench/vs_torch_decode.py): a contiguous cache streamed at 3131-3164
-   GB/s with one CTA per SM and at 3042-3080 with two, at batch 8 and 32
-   and caches of 32k-128k (fewer concurrent streams, longer runs of
-   neighbouring rows for the DRAM). Pages handed out in random order need
-   the second CTA: with one per SM they ran at 0.56-0.61 of the contiguous
-   rate, with two at 0.92-0.99 (the rows of a tile lie in unrelated pages,
-   each request waits longer, and more of them must be in flight).
+   allows (fa__decode_grid), two (or what fits) for a paged one: a
+   contiguous cache streams faster with fewer concurrent streams (longer
+   runs of neighbouring rows for the DRAM); pages in random order need the
+   second CTA (the rows of a tile lie in unrelated pages, each request
+   waits longer, and more of them must be in flight). [decode-setup]
    A CTA is held alone on its SM by asking for more than half of the SM's
    shared memory; the extra half is never touched.
 
@@ -4627,16 +4599,17 @@ FLASHATTN_DEF fa_status fa_decode_cuda(const fa_problem *p, fa_tensor q, fa_tens
 #ifdef __cplusplus
 }
 #endif
+#endif /* FLASHATTN_CUDA_EMU */
 
 #ifndef FLASHATTN_NO_BACKWARD
 /* ============================================================================
-   >>backward  GPU backward pass for sm_80+ (FlashAttention-2, seed 000 Alg. 4)
+   >>backward  GPU backward pass for sm_80+ (FlashAttention-2; FlashAttention Alg. 4)
    ============================================================================
 
    What it computes. The forward kept only O and the log-sum-exp L of every
    query row, so the backward rebuilds each tile of P from scratch
    (recomputation, Alg. 4 line 13): P_ij = exp(S_ij - L_i). With
-   D_i = rowsum(dO_i * O_i) (line 19; seed 001 derives why this equals
+   D_i = rowsum(dO_i * O_i) (line 19; FlashAttention derives why this equals
    rowsum(dP_i * P_i)), the gradients are
 
        dV = P^T dO                     (line 16)
@@ -4719,6 +4692,7 @@ template <bool BF16> static __device__ __forceinline__ float2 fa__bwd_unpack2(ui
     memcpy(&v, &u, 4);
     return __half22float2(v);
 }
+#ifndef FLASHATTN_CUDA_EMU /* the emulator defines these two, and launches by FA__BWD_LAUNCH */
 /* 4-byte asynchronous copy (L and D of a query block); src_bytes 0 zero-fills. */
 static __device__ __forceinline__ void fa__bwd_cp_async4(uint32_t dst, const void *src, int src_bytes)
 {
@@ -4729,6 +4703,8 @@ static __device__ __forceinline__ uint32_t fa__bwd_smem_u32(const void *p)
 {
     return (uint32_t)__cvta_generic_to_shared(p);
 }
+#define FA__BWD_LAUNCH(kern, grid, block, smem, stream, arg) kern<<<grid, block, smem, stream>>>(arg)
+#endif /* FLASHATTN_CUDA_EMU */
 
 /* ---- parameters and per-sequence geometry ---------------------------------- */
 
@@ -5013,31 +4989,211 @@ struct fa__bwd_smem_layout {
                          total = dsum + 2 * BR * 4;
 };
 
+/* The compile-time shape of the sm_80 kernel: Bc = BC keys a CTA, Br = BR
+   queries a step, NWARPS warps, WD warps sharing a key row's dK/dV columns
+   (2 at d256). */
+template <int D_, int BR_, int BC_, int NWARPS_, int WD_> struct fa__bwd_traits {
+    static constexpr int D = D_, BR = BR_, BC = BC_, NWARPS = NWARPS_, WD = WD_;
+    static constexpr int NT = NWARPS * 32;
+    static constexpr int CH = D / 8;           /* chunks per K/V/Q/dO row */
+    static constexpr int CHS = BR / 8;         /* chunks per dS^T row */
+    static constexpr int NQ = BR / 8;          /* n8 tiles of queries in S^T */
+    static constexpr int DW = D / WD;          /* dK/dV columns per warp */
+    static constexpr int STRIPS = BR / 16;     /* dQ: row strips ... */
+    static constexpr int NCG = NWARPS / STRIPS; /* ... times column groups */
+    static constexpr int QC = D / NCG;         /* dQ columns per warp */
+    static constexpr int QCH = QC < 64 ? QC : 64; /* dQ columns per pass (<= 32 registers) */
+    static constexpr uint32_t ROWB = CH * 16, QBUF = BR * D * 2; /* bytes per row, per Q buffer */
+    static_assert(BC == 16 * NWARPS / WD, "each warp owns 16 keys");
+    static_assert(NWARPS % STRIPS == 0 && QC % 16 == 0 && DW % 16 == 0, "warp split");
+};
+
+/* A thread's fragment coordinates (g, t4), its warp's keys and columns, and
+   its ldmatrix base addresses. "plain A" / "trans B" lanes give rows
+   (lane%8) + 8*((lane/8)%2), chunk lane/16; "plain B" / "trans A" lanes give
+   rows (lane%8) + 8*(lane/16), chunk (lane/8)%2. */
+struct fa__bwd_lane {
+    int g, t4;
+    int krow, dcol0;   /* the warp's 16 keys and first dK/dV column */
+    int strip, cg;     /* dQ: the warp's row strip and column group */
+    uint32_t aK, aV;   /* A of S^T, dP^T */
+    uint32_t aQB, adOB; /* B of S^T, dP^T */
+    uint32_t aQT, adOT; /* B of dK, dV */
+    uint32_t adS, aKT; /* A, B of dQ */
+};
+/* (g and t4 are set by the caller) */
+template <class T>
+__device__ __forceinline__ void fa__bwd_lane_addrs(fa__bwd_lane &a, uint32_t smem_u, int warp, int lane)
+{
+    typedef fa__bwd_smem_layout<T::D, T::BR, T::BC> L;
+    constexpr int CH = T::CH, CHS = T::CHS;
+    a.krow = (warp / T::WD) * 16; a.dcol0 = (warp % T::WD) * T::DW;
+    const int rA = (lane & 7) + ((lane >> 3) & 1) * 8, cA = lane >> 4;
+    const int rB = (lane & 7) + (lane >> 4) * 8, cB = (lane >> 3) & 1;
+    a.aK = smem_u + L::k + 2 * fa__bwd_swz<CH>(a.krow + rA, cA * 8);
+    a.aV = smem_u + L::v + 2 * fa__bwd_swz<CH>(a.krow + rA, cA * 8);
+    a.aQB = smem_u + L::q + 2 * fa__bwd_swz<CH>(rB, cB * 8);
+    a.adOB = smem_u + L::dout + 2 * fa__bwd_swz<CH>(rB, cB * 8);
+    a.aQT = smem_u + L::q + 2 * fa__bwd_swz<CH>(rA, a.dcol0 + cA * 8);
+    a.adOT = smem_u + L::dout + 2 * fa__bwd_swz<CH>(rA, a.dcol0 + cA * 8);
+    a.strip = warp / T::NCG; a.cg = warp % T::NCG;
+    a.adS = smem_u + L::ds + 2 * fa__bwd_swz<CHS>(rB, a.strip * 16 + cB * 8);
+    a.aKT = smem_u + L::k + 2 * fa__bwd_swz<CH>(rA, a.cg * T::QC + cA * 8);
+}
+
+/* Step it's loads into buffer buf: query head h = hk*group + it / nib, query
+   block ib0 + it % nib. Q_i, dO_i, and L, D of its rows (prepared by kernel
+   1, indexed like the dQ accumulator; rows past sq read as 0, harmless:
+   their Q and dO are 0). gq, gdo: p.q.data, p.dout.data. */
+template <class T>
+__device__ __forceinline__ void fa__bwd_load_step(const fa__bwd_params &p, const fa__bwd_seq &s, const uint16_t *gq,
+                                                  const uint16_t *gdo, int b, int hk, int ib0, int nib, int it,
+                                                  int buf, uint32_t smem_u, float *sL, float *sD, int tid)
+{
+    typedef fa__bwd_smem_layout<T::D, T::BR, T::BC> L;
+    constexpr int BR = T::BR, D = T::D, NT = T::NT;
+    const int h = hk * p.group + it / nib, i0 = (ib0 + it % nib) * BR;
+    fa__load_tile<BR, D, NT>(smem_u + L::q + buf * T::QBUF, gq + fa__bwd_off(p.q, b, s.q_tok0, i0, h), p.q.ss,
+                             s.sq - i0, p.d);
+    fa__load_tile<BR, D, NT>(smem_u + L::dout + buf * T::QBUF, gdo + fa__bwd_off(p.dout, b, s.q_tok0, i0, h),
+                             p.dout.ss, s.sq - i0, p.d);
+    if (tid < 2 * BR) {
+        const int r = tid % BR;
+        const float *src = (tid < BR ? p.lse2 : p.dsum) + (int64_t)h * p.acc_rows + s.acc_row0 + i0 + r;
+        const bool ok = i0 + r < s.sq;
+        fa__bwd_cp_async4(fa__bwd_smem_u32((tid < BR ? sL : sD) + buf * BR + r),
+                          ok ? (const void *)src : (const void *)p.lse2, ok ? 4 : 0);
+    }
+}
+
+/* (2) P^T = exp(S^T - L) with softcap, ALiBi and masks (Alg. 4 lines 11-13),
+   in place of S^T; dcap = 1 - tanh^2, softcap's derivative. Element (n, e)
+   is key kj = j0 + krow + g (+8 for e >= 2), query qi = i0 + 8n + 2*t4 +
+   (e & 1). The element mask runs only on tiles that the mask cuts (or that
+   reach past the last key). */
+template <class T, bool SOFTCAP>
+__device__ __forceinline__ void fa__bwd_recompute_p(const fa__bwd_params &p, const fa__bwd_seq &s,
+                                                    float (&st)[T::NQ][4], float (&dcap)[SOFTCAP ? T::NQ : 1][4],
+                                                    const float *sLb, int h, int i0, int j0, const fa__bwd_lane &ln)
+{
+    const float LOG2E = 1.4426950408889634f;
+    const int off = s.sk - s.sq;
+    const bool need_mask = fa__bwd_tile_needs_mask(p, s, i0, j0, T::BR, T::BC);
+    const float slope = p.alibi ? p.alibi[h] * LOG2E : 0.f;
+#pragma unroll
+    for (int n = 0; n < T::NQ; ++n) {
+        const float2 l2 = *reinterpret_cast<const float2 *>(sLb + n * 8 + 2 * ln.t4);
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+            const int kj = j0 + ln.krow + ln.g + (e >> 1) * 8, qi = i0 + n * 8 + 2 * ln.t4 + (e & 1);
+            float x; /* the score in log2 units */
+            if (SOFTCAP) {
+                const float th = tanhf(st[n][e] * p.scale / p.softcap);
+                dcap[SOFTCAP ? n : 0][e] = 1.f - th * th;
+                x = p.softcap * th * LOG2E;
+            } else {
+                x = st[n][e] * p.scale_log2;
+            }
+            if (p.alibi) x -= slope * fabsf((float)(qi + off - kj));
+            if (need_mask && !fa__bwd_visible(p, s.sq, s.sk, qi, kj)) x = -INFINITY;
+            st[n][e] = fa__exp2(x - ((e & 1) ? l2.y : l2.x));
+        }
+    }
+}
+
+/* Dropout keep bits Z (line 14) of the thread's elements, bit 4n+e; a plain
+   loop: 10 Philox rounds per element would bloat the unrolled code. */
+template <class T>
+__device__ __forceinline__ uint32_t fa__bwd_keep_bits(const fa__bwd_params &p, int b, int h, int i0, int j0,
+                                                      const fa__bwd_lane &ln)
+{
+    uint32_t keep = 0xffffffffu;
+    if (p.dropout) {
+#pragma unroll 1
+        for (int x = 0; x < T::NQ * 4; ++x) {
+            const int n = x >> 2, e = x & 3;
+            const int kj = j0 + ln.krow + ln.g + (e >> 1) * 8, qi = i0 + n * 8 + 2 * ln.t4 + (e & 1);
+            if (!fa__dropout_keep(p.seed, p.offset, b, h, p.hq, qi, kj, p.drop_threshold))
+                keep &= ~(1u << x);
+        }
+    }
+    return keep;
+}
+
+/* (5) dS = P * (dP * Z - D) (lines 18-20), times 1 - tanh^2 under softcap,
+   in place of dP^T. */
+template <class T, bool SOFTCAP>
+__device__ __forceinline__ void fa__bwd_ds(const fa__bwd_params &p, float (&dpt)[T::NQ][4],
+                                           const float (&st)[T::NQ][4], const float (&dcap)[SOFTCAP ? T::NQ : 1][4],
+                                           uint32_t keep, const float *sDb, int t4)
+{
+#pragma unroll
+    for (int n = 0; n < T::NQ; ++n) {
+        const float2 d2 = *reinterpret_cast<const float2 *>(sDb + n * 8 + 2 * t4);
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+            float dp = dpt[n][e];
+            if (p.dropout) dp = (keep >> (n * 4 + e) & 1) ? dp * p.rp_drop : 0.f;
+            float ds = st[n][e] * (dp - ((e & 1) ? d2.y : d2.x));
+            if (SOFTCAP) ds *= dcap[SOFTCAP ? n : 0][e];
+            dpt[n][e] = ds;
+        }
+    }
+}
+
+/* dK += dS^T Q (line 22; the scale is applied once at the end), and dS^T to
+   shared memory for dQ (by one warp of each key row). bo: this step's Q
+   buffer. */
+template <class T, bool BF16>
+__device__ __forceinline__ void fa__bwd_dk_step(float (&dk)[T::DW / 8][4], const float (&ds)[T::NQ][4],
+                                                uint16_t *sdS, bool store_ds, uint32_t bo, const fa__bwd_lane &ln)
+{
+    constexpr int CHS = T::CHS;
+    const int krow = ln.krow, g = ln.g, t4 = ln.t4;
+    uint32_t *sdS32 = (uint32_t *)sdS;
+#pragma unroll
+    for (int kk = 0; kk < T::NQ / 2; ++kk) {
+        uint32_t a[4];
+        a[0] = fa__pack2<BF16>(ds[2 * kk][0], ds[2 * kk][1]);
+        a[1] = fa__pack2<BF16>(ds[2 * kk][2], ds[2 * kk][3]);
+        a[2] = fa__pack2<BF16>(ds[2 * kk + 1][0], ds[2 * kk + 1][1]);
+        a[3] = fa__pack2<BF16>(ds[2 * kk + 1][2], ds[2 * kk + 1][3]);
+        if (store_ds) {
+            /* dS^T rows krow+g, krow+g+8; query columns 16kk + 2*t4 (+8). */
+            sdS32[fa__bwd_swz<CHS>(krow + g, kk * 16 + 2 * t4) / 2] = a[0];
+            sdS32[fa__bwd_swz<CHS>(krow + g + 8, kk * 16 + 2 * t4) / 2] = a[1];
+            sdS32[fa__bwd_swz<CHS>(krow + g, kk * 16 + 8 + 2 * t4) / 2] = a[2];
+            sdS32[fa__bwd_swz<CHS>(krow + g + 8, kk * 16 + 8 + 2 * t4) / 2] = a[3];
+        }
+#pragma unroll
+        for (int np = 0; np < T::DW / 16; ++np) {
+            uint32_t bb[4];
+            fa__ldmatrix_x4_trans(bb, fa__bwd_at<T::CH>(ln.aQT + bo + kk * 16 * T::ROWB, 2 * np));
+            fa__mma16816<BF16>(dk[2 * np], a, bb[0], bb[1]);
+            fa__mma16816<BF16>(dk[2 * np + 1], a, bb[2], bb[3]);
+        }
+    }
+}
+
+/* Kernel 2 on sm_80: for key block j (K_j, V_j in shared memory, dK_j, dV_j
+   in registers), every query block i and head of the group that sees it:
+   Alg. 4 lines 8-22, in the FlashAttention-2 loop order. */
 template <bool BF16, int D, int BR, int BC, int NWARPS, int WD, bool SOFTCAP>
 __global__ void __launch_bounds__(NWARPS * 32, 1) fa__bwd_kernel_sm80(const fa__bwd_params p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    constexpr int NT = NWARPS * 32;
-    constexpr int CH = D / 8;           /* chunks per K/V/Q/dO row */
-    constexpr int CHS = BR / 8;         /* chunks per dS^T row */
-    constexpr int NQ = BR / 8;          /* n8 tiles of queries in S^T */
-    constexpr int DW = D / WD;          /* dK/dV columns per warp */
-    constexpr int STRIPS = BR / 16;     /* dQ: row strips ... */
-    constexpr int NCG = NWARPS / STRIPS; /* ... times column groups */
-    constexpr int QC = D / NCG;         /* dQ columns per warp */
-    constexpr int QCH = QC < 64 ? QC : 64; /* dQ columns per pass (<= 32 registers) */
-    static_assert(BC == 16 * NWARPS / WD, "each warp owns 16 keys");
-    static_assert(NWARPS % STRIPS == 0 && QC % 16 == 0 && DW % 16 == 0, "warp split");
+    typedef fa__bwd_traits<D, BR, BC, NWARPS, WD> T;
+    constexpr int NT = T::NT, CH = T::CH, CHS = T::CHS, NQ = T::NQ, DW = T::DW, QC = T::QC, QCH = T::QCH;
     typedef fa__bwd_smem_layout<D, BR, BC> L;
-    const float LOG2E = 1.4426950408889634f;
 
     extern __shared__ __align__(1024) unsigned char fa__bwd_smem[];
     uint16_t *sdS = (uint16_t *)(fa__bwd_smem + L::ds);
     float *sL = (float *)(fa__bwd_smem + L::lse), *sD = (float *)(fa__bwd_smem + L::dsum);
     const uint32_t smem_u = fa__bwd_smem_u32(fa__bwd_smem);
-    constexpr uint32_t ROWB = CH * 16, QBUF = BR * D * 2; /* bytes per row, per Q buffer */
 
     const int jb = blockIdx.x, hk = blockIdx.y, b = blockIdx.z;
-    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t4 = lane % 4;
+    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+    fa__bwd_lane ln; /* the thread's fragment coordinates, keys, columns and addresses */
+    ln.g = lane / 4; ln.t4 = lane % 4;
     const fa__bwd_seq s = fa__bwd_seq_info(p, b);
     const int j0 = jb * BC;
     if (j0 >= s.sk) return; /* past this sequence's keys (varlen) */
@@ -5052,118 +5208,45 @@ __global__ void __launch_bounds__(NWARPS * 32, 1) fa__bwd_kernel_sm80(const fa__
     fa__load_tile<BC, D, NT>(smem_u + L::v, (const uint16_t *)p.v.data + fa__bwd_off(p.v, b, s.k_tok0, j0, hk),
                              p.v.ss, s.sk - j0, p.d);
     fa__cp_async_commit();
-    /* Step it: query head h = hk*group + it / nib, query block ib0 + it % nib.
-       Q_i, dO_i, and L, D of its rows (prepared by kernel 1, indexed like the
-       dQ accumulator; rows past sq read as 0, harmless: their Q and dO are 0). */
-#define FA__BWD_LOAD_STEP(it, buf)                                                             \
-    do {                                                                                       \
-        const int h_ = hk * p.group + (it) / nib, i0_ = (ib0 + (it) % nib) * BR;               \
-        fa__load_tile<BR, D, NT>(smem_u + L::q + (buf) * QBUF,                                 \
-                                 gq + fa__bwd_off(p.q, b, s.q_tok0, i0_, h_), p.q.ss,          \
-                                 s.sq - i0_, p.d);                                             \
-        fa__load_tile<BR, D, NT>(smem_u + L::dout + (buf) * QBUF,                              \
-                                 gdo + fa__bwd_off(p.dout, b, s.q_tok0, i0_, h_), p.dout.ss,   \
-                                 s.sq - i0_, p.d);                                             \
-        if (tid < 2 * BR) {                                                                    \
-            const int r_ = tid % BR;                                                           \
-            const float *src_ = (tid < BR ? p.lse2 : p.dsum) + (int64_t)h_ * p.acc_rows +     \
-                                s.acc_row0 + i0_ + r_;                                         \
-            const bool ok_ = i0_ + r_ < s.sq;                                                  \
-            fa__bwd_cp_async4(fa__bwd_smem_u32((tid < BR ? sL : sD) + (buf) * BR + r_),        \
-                              ok_ ? (const void *)src_ : (const void *)p.lse2, ok_ ? 4 : 0);   \
-        }                                                                                      \
-    } while (0)
-    if (iters > 0) FA__BWD_LOAD_STEP(0, 0);
+    if (iters > 0) fa__bwd_load_step<T>(p, s, gq, gdo, b, hk, ib0, nib, 0, 0, smem_u, sL, sD, tid);
     fa__cp_async_commit();
 
-    /* This warp's 16 keys and dK/dV columns. */
-    const int krow = (warp / WD) * 16, dcol0 = (warp % WD) * DW;
+    /* This warp's 16 keys and dK/dV columns, and the thread's addresses. */
     float dk[DW / 8][4], dv[DW / 8][4];
 #pragma unroll
     for (int n = 0; n < DW / 8; ++n)
 #pragma unroll
         for (int e = 0; e < 4; ++e) dk[n][e] = dv[n][e] = 0.f;
-
-    /* Per-thread ldmatrix base addresses. "plain A" / "trans B" lanes give
-       rows (lane%8) + 8*((lane/8)%2), chunk lane/16; "plain B" / "trans A"
-       lanes give rows (lane%8) + 8*(lane/16), chunk (lane/8)%2. */
-    const int rA = (lane & 7) + ((lane >> 3) & 1) * 8, cA = lane >> 4;
-    const int rB = (lane & 7) + (lane >> 4) * 8, cB = (lane >> 3) & 1;
-    const uint32_t aK = smem_u + L::k + 2 * fa__bwd_swz<CH>(krow + rA, cA * 8);
-    const uint32_t aV = smem_u + L::v + 2 * fa__bwd_swz<CH>(krow + rA, cA * 8);
-    const uint32_t aQB = smem_u + L::q + 2 * fa__bwd_swz<CH>(rB, cB * 8);     /* B of S^T */
-    const uint32_t adOB = smem_u + L::dout + 2 * fa__bwd_swz<CH>(rB, cB * 8); /* B of dP^T */
-    const uint32_t aQT = smem_u + L::q + 2 * fa__bwd_swz<CH>(rA, dcol0 + cA * 8);     /* B of dK */
-    const uint32_t adOT = smem_u + L::dout + 2 * fa__bwd_swz<CH>(rA, dcol0 + cA * 8); /* B of dV */
-    const int strip = warp / NCG, cg = warp % NCG;
-    const uint32_t adS = smem_u + L::ds + 2 * fa__bwd_swz<CHS>(rB, strip * 16 + cB * 8); /* A of dQ */
-    const uint32_t aKT = smem_u + L::k + 2 * fa__bwd_swz<CH>(rA, cg * QC + cA * 8);      /* B of dQ */
+    fa__bwd_lane_addrs<T>(ln, smem_u, warp, lane);
 
     for (int it = 0; it < iters; ++it) {
         const int buf = it & 1;
         const int h = hk * p.group + it / nib, i0 = (ib0 + it % nib) * BR;
         /* Prefetch step it+1 into the other buffer. Its last readers (step
            it-1's products and L/D reads) all passed step it-1's barrier 2. */
-        if (it + 1 < iters) FA__BWD_LOAD_STEP(it + 1, buf ^ 1);
+        if (it + 1 < iters) fa__bwd_load_step<T>(p, s, gq, gdo, b, hk, ib0, nib, it + 1, buf ^ 1, smem_u, sL, sD, tid);
         fa__cp_async_commit(); /* possibly empty: keeps the group count uniform */
         fa__cp_async_wait<1>(); /* all but the newest group: K, V and step it */
         /* Barrier 1: every thread's copies of step it (and K, V) are visible,
            and every warp finished reading dS^T of step it-1 (the dQ product),
            so it may be overwritten below. */
         __syncthreads();
-        const uint32_t bo = buf * QBUF;
+        const uint32_t bo = buf * T::QBUF;
         const float *sLb = sL + buf * BR, *sDb = sD + buf * BR;
 
         /* (1) S^T = K_j Q_i^T: 16 keys x Br queries for this warp (line 11). */
         float st[NQ][4];
-        fa__bwd_mma_abt<BF16, D, NQ, CH, ROWB>(st, aK, aQB + bo);
-
-        /* (2) P^T = exp(S^T - L) with softcap, ALiBi and masks (lines 11-13).
-           Element (n, e) is key kj = j0 + krow + g (+8 for e >= 2), query
-           qi = i0 + 8n + 2*t4 + (e & 1). The element mask runs only on tiles
-           that the mask cuts (or that reach past the last key). */
-        const int off = s.sk - s.sq;
-        const bool need_mask = fa__bwd_tile_needs_mask(p, s, i0, j0, BR, BC);
-        const float slope = p.alibi ? p.alibi[h] * LOG2E : 0.f;
-        float dcap[SOFTCAP ? NQ : 1][4]; /* 1 - tanh^2, softcap's derivative */
-#pragma unroll
-        for (int n = 0; n < NQ; ++n) {
-            const float2 l2 = *reinterpret_cast<const float2 *>(sLb + n * 8 + 2 * t4);
-#pragma unroll
-            for (int e = 0; e < 4; ++e) {
-                const int kj = j0 + krow + g + (e >> 1) * 8, qi = i0 + n * 8 + 2 * t4 + (e & 1);
-                float x; /* the score in log2 units */
-                if (SOFTCAP) {
-                    const float th = tanhf(st[n][e] * p.scale / p.softcap);
-                    dcap[SOFTCAP ? n : 0][e] = 1.f - th * th;
-                    x = p.softcap * th * LOG2E;
-                } else {
-                    x = st[n][e] * p.scale_log2;
-                }
-                if (p.alibi) x -= slope * fabsf((float)(qi + off - kj));
-                if (need_mask && !fa__bwd_visible(p, s.sq, s.sk, qi, kj)) x = -INFINITY;
-                st[n][e] = fa__exp2(x - ((e & 1) ? l2.y : l2.x));
-            }
-        }
-        /* Dropout keep bits Z (line 14), bit 4n+e; a plain loop: 10 Philox
-           rounds per element would bloat the unrolled code. */
-        uint32_t keep = 0xffffffffu;
-        if (p.dropout) {
-#pragma unroll 1
-            for (int x = 0; x < NQ * 4; ++x) {
-                const int n = x >> 2, e = x & 3;
-                const int kj = j0 + krow + g + (e >> 1) * 8, qi = i0 + n * 8 + 2 * t4 + (e & 1);
-                if (!fa__dropout_keep(p.seed, p.offset, b, h, p.hq, qi, kj, p.drop_threshold))
-                    keep &= ~(1u << x);
-            }
-        }
-
-        /* (3) dV += P_dropped^T dO (lines 15-16). The C fragments of S^T
-           n-tiles 2kk, 2kk+1 are the A fragment of k-step kk (k = queries). */
-#pragma unroll
+        fa__bwd_mma_abt<BF16, D, NQ, CH, T::ROWB>(st, ln.aK, ln.aQB + bo);
+        /* (2) P^T, recomputed from L */
+        float dcap[SOFTCAP ? NQ : 1][4];
+        fa__bwd_recompute_p<T, SOFTCAP>(p, s, st, dcap, sLb, h, i0, j0, ln);
+        const uint32_t keep = fa__bwd_keep_bits<T>(p, b, h, i0, j0, ln);
+        /* (3) dV += P_dropped^T dO (lines 15-16). The C fragments of S^T n-tiles
+           2kk, 2kk+1 are the A fragment of k-step kk (k = queries). */
+    #pragma unroll
         for (int kk = 0; kk < NQ / 2; ++kk) {
             uint32_t a[4];
-#pragma unroll
+    #pragma unroll
             for (int hlf = 0; hlf < 2; ++hlf) {
                 const int n = 2 * kk + hlf;
                 float q0 = st[n][0], q1 = st[n][1], q2 = st[n][2], q3 = st[n][3];
@@ -5176,114 +5259,74 @@ __global__ void __launch_bounds__(NWARPS * 32, 1) fa__bwd_kernel_sm80(const fa__
                 a[2 * hlf] = fa__pack2<BF16>(q0, q1);
                 a[2 * hlf + 1] = fa__pack2<BF16>(q2, q3);
             }
-#pragma unroll
+    #pragma unroll
             for (int np = 0; np < DW / 16; ++np) {
                 uint32_t bb[4];
-                fa__ldmatrix_x4_trans(bb, fa__bwd_at<CH>(adOT + bo + kk * 16 * ROWB, 2 * np));
+                fa__ldmatrix_x4_trans(bb, fa__bwd_at<CH>(ln.adOT + bo + kk * 16 * T::ROWB, 2 * np));
                 fa__mma16816<BF16>(dv[2 * np], a, bb[0], bb[1]);
                 fa__mma16816<BF16>(dv[2 * np + 1], a, bb[2], bb[3]);
             }
         }
-
         /* (4) dP^T = V_j dO_i^T (line 17). */
         float dpt[NQ][4];
-        fa__bwd_mma_abt<BF16, D, NQ, CH, ROWB>(dpt, aV, adOB + bo);
-
-        /* (5) dS = P * (dP * Z - D) (lines 18-20), times 1 - tanh^2 under
-           softcap; dK += dS^T Q (line 22; the scale is applied once at the
-           end); and dS^T to shared memory for dQ. */
-#pragma unroll
-        for (int n = 0; n < NQ; ++n) {
-            const float2 d2 = *reinterpret_cast<const float2 *>(sDb + n * 8 + 2 * t4);
-#pragma unroll
-            for (int e = 0; e < 4; ++e) {
-                float dp = dpt[n][e];
-                if (p.dropout) dp = (keep >> (n * 4 + e) & 1) ? dp * p.rp_drop : 0.f;
-                float ds = st[n][e] * (dp - ((e & 1) ? d2.y : d2.x));
-                if (SOFTCAP) ds *= dcap[SOFTCAP ? n : 0][e];
-                dpt[n][e] = ds;
-            }
-        }
-        const bool store_ds = (warp % WD) == 0;
-        uint32_t *sdS32 = (uint32_t *)sdS;
-#pragma unroll
-        for (int kk = 0; kk < NQ / 2; ++kk) {
-            uint32_t a[4];
-            a[0] = fa__pack2<BF16>(dpt[2 * kk][0], dpt[2 * kk][1]);
-            a[1] = fa__pack2<BF16>(dpt[2 * kk][2], dpt[2 * kk][3]);
-            a[2] = fa__pack2<BF16>(dpt[2 * kk + 1][0], dpt[2 * kk + 1][1]);
-            a[3] = fa__pack2<BF16>(dpt[2 * kk + 1][2], dpt[2 * kk + 1][3]);
-            if (store_ds) {
-                /* dS^T rows krow+g, krow+g+8; query columns 16kk + 2*t4 (+8). */
-                sdS32[fa__bwd_swz<CHS>(krow + g, kk * 16 + 2 * t4) / 2] = a[0];
-                sdS32[fa__bwd_swz<CHS>(krow + g + 8, kk * 16 + 2 * t4) / 2] = a[1];
-                sdS32[fa__bwd_swz<CHS>(krow + g, kk * 16 + 8 + 2 * t4) / 2] = a[2];
-                sdS32[fa__bwd_swz<CHS>(krow + g + 8, kk * 16 + 8 + 2 * t4) / 2] = a[3];
-            }
-#pragma unroll
-            for (int np = 0; np < DW / 16; ++np) {
-                uint32_t bb[4];
-                fa__ldmatrix_x4_trans(bb, fa__bwd_at<CH>(aQT + bo + kk * 16 * ROWB, 2 * np));
-                fa__mma16816<BF16>(dk[2 * np], a, bb[0], bb[1]);
-                fa__mma16816<BF16>(dk[2 * np + 1], a, bb[2], bb[3]);
-            }
-        }
+        fa__bwd_mma_abt<BF16, D, NQ, CH, T::ROWB>(dpt, ln.aV, ln.adOB + bo);
+        /* (5) dS, then dK += dS^T Q and dS^T to shared memory */
+        fa__bwd_ds<T, SOFTCAP>(p, dpt, st, dcap, keep, sDb, ln.t4);
+        fa__bwd_dk_step<T, BF16>(dk, dpt, sdS, (warp % WD) == 0, bo, ln);
         /* Barrier 2: dS^T of this step is complete in shared memory before
            any warp reads it for dQ; it also closes every read of this step's
            Q/dO/L/D buffer, which the next step's prefetch overwrites. */
         __syncthreads();
-
         /* (6) dQ_i += dS K_j (line 21): warp = (row strip) x (column group),
            in passes of at most 64 columns; the fp32 partial leaves by
-           atomicAdd (deterministic: plain stores into block j's own slice). */
+           atomicAdd (deterministic: plain stores into block jb's own slice). */
         {
-            const int qa = i0 + strip * 16 + g, qb = qa + 8;
+            const int qa = i0 + ln.strip * 16 + ln.g, qb = qa + 8;
             float *acc = p.dq_acc + (p.deterministic ? (int64_t)jb * p.acc_slice : 0) +
                          ((int64_t)h * p.acc_rows + s.acc_row0) * p.acc_d;
-#pragma unroll
+        #pragma unroll
             for (int c0 = 0; c0 < QC; c0 += QCH) {
                 float dq[QCH / 8][4];
-#pragma unroll
+        #pragma unroll
                 for (int n = 0; n < QCH / 8; ++n)
-#pragma unroll
+        #pragma unroll
                     for (int e = 0; e < 4; ++e) dq[n][e] = 0.f;
-#pragma unroll
+        #pragma unroll
                 for (int kk = 0; kk < BC / 16; ++kk) {
                     uint32_t a[4];
-                    fa__ldmatrix_x4_trans(a, adS + kk * 16 * CHS * 16);
-#pragma unroll
+                    fa__ldmatrix_x4_trans(a, ln.adS + kk * 16 * CHS * 16);
+        #pragma unroll
                     for (int np = 0; np < QCH / 16; ++np) {
                         uint32_t bb[4];
-                        fa__ldmatrix_x4_trans(bb, fa__bwd_at<CH>(aKT + kk * 16 * ROWB, (c0 + np * 16) / 8));
+                        fa__ldmatrix_x4_trans(bb, fa__bwd_at<CH>(ln.aKT + kk * 16 * T::ROWB, (c0 + np * 16) / 8));
                         fa__mma16816<BF16>(dq[2 * np], a, bb[0], bb[1]);
                         fa__mma16816<BF16>(dq[2 * np + 1], a, bb[2], bb[3]);
                     }
                 }
-#pragma unroll
+        #pragma unroll
                 for (int n = 0; n < QCH / 8; ++n) {
-                    const int col = cg * QC + c0 + n * 8 + 2 * t4;
+                    const int col = ln.cg * QC + c0 + n * 8 + 2 * ln.t4;
                     float *ra = acc + (int64_t)qa * p.acc_d + col, *rb = acc + (int64_t)qb * p.acc_d + col;
                     if (p.deterministic) {
                         if (qa < s.sq) *reinterpret_cast<float2 *>(ra) = make_float2(dq[n][0], dq[n][1]);
                         if (qb < s.sq) *reinterpret_cast<float2 *>(rb) = make_float2(dq[n][2], dq[n][3]);
                     } else {
-#if __CUDA_ARCH__ >= 900
+        #if __CUDA_ARCH__ >= 900
                         if (qa < s.sq) atomicAdd(reinterpret_cast<float2 *>(ra), make_float2(dq[n][0], dq[n][1]));
                         if (qb < s.sq) atomicAdd(reinterpret_cast<float2 *>(rb), make_float2(dq[n][2], dq[n][3]));
-#else
+        #else
                         if (qa < s.sq) { atomicAdd(ra, dq[n][0]); atomicAdd(ra + 1, dq[n][1]); }
                         if (qb < s.sq) { atomicAdd(rb, dq[n][2]); atomicAdd(rb + 1, dq[n][3]); }
-#endif
+        #endif
                     }
                 }
             }
         }
     }
-#undef FA__BWD_LOAD_STEP
     fa__cp_async_wait<0>(); /* no copy may still be in flight at exit */
 
     /* (7) Write dK_j (times scale) and dV_j (line 24). */
-    fa__bwd_store_dkdv<BF16, DW / 8>(p, s, b, hk, j0, krow + g, dcol0, t4, dk, dv);
+    fa__bwd_store_dkdv<BF16, DW / 8>(p, s, b, hk, j0, ln.krow + ln.g, ln.dcol0, ln.t4, dk, dv);
 #endif
 }
 
@@ -5328,9 +5371,8 @@ __global__ void __launch_bounds__(NWARPS * 32, 1) fa__bwd_kernel_sm80(const fa__
    unit's K_j, V_j land while the current unit finishes, and the Q/dO ring
    runs on across units: a block per unit would start every unit with an
    empty pipeline and one CTA per SM to hide it (at 512 tokens a unit is 2
-   to 8 steps). Measured, H100, 2026-11-23 18:13 UTC: d64 causal 512
-   tokens 108.9 -> 112.9 TFLOP/s, d128 causal 2k 256.8 -> 270.1; the long
-   non-causal rows within noise (bench/results/..._backward-sm90-1813.md).
+   to 8 steps): faster at short causal sequences, the long ones unchanged.
+   [bwd-sm90-persistent]
 
    At D = 256 the block is 64 keys and the warpgroups split the columns of
    dK, dV and dQ instead of the keys (see `split` below).
@@ -5361,45 +5403,36 @@ typedef struct fa__bwd_maps { CUtensorMap q, k, v, dout; } fa__bwd_maps;
 template <int D> struct fa__bwd_sm90_layout {
     static constexpr bool split = D > 128;
     static constexpr int bc = split ? 64 : 128, br = 64, kv_bufs = split ? 1 : 2;
+    static constexpr int dkv = split ? D / 2 : D; /* the dK, dV columns of a warpgroup */
     static constexpr uint32_t kv_bytes = bc * D * 2, q_bytes = br * D * 2, ds_bytes = bc * br * 2,
                               ld_bytes = 2 * br * 4;
     static constexpr uint32_t kv = 0, q = 2 * kv_bufs * kv_bytes, dout = q + 2 * q_bytes, ds = dout + 2 * q_bytes,
                               ld = ds + 2 * ds_bytes, bars = ld + 2 * ld_bytes, total = bars + 8 * 8;
 };
 
-template <bool BF16, int D>
-__global__ void __launch_bounds__(384, 1)
-fa__bwd_kernel_sm90(const __grid_constant__ fa__bwd_maps tm, const fa__bwd_params p)
-{
-#if FA__SM90A
-    typedef fa__bwd_sm90_layout<D> L;
-    /* DKV: the dK, dV columns of a warpgroup; DQ: its dQ columns */
-    constexpr bool SPLIT = L::split;
-    constexpr int BC = L::bc, BR = L::br, NQ = BR / 8, DQ = D / 2, DKV = SPLIT ? D / 2 : D, KVB = L::kv_bufs;
-    constexpr uint32_t KV_BYTES = L::kv_bytes, Q_BYTES = L::q_bytes, DS_BYTES = L::ds_bytes, LD_BYTES = L::ld_bytes;
-    static_assert(D % 64 == 0 && D <= 256, "sm_90a backward tile");
-    extern __shared__ uint8_t fa__smem90b[];
-    const uint32_t base = (uint32_t)__cvta_generic_to_shared(fa__smem90b), aligned = (base + 1023u) & ~1023u;
-    const uint32_t sKV = aligned + L::kv, sQ = aligned + L::q, sdO = aligned + L::dout, sdS = aligned + L::ds;
-    const uint32_t sLD = aligned + L::ld, kv_full = aligned + L::bars, kv_empty = kv_full + 16, full = kv_empty + 16,
-                   empty = full + 16;
-    const float *gLD = (const float *)(fa__smem90b + (sLD - base));
-
-    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
-    /* Units: (key block jb, KV head hk, batch b). A block per unit when the
-       grid has one (gridDim.x = units); else persistent (the grid is the SM
-       count) and block c takes PAIRS of units c, c + G, c + 2G, ...: pair j
-       is key blocks i and nblk - 1 - i of one head, which under a causal
-       mask see nblk - i and i + 1 query blocks, the same work for every
-       pair (as in the forward's unit(): static rounds stay balanced). Unit
-       k of the block is the heavy (k even) or light (k odd) half of pair
-       (k / 2) G + c; false: no unit (past the last pair, or the second half
-       of the middle pair when nblk is odd). */
-    const int nblk = (p.seqlen_k + BC - 1) / BC, pairs_j = (nblk + 1) / 2;
-    const int units = nblk * p.hkv * p.batch, pairs = pairs_j * p.hkv * p.batch;
-    const bool one_unit = (int)gridDim.x >= units;
-    const int rounds = one_unit ? 1 : 2 * ((pairs + (int)gridDim.x - 1) / (int)gridDim.x);
-    auto unit = [&](int k, int &jb, int &hk, int &b) {
+/* The units of work and who takes which: (key block jb, KV head hk, batch
+   b). A block per unit when the grid has one (gridDim.x = units); else
+   persistent (the grid is the SM count) and block c takes PAIRS of units
+   c, c + G, c + 2G, ...: pair j is key blocks i and nblk - 1 - i of one
+   head, which under a causal mask see nblk - i and i + 1 query blocks, the
+   same work for every pair (as in the forward's unit(): static rounds stay
+   balanced). Unit k of the block is the heavy (k even) or light (k odd)
+   half of pair (k / 2) G + c; false: no unit (past the last pair, or the
+   second half of the middle pair when nblk is odd). */
+struct fa__bwd_sm90_sched {
+    int nblk, pairs_j, units, pairs, rounds;
+    bool one_unit;
+    __device__ __forceinline__ void init(const fa__bwd_params &p, int bc)
+    {
+        nblk = (p.seqlen_k + bc - 1) / bc;
+        pairs_j = (nblk + 1) / 2;
+        units = nblk * p.hkv * p.batch;
+        pairs = pairs_j * p.hkv * p.batch;
+        one_unit = (int)gridDim.x >= units;
+        rounds = one_unit ? 1 : 2 * ((pairs + (int)gridDim.x - 1) / (int)gridDim.x);
+    }
+    __device__ __forceinline__ bool unit(const fa__bwd_params &p, int k, int &jb, int &hk, int &b) const
+    {
         if (one_unit) {
             jb = (int)blockIdx.x % nblk;
             hk = (int)blockIdx.x / nblk % p.hkv;
@@ -5411,22 +5444,110 @@ fa__bwd_kernel_sm90(const __grid_constant__ fa__bwd_maps tm, const fa__bwd_param
         b = j / pairs_j / p.hkv;
         jb = k % 2 ? nblk - 1 - i : i;
         return j < pairs && !(k % 2 && i == nblk - 1 - i);
-    };
-    /* Unit k of this block and what both roles derive from it: its
-       sequence s, first key j0, the query blocks [ib0, ib0 + nib) that see
-       key block jb, and the steps, iters = nib times the heads of the
-       group. False: no unit k. */
-    struct work_t { int jb, hk, b, j0, ib0, nib, iters; fa__bwd_seq s; };
-    auto work = [&](int k, work_t &w) {
-        if (!unit(k, w.jb, w.hk, w.b)) return false;
-        int ib1;
-        w.s = fa__bwd_seq_info(p, w.b);
-        w.j0 = w.jb * BC;
-        fa__bwd_q_range(p, w.s.sq, w.s.sk, w.j0, BR, BC, &w.ib0, &ib1);
-        w.nib = ib1 - w.ib0;
-        w.iters = w.nib * p.group;
-        return true;
-    };
+    }
+};
+
+/* Unit k of this block and what both roles derive from it: its sequence s,
+   first key j0, the query blocks [ib0, ib0 + nib) that see key block jb,
+   and the steps, iters = nib times the heads of the group. */
+struct fa__bwd_work {
+    int jb, hk, b, j0, ib0, nib, iters;
+    fa__bwd_seq s;
+};
+/* False: no unit k. */
+template <int BR, int BC>
+__device__ __forceinline__ bool fa__bwd_sm90_work(const fa__bwd_params &p, const fa__bwd_sm90_sched &sc, int k,
+                                                  fa__bwd_work &w)
+{
+    if (!sc.unit(p, k, w.jb, w.hk, w.b)) return false;
+    int ib1;
+    w.s = fa__bwd_seq_info(p, w.b);
+    w.j0 = w.jb * BC;
+    fa__bwd_q_range(p, w.s.sq, w.s.sk, w.j0, BR, BC, &w.ib0, &ib1);
+    w.nib = ib1 - w.ib0;
+    w.iters = w.nib * p.group;
+    return true;
+}
+
+/* The shared-memory addresses both roles use (fa__bwd_sm90_layout). */
+struct fa__bwd_sm90_smem {
+    uint32_t sKV, sQ, sdO, sdS, sLD;        /* K/V buffers, Q, dO, dS^T, L and D stages */
+    uint32_t kv_full, kv_empty, full, empty; /* mbarriers: K/V buffers, Q/dO stages */
+    const float *gLD;                        /* the L, D stages as a generic pointer */
+};
+
+/* The producer: lane 0 of warp 0 issues every copy. Both roles walk the
+   same units and skip the same empty ones, so they agree on two running
+   counts: ring, the steps so far (stage ring % 2, its (ring / 2)-th use),
+   and kv_uses, the units whose K, V were loaded (buffer kv_uses % KVB, its
+   (kv_uses / KVB)-th use). A barrier's phase bit flips once per use:
+   waiting for use u means waiting for parity u & 1. */
+template <int D>
+__device__ __forceinline__ void fa__bwd_sm90_producer(const fa__bwd_maps &tm, const fa__bwd_params &p,
+                                                      const fa__bwd_sm90_sched &sc, const fa__bwd_sm90_smem &sm)
+{
+    typedef fa__bwd_sm90_layout<D> L;
+    constexpr int BR = L::br, KVB = L::kv_bufs;
+    constexpr uint32_t KV_BYTES = L::kv_bytes, Q_BYTES = L::q_bytes, LD_BYTES = L::ld_bytes;
+    int ring = 0, kv_uses = 0;
+    for (int k = 0; k < sc.rounds; k++) {
+        fa__bwd_work w;
+        if (!fa__bwd_sm90_work<BR, L::bc>(p, sc, k, w) || w.iters == 0) continue;
+        const int kb = kv_uses % KVB;
+        /* buffer kb was last read by unit kv_uses - KVB: wait for its release */
+        if (kv_uses >= KVB) fa__mbar_wait(sm.kv_empty + 8 * kb, (uint32_t)((kv_uses / KVB - 1) & 1));
+        fa__mbar_expect_tx(sm.kv_full + 8 * kb, 2 * KV_BYTES);
+        for (int c = 0; c < D / 64; c++) {
+            fa__tma_load(sm.sKV + kb * 2 * KV_BYTES + c * L::bc * 128, &tm.k, 64 * c, w.j0, w.hk, w.b,
+                         sm.kv_full + 8 * kb);
+            fa__tma_load(sm.sKV + (kb * 2 + 1) * KV_BYTES + c * L::bc * 128, &tm.v, 64 * c, w.j0, w.hk, w.b,
+                         sm.kv_full + 8 * kb);
+        }
+        for (int it = 0; it < w.iters; it++, ring++) {
+            const int st = ring & 1, h = w.hk * p.group + it / w.nib, i0 = (w.ib0 + it % w.nib) * BR;
+            /* stage st was last read at step ring - 2: wait for its release */
+            if (ring >= 2) fa__mbar_wait(sm.empty + 8 * st, (uint32_t)((ring / 2 - 1) & 1));
+            const uint32_t bar = sm.full + 8 * st;
+            fa__mbar_expect_tx(bar, 2 * Q_BYTES + LD_BYTES);
+            for (int c = 0; c < D / 64; c++) {
+                fa__tma_load(sm.sQ + st * Q_BYTES + c * BR * 128, &tm.q, 64 * c, i0, h, w.b, bar);
+                fa__tma_load(sm.sdO + st * Q_BYTES + c * BR * 128, &tm.dout, 64 * c, i0, h, w.b, bar);
+            }
+            const int64_t r = (int64_t)h * p.acc_rows + w.s.acc_row0 + i0; /* 64-row aligned */
+            fa__bulk_load(sm.sLD + st * LD_BYTES, p.lse2 + r, BR * 4, bar);
+            fa__bulk_load(sm.sLD + st * LD_BYTES + BR * 4, p.dsum + r, BR * 4, bar);
+        }
+        kv_uses++;
+    }
+}
+
+/* Kernel 2 on sm_90a: a producer warpgroup and two consumer warpgroups
+   (FlashAttention-3's warp specialization) over the block's units. */
+template <bool BF16, int D>
+__global__ void __launch_bounds__(384, 1)
+fa__bwd_kernel_sm90(const __grid_constant__ fa__bwd_maps tm, const fa__bwd_params p)
+{
+#if FA__SM90A
+    typedef fa__bwd_sm90_layout<D> L;
+    /* DKV: the dK, dV columns of a warpgroup; DQ: its dQ columns */
+    constexpr bool SPLIT = L::split;
+    constexpr int BC = L::bc, BR = L::br, NQ = BR / 8, DQ = D / 2, DKV = L::dkv, KVB = L::kv_bufs;
+    constexpr uint32_t KV_BYTES = L::kv_bytes, Q_BYTES = L::q_bytes, DS_BYTES = L::ds_bytes;
+    static_assert(D % 64 == 0 && D <= 256, "sm_90a backward tile");
+    extern __shared__ uint8_t fa__smem90b[];
+    const uint32_t base = (uint32_t)__cvta_generic_to_shared(fa__smem90b), aligned = (base + 1023u) & ~1023u;
+    fa__bwd_sm90_smem sm;
+    sm.sKV = aligned + L::kv; sm.sQ = aligned + L::q; sm.sdO = aligned + L::dout; sm.sdS = aligned + L::ds;
+    sm.sLD = aligned + L::ld; sm.kv_full = aligned + L::bars; sm.kv_empty = sm.kv_full + 16;
+    sm.full = sm.kv_empty + 16; sm.empty = sm.full + 16;
+    sm.gLD = (const float *)(fa__smem90b + (sm.sLD - base));
+    const uint32_t sKV = sm.sKV, sQ = sm.sQ, sdO = sm.sdO, sdS = sm.sdS, kv_full = sm.kv_full, kv_empty = sm.kv_empty,
+                   full = sm.full, empty = sm.empty;
+    const float *gLD = sm.gLD;
+
+    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+    fa__bwd_sm90_sched sc;
+    sc.init(p, BC);
 
     if (tid == 0) {
         for (int x = 0; x < 2; x++) {
@@ -5440,46 +5561,8 @@ fa__bwd_kernel_sm90(const __grid_constant__ fa__bwd_maps tm, const fa__bwd_param
     __syncthreads(); /* the barriers exist before anyone uses them; the roles part here */
 
     if (warp < 4) {
-        /* ---- producer: lane 0 of warp 0 issues every copy ---- */
-        fa__setmaxnreg_dec<24>();
-        /* Both roles walk the same units and skip the same empty ones, so
-           they agree on two running counts: ring, the steps so far (stage
-           ring % 2, its (ring / 2)-th use), and kv_uses, the units whose K,
-           V were loaded (buffer kv_uses % KVB, its (kv_uses / KVB)-th use).
-           A barrier's phase bit flips once per use: waiting for use u means
-           waiting for parity u & 1. */
-        if (tid == 0) {
-            int ring = 0, kv_uses = 0;
-            for (int k = 0; k < rounds; k++) {
-                work_t w;
-                if (!work(k, w) || w.iters == 0) continue;
-                const int kb = kv_uses % KVB;
-                /* buffer kb was last read by unit kv_uses - KVB: wait for its release */
-                if (kv_uses >= KVB) fa__mbar_wait(kv_empty + 8 * kb, (uint32_t)((kv_uses / KVB - 1) & 1));
-                fa__mbar_expect_tx(kv_full + 8 * kb, 2 * KV_BYTES);
-                for (int c = 0; c < D / 64; c++) {
-                    fa__tma_load(sKV + kb * 2 * KV_BYTES + c * BC * 128, &tm.k, 64 * c, w.j0, w.hk, w.b,
-                                 kv_full + 8 * kb);
-                    fa__tma_load(sKV + (kb * 2 + 1) * KV_BYTES + c * BC * 128, &tm.v, 64 * c, w.j0, w.hk, w.b,
-                                 kv_full + 8 * kb);
-                }
-                for (int it = 0; it < w.iters; it++, ring++) {
-                    const int st = ring & 1, h = w.hk * p.group + it / w.nib, i0 = (w.ib0 + it % w.nib) * BR;
-                    /* stage st was last read at step ring - 2: wait for its release */
-                    if (ring >= 2) fa__mbar_wait(empty + 8 * st, (uint32_t)((ring / 2 - 1) & 1));
-                    const uint32_t bar = full + 8 * st;
-                    fa__mbar_expect_tx(bar, 2 * Q_BYTES + LD_BYTES);
-                    for (int c = 0; c < D / 64; c++) {
-                        fa__tma_load(sQ + st * Q_BYTES + c * BR * 128, &tm.q, 64 * c, i0, h, w.b, bar);
-                        fa__tma_load(sdO + st * Q_BYTES + c * BR * 128, &tm.dout, 64 * c, i0, h, w.b, bar);
-                    }
-                    const int64_t r = (int64_t)h * p.acc_rows + w.s.acc_row0 + i0; /* 64-row aligned */
-                    fa__bulk_load(sLD + st * LD_BYTES, p.lse2 + r, BR * 4, bar);
-                    fa__bulk_load(sLD + st * LD_BYTES + BR * 4, p.dsum + r, BR * 4, bar);
-                }
-                kv_uses++;
-            }
-        }
+        fa__setmaxnreg_dec<24>(); /* the producer needs few registers: the consumers take them */
+        if (tid == 0) fa__bwd_sm90_producer<D>(tm, p, sc, sm);
         return;
     }
 
@@ -5494,9 +5577,9 @@ fa__bwd_kernel_sm90(const __grid_constant__ fa__bwd_maps tm, const fa__bwd_param
     float(&dk_flat)[DKV / 2] = reinterpret_cast<float(&)[DKV / 2]>(dk);
     float(&dv_flat)[DKV / 2] = reinterpret_cast<float(&)[DKV / 2]>(dv);
     int ring = 0, kv_uses = 0;
-    for (int k = 0; k < rounds; k++) {
-        work_t w;
-        if (!work(k, w)) continue; /* (a unit no query sees still writes dK = dV = 0) */
+    for (int k = 0; k < sc.rounds; k++) {
+        fa__bwd_work w;
+        if (!fa__bwd_sm90_work<BR, BC>(p, sc, k, w)) continue; /* (a unit no query sees still writes dK = dV = 0) */
         const int kb = kv_uses % KVB;
         const uint32_t sK = sKV + kb * 2 * KV_BYTES, sV = sK + KV_BYTES;
         const uint32_t kw = sK + kw0 * 128, vw = sV + kw0 * 128; /* this warpgroup's keys */
@@ -5716,7 +5799,7 @@ static fa_status fa__bwd_launch_main(const fa__bwd_params &kp, const fa__bwd_pla
     void (*kern)(const fa__bwd_params) = fa__bwd_kernel_sm80<BF16, D, BR, BC, NWARPS, WD, SOFTCAP>;
     FA__BWD_CUDA_TRY(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)pl.smem));
     dim3 grid((kp.seqlen_k + BC - 1) / BC, kp.hkv, kp.batch);
-    kern<<<grid, NWARPS * 32, pl.smem, st>>>(kp);
+    FA__BWD_LAUNCH(kern, grid, NWARPS * 32, pl.smem, st, kp);
     FA__BWD_CUDA_TRY(cudaGetLastError());
     return FA_OK;
 }
@@ -5780,7 +5863,7 @@ static fa_status fa__bwd_run(const fa__bwd_params &kp, const fa__bwd_plan &pl, c
                              cudaStream_t st) {
     dim3 rows_grid((kp.seqlen_q + 7) / 8, kp.hq, kp.batch);
     dim3 pad_grid(((kp.acc_sq ? kp.acc_sq : kp.seqlen_q) + 7) / 8, kp.hq, kp.batch); /* + padding rows */
-    fa__bwd_preprocess_kernel<BF16><<<pad_grid, 256, 0, st>>>(kp);
+    FA__BWD_LAUNCH(fa__bwd_preprocess_kernel<BF16>, pad_grid, 256, 0, st, kp);
     FA__BWD_CUDA_TRY(cudaGetLastError());
     fa_status s = FA_OK;
     int ran = 0;
@@ -5806,7 +5889,7 @@ static fa_status fa__bwd_run(const fa__bwd_params &kp, const fa__bwd_plan &pl, c
                     : fa__bwd_launch_main<BF16, 256, 32, 64, false>(kp, pl, st); break;
     }
     if (s != FA_OK) return s;
-    fa__bwd_dq_convert_kernel<BF16><<<rows_grid, 256, 0, st>>>(kp);
+    FA__BWD_LAUNCH(fa__bwd_dq_convert_kernel<BF16>, rows_grid, 256, 0, st, kp);
     FA__BWD_CUDA_TRY(cudaGetLastError());
     return FA_OK;
 }
