@@ -5242,11 +5242,13 @@ __global__ void __launch_bounds__(NWARPS * 32, 1) fa__bwd_kernel_sm80(const fa__
         fa__bwd_recompute_p<T, SOFTCAP>(p, s, st, dcap, sLb, h, i0, j0, ln);
         const uint32_t keep = fa__bwd_keep_bits<T>(p, b, h, i0, j0, ln);
         /* (3) dV += P_dropped^T dO (lines 15-16). The C fragments of S^T n-tiles
-           2kk, 2kk+1 are the A fragment of k-step kk (k = queries). */
-    #pragma unroll
+           2kk, 2kk+1 are the A fragment of k-step kk (k = queries). (This step
+           and dQ's stay in the kernel: as functions their operand arrays went
+           to local memory. [bwd-codegen]) */
+#pragma unroll
         for (int kk = 0; kk < NQ / 2; ++kk) {
             uint32_t a[4];
-    #pragma unroll
+#pragma unroll
             for (int hlf = 0; hlf < 2; ++hlf) {
                 const int n = 2 * kk + hlf;
                 float q0 = st[n][0], q1 = st[n][1], q2 = st[n][2], q3 = st[n][3];
@@ -5259,7 +5261,7 @@ __global__ void __launch_bounds__(NWARPS * 32, 1) fa__bwd_kernel_sm80(const fa__
                 a[2 * hlf] = fa__pack2<BF16>(q0, q1);
                 a[2 * hlf + 1] = fa__pack2<BF16>(q2, q3);
             }
-    #pragma unroll
+#pragma unroll
             for (int np = 0; np < DW / 16; ++np) {
                 uint32_t bb[4];
                 fa__ldmatrix_x4_trans(bb, fa__bwd_at<CH>(ln.adOT + bo + kk * 16 * T::ROWB, 2 * np));
@@ -5284,18 +5286,18 @@ __global__ void __launch_bounds__(NWARPS * 32, 1) fa__bwd_kernel_sm80(const fa__
             const int qa = i0 + ln.strip * 16 + ln.g, qb = qa + 8;
             float *acc = p.dq_acc + (p.deterministic ? (int64_t)jb * p.acc_slice : 0) +
                          ((int64_t)h * p.acc_rows + s.acc_row0) * p.acc_d;
-        #pragma unroll
+#pragma unroll
             for (int c0 = 0; c0 < QC; c0 += QCH) {
                 float dq[QCH / 8][4];
-        #pragma unroll
+#pragma unroll
                 for (int n = 0; n < QCH / 8; ++n)
-        #pragma unroll
+#pragma unroll
                     for (int e = 0; e < 4; ++e) dq[n][e] = 0.f;
-        #pragma unroll
+#pragma unroll
                 for (int kk = 0; kk < BC / 16; ++kk) {
                     uint32_t a[4];
                     fa__ldmatrix_x4_trans(a, ln.adS + kk * 16 * CHS * 16);
-        #pragma unroll
+#pragma unroll
                     for (int np = 0; np < QCH / 16; ++np) {
                         uint32_t bb[4];
                         fa__ldmatrix_x4_trans(bb, fa__bwd_at<CH>(ln.aKT + kk * 16 * T::ROWB, (c0 + np * 16) / 8));
@@ -5303,7 +5305,7 @@ __global__ void __launch_bounds__(NWARPS * 32, 1) fa__bwd_kernel_sm80(const fa__
                         fa__mma16816<BF16>(dq[2 * np + 1], a, bb[2], bb[3]);
                     }
                 }
-        #pragma unroll
+#pragma unroll
                 for (int n = 0; n < QCH / 8; ++n) {
                     const int col = ln.cg * QC + c0 + n * 8 + 2 * ln.t4;
                     float *ra = acc + (int64_t)qa * p.acc_d + col, *rb = acc + (int64_t)qb * p.acc_d + col;
@@ -5521,54 +5523,23 @@ __device__ __forceinline__ void fa__bwd_sm90_producer(const fa__bwd_maps &tm, co
     }
 }
 
-/* Kernel 2 on sm_90a: a producer warpgroup and two consumer warpgroups
-   (FlashAttention-3's warp specialization) over the block's units. */
+/* The consumers: warpgroup cw owns keys j0 + 64 cw .. + 63 (split: all 64
+   keys of the block, and dK, dV columns cw D/2 .. + D/2 - 1), walks the
+   block's units as the producer does, and writes dK_j, dV_j of each.
+   Products of a step are issued as soon as their inputs exist and waited
+   for only when their result is needed. (The step stays in this loop: as
+   a function of its own it changed the code nvcc makes.) */
 template <bool BF16, int D>
-__global__ void __launch_bounds__(384, 1)
-fa__bwd_kernel_sm90(const __grid_constant__ fa__bwd_maps tm, const fa__bwd_params p)
+__device__ __forceinline__ void fa__bwd_sm90_consumer(const fa__bwd_params &p, const fa__bwd_sm90_sched &sc,
+                                                      const fa__bwd_sm90_smem &sm, int warp, int lane)
 {
-#if FA__SM90A
     typedef fa__bwd_sm90_layout<D> L;
-    /* DKV: the dK, dV columns of a warpgroup; DQ: its dQ columns */
     constexpr bool SPLIT = L::split;
     constexpr int BC = L::bc, BR = L::br, NQ = BR / 8, DQ = D / 2, DKV = L::dkv, KVB = L::kv_bufs;
     constexpr uint32_t KV_BYTES = L::kv_bytes, Q_BYTES = L::q_bytes, DS_BYTES = L::ds_bytes;
-    static_assert(D % 64 == 0 && D <= 256, "sm_90a backward tile");
-    extern __shared__ uint8_t fa__smem90b[];
-    const uint32_t base = (uint32_t)__cvta_generic_to_shared(fa__smem90b), aligned = (base + 1023u) & ~1023u;
-    fa__bwd_sm90_smem sm;
-    sm.sKV = aligned + L::kv; sm.sQ = aligned + L::q; sm.sdO = aligned + L::dout; sm.sdS = aligned + L::ds;
-    sm.sLD = aligned + L::ld; sm.kv_full = aligned + L::bars; sm.kv_empty = sm.kv_full + 16;
-    sm.full = sm.kv_empty + 16; sm.empty = sm.full + 16;
-    sm.gLD = (const float *)(fa__smem90b + (sm.sLD - base));
     const uint32_t sKV = sm.sKV, sQ = sm.sQ, sdO = sm.sdO, sdS = sm.sdS, kv_full = sm.kv_full, kv_empty = sm.kv_empty,
                    full = sm.full, empty = sm.empty;
     const float *gLD = sm.gLD;
-
-    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
-    fa__bwd_sm90_sched sc;
-    sc.init(p, BC);
-
-    if (tid == 0) {
-        for (int x = 0; x < 2; x++) {
-            fa__mbar_init(kv_full + 8 * x, 1);
-            fa__mbar_init(kv_empty + 8 * x, 8); /* lane 0 of each consumer warp */
-            fa__mbar_init(full + 8 * x, 1);
-            fa__mbar_init(empty + 8 * x, 256); /* every consumer thread (each read L, D) */
-        }
-        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-    }
-    __syncthreads(); /* the barriers exist before anyone uses them; the roles part here */
-
-    if (warp < 4) {
-        fa__setmaxnreg_dec<24>(); /* the producer needs few registers: the consumers take them */
-        if (tid == 0) fa__bwd_sm90_producer<D>(tm, p, sc, sm);
-        return;
-    }
-
-    /* ---- consumers: warpgroup cw owns keys j0 + 64 cw .. + 63 (split:
-       all 64 keys of the block, and dK, dV columns cw D/2 .. + D/2 - 1) ---- */
-    fa__setmaxnreg_inc<240>();
     const int cw = warp / 4 - 1, wq = warp % 4, g = lane / 4, t = lane % 4;
     const int kw0 = SPLIT ? 0 : 64 * cw;   /* the warpgroup's first key row */
     const int krow = kw0 + 16 * wq + g;    /* this thread's key rows krow, krow + 8 */
@@ -5721,6 +5692,49 @@ fa__bwd_kernel_sm90(const __grid_constant__ fa__bwd_maps tm, const fa__bwd_param
 
         fa__bwd_store_dkdv<BF16, DKV / 8>(p, w.s, w.b, w.hk, w.j0, krow, SPLIT ? cw * DKV : 0, t, dk[0], dv[0]);
     }
+}
+
+/* Kernel 2 on sm_90a: a producer warpgroup and two consumer warpgroups
+   (FlashAttention-3's warp specialization) over the block's units. */
+template <bool BF16, int D>
+__global__ void __launch_bounds__(384, 1)
+fa__bwd_kernel_sm90(const __grid_constant__ fa__bwd_maps tm, const fa__bwd_params p)
+{
+#if FA__SM90A
+    typedef fa__bwd_sm90_layout<D> L;
+    static_assert(D % 64 == 0 && D <= 256, "sm_90a backward tile");
+    extern __shared__ uint8_t fa__smem90b[];
+    const uint32_t base = (uint32_t)__cvta_generic_to_shared(fa__smem90b), aligned = (base + 1023u) & ~1023u;
+    fa__bwd_sm90_smem sm;
+    sm.sKV = aligned + L::kv; sm.sQ = aligned + L::q; sm.sdO = aligned + L::dout; sm.sdS = aligned + L::ds;
+    sm.sLD = aligned + L::ld; sm.kv_full = aligned + L::bars; sm.kv_empty = sm.kv_full + 16;
+    sm.full = sm.kv_empty + 16; sm.empty = sm.full + 16;
+    sm.gLD = (const float *)(fa__smem90b + (sm.sLD - base));
+    const uint32_t kv_full = sm.kv_full, kv_empty = sm.kv_empty, full = sm.full, empty = sm.empty;
+
+    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+    fa__bwd_sm90_sched sc;
+    sc.init(p, L::bc);
+
+    if (tid == 0) {
+        for (int x = 0; x < 2; x++) {
+            fa__mbar_init(kv_full + 8 * x, 1);
+            fa__mbar_init(kv_empty + 8 * x, 8); /* lane 0 of each consumer warp */
+            fa__mbar_init(full + 8 * x, 1);
+            fa__mbar_init(empty + 8 * x, 256); /* every consumer thread (each read L, D) */
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    __syncthreads(); /* the barriers exist before anyone uses them; the roles part here */
+
+    if (warp < 4) {
+        fa__setmaxnreg_dec<24>(); /* the producer needs few registers: the consumers take them */
+        if (tid == 0) fa__bwd_sm90_producer<D>(tm, p, sc, sm);
+        return;
+    }
+
+    fa__setmaxnreg_inc<240>();
+    fa__bwd_sm90_consumer<BF16, D>(p, sc, sm, warp, lane);
 #else
     /* no wgmma in this device pass: the host's marker (see the forward) */
     __shared__ volatile int fa__sm90_missing;
