@@ -187,7 +187,7 @@
      FLASHATTN_CUDA_EMU    (undefined; tests only) compile only what the
                            backward needs, without PTX or launches of its
                            own: tests/emu_cuda.h defines it, the wrappers of
-                           >>gpu-ptx and FA__LAUNCH, and runs the backward's
+                           >>gpu-ptx and FA__BWD_LAUNCH, and runs the backward's
                            kernels on the CPU (make test-gpu-emu).
    Setting FLASHATTN_BLOCK_M, _BLOCK_N or _WARPS applies it to every head
    dim and GPU of the sm_80 kernel (the sm_90a kernel keeps its own shapes,
@@ -5478,6 +5478,7 @@ struct fa__bwd_sm90_smem {
     const float *gLD;                        /* the L, D stages as a generic pointer */
 };
 
+#if FA__SM90A /* (the wgmma, mbarrier and TMA wrappers exist in sm_90a device passes only) */
 /* The producer: lane 0 of warp 0 issues every copy. Both roles walk the
    same units and skip the same empty ones, so they agree on two running
    counts: ring, the steps so far (stage ring % 2, its (ring / 2)-th use),
@@ -5693,6 +5694,8 @@ __device__ __forceinline__ void fa__bwd_sm90_consumer(const fa__bwd_params &p, c
         fa__bwd_store_dkdv<BF16, DKV / 8>(p, w.s, w.b, w.hk, w.j0, krow, SPLIT ? cw * DKV : 0, t, dk[0], dv[0]);
     }
 }
+
+#endif /* FA__SM90A */
 
 /* Kernel 2 on sm_90a: a producer warpgroup and two consumer warpgroups
    (FlashAttention-3's warp specialization) over the block's units. */
