@@ -371,9 +371,7 @@ $(BUILD)/test_gpu_backward: tests/test_gpu_backward.cu tests/reference.h tests/t
 # The same backward test with the kernels run on the CPU (no GPU needed; slow:
 # every CUDA thread is an OS thread), see tests/emu_cuda.h.
 CUDA_INC ?= $(dir $(NVCC))../include
-$(BUILD)/emu_backward.inc: flashattn_cuda.cuh tests/emu_extract.py | $(BUILD)
-	python3 tests/emu_extract.py $< $@
-$(BUILD)/test_gpu_backward_emu: tests/test_gpu_backward.cu tests/emu_cuda.h $(BUILD)/emu_backward.inc tests/reference.h tests/test_util.h flashattn.h | $(BUILD)
+$(BUILD)/test_gpu_backward_emu: tests/test_gpu_backward.cu tests/emu_cuda.h flashattn_cuda.cuh tests/reference.h tests/test_util.h flashattn.h | $(BUILD)
 	$(CXX) -std=c++20 -O2 -DFA_EMU -x c++ -I$(CUDA_INC) -o $@ $< -lpthread
 .PHONY: test-gpu-emu
 test-gpu-emu: $(BUILD)/test_gpu_backward_emu

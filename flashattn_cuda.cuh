@@ -218,6 +218,11 @@
                            persistent grid, pick a tile shape or decode's
                            head-pair kernel, so that one GPU tests every
                            path (tests/test_gpu*.cu). Not thread-safe.
+     FLASHATTN_CUDA_EMU    (undefined; tests only) compile only what the
+                           backward needs, without PTX or launches of its
+                           own: tests/emu_cuda.h defines it, the wrappers of
+                           >>gpu-ptx and FA__BWD_LAUNCH, and runs the backward's
+                           kernels on the CPU (make test-gpu-emu).
    Names that begin FA__ or fa__ are internal: not configuration, and not
    stable (the sm_90a ablation switches FA__SM90_* included).
    Setting FLASHATTN_BLOCK_M, _BLOCK_N or _WARPS applies it to every head
@@ -239,6 +244,7 @@
    >>gpu-ptx  THE PTX WE USE
    ============================================================================ */
 
+#ifndef FLASHATTN_CUDA_EMU /* the emulator defines these wrappers (tests/emu_cuda.h) */
 /* 16-byte asynchronous copy global -> shared; bytes in [0, 16] are read and
    the rest of the 16 is zero-filled. .cg: cache in L2 only (each tile is read
    once per block, no point polluting L1). */
@@ -299,6 +305,7 @@ static __device__ __forceinline__ void fa__mma16816(float d[4], const uint32_t a
                      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
                      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
+#endif /* FLASHATTN_CUDA_EMU */
 
 /* Two floats -> one register of two 16-bit values (lo in the low half), RNE. */
 template <bool BF16> static __device__ __forceinline__ uint32_t fa__pack2(float lo, float hi)
@@ -319,12 +326,14 @@ template <bool BF16> static __device__ __forceinline__ uint32_t fa__pack2(float 
    degree-3 polynomial, nine instructions) made the sm_90a forward slower at
    every share tried: its softmax waits on instruction issue, not on the
    MUFU. The packed 16-bit forms are no faster on sm_90a [gpu-exp2]. */
+#ifndef FLASHATTN_CUDA_EMU
 static __device__ __forceinline__ float fa__exp2(float x)
 {
     float y;
     asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
     return y;
 }
+#endif /* FLASHATTN_CUDA_EMU */
 
 /* ============================================================================
    >>gpu-smem  SWIZZLED TILES
@@ -404,6 +413,7 @@ template <int D> struct fa__ldsm_addr {
     }
 };
 
+#ifndef FLASHATTN_CUDA_EMU /* the emulated backward needs none of the forward */
 /* ============================================================================
    >>gpu-fwd  THE FORWARD KERNEL
    ============================================================================ */
@@ -2594,6 +2604,7 @@ static constexpr bool fa__head_dim_compiled(int d)
         if (fa__head_dims[i] == d) return true;
     return false;
 }
+#endif /* FLASHATTN_CUDA_EMU */
 
 static fa_status fa__cuda_fail(const char *fn, cudaError_t e, const char *what)
 {
@@ -2607,6 +2618,7 @@ static fa_status fa__cuda_fail(const char *fn, cudaError_t e, const char *what)
 typedef struct fa__gpu {
     int family, smem_optin, sms;
 } fa__gpu;
+#ifndef FLASHATTN_CUDA_EMU
 
 /* (for fa__fwd_kernel_sm80: a device of compute capability 9.0 or later
    runs family 0's shapes, see fa__gpu's family in fa_forward_cuda) */
@@ -3119,6 +3131,8 @@ static fa_status fa__dispatch_head_dim(const char *fn, const fa__fwd_params &p, 
     }
 }
 
+#endif /* FLASHATTN_CUDA_EMU */
+
 /* A tensor the kernel reads or writes with 16-byte accesses: its rows must
    start on 16-byte boundaries. */
 static fa_status fa__check_rows_aligned(const char *fn, const char *name, const fa_tensor *t,
@@ -3136,6 +3150,7 @@ static fa_status fa__check_rows_aligned(const char *fn, const char *name, const 
                         (long long)t->head_stride);
     return FA_OK;
 }
+#ifndef FLASHATTN_CUDA_EMU /* the emulated backward needs none of the rest */
 
 #ifdef __cplusplus
 extern "C" {
@@ -3336,12 +3351,8 @@ __device__ __forceinline__ uint32_t fa__dec_smem_addr(const void *p)
 }
 /* fa__cp_async16 with an L2 cache policy: K and V stream through once, so
    their lines are marked the first to evict (createpolicy's evict_first
-   for the whole access), and whatever else the GPU keeps in L2 stays.
-   Measured (H100, 2026-11-24 17:13 UTC, against the copies without a
-   policy, bench/vs_torch_decode.py, two runs): batch 32 x 4k 3028-3030 vs
-   3013 GB/s; batch 1 x 32k and 8 x 4k +1 to +2% contiguous and +2.5 to
-   +3.5% at page 16; batch 1 x 4k -1 to -0.6% contiguous, +1 to +2% paged; the
-   long caches (batch 8 and 32 from 32k) within 0.3%. */
+   for the whole access), and whatever else the GPU keeps in L2 stays:
+   faster than plain copies at most measured points. [decode-l2-hint] */
 __device__ __forceinline__ uint64_t fa__l2_evict_first(void)
 {
     uint64_t pol;
@@ -3352,16 +3363,10 @@ __device__ __forceinline__ uint64_t fa__l2_evict_first(void)
    the definition of the uniform register that holds the policy, and the
    copies then read an undefined one: "an illegal instruction" at run time.
    The kernels of this file as they are compile correctly with nvcc 13.0
-   (cuobjdump -sass: every desc[URn] a copy reads is written first); a
-   trial of 2026-11-24 that changed which rows a thread copies did not, in
-   its d128 kernels only, whether the policy came from createpolicy (once
-   per kernel, or inside each copy's own asm statement), a 64-bit constant
-   or an immediate operand: each thread copied 8 consecutive rows of a
-   tile. With the rows 2 apart (RS in fa__decode_kernel) the same kernels
-   compile correctly (tests/check_sass.py, 2026-11-24 23:12).
-   FLASHATTN_NO_L2_HINT drops the policy (measured then,
-   bench/vs_torch_decode.py: contiguous batch 1 x 4k -3.8%, 1 x 32k and
-   8 x 4k -2.4%, batch 32 0 to -0.6%; page 16 0 to -4%). */
+   (cuobjdump -sass: every desc[URn] a copy reads is written first;
+   tests/check_sass.py); a thread copying 8 consecutive rows of a tile at
+   d128 did not, hence RS in fa__dec_traits. [decode-ptxas-policy]
+   FLASHATTN_NO_L2_HINT drops the policy (1-4% slower where measured). */
 __device__ __forceinline__ void fa__cp_async16_pol(uint32_t smem_addr, const void *gmem, int bytes, uint64_t pol)
 {
 #ifdef FLASHATTN_NO_L2_HINT
@@ -3415,9 +3420,7 @@ typedef struct fa__decode_params {
    d <= 128 (a paged cache runs two, a contiguous one one: fa__decode_setup).
    A stage is 64 keys of K and V: 16 KB (d64), 32 KB (d128), 64 KB (d256:
    two stages, one CTA per SM, and it still fits the 163 KB an A100 allows a
-   CTA). At d128, 2 and 4 stages were measured slower than 3 (H100,
-   2026-11-23: 2859 vs 2980 GB/s at batch 32 x 4k; 3053 vs 3160 at 8 x 128k
-   with one CTA per SM). */
+   CTA). At d128, 2 and 4 stages measured slower than 3. [decode-stages] */
 __host__ __device__ constexpr int fa__dec_stages(int D) { return D <= 64 ? 5 : D <= 128 ? 3 : 2; }
 __host__ __device__ constexpr int fa__dec_tile_bytes(int D) { return FA__DEC_BN * D * 2; }
 /* At d256 the O accumulator alone is 128 registers per thread, and a warp
@@ -3445,9 +3448,9 @@ __device__ __forceinline__ uint32_t fa__dec_swz(int r, int c)
 
 /* n / P and n % P for the page size P: a shift and a mask when P is a power
    of two (the usual 16, 64, 256), else the division, which costs about 20
-   instructions, twice for every row of every tile. With the division for
-   every page size, paged caches ran at 0.67-0.72 of the contiguous rate at
-   page 16 and 256 alike (H100, 2026-11-23); with shift and mask, 0.92-0.99. */
+   instructions, twice for every row of every tile: with the division for
+   every page size, paged caches ran far below the contiguous rate.
+   [decode-page-shift] */
 __device__ __forceinline__ int fa__dec_page_index(const fa__decode_params &p, int n)
 {
     return p.page_shift >= 0 ? n >> p.page_shift : n / p.page_size;
@@ -3473,18 +3476,8 @@ __device__ __forceinline__ int64_t fa__dec_cache_offset(const fa__decode_params 
    runs one without the paged code at d64 and d256; at d128 it runs the
    instance compiled for both kinds (EITHER: the block table decides at
    run time, and is never given to it now), because the same kernel
-   compiled without the paged code ran batch 32 0.2-0.4% slower (H100,
-   2026-11-24 21:03), the grid's margin over cuDNN there.
-   Measured (H100, 2026-11-24, 8k caches, 32 / 8, 8 / 1 and 16 / 16 heads,
-   batch 1-100, against one instance for both): d64 (21:33) contiguous
-   +0.3 to +10% (batch 8: 2708 vs 2522 GB/s), page 16 +1.4 to +10% (batch
-   100: 2587 vs 2429); d256 (21:48) contiguous -0.2 to +4%, page 16 +0.8
-   to +26% (batch 17: 2525 vs 2253; MQA batch 1: 753 vs 597); d128 page 16
-   (23:12, the grid of bench/vs_torch_decode.py and 8k caches) +0.3 to
-   +4.8% on the grid (batch 1 x 4k: 1461 vs 1394 GB/s, 0.95 of contiguous
-   instead of 0.90), +7 to +8% where it was weakest (32 / 32 heads batch
-   17: 2916 vs 2698; 64 / 8 batch 34: 2789 vs 2593; MQA batch 8: 2519 vs
-   2333). */
+   compiled without the paged code ran batch 32 slightly slower. The
+   separate instances measured faster than one for both. [decode-kv-instances] */
 enum { FA__DEC_EITHER = 0, FA__DEC_CONTIG = 1, FA__DEC_PAGED = 2 };
 __host__ __device__ constexpr int fa__dec_kv(int D, bool paged)
 {
@@ -3504,124 +3497,159 @@ __host__ __device__ constexpr int fa__dec_kv(int D, bool paged)
    heads is 256 CTAs, two waves of one CTA per SM; paired, 128 CTAs of
    twice the bytes run in one wave, and each SM has 8 warps to hide the
    latency of its math instead of 4. The plan pairs d64 heads only
-   (fa__decode_pairs: at d128 one head a CTA measured as fast since the
-   grid rule). Why 8 warps (measured at d128): with 4 (two heads'
-   keys, 32 a tile, 16 a warp) one warp per scheduler issued every 3.7
-   cycles with no memory stall at all and the kernel ran at the SM's clock
-   (ncu, its 1.42 GHz: 214 us at batch 32 x 4k, DRAM 75% busy); with 8,
-   190 us and 85% (cuDNN's decode 182 us, 89%: two CTAs of 4 warps per
-   SM). At full clocks the bytes bound both: +0.3 to +0.5% at batch 32. */
-template <int D, int WARPS_M, bool BF16, int HP, int KV>
-__global__ void __launch_bounds__(FA__DEC_THREADS * HP)
-fa__decode_kernel(const fa__decode_params p)
-{
-    static_assert(HP == 1 || (HP == 2 && WARPS_M == 2), "a head pair gives each head one warp row");
-    constexpr int NT = FA__DEC_THREADS * HP, NW = NT / 32; /* threads, warps */
-    constexpr int BN = FA__DEC_BN;            /* keys per tile */
-    constexpr int RW = HP * D;                /* elements per K/V tile row */
-    constexpr int STAGES = fa__dec_stages(D);
-    constexpr int WARPS_N = NW / WARPS_M;
-    constexpr int KW = BN / WARPS_N;          /* keys per warp per tile */
-    constexpr int NK = KW / 16;               /* 16-key MMA steps per warp per tile */
-    constexpr int NS = D <= 128 ? NK : 1;     /* 16-key steps per softmax update */
-    constexpr int ROWS = 16 * WARPS_M;        /* query rows of this CTA */
-    constexpr int CH = RW / 8;                /* 16-byte chunks per tile row */
-    constexpr int RSTEP = NT / CH;           /* rows one pass of the CTA copies */
-    constexpr int RPT = BN / RSTEP;           /* K (or V) rows each thread copies per tile */
-    constexpr bool PAGED_ONLY = KV == FA__DEC_PAGED; /* a thread's rows of a tile close together (below) */
+   (fa__decode_pairs). Why 8 warps: with 4 (two heads' keys, 16 a warp)
+   the issue rate, not memory, bound the kernel. [decode-pairs] */
+/* The compile-time shape of one kernel instance, from its parameters: head
+   dim D, WARPS_M warp rows of 16 query rows, HP KV heads a CTA, KV the
+   caches it serves (fa__dec_kv). */
+template <int D_, int WARPS_M_, int HP_, int KV_> struct fa__dec_traits {
+    static constexpr int D = D_, WARPS_M = WARPS_M_, HP = HP_, KV = KV_;
+    static constexpr int NT = FA__DEC_THREADS * HP, NW = NT / 32; /* threads, warps */
+    static constexpr int BN = FA__DEC_BN;            /* keys per tile */
+    static constexpr int RW = HP * D;                /* elements per K/V tile row */
+    static constexpr int STAGES = fa__dec_stages(D);
+    static constexpr int WARPS_N = NW / WARPS_M;
+    static constexpr int KW = BN / WARPS_N;          /* keys per warp per tile */
+    static constexpr int NK = KW / 16;               /* 16-key MMA steps per warp per tile */
+    static constexpr int NS = D <= 128 ? NK : 1;     /* 16-key steps per softmax update */
+    static constexpr int ROWS = 16 * WARPS_M;        /* query rows of this CTA */
+    static constexpr int CH = RW / 8;                /* 16-byte chunks per tile row */
+    static constexpr int RSTEP = NT / CH;            /* rows one pass of the CTA copies */
+    static constexpr int RPT = BN / RSTEP;           /* K (or V) rows each thread copies per tile */
+    static constexpr bool PAGED_ONLY = KV == FA__DEC_PAGED; /* a thread's rows of a tile close together */
     /* rows between a thread's rows of a tile: RSTEP, or PAGED_ONLY 1, but 2
        at d128, whose kernels ptxas 13.0 miscompiles with 1 (>>decode-prims) */
-    constexpr int RS = PAGED_ONLY ? (D == 128 ? 2 : 1) : RSTEP;
-    constexpr int SPAN = RS * RPT;            /* PAGED_ONLY: a thread's rows lie within SPAN rows */
-    constexpr int TILE = HP * fa__dec_tile_bytes(D);
-    constexpr bool Q_IN_REGS = D <= 128;      /* d256: Q fragments would cost 64 registers */
-    constexpr int OPAD = D + 8;               /* fp32 row stride of the epilogue's O */
+    static constexpr int RS = PAGED_ONLY ? (D == 128 ? 2 : 1) : RSTEP;
+    static constexpr int SPAN = RS * RPT;            /* PAGED_ONLY: a thread's rows lie within SPAN rows */
+    static constexpr int TILE = HP * fa__dec_tile_bytes(D);
+    static constexpr bool Q_IN_REGS = D <= 128;      /* d256: Q fragments would cost 64 registers */
+    static constexpr int QF = Q_IN_REGS ? D / 16 : 1; /* Q fragments held in registers */
+    static constexpr int OPAD = D + 8;               /* fp32 row stride of the epilogue's O */
+    static_assert(HP == 1 || (HP == 2 && WARPS_M == 2), "a head pair gives each head one warp row");
     static_assert(BN * RW * 2 == TILE && KW % 16 == 0, "tile bytes; 16-key steps");
+};
 
-    extern __shared__ __align__(128) unsigned char fa__dec_smem[];
-    unsigned char *ks = fa__dec_smem;                     /* STAGES K tiles */
-    unsigned char *vs = fa__dec_smem + STAGES * TILE;     /* STAGES V tiles */
-    unsigned char *qs = fa__dec_smem + 2 * STAGES * TILE; /* ROWS x D */
+/* Where a CTA sits (grid x = row block + row_blocks * split, y = KV head /
+   HP, z = b), and CTA row r (0..ROWS-1)'s KV head and packed row. */
+template <class T> struct fa__dec_cta {
+    int rb, split, hk0, b; /* row block, split, first KV head, sequence */
+    __device__ __forceinline__ int head_of(int r) const { return T::HP == 1 ? hk0 : hk0 + r / 16; }
+    __device__ __forceinline__ int row_of(int r) const { return T::HP == 1 ? rb * T::ROWS + r : r % 16; }
+};
 
-    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    const int wm = warp / WARPS_N, wn = warp % WARPS_N;
-    const int g = lane >> 2, tq = lane & 3; /* MMA fragment coordinates */
-    const int rb = blockIdx.x % p.row_blocks, split = blockIdx.x / p.row_blocks;
-    const int hk0 = HP * blockIdx.y, b = blockIdx.z; /* the CTA's first KV head */
-    /* CTA row r (0..ROWS-1): its KV head and its packed row within that head */
-    auto head_of = [&](int r) { return HP == 1 ? hk0 : hk0 + r / 16; };
-    auto row_of = [&](int r) { return HP == 1 ? rb * ROWS + r : r % 16; };
-    /* the warp's half of a head pair's tile row, in 16-byte chunks */
-    const int kc0 = HP == 1 ? 0 : wm * (D / 8);
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    /* This grid is launched as a programmatic dependent of whatever ran
-       before it in the stream (fa__decode_launch_t): its CTAs may be placed
-       while that grid is still finishing. Nothing global is touched before
-       this wait, which returns once that grid is done and its writes are
-       visible (seqlens_k, the cache, q may all come from it). What it saves
-       is the launch gap between the two kernels: about 1 us per call (H100,
-       2026-11-24, decode calls back to back: batch 1 x 4k 13.2 vs 14.1 us). */
-    asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
+/* A thread's place in the MMA fragments and its ldmatrix rows and chunks. */
+struct fa__dec_lane {
+    int g, tq;        /* MMA fragment coordinates: row g (and g + 8), column pair tq */
+    int qa_row, qa_c; /* A of Q K^T from Q [row][d]: (rows 0-7, k 0-7), (8-15, 0-7),
+                         (0-7, 8-15), (8-15, 8-15); lane L gives row L % 8 of matrix L / 8 */
+    int kb_row, kb_c; /* B of Q K^T from K [key][d] (plain): (keys 0-7, d 0-7), (0-7, 8-15),
+                         (8-15, 0-7), (8-15, 8-15) -> b0, b1 of n-tile 0, then of n-tile 1 */
+    int vb_row, vb_c; /* B of P V from V [key][d] (.trans): (keys 0-7, d 0-7), (8-15, 0-7),
+                         (0-7, 8-15), (8-15, 8-15) -> b0, b1 of d-tile 2j, then of 2j + 1 */
+    int kc0;          /* the warp's half of a head pair's tile row, in 16-byte chunks */
+};
 
+/* The keys this CTA's split reads: sk keys in the sequence, my_tiles tiles
+   of BN from key n_first. */
+struct fa__dec_keys {
+    int sk, sq, my_tiles, n_first; /* (sq: the new tokens, p.sq) */
+};
+template <class T>
+__device__ __forceinline__ fa__dec_keys fa__dec_split_keys(const fa__decode_params &p, const fa__dec_cta<T> &c)
+{
+    constexpr int BN = T::BN;
+    fa__dec_keys k;
     /* Keys this sequence attends to: the cache plus the appended tokens,
        clamped to the capacity so a bad length cannot read outside. */
-    int sk = (p.seqlens_k ? p.seqlens_k[b] : p.seqlen_k) + p.sq_new;
+    int sk = (p.seqlens_k ? p.seqlens_k[c.b] : p.seqlen_k) + p.sq_new;
     sk = min(sk, p.capacity);
     const int sq = p.sq;
     /* Keys left of every row's window are never loaded. With PAGED_ONLY
        the first key loaded is a multiple of BN, so a thread's rows lie within
-       an aligned block of SPAN rows (one_page, below); keys of that first
-       tile left of the window are masked like any other. */
-    const int lo = p.window ? max(0, sk - sq - p.window_left) & (PAGED_ONLY ? ~(BN - 1) : ~0) : 0;
+       an aligned block of SPAN rows (one_page, fa__dec_kv_copy); keys of that
+       first tile left of the window are masked like any other. */
+    const int lo = p.window ? max(0, sk - sq - p.window_left) & (T::PAGED_ONLY ? ~(BN - 1) : ~0) : 0;
     const int n_tiles = sk > lo ? (sk - lo + BN - 1) / BN : 0;
     const int per_split = (n_tiles + p.num_splits - 1) / p.num_splits;
-    const int t_begin = split * per_split;
-    const int my_tiles = max(0, min(n_tiles, t_begin + per_split) - t_begin);
-    const int n_first = lo + t_begin * BN; /* first key of this split */
+    const int t_begin = c.split * per_split;
+    k.sk = sk;
+    k.sq = sq;
+    k.my_tiles = max(0, min(n_tiles, t_begin + per_split) - t_begin);
+    k.n_first = lo + t_begin * BN; /* first key of this split */
+    return k;
+}
 
-    const uint16_t *kbase = (const uint16_t *)p.k + (int64_t)hk0 * p.k_hs;
-    const uint16_t *vbase = (const uint16_t *)p.v + (int64_t)hk0 * p.v_hs;
-    const int32_t *btab = KV != FA__DEC_CONTIG && p.block_table ? p.block_table + (int64_t)b * p.pages_per_seq : 0;
-
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    /* Let our dependent (the combine kernel, or the next call) start its
-       CTAs now: they wait in griddepcontrol.wait until this whole grid has
-       finished, so the launch gap between the two kernels is hidden. */
-    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
-    /* ---- Q: ROWS packed rows -> shared (zero rows past the real ones) ---- */
-    for (int i = tid; i < ROWS * (D / 8); i += NT) {
-        int r = i / (D / 8), c = i % (D / 8), row = row_of(r);
+/* Q: the CTA's ROWS packed rows -> shared (zero rows past the real ones),
+   one cp.async group. */
+template <class T>
+__device__ __forceinline__ void fa__dec_load_q(const fa__decode_params &p, const fa__dec_cta<T> &c,
+                                               unsigned char *qs, int tid)
+{
+    constexpr int D = T::D;
+    for (int i = tid; i < T::ROWS * (D / 8); i += T::NT) {
+        int r = i / (D / 8), ch = i % (D / 8), row = c.row_of(r);
         int ok = row < p.rows;
         int t = ok ? row / p.group : 0, hh = ok ? row % p.group : 0;
-        const uint16_t *src = (const uint16_t *)p.q + (int64_t)b * p.q_bs + (int64_t)t * p.q_ss +
-                       (int64_t)(head_of(r) * p.group + hh) * p.q_hs + c * 8;
-        fa__cp_async16(fa__dec_smem_addr(qs + fa__dec_swz<D>(r, c)), src, ok ? 16 : 0);
+        const uint16_t *src = (const uint16_t *)p.q + (int64_t)c.b * p.q_bs + (int64_t)t * p.q_ss +
+                       (int64_t)(c.head_of(r) * p.group + hh) * p.q_hs + ch * 8;
+        fa__cp_async16(fa__dec_smem_addr(qs + fa__dec_swz<D>(r, ch)), src, ok ? 16 : 0);
     }
     fa__cp_async_commit();
+}
 
-    /* ---- the copy of one K/V tile: thread copies chunk tid % CH of rows
-       my_r + RS * i, i < RPT (a chunk of head hk0 + my_c / (D / 8) when the
-       row holds a pair): rows RSTEP apart from my_r = tid / CH, or with
-       PAGED_ONLY (an instance for paged caches only, fa__dec_kv) rows within
-       one block of SPAN = RS * RPT: thread group q = tid / CH takes block
-       q / RS, rows q % RS, q % RS + RS, ... of it (RS = 1: RPT consecutive
-       rows; RS = 2, d128: the even or the odd rows of 16). Those lie in ONE
-       page when pages hold SPAN rows or more (a power of two: 16, 64, 256
-       and every larger one): one_page, a table read and a 64-bit offset a
-       tile instead of one a row. Page numbers come from `pages`, fetched one
-       tile ahead (fetch_pages) so the issue never waits on the table. */
-    const int my_c = tid % CH, my_q = tid / CH;
-    const int my_r = PAGED_ONLY ? SPAN * (my_q / RS) + my_q % RS : my_q;
-    const bool one_page = PAGED_ONLY && p.page_shift >= 0 && p.page_size >= SPAN; /* pages[0] serves every row */
-    const uint64_t kv_policy = fa__l2_evict_first(); /* the K / V copies' L2 policy */
-    const int64_t k_col = (int64_t)(my_c / (D / 8)) * p.k_hs + (my_c % (D / 8)) * 8;
-    const int64_t v_col = (int64_t)(my_c / (D / 8)) * p.v_hs + (my_c % (D / 8)) * 8;
-    int pages[RPT];
+/* ---- the copy of one K/V tile: thread copies chunk tid % CH of rows
+   my_r + RS * i, i < RPT (a chunk of head hk0 + my_c / (D / 8) when the
+   row holds a pair): rows RSTEP apart from my_r = tid / CH, or with
+   PAGED_ONLY (an instance for paged caches only, fa__dec_kv) rows within
+   one block of SPAN = RS * RPT: thread group q = tid / CH takes block
+   q / RS, rows q % RS, q % RS + RS, ... of it (RS = 1: RPT consecutive
+   rows; RS = 2, d128: the even or the odd rows of 16). Those lie in ONE
+   page when pages hold SPAN rows or more (a power of two: 16, 64, 256
+   and every larger one): one_page, a table read and a 64-bit offset a
+   tile instead of one a row. Page numbers come from `pages`, fetched one
+   tile ahead (fetch_pages) so the issue never waits on the table; `pages`
+   is the caller's array (as a member, it would keep the whole struct out of
+   registers until the loops are unrolled). */
+template <class T> struct fa__dec_kv_copy {
+    static constexpr int D = T::D, BN = T::BN, RPT = T::RPT, RS = T::RS;
+    const uint16_t *kbase, *vbase; /* head hk0 of the K, V caches */
+    const int32_t *btab;           /* sequence b's block table, or 0 */
+    int b, sk, my_tiles, n_first;
+    int my_c, my_r;
+    bool one_page;                 /* pages[0] serves every row */
+    uint64_t kv_policy;            /* the K / V copies' L2 policy */
+    int64_t k_col, v_col, k_rstep, v_rstep;
+    const uint16_t *k_row0, *v_row0; /* contiguous: this thread's first row of the split */
+
+    /* the CTA's caches: its first KV head, its sequence's block table */
+    __device__ __forceinline__ void bind(const fa__decode_params &p, const fa__dec_cta<T> &c)
+    {
+        kbase = (const uint16_t *)p.k + (int64_t)c.hk0 * p.k_hs;
+        vbase = (const uint16_t *)p.v + (int64_t)c.hk0 * p.v_hs;
+        btab = T::KV != FA__DEC_CONTIG && p.block_table ? p.block_table + (int64_t)c.b * p.pages_per_seq : 0;
+        b = c.b;
+    }
+    /* this thread's rows and chunk of the split's tiles; no pages yet */
+    __device__ __forceinline__ void init(const fa__decode_params &p, const fa__dec_keys &k, int (&pages)[RPT], int tid)
+    {
+        sk = k.sk; my_tiles = k.my_tiles; n_first = k.n_first;
+        my_c = tid % T::CH;
+        const int my_q = tid / T::CH;
+        my_r = T::PAGED_ONLY ? T::SPAN * (my_q / RS) + my_q % RS : my_q;
+        one_page = T::PAGED_ONLY && p.page_shift >= 0 && p.page_size >= T::SPAN;
+        kv_policy = fa__l2_evict_first();
+        k_col = (int64_t)(my_c / (D / 8)) * p.k_hs + (my_c % (D / 8)) * 8;
+        v_col = (int64_t)(my_c / (D / 8)) * p.v_hs + (my_c % (D / 8)) * 8;
 #pragma unroll
-    for (int i = 0; i < RPT; i++) pages[i] = 0;
-    auto fetch_pages = [&](int tile) {
+        for (int i = 0; i < RPT; i++) pages[i] = 0;
+        k_rstep = RS * p.k_ss;
+        v_rstep = RS * p.v_ss;
+        k_row0 = kbase + (int64_t)b * p.k_bs + (int64_t)(n_first + my_r) * p.k_ss + k_col;
+        v_row0 = vbase + (int64_t)b * p.v_bs + (int64_t)(n_first + my_r) * p.v_ss + v_col;
+    }
+
+    __device__ __forceinline__ void fetch_pages(const fa__decode_params &p, int (&pages)[RPT], int tile) const
+    {
         if (!btab) return;
         if (one_page) {
             const int n = n_first + tile * BN + my_r;
@@ -3641,32 +3669,30 @@ fa__decode_kernel(const fa__decode_params p)
             int n = n_first + tile * BN + my_r + RS * i;
             pages[i] = (tile < my_tiles && n < sk) ? __ldg(btab + fa__dec_page_index(p, n)) : 0;
         }
-    };
+    }
+
     /* The copy of a tile whose rows all exist (every tile but a split's
        last), in as few instructions as the cache allows. A contiguous cache:
        this thread's first row of the split as a pointer (k_row0, v_row0;
        used only then), stepped by RS rows within a tile and by BN rows a
        tile, an add and a copy per row. one_page: the same from the row's
        place in pages[0]. Pages of a power-of-two size: the page from
-       `pages`, the row within it by a mask. The general path
-       after them (the last tile, any page size) pays a bounds check and the
-       cache offset's multiplies and page arithmetic per row. Measured (H100,
-       2026-11-24, d128 kernels): half the SASS, 39% fewer instructions
-       executed at batch 32 x 4k; batch 1 x 4k +12% contiguous and +11% at
-       page 16, batch 8 x 4k +2%, long caches within 1%. */
-    const int64_t k_rstep = RS * p.k_ss, v_rstep = RS * p.v_ss;
-    const uint16_t *k_row0 = kbase + (int64_t)b * p.k_bs + (int64_t)(n_first + my_r) * p.k_ss + k_col;
-    const uint16_t *v_row0 = vbase + (int64_t)b * p.v_bs + (int64_t)(n_first + my_r) * p.v_ss + v_col;
-    auto issue_tile = [&](int tile) {
-        const int stage = tile % STAGES;
+       `pages`, the row within it by a mask. The general path after them
+       (the last tile, any page size) pays a bounds check and the cache
+       offset's multiplies and page arithmetic per row. [decode-copy] */
+    __device__ __forceinline__ void issue(const fa__decode_params &p, const int (&pages)[RPT], int tile,
+                                          unsigned char *ks, unsigned char *vs) const
+    {
+        constexpr int TILE = T::TILE, RW = T::RW;
+        const int stage = tile % T::STAGES;
         const uint32_t kdst = fa__dec_smem_addr(ks + stage * TILE);
         const uint32_t vdst = fa__dec_smem_addr(vs + stage * TILE);
         const int nb = n_first + tile * BN + my_r; /* this thread's first row of the tile */
         const bool whole = nb + RS * (RPT - 1) < sk; /* every row of this thread exists */
-        if (whole && ((!PAGED_ONLY && !btab) || one_page)) {
+        if (whole && ((!T::PAGED_ONLY && !btab) || one_page)) {
             /* the thread's first row of the tile, then a step of RS rows */
             const uint16_t *kq, *vq;
-            if (PAGED_ONLY) { /* (so one_page: this instance has no contiguous path) */
+            if (T::PAGED_ONLY) { /* (so one_page: this instance has no contiguous path) */
                 const int row = nb & (p.page_size - 1);
                 kq = kbase + (int64_t)pages[0] * p.k_bs + (int64_t)row * p.k_ss + k_col;
                 vq = vbase + (int64_t)pages[0] * p.v_bs + (int64_t)row * p.v_ss + v_col;
@@ -3709,182 +3735,138 @@ fa__decode_kernel(const fa__decode_params p)
             fa__cp_async16_pol(kdst + so, kbase + ko + k_col, ok ? 16 : 0, kv_policy);
             fa__cp_async16_pol(vdst + so, vbase + vo + v_col, ok ? 16 : 0, kv_policy);
         }
-    };
-
-    /* ---- prologue: STAGES - 1 tiles in flight before any math ---- */
-#pragma unroll
-    for (int s = 0; s < STAGES - 1; s++) {
-        fetch_pages(s);
-        if (s < my_tiles) issue_tile(s);
-        fa__cp_async_commit(); /* empty groups keep the group count uniform */
     }
-    fetch_pages(STAGES - 1);
+};
 
-    /* ---- per-row constants: this thread holds rows g and g + 8 of its warp ---- */
-    int ip[2];        /* bottom-right aligned key position of the row's query */
-    float slope2[2];  /* ALiBi slope * log2(e) */
+/* S = Q K^T for the warp's 16 rows x 16 NS keys from tile row kr of the K
+   tile at kt (fp32). Q comes from registers (qf) or, at d256, shared memory. */
+template <class T, bool BF16>
+__device__ __forceinline__ void fa__dec_qk(float (&s)[2 * T::NS][4], const uint32_t (&qf)[T::QF][4],
+                                           uint32_t q_addr, uint32_t kt, int kr, const fa__dec_lane &ln)
+{
+    constexpr int D = T::D, NS = T::NS;
 #pragma unroll
-    for (int h = 0; h < 2; h++) {
-        int r = wm * 16 + g + 8 * h;
-        int rr = min(row_of(r), p.rows - 1);
-        int t = rr / p.group;
-        ip[h] = t + sk - sq;
-        slope2[h] = p.alibi ? p.alibi[head_of(r) * p.group + rr % p.group] * FA__DEC_LOG2E : 0.f;
-    }
-
-    /* Online-softmax state (seed 000, FA2 Alg. 1 lines 5-10), base 2:
-       m = running max of the scores, l = this thread's share of the running
-       sum of 2^(s - m) (the quad is summed once, at the end), o = unscaled
-       accumulator of P V for rows g (o[j][0..1]) and g + 8 (o[j][2..3]). */
-    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
-    float o[D / 8][4];
+    for (int j = 0; j < 2 * NS; j++) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.f;
 #pragma unroll
-    for (int j = 0; j < D / 8; j++) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.f;
-
-    /* Q lands first (it was the first commit group). */
-    fa__cp_async_wait<STAGES - 1>();
-    __syncthreads(); /* every thread's Q chunks are visible to every warp */
-    uint32_t qf[Q_IN_REGS ? D / 16 : 1][4];
-    const uint32_t q_addr_lane = fa__dec_smem_addr(qs); /* + swizzle per k-step */
-    /* A operand (16 x 16 of Q): matrices (rows 0-7, k 0-7), (8-15, 0-7),
-       (0-7, 8-15), (8-15, 8-15); lane L gives row L % 8 of matrix L / 8. */
-    const int qa_row = wm * 16 + (lane & 7) + ((lane >> 3) & 1) * 8, qa_c = lane >> 4;
-    if (Q_IN_REGS) {
+    for (int kk = 0; kk < D / 16; kk++) {
+        uint32_t a[4];
+        if (T::Q_IN_REGS) {
+            a[0] = qf[T::Q_IN_REGS ? kk : 0][0]; a[1] = qf[T::Q_IN_REGS ? kk : 0][1];
+            a[2] = qf[T::Q_IN_REGS ? kk : 0][2]; a[3] = qf[T::Q_IN_REGS ? kk : 0][3];
+        } else {
+            fa__ldmatrix_x4(a, q_addr + fa__dec_swz<D>(ln.qa_row, 2 * kk + ln.qa_c));
+        }
 #pragma unroll
-        for (int kk = 0; kk < (Q_IN_REGS ? D / 16 : 1); kk++)
-            fa__ldmatrix_x4(qf[kk], q_addr_lane + fa__dec_swz<D>(qa_row, 2 * kk + qa_c));
-    }
-    /* B operand of Q K^T from K [key][d] (non-transposed ldmatrix): matrices
-       (keys 0-7, d 0-7), (keys 0-7, d 8-15), (keys 8-15, d 0-7), (8-15, 8-15)
-       -> b0, b1 of n-tile 0, then of n-tile 1. */
-    const int kb_row = (lane & 7) + (lane >> 4) * 8, kb_c = (lane >> 3) & 1;
-    /* B operand of P V from V [key][d] (transposed ldmatrix): matrices
-       (keys 0-7, d 0-7), (keys 8-15, d 0-7), (keys 0-7, d 8-15), (8-15, 8-15)
-       -> b0, b1 of d-tile 2j, then of d-tile 2j + 1. */
-    const int vb_row = (lane & 7) + ((lane >> 3) & 1) * 8, vb_c = lane >> 4;
-
-    for (int it = 0; it < my_tiles; it++) {
-        fa__cp_async_wait<STAGES - 2>(); /* this thread's copies of tile `it` are done */
-        __syncthreads(); /* (1) everyone's copies of tile `it` are visible;
-                            (2) every warp finished tile it - 1, so its stage,
-                                (it - 1) % STAGES = (it + STAGES - 1) % STAGES,
-                                may be overwritten by the issue just below. */
-        if (it + STAGES - 1 < my_tiles) issue_tile(it + STAGES - 1);
-        fa__cp_async_commit();
-        fetch_pages(it + STAGES); /* used one iteration from now */
-
-        const int stage = it % STAGES;
-        const uint32_t kt = fa__dec_smem_addr(ks + stage * TILE);
-        const uint32_t vt = fa__dec_smem_addr(vs + stage * TILE);
-        const int n0 = n_first + it * BN; /* first key of the tile */
-        const int kw0 = wn * KW;           /* this warp's first key within the tile */
-
-        /* Does any key of this tile need a mask (past the end, causal, window)? */
-        const bool need_mask = n0 + BN > sk ||
-                               (p.causal && n0 + BN - 1 > sk - sq) ||
-                               (p.window && (n0 < sk - 1 - p.window_left ||
-                                             n0 + BN - 1 > sk - sq + p.window_right));
-
-        /* The warp's KW keys in steps of 16 * NS: the whole slice at once at
-           d <= 128 (one max/rescale per tile), 16 keys at a time at d256,
-           where the S fragments of a whole slice would not fit the registers. */
-#pragma unroll
-        for (int c0 = 0; c0 < NK; c0 += NS) {
-            /* S = Q K^T for this warp's 16 rows x 16 * NS keys (fp32). */
-            float s[2 * NS][4];
-#pragma unroll
-            for (int j = 0; j < 2 * NS; j++) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.f;
-#pragma unroll
-            for (int kk = 0; kk < D / 16; kk++) {
-                uint32_t a[4];
-                if (Q_IN_REGS) {
-                    a[0] = qf[Q_IN_REGS ? kk : 0][0]; a[1] = qf[Q_IN_REGS ? kk : 0][1];
-                    a[2] = qf[Q_IN_REGS ? kk : 0][2]; a[3] = qf[Q_IN_REGS ? kk : 0][3];
-                } else {
-                    fa__ldmatrix_x4(a, q_addr_lane + fa__dec_swz<D>(qa_row, 2 * kk + qa_c));
-                }
-#pragma unroll
-                for (int c = 0; c < NS; c++) {
-                    uint32_t bk[4];
-                    fa__ldmatrix_x4(bk, kt + fa__dec_swz<RW>(kw0 + 16 * (c0 + c) + kb_row, kc0 + 2 * kk + kb_c));
-                    fa__mma16816<BF16>(s[2 * c], a, bk[0], bk[1]);
-                    fa__mma16816<BF16>(s[2 * c + 1], a, bk[2], bk[3]);
-                }
-            }
-
-            /* Scores in base 2, then softcap, ALiBi and masks. Element e of
-               s[j] is row g + 8 * (e >> 1), key n0 + kw0 + 16 * c0 + 8 * j + 2 * tq + (e & 1). */
-#pragma unroll
-            for (int j = 0; j < 2 * NS; j++) {
-#pragma unroll
-                for (int e = 0; e < 4; e++) {
-                    const int h = e >> 1, key = n0 + kw0 + 16 * c0 + 8 * j + 2 * tq + (e & 1);
-                    float x = s[j][e];
-                    if (p.softcap) x = p.softcap_post * tanhf(x * p.softcap_pre);
-                    else x *= p.scale_log2;
-                    if (p.alibi) x -= slope2[h] * fabsf((float)(ip[h] - key));
-                    if (need_mask) {
-                        bool vis = key < sk;
-                        if (p.causal) vis = vis && key <= ip[h];
-                        if (p.window) vis = vis && key >= ip[h] - p.window_left && key <= ip[h] + p.window_right;
-                        if (!vis) x = -INFINITY;
-                    }
-                    s[j][e] = x;
-                }
-            }
-
-            /* Online softmax (seed 000 FA2 Alg. 1 line 9): new max, rescale the
-               old sum and accumulator by 2^(m_old - m_new), add this tile. */
-#pragma unroll
-            for (int h = 0; h < 2; h++) {
-                float mx = -INFINITY;
-#pragma unroll
-                for (int j = 0; j < 2 * NS; j++) mx = fmaxf(mx, fmaxf(s[j][2 * h], s[j][2 * h + 1]));
-                /* a row lives in one quad (4 lanes): reduce across it */
-                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-                const float m_new = fmaxf(m[h], mx);
-                /* A row that has seen only masked keys has m = -inf: use 0 as
-                   the reference so 2^(-inf - 0) = 0 instead of 2^(-inf + inf) = NaN. */
-                const float m_ref = m_new == -INFINITY ? 0.f : m_new;
-                const float alpha = fa__exp2(m[h] - m_ref); /* rescale of the old state */
-                m[h] = m_new;
-                float sum = 0.f;
-#pragma unroll
-                for (int j = 0; j < 2 * NS; j++) {
-                    s[j][2 * h] = fa__exp2(s[j][2 * h] - m_ref);
-                    s[j][2 * h + 1] = fa__exp2(s[j][2 * h + 1] - m_ref);
-                    sum += s[j][2 * h] + s[j][2 * h + 1];
-                }
-                l[h] = l[h] * alpha + sum;
-#pragma unroll
-                for (int j = 0; j < D / 8; j++) { o[j][2 * h] *= alpha; o[j][2 * h + 1] *= alpha; }
-            }
-
-            /* O += P V. The C fragments of n-tiles 2c, 2c + 1 of S, rounded to f16/bf16,
-               are exactly the A fragment of the 16-key step c: no shuffles. */
-#pragma unroll
-            for (int c = 0; c < NS; c++) {
-                uint32_t a[4];
-                a[0] = fa__pack2<BF16>(s[2 * c][0], s[2 * c][1]);
-                a[1] = fa__pack2<BF16>(s[2 * c][2], s[2 * c][3]);
-                a[2] = fa__pack2<BF16>(s[2 * c + 1][0], s[2 * c + 1][1]);
-                a[3] = fa__pack2<BF16>(s[2 * c + 1][2], s[2 * c + 1][3]);
-#pragma unroll
-                for (int j = 0; j < D / 16; j++) {
-                    uint32_t bv[4];
-                    fa__ldmatrix_x4_trans(bv, vt + fa__dec_swz<RW>(kw0 + 16 * (c0 + c) + vb_row, kc0 + 2 * j + vb_c));
-                    fa__mma16816<BF16>(o[2 * j], a, bv[0], bv[1]);
-                    fa__mma16816<BF16>(o[2 * j + 1], a, bv[2], bv[3]);
-                }
-            }
+        for (int c = 0; c < NS; c++) {
+            uint32_t bk[4];
+            fa__ldmatrix_x4(bk, kt + fa__dec_swz<T::RW>(kr + 16 * c + ln.kb_row, ln.kc0 + 2 * kk + ln.kb_c));
+            fa__mma16816<BF16>(s[2 * c], a, bk[0], bk[1]);
+            fa__mma16816<BF16>(s[2 * c + 1], a, bk[2], bk[3]);
         }
     }
+}
 
-    /* ---- epilogue: merge the WARPS_N key slices of each row block ---- */
+/* Scores in base 2, then softcap, ALiBi and masks. Element e of s[j] is
+   row g + 8 * (e >> 1), key key0 + 8 * j + 2 * tq + (e & 1); ip and slope2
+   are the rows' key positions and ALiBi slopes (the kernel's per-row constants). */
+template <int NS>
+__device__ __forceinline__ void fa__dec_scores(const fa__decode_params &p, float (&s)[2 * NS][4], int key0,
+                                               const int (&ip)[2], const float (&slope2)[2], int sk, bool need_mask,
+                                               int tq)
+{
+#pragma unroll
+    for (int j = 0; j < 2 * NS; j++) {
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            const int h = e >> 1, key = key0 + 8 * j + 2 * tq + (e & 1);
+            float x = s[j][e];
+            if (p.softcap) x = p.softcap_post * tanhf(x * p.softcap_pre);
+            else x *= p.scale_log2;
+            if (p.alibi) x -= slope2[h] * fabsf((float)(ip[h] - key));
+            if (need_mask) {
+                bool vis = key < sk;
+                if (p.causal) vis = vis && key <= ip[h];
+                if (p.window) vis = vis && key >= ip[h] - p.window_left && key <= ip[h] + p.window_right;
+                if (!vis) x = -INFINITY;
+            }
+            s[j][e] = x;
+        }
+    }
+}
+
+/* Online softmax (online softmax; FlashAttention-2 Alg. 1 line 9), base 2:
+   the new max, the old sum and accumulator rescaled by 2^(m_old - m_new),
+   and s turned into P = 2^(s - m_new), whose sum joins l. */
+template <int NS, int D>
+__device__ __forceinline__ void fa__dec_softmax(float (&s)[2 * NS][4], float (&m)[2], float (&l)[2],
+                                                float (&o)[D / 8][4])
+{
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        float mx = -INFINITY;
+#pragma unroll
+        for (int j = 0; j < 2 * NS; j++) mx = fmaxf(mx, fmaxf(s[j][2 * h], s[j][2 * h + 1]));
+        /* a row lives in one quad (4 lanes): reduce across it */
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        const float m_new = fmaxf(m[h], mx);
+        /* A row that has seen only masked keys has m = -inf: use 0 as
+           the reference so 2^(-inf - 0) = 0 instead of 2^(-inf + inf) = NaN. */
+        const float m_ref = m_new == -INFINITY ? 0.f : m_new;
+        const float alpha = fa__exp2(m[h] - m_ref); /* rescale of the old state */
+        m[h] = m_new;
+        float sum = 0.f;
+#pragma unroll
+        for (int j = 0; j < 2 * NS; j++) {
+            s[j][2 * h] = fa__exp2(s[j][2 * h] - m_ref);
+            s[j][2 * h + 1] = fa__exp2(s[j][2 * h + 1] - m_ref);
+            sum += s[j][2 * h] + s[j][2 * h + 1];
+        }
+        l[h] = l[h] * alpha + sum;
+#pragma unroll
+        for (int j = 0; j < D / 8; j++) { o[j][2 * h] *= alpha; o[j][2 * h + 1] *= alpha; }
+    }
+}
+
+/* O += P V for the 16 NS keys from tile row kr of the V tile at vt. The C
+   fragments of n-tiles 2c, 2c + 1 of S, rounded to f16/bf16, are exactly
+   the A fragment of the 16-key step c: no shuffles. */
+template <class T, bool BF16>
+__device__ __forceinline__ void fa__dec_pv(float (&o)[T::D / 8][4], const float (&s)[2 * T::NS][4], uint32_t vt,
+                                           int kr, const fa__dec_lane &ln)
+{
+#pragma unroll
+    for (int c = 0; c < T::NS; c++) {
+        uint32_t a[4];
+        a[0] = fa__pack2<BF16>(s[2 * c][0], s[2 * c][1]);
+        a[1] = fa__pack2<BF16>(s[2 * c][2], s[2 * c][3]);
+        a[2] = fa__pack2<BF16>(s[2 * c + 1][0], s[2 * c + 1][1]);
+        a[3] = fa__pack2<BF16>(s[2 * c + 1][2], s[2 * c + 1][3]);
+#pragma unroll
+        for (int j = 0; j < T::D / 16; j++) {
+            uint32_t bv[4];
+            fa__ldmatrix_x4_trans(bv, vt + fa__dec_swz<T::RW>(kr + 16 * c + ln.vb_row, ln.kc0 + 2 * j + ln.vb_c));
+            fa__mma16816<BF16>(o[2 * j], a, bv[0], bv[1]);
+            fa__mma16816<BF16>(o[2 * j + 1], a, bv[2], bv[3]);
+        }
+    }
+}
+
+/* The epilogue: merge the WARPS_N key slices of each row block through
+   shared memory (the K/V stages, no longer read), by the same log-sum-exp
+   rule the splits use, then write O and L (one split) or the split's
+   partial O and base-2 L (fa__decode_combine_kernel merges those). */
+template <class T, bool BF16>
+__device__ __forceinline__ void fa__dec_epilogue(const fa__decode_params &p, const fa__dec_cta<T> &c,
+                                                 unsigned char *smem, const float (&m)[2], const float (&l)[2],
+                                                 const float (&o)[T::D / 8][4], int sq, int tid, int warp,
+                                                 const fa__dec_lane &ln)
+{
+    constexpr int D = T::D, OPAD = T::OPAD, NW = T::NW, WARPS_N = T::WARPS_N;
+    const int g = ln.g, tq = ln.tq;
     fa__cp_async_wait<0>(); /* no copy may still be writing the stages we reuse */
     __syncthreads();            /* and every warp is done reading K/V from them */
-    float *os = (float *)fa__dec_smem;          /* [NW warps][16][OPAD] */
+    float *os = (float *)smem;                  /* [NW warps][16][OPAD] */
     float *ms = os + NW * 16 * OPAD;            /* [NW warps][16] */
     float *ls = ms + NW * 16;                   /* [NW warps][16] */
 #pragma unroll
@@ -3903,9 +3885,9 @@ fa__decode_kernel(const fa__decode_params p)
     /* Thread per (row, 4 columns): O = sum_w 2^(m_w - M) O_w / l with
        l = sum_w 2^(m_w - M) l_w, the same log-sum-exp merge as the splits. */
     const bool final_out = p.num_splits == 1;
-    for (int i = tid; i < ROWS * (D / 4); i += NT) {
+    for (int i = tid; i < T::ROWS * (D / 4); i += T::NT) {
         const int r = i / (D / 4), c4 = (i % (D / 4)) * 4;
-        const int row = row_of(r), hk = head_of(r);
+        const int row = c.row_of(r), hk = c.head_of(r);
         if (row >= p.rows) continue;
         const int rwm = r / 16, r16 = r % 16;
         float M = -INFINITY;
@@ -3928,23 +3910,152 @@ fa__decode_kernel(const fa__decode_params p)
         const float lse2 = lsum > 0.f ? M + __log2f(lsum) : -INFINITY;
         acc.x *= inv; acc.y *= inv; acc.z *= inv; acc.w *= inv;
         const int t = row / p.group, h = hk * p.group + row % p.group;
-        const int64_t orow = ((int64_t)b * p.hq + h) * sq + t; /* index in L's layout */
+        const int64_t orow = ((int64_t)c.b * p.hq + h) * sq + t; /* index in L's layout */
         if (final_out) {
-            uint16_t *dst = (uint16_t *)p.o + (int64_t)b * p.o_bs + (int64_t)t * p.o_ss + (int64_t)h * p.o_hs + c4;
+            uint16_t *dst = (uint16_t *)p.o + (int64_t)c.b * p.o_bs + (int64_t)t * p.o_ss + (int64_t)h * p.o_hs + c4;
             /* 4 values, 8 bytes: aligned, since strides are multiples of 8 elements */
             *reinterpret_cast<uint2 *>(dst) = make_uint2(fa__pack2<BF16>(acc.x, acc.y), fa__pack2<BF16>(acc.z, acc.w));
             if (p.lse && c4 == 0) p.lse[orow] = lse2 * FA__DEC_LN2;
         } else {
-            const int64_t prow = (int64_t)split * p.batch * p.hq * sq + orow;
+            const int64_t prow = (int64_t)c.split * p.batch * p.hq * sq + orow;
             *reinterpret_cast<float4 *>(p.o_part + prow * D + c4) = acc;
             if (c4 == 0) p.lse_part[prow] = lse2;
         }
     }
 }
 
+/* The kernel: Flash-Decoding's split of the keys, FlashAttention-2's loop
+   over K/V tiles within it (Alg. 1), the warps' slices merged at the end. */
+template <int D, int WARPS_M, bool BF16, int HP, int KV>
+__global__ void __launch_bounds__(FA__DEC_THREADS * HP)
+fa__decode_kernel(const fa__decode_params p)
+{
+    typedef fa__dec_traits<D, WARPS_M, HP, KV> T;
+    constexpr int BN = T::BN, STAGES = T::STAGES, TILE = T::TILE;
+
+    extern __shared__ __align__(128) unsigned char fa__dec_smem[];
+    unsigned char *ks = fa__dec_smem;                     /* STAGES K tiles */
+    unsigned char *vs = fa__dec_smem + STAGES * TILE;     /* STAGES V tiles */
+    unsigned char *qs = fa__dec_smem + 2 * STAGES * TILE; /* ROWS x D */
+
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int wm = warp / T::WARPS_N, wn = warp % T::WARPS_N;
+    fa__dec_lane ln;
+    ln.g = lane >> 2; ln.tq = lane & 3;
+    fa__dec_cta<T> cta;
+    cta.rb = blockIdx.x % p.row_blocks; cta.split = blockIdx.x / p.row_blocks;
+    cta.hk0 = HP * blockIdx.y; cta.b = blockIdx.z;
+    ln.kc0 = HP == 1 ? 0 : wm * (D / 8);
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    /* This grid is launched as a programmatic dependent of whatever ran
+       before it in the stream (fa__decode_launch_t): its CTAs may be placed
+       while that grid is still finishing. Nothing global is touched before
+       this wait, which returns once that grid is done and its writes are
+       visible (seqlens_k, the cache, q may all come from it); it hides the
+       launch gap between the two kernels. [decode-pdl] */
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+    const fa__dec_keys keys = fa__dec_split_keys(p, cta);
+    const int sk = keys.sk, sq = keys.sq, my_tiles = keys.my_tiles;
+    fa__dec_kv_copy<T> kv;
+    kv.bind(p, cta);
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    /* Let our dependent (the combine kernel, or the next call) start its
+       CTAs now: they wait in griddepcontrol.wait until this whole grid has
+       finished, so the launch gap between the two kernels is hidden. */
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+    fa__dec_load_q(p, cta, qs, tid);
+    int pages[T::RPT]; /* block-table entries of this thread's rows of the next tile */
+    kv.init(p, keys, pages, tid);
+
+    /* ---- prologue: STAGES - 1 tiles in flight before any math ---- */
+#pragma unroll
+    for (int s = 0; s < STAGES - 1; s++) {
+        kv.fetch_pages(p, pages, s);
+        if (s < my_tiles) kv.issue(p, pages, s, ks, vs);
+        fa__cp_async_commit(); /* empty groups keep the group count uniform */
+    }
+    kv.fetch_pages(p, pages, STAGES - 1);
+
+    /* ---- per-row constants: this thread holds rows g and g + 8 of its warp ---- */
+    int ip[2];        /* bottom-right aligned key position of the row's query */
+    float slope2[2];  /* ALiBi slope * log2(e) */
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        int r = wm * 16 + ln.g + 8 * h;
+        int rr = min(cta.row_of(r), p.rows - 1);
+        int t = rr / p.group;
+        ip[h] = t + sk - sq;
+        slope2[h] = p.alibi ? p.alibi[cta.head_of(r) * p.group + rr % p.group] * FA__DEC_LOG2E : 0.f;
+    }
+
+    /* Online-softmax state (FlashAttention-2 Alg. 1 lines 5-10), base 2:
+       m = running max of the scores, l = this thread's share of the running
+       sum of 2^(s - m) (the quad is summed once, at the end), o = unscaled
+       accumulator of P V for rows g (o[j][0..1]) and g + 8 (o[j][2..3]). */
+    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+    float o[D / 8][4];
+#pragma unroll
+    for (int j = 0; j < D / 8; j++) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.f;
+
+    /* Q lands first (it was the first commit group). */
+    fa__cp_async_wait<STAGES - 1>();
+    __syncthreads(); /* every thread's Q chunks are visible to every warp */
+    uint32_t qf[T::QF][4];
+    const uint32_t q_addr_lane = fa__dec_smem_addr(qs); /* + swizzle per k-step */
+    ln.qa_row = wm * 16 + (lane & 7) + ((lane >> 3) & 1) * 8; ln.qa_c = lane >> 4;
+    if (T::Q_IN_REGS) {
+#pragma unroll
+        for (int kk = 0; kk < T::QF; kk++)
+            fa__ldmatrix_x4(qf[kk], q_addr_lane + fa__dec_swz<D>(ln.qa_row, 2 * kk + ln.qa_c));
+    }
+    ln.kb_row = (lane & 7) + (lane >> 4) * 8; ln.kb_c = (lane >> 3) & 1;
+    ln.vb_row = (lane & 7) + ((lane >> 3) & 1) * 8; ln.vb_c = lane >> 4;
+
+    for (int it = 0; it < my_tiles; it++) {
+        fa__cp_async_wait<STAGES - 2>(); /* this thread's copies of tile `it` are done */
+        __syncthreads(); /* (1) everyone's copies of tile `it` are visible;
+                            (2) every warp finished tile it - 1, so its stage,
+                                (it - 1) % STAGES = (it + STAGES - 1) % STAGES,
+                                may be overwritten by the issue just below. */
+        if (it + STAGES - 1 < my_tiles) kv.issue(p, pages, it + STAGES - 1, ks, vs);
+        fa__cp_async_commit();
+        kv.fetch_pages(p, pages, it + STAGES); /* used one iteration from now */
+
+        const int stage = it % STAGES;
+        const uint32_t kt = fa__dec_smem_addr(ks + stage * TILE);
+        const uint32_t vt = fa__dec_smem_addr(vs + stage * TILE);
+        const int n0 = keys.n_first + it * BN; /* first key of the tile */
+        const int kw0 = wn * T::KW;             /* this warp's first key within the tile */
+
+        /* Does any key of this tile need a mask (past the end, causal, window)? */
+        const bool need_mask = n0 + BN > sk ||
+                               (p.causal && n0 + BN - 1 > sk - sq) ||
+                               (p.window && (n0 < sk - 1 - p.window_left ||
+                                             n0 + BN - 1 > sk - sq + p.window_right));
+
+        /* The warp's KW keys in steps of 16 * NS: the whole slice at once at
+           d <= 128 (one max/rescale per tile), 16 keys at a time at d256,
+           where the S fragments of a whole slice would not fit the registers. */
+#pragma unroll
+        for (int c0 = 0; c0 < T::NK; c0 += T::NS) {
+            const int kr = kw0 + 16 * c0; /* the step's first key row in the tile */
+            float s[2 * T::NS][4];
+            fa__dec_qk<T, BF16>(s, qf, q_addr_lane, kt, kr, ln);
+            fa__dec_scores<T::NS>(p, s, n0 + kr, ip, slope2, sk, need_mask, ln.tq);
+            fa__dec_softmax<T::NS, D>(s, m, l, o);
+            fa__dec_pv<T, BF16>(o, s, vt, kr, ln);
+        }
+    }
+
+    fa__dec_epilogue<T, BF16>(p, cta, fa__dec_smem, m, l, o, sq, tid, warp, ln);
+}
+
 /* ---- >>decode-combine  merge the splits by log-sum-exp ----------------------
    One CTA per output row (b, h, t), for any number of splits S:
-     L = log2 sum_s 2^LSE_s,   O = sum_s 2^(LSE_s - L) O_s   (seed 000, flash-decoding)
+     L = log2 sum_s 2^LSE_s,   O = sum_s 2^(LSE_s - L) O_s   (Flash-Decoding)
    The cost is latency, not bytes: at batch 1 there are only b * hq * sq rows
    (32 in the benchmark) and each reads S partial rows that the decode kernel
    has just written to L2. So every read is issued as early as possible and
@@ -4083,13 +4194,10 @@ __global__ void fa__decode_append_kernel(const fa__decode_params p)
      best (fewer splits = less partial output to write and merge). Counts
      that leave tiles-per-split unchanged from s - 1 are skipped: they add
      CTAs without shortening the longest one.
-   FlashAttention-2 counts waves alone and accepts 85% of the best. On the
-   H100 that picked 29 splits of 18 tiles at batch 1 (32 of 16 fill the 264
-   slots), and ran 3-5% slower at caches of 32k and 128k (2026-11-23).
-   A split has at least 2 tiles: a split of one is all start-up and merge,
-   which the efficiency does not count. Without that bound 17 units of 128
-   tiles (batch 17 x 1 KV head, 8k) took 128 splits of one tile, 1108 GB/s;
-   15 splits ran at 2245 (H100, 2026-11-24). */
+   FlashAttention-2 counts waves alone and accepts 85% of the best, which
+   measured slower at long caches. A split has at least 2 tiles: a split of
+   one is all start-up and merge, which the efficiency does not count.
+   [decode-splits] */
 static int fa__decode_num_splits(int64_t ctas, int slots, int tiles, int max_splits)
 {
     float eff[129], best = 0.f;
@@ -4122,24 +4230,18 @@ static int fa__dec_light_cta(int d) { return d < 128; }
    without splitting, the SM count, the head dim and `tiles` = K/V tiles of
    the longest sequence. What decides is how many CTAs stream at once all
    the way to the end: a few CTAs left alone at the end stream at a
-   fraction of the rate. Measured on the H100 (2026-11-24, d128, 32 / 8
-   heads so units = 8 x batch, bf16, batch 1-100 x 4k and 32k, each choice
-   of CTAs per SM and splits; GB/s at 4k, the rule of before in brackets):
+   fraction of the rate. The rule (each case measured against the one
+   before it, [decode-grid]):
    - Fewer units than 70% of the SMs: split (fa__decode_num_splits).
-   - Up to one a SM: no split, `blocks` a SM allowed (96 units 2940 (2668,
-     split 4 ways); held one a SM, 2821).
+   - Up to one a SM: no split, `blocks` a SM allowed.
    - More: one CTA a SM when the last wave is at least 65% full, split in
-     2 or 3 if that makes it so (224 units 3017 (2855, 112 two-head CTAs),
-     256 3037, 192 split in 2 2889 (2758)). A contiguous cache streams
-     fastest that way (fa__decode_setup).
+     2 or 3 if that makes it so. A contiguous cache streams fastest that
+     way (fa__decode_setup).
    - Else `blocks` a SM and enough CTAs for 1.5 waves of them (split if
-     need be), which the scheduler evens out: 136 units split in 3 2782
-     (1974), 272 split in 2 2949 (2460), 536 3084 (2773).
-   At d64 (fa__dec_light_cta) the split starts below 80% of the SMs, as
-   before (96 units at 8k: 2434 GB/s split, 2094 whole).
+     need be), which the scheduler evens out.
+   At d64 (fa__dec_light_cta) the split starts below 80% of the SMs.
    A paged cache runs `blocks` CTAs a SM throughout (fa__decode_setup),
-   split for 1.5 waves of them past one wave (272 units at page 16: 2529
-   (2159)). */
+   split for 1.5 waves of them past one wave. */
 static int fa__decode_last_wave_full(int64_t ctas, int slots)
 {
     const int64_t r = ctas % slots;
@@ -4181,12 +4283,8 @@ static void fa__decode_grid(int64_t units, int sms, int blocks, int paged, int d
    runs whole units one CTA a SM (fa__decode_grid), and pairing costs no
    wave: with `units` CTAs of one head each and `slots` of them at once,
    ceil(units / slots) waves of one head's keys against ceil(units / 2 /
-   slots) waves of two, the pairs filling 80% of a wave. Measured (H100,
-   2026-11-24 about 19:25, 32 / 8 heads, 8k cache, GB/s, pairs against one
-   head a CTA): d64 batch 28 2823 vs 2451, 32 3007 vs 2781, 64 3041 vs
-   2868; d128 batch 28 2855 vs 3017 (112 pairs leave 20 SMs idle), 32
-   3015 vs 3037 at 4k, so d128 keeps one head a CTA. (Earlier, at d128
-   and before the grid rule: batch 32 x 4k 2963 -> 3006 GB/s with pairs.) */
+   slots) waves of two, the pairs filling 80% of a wave. d128 keeps one
+   head a CTA (as fast or faster there). [decode-pairs] */
 #ifdef FLASHATTN_TEST_HOOKS
 /* tests only: -1 by the rule, 0 never, 1 wherever a pair fits; and how many
    calls ran pairs */
@@ -4226,14 +4324,11 @@ typedef struct fa__dec_setup {
 } fa__dec_setup;
 
 /* How many CTAs share an SM: one for a contiguous cache where the grid
-   allows (fa__decode_grid), two (or what fits) for a paged one. Measured on the H100 (2026-11-23, d128, 32 / 8 heads,
-   bf16, bench/vs_torch_decode.py): a contiguous cache streamed at 3131-3164
-   GB/s with one CTA per SM and at 3042-3080 with two, at batch 8 and 32
-   and caches of 32k-128k (fewer concurrent streams, longer runs of
-   neighbouring rows for the DRAM). Pages handed out in random order need
-   the second CTA: with one per SM they ran at 0.56-0.61 of the contiguous
-   rate, with two at 0.92-0.99 (the rows of a tile lie in unrelated pages,
-   each request waits longer, and more of them must be in flight).
+   allows (fa__decode_grid), two (or what fits) for a paged one: a
+   contiguous cache streams faster with fewer concurrent streams (longer
+   runs of neighbouring rows for the DRAM); pages in random order need the
+   second CTA (the rows of a tile lie in unrelated pages, each request
+   waits longer, and more of them must be in flight). [decode-setup]
    A CTA is held alone on its SM by asking for more than half of the SM's
    shared memory; the extra half is never touched.
 
@@ -4832,16 +4927,17 @@ FLASHATTN_DEF fa_status fa_quantize_cuda(const fa_quant *p, fa_tensor x, fa_tens
 #ifdef __cplusplus
 }
 #endif
+#endif /* FLASHATTN_CUDA_EMU */
 
 #ifndef FLASHATTN_NO_BACKWARD
 /* ============================================================================
-   >>backward  GPU backward pass for sm_80+ (FlashAttention-2, seed 000 Alg. 4)
+   >>backward  GPU backward pass for sm_80+ (FlashAttention-2; FlashAttention Alg. 4)
    ============================================================================
 
    What it computes. The forward kept only O and the log-sum-exp L of every
    query row, so the backward rebuilds each tile of P from scratch
    (recomputation, Alg. 4 line 13): P_ij = exp(S_ij - L_i). With
-   D_i = rowsum(dO_i * O_i) (line 19; seed 001 derives why this equals
+   D_i = rowsum(dO_i * O_i) (line 19; FlashAttention derives why this equals
    rowsum(dP_i * P_i)), the gradients are
 
        dV = P^T dO                     (line 16)
@@ -4924,6 +5020,7 @@ template <bool BF16> static __device__ __forceinline__ float2 fa__bwd_unpack2(ui
     memcpy(&v, &u, 4);
     return __half22float2(v);
 }
+#ifndef FLASHATTN_CUDA_EMU /* the emulator defines these two, and launches by FA__BWD_LAUNCH */
 /* 4-byte asynchronous copy (L and D of a query block); src_bytes 0 zero-fills. */
 static __device__ __forceinline__ void fa__bwd_cp_async4(uint32_t dst, const void *src, int src_bytes)
 {
@@ -4934,6 +5031,8 @@ static __device__ __forceinline__ uint32_t fa__bwd_smem_u32(const void *p)
 {
     return (uint32_t)__cvta_generic_to_shared(p);
 }
+#define FA__BWD_LAUNCH(kern, grid, block, smem, stream, arg) kern<<<grid, block, smem, stream>>>(arg)
+#endif /* FLASHATTN_CUDA_EMU */
 
 /* ---- parameters and per-sequence geometry ---------------------------------- */
 
@@ -5218,31 +5317,211 @@ struct fa__bwd_smem_layout {
                          total = dsum + 2 * BR * 4;
 };
 
+/* The compile-time shape of the sm_80 kernel: Bc = BC keys a CTA, Br = BR
+   queries a step, NWARPS warps, WD warps sharing a key row's dK/dV columns
+   (2 at d256). */
+template <int D_, int BR_, int BC_, int NWARPS_, int WD_> struct fa__bwd_traits {
+    static constexpr int D = D_, BR = BR_, BC = BC_, NWARPS = NWARPS_, WD = WD_;
+    static constexpr int NT = NWARPS * 32;
+    static constexpr int CH = D / 8;           /* chunks per K/V/Q/dO row */
+    static constexpr int CHS = BR / 8;         /* chunks per dS^T row */
+    static constexpr int NQ = BR / 8;          /* n8 tiles of queries in S^T */
+    static constexpr int DW = D / WD;          /* dK/dV columns per warp */
+    static constexpr int STRIPS = BR / 16;     /* dQ: row strips ... */
+    static constexpr int NCG = NWARPS / STRIPS; /* ... times column groups */
+    static constexpr int QC = D / NCG;         /* dQ columns per warp */
+    static constexpr int QCH = QC < 64 ? QC : 64; /* dQ columns per pass (<= 32 registers) */
+    static constexpr uint32_t ROWB = CH * 16, QBUF = BR * D * 2; /* bytes per row, per Q buffer */
+    static_assert(BC == 16 * NWARPS / WD, "each warp owns 16 keys");
+    static_assert(NWARPS % STRIPS == 0 && QC % 16 == 0 && DW % 16 == 0, "warp split");
+};
+
+/* A thread's fragment coordinates (g, t4), its warp's keys and columns, and
+   its ldmatrix base addresses. "plain A" / "trans B" lanes give rows
+   (lane%8) + 8*((lane/8)%2), chunk lane/16; "plain B" / "trans A" lanes give
+   rows (lane%8) + 8*(lane/16), chunk (lane/8)%2. */
+struct fa__bwd_lane {
+    int g, t4;
+    int krow, dcol0;   /* the warp's 16 keys and first dK/dV column */
+    int strip, cg;     /* dQ: the warp's row strip and column group */
+    uint32_t aK, aV;   /* A of S^T, dP^T */
+    uint32_t aQB, adOB; /* B of S^T, dP^T */
+    uint32_t aQT, adOT; /* B of dK, dV */
+    uint32_t adS, aKT; /* A, B of dQ */
+};
+/* (g and t4 are set by the caller) */
+template <class T>
+__device__ __forceinline__ void fa__bwd_lane_addrs(fa__bwd_lane &a, uint32_t smem_u, int warp, int lane)
+{
+    typedef fa__bwd_smem_layout<T::D, T::BR, T::BC> L;
+    constexpr int CH = T::CH, CHS = T::CHS;
+    a.krow = (warp / T::WD) * 16; a.dcol0 = (warp % T::WD) * T::DW;
+    const int rA = (lane & 7) + ((lane >> 3) & 1) * 8, cA = lane >> 4;
+    const int rB = (lane & 7) + (lane >> 4) * 8, cB = (lane >> 3) & 1;
+    a.aK = smem_u + L::k + 2 * fa__bwd_swz<CH>(a.krow + rA, cA * 8);
+    a.aV = smem_u + L::v + 2 * fa__bwd_swz<CH>(a.krow + rA, cA * 8);
+    a.aQB = smem_u + L::q + 2 * fa__bwd_swz<CH>(rB, cB * 8);
+    a.adOB = smem_u + L::dout + 2 * fa__bwd_swz<CH>(rB, cB * 8);
+    a.aQT = smem_u + L::q + 2 * fa__bwd_swz<CH>(rA, a.dcol0 + cA * 8);
+    a.adOT = smem_u + L::dout + 2 * fa__bwd_swz<CH>(rA, a.dcol0 + cA * 8);
+    a.strip = warp / T::NCG; a.cg = warp % T::NCG;
+    a.adS = smem_u + L::ds + 2 * fa__bwd_swz<CHS>(rB, a.strip * 16 + cB * 8);
+    a.aKT = smem_u + L::k + 2 * fa__bwd_swz<CH>(rA, a.cg * T::QC + cA * 8);
+}
+
+/* Step it's loads into buffer buf: query head h = hk*group + it / nib, query
+   block ib0 + it % nib. Q_i, dO_i, and L, D of its rows (prepared by kernel
+   1, indexed like the dQ accumulator; rows past sq read as 0, harmless:
+   their Q and dO are 0). gq, gdo: p.q.data, p.dout.data. */
+template <class T>
+__device__ __forceinline__ void fa__bwd_load_step(const fa__bwd_params &p, const fa__bwd_seq &s, const uint16_t *gq,
+                                                  const uint16_t *gdo, int b, int hk, int ib0, int nib, int it,
+                                                  int buf, uint32_t smem_u, float *sL, float *sD, int tid)
+{
+    typedef fa__bwd_smem_layout<T::D, T::BR, T::BC> L;
+    constexpr int BR = T::BR, D = T::D, NT = T::NT;
+    const int h = hk * p.group + it / nib, i0 = (ib0 + it % nib) * BR;
+    fa__load_tile<BR, D, NT>(smem_u + L::q + buf * T::QBUF, gq + fa__bwd_off(p.q, b, s.q_tok0, i0, h), p.q.ss,
+                             s.sq - i0, p.d);
+    fa__load_tile<BR, D, NT>(smem_u + L::dout + buf * T::QBUF, gdo + fa__bwd_off(p.dout, b, s.q_tok0, i0, h),
+                             p.dout.ss, s.sq - i0, p.d);
+    if (tid < 2 * BR) {
+        const int r = tid % BR;
+        const float *src = (tid < BR ? p.lse2 : p.dsum) + (int64_t)h * p.acc_rows + s.acc_row0 + i0 + r;
+        const bool ok = i0 + r < s.sq;
+        fa__bwd_cp_async4(fa__bwd_smem_u32((tid < BR ? sL : sD) + buf * BR + r),
+                          ok ? (const void *)src : (const void *)p.lse2, ok ? 4 : 0);
+    }
+}
+
+/* (2) P^T = exp(S^T - L) with softcap, ALiBi and masks (Alg. 4 lines 11-13),
+   in place of S^T; dcap = 1 - tanh^2, softcap's derivative. Element (n, e)
+   is key kj = j0 + krow + g (+8 for e >= 2), query qi = i0 + 8n + 2*t4 +
+   (e & 1). The element mask runs only on tiles that the mask cuts (or that
+   reach past the last key). */
+template <class T, bool SOFTCAP>
+__device__ __forceinline__ void fa__bwd_recompute_p(const fa__bwd_params &p, const fa__bwd_seq &s,
+                                                    float (&st)[T::NQ][4], float (&dcap)[SOFTCAP ? T::NQ : 1][4],
+                                                    const float *sLb, int h, int i0, int j0, const fa__bwd_lane &ln)
+{
+    const float LOG2E = 1.4426950408889634f;
+    const int off = s.sk - s.sq;
+    const bool need_mask = fa__bwd_tile_needs_mask(p, s, i0, j0, T::BR, T::BC);
+    const float slope = p.alibi ? p.alibi[h] * LOG2E : 0.f;
+#pragma unroll
+    for (int n = 0; n < T::NQ; ++n) {
+        const float2 l2 = *reinterpret_cast<const float2 *>(sLb + n * 8 + 2 * ln.t4);
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+            const int kj = j0 + ln.krow + ln.g + (e >> 1) * 8, qi = i0 + n * 8 + 2 * ln.t4 + (e & 1);
+            float x; /* the score in log2 units */
+            if (SOFTCAP) {
+                const float th = tanhf(st[n][e] * p.scale / p.softcap);
+                dcap[SOFTCAP ? n : 0][e] = 1.f - th * th;
+                x = p.softcap * th * LOG2E;
+            } else {
+                x = st[n][e] * p.scale_log2;
+            }
+            if (p.alibi) x -= slope * fabsf((float)(qi + off - kj));
+            if (need_mask && !fa__bwd_visible(p, s.sq, s.sk, qi, kj)) x = -INFINITY;
+            st[n][e] = fa__exp2(x - ((e & 1) ? l2.y : l2.x));
+        }
+    }
+}
+
+/* Dropout keep bits Z (line 14) of the thread's elements, bit 4n+e; a plain
+   loop: 10 Philox rounds per element would bloat the unrolled code. */
+template <class T>
+__device__ __forceinline__ uint32_t fa__bwd_keep_bits(const fa__bwd_params &p, int b, int h, int i0, int j0,
+                                                      const fa__bwd_lane &ln)
+{
+    uint32_t keep = 0xffffffffu;
+    if (p.dropout) {
+#pragma unroll 1
+        for (int x = 0; x < T::NQ * 4; ++x) {
+            const int n = x >> 2, e = x & 3;
+            const int kj = j0 + ln.krow + ln.g + (e >> 1) * 8, qi = i0 + n * 8 + 2 * ln.t4 + (e & 1);
+            if (!fa__dropout_keep(p.seed, p.offset, b, h, p.hq, qi, kj, p.drop_threshold))
+                keep &= ~(1u << x);
+        }
+    }
+    return keep;
+}
+
+/* (5) dS = P * (dP * Z - D) (lines 18-20), times 1 - tanh^2 under softcap,
+   in place of dP^T. */
+template <class T, bool SOFTCAP>
+__device__ __forceinline__ void fa__bwd_ds(const fa__bwd_params &p, float (&dpt)[T::NQ][4],
+                                           const float (&st)[T::NQ][4], const float (&dcap)[SOFTCAP ? T::NQ : 1][4],
+                                           uint32_t keep, const float *sDb, int t4)
+{
+#pragma unroll
+    for (int n = 0; n < T::NQ; ++n) {
+        const float2 d2 = *reinterpret_cast<const float2 *>(sDb + n * 8 + 2 * t4);
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+            float dp = dpt[n][e];
+            if (p.dropout) dp = (keep >> (n * 4 + e) & 1) ? dp * p.rp_drop : 0.f;
+            float ds = st[n][e] * (dp - ((e & 1) ? d2.y : d2.x));
+            if (SOFTCAP) ds *= dcap[SOFTCAP ? n : 0][e];
+            dpt[n][e] = ds;
+        }
+    }
+}
+
+/* dK += dS^T Q (line 22; the scale is applied once at the end), and dS^T to
+   shared memory for dQ (by one warp of each key row). bo: this step's Q
+   buffer. */
+template <class T, bool BF16>
+__device__ __forceinline__ void fa__bwd_dk_step(float (&dk)[T::DW / 8][4], const float (&ds)[T::NQ][4],
+                                                uint16_t *sdS, bool store_ds, uint32_t bo, const fa__bwd_lane &ln)
+{
+    constexpr int CHS = T::CHS;
+    const int krow = ln.krow, g = ln.g, t4 = ln.t4;
+    uint32_t *sdS32 = (uint32_t *)sdS;
+#pragma unroll
+    for (int kk = 0; kk < T::NQ / 2; ++kk) {
+        uint32_t a[4];
+        a[0] = fa__pack2<BF16>(ds[2 * kk][0], ds[2 * kk][1]);
+        a[1] = fa__pack2<BF16>(ds[2 * kk][2], ds[2 * kk][3]);
+        a[2] = fa__pack2<BF16>(ds[2 * kk + 1][0], ds[2 * kk + 1][1]);
+        a[3] = fa__pack2<BF16>(ds[2 * kk + 1][2], ds[2 * kk + 1][3]);
+        if (store_ds) {
+            /* dS^T rows krow+g, krow+g+8; query columns 16kk + 2*t4 (+8). */
+            sdS32[fa__bwd_swz<CHS>(krow + g, kk * 16 + 2 * t4) / 2] = a[0];
+            sdS32[fa__bwd_swz<CHS>(krow + g + 8, kk * 16 + 2 * t4) / 2] = a[1];
+            sdS32[fa__bwd_swz<CHS>(krow + g, kk * 16 + 8 + 2 * t4) / 2] = a[2];
+            sdS32[fa__bwd_swz<CHS>(krow + g + 8, kk * 16 + 8 + 2 * t4) / 2] = a[3];
+        }
+#pragma unroll
+        for (int np = 0; np < T::DW / 16; ++np) {
+            uint32_t bb[4];
+            fa__ldmatrix_x4_trans(bb, fa__bwd_at<T::CH>(ln.aQT + bo + kk * 16 * T::ROWB, 2 * np));
+            fa__mma16816<BF16>(dk[2 * np], a, bb[0], bb[1]);
+            fa__mma16816<BF16>(dk[2 * np + 1], a, bb[2], bb[3]);
+        }
+    }
+}
+
+/* Kernel 2 on sm_80: for key block j (K_j, V_j in shared memory, dK_j, dV_j
+   in registers), every query block i and head of the group that sees it:
+   Alg. 4 lines 8-22, in the FlashAttention-2 loop order. */
 template <bool BF16, int D, int BR, int BC, int NWARPS, int WD, bool SOFTCAP>
 __global__ void __launch_bounds__(NWARPS * 32, 1) fa__bwd_kernel_sm80(const fa__bwd_params p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    constexpr int NT = NWARPS * 32;
-    constexpr int CH = D / 8;           /* chunks per K/V/Q/dO row */
-    constexpr int CHS = BR / 8;         /* chunks per dS^T row */
-    constexpr int NQ = BR / 8;          /* n8 tiles of queries in S^T */
-    constexpr int DW = D / WD;          /* dK/dV columns per warp */
-    constexpr int STRIPS = BR / 16;     /* dQ: row strips ... */
-    constexpr int NCG = NWARPS / STRIPS; /* ... times column groups */
-    constexpr int QC = D / NCG;         /* dQ columns per warp */
-    constexpr int QCH = QC < 64 ? QC : 64; /* dQ columns per pass (<= 32 registers) */
-    static_assert(BC == 16 * NWARPS / WD, "each warp owns 16 keys");
-    static_assert(NWARPS % STRIPS == 0 && QC % 16 == 0 && DW % 16 == 0, "warp split");
+    typedef fa__bwd_traits<D, BR, BC, NWARPS, WD> T;
+    constexpr int NT = T::NT, CH = T::CH, CHS = T::CHS, NQ = T::NQ, DW = T::DW, QC = T::QC, QCH = T::QCH;
     typedef fa__bwd_smem_layout<D, BR, BC> L;
-    const float LOG2E = 1.4426950408889634f;
 
     extern __shared__ __align__(1024) unsigned char fa__bwd_smem[];
     uint16_t *sdS = (uint16_t *)(fa__bwd_smem + L::ds);
     float *sL = (float *)(fa__bwd_smem + L::lse), *sD = (float *)(fa__bwd_smem + L::dsum);
     const uint32_t smem_u = fa__bwd_smem_u32(fa__bwd_smem);
-    constexpr uint32_t ROWB = CH * 16, QBUF = BR * D * 2; /* bytes per row, per Q buffer */
 
     const int jb = blockIdx.x, hk = blockIdx.y, b = blockIdx.z;
-    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t4 = lane % 4;
+    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+    fa__bwd_lane ln; /* the thread's fragment coordinates, keys, columns and addresses */
+    ln.g = lane / 4; ln.t4 = lane % 4;
     const fa__bwd_seq s = fa__bwd_seq_info(p, b);
     const int j0 = jb * BC;
     if (j0 >= s.sk) return; /* past this sequence's keys (varlen) */
@@ -5257,114 +5536,43 @@ __global__ void __launch_bounds__(NWARPS * 32, 1) fa__bwd_kernel_sm80(const fa__
     fa__load_tile<BC, D, NT>(smem_u + L::v, (const uint16_t *)p.v.data + fa__bwd_off(p.v, b, s.k_tok0, j0, hk),
                              p.v.ss, s.sk - j0, p.d);
     fa__cp_async_commit();
-    /* Step it: query head h = hk*group + it / nib, query block ib0 + it % nib.
-       Q_i, dO_i, and L, D of its rows (prepared by kernel 1, indexed like the
-       dQ accumulator; rows past sq read as 0, harmless: their Q and dO are 0). */
-#define FA__BWD_LOAD_STEP(it, buf)                                                             \
-    do {                                                                                       \
-        const int h_ = hk * p.group + (it) / nib, i0_ = (ib0 + (it) % nib) * BR;               \
-        fa__load_tile<BR, D, NT>(smem_u + L::q + (buf) * QBUF,                                 \
-                                 gq + fa__bwd_off(p.q, b, s.q_tok0, i0_, h_), p.q.ss,          \
-                                 s.sq - i0_, p.d);                                             \
-        fa__load_tile<BR, D, NT>(smem_u + L::dout + (buf) * QBUF,                              \
-                                 gdo + fa__bwd_off(p.dout, b, s.q_tok0, i0_, h_), p.dout.ss,   \
-                                 s.sq - i0_, p.d);                                             \
-        if (tid < 2 * BR) {                                                                    \
-            const int r_ = tid % BR;                                                           \
-            const float *src_ = (tid < BR ? p.lse2 : p.dsum) + (int64_t)h_ * p.acc_rows +     \
-                                s.acc_row0 + i0_ + r_;                                         \
-            const bool ok_ = i0_ + r_ < s.sq;                                                  \
-            fa__bwd_cp_async4(fa__bwd_smem_u32((tid < BR ? sL : sD) + (buf) * BR + r_),        \
-                              ok_ ? (const void *)src_ : (const void *)p.lse2, ok_ ? 4 : 0);   \
-        }                                                                                      \
-    } while (0)
-    if (iters > 0) FA__BWD_LOAD_STEP(0, 0);
+    if (iters > 0) fa__bwd_load_step<T>(p, s, gq, gdo, b, hk, ib0, nib, 0, 0, smem_u, sL, sD, tid);
     fa__cp_async_commit();
 
-    /* This warp's 16 keys and dK/dV columns. */
-    const int krow = (warp / WD) * 16, dcol0 = (warp % WD) * DW;
+    /* This warp's 16 keys and dK/dV columns, and the thread's addresses. */
     float dk[DW / 8][4], dv[DW / 8][4];
 #pragma unroll
     for (int n = 0; n < DW / 8; ++n)
 #pragma unroll
         for (int e = 0; e < 4; ++e) dk[n][e] = dv[n][e] = 0.f;
-
-    /* Per-thread ldmatrix base addresses. "plain A" / "trans B" lanes give
-       rows (lane%8) + 8*((lane/8)%2), chunk lane/16; "plain B" / "trans A"
-       lanes give rows (lane%8) + 8*(lane/16), chunk (lane/8)%2. */
-    const int rA = (lane & 7) + ((lane >> 3) & 1) * 8, cA = lane >> 4;
-    const int rB = (lane & 7) + (lane >> 4) * 8, cB = (lane >> 3) & 1;
-    const uint32_t aK = smem_u + L::k + 2 * fa__bwd_swz<CH>(krow + rA, cA * 8);
-    const uint32_t aV = smem_u + L::v + 2 * fa__bwd_swz<CH>(krow + rA, cA * 8);
-    const uint32_t aQB = smem_u + L::q + 2 * fa__bwd_swz<CH>(rB, cB * 8);     /* B of S^T */
-    const uint32_t adOB = smem_u + L::dout + 2 * fa__bwd_swz<CH>(rB, cB * 8); /* B of dP^T */
-    const uint32_t aQT = smem_u + L::q + 2 * fa__bwd_swz<CH>(rA, dcol0 + cA * 8);     /* B of dK */
-    const uint32_t adOT = smem_u + L::dout + 2 * fa__bwd_swz<CH>(rA, dcol0 + cA * 8); /* B of dV */
-    const int strip = warp / NCG, cg = warp % NCG;
-    const uint32_t adS = smem_u + L::ds + 2 * fa__bwd_swz<CHS>(rB, strip * 16 + cB * 8); /* A of dQ */
-    const uint32_t aKT = smem_u + L::k + 2 * fa__bwd_swz<CH>(rA, cg * QC + cA * 8);      /* B of dQ */
+    fa__bwd_lane_addrs<T>(ln, smem_u, warp, lane);
 
     for (int it = 0; it < iters; ++it) {
         const int buf = it & 1;
         const int h = hk * p.group + it / nib, i0 = (ib0 + it % nib) * BR;
         /* Prefetch step it+1 into the other buffer. Its last readers (step
            it-1's products and L/D reads) all passed step it-1's barrier 2. */
-        if (it + 1 < iters) FA__BWD_LOAD_STEP(it + 1, buf ^ 1);
+        if (it + 1 < iters) fa__bwd_load_step<T>(p, s, gq, gdo, b, hk, ib0, nib, it + 1, buf ^ 1, smem_u, sL, sD, tid);
         fa__cp_async_commit(); /* possibly empty: keeps the group count uniform */
         fa__cp_async_wait<1>(); /* all but the newest group: K, V and step it */
         /* Barrier 1: every thread's copies of step it (and K, V) are visible,
            and every warp finished reading dS^T of step it-1 (the dQ product),
            so it may be overwritten below. */
         __syncthreads();
-        const uint32_t bo = buf * QBUF;
+        const uint32_t bo = buf * T::QBUF;
         const float *sLb = sL + buf * BR, *sDb = sD + buf * BR;
 
         /* (1) S^T = K_j Q_i^T: 16 keys x Br queries for this warp (line 11). */
         float st[NQ][4];
-        fa__bwd_mma_abt<BF16, D, NQ, CH, ROWB>(st, aK, aQB + bo);
-
-        /* (2) P^T = exp(S^T - L) with softcap, ALiBi and masks (lines 11-13).
-           Element (n, e) is key kj = j0 + krow + g (+8 for e >= 2), query
-           qi = i0 + 8n + 2*t4 + (e & 1). The element mask runs only on tiles
-           that the mask cuts (or that reach past the last key). */
-        const int off = s.sk - s.sq;
-        const bool need_mask = fa__bwd_tile_needs_mask(p, s, i0, j0, BR, BC);
-        const float slope = p.alibi ? p.alibi[h] * LOG2E : 0.f;
-        float dcap[SOFTCAP ? NQ : 1][4]; /* 1 - tanh^2, softcap's derivative */
-#pragma unroll
-        for (int n = 0; n < NQ; ++n) {
-            const float2 l2 = *reinterpret_cast<const float2 *>(sLb + n * 8 + 2 * t4);
-#pragma unroll
-            for (int e = 0; e < 4; ++e) {
-                const int kj = j0 + krow + g + (e >> 1) * 8, qi = i0 + n * 8 + 2 * t4 + (e & 1);
-                float x; /* the score in log2 units */
-                if (SOFTCAP) {
-                    const float th = tanhf(st[n][e] * p.scale / p.softcap);
-                    dcap[SOFTCAP ? n : 0][e] = 1.f - th * th;
-                    x = p.softcap * th * LOG2E;
-                } else {
-                    x = st[n][e] * p.scale_log2;
-                }
-                if (p.alibi) x -= slope * fabsf((float)(qi + off - kj));
-                if (need_mask && !fa__bwd_visible(p, s.sq, s.sk, qi, kj)) x = -INFINITY;
-                st[n][e] = fa__exp2(x - ((e & 1) ? l2.y : l2.x));
-            }
-        }
-        /* Dropout keep bits Z (line 14), bit 4n+e; a plain loop: 10 Philox
-           rounds per element would bloat the unrolled code. */
-        uint32_t keep = 0xffffffffu;
-        if (p.dropout) {
-#pragma unroll 1
-            for (int x = 0; x < NQ * 4; ++x) {
-                const int n = x >> 2, e = x & 3;
-                const int kj = j0 + krow + g + (e >> 1) * 8, qi = i0 + n * 8 + 2 * t4 + (e & 1);
-                if (!fa__dropout_keep(p.seed, p.offset, b, h, p.hq, qi, kj, p.drop_threshold))
-                    keep &= ~(1u << x);
-            }
-        }
-
-        /* (3) dV += P_dropped^T dO (lines 15-16). The C fragments of S^T
-           n-tiles 2kk, 2kk+1 are the A fragment of k-step kk (k = queries). */
+        fa__bwd_mma_abt<BF16, D, NQ, CH, T::ROWB>(st, ln.aK, ln.aQB + bo);
+        /* (2) P^T, recomputed from L */
+        float dcap[SOFTCAP ? NQ : 1][4];
+        fa__bwd_recompute_p<T, SOFTCAP>(p, s, st, dcap, sLb, h, i0, j0, ln);
+        const uint32_t keep = fa__bwd_keep_bits<T>(p, b, h, i0, j0, ln);
+        /* (3) dV += P_dropped^T dO (lines 15-16). The C fragments of S^T n-tiles
+           2kk, 2kk+1 are the A fragment of k-step kk (k = queries). (This step
+           and dQ's stay in the kernel: as functions their operand arrays went
+           to local memory. [bwd-codegen]) */
 #pragma unroll
         for (int kk = 0; kk < NQ / 2; ++kk) {
             uint32_t a[4];
@@ -5384,65 +5592,26 @@ __global__ void __launch_bounds__(NWARPS * 32, 1) fa__bwd_kernel_sm80(const fa__
 #pragma unroll
             for (int np = 0; np < DW / 16; ++np) {
                 uint32_t bb[4];
-                fa__ldmatrix_x4_trans(bb, fa__bwd_at<CH>(adOT + bo + kk * 16 * ROWB, 2 * np));
+                fa__ldmatrix_x4_trans(bb, fa__bwd_at<CH>(ln.adOT + bo + kk * 16 * T::ROWB, 2 * np));
                 fa__mma16816<BF16>(dv[2 * np], a, bb[0], bb[1]);
                 fa__mma16816<BF16>(dv[2 * np + 1], a, bb[2], bb[3]);
             }
         }
-
         /* (4) dP^T = V_j dO_i^T (line 17). */
         float dpt[NQ][4];
-        fa__bwd_mma_abt<BF16, D, NQ, CH, ROWB>(dpt, aV, adOB + bo);
-
-        /* (5) dS = P * (dP * Z - D) (lines 18-20), times 1 - tanh^2 under
-           softcap; dK += dS^T Q (line 22; the scale is applied once at the
-           end); and dS^T to shared memory for dQ. */
-#pragma unroll
-        for (int n = 0; n < NQ; ++n) {
-            const float2 d2 = *reinterpret_cast<const float2 *>(sDb + n * 8 + 2 * t4);
-#pragma unroll
-            for (int e = 0; e < 4; ++e) {
-                float dp = dpt[n][e];
-                if (p.dropout) dp = (keep >> (n * 4 + e) & 1) ? dp * p.rp_drop : 0.f;
-                float ds = st[n][e] * (dp - ((e & 1) ? d2.y : d2.x));
-                if (SOFTCAP) ds *= dcap[SOFTCAP ? n : 0][e];
-                dpt[n][e] = ds;
-            }
-        }
-        const bool store_ds = (warp % WD) == 0;
-        uint32_t *sdS32 = (uint32_t *)sdS;
-#pragma unroll
-        for (int kk = 0; kk < NQ / 2; ++kk) {
-            uint32_t a[4];
-            a[0] = fa__pack2<BF16>(dpt[2 * kk][0], dpt[2 * kk][1]);
-            a[1] = fa__pack2<BF16>(dpt[2 * kk][2], dpt[2 * kk][3]);
-            a[2] = fa__pack2<BF16>(dpt[2 * kk + 1][0], dpt[2 * kk + 1][1]);
-            a[3] = fa__pack2<BF16>(dpt[2 * kk + 1][2], dpt[2 * kk + 1][3]);
-            if (store_ds) {
-                /* dS^T rows krow+g, krow+g+8; query columns 16kk + 2*t4 (+8). */
-                sdS32[fa__bwd_swz<CHS>(krow + g, kk * 16 + 2 * t4) / 2] = a[0];
-                sdS32[fa__bwd_swz<CHS>(krow + g + 8, kk * 16 + 2 * t4) / 2] = a[1];
-                sdS32[fa__bwd_swz<CHS>(krow + g, kk * 16 + 8 + 2 * t4) / 2] = a[2];
-                sdS32[fa__bwd_swz<CHS>(krow + g + 8, kk * 16 + 8 + 2 * t4) / 2] = a[3];
-            }
-#pragma unroll
-            for (int np = 0; np < DW / 16; ++np) {
-                uint32_t bb[4];
-                fa__ldmatrix_x4_trans(bb, fa__bwd_at<CH>(aQT + bo + kk * 16 * ROWB, 2 * np));
-                fa__mma16816<BF16>(dk[2 * np], a, bb[0], bb[1]);
-                fa__mma16816<BF16>(dk[2 * np + 1], a, bb[2], bb[3]);
-            }
-        }
+        fa__bwd_mma_abt<BF16, D, NQ, CH, T::ROWB>(dpt, ln.aV, ln.adOB + bo);
+        /* (5) dS, then dK += dS^T Q and dS^T to shared memory */
+        fa__bwd_ds<T, SOFTCAP>(p, dpt, st, dcap, keep, sDb, ln.t4);
+        fa__bwd_dk_step<T, BF16>(dk, dpt, sdS, (warp % WD) == 0, bo, ln);
         /* Barrier 2: dS^T of this step is complete in shared memory before
            any warp reads it for dQ; it also closes every read of this step's
            Q/dO/L/D buffer, which the next step's prefetch overwrites. */
         __syncthreads();
-
         /* (6) dQ_i += dS K_j (line 21): warp = (row strip) x (column group),
            in passes of at most 64 columns; the fp32 partial leaves by
-           atomicAdd (deterministic: plain stores into block j's own slice). */
+           atomicAdd (deterministic: plain stores into block jb's own slice). */
         {
-            const int qa = i0 + strip * 16 + g, qb = qa + 8;
+            const int qa = i0 + ln.strip * 16 + ln.g, qb = qa + 8;
             float *acc = p.dq_acc + (p.deterministic ? (int64_t)jb * p.acc_slice : 0) +
                          ((int64_t)h * p.acc_rows + s.acc_row0) * p.acc_d;
 #pragma unroll
@@ -5455,40 +5624,39 @@ __global__ void __launch_bounds__(NWARPS * 32, 1) fa__bwd_kernel_sm80(const fa__
 #pragma unroll
                 for (int kk = 0; kk < BC / 16; ++kk) {
                     uint32_t a[4];
-                    fa__ldmatrix_x4_trans(a, adS + kk * 16 * CHS * 16);
+                    fa__ldmatrix_x4_trans(a, ln.adS + kk * 16 * CHS * 16);
 #pragma unroll
                     for (int np = 0; np < QCH / 16; ++np) {
                         uint32_t bb[4];
-                        fa__ldmatrix_x4_trans(bb, fa__bwd_at<CH>(aKT + kk * 16 * ROWB, (c0 + np * 16) / 8));
+                        fa__ldmatrix_x4_trans(bb, fa__bwd_at<CH>(ln.aKT + kk * 16 * T::ROWB, (c0 + np * 16) / 8));
                         fa__mma16816<BF16>(dq[2 * np], a, bb[0], bb[1]);
                         fa__mma16816<BF16>(dq[2 * np + 1], a, bb[2], bb[3]);
                     }
                 }
 #pragma unroll
                 for (int n = 0; n < QCH / 8; ++n) {
-                    const int col = cg * QC + c0 + n * 8 + 2 * t4;
+                    const int col = ln.cg * QC + c0 + n * 8 + 2 * ln.t4;
                     float *ra = acc + (int64_t)qa * p.acc_d + col, *rb = acc + (int64_t)qb * p.acc_d + col;
                     if (p.deterministic) {
                         if (qa < s.sq) *reinterpret_cast<float2 *>(ra) = make_float2(dq[n][0], dq[n][1]);
                         if (qb < s.sq) *reinterpret_cast<float2 *>(rb) = make_float2(dq[n][2], dq[n][3]);
                     } else {
-#if __CUDA_ARCH__ >= 900
+        #if __CUDA_ARCH__ >= 900
                         if (qa < s.sq) atomicAdd(reinterpret_cast<float2 *>(ra), make_float2(dq[n][0], dq[n][1]));
                         if (qb < s.sq) atomicAdd(reinterpret_cast<float2 *>(rb), make_float2(dq[n][2], dq[n][3]));
-#else
+        #else
                         if (qa < s.sq) { atomicAdd(ra, dq[n][0]); atomicAdd(ra + 1, dq[n][1]); }
                         if (qb < s.sq) { atomicAdd(rb, dq[n][2]); atomicAdd(rb + 1, dq[n][3]); }
-#endif
+        #endif
                     }
                 }
             }
         }
     }
-#undef FA__BWD_LOAD_STEP
     fa__cp_async_wait<0>(); /* no copy may still be in flight at exit */
 
     /* (7) Write dK_j (times scale) and dV_j (line 24). */
-    fa__bwd_store_dkdv<BF16, DW / 8>(p, s, b, hk, j0, krow + g, dcol0, t4, dk, dv);
+    fa__bwd_store_dkdv<BF16, DW / 8>(p, s, b, hk, j0, ln.krow + ln.g, ln.dcol0, ln.t4, dk, dv);
 #endif
 }
 
@@ -5533,9 +5701,8 @@ __global__ void __launch_bounds__(NWARPS * 32, 1) fa__bwd_kernel_sm80(const fa__
    unit's K_j, V_j land while the current unit finishes, and the Q/dO ring
    runs on across units: a block per unit would start every unit with an
    empty pipeline and one CTA per SM to hide it (at 512 tokens a unit is 2
-   to 8 steps). Measured, H100, 2026-11-23 18:13 UTC: d64 causal 512
-   tokens 108.9 -> 112.9 TFLOP/s, d128 causal 2k 256.8 -> 270.1; the long
-   non-causal rows within noise (bench/results/..._backward-sm90-1813.md).
+   to 8 steps): faster at short causal sequences, the long ones unchanged.
+   [bwd-sm90-persistent]
 
    At D = 256 the block is 64 keys and the warpgroups split the columns of
    dK, dV and dQ instead of the keys (see `split` below).
@@ -5566,45 +5733,36 @@ typedef struct fa__bwd_maps { CUtensorMap q, k, v, dout; } fa__bwd_maps;
 template <int D> struct fa__bwd_sm90_layout {
     static constexpr bool split = D > 128;
     static constexpr int bc = split ? 64 : 128, br = 64, kv_bufs = split ? 1 : 2;
+    static constexpr int dkv = split ? D / 2 : D; /* the dK, dV columns of a warpgroup */
     static constexpr uint32_t kv_bytes = bc * D * 2, q_bytes = br * D * 2, ds_bytes = bc * br * 2,
                               ld_bytes = 2 * br * 4;
     static constexpr uint32_t kv = 0, q = 2 * kv_bufs * kv_bytes, dout = q + 2 * q_bytes, ds = dout + 2 * q_bytes,
                               ld = ds + 2 * ds_bytes, bars = ld + 2 * ld_bytes, total = bars + 8 * 8;
 };
 
-template <bool BF16, int D>
-__global__ void __launch_bounds__(384, 1)
-fa__bwd_kernel_sm90(const __grid_constant__ fa__bwd_maps tm, const fa__bwd_params p)
-{
-#if FA__SM90A
-    typedef fa__bwd_sm90_layout<D> L;
-    /* DKV: the dK, dV columns of a warpgroup; DQ: its dQ columns */
-    constexpr bool SPLIT = L::split;
-    constexpr int BC = L::bc, BR = L::br, NQ = BR / 8, DQ = D / 2, DKV = SPLIT ? D / 2 : D, KVB = L::kv_bufs;
-    constexpr uint32_t KV_BYTES = L::kv_bytes, Q_BYTES = L::q_bytes, DS_BYTES = L::ds_bytes, LD_BYTES = L::ld_bytes;
-    static_assert(D % 64 == 0 && D <= 256, "sm_90a backward tile");
-    extern __shared__ uint8_t fa__smem90b[];
-    const uint32_t base = (uint32_t)__cvta_generic_to_shared(fa__smem90b), aligned = (base + 1023u) & ~1023u;
-    const uint32_t sKV = aligned + L::kv, sQ = aligned + L::q, sdO = aligned + L::dout, sdS = aligned + L::ds;
-    const uint32_t sLD = aligned + L::ld, kv_full = aligned + L::bars, kv_empty = kv_full + 16, full = kv_empty + 16,
-                   empty = full + 16;
-    const float *gLD = (const float *)(fa__smem90b + (sLD - base));
-
-    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
-    /* Units: (key block jb, KV head hk, batch b). A block per unit when the
-       grid has one (gridDim.x = units); else persistent (the grid is the SM
-       count) and block c takes PAIRS of units c, c + G, c + 2G, ...: pair j
-       is key blocks i and nblk - 1 - i of one head, which under a causal
-       mask see nblk - i and i + 1 query blocks, the same work for every
-       pair (as in the forward's unit(): static rounds stay balanced). Unit
-       k of the block is the heavy (k even) or light (k odd) half of pair
-       (k / 2) G + c; false: no unit (past the last pair, or the second half
-       of the middle pair when nblk is odd). */
-    const int nblk = (p.seqlen_k + BC - 1) / BC, pairs_j = (nblk + 1) / 2;
-    const int units = nblk * p.hkv * p.batch, pairs = pairs_j * p.hkv * p.batch;
-    const bool one_unit = (int)gridDim.x >= units;
-    const int rounds = one_unit ? 1 : 2 * ((pairs + (int)gridDim.x - 1) / (int)gridDim.x);
-    auto unit = [&](int k, int &jb, int &hk, int &b) {
+/* The units of work and who takes which: (key block jb, KV head hk, batch
+   b). A block per unit when the grid has one (gridDim.x = units); else
+   persistent (the grid is the SM count) and block c takes PAIRS of units
+   c, c + G, c + 2G, ...: pair j is key blocks i and nblk - 1 - i of one
+   head, which under a causal mask see nblk - i and i + 1 query blocks, the
+   same work for every pair (as in the forward's unit(): static rounds stay
+   balanced). Unit k of the block is the heavy (k even) or light (k odd)
+   half of pair (k / 2) G + c; false: no unit (past the last pair, or the
+   second half of the middle pair when nblk is odd). */
+struct fa__bwd_sm90_sched {
+    int nblk, pairs_j, units, pairs, rounds;
+    bool one_unit;
+    __device__ __forceinline__ void init(const fa__bwd_params &p, int bc)
+    {
+        nblk = (p.seqlen_k + bc - 1) / bc;
+        pairs_j = (nblk + 1) / 2;
+        units = nblk * p.hkv * p.batch;
+        pairs = pairs_j * p.hkv * p.batch;
+        one_unit = (int)gridDim.x >= units;
+        rounds = one_unit ? 1 : 2 * ((pairs + (int)gridDim.x - 1) / (int)gridDim.x);
+    }
+    __device__ __forceinline__ bool unit(const fa__bwd_params &p, int k, int &jb, int &hk, int &b) const
+    {
         if (one_unit) {
             jb = (int)blockIdx.x % nblk;
             hk = (int)blockIdx.x / nblk % p.hkv;
@@ -5616,81 +5774,101 @@ fa__bwd_kernel_sm90(const __grid_constant__ fa__bwd_maps tm, const fa__bwd_param
         b = j / pairs_j / p.hkv;
         jb = k % 2 ? nblk - 1 - i : i;
         return j < pairs && !(k % 2 && i == nblk - 1 - i);
-    };
-    /* Unit k of this block and what both roles derive from it: its
-       sequence s, first key j0, the query blocks [ib0, ib0 + nib) that see
-       key block jb, and the steps, iters = nib times the heads of the
-       group. False: no unit k. */
-    struct work_t { int jb, hk, b, j0, ib0, nib, iters; fa__bwd_seq s; };
-    auto work = [&](int k, work_t &w) {
-        if (!unit(k, w.jb, w.hk, w.b)) return false;
-        int ib1;
-        w.s = fa__bwd_seq_info(p, w.b);
-        w.j0 = w.jb * BC;
-        fa__bwd_q_range(p, w.s.sq, w.s.sk, w.j0, BR, BC, &w.ib0, &ib1);
-        w.nib = ib1 - w.ib0;
-        w.iters = w.nib * p.group;
-        return true;
-    };
-
-    if (tid == 0) {
-        for (int x = 0; x < 2; x++) {
-            fa__mbar_init(kv_full + 8 * x, 1);
-            fa__mbar_init(kv_empty + 8 * x, 8); /* lane 0 of each consumer warp */
-            fa__mbar_init(full + 8 * x, 1);
-            fa__mbar_init(empty + 8 * x, 256); /* every consumer thread (each read L, D) */
-        }
-        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
-    __syncthreads(); /* the barriers exist before anyone uses them; the roles part here */
+};
 
-    if (warp < 4) {
-        /* ---- producer: lane 0 of warp 0 issues every copy ---- */
-        fa__setmaxnreg_dec<24>();
-        /* Both roles walk the same units and skip the same empty ones, so
-           they agree on two running counts: ring, the steps so far (stage
-           ring % 2, its (ring / 2)-th use), and kv_uses, the units whose K,
-           V were loaded (buffer kv_uses % KVB, its (kv_uses / KVB)-th use).
-           A barrier's phase bit flips once per use: waiting for use u means
-           waiting for parity u & 1. */
-        if (tid == 0) {
-            int ring = 0, kv_uses = 0;
-            for (int k = 0; k < rounds; k++) {
-                work_t w;
-                if (!work(k, w) || w.iters == 0) continue;
-                const int kb = kv_uses % KVB;
-                /* buffer kb was last read by unit kv_uses - KVB: wait for its release */
-                if (kv_uses >= KVB) fa__mbar_wait(kv_empty + 8 * kb, (uint32_t)((kv_uses / KVB - 1) & 1));
-                fa__mbar_expect_tx(kv_full + 8 * kb, 2 * KV_BYTES);
-                for (int c = 0; c < D / 64; c++) {
-                    fa__tma_load(sKV + kb * 2 * KV_BYTES + c * BC * 128, &tm.k, 64 * c, w.j0, w.hk, w.b,
-                                 kv_full + 8 * kb);
-                    fa__tma_load(sKV + (kb * 2 + 1) * KV_BYTES + c * BC * 128, &tm.v, 64 * c, w.j0, w.hk, w.b,
-                                 kv_full + 8 * kb);
-                }
-                for (int it = 0; it < w.iters; it++, ring++) {
-                    const int st = ring & 1, h = w.hk * p.group + it / w.nib, i0 = (w.ib0 + it % w.nib) * BR;
-                    /* stage st was last read at step ring - 2: wait for its release */
-                    if (ring >= 2) fa__mbar_wait(empty + 8 * st, (uint32_t)((ring / 2 - 1) & 1));
-                    const uint32_t bar = full + 8 * st;
-                    fa__mbar_expect_tx(bar, 2 * Q_BYTES + LD_BYTES);
-                    for (int c = 0; c < D / 64; c++) {
-                        fa__tma_load(sQ + st * Q_BYTES + c * BR * 128, &tm.q, 64 * c, i0, h, w.b, bar);
-                        fa__tma_load(sdO + st * Q_BYTES + c * BR * 128, &tm.dout, 64 * c, i0, h, w.b, bar);
-                    }
-                    const int64_t r = (int64_t)h * p.acc_rows + w.s.acc_row0 + i0; /* 64-row aligned */
-                    fa__bulk_load(sLD + st * LD_BYTES, p.lse2 + r, BR * 4, bar);
-                    fa__bulk_load(sLD + st * LD_BYTES + BR * 4, p.dsum + r, BR * 4, bar);
-                }
-                kv_uses++;
+/* Unit k of this block and what both roles derive from it: its sequence s,
+   first key j0, the query blocks [ib0, ib0 + nib) that see key block jb,
+   and the steps, iters = nib times the heads of the group. */
+struct fa__bwd_work {
+    int jb, hk, b, j0, ib0, nib, iters;
+    fa__bwd_seq s;
+};
+/* False: no unit k. */
+template <int BR, int BC>
+__device__ __forceinline__ bool fa__bwd_sm90_work(const fa__bwd_params &p, const fa__bwd_sm90_sched &sc, int k,
+                                                  fa__bwd_work &w)
+{
+    if (!sc.unit(p, k, w.jb, w.hk, w.b)) return false;
+    int ib1;
+    w.s = fa__bwd_seq_info(p, w.b);
+    w.j0 = w.jb * BC;
+    fa__bwd_q_range(p, w.s.sq, w.s.sk, w.j0, BR, BC, &w.ib0, &ib1);
+    w.nib = ib1 - w.ib0;
+    w.iters = w.nib * p.group;
+    return true;
+}
+
+/* The shared-memory addresses both roles use (fa__bwd_sm90_layout). */
+struct fa__bwd_sm90_smem {
+    uint32_t sKV, sQ, sdO, sdS, sLD;        /* K/V buffers, Q, dO, dS^T, L and D stages */
+    uint32_t kv_full, kv_empty, full, empty; /* mbarriers: K/V buffers, Q/dO stages */
+    const float *gLD;                        /* the L, D stages as a generic pointer */
+};
+
+#if FA__SM90A /* (the wgmma, mbarrier and TMA wrappers exist in sm_90a device passes only) */
+/* The producer: lane 0 of warp 0 issues every copy. Both roles walk the
+   same units and skip the same empty ones, so they agree on two running
+   counts: ring, the steps so far (stage ring % 2, its (ring / 2)-th use),
+   and kv_uses, the units whose K, V were loaded (buffer kv_uses % KVB, its
+   (kv_uses / KVB)-th use). A barrier's phase bit flips once per use:
+   waiting for use u means waiting for parity u & 1. */
+template <int D>
+__device__ __forceinline__ void fa__bwd_sm90_producer(const fa__bwd_maps &tm, const fa__bwd_params &p,
+                                                      const fa__bwd_sm90_sched &sc, const fa__bwd_sm90_smem &sm)
+{
+    typedef fa__bwd_sm90_layout<D> L;
+    constexpr int BR = L::br, KVB = L::kv_bufs;
+    constexpr uint32_t KV_BYTES = L::kv_bytes, Q_BYTES = L::q_bytes, LD_BYTES = L::ld_bytes;
+    int ring = 0, kv_uses = 0;
+    for (int k = 0; k < sc.rounds; k++) {
+        fa__bwd_work w;
+        if (!fa__bwd_sm90_work<BR, L::bc>(p, sc, k, w) || w.iters == 0) continue;
+        const int kb = kv_uses % KVB;
+        /* buffer kb was last read by unit kv_uses - KVB: wait for its release */
+        if (kv_uses >= KVB) fa__mbar_wait(sm.kv_empty + 8 * kb, (uint32_t)((kv_uses / KVB - 1) & 1));
+        fa__mbar_expect_tx(sm.kv_full + 8 * kb, 2 * KV_BYTES);
+        for (int c = 0; c < D / 64; c++) {
+            fa__tma_load(sm.sKV + kb * 2 * KV_BYTES + c * L::bc * 128, &tm.k, 64 * c, w.j0, w.hk, w.b,
+                         sm.kv_full + 8 * kb);
+            fa__tma_load(sm.sKV + (kb * 2 + 1) * KV_BYTES + c * L::bc * 128, &tm.v, 64 * c, w.j0, w.hk, w.b,
+                         sm.kv_full + 8 * kb);
+        }
+        for (int it = 0; it < w.iters; it++, ring++) {
+            const int st = ring & 1, h = w.hk * p.group + it / w.nib, i0 = (w.ib0 + it % w.nib) * BR;
+            /* stage st was last read at step ring - 2: wait for its release */
+            if (ring >= 2) fa__mbar_wait(sm.empty + 8 * st, (uint32_t)((ring / 2 - 1) & 1));
+            const uint32_t bar = sm.full + 8 * st;
+            fa__mbar_expect_tx(bar, 2 * Q_BYTES + LD_BYTES);
+            for (int c = 0; c < D / 64; c++) {
+                fa__tma_load(sm.sQ + st * Q_BYTES + c * BR * 128, &tm.q, 64 * c, i0, h, w.b, bar);
+                fa__tma_load(sm.sdO + st * Q_BYTES + c * BR * 128, &tm.dout, 64 * c, i0, h, w.b, bar);
             }
+            const int64_t r = (int64_t)h * p.acc_rows + w.s.acc_row0 + i0; /* 64-row aligned */
+            fa__bulk_load(sm.sLD + st * LD_BYTES, p.lse2 + r, BR * 4, bar);
+            fa__bulk_load(sm.sLD + st * LD_BYTES + BR * 4, p.dsum + r, BR * 4, bar);
         }
-        return;
+        kv_uses++;
     }
+}
 
-    /* ---- consumers: warpgroup cw owns keys j0 + 64 cw .. + 63 (split:
-       all 64 keys of the block, and dK, dV columns cw D/2 .. + D/2 - 1) ---- */
-    fa__setmaxnreg_inc<240>();
+/* The consumers: warpgroup cw owns keys j0 + 64 cw .. + 63 (split: all 64
+   keys of the block, and dK, dV columns cw D/2 .. + D/2 - 1), walks the
+   block's units as the producer does, and writes dK_j, dV_j of each.
+   Products of a step are issued as soon as their inputs exist and waited
+   for only when their result is needed. (The step stays in this loop: as
+   a function of its own it changed the code nvcc makes.) */
+template <bool BF16, int D>
+__device__ __forceinline__ void fa__bwd_sm90_consumer(const fa__bwd_params &p, const fa__bwd_sm90_sched &sc,
+                                                      const fa__bwd_sm90_smem &sm, int warp, int lane)
+{
+    typedef fa__bwd_sm90_layout<D> L;
+    constexpr bool SPLIT = L::split;
+    constexpr int BC = L::bc, BR = L::br, NQ = BR / 8, DQ = D / 2, DKV = L::dkv, KVB = L::kv_bufs;
+    constexpr uint32_t KV_BYTES = L::kv_bytes, Q_BYTES = L::q_bytes, DS_BYTES = L::ds_bytes;
+    const uint32_t sKV = sm.sKV, sQ = sm.sQ, sdO = sm.sdO, sdS = sm.sdS, kv_full = sm.kv_full, kv_empty = sm.kv_empty,
+                   full = sm.full, empty = sm.empty;
+    const float *gLD = sm.gLD;
     const int cw = warp / 4 - 1, wq = warp % 4, g = lane / 4, t = lane % 4;
     const int kw0 = SPLIT ? 0 : 64 * cw;   /* the warpgroup's first key row */
     const int krow = kw0 + 16 * wq + g;    /* this thread's key rows krow, krow + 8 */
@@ -5699,9 +5877,9 @@ fa__bwd_kernel_sm90(const __grid_constant__ fa__bwd_maps tm, const fa__bwd_param
     float(&dk_flat)[DKV / 2] = reinterpret_cast<float(&)[DKV / 2]>(dk);
     float(&dv_flat)[DKV / 2] = reinterpret_cast<float(&)[DKV / 2]>(dv);
     int ring = 0, kv_uses = 0;
-    for (int k = 0; k < rounds; k++) {
-        work_t w;
-        if (!work(k, w)) continue; /* (a unit no query sees still writes dK = dV = 0) */
+    for (int k = 0; k < sc.rounds; k++) {
+        fa__bwd_work w;
+        if (!fa__bwd_sm90_work<BR, BC>(p, sc, k, w)) continue; /* (a unit no query sees still writes dK = dV = 0) */
         const int kb = kv_uses % KVB;
         const uint32_t sK = sKV + kb * 2 * KV_BYTES, sV = sK + KV_BYTES;
         const uint32_t kw = sK + kw0 * 128, vw = sV + kw0 * 128; /* this warpgroup's keys */
@@ -5843,6 +6021,51 @@ fa__bwd_kernel_sm90(const __grid_constant__ fa__bwd_maps tm, const fa__bwd_param
 
         fa__bwd_store_dkdv<BF16, DKV / 8>(p, w.s, w.b, w.hk, w.j0, krow, SPLIT ? cw * DKV : 0, t, dk[0], dv[0]);
     }
+}
+
+#endif /* FA__SM90A */
+
+/* Kernel 2 on sm_90a: a producer warpgroup and two consumer warpgroups
+   (FlashAttention-3's warp specialization) over the block's units. */
+template <bool BF16, int D>
+__global__ void __launch_bounds__(384, 1)
+fa__bwd_kernel_sm90(const __grid_constant__ fa__bwd_maps tm, const fa__bwd_params p)
+{
+#if FA__SM90A
+    typedef fa__bwd_sm90_layout<D> L;
+    static_assert(D % 64 == 0 && D <= 256, "sm_90a backward tile");
+    extern __shared__ uint8_t fa__smem90b[];
+    const uint32_t base = (uint32_t)__cvta_generic_to_shared(fa__smem90b), aligned = (base + 1023u) & ~1023u;
+    fa__bwd_sm90_smem sm;
+    sm.sKV = aligned + L::kv; sm.sQ = aligned + L::q; sm.sdO = aligned + L::dout; sm.sdS = aligned + L::ds;
+    sm.sLD = aligned + L::ld; sm.kv_full = aligned + L::bars; sm.kv_empty = sm.kv_full + 16;
+    sm.full = sm.kv_empty + 16; sm.empty = sm.full + 16;
+    sm.gLD = (const float *)(fa__smem90b + (sm.sLD - base));
+    const uint32_t kv_full = sm.kv_full, kv_empty = sm.kv_empty, full = sm.full, empty = sm.empty;
+
+    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+    fa__bwd_sm90_sched sc;
+    sc.init(p, L::bc);
+
+    if (tid == 0) {
+        for (int x = 0; x < 2; x++) {
+            fa__mbar_init(kv_full + 8 * x, 1);
+            fa__mbar_init(kv_empty + 8 * x, 8); /* lane 0 of each consumer warp */
+            fa__mbar_init(full + 8 * x, 1);
+            fa__mbar_init(empty + 8 * x, 256); /* every consumer thread (each read L, D) */
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    __syncthreads(); /* the barriers exist before anyone uses them; the roles part here */
+
+    if (warp < 4) {
+        fa__setmaxnreg_dec<24>(); /* the producer needs few registers: the consumers take them */
+        if (tid == 0) fa__bwd_sm90_producer<D>(tm, p, sc, sm);
+        return;
+    }
+
+    fa__setmaxnreg_inc<240>();
+    fa__bwd_sm90_consumer<BF16, D>(p, sc, sm, warp, lane);
 #else
     /* no wgmma in this device pass: the host's marker (see the forward) */
     __shared__ volatile int fa__sm90_missing;
@@ -5941,7 +6164,7 @@ static fa_status fa__bwd_launch_main(const fa__bwd_params &kp, const fa__bwd_pla
     void (*kern)(const fa__bwd_params) = fa__bwd_kernel_sm80<BF16, D, BR, BC, NWARPS, WD, SOFTCAP>;
     FA__BWD_CUDA_TRY(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)pl.smem));
     dim3 grid((kp.seqlen_k + BC - 1) / BC, kp.hkv, kp.batch);
-    kern<<<grid, NWARPS * 32, pl.smem, st>>>(kp);
+    FA__BWD_LAUNCH(kern, grid, NWARPS * 32, pl.smem, st, kp);
     FA__BWD_CUDA_TRY(cudaGetLastError());
     return FA_OK;
 }
@@ -6005,7 +6228,7 @@ static fa_status fa__bwd_run(const fa__bwd_params &kp, const fa__bwd_plan &pl, c
                              cudaStream_t st) {
     dim3 rows_grid((kp.seqlen_q + 7) / 8, kp.hq, kp.batch);
     dim3 pad_grid(((kp.acc_sq ? kp.acc_sq : kp.seqlen_q) + 7) / 8, kp.hq, kp.batch); /* + padding rows */
-    fa__bwd_preprocess_kernel<BF16><<<pad_grid, 256, 0, st>>>(kp);
+    FA__BWD_LAUNCH(fa__bwd_preprocess_kernel<BF16>, pad_grid, 256, 0, st, kp);
     FA__BWD_CUDA_TRY(cudaGetLastError());
     fa_status s = FA_OK;
     int ran = 0;
@@ -6032,7 +6255,7 @@ static fa_status fa__bwd_run(const fa__bwd_params &kp, const fa__bwd_plan &pl, c
     FA__BWD_MAIN(32, 64, 128) FA__BWD_MAIN(64, 64, 128) FA__BWD_MAIN(128, 64, 128) FA__BWD_MAIN(256, 32, 64)
 #undef FA__BWD_MAIN
     if (s != FA_OK) return s;
-    fa__bwd_dq_convert_kernel<BF16><<<rows_grid, 256, 0, st>>>(kp);
+    FA__BWD_LAUNCH(fa__bwd_dq_convert_kernel<BF16>, rows_grid, 256, 0, st, kp);
     FA__BWD_CUDA_TRY(cudaGetLastError());
     return FA_OK;
 }

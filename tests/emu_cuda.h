@@ -12,9 +12,12 @@
    cp.async completes immediately, so missing waits are NOT detected here
    (compute-sanitizer racecheck on the device does that).
 
-   tests/emu_extract.py turns the backward section into build/emu_backward.inc
-   (the inline-asm primitives dropped, <<<...>>> launches rewritten as
-   emu_launch(...) calls); this header includes it at its end.
+   At its end this header includes flashattn_cuda.cuh itself with
+   FLASHATTN_CUDA_EMU defined: the header then compiles only the backward
+   section and what it uses (>>gpu-smem, the checks), without its PTX
+   wrappers (defined here) and with its launches going through
+   FA__BWD_LAUNCH (emu_launch here). The sm_90a kernel (wgmma, TMA) is
+   left out by FLASHATTN_NO_HOPPER.
    Build: make test-gpu-emu. */
 #ifndef FLASHATTN_TESTS_EMU_CUDA_H
 #define FLASHATTN_TESTS_EMU_CUDA_H
@@ -33,7 +36,7 @@
 
 /* ---- runtime: definitions of the few calls used (host memory for device
    memory), against the toolkit's own declarations; link without libcudart. */
-#include <cuda_runtime_api.h>
+#include <cuda_runtime.h>
 
 cudaError_t CUDARTAPI cudaMalloc(void **p, size_t n) {
     *p = aligned_alloc(256, (n + 255) & ~(size_t)255);
@@ -234,7 +237,13 @@ template <int N> static inline void fa__cp_async_wait() {}
 static inline float fa__exp2(float x) { return exp2f(x); }
 static inline uint32_t fa__bwd_smem_u32(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
 
-/* the backward section itself, as extracted from flashattn_cuda.cuh */
-#include "../build/emu_backward.inc"
+#define FA__BWD_LAUNCH(kern, grid, block, smem, stream, arg) emu_launch(kern, grid, block, smem, stream, arg)
+
+/* the backward section itself */
+#define FLASHATTN_CUDA_EMU
+#ifndef FLASHATTN_NO_HOPPER
+#define FLASHATTN_NO_HOPPER /* the sm_90a kernel: wgmma and TMA are not emulated */
+#endif
+#include "../flashattn_cuda.cuh"
 
 #endif
