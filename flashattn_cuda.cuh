@@ -982,7 +982,7 @@ fa__fwd_kernel_sm80(const fa__fwd_params p)
    products one by one, and the same warps also run the softmax and issue
    the copies. On an H100 that tops out near half of the chip (about what
    FlashAttention-2 gets). Hopper has three things that lift the ceiling
-   (seed 003, FlashAttention-3):
+   (FlashAttention-3):
 
    1. wgmma. A WARPGROUP (4 consecutive warps, 128 threads) issues one
       asynchronous 64xNx16 product whose B operand (and, optionally, A) the
@@ -1024,36 +1024,23 @@ fa__fwd_kernel_sm80(const fa__fwd_params p)
       copies between its own products, each stage's refill once every
       consumer has released it.)
 
-   4. Overlap inside a warpgroup (seed 003, Alg. 2). wgmma is asynchronous,
+   4. Overlap inside a warpgroup (FlashAttention-3, Alg. 2). wgmma is asynchronous,
       so a consumer issues S_{j+1} = Q K_{j+1}^T and O~ += P_j V_j in one
       turn, waits for S_{j+1} alone, computes its softmax, and only then
       waits for P_j V_j, rescales O~ (the factor comes from the new
-      maximum) and packs P_{j+1}. In the SASS, though, ptxas 13.0 puts the
-      wait for P_j V_j before the softmax (first thing after the mask's
-      branch; every head dim, H100 listings of 2026-11-25), so what
-      overlaps is the two products, back to back in one turn, and one
-      warpgroup's softmax with the other's products (item 5). Holding the
-      wait after the softmax (a shared-memory store of l just before it)
-      gave the SASS the overlap of Alg. 2 and measured 0.2-2.9% slower at
-      d 64 and 128 (bench/results fwd-pv-wait-trial-0040.md). (FA__SM90_OVERLAP
-      = 0 issues the products in separate turns, for the ablation in
-      bench/results/.)
-      What a warpgroup does outside the key loop (a tile's set-up, the
-      last P V's wait, L and O out) is one chain of mostly dependent
-      instructions, issued beside the other warpgroups' softmaxes, and
-      each instruction there cost about 5 cycles of the tile's time: a
-      clock() trace of d 64 at 512 tokens (H200, 2026-11-29) had 14.8k
-      cycles a tile, 3.4k of them outside the key loop (and 2.8k the
-      first key block's S and softmax, with nothing to overlap), and 24 more
-      instructions in L's store made the tile 130 cycles longer. Hence
-      the short epilogue: 1 / l and log2 l with ftz (fa__rcp_ftz), one L
-      row a lane (fa__store_lse_rows), O staged by stmatrix
-      (fa__sm90_store_o), K and V descriptors stepped (issue_qk), and the
-      flat walk's extent without the general cases (FLAT): together
-      d 64 +2.5 to +5.8% (512 tokens the most), d 128 +0.4 to +2.9%
-      (H200, 2026-11-29 05:50 UTC, bench/results fwd-0547.md).
+      maximum) and packs P_{j+1}. ptxas 13.0 puts the wait for P_j V_j
+      before the softmax, so what overlaps is the two products and one
+      warpgroup's softmax with the other's products (item 5); forcing the
+      Alg. 2 order measured slower [sm90-overlap]. (FA__SM90_OVERLAP = 0
+      issues the products in separate turns, for the ablation.)
+      Outside the key loop a warpgroup runs one chain of mostly dependent
+      instructions, and each one there lengthens the tile. Hence the short
+      epilogue: 1 / l and log2 l with ftz (fa__rcp_ftz), one L row a lane
+      (fa__store_lse_rows), O staged by stmatrix (fa__sm90_store_o), K and
+      V descriptors stepped (issue_qk), and the flat walk's extent without
+      the general cases (FLAT) [sm90-epilogue].
 
-   5. Pingpong between the consumer warpgroups (seed 003, §3.1): a
+   5. Pingpong between the consumer warpgroups (FlashAttention-3, §3.1): a
       warpgroup issues its products only in its turn, kept by one named
       barrier per consumer (ids 1 .. WG, 256 threads: its 128 that wait +
       the 128 of the warpgroup before it, which arrive when their turn
@@ -1110,9 +1097,8 @@ fa__fwd_kernel_sm80(const fa__fwd_params p)
    (the tensor cores read through the async proxy) and arrives on the
    barrier. Zero rows keep P V exact (0 * finite = 0) whatever lies past
    the end. (The copies are all issued before one wait: one latency, not one
-   per row. The first version waited on each, and since 80 keys divide no
-   power of two, every d 256 problem has a tail tile: at 512 tokens it ran
-   at about 150 TFLOP/s, 338 after; H100, 2026-11-23.)
+   per row; every d 256 problem has a tail tile, as 80 keys divide no power
+   of two [sm90-tail].)
 
    Coverage. f16 / bf16, head dims that run in D = 64, 128 or 256 (head_dim
    and head_dim_v up to D), causal / sliding window, GQA / MQA, variable
@@ -1161,12 +1147,10 @@ typedef struct fa__tma_maps { CUtensorMap q, k, v, o; int o_ok; } fa__tma_maps;
    the next tile's Q only once the O stores have read them (Q_AFTER_O in
    the kernel): the copy waits for the epilogue, but the block still skips
    the launch and set-up of a new one and has the next K and V in flight,
-   and causal d 256 from 1k to 8k tokens ran 1-8% faster that way
-   (fa__sm90_persist_d256; straight stores from the registers instead were
-   2-25% slower, bench/results fwd-d256-persistent-trial.md). A persistent
-   block at d 128 with 176-key blocks stores O straight from the
-   registers: staged in Q, the wait measured 3% slower at 8k and 16k tokens
-   (H100, 2026-11-24). */
+   and that measured faster than a block per tile, or than stores straight
+   from the registers [sm90-o-staging]. A persistent block at d 128 with 176-key
+   blocks stores O straight from the registers: staged in Q, the wait
+   measured slower [sm90-o-staging]. */
 /* bytes of one tile slot (HANDOFF in the kernel: the producer hands each
    tile over in the slot beside its Q; one per Q tile when there are two) */
 #define FA__SM90_SLOT_BYTES 128u
@@ -1182,11 +1166,8 @@ __host__ __device__ constexpr bool fa__sm90_o_own(int D, int BM, int BN, int ST)
 /* Q tiles in shared memory: two for the persistent three- (and four-) warpgroup blocks,
    so that the producer copies the next tile's Q while the current tile's
    last key blocks run instead of after its last S = Q K^T (169 KB at d 64
-   with the O tile). The clock() trace had each warpgroup wait 650-880
-   cycles for Q at a tile's start (sm90-trace-d64-walk-1217.txt). Against
-   one Q tile (H100, 2026-11-25 12:37 UTC, two runs of 30 reps): d 64
-   non-causal 512 +1.5%, 1k +0.8%, 2k +1.0%, causal 512 +2.1 to +2.4%, 1k
-   +0.7 to +0.8%, 2k and 4k +1.0%. */
+   with the O tile): otherwise each warpgroup waited for Q at a tile's
+   start [sm90-q-bufs]. */
 __host__ __device__ constexpr int fa__sm90_q_bufs(int WG, bool persist, bool o_own)
 {
     return WG >= 3 && persist && o_own ? 2 : 1;
@@ -1205,17 +1186,10 @@ __host__ __device__ inline bool fa__sm90_walk1(int WG, const fa__fwd_params &p)
    shift, with shift = ceil(log2 d) and mul = floor(2^32 (2^shift - d) / d)
    + 1 (the round-up method for invariant divisors, Granlund and
    Montgomery 1994; the sum fits 32 bits as n < 2^31). The persistent
-   single-tile walk (fa__sm90_walk1) finds each tile's coordinates with it:
-   a clock() trace of d 64 at 512 tokens (H100, 2026-11-25 14:16 UTC) had
-   1570 cycles from a tile's O store to its wait for the next Q, the
-   division among them. Against the division (14:24 UTC, two runs of 30
-   reps): d 64 non-causal 512 +1.5 / +1.7%, 1k +0.7 / +0.8%, 2k +0.3%. Not
-   in the walk of pairs or a block's one tile: there it measured 3-5%
-   slower (causal 512-4k) and 0.5-1.3% slower (non-causal 4k-16k) at
-   14:19-14:22 UTC. The cause was not found (the code around it changes).
-   A block's one tile does use it in the producer alone, in front of the
-   tile's first copies (the kernel's EARLY): there it measured +0.7% at d
-   256 causal 512 (2026-11-27 21:15 UTC, one run). */
+   single-tile walk (fa__sm90_walk1) finds each tile's coordinates with it,
+   and a block's one tile in its producer alone (the kernel's EARLY); in
+   the walk of pairs and the consumers of a block's one tile it measured
+   slower, cause not found [sm90-fastdiv]. */
 typedef struct fa__fastdiv {
     uint32_t mul, shift;
 } fa__fastdiv;
@@ -1250,54 +1224,27 @@ __host__ __device__ inline int fa__fastdiv_q(const fa__fastdiv &f, int n)
    (fa__sm90_store_o, fa__store_lse_rows), and a warpgroup with no row at or
    above 0 is idle. At 1k tokens the tiles' key blocks (the most any of
    their warpgroups sees) go from 2, 3, 5, 6, 8, 8 to 1, 2, 4, 5, 7, 8, and
-   the walk's pairs become the same work. Against tiles from row 0 (H100,
-   2026-11-25 16:49-16:51 UTC, two runs of 30 reps, causal, at any M): 640
-   tokens +7%, 1k +4.6%, 1216 +5%, 2k +0.9%, 4k +2%, 8k-16k +0.1 to +1.4%;
-   but with 3 query blocks 448 and 512 tokens -2 and -4%, hence from 4
-   (16:59 UTC, two runs: 512 unchanged, 1k +5%, 2k +0.7 / +1.3%, 4k +1.7 /
-   +2.1%). At 512 the work is the same either way (20 warpgroup-key-blocks a
-   head in 3 tiles), and a clock() trace (17:41 UTC) shows where the time
-   goes: the heavy tile's third warpgroup, idle from row 0, computes once
-   aligned, and the tile takes 30% longer, as all three warpgroups then end
-   it together and its epilogue and the next tile's set-up run under no
-   one's products. Sequences of their own lengths (cu_seqlens_q) start at
-   row 0: their rows below 0 would be the sequence before.
+   the walk's pairs become the same work; from 4 query blocks, as with 3 it
+   measured slower [sm90-pad]. Sequences of their own lengths
+   (cu_seqlens_q) start at row 0: their rows below 0 would be the sequence
+   before.
    Without a mask pad is 64 where the sequence's 64-row warpgroup rows
    leave one over (ceil(sq / 64) % WG == 1, the three-warpgroup shape at
    1k tokens: 16 in 6 tiles of 192), so that the two short tiles, the
    first and the last, hold two warpgroups' rows each instead of the
    last holding one: a tile's time is mostly its warpgroups' own chains,
    and one working warpgroup alone leaves the tensor cores idle under
-   its softmax. Against tiles from row 0 (H100, 2026-11-27 17:51 UTC, two
-   runs of 30 reps): 640 tokens +1.4 / +1.6%, 832 +2.0 / +1.9%, 1k +0.7 /
-   +0.7%, 1216 +0.6 / +0.7%, 4k +0.6 / +0.6%; lengths it leaves alone and
-   causal ones within 0.3%. The host finds pad: as a kernel parameter it
+   its softmax [sm90-pad]. The host finds pad: as a kernel parameter it
    costs no register (computed in the kernel, the persistent kernel
    spilled 4 bytes, ptxas 13.0).
    tail: with a block per tile under a causal mask, the tiles of the last
    `tail` heads (x batches) go out heaviest first across those heads (all their last
    query blocks, then all the ones before, ...) instead of head by head,
    so that the blocks the GPU starts last are the lightest and the SMs
-   run out of work together. (A clock() trace of d 256 causal 512, H100,
-   2026-11-27 18:25 UTC: tiles of 7.9 to 17.8 us, every block started by
-   98 us and the last done at 113.9, the SMs busy 90% of the run.) The
-   kernel maps block t >= tail_t0, i = t - tail_t0, to tile tail_t0 +
-   (i % tail) m_blocks + i / tail of the head-by-head order. tail is
-   FA__TAIL_PCT percent of a wave's heads (sms / m_blocks). Against head
-   by head (H100, 2026-11-27, two runs each): d 256 causal 512 +3.2 / +3.1%
-   at 50, +1.5 / +1.1% at 25 (18:49 UTC); in an earlier build +3.9 / +3.8%
-   at 50, +2.7 / +2.7% at 100, +1.8 / +1.8% at 150, and 3.4% slower at 200
-   (18:34-18:40). Heaviest first across all heads, in groups, measured
-   slower on 2026-11-25: a head's tiles then no longer read its K and V
-   at about the same moment. In the grid d64 causal 8k, also a block per
-   tile, +1.1%; the rest within 0.7%. With the early copies (EARLY) the
-   best share moved up: against 50, three runs of 30 reps (H100,
-   2026-11-28 04:54 UTC), d 256 causal 512 +0.3% at 60, +0.6 to +0.7% at
-   70, +1.4 to +1.5% at 85 (28 heads of 256: 311.2 -> 315.9), -0.3 to
-   +0.1% at 100 and -0.9 to -1.0% at 130; at 85 causal 1k 0.0 to +0.5%, 2k
-   and non-causal within 0.3%. Over the grid (05:18, two runs): d 256
-   causal 512 +1.8 / +2.1%, d 64 causal 8k +1.4 / +1.5%, the rest within
-   0.8%. */
+   run out of work together [sm90-tail-order]. The kernel maps block t >=
+   tail_t0, i = t - tail_t0, to tile tail_t0 + (i % tail) m_blocks + i /
+   tail of the head-by-head order. tail is FA__TAIL_PCT percent of a
+   wave's heads (sms / m_blocks), the best share measured. */
 #ifndef FA__TAIL_PCT
 #define FA__TAIL_PCT 85
 #endif
@@ -1615,11 +1562,9 @@ static __device__ __forceinline__ void fa__sm90_load(uint32_t dst, uint32_t bar,
    16 bytes a thread. Rows past the sequence and columns past head_dim_v
    are not written. Named barrier `bar` (the warpgroup's 128 threads)
    orders the two phases; wtid is the thread's index in the warpgroup, row0
-   the warpgroup's first row. Measured (H100, 2026-11-24): staged with the
-   threads' own row copies, 1-7% faster than the straight stores at d 128
-   and d 256 up to 2k tokens, the same at d 64; by TMA, another 1-7% at
-   512-2k tokens at every head dim (a clock() trace of d 128 at 2k tokens:
-   the epilogue from 2390 to 1530 cycles of a tile's 51600).
+   the warpgroup's first row. Staged and stored by TMA, the epilogue
+   measured faster than straight stores from the fragments
+   [sm90-o-staging].
    The rows' factors 1 / l come first (fa__finish_rows, in the shadow of
    the last P V: see the kernel's epilogue_begin), and `inv` brings them
    here. Before any row is written, the kernel has waited for
@@ -1639,14 +1584,14 @@ static __device__ __forceinline__ void fa__sm90_store_o(const fa__fwd_params &p,
        pass the end of its sequence copies them out itself, and so does one
        whose rows start below 0 (fa__sm90_walk's pad): a TMA store of a box
        that started at row -63 stopped the kernel with an illegal
-       instruction (H100, 2026-11-25 17:07 UTC, the tests), where the loads
-       of such boxes ran right in every test. */
+       instruction in the tests, where the loads of such boxes ran right
+       [sm90-o-staging]. */
     const bool by_tma = tm.o_ok && row0 >= 0 && (!p.cu_seqlens_q || row0 + 64 <= sq);
     /* The warp's 16 rows, O = O~ inv in 16 bits, by stmatrix: four 8 x 8
        matrices (8 rows x one 16-byte chunk) a store, (rows 0-7, chunk 2j),
        (8-15, 2j), (0-7, 2j + 1), (8-15, 2j + 1); lane l gives row l % 8 of
        matrix l / 8. A 32-bit store per row and chunk took 16 stores and
-       their addresses at d 64 (H200, 2026-11-29: +0.2 to +0.5% at d 64) */
+       their addresses at d 64 [sm90-epilogue] */
     const int rs = 16 * (wtid / 32) + lane % 8 + 8 * ((lane / 8) % 2);
 #pragma unroll
     for (int j = 0; j < CH / 2; j++) {
@@ -1718,10 +1663,7 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
        below). Each of the twelve consumer warps found them itself before:
        the walk's divisions (the pairs of the causal walk) and the
        warpgroup's own extent in 64-bit arithmetic, in front of every
-       tile's first S. Against that (H100,
-       2026-11-27 11:20 UTC, two runs of 30 reps, d 64): causal 512 +3.8 /
-       +3.4%, 1k +1.8 / +2.1%, 2k +0.8 / +1.0%, 4k +0.2 / +0.1%; non-causal
-       512 +1.0 / +1.4%, 1k +0.2 / +0.2%, 2k -0.2 / -0.3%. */
+       tile's first S, which measured slower [sm90-handoff]. */
     constexpr bool HANDOFF = QB == 2 && FA__SM90_WARPSPEC;
     /* FLAT: the tiles are WG warpgroup rows (64 query rows each) of the
        list of every (head, batch) sequence's rows, one sequence after the
@@ -1739,9 +1681,8 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
        (arrive_kv), so the barriers keep their count of 4 WG warps. Why:
        with tiles of one sequence the 8 warpgroup rows of 512 tokens made
        tiles of 3, 3 and 2, and a tile's time is mostly each warpgroup's
-       own chain, so the short tile took about as long as a full one (a
-       576-token grid of whole tiles ran at 391 TFLOP/s where 512 ran at
-       400: H100, 2026-11-27 12:50 UTC): 9 warpgroups' time for 8 rows. */
+       own chain, so the short tile took about as long as a full one: 9
+       warpgroups' time for 8 rows [sm90-flat]. */
     static_assert(!FLAT || (HANDOFF && PERSIST), "FLAT hands its tiles over");
     /* Who releases a tile's Q (its empty barrier): lane 0 of each consumer
        warp after the tile's last S; every consumer thread where each has
@@ -1757,16 +1698,8 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
        64's QUAD shape, fa__sm90_shape). There a round of turns has each
        warpgroup wait for three others' products, and its 64-key blocks'
        products are short, so the tensor cores' queue stays fed without
-       them. Without turns against with (H200, 2026-11-28 16:59 and 17:01
-       UTC, two runs of 30 reps, TFLOP/s): causal 256 175.5 / 187.7, 512
-       256.8 / 266.1 and 254.3 / 264.1, and, with the shape now taken there
-       (fa__sm90_quad_d64), causal 640 260.6 / 266.3, 768 291.6 / 294.8 and
-       286.2 / 290.3, 1k 343.1 / 347.4 and 338.6 / 343.7 (those three
-       against three warpgroups with turns; with turns four were 3-4%
-       slower than three there); non-causal 256 318.1 / 319.0. The three-
-       and two-warpgroup shapes keep them: without, d 64's three-warpgroup
-       kernels were 6-14% slower at 512-4k tokens (16:55 UTC; causal 512
-       there is this shape's, +3.9%). */
+       them; the three- and two-warpgroup shapes keep them, where they
+       measured faster [sm90-pingpong]. */
     constexpr bool PINGPONG = FA__SM90_PINGPONG && WG != 4;
     static_assert(D % 64 == 0 && BN % 16 == 0 && BN <= 256, "sm_90a tile shape");
 
@@ -1811,11 +1744,8 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
     const int tid = threadIdx.x + (FA__SM90_WARPSPEC ? 0 : 128), warp = tid / 32, lane = tid % 32;
     const int tiles = FLAT ? (m_blocks * p.heads_q * batch + WG - 1) / WG : m_blocks * p.heads_q * batch;
     /* Tile order: the query block runs fastest, so the blocks running at
-       once share a head's K and V in L2 (ordered by query block slowest, a
-       causal d 128 run at 2k tokens measured 0.76x; heaviest first inside
-       groups of 33 heads, so that the last wave holds the lightest tiles,
-       d 256 causal 512 0.92x, H100, 2026-11-25), and last first: the
-       heaviest under a causal mask. */
+       once share a head's K and V in L2, and last first: the heaviest under
+       a causal mask [sm90-tile-order]. */
     auto tile_coords = [&](int tile, int &m_block, int &h, int &b, bool fast = false) {
         if (fast) { /* (fa__fastdiv) */
             const int hb = fa__fastdiv_q(wk.m, tile); /* tile / m_blocks */
@@ -1876,9 +1806,8 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
     auto tile_row0 = [&](int m_block) { return m_block * BM - wk.pad; };
     /* count_w (WG_STOP, below): the key blocks warpgroup w's own rows of
        tile x (batch b) see; 0 for a warpgroup with no row in the sequence.
-       (Without a right bound every row sees the tile's last block: not
-       asking fa__fwd_extent measured +0.3 to +0.6% at d 64 non-causal
-       512-2k, H100, 2026-11-25 16:59 UTC, two runs.) */
+       (Without a right bound every row sees the tile's last block, and
+       fa__fwd_extent is not asked [sm90-wg-stop].) */
     auto warpgroup_blocks = [&](const fa__extent &x, int b, int w) {
         const int count = x.n_end - x.n_begin, wfirst = x.row0 + 64 * w;
         if (!WG_STOP) return count;
@@ -1965,24 +1894,14 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
        tile_src), where their coordinates do not depend on them: no
        cu_seqlens or seqlens_k (the maps' rows are the sequence's, a copy
        is whole and TMA clips it) and no left bound (the first key block
-       is 0). A clock() trace of d 256 causal 512 (H100, 2026-11-27 21:07
-       UTC, bench/sm90_trace, block 600 of 1024) had the producer's first
-       copy 2.3k cycles after the block's start, 1.7k of them in the walk's
-       divisions, the extent's 64-bit arithmetic and the sources'
-       addresses (Q landed at 4.9k); copied first, Q went out at 1.2k. If
-       the tile then turns out to hold no key, the producer waits for the
-       three copies to land, so that no copy is in flight when the block
-       ends, and its consumers store their zeros straight, not through Q's
-       tile (where O is staged in it), which the copy may still be
-       filling. Against the copies after the extent (21:23 UTC, two runs
-       of 30 reps): d 256 causal 512 +2.1 / +2.3%, non-causal 512 +2.1 /
-       +1.8%, 1k +1.4 / +1.4%, d 64 non-causal 8k +0.7 / +1.0%; the rest
-       within 0.5% but the persistent d 128 kernels at 512 (0.2-0.7%
-       lower, their code moved), so a PERSIST kernel is built without it.
-       In the grid of 21:42 UTC, d 256 causal 512 +1.8%. (Q alone first: d
-       256 causal 512 +1.4 / +1.3%. Q copied before the producer's
-       setmaxnreg: slower than after it.) The producer's walk there
-       divides by fa__fastdiv (the consumers' does not: see fa__fastdiv). */
+       is 0): the producer's first copy otherwise waited on the walk's
+       divisions and the extent's arithmetic [sm90-early]. If the tile then
+       turns out to hold no key, the producer waits for the three copies to
+       land, so that no copy is in flight when the block ends, and its
+       consumers store their zeros straight, not through Q's tile (where O
+       is staged in it), which the copy may still be filling. A PERSIST
+       kernel is built without it. The producer's walk there divides by
+       fa__fastdiv (the consumers' does not: see fa__fastdiv). */
     constexpr bool EARLY = !PERSIST;
     const bool early_ok = EARLY && !p.cu_seqlens_q && !p.cu_seqlens_k && !p.seqlens_k && !p.has_left;
 
@@ -2114,10 +2033,7 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
        consumer warpgroups (160 registers a thread) it has to: computed in
        each thread those values spilled 16 bytes (ptxas 13.0). Elsewhere it
        changes only ptxas's schedule, and it is used where that measured
-       faster (H100, 2026-11-25 07:31 and 07:36 UTC, two runs, against the
-       same kernels without it): d 256 +1 to +3%, d 128 with 128-key blocks
-       +0.6 to +1.4%; not for d 64 with 2 warpgroups (1% slower) or d 128
-       with 176-key blocks (2-4% slower at 8k-16k tokens). */
+       faster: d 256 and d 128 with 128-key blocks [sm90-cw-uniform]. */
     constexpr bool CW_UNIFORM = WG >= 3 || D == 256 || (D == 128 && BN == 128);
     const int cw = CW_UNIFORM ? __shfl_sync(0xffffffffu, warp / 4 - 1, 0) : warp / 4 - 1;
     const int g = lane / 4, t = lane % 4;
@@ -2183,23 +2099,12 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
            bulk group, and every thread's own copies). It runs in the
            shadow of the tile's last P V (finish, below), where the
            warpgroup would only wait, and leaves the scaling and the stores
-           after it. A clock() trace of d 128 at 2k tokens (H100,
-           2026-11-24 13:36 UTC) had 2450 cycles a tile from the last P V
-           to the end of the stores, 600 of them the sums, 1 / l (an IEEE
-           division, now __fdividef) and L, and 400 the staging's wait and
-           barrier. Moved here (H100, 2026-11-24 14:01 UTC, against the
-           code before in one run): d 128 +2.7 to +4.2% up to 2k tokens
-           (causal 4k), d 64 +1.4 to +4.7%, d 256 +0.3 to +1.2%; the wide
-           key blocks (8k tokens and up) within 0.3%. */
+           after it, which measured faster up to 2k tokens
+           [sm90-epilogue]. */
         float inv[1][2];
-        /* L too, at d 128 and 256 (+1% at 2k tokens); at d 64 after the
-           P V: in the shadow it cost 1-2% up to 2k tokens and left d 64's
-           192-key kernel of the time too few registers for the wgmma
-           pipeline (ptxas C7511). H100, 2026-11-24 13:58 UTC. In the flat
-           walk's kernel (FLAT) too: in the shadow, three runs against it
-           after the P V (H100, 2026-11-28 02:20-02:26 UTC, d 64 non-causal)
-           gave 512 +0.1 / +0.3 / +0.2%, 1k +0.7 / +0.6 / +0.5%, 2k +0.7 /
-           +0.4 / +0.4%, but ptxas spilled 4 bytes there. */
+        /* L too, at d 128 and 256; at d 64 (FLAT's kernel too) after the
+           P V: in the shadow it was slower, left too few registers (ptxas
+           C7511) or spilled [sm90-epilogue]. */
         constexpr bool LSE_EARLY = D >= 128;
         auto store_l = [&]() { fa__store_lse_rows<1>(p, m_run, l_run, wrow0, x.sq, h, b, x.q_tok0, batch, g, t); };
         auto epilogue_begin = [&]() {
@@ -2218,44 +2123,28 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
            warpgroup's 64 rows start (at 2048 tokens the third warpgroup of
            1 tile in 11, at 4096 the second and third of 1 tile in 22).
            Such a warpgroup computes nothing and stores nothing (count_w =
-           0). Measured against computing on the zero rows (H100,
-           2026-11-25 10:32 UTC, two runs of 30 reps): d 64 non-causal 2k
-           +2.5%, 4k +2.0%, 8k-16k and causal 8k-16k -0.4 to +0.8%.
+           0), which measured faster [sm90-wg-stop].
            WG_STOP: under a causal / window bound a 192-row tile's last key
            block (128 keys) often lies wholly past the first or second
            warpgroup's rows (the first 64 rows see 128 keys fewer than the
            last 64). The warpgroup stops after its count_w-th block: no
            products and no softmax of scores the mask would all set to
-           -inf, so O~, m and l come out the same. Measured with the
-           persistent walk of this shape (H100, 2026-11-25 11:51 UTC, two
-           runs of 30 reps, TFLOP/s, without / with): causal 2k 401 / 416 and
-           392 / 407, 4k 455 / 467 and 457 / 469, 512 and 1k +4 to +5%,
-           8k-16k +1 to +2%.
+           -inf, so O~, m and l come out the same [sm90-wg-stop].
            For the blocks past count_w (pass, below) the warpgroup only
            takes its turns, so that the turns still go round, and releases
            each stage once it has landed (then its arrival counts for that
            use of the stage, not an earlier one). With 3 warpgroups, and at
            d 256, whose 80-key blocks leave the first warpgroup of a 128-row
            tile one block fewer than the second in every tile at 512 tokens
-           (1, 3, 4, 6 against 2, 4, 5, 7). Against d 256 without it (H100,
-           2026-11-25 16:49 UTC, two runs of 30 reps): causal 512 +2.7%, 1k
-           +2.2%, 2k +1.1%, 4k +0.4%, 8k-16k -0.3 to +0.2%, non-causal -0.5
-           to +0.1% (tried at 04:44 UTC on the code of then: non-causal 0.8-1.8%
-           slower, not kept). With 128 rows and 128-key blocks the diagonal block
+           (1, 3, 4, 6 against 2, 4, 5, 7) [sm90-wg-stop]. With 128 rows
+           and 128-key blocks the diagonal block
            always holds keys of both warpgroups, and d 128's 176-key
            kernels, whose schedules have moved with every change to this
            loop, are left as they were. The turns taken must stay those of
            first / step / finish below (or of the loop without the
            overlap).
-           Tried and not kept (H100, 2026-11-27 09:12 UTC, one run of 30
-           reps, bench/results fwd-d64-tail-half-trial-0912.md): a last tile
-           of 64 rows or fewer without a mask (1k, 4k, 16k tokens; one
-           working warpgroup) starting 64 rows early, the tile before it
-           leaving those rows to it: +0.1 to +0.6% where it applies, within
-           one run's spread; and a warpgroup's last key block at half width
-           (N = 64) where its rows see only that block's first 64 keys (the
-           causal diagonal of every second warpgroup): 15% slower at causal
-           512 and 3-4% slower at non-causal 512-2k, where it never ran. */
+           Tried and not kept: a last tile starting 64 rows early, and a
+           last key block at half width [sm90-wg-stop]. */
         const int wfirst = x.row0 + 64 * cw; /* this warpgroup's first row */
         const bool idle = WG_STOP && (wfirst >= x.sq || wfirst + 64 <= 0); /* (rows below 0: tile_row0) */
         int count_w = count;
@@ -2318,17 +2207,9 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
                    per-thread values that each product moves to uniform
                    registers: one descriptor and a one-instruction step per
                    product (fa__wg_desc_step) instead of each built whole:
-                   d 128 1-4% and d 256 2-7% faster, d 64 the same (H100,
-                   2026-11-24). K's and V's too (KV_STEP): each built whole
-                   was 5 uniform instructions a product, 60 a key block at
-                   d 64 (stepped: d 64 +0.7 to +2.6%, H200, 2026-11-29; on
-                   2026-11-24's kernel, H100, stepping them had cost d 64
-                   2-4%). Not in d 128's 176-key kernels, where it measured
-                   1.4-3.4% slower at 8k-16k tokens (H200, 2026-11-29 05:36
-                   and 05:38 UTC, with the epilogue's changes of that day).
-                   Stepping the backward's per-warpgroup K and V rows cost
-                   its d 64 2% for at most 1.5% at d 128: those stay built
-                   whole. */
+                   faster at d 128 and d 256 [sm90-desc-step]. K's and V's
+                   too (KV_STEP), but not in d 128's 176-key kernels, nor
+                   in the backward [sm90-desc-step]. */
                 const uint64_t qd = fa__wg_desc(QB == 1 ? qw0 : q_tile(q_uses) + qw, 16, 1024);
                 const auto kd = kv_descs(sK + landed(k_full(at(it) % STAGES), it), 16);
                 fa__wgmma_fence();
@@ -2349,22 +2230,17 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
             };
             /* LAZY_MAX (fa__softmax_tile): rows keep their maximum while it
                grows by 8 or less, and a warp whose rows all kept theirs skips
-               the rescale of O~. At d 256 that rescale is 128 multiplies a
-               thread per key block: +2.4 to +4.4% from 1k tokens (512: +0.6
-               to +1.4%); at d 64 and 128 (32 and 64 multiplies) the vote and
-               branch cost more than they save, 0-5% slower (H100,
-               2026-11-25 00:43-00:47 UTC, fwd-lazy-max-trial-0047.md). */
+               the rescale of O~: faster at d 256, where that rescale is
+               128 multiplies a thread per key block, slower at d 64 and 128
+               [sm90-lazy-max]. */
             constexpr bool LAZY_MAX = D == 256;
             /* SHORT_PATH: a shorter path from S to the first exponential at
                d 64, whose softmax is what a key block waits on (item 4): the
                rows' maxima as trees (fa__softmax_tile's TREE), and the test
                whether the block needs the mask (needs_mask, which needs no
-               S) made before the wait for S. Together +1.0 to +3.0% at all
-               12 d 64 points (H100, 2026-11-25 02:36 UTC, against the code
-               before in one run). At d 128 and 256 they moved the grid by -0.2
-               to +0.9%, but at 131072 tokens (the memory point, 176-key blocks) the tree
-               cost 6% and the early test 2.5% (03:22 UTC), so d 128 and 256
-               keep the chain and test after the wait. */
+               S) made before the wait for S: faster at d 64; at d 128 and
+               256 slower at the longest rows, so they keep the chain and
+               test after the wait [sm90-short-path]. */
             constexpr bool SHORT_PATH = D == 64;
             const fa__mask_cut cut = fa__mask_cut_for<FLAT>(p, x.sk, x.row0 + 64 * cw, x.row0 + 64 * cw + 63, x.shift);
             auto needs_mask = [&](int it) { return fa__block_needs_mask(cut, (x.n_begin + it) * BN, BN); };
@@ -2374,12 +2250,8 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
             auto softmax = [&](int it, bool early_mask) {
                 const int k0 = (x.n_begin + it) * BN;
                 /* the mask without a left bound (causal) compares each score
-                   once, not twice (fa__mask_scores' LEFT): d 64 causal 512 /
-                   1k / 2k +2.6 / +2.6 / +1.8%, d 128 causal 512 +2.1%, d 256
-                   and non-causal within -0.5 to +1.4% (H200, 2026-11-27 07:37
-                   and 07:39 UTC, two runs of 30 reps against the code
-                   before; Nsight Compute: d 64 causal 512's instructions 72.3M
-                   -> 69.3M). The sm_80 kernel keeps both compares. */
+                   once, not twice (fa__mask_scores' LEFT) [gpu-mask]. The
+                   sm_80 kernel keeps both compares. */
                 if (SHORT_PATH ? early_mask : needs_mask(it)) {
                     if (p.has_left)
                         fa__mask_scores<false>(s, p, wrow0, k0, x.sk, x.shift, h, g, t);
@@ -2466,12 +2338,9 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
                             fa__rescale_o(acc_o, alpha);
                         fa__pack_p<BF16>(s, pa);
                     };
-                    /* the last P V. (The next tile's S_0 issued here, beside it or
-                       after it, so that it computes under the epilogue, measured
-                       slower in the HANDOFF kernels: d 64 non-causal 512 -7% when
-                       the turn waited for the next tile's K_0, -3% when issued
-                       only where K_0 had landed, causal 1k -10% / -4%; H200,
-                       2026-11-28, bench/results fwd-d64-trials-1131.md.) */
+                    /* the last P V. (The next tile's S_0 issued here, so that it
+                       computes under the epilogue, measured slower in the
+                       HANDOFF kernels [sm90-handoff].) */
                     auto finish = [&]() {
                         my_turn();
                         issue_pv(count_w - 1);
@@ -2671,12 +2540,8 @@ static fa_status fa__launch_fwd(const char *fn, const fa__fwd_params &p, int bat
      tile; FlashAttention-3's 128 x 176): a third fewer iterations, each
      with its barrier waits and row max / sum reductions, for the same
      products. Short or causal rows lose by it (the diagonal block wastes
-     more, and fewer blocks means less to overlap). Measured on the H100
-     (2026-11-23 14:10 UTC, TFLOP/s, 128 / 176 keys): non-causal 2k: 570 /
-     584, 16k: 659 / 682; causal 2k: 475 / 453, 8k: 610 / 637; once the
-     epilogue moved into the last P V's shadow (the kernel's
-     epilogue_begin) the 128-key blocks were as fast at 4096 non-causal
-     keys too (674 / 658, 2026-11-24 14:01 UTC). Hence from 8192 keys.
+     more, and fewer blocks means less to overlap) [sm90-shapes]. Hence
+     from 8192 keys.
      d 64: a third consumer warpgroup, BLOCK_M 192 with 128-key blocks, 3
      stages (FlashAttention-3's d 64 tile; 145 KB with the O tile, 169 KB
      with a second Q tile when persistent, fa__sm90_q_bufs): with
@@ -2686,30 +2551,17 @@ static fa_status fa__launch_fwd(const char *fn, const fa__fwd_params &p, int bat
      masked).
      Why: at d 64 the softmax, not the tensor cores, sets the pace (a tile
      at 512 tokens spends about 40% of its time in it, its warps mostly
-     waiting on dependent instructions: bench/results/ 2026-11-24
-     sm90-trace and ncu files), and a third warpgroup gives each SM
-     sub-partition another warp to hide that latency with, at 160
-     registers a thread instead of 240.
+     waiting on dependent instructions [sm90-shapes]), and a third
+     warpgroup gives each SM sub-partition another warp to hide that
+     latency with, at 160 registers a thread instead of 240.
      Where: its 192-row tiles waste rows at short lengths and on causal
-     diagonals, which the kernel's IDLE and WG_STOP no longer compute.
-     Before they did, against two warpgroups (H100, 2026-11-25, TFLOP/s, 2 / 3
-     warpgroups), with persistent blocks (07:22 UTC): non-causal 4k 495 /
-     520, 16k 498 / 524 (two: the 192-key blocks d 64 took from 8k then);
-     causal 4k 442 / 424, 8k 468 / 478, 16k 482 / 493; a block per tile
-     (08:23 UTC): non-causal 1k 417 / 382, 2k 465 / 478; causal 2k 391 /
-     355, 4k 445 / 425. With them, and persistent, three won or tied at
-     every point below 4096 keys (8192 masked): fa__sm90_persist_d64.
-     A block per tile from 4096 keys (8192 masked): persistent blocks
-     walked pairs of tiles (item 6), and
-     the 8k-16k problems' 2752 tiles are 10.4 pairs a block, so the last
-     round leaves SMs idle for up to a pair, where the hardware hands
-     single tiles out as SMs free up. Persistent / a block per tile (08:02
-     UTC): 8k 513 / 543, 16k 521 / 563, causal 8k 493 / 501, 16k 497 /
-     514, 4k the same. (Walking single tiles when there is no mask got
-     half of that back, but the change to the tile walk made the
-     two-warpgroup d 64 kernel 2-4% slower; the three-warpgroup kernel
-     now walks single tiles without a mask, the two-warpgroup ones do
-     not.)
+     diagonals, which the kernel's IDLE and WG_STOP no longer compute;
+     with them, and persistent, three won or tied at every point below
+     4096 keys (8192 masked): fa__sm90_persist_d64 [sm90-shapes].
+     A block per tile from 4096 keys (8192 masked): the hardware hands
+     single tiles out as SMs free up, where the last round of persistent
+     pairs leaves SMs idle [sm90-shapes]. The three-warpgroup kernel walks
+     single tiles without a mask, the two-warpgroup ones do not.
      Registers: until the mask limits became 32-bit (fa__mask_cut) and cw
      warp-uniform (CW_UNIFORM in the kernel), this shape spilled 24 bytes.
      Persistent and without a mask it walks flat tiles, with a ring of 4
@@ -2722,27 +2574,12 @@ static fa_status fa__launch_fwd(const char *fn, const fa__fwd_params &p, int bat
      rows three warpgroups need two tiles, the second with one warpgroup
      working, and every warpgroup's own chain of dependent instructions
      sets a tile's time at these lengths, so a tile of one warpgroup takes
-     about as long as a full one. Against three warpgroups (H100,
-     2026-11-27 16:07 UTC, two runs of 30 reps, TFLOP/s, 3 / 4): 256
-     tokens 268 / 313 and 264 / 309, causal 133 / 167 and 132 / 166; 512
-     causal 244 / 252 and 243 / 250 (+3.3 and +3.0%; +3.6 to +4.1% in
-     four runs of two other calls); but 512 non-causal 396 / 378,
-     non-causal 384-1536 7-16% slower, causal 384 and 640-1536 3-13%
-     slower, 16k 20% slower (the 64-key blocks' fixed costs), and 128
-     within 1.3%. Three warpgroups with 64-key blocks were slower than
-     both everywhere: it is the fourth warpgroup, not the narrow blocks.
-     (On 2026-11-24, before the persistent walks and the tile handoff,
-     four were 2-14% slower but at non-causal 512: fwd-d64-4wg-trial.md.)
-     Since 2026-11-28 it issues its products without pingpong turns (the
-     kernel's PINGPONG), 2-7% faster, and is taken under a causal mask up
-     to 1024 rows too.
+     about as long as a full one [sm90-shapes]. It is the fourth
+     warpgroup, not the narrow blocks. It issues its products without
+     pingpong turns (the kernel's PINGPONG) and is taken under a causal
+     mask up to 1024 rows too.
    wgs: consumer warpgroups. Fewer: d 256 with one consumer warpgroup and two
-   blocks an SM (so that one block's Q load and O store run under the
-   other's products; 64-key blocks in one stage, or 32 in two) ran 4-8%
-   slower at causal 512 and 28-39% slower non-causal from 4k (H100,
-   2026-11-25, fwd-d256-two-blocks-trial-0620.md; a likely cause, not
-   measured: nothing schedules one block's softmax against the other's
-   products as the pingpong turns do). */
+   blocks an SM measured slower [sm90-shapes]. */
 /* A shape as a row of this table. wgs, bn, stages: consumer warpgroups,
    BLOCK_N, ring depth. persist: persistent blocks allowed (item 6; at
    d 256 fa__sm90_persist_d256 also decides, for d 64's long rows
@@ -2830,10 +2667,7 @@ template <int D> static bool fa__sm90_long_rows(const fa__fwd_params &p, bool pe
    449-1024 under a causal mask (a right bound without a left one). Both
    lengths at most that (measured only with as many keys as rows). Up to
    512 with turns (item 5); 1024 once the shape went without them (the
-   kernel's PINGPONG). Wider, against three warpgroups (H200, 2026-11-28
-   17:01 UTC, one run of 30 reps, TFLOP/s): causal 1536 397.5 / 363.9, 2k
-   429.6 / 413.8, 4k 492.5 / 463.1; non-causal 384 376.0 / 316.5, 512 407.9
-   / 387.6, 768 447.0 / 410.8, 1k 479.9 / 439.0. */
+   kernel's PINGPONG) [sm90-shapes]. */
 static bool fa__sm90_quad_d64(const fa__fwd_params &p)
 {
     const int n = p.seqlen_q > p.seqlen_k ? p.seqlen_q : p.seqlen_k;
@@ -2890,15 +2724,8 @@ static bool fa__sm90_tests_persist(void)
 
 /* d 256 runs persistent only where that measured faster: under a causal /
    window bound, from 1024 to 8192 query rows, where the grid can be
-   persistent at all (fa__sm90_can_persist). Persistent against a block per tile (H100,
-   2026-11-24 15:57 UTC, one run, TFLOP/s): causal 1k 423 / 417, 2k 566 /
-   532, 4k 667 / 618, 8k 720 / 679; but causal 512 258 / 282 and 16k 742 /
-   760, and non-causal 0.4-2% slower from 1k (512: 415 / 450). At 16k the K
-   and V of the three heads whose pairs run at once (48 MB) no longer fit
-   the 50 MB L2 together, where a block per tile in tile order works on
-   about one head at a time: a likely cause, not measured. The persistent
-   kernel with a block per tile (grid = tiles) ran 1-3% slower than the one
-   compiled without PERSIST (16:00 UTC), so d 256 has both. */
+   persistent at all (fa__sm90_can_persist); elsewhere a block per tile,
+   from a kernel compiled without PERSIST, was faster [sm90-persist]. */
 static bool fa__sm90_persist_d256(const fa__fwd_params &p, int batch, int sms)
 {
     constexpr int BM = 64 * fa__sm90_shape<256, 0>::wgs;
@@ -2911,22 +2738,7 @@ static bool fa__sm90_persist_d256(const fa__fwd_params &p, int batch, int sms)
    window mask, where the grid can be persistent at all
    (fa__sm90_can_persist); there it is taken at any length, in place of
    the two-warpgroup shape (but for the lengths of the four-warpgroup
-   shape, fa__sm90_quad_d64, persistent there too). Against main before
-   (two warpgroups, persistent, below 2048 keys / 8192 masked; three, a
-   block per tile, above), H100, 2026-11-25 11:51 UTC, two runs of 30 reps, TFLOP/s:
-   non-causal 512 348 / 357 and 347 / 357, 1k 420 / 419 and 416 / 415,
-   2k 487 / 494 twice; causal 512 221 / 224 and 225 / 230, 1k 314 / 314
-   and 306 / 306, 2k 394 / 416 and 384 / 407, 4k 442 / 467 and 443 / 469
-   (the persistent walks with WG_STOP in the kernel; the non-causal one
-   on 132 blocks). Then the
-   single-tile walk on a grid coprime to the tiles of a head (12:21 UTC,
-   two runs of 30 reps, against the walk on 132 blocks): non-causal 512
-   353 / 377 twice, 1k 414 / 441 and 412 / 439, 2k 492 / 501 and 496 /
-   506. Persistent from 4096 keys too, in the same runs (against a block
-   per tile): non-causal 4k +0.8%, 8k -0.4%, 16k -4 to -5%; causal 8k
-   -0.8%, 16k -3.3%. As at d 256, the hardware's block scheduler balances
-   the last round, and at 16k the K and V of the heads whose tiles run at
-   once outgrow the L2 (likely causes, not measured). */
+   shape, fa__sm90_quad_d64, persistent there too) [sm90-persist]. */
 static bool fa__sm90_persist_d64(const fa__fwd_params &p, int batch, int sms)
 {
     constexpr int BM = 64 * fa__sm90_shape<64, 1>::wgs;
@@ -2942,18 +2754,7 @@ static bool fa__sm90_persist_d64(const fa__fwd_params &p, int batch, int sms)
    FA__SM90_FLAT=0 leaves it out (the tiles of one sequence each).
    Its ring has 4 stages, where the walk of one sequence's tiles has 3 (201
    KB with the O tile and two Q tiles): a tile of two segments has half of
-   them for each. Against that walk (H100, 2026-11-28 02:14-02:26 UTC, 30
-   reps, TFLOP/s, d 64 non-causal 512 / 1k / 2k): with 3 stages 389.4 /
-   474.5 / 522.0 against 394.4 / 460.9 / 516.8; with 4, 409.7 / 482.4 /
-   524.2 (and 409.0 / 478.4 / 525.0, 412.6 / 476.0 / 524.0, 406.7 / 478.1
-   / 525.5 in three more runs, against 394.1 / 458.1 / 517.7, 396.8 / 454.7
-   / 515.8, 391.3 / 456.2 / 516.7). Causal and 4k points, which it leaves
-   alone, within 0.3%. Not kept: the second segment's key blocks first in
-   the ring (384.9 and 381.0 at 512: it is the segment whose K and V are
-   not yet in L2), K of both segments copied before either's V (the
-   same), the next tile's Q, K and V prefetched into L2 at a tile's start
-   (323.6 and 323.5 at 512), and a grid coprime to the period of the
-   tiles that span two sequences (the same). */
+   them for each [sm90-flat]. */
 #ifndef FA__SM90_FLAT
 #define FA__SM90_FLAT 1
 #endif
@@ -3037,11 +2838,10 @@ static fa_status fa__launch_fwd_sm90(const char *fn, const fa__fwd_params &p, in
            512-4k tokens), and under a causal mask the block count grows
            by 1.5 a query block and the middle pair is one tile when M is
            odd. With G = 132 the blocks of the short tiles idled while the
-           others ran full ones (d 64 at 1k tokens: block 0's 24 tiles took
-           418k cycles, block 1's 638k; sm90_trace, H100, 2026-11-25 12:17
-           UTC). With G coprime to per_head each block goes round all the
-           shapes: 131 blocks on 132 SMs at 512-4k tokens. (The
-           two-warpgroup kernels' pairs are the same work when M is even.) */
+           others ran full ones; with G coprime to per_head each block goes
+           round all the shapes: 131 blocks on 132 SMs at 512-4k tokens
+           [sm90-persist]. (The two-warpgroup kernels' pairs are the same
+           work when M is even.) */
         while (blocks > 1 && fa__gcd(blocks, per_head) > 1) blocks--;
     }
 #ifdef FLASHATTN_TEST_HOOKS
