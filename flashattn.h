@@ -1093,7 +1093,7 @@ static fa_status fa__resolve(const char *fn, const fa_problem *p, fa_problem *r,
                         (double)x.softcap);
     /* the CPU folds scale / softcap into Q; below FLT_MIN it loses bits that
        dK = scale dS^T Q needs (>>impl-backward) */
-    if (x.softcap > 0.0f && fabs((double)x.scale / x.softcap) < FLT_MIN)
+    if (x.softcap > 0.0f && fabs((double)x.scale / (double)x.softcap) < (double)FLT_MIN)
         return fa__fail(FA_ERROR_INVALID_ARGUMENT,
                         "%s: scale (%g) / softcap (%g) is below FLT_MIN: not representable as a normal float", fn,
                         (double)x.scale, (double)x.softcap);
@@ -1522,9 +1522,9 @@ static void fa__quant_row(const fa_quant *p, const fa_tensor *x, int b, int h, i
     size_t at = (size_t)(bi * x->batch_stride + row * x->seq_stride + h * x->head_stride);
     int j;
     for (j = 0; j < p->head_dim; ++j)
-        y[j] = x->dtype == FA_F32 ? ((const float *)x->data)[at + j]
-             : x->dtype == FA_F16 ? fa__f16_to_f32(((const uint16_t *)x->data)[at + j])
-                                  : fa__bf16_to_f32(((const uint16_t *)x->data)[at + j]);
+        y[j] = x->dtype == FA_F32 ? ((const float *)x->data)[at + (size_t)j]
+             : x->dtype == FA_F16 ? fa__f16_to_f32(((const uint16_t *)x->data)[at + (size_t)j])
+                                  : fa__bf16_to_f32(((const uint16_t *)x->data)[at + (size_t)j]);
     if (p->hadamard)
         fa__hadamard_row(y, p->head_dim, mul);
 }
@@ -3264,7 +3264,7 @@ static void fa__backward_kv_task(void *ctx, int index, int worker)
     const fa_problem *r = &a->r;
     int nbk = r->batch * r->heads_kv, b = (index % nbk) / r->heads_kv, kvh = (index % nbk) % r->heads_kv;
     int n0 = (index / nbk) * FA__BC, cap, nc, nct, g, i, c, i0, ilo, ihi;
-    float unfold = (float)((double)r->scale / a->q_fold); /* dK = scale dS^T Q = (dS^T Q~) scale / q_fold */
+    float unfold = (float)((double)r->scale / (double)a->q_fold); /* dK = scale dS^T Q = (dS^T Q~) scale / q_fold */
     fa__scratch w;
     fa__seq s;
     fa__seq_info(a, b, &s);
