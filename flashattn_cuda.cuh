@@ -1635,6 +1635,106 @@ static __device__ __forceinline__ void fa__sm90_store_o(const fa__fwd_params &p,
         }
     }
 }
+/* The sm_90a kernel's tile scheduler: which tiles block blockIdx.x walks,
+   in which order, and how many key blocks each consumer warpgroup's rows
+   of a tile see. Tiles are (query block of BM rows, head, batch), m_blocks
+   query blocks per (head, batch); FLAT: WG warpgroup rows of the list of
+   every sequence's rows (the kernel's FLAT). */
+template <int WG, int BM, int BN, bool PERSIST, bool FLAT, bool WG_STOP>
+struct fa__sm90_sched {
+    const fa__fwd_params &p;
+    const fa__sm90_walk &wk;
+    int m_blocks, batch, tiles;
+    bool one_tile, walk1;
+    int pairs_m, pairs, rounds;
+    __device__ __forceinline__ fa__sm90_sched(const fa__fwd_params &p_, const fa__sm90_walk &wk_, int m_blocks_,
+                                              int batch_)
+        : p(p_), wk(wk_), m_blocks(m_blocks_), batch(batch_)
+    {
+        tiles = FLAT ? (m_blocks * p.heads_q * batch + WG - 1) / WG : m_blocks * p.heads_q * batch;
+        one_tile = !PERSIST || (int)gridDim.x >= tiles;
+        walk1 = fa__sm90_walk1(WG, p);
+        pairs_m = (m_blocks + 1) / 2, pairs = pairs_m * p.heads_q * batch;
+        /* (a block per tile: one unit, known at compile time without PERSIST,
+           so no state is carried in registers from tile to tile) */
+        rounds = one_tile ? 1
+                 : walk1  ? (tiles + (int)gridDim.x - 1) / (int)gridDim.x
+                          : 2 * ((pairs + (int)gridDim.x - 1) / (int)gridDim.x);
+    }
+    /* Tile order: the query block runs fastest, so the blocks running at
+       once share a head's K and V in L2, and last first: the heaviest under
+       a causal mask [sm90-tile-order]. */
+    __device__ __forceinline__ void tile_coords(int tile, int &m_block, int &h, int &b, bool fast = false) const
+    {
+        if (fast) { /* (fa__fastdiv) */
+            const int hb = fa__fastdiv_q(wk.m, tile); /* tile / m_blocks */
+            m_block = m_blocks - 1 - (tile - hb * m_blocks);
+            b = fa__fastdiv_q(wk.heads, hb);
+            h = hb - b * p.heads_q;
+            return;
+        }
+        m_block = m_blocks - 1 - tile % m_blocks;
+        h = (tile / m_blocks) % p.heads_q;
+        b = tile / m_blocks / p.heads_q;
+    }
+    /* A persistent block (gridDim.x < tiles) walks PAIRS of tiles: pair j
+       is query blocks M - 1 - i and i (i = j % ceil(M / 2), M = m_blocks)
+       of one head and batch, the heaviest and the lightest left under a
+       causal mask, so every pair is the same work (M + 1 key blocks: the
+       causal block count grows by one per query block) and a block that
+       takes pairs j = blockIdx.x, + G, + 2 G, ... (G = gridDim.x) is as
+       busy as every other, mask or not (up to one pair in the last round).
+       Unit k of the block is the heavy (k even) or light (k odd) tile of
+       pair (k / 2) G + blockIdx.x. Without a mask the three-warpgroup
+       shape (and the four-warpgroup one) walks single tiles instead, k G +
+       blockIdx.x in tile_coords' order (WALK1): its 192-row tiles rarely
+       divide the sequence, so its pairs would not be the same work (at 512
+       tokens pairs of 192 + 128
+       rows and single middle tiles of 192). For that shape the launch
+       makes G coprime to the tiles or pairs of a head, so that no block
+       gets the short ones every time. A block per
+       tile (gridDim.x >= tiles) takes tile blockIdx.x in tile_coords'
+       order. False: no tile (past the last pair, or the second half of the
+       middle pair when M is odd). */
+    __device__ __forceinline__ bool unit(int k, int &m_block, int &h, int &b, bool fast = false) const
+    {
+        if (one_tile) {
+            /* (the last heads' tiles heaviest first: fa__sm90_walk's tail) */
+            int tile = (int)blockIdx.x;
+            if (tile >= wk.tail_t0) {
+                const int i = tile - wk.tail_t0;
+                tile = wk.tail_t0 + i % wk.tail * m_blocks + i / wk.tail;
+            }
+            tile_coords(tile, m_block, h, b, fast);
+            return (int)blockIdx.x < tiles;
+        }
+        if (walk1) {
+            const int t1 = k * (int)gridDim.x + (int)blockIdx.x;
+            tile_coords(t1, m_block, h, b, true);
+            return t1 < tiles;
+        }
+        const int j = (k / 2) * (int)gridDim.x + (int)blockIdx.x, i = j % pairs_m;
+        h = (j / pairs_m) % p.heads_q;
+        b = j / pairs_m / p.heads_q;
+        m_block = k % 2 ? i : m_blocks - 1 - i;
+        return j < pairs && !(k % 2 && i == m_blocks - 1 - i);
+    }
+    /* tile m_block's first row (wk.pad: fa__sm90_walk) */
+    __device__ __forceinline__ int tile_row0(int m_block) const { return m_block * BM - wk.pad; }
+    /* count_w (WG_STOP, the kernel's): the key blocks warpgroup w's own rows
+       of tile x (batch b) see; 0 for a warpgroup with no row in the sequence.
+       (Without a right bound every row sees the tile's last block, and
+       fa__fwd_extent is not asked [sm90-wg-stop].) */
+    __device__ __forceinline__ int warpgroup_blocks(const fa__extent &x, int b, int w) const
+    {
+        const int count = x.n_end - x.n_begin, wfirst = x.row0 + 64 * w;
+        if (!WG_STOP) return count;
+        const bool idle = wfirst >= x.sq || wfirst + 64 <= 0;
+        const int seen = idle ? 0 : !p.has_right ? count : fa__fwd_extent(p, b, wfirst, 64, BN).n_end - x.n_begin;
+        return min(max(seen, 0), count);
+    }
+};
+
 #endif /* FA__SM90A */
 
 /* The kernel: 128 (WG + 1) threads a block (128 WG without the producer,
@@ -1742,84 +1842,8 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
     /* (without the producer, FA__SM90_WARPSPEC = 0, the consumers keep
        their numbers: warps 4 and up) */
     const int tid = threadIdx.x + (FA__SM90_WARPSPEC ? 0 : 128), warp = tid / 32, lane = tid % 32;
-    const int tiles = FLAT ? (m_blocks * p.heads_q * batch + WG - 1) / WG : m_blocks * p.heads_q * batch;
-    /* Tile order: the query block runs fastest, so the blocks running at
-       once share a head's K and V in L2, and last first: the heaviest under
-       a causal mask [sm90-tile-order]. */
-    auto tile_coords = [&](int tile, int &m_block, int &h, int &b, bool fast = false) {
-        if (fast) { /* (fa__fastdiv) */
-            const int hb = fa__fastdiv_q(wk.m, tile); /* tile / m_blocks */
-            m_block = m_blocks - 1 - (tile - hb * m_blocks);
-            b = fa__fastdiv_q(wk.heads, hb);
-            h = hb - b * p.heads_q;
-            return;
-        }
-        m_block = m_blocks - 1 - tile % m_blocks;
-        h = (tile / m_blocks) % p.heads_q;
-        b = tile / m_blocks / p.heads_q;
-    };
-    /* A persistent block (gridDim.x < tiles) walks PAIRS of tiles: pair j
-       is query blocks M - 1 - i and i (i = j % ceil(M / 2), M = m_blocks)
-       of one head and batch, the heaviest and the lightest left under a
-       causal mask, so every pair is the same work (M + 1 key blocks: the
-       causal block count grows by one per query block) and a block that
-       takes pairs j = blockIdx.x, + G, + 2 G, ... (G = gridDim.x) is as
-       busy as every other, mask or not (up to one pair in the last round).
-       Unit k of the block is the heavy (k even) or light (k odd) tile of
-       pair (k / 2) G + blockIdx.x. Without a mask the three-warpgroup
-       shape (and the four-warpgroup one) walks single tiles instead, k G +
-       blockIdx.x in tile_coords' order (WALK1): its 192-row tiles rarely
-       divide the sequence, so its pairs would not be the same work (at 512
-       tokens pairs of 192 + 128
-       rows and single middle tiles of 192). For that shape the launch
-       makes G coprime to the tiles or pairs of a head, so that no block
-       gets the short ones every time. A block per
-       tile (gridDim.x >= tiles) takes tile blockIdx.x in tile_coords'
-       order. False: no tile (past the last pair, or the second half of the
-       middle pair when M is odd). */
-    const bool one_tile = !PERSIST || (int)gridDim.x >= tiles;
-    const bool walk1 = fa__sm90_walk1(WG, p);
-    const int pairs_m = (m_blocks + 1) / 2, pairs = pairs_m * p.heads_q * batch;
-    auto unit = [&](int k, int &m_block, int &h, int &b, bool fast = false) {
-        if (one_tile) {
-            /* (the last heads' tiles heaviest first: fa__sm90_walk's tail) */
-            int tile = (int)blockIdx.x;
-            if (tile >= wk.tail_t0) {
-                const int i = tile - wk.tail_t0;
-                tile = wk.tail_t0 + i % wk.tail * m_blocks + i / wk.tail;
-            }
-            tile_coords(tile, m_block, h, b, fast);
-            return (int)blockIdx.x < tiles;
-        }
-        if (walk1) {
-            const int t1 = k * (int)gridDim.x + (int)blockIdx.x;
-            tile_coords(t1, m_block, h, b, true);
-            return t1 < tiles;
-        }
-        const int j = (k / 2) * (int)gridDim.x + (int)blockIdx.x, i = j % pairs_m;
-        h = (j / pairs_m) % p.heads_q;
-        b = j / pairs_m / p.heads_q;
-        m_block = k % 2 ? i : m_blocks - 1 - i;
-        return j < pairs && !(k % 2 && i == m_blocks - 1 - i);
-    };
-    /* tile m_block's first row (wk.pad: fa__sm90_walk) */
-    auto tile_row0 = [&](int m_block) { return m_block * BM - wk.pad; };
-    /* count_w (WG_STOP, below): the key blocks warpgroup w's own rows of
-       tile x (batch b) see; 0 for a warpgroup with no row in the sequence.
-       (Without a right bound every row sees the tile's last block, and
-       fa__fwd_extent is not asked [sm90-wg-stop].) */
-    auto warpgroup_blocks = [&](const fa__extent &x, int b, int w) {
-        const int count = x.n_end - x.n_begin, wfirst = x.row0 + 64 * w;
-        if (!WG_STOP) return count;
-        const bool idle = wfirst >= x.sq || wfirst + 64 <= 0;
-        const int seen = idle ? 0 : !p.has_right ? count : fa__fwd_extent(p, b, wfirst, 64, BN).n_end - x.n_begin;
-        return min(max(seen, 0), count);
-    };
-    /* (a block per tile: one unit, known at compile time without PERSIST,
-       so no state is carried in registers from tile to tile) */
-    const int rounds = one_tile ? 1
-                       : walk1  ? (tiles + (int)gridDim.x - 1) / (int)gridDim.x
-                                : 2 * ((pairs + (int)gridDim.x - 1) / (int)gridDim.x);
+    /* the tiles this block walks, in order (fa__sm90_sched) */
+    const fa__sm90_sched<WG, BM, BN, PERSIST, FLAT, WG_STOP> sched(p, wk, m_blocks, batch);
 
     if (threadIdx.x == 0) {
         for (int u = 0; u < QB; u++) {
@@ -1925,7 +1949,7 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
                     t->h = h;
                     t->b = b;
                     t->done = done;
-                    for (int w = 0; w < WG; w++) t->count_w[w] = warpgroup_blocks(x, b, w);
+                    for (int w = 0; w < WG; w++) t->count_w[w] = sched.warpgroup_blocks(x, b, w);
                     if (done || x.n_end <= x.n_begin) fa__mbar_arrive(q_full(q_uses));
                 }
             };
@@ -1937,7 +1961,7 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
                tile. */
             auto flat_tile = [&](int k) {
                 const int u = k * (int)gridDim.x + (int)blockIdx.x;
-                if (u >= tiles) return false;
+                if (u >= sched.tiles) return false;
                 const int a = u * WG, hb = fa__fastdiv_q(wk.m, a), r0 = a - hb * m_blocks;
                 const int split = min(WG, m_blocks - r0);
                 const bool two = split < WG && hb + 1 < p.heads_q * batch;
@@ -1955,8 +1979,8 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
                     t->split = two ? split : WG;
                     t->done = 0;
                     for (int w = 0; w < WG; w++)
-                        t->count_w[w] = w < split ? warpgroup_blocks(x0, b0, w)
-                                        : two     ? warpgroup_blocks(x1, b1, w)
+                        t->count_w[w] = w < split ? sched.warpgroup_blocks(x0, b0, w)
+                                        : two     ? sched.warpgroup_blocks(x1, b1, w)
                                                   : 0;
                     if (!keys) {
                         fa__mbar_arrive(q_full(q_uses));
@@ -1981,16 +2005,16 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
                 }
                 return true;
             };
-            for (int k = 0; k < rounds; k++) {
+            for (int k = 0; k < sched.rounds; k++) {
                 if constexpr (FLAT) {
                     if (!flat_tile(k)) break;
                     continue;
                 }
                 int m_block, h, b;
-                if (!unit(k, m_block, h, b, EARLY)) continue;
+                if (!sched.unit(k, m_block, h, b, EARLY)) continue;
                 const int hk = h / p.group;
                 /* (early: a tile with rows; its Q the first, K_0 and V_0 ring position 0) */
-                const int row0 = tile_row0(m_block);
+                const int row0 = sched.tile_row0(m_block);
                 const bool early = early_ok && row0 < p.seqlen_q;
                 if (early) {
                     fa__sm90_load<BM, D>(q_tile(0), q_full(0), &tm.q, row0, h, b, BM, true, p.d, p.q, 0, lane);
@@ -2052,7 +2076,7 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
     /* (HANDOFF: at most one tile a round, and the slot after the last says
        done; bounded by rounds all the same: unbounded, ptxas spilled 108
        bytes) */
-    for (int k = 0; k < rounds; k++) {
+    for (int k = 0; k < sched.rounds; k++) {
         int m_block = 0, h, b, count_pub = 0;
         /* (FLAT) this warpgroup's segment of the tile, their number, its
            segment's first row, and the arrivals it makes on each stage's
@@ -2081,11 +2105,11 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
                 b = word(t->b);
             }
             count_pub = word(t->count_w[cw]);
-        } else if (!unit(k, m_block, h, b)) {
+        } else if (!sched.unit(k, m_block, h, b)) {
             continue;
         }
         /* (FLAT: no mask and one length, fa__fwd_extent's PLAIN) */
-        const fa__extent x = fa__fwd_extent<FLAT>(p, b, FLAT ? frow0 : tile_row0(m_block), BM, BN);
+        const fa__extent x = fa__fwd_extent<FLAT>(p, b, FLAT ? frow0 : sched.tile_row0(m_block), BM, BN);
         if (!HANDOFF && x.row0 >= x.sq) continue; /* (the producer hands over only tiles with rows) */
         const int wrow0 = x.row0 + 64 * cw + 16 * (warp % 4); /* this warp's first row */
         float m_run[1][2] = {{-INFINITY, -INFINITY}}, l_run[1][2] = {{0.0f, 0.0f}}, alpha[1][2];
@@ -2155,7 +2179,7 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
                 q_uses++;
             }
         } else if (WG_STOP) {
-            count_w = __shfl_sync(0xffffffffu, warpgroup_blocks(x, b, cw), 0); /* warp-uniform, as cw */
+            count_w = __shfl_sync(0xffffffffu, sched.warpgroup_blocks(x, b, cw), 0); /* warp-uniform, as cw */
         }
         if (idle && count <= 0) continue;
         if (count > 0) {
