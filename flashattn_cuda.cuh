@@ -1635,6 +1635,48 @@ static __device__ __forceinline__ void fa__sm90_store_o(const fa__fwd_params &p,
         }
     }
 }
+/* A tile handed over (the kernel's HANDOFF): its coordinates (the consumers
+   find its extent from them: handed over whole, the extent's values stayed
+   live in ordinary registers and the consumers spilled 104 bytes, ptxas
+   13.0), done (no tile: the walk is over), and count_w of each consumer
+   warpgroup (WG_STOP). Every consumer thread reads the slot (and so
+   releases it: q_empty) and takes each word from lane 0, so that ptxas
+   knows it is warp-uniform. */
+struct fa__tile_slot {
+    int m_block, h, b, done, count_w[4];
+    int split, row0, h1, b1, row0_1; /* (FLAT, below: h, b, row0 the first segment's, h1, b1, row0_1 the second's) */
+};
+static_assert(sizeof(fa__tile_slot) <= FA__SM90_SLOT_BYTES, "tile slot");
+
+/* The sm_90a block's dynamic shared memory */
+extern __shared__ uint8_t fa__smem90[];
+
+/* Its layout (from fa__smem90 rounded up to 1024 bytes): Q's tile,
+   STAGES K tiles, STAGES V tiles, O's staging tile (O_OWN; else O is
+   staged in Q's tile), Q's second tile (QB = 2), then the barriers, 8 bytes
+   each: Q full, Q empty, per stage K full, V full, K empty, V empty, the
+   second Q tile's full and empty, then the tile slots (QB = 2). The
+   kernel's q_tile, q_full, q_empty, q_phase and slot find the u-th tile's
+   Q and slot from sQ, sQ1 and bars. */
+template <uint32_t Q_BYTES, uint32_t KV_BYTES, int STAGES, int QB, bool O_OWN>
+struct fa__sm90_bufs {
+    uint32_t sQ, sK, sV, sO, sQ1, bars;
+    __device__ __forceinline__ explicit fa__sm90_bufs()
+    {
+        sQ = ((uint32_t)__cvta_generic_to_shared(fa__smem90) + 1023u) & ~1023u;
+        sK = sQ + Q_BYTES, sV = sK + STAGES * KV_BYTES;
+        /* O's staging tile (laid out as Q's), or Q's tile itself */
+        sO = O_OWN ? sV + STAGES * KV_BYTES : sQ;
+        sQ1 = sV + STAGES * KV_BYTES + (O_OWN ? Q_BYTES : 0u); /* Q's second tile (QB = 2) */
+        bars = sQ1 + (QB - 1) * Q_BYTES;
+    }
+    __device__ __forceinline__ uint32_t k_full(int s) const { return bars + 8u * (2 + s); }
+    __device__ __forceinline__ uint32_t v_full(int s) const { return bars + 8u * (2 + STAGES + s); }
+    __device__ __forceinline__ uint32_t k_empty(int s) const { return bars + 8u * (2 + 2 * STAGES + s); }
+    __device__ __forceinline__ uint32_t v_empty(int s) const { return bars + 8u * (2 + 3 * STAGES + s); }
+};
+
+
 /* The sm_90a kernel's tile scheduler: which tiles block blockIdx.x walks,
    in which order, and how many key blocks each consumer warpgroup's rows
    of a tile see. Tiles are (query block of BM rows, head, batch), m_blocks
@@ -1803,36 +1845,15 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
     constexpr bool PINGPONG = FA__SM90_PINGPONG && WG != 4;
     static_assert(D % 64 == 0 && BN % 16 == 0 && BN <= 256, "sm_90a tile shape");
 
-    extern __shared__ uint8_t fa__smem90[];
-    const uint32_t sQ = ((uint32_t)__cvta_generic_to_shared(fa__smem90) + 1023u) & ~1023u;
-    const uint32_t sK = sQ + Q_BYTES, sV = sK + STAGES * KV_BYTES;
-    /* O's staging tile (laid out as Q's), or Q's tile itself */
-    const uint32_t sO = O_OWN ? sV + STAGES * KV_BYTES : sQ;
-    /* barriers, 8 bytes each: Q full, Q empty, then per stage K full, V full,
-       K empty, V empty */
-    const uint32_t sQ1 = sV + STAGES * KV_BYTES + (O_OWN ? Q_BYTES : 0u); /* Q's second tile (QB = 2) */
-    const uint32_t bars = sQ1 + (QB - 1) * Q_BYTES;
-    auto k_full = [&](int s) { return bars + 8u * (2 + s); };
-    auto v_full = [&](int s) { return bars + 8u * (2 + STAGES + s); };
-    auto k_empty = [&](int s) { return bars + 8u * (2 + 2 * STAGES + s); };
-    auto v_empty = [&](int s) { return bars + 8u * (2 + 3 * STAGES + s); };
-    /* the u-th tile's Q: its buffer and barriers */
+    /* the block's buffers and barriers (fa__sm90_bufs; a tile handed over: fa__tile_slot) */
+    const fa__sm90_bufs<Q_BYTES, KV_BYTES, STAGES, QB, O_OWN> sm;
+    const uint32_t sQ = sm.sQ, sQ1 = sm.sQ1, bars = sm.bars;
+    /* the u-th tile's Q: its buffer and barriers (as lambdas: as methods of
+       fa__sm90_bufs, forceinline or not, the HANDOFF kernels' code changed) */
     auto q_tile = [&](int u) { return u % QB ? sQ1 : sQ; };
     auto q_full = [&](int u) { return u % QB ? bars + 8u * (2 + 4 * STAGES) : bars; };
     auto q_empty = [&](int u) { return q_full(u) + 8u; };
     auto q_phase = [&](int u) { return (uint32_t)((u / QB) & 1); };
-    /* A tile handed over: its coordinates (the consumers find its extent
-       from them: handed over whole, the extent's values stayed live in
-       ordinary registers and the consumers spilled 104 bytes, ptxas 13.0),
-       done (no tile: the walk is over), and count_w of each consumer
-       warpgroup (WG_STOP). Every consumer thread reads the slot (and so
-       releases it: q_empty) and takes each word from lane 0, so that ptxas
-       knows it is warp-uniform. */
-    struct fa__tile_slot {
-        int m_block, h, b, done, count_w[4];
-        int split, row0, h1, b1, row0_1; /* (FLAT, below: h, b, row0 the first segment's, h1, b1, row0_1 the second's) */
-    };
-    static_assert(sizeof(fa__tile_slot) <= FA__SM90_SLOT_BYTES, "tile slot");
     /* the u-th tile's slot (HANDOFF), a generic pointer into shared memory */
     auto slot = [&](int u) {
         const uint32_t at = bars + 8u * (2 * QB + 4 * STAGES) + FA__SM90_SLOT_BYTES * (u % QB);
@@ -1851,10 +1872,10 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
             fa__mbar_init(q_empty(u), Q_RELEASE_ALL ? 128 * WG : 4 * WG);
         }
         for (int s = 0; s < STAGES; s++) {
-            fa__mbar_init(k_full(s), 1);
-            fa__mbar_init(v_full(s), 1);
-            fa__mbar_init(k_empty(s), 4 * WG);
-            fa__mbar_init(v_empty(s), 4 * WG);
+            fa__mbar_init(sm.k_full(s), 1);
+            fa__mbar_init(sm.v_full(s), 1);
+            fa__mbar_init(sm.k_empty(s), 4 * WG);
+            fa__mbar_init(sm.v_empty(s), 4 * WG);
         }
         /* make the initialized barriers visible to the copy engine */
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
@@ -1905,11 +1926,11 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
         const int s = r % STAGES, k0 = n * BN;
         /* stage s was last used by ring position r - STAGES: wait for its release */
         const uint32_t use = (uint32_t)((r / STAGES - 1) & 1);
-        if (r >= STAGES) fa__mbar_wait(k_empty(s), use);
-        fa__sm90_load<BN, D>(sK + s * KV_BYTES, k_full(s), &tm.k, c.krow + k0, c.hk, c.kb, x.sk - k0, c.kv_exact,
+        if (r >= STAGES) fa__mbar_wait(sm.k_empty(s), use);
+        fa__sm90_load<BN, D>(sm.sK + s * KV_BYTES, sm.k_full(s), &tm.k, c.krow + k0, c.hk, c.kb, x.sk - k0, c.kv_exact,
                              p.d, c.gk + (int64_t)k0 * p.k_seq, p.k_seq, lane);
-        if (r >= STAGES) fa__mbar_wait(v_empty(s), use);
-        fa__sm90_load<BN, D>(sV + s * KV_BYTES, v_full(s), &tm.v, c.krow + k0, c.hk, c.kb, x.sk - k0, c.kv_exact,
+        if (r >= STAGES) fa__mbar_wait(sm.v_empty(s), use);
+        fa__sm90_load<BN, D>(sm.sV + s * KV_BYTES, sm.v_full(s), &tm.v, c.krow + k0, c.hk, c.kb, x.sk - k0, c.kv_exact,
                              p.dv, c.gv + (int64_t)k0 * p.v_seq, p.v_seq, lane);
     };
 
@@ -2018,8 +2039,8 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
                 const bool early = early_ok && row0 < p.seqlen_q;
                 if (early) {
                     fa__sm90_load<BM, D>(q_tile(0), q_full(0), &tm.q, row0, h, b, BM, true, p.d, p.q, 0, lane);
-                    fa__sm90_load<BN, D>(sK, k_full(0), &tm.k, 0, hk, b, BN, true, p.d, p.k, 0, lane);
-                    fa__sm90_load<BN, D>(sV, v_full(0), &tm.v, 0, hk, b, BN, true, p.dv, p.v, 0, lane);
+                    fa__sm90_load<BN, D>(sm.sK, sm.k_full(0), &tm.k, 0, hk, b, BN, true, p.d, p.k, 0, lane);
+                    fa__sm90_load<BN, D>(sm.sV, sm.v_full(0), &tm.v, 0, hk, b, BN, true, p.dv, p.v, 0, lane);
                 }
                 const fa__extent x = fa__fwd_extent(p, b, row0, BM, BN);
                 /* (x.row0 < x.sq asked twice: a tile without rows skipped first,
@@ -2029,8 +2050,8 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
                 if (x.row0 >= x.sq || x.n_begin >= x.n_end) {
                     if (early) { /* (no key: nothing may be in flight at the block's end) */
                         fa__mbar_wait(q_full(0), 0);
-                        fa__mbar_wait(k_full(0), 0);
-                        fa__mbar_wait(v_full(0), 0);
+                        fa__mbar_wait(sm.k_full(0), 0);
+                        fa__mbar_wait(sm.v_full(0), 0);
                     }
                     if (HANDOFF && x.row0 < x.sq) q_uses++;
                     continue;
@@ -2062,7 +2083,7 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
     const int cw = CW_UNIFORM ? __shfl_sync(0xffffffffu, warp / 4 - 1, 0) : warp / 4 - 1;
     const int g = lane / 4, t = lane % 4;
     const uint32_t qw = (uint32_t)cw * 64 * 128; /* this warpgroup's rows of each Q tile */
-    const uint32_t qw0 = sQ + qw; /* with one Q tile (QB = 1): found once, before the tiles' loop */
+    const uint32_t qw0 = sm.sQ + qw; /* with one Q tile (QB = 1): found once, before the tiles' loop */
     int q_uses = 0, ring = 0;
     /* Pingpong turns (item 5): barrier 1 + cw is this warpgroup's turn, and
        ending a turn arrives on the next one's (cw + 1, round the WG
@@ -2235,7 +2256,7 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
                    too (KV_STEP), but not in d 128's 176-key kernels, nor
                    in the backward [sm90-desc-step]. */
                 const uint64_t qd = fa__wg_desc(QB == 1 ? qw0 : q_tile(q_uses) + qw, 16, 1024);
-                const auto kd = kv_descs(sK + landed(k_full(at(it) % STAGES), it), 16);
+                const auto kd = kv_descs(sm.sK + landed(sm.k_full(at(it) % STAGES), it), 16);
                 fa__wgmma_fence();
 #pragma unroll
                 for (int kk = 0; kk < D / 16; kk++)
@@ -2245,7 +2266,7 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
             };
             /* issue O~ += P V_it once V_it has landed */
             auto issue_pv = [&](int it) {
-                const auto vd = kv_descs(sV + landed(v_full(at(it) % STAGES), it), BN * 128);
+                const auto vd = kv_descs(sm.sV + landed(sm.v_full(at(it) % STAGES), it), BN * 128);
                 fa__wgmma_fence();
 #pragma unroll
                 for (int kk = 0; kk < BN / 16; kk++)
@@ -2289,7 +2310,7 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
                with Q_AFTER_O, after the epilogue instead) */
             auto release_k = [&](int it) {
                 if (lane == 0) {
-                    arrive_kv(k_empty(at(it) % STAGES));
+                    arrive_kv(sm.k_empty(at(it) % STAGES));
                     if (it == count - 1 && !Q_RELEASE_ALL) fa__mbar_arrive(q_empty(q_uses));
                 }
                 /* (HANDOFF: every thread read the tile's slot, and each
@@ -2298,7 +2319,7 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
             };
             /* O~ += P_it V_it is done: V_it may be overwritten */
             auto release_v = [&](int it) {
-                if (lane == 0) arrive_kv(v_empty(at(it) % STAGES));
+                if (lane == 0) arrive_kv(sm.v_empty(at(it) % STAGES));
                 if (loader && it + STAGES < count) copy_kv(src, x, x.n_begin + it + STAGES, ring + it + STAGES);
             };
 
@@ -2311,9 +2332,9 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
                 my_turn();
                 end_turn();
                 if (!FA__SM90_OVERLAP) { my_turn(); end_turn(); } /* S and P V in turns of their own */
-                landed(k_full(at(it) % STAGES), it);
+                landed(sm.k_full(at(it) % STAGES), it);
                 release_k(it);
-                landed(v_full(at(it) % STAGES), it);
+                landed(sm.v_full(at(it) % STAGES), it);
                 release_v(it);
             };
             if (WG_STOP && count_w == 0) { /* idle, or rows that see none of the tile's keys */
@@ -2411,7 +2432,7 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
            (Q_AFTER_O) or its own, sent before its keys were known (EARLY).
            count is never below 0, windows being >= 0.) */
         if (O_STAGED && (O_OWN || count > 0)) {
-            fa__sm90_store_o<BF16, D>(p, acc_o, inv, sO + (uint32_t)cw * 64 * 128, BM * 128, go, x.row0 + 64 * cw,
+            fa__sm90_store_o<BF16, D>(p, acc_o, inv, sm.sO + (uint32_t)cw * 64 * 128, BM * 128, go, x.row0 + 64 * cw,
                                       x.sq, h, b, x.q_tok0, tid % 128, 1 + WG + cw, tm);
             if (Q_AFTER_O) {
                 /* Q's rows are free once the TMA store (thread 0's bulk
