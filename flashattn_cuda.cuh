@@ -1777,6 +1777,30 @@ struct fa__sm90_sched {
     }
 };
 
+/* The sm_90a consumer's softmax step (item 4): S_it of key block it (keys
+   from k0) is complete: the mask where the block needs it, then the online
+   softmax (alpha for O~). needs_mask: fa__block_needs_mask's answer, asked
+   before the wait for S under SHORT_PATH (the kernel's), else here. */
+template <int NS, int BN, bool LAZY_MAX, bool SHORT_PATH>
+static __device__ __forceinline__ void fa__sm90_softmax_step(float (&s)[1][NS][4], float (&m_run)[1][2],
+                                                             float (&l_run)[1][2], float (&alpha)[1][2],
+                                                             const fa__fwd_params &p, const fa__extent &x,
+                                                             const fa__mask_cut &cut, int it, bool early_mask,
+                                                             int wrow0, int h, int g, int t)
+{
+    const int k0 = (x.n_begin + it) * BN;
+    /* the mask without a left bound (causal) compares each score
+       once, not twice (fa__mask_scores' LEFT) [gpu-mask]. The
+       sm_80 kernel keeps both compares. */
+    if (SHORT_PATH ? early_mask : fa__block_needs_mask(cut, (x.n_begin + it) * BN, BN)) {
+        if (p.has_left)
+            fa__mask_scores<false>(s, p, wrow0, k0, x.sk, x.shift, h, g, t);
+        else
+            fa__mask_scores<false, false>(s, p, wrow0, k0, x.sk, x.shift, h, g, t);
+    }
+    fa__softmax_tile<1, NS, LAZY_MAX, SHORT_PATH>(s, m_run, l_run, alpha, p.scale_log2);
+}
+
 #endif /* FA__SM90A */
 
 /* The kernel: 128 (WG + 1) threads a block (128 WG without the producer,
@@ -2293,17 +2317,8 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
                early_mask: needs_mask(it), asked before the wait under
                SHORT_PATH (else unused: asked here) */
             auto softmax = [&](int it, bool early_mask) {
-                const int k0 = (x.n_begin + it) * BN;
-                /* the mask without a left bound (causal) compares each score
-                   once, not twice (fa__mask_scores' LEFT) [gpu-mask]. The
-                   sm_80 kernel keeps both compares. */
-                if (SHORT_PATH ? early_mask : needs_mask(it)) {
-                    if (p.has_left)
-                        fa__mask_scores<false>(s, p, wrow0, k0, x.sk, x.shift, h, g, t);
-                    else
-                        fa__mask_scores<false, false>(s, p, wrow0, k0, x.sk, x.shift, h, g, t);
-                }
-                fa__softmax_tile<1, NS, LAZY_MAX, SHORT_PATH>(s, m_run, l_run, alpha, p.scale_log2);
+                fa__sm90_softmax_step<NS, BN, LAZY_MAX, SHORT_PATH>(s, m_run, l_run, alpha, p, x, cut, it, early_mask,
+                                                                   wrow0, h, g, t);
             };
             /* S_it is done: K_it may be overwritten, and after the tile's
                last S, Q too (the next tile's Q copy overlaps this tile's end;
