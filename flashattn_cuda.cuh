@@ -1801,6 +1801,58 @@ static __device__ __forceinline__ void fa__sm90_softmax_step(float (&s)[1][NS][4
     fa__softmax_tile<1, NS, LAZY_MAX, SHORT_PATH>(s, m_run, l_run, alpha, p.scale_log2);
 }
 
+/* The sm_90a consumer's epilogue (item 7), in two parts. The first needs
+   no O: the rows' sums l and 1 / l (fa__finish_rows), L where LSE_EARLY,
+   and with O staged (O_STAGED), the staging free: the previous tile's rows
+   read out (its TMA store, thread 0's bulk group, and every thread's own
+   copies; the warpgroup's named barrier 1 + WG + cw). */
+template <bool LSE_EARLY, bool O_STAGED, int WG>
+static __device__ __forceinline__ void fa__sm90_epilogue_begin(const fa__fwd_params &p, float (&m_run)[1][2],
+                                                               float (&l_run)[1][2], float (&inv)[1][2],
+                                                               const fa__extent &x, int wrow0, int h, int b,
+                                                               int batch, int g, int t, int cw)
+{
+    fa__finish_rows<1>(p, l_run, inv);
+    if (LSE_EARLY) fa__store_lse_rows<1>(p, m_run, l_run, wrow0, x.sq, h, b, x.q_tok0, batch, g, t);
+    if (O_STAGED) {
+        fa__bulk_wait<true>();
+        fa__named_sync(1 + WG + cw, 128);
+    }
+}
+
+/* The second, after the last P V: L (unless LSE_EARLY), then O scaled by
+   1 / l and stored, staged in shared memory at sO (O_STAGED) or straight.
+   (Staged only in a tile of its own, or in Q's tile once this tile's keys
+   have run: a tile without keys stores its zeros straight, as a copy may
+   be landing in Q's tile, the next tile's (Q_AFTER_O) or its own, sent
+   before its keys were known (EARLY). count is never below 0, windows
+   being >= 0.) release_q: the arrival on the tile's Q empty barrier
+   (Q_AFTER_O). */
+template <bool BF16, int D, int BM, int WG, bool LSE_EARLY, bool O_STAGED, bool O_OWN, bool Q_AFTER_O, class QRelease>
+static __device__ __forceinline__ void fa__sm90_epilogue_end(const fa__fwd_params &p, const fa__tma_maps &tm,
+                                                             float (&acc_o)[1][D / 8][4], float (&m_run)[1][2],
+                                                             float (&l_run)[1][2], float (&inv)[1][2],
+                                                             const fa__extent &x, int wrow0, int h, int b,
+                                                             int batch, int g, int t, int cw, int tid, int count,
+                                                             uint32_t sO, const QRelease &release_q)
+{
+    if (!LSE_EARLY) fa__store_lse_rows<1>(p, m_run, l_run, wrow0, x.sq, h, b, x.q_tok0, batch, g, t);
+    uint16_t *go = p.o + (p.cu_seqlens_q ? x.q_tok0 * p.o_seq : b * p.o_batch) + h * p.o_head;
+    if (O_STAGED && (O_OWN || count > 0)) {
+        fa__sm90_store_o<BF16, D>(p, acc_o, inv, sO + (uint32_t)cw * 64 * 128, BM * 128, go, x.row0 + 64 * cw,
+                                  x.sq, h, b, x.q_tok0, tid % 128, 1 + WG + cw, tm);
+        if (Q_AFTER_O) {
+            /* Q's rows are free once the TMA store (thread 0's bulk
+               group) has read them, and every thread its own staging
+               writes and row copies (the !by_tma way out): each
+               thread arrives for its own accesses */
+            if (tid % 128 == 0) fa__bulk_wait<true>();
+            release_q();
+        }
+    } else
+        fa__store_o_rows<BF16>(p, acc_o, inv, go, wrow0, x.sq, g, t);
+}
+
 #endif /* FA__SM90A */
 
 /* The kernel: 128 (WG + 1) threads a block (128 WG without the producer,
@@ -2175,14 +2227,8 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
            P V: in the shadow it was slower, left too few registers (ptxas
            C7511) or spilled [sm90-epilogue]. */
         constexpr bool LSE_EARLY = D >= 128;
-        auto store_l = [&]() { fa__store_lse_rows<1>(p, m_run, l_run, wrow0, x.sq, h, b, x.q_tok0, batch, g, t); };
         auto epilogue_begin = [&]() {
-            fa__finish_rows<1>(p, l_run, inv);
-            if (LSE_EARLY) store_l();
-            if (O_STAGED) {
-                fa__bulk_wait<true>();
-                fa__named_sync(1 + WG + cw, 128);
-            }
+            fa__sm90_epilogue_begin<LSE_EARLY, O_STAGED, WG>(p, m_run, l_run, inv, x, wrow0, h, b, batch, g, t, cw);
         };
 
         const int count = x.n_end - x.n_begin;
@@ -2439,26 +2485,9 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
             }
         }
         if (!FA__SM90_OVERLAP || count_w == 0) epilogue_begin(); /* (no key block: O = 0, L = -inf) */
-        if (!LSE_EARLY) store_l();
-        uint16_t *go = p.o + (p.cu_seqlens_q ? x.q_tok0 * p.o_seq : b * p.o_batch) + h * p.o_head;
-        /* (Staged only in a tile of its own, or in Q's tile once this
-           tile's keys have run: a tile without keys stores its zeros
-           straight, as a copy may be landing in Q's tile, the next tile's
-           (Q_AFTER_O) or its own, sent before its keys were known (EARLY).
-           count is never below 0, windows being >= 0.) */
-        if (O_STAGED && (O_OWN || count > 0)) {
-            fa__sm90_store_o<BF16, D>(p, acc_o, inv, sm.sO + (uint32_t)cw * 64 * 128, BM * 128, go, x.row0 + 64 * cw,
-                                      x.sq, h, b, x.q_tok0, tid % 128, 1 + WG + cw, tm);
-            if (Q_AFTER_O) {
-                /* Q's rows are free once the TMA store (thread 0's bulk
-                   group) has read them, and every thread its own staging
-                   writes and row copies (the !by_tma way out): each
-                   thread arrives for its own accesses */
-                if (tid % 128 == 0) fa__bulk_wait<true>();
-                fa__mbar_arrive(q_empty(q_uses - 1));
-            }
-        } else
-            fa__store_o_rows<BF16>(p, acc_o, inv, go, wrow0, x.sq, g, t);
+        fa__sm90_epilogue_end<BF16, D, BM, WG, LSE_EARLY, O_STAGED, O_OWN, Q_AFTER_O>(
+            p, tm, acc_o, m_run, l_run, inv, x, wrow0, h, b, batch, g, t, cw, tid, count, sm.sO,
+            [&]() { fa__mbar_arrive(q_empty(q_uses - 1)); });
     }
     if (PINGPONG && cw == 0) fa__named_sync(1, 256);
     /* the last TMA store of O has written global memory (and read the
