@@ -1853,6 +1853,144 @@ static __device__ __forceinline__ void fa__sm90_epilogue_end(const fa__fwd_param
         fa__store_o_rows<BF16>(p, acc_o, inv, go, wrow0, x.sq, g, t);
 }
 
+/* Where a tile's copies read from (fa__sm90_producer's tile_src, the
+   kernel's): its first query and key rows in the maps, the maps' batch
+   coordinates, the K / V head, whether a map's rows end where the sequence
+   does, and the global pointers for copies without TMA. */
+struct fa__src {
+    int qrow, krow, qb, kb, hk;
+    bool q_exact, kv_exact;
+    const uint16_t *gq, *gk, *gv;
+};
+
+/* The sm_90a producer (item 2), run by one warp (lane: its lane): walks
+   the block's tiles (sched) in the consumers' order and, for each tile
+   with rows and keys, copies its Q (copy_q) and its key blocks' K and V
+   through the ring of stages (copy_kv); with HANDOFF it publishes each
+   tile's slot first, and a done slot after the last; FLAT: a tile's one or
+   two segments. q_tile .. slot: the kernel's Q buffers, barriers and slots;
+   tile_src, copy_q, copy_kv: the kernel's copies (shared with the loader
+   of FA__SM90_WARPSPEC = 0). */
+template <int D, int BM, int BN, int WG, int QB, bool HANDOFF, bool FLAT, bool EARLY, class Sched, class Bufs,
+          class QTile, class QFull, class QEmpty, class QPhase, class Slot, class TileSrc, class CopyQ, class CopyKV>
+static __device__ __forceinline__ void
+fa__sm90_producer(const fa__fwd_params &p, const fa__tma_maps &tm, const fa__sm90_walk &wk, int m_blocks, int batch,
+                  const Sched &sched, const Bufs &sm, bool early_ok, int lane, const QTile &q_tile,
+                  const QFull &q_full, const QEmpty &q_empty, const QPhase &q_phase, const Slot &slot,
+                  const TileSrc &tile_src, const CopyQ &copy_q, const CopyKV &copy_kv)
+{
+    int q_uses = 0, ring = 0;
+    /* (HANDOFF) slot q_uses: the tile's (or done), once the tile
+       before the last in it has been released (the Q empty
+       barrier); the Q copy's arrival publishes it, or, with no Q,
+       an arrival of its own */
+    auto slot_free = [&]() {
+        if (q_uses >= QB) fa__mbar_wait(q_empty(q_uses), q_phase(q_uses - QB));
+    };
+    auto publish = [&](const fa__extent &x, int m_block, int h, int b, bool done) {
+        slot_free();
+        if (lane == 0) {
+            fa__tile_slot *t = slot(q_uses);
+            t->m_block = m_block;
+            t->h = h;
+            t->b = b;
+            t->done = done;
+            for (int w = 0; w < WG; w++) t->count_w[w] = sched.warpgroup_blocks(x, b, w);
+            if (done || x.n_end <= x.n_begin) fa__mbar_arrive(q_full(q_uses));
+        }
+    };
+    /* (FLAT) tile k G + blockIdx.x, its one or two segments (rows
+       from row0 of head h, batch b; the second starts at the next
+       sequence's row 0, so its row0 is -64 split): the slot, Q in
+       64-row boxes (this launch's Q map has them), and the key
+       blocks, both segments' block n in turn. False past the last
+       tile. */
+    auto flat_tile = [&](int k) {
+        const int u = k * (int)gridDim.x + (int)blockIdx.x;
+        if (u >= sched.tiles) return false;
+        const int a = u * WG, hb = fa__fastdiv_q(wk.m, a), r0 = a - hb * m_blocks;
+        const int split = min(WG, m_blocks - r0);
+        const bool two = split < WG && hb + 1 < p.heads_q * batch;
+        const int b0 = fa__fastdiv_q(wk.heads, hb), h0 = hb - b0 * p.heads_q;
+        const int b1 = fa__fastdiv_q(wk.heads, hb + 1), h1 = hb + 1 - b1 * p.heads_q;
+        const fa__extent x0 = fa__fwd_extent(p, b0, 64 * r0, BM, BN);
+        const fa__extent x1 = fa__fwd_extent(p, b1, -64 * split, BM, BN);
+        const bool keys = x0.n_end > x0.n_begin; /* (the same blocks for both) */
+        const int working = two ? WG : split;    /* warpgroups with rows */
+        slot_free();
+        if (lane == 0) {
+            fa__tile_slot *t = slot(q_uses);
+            t->h = h0, t->b = b0, t->row0 = x0.row0;
+            t->h1 = h1, t->b1 = b1, t->row0_1 = x1.row0;
+            t->split = two ? split : WG;
+            t->done = 0;
+            for (int w = 0; w < WG; w++)
+                t->count_w[w] = w < split ? sched.warpgroup_blocks(x0, b0, w)
+                                : two     ? sched.warpgroup_blocks(x1, b1, w)
+                                          : 0;
+            if (!keys) {
+                fa__mbar_arrive(q_full(q_uses));
+            } else {
+                fa__mbar_expect_tx(q_full(q_uses), (uint32_t)working * 64 * D * 2);
+                for (int w = 0; w < working; w++)
+                    for (int j = 0; j < D / 64; j++)
+                        fa__tma_load(q_tile(q_uses) + (uint32_t)(j * BM + 64 * w) * 128, &tm.q, 64 * j,
+                                     (w < split ? x0.row0 : x1.row0) + 64 * w, w < split ? h0 : h1,
+                                     w < split ? b0 : b1, q_full(q_uses));
+            }
+        }
+        q_uses++;
+        if (!keys) return true;
+        /* (whole boxes: one length for all, no cu_seqlens, TMA clips) */
+        fa__src c0 = {}, c1 = {};
+        c0.hk = h0 / p.group, c0.kb = b0, c0.kv_exact = true;
+        c1.hk = h1 / p.group, c1.kb = b1, c1.kv_exact = true;
+        for (int n = x0.n_begin; n < x0.n_end; n++) {
+            copy_kv(c0, x0, n, ring++);
+            if (two) copy_kv(c1, x1, n, ring++);
+        }
+        return true;
+    };
+    for (int k = 0; k < sched.rounds; k++) {
+        if constexpr (FLAT) {
+            if (!flat_tile(k)) break;
+            continue;
+        }
+        int m_block, h, b;
+        if (!sched.unit(k, m_block, h, b, EARLY)) continue;
+        const int hk = h / p.group;
+        /* (early: a tile with rows; its Q the first, K_0 and V_0 ring position 0) */
+        const int row0 = sched.tile_row0(m_block);
+        const bool early = early_ok && row0 < p.seqlen_q;
+        if (early) {
+            fa__sm90_load<BM, D>(q_tile(0), q_full(0), &tm.q, row0, h, b, BM, true, p.d, p.q, 0, lane);
+            fa__sm90_load<BN, D>(sm.sK, sm.k_full(0), &tm.k, 0, hk, b, BN, true, p.d, p.k, 0, lane);
+            fa__sm90_load<BN, D>(sm.sV, sm.v_full(0), &tm.v, 0, hk, b, BN, true, p.dv, p.v, 0, lane);
+        }
+        const fa__extent x = fa__fwd_extent(p, b, row0, BM, BN);
+        /* (x.row0 < x.sq asked twice: a tile without rows skipped first,
+           then publish and the test for keys, spilled 56 bytes in
+           the HANDOFF kernels, ptxas 13.0) */
+        if (HANDOFF && x.row0 < x.sq) publish(x, m_block, h, b, false);
+        if (x.row0 >= x.sq || x.n_begin >= x.n_end) {
+            if (early) { /* (no key: nothing may be in flight at the block's end) */
+                fa__mbar_wait(q_full(0), 0);
+                fa__mbar_wait(sm.k_full(0), 0);
+                fa__mbar_wait(sm.v_full(0), 0);
+            }
+            if (HANDOFF && x.row0 < x.sq) q_uses++;
+            continue;
+        }
+        const fa__src c = tile_src(x, h, hk, b);
+        if (!early) copy_q(c, x, h, q_uses);
+        q_uses++;
+        int n = x.n_begin;
+        if (early) n++, ring++; /* (n_begin = 0: no left bound) */
+        for (; n < x.n_end; n++, ring++) copy_kv(c, x, n, ring);
+    }
+    if (HANDOFF) publish(fa__extent(), 0, 0, 0, true);
+}
+
 #endif /* FA__SM90A */
 
 /* The kernel: 128 (WG + 1) threads a block (128 WG without the producer,
@@ -1970,11 +2108,7 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
        h, K / V head hk = h / p.group, batch b) reads from (hk is the
        caller's: the producer divides before its tile checks, as it always
        did, which keeps the default build's code as it was): */
-    struct fa__src {
-        int qrow, krow, qb, kb, hk;
-        bool q_exact, kv_exact;
-        const uint16_t *gq, *gk, *gv;
-    };
+    /* (fa__src) */
     auto tile_src = [&](const fa__extent &x, int h, int hk, int b) {
         fa__src c;
         c.hk = hk;
@@ -2030,116 +2164,9 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
         /* ---- producer warpgroup: one warp copies, the rest idle ---- */
         fa__setmaxnreg_dec<24>();
         if (warp == 0) {
-            int q_uses = 0, ring = 0;
-            /* (HANDOFF) slot q_uses: the tile's (or done), once the tile
-               before the last in it has been released (the Q empty
-               barrier); the Q copy's arrival publishes it, or, with no Q,
-               an arrival of its own */
-            auto slot_free = [&]() {
-                if (q_uses >= QB) fa__mbar_wait(q_empty(q_uses), q_phase(q_uses - QB));
-            };
-            auto publish = [&](const fa__extent &x, int m_block, int h, int b, bool done) {
-                slot_free();
-                if (lane == 0) {
-                    fa__tile_slot *t = slot(q_uses);
-                    t->m_block = m_block;
-                    t->h = h;
-                    t->b = b;
-                    t->done = done;
-                    for (int w = 0; w < WG; w++) t->count_w[w] = sched.warpgroup_blocks(x, b, w);
-                    if (done || x.n_end <= x.n_begin) fa__mbar_arrive(q_full(q_uses));
-                }
-            };
-            /* (FLAT) tile k G + blockIdx.x, its one or two segments (rows
-               from row0 of head h, batch b; the second starts at the next
-               sequence's row 0, so its row0 is -64 split): the slot, Q in
-               64-row boxes (this launch's Q map has them), and the key
-               blocks, both segments' block n in turn. False past the last
-               tile. */
-            auto flat_tile = [&](int k) {
-                const int u = k * (int)gridDim.x + (int)blockIdx.x;
-                if (u >= sched.tiles) return false;
-                const int a = u * WG, hb = fa__fastdiv_q(wk.m, a), r0 = a - hb * m_blocks;
-                const int split = min(WG, m_blocks - r0);
-                const bool two = split < WG && hb + 1 < p.heads_q * batch;
-                const int b0 = fa__fastdiv_q(wk.heads, hb), h0 = hb - b0 * p.heads_q;
-                const int b1 = fa__fastdiv_q(wk.heads, hb + 1), h1 = hb + 1 - b1 * p.heads_q;
-                const fa__extent x0 = fa__fwd_extent(p, b0, 64 * r0, BM, BN);
-                const fa__extent x1 = fa__fwd_extent(p, b1, -64 * split, BM, BN);
-                const bool keys = x0.n_end > x0.n_begin; /* (the same blocks for both) */
-                const int working = two ? WG : split;    /* warpgroups with rows */
-                slot_free();
-                if (lane == 0) {
-                    fa__tile_slot *t = slot(q_uses);
-                    t->h = h0, t->b = b0, t->row0 = x0.row0;
-                    t->h1 = h1, t->b1 = b1, t->row0_1 = x1.row0;
-                    t->split = two ? split : WG;
-                    t->done = 0;
-                    for (int w = 0; w < WG; w++)
-                        t->count_w[w] = w < split ? sched.warpgroup_blocks(x0, b0, w)
-                                        : two     ? sched.warpgroup_blocks(x1, b1, w)
-                                                  : 0;
-                    if (!keys) {
-                        fa__mbar_arrive(q_full(q_uses));
-                    } else {
-                        fa__mbar_expect_tx(q_full(q_uses), (uint32_t)working * 64 * D * 2);
-                        for (int w = 0; w < working; w++)
-                            for (int j = 0; j < D / 64; j++)
-                                fa__tma_load(q_tile(q_uses) + (uint32_t)(j * BM + 64 * w) * 128, &tm.q, 64 * j,
-                                             (w < split ? x0.row0 : x1.row0) + 64 * w, w < split ? h0 : h1,
-                                             w < split ? b0 : b1, q_full(q_uses));
-                    }
-                }
-                q_uses++;
-                if (!keys) return true;
-                /* (whole boxes: one length for all, no cu_seqlens, TMA clips) */
-                fa__src c0 = {}, c1 = {};
-                c0.hk = h0 / p.group, c0.kb = b0, c0.kv_exact = true;
-                c1.hk = h1 / p.group, c1.kb = b1, c1.kv_exact = true;
-                for (int n = x0.n_begin; n < x0.n_end; n++) {
-                    copy_kv(c0, x0, n, ring++);
-                    if (two) copy_kv(c1, x1, n, ring++);
-                }
-                return true;
-            };
-            for (int k = 0; k < sched.rounds; k++) {
-                if constexpr (FLAT) {
-                    if (!flat_tile(k)) break;
-                    continue;
-                }
-                int m_block, h, b;
-                if (!sched.unit(k, m_block, h, b, EARLY)) continue;
-                const int hk = h / p.group;
-                /* (early: a tile with rows; its Q the first, K_0 and V_0 ring position 0) */
-                const int row0 = sched.tile_row0(m_block);
-                const bool early = early_ok && row0 < p.seqlen_q;
-                if (early) {
-                    fa__sm90_load<BM, D>(q_tile(0), q_full(0), &tm.q, row0, h, b, BM, true, p.d, p.q, 0, lane);
-                    fa__sm90_load<BN, D>(sm.sK, sm.k_full(0), &tm.k, 0, hk, b, BN, true, p.d, p.k, 0, lane);
-                    fa__sm90_load<BN, D>(sm.sV, sm.v_full(0), &tm.v, 0, hk, b, BN, true, p.dv, p.v, 0, lane);
-                }
-                const fa__extent x = fa__fwd_extent(p, b, row0, BM, BN);
-                /* (x.row0 < x.sq asked twice: a tile without rows skipped first,
-                   then publish and the test for keys, spilled 56 bytes in
-                   the HANDOFF kernels, ptxas 13.0) */
-                if (HANDOFF && x.row0 < x.sq) publish(x, m_block, h, b, false);
-                if (x.row0 >= x.sq || x.n_begin >= x.n_end) {
-                    if (early) { /* (no key: nothing may be in flight at the block's end) */
-                        fa__mbar_wait(q_full(0), 0);
-                        fa__mbar_wait(sm.k_full(0), 0);
-                        fa__mbar_wait(sm.v_full(0), 0);
-                    }
-                    if (HANDOFF && x.row0 < x.sq) q_uses++;
-                    continue;
-                }
-                const fa__src c = tile_src(x, h, hk, b);
-                if (!early) copy_q(c, x, h, q_uses);
-                q_uses++;
-                int n = x.n_begin;
-                if (early) n++, ring++; /* (n_begin = 0: no left bound) */
-                for (; n < x.n_end; n++, ring++) copy_kv(c, x, n, ring);
-            }
-            if (HANDOFF) publish(fa__extent(), 0, 0, 0, true);
+            fa__sm90_producer<D, BM, BN, WG, QB, HANDOFF, FLAT, EARLY>(p, tm, wk, m_blocks, batch, sched, sm, early_ok,
+                                                                        lane, q_tile, q_full, q_empty, q_phase, slot,
+                                                                        tile_src, copy_q, copy_kv);
         }
         return;
     }
