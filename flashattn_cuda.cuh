@@ -1991,6 +1991,92 @@ fa__sm90_producer(const fa__fwd_params &p, const fa__tma_maps &tm, const fa__sm9
     if (HANDOFF) publish(fa__extent(), 0, 0, 0, true);
 }
 
+/* The sm_90a consumer's loop over its key blocks 0 .. count_w - 1 (items
+   4 and 5): with FA__SM90_OVERLAP, S_it = Q K_it^T issued beside O~ +=
+   P_{it-1} V_{it-1}, the softmax of S_it under the product, and the last
+   P V beside the epilogue's first part; else S and P V in turns of their
+   own. The callables are the kernel's, bound to the tile: the turns
+   (my_turn, end_turn), the products (issue_qk, issue_pv), the stages'
+   releases (release_k, release_v), needs_mask, softmax
+   (fa__sm90_softmax_step) and epilogue_begin (fa__sm90_epilogue_begin). */
+template <bool BF16, bool LAZY_MAX, bool SHORT_PATH, int NS, int NO, class MyTurn, class EndTurn, class IssueQK,
+          class IssuePV, class NeedsMask, class ReleaseK, class ReleaseV, class Softmax, class EpilogueBegin>
+static __device__ __forceinline__ void
+fa__sm90_key_loop(int count_w, float (&s)[1][NS][4], uint32_t (&pa)[NS / 2][1][4], float (&acc_o)[1][NO][4],
+                  float (&alpha)[1][2], const MyTurn &my_turn, const EndTurn &end_turn, const IssueQK &issue_qk,
+                  const IssuePV &issue_pv, const NeedsMask &needs_mask, const ReleaseK &release_k,
+                  const ReleaseV &release_v, const Softmax &softmax, const EpilogueBegin &epilogue_begin)
+{
+    float(&s_flat)[4 * NS] = reinterpret_cast<float(&)[4 * NS]>(s);
+    float(&o_flat)[4 * NO] = reinterpret_cast<float(&)[4 * NO]>(acc_o);
+    if (FA__SM90_OVERLAP) {
+        /* the first key block: S_0 alone */
+        auto first = [&]() {
+            my_turn();
+            issue_qk(0);
+            end_turn();
+            const bool early_mask = SHORT_PATH && needs_mask(0);
+            fa__wgmma_wait<0>();
+            fa__fence_regs(s_flat);
+            release_k(0);
+            softmax(0, early_mask); /* O~ is still 0: nothing to rescale */
+            fa__pack_p<BF16>(s, pa);
+        };
+        /* key block it > 0 */
+        auto step = [&](int it) {
+            my_turn();
+            issue_qk(it);     /* S_it ...                       */
+            issue_pv(it - 1); /* ... and O~ += P_{it-1} V_{it-1} */
+            end_turn();
+            const bool early_mask = SHORT_PATH && needs_mask(it);
+            fa__wgmma_wait<1>(); /* groups retire in order: S_it is done */
+            fa__fence_regs(s_flat);
+            release_k(it);
+            softmax(it, early_mask);
+            fa__wgmma_wait<0>();
+            fa__fence_regs(o_flat);
+            release_v(it - 1);
+            /* O~ now relative to the new maximum */
+            if (!LAZY_MAX || __any_sync(0xffffffffu, alpha[0][0] != 1.0f || alpha[0][1] != 1.0f))
+                fa__rescale_o(acc_o, alpha);
+            fa__pack_p<BF16>(s, pa);
+        };
+        /* the last P V. (The next tile's S_0 issued here, so that it
+           computes under the epilogue, measured slower in the
+           HANDOFF kernels [sm90-handoff].) */
+        auto finish = [&]() {
+            my_turn();
+            issue_pv(count_w - 1);
+            end_turn();
+            epilogue_begin(); /* l and m are final: the last softmax is done */
+            fa__wgmma_wait<0>();
+            fa__fence_regs(o_flat);
+            release_v(count_w - 1);
+        };
+        first();
+        for (int it = 1; it < count_w; it++) step(it);
+        finish();
+    } else {
+        for (int it = 0; it < count_w; it++) {
+            my_turn();
+            issue_qk(it);
+            end_turn();
+            fa__wgmma_wait<0>();
+            fa__fence_regs(s_flat);
+            release_k(it);
+            softmax(it, SHORT_PATH && needs_mask(it));
+            fa__rescale_o(acc_o, alpha);
+            fa__pack_p<BF16>(s, pa);
+            my_turn();
+            issue_pv(it);
+            end_turn();
+            fa__wgmma_wait<0>();
+            fa__fence_regs(o_flat);
+            release_v(it);
+        }
+    }
+}
+
 #endif /* FA__SM90A */
 
 /* The kernel: 128 (WG + 1) threads a block (128 WG without the producer,
@@ -2439,72 +2525,9 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
                 if (Q_AFTER_O) fa__mbar_wait(q_full(q_uses - 1), q_phase(q_uses - 1));
             } else {
                 if (!HANDOFF) fa__mbar_wait(q_full(q_uses), q_phase(q_uses));
-                if (FA__SM90_OVERLAP) {
-                    /* the first key block: S_0 alone */
-                    auto first = [&]() {
-                        my_turn();
-                        issue_qk(0);
-                        end_turn();
-                        const bool early_mask = SHORT_PATH && needs_mask(0);
-                        fa__wgmma_wait<0>();
-                        fa__fence_regs(s_flat);
-                        release_k(0);
-                        softmax(0, early_mask); /* O~ is still 0: nothing to rescale */
-                        fa__pack_p<BF16>(s, pa);
-                    };
-                    /* key block it > 0 */
-                    auto step = [&](int it) {
-                        my_turn();
-                        issue_qk(it);     /* S_it ...                       */
-                        issue_pv(it - 1); /* ... and O~ += P_{it-1} V_{it-1} */
-                        end_turn();
-                        const bool early_mask = SHORT_PATH && needs_mask(it);
-                        fa__wgmma_wait<1>(); /* groups retire in order: S_it is done */
-                        fa__fence_regs(s_flat);
-                        release_k(it);
-                        softmax(it, early_mask);
-                        fa__wgmma_wait<0>();
-                        fa__fence_regs(o_flat);
-                        release_v(it - 1);
-                        /* O~ now relative to the new maximum */
-                        if (!LAZY_MAX || __any_sync(0xffffffffu, alpha[0][0] != 1.0f || alpha[0][1] != 1.0f))
-                            fa__rescale_o(acc_o, alpha);
-                        fa__pack_p<BF16>(s, pa);
-                    };
-                    /* the last P V. (The next tile's S_0 issued here, so that it
-                       computes under the epilogue, measured slower in the
-                       HANDOFF kernels [sm90-handoff].) */
-                    auto finish = [&]() {
-                        my_turn();
-                        issue_pv(count_w - 1);
-                        end_turn();
-                        epilogue_begin(); /* l and m are final: the last softmax is done */
-                        fa__wgmma_wait<0>();
-                        fa__fence_regs(o_flat);
-                        release_v(count_w - 1);
-                    };
-                    first();
-                    for (int it = 1; it < count_w; it++) step(it);
-                    finish();
-                } else {
-                    for (int it = 0; it < count_w; it++) {
-                        my_turn();
-                        issue_qk(it);
-                        end_turn();
-                        fa__wgmma_wait<0>();
-                        fa__fence_regs(s_flat);
-                        release_k(it);
-                        softmax(it, SHORT_PATH && needs_mask(it));
-                        fa__rescale_o(acc_o, alpha);
-                        fa__pack_p<BF16>(s, pa);
-                        my_turn();
-                        issue_pv(it);
-                        end_turn();
-                        fa__wgmma_wait<0>();
-                        fa__fence_regs(o_flat);
-                        release_v(it);
-                    }
-                }
+                fa__sm90_key_loop<BF16, LAZY_MAX, SHORT_PATH>(count_w, s, pa, acc_o, alpha, my_turn, end_turn,
+                                                              issue_qk, issue_pv, needs_mask, release_k, release_v,
+                                                              softmax, epilogue_begin);
                 if (WG_STOP)
                     for (int it = count_w; it < count; it++) pass(it); /* (WG_STOP) */
                 q_uses++;
