@@ -2077,6 +2077,54 @@ fa__sm90_key_loop(int count_w, float (&s)[1][NS][4], uint32_t (&pa)[NS / 2][1][4
     }
 }
 
+/* The block's barriers, set up by one thread: Q full (one arrival, the
+   copy's bytes) and Q empty (each consumer warp's lane 0, or every consumer
+   thread: Q_RELEASE_ALL) per Q tile, K / V full (the copy) and empty (each
+   consumer warp's lane 0) per stage. q_full, q_empty: the kernel's. */
+template <int QB, int STAGES, int WG, bool Q_RELEASE_ALL, class Bufs, class QFull, class QEmpty>
+static __device__ __forceinline__ void fa__sm90_init_barriers(const Bufs &sm, const QFull &q_full, const QEmpty &q_empty)
+{
+    for (int u = 0; u < QB; u++) {
+        fa__mbar_init(q_full(u), 1);
+        fa__mbar_init(q_empty(u), Q_RELEASE_ALL ? 128 * WG : 4 * WG);
+    }
+    for (int s = 0; s < STAGES; s++) {
+        fa__mbar_init(sm.k_full(s), 1);
+        fa__mbar_init(sm.v_full(s), 1);
+        fa__mbar_init(sm.k_empty(s), 4 * WG);
+        fa__mbar_init(sm.v_empty(s), 4 * WG);
+    }
+    /* make the initialized barriers visible to the copy engine */
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+}
+
+/* S = Q K^T of one key block, issued by the warpgroup (no wait for the
+   result): D / 16 products over Q's descriptor qd, stepped
+   (fa__wg_desc_step), and K's, kd(offset) (the kernel's kv_descs). */
+template <int D, int BN, int BM, bool BF16, class KDesc>
+static __device__ __forceinline__ void fa__sm90_issue_qk(float (&s_flat)[BN / 2], uint64_t qd, const KDesc &kd)
+{
+    fa__wgmma_fence(); /* the softmax's accesses to S before the products write it */
+#pragma unroll
+    for (int kk = 0; kk < D / 16; kk++)
+        fa__wgmma<BN, BF16>::ss(s_flat, fa__wg_desc_step(qd, (kk / 4) * BM * 128 + (kk % 4) * 32),
+                               kd((kk / 4) * BN * 128 + (kk % 4) * 32), kk > 0);
+    fa__wgmma_commit();
+}
+
+/* O~ += P V of one key block: BN / 16 products, P from registers (pa), V's
+   descriptor vd(offset). */
+template <int D, int BN, bool BF16, class VDesc>
+static __device__ __forceinline__ void fa__sm90_issue_pv(float (&o_flat)[D / 2], uint32_t (&pa)[BN / 16][1][4],
+                                                         const VDesc &vd)
+{
+    fa__wgmma_fence(); /* O~'s rescale and P's writes before the products read them */
+#pragma unroll
+    for (int kk = 0; kk < BN / 16; kk++)
+        fa__wgmma<D, BF16>::rs(o_flat, pa[kk][0], vd(kk * 2048), 1);
+    fa__wgmma_commit();
+}
+
 #endif /* FA__SM90A */
 
 /* The kernel: 128 (WG + 1) threads a block (128 WG without the producer,
@@ -2166,20 +2214,7 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
     /* the tiles this block walks, in order (fa__sm90_sched) */
     const fa__sm90_sched<WG, BM, BN, PERSIST, FLAT, WG_STOP> sched(p, wk, m_blocks, batch);
 
-    if (threadIdx.x == 0) {
-        for (int u = 0; u < QB; u++) {
-            fa__mbar_init(q_full(u), 1);
-            fa__mbar_init(q_empty(u), Q_RELEASE_ALL ? 128 * WG : 4 * WG);
-        }
-        for (int s = 0; s < STAGES; s++) {
-            fa__mbar_init(sm.k_full(s), 1);
-            fa__mbar_init(sm.v_full(s), 1);
-            fa__mbar_init(sm.k_empty(s), 4 * WG);
-            fa__mbar_init(sm.v_empty(s), 4 * WG);
-        }
-        /* make the initialized barriers visible to the copy engine */
-        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-    }
+    if (threadIdx.x == 0) fa__sm90_init_barriers<QB, STAGES, WG, Q_RELEASE_ALL>(sm, q_full, q_empty);
     __syncthreads(); /* the last block-wide barrier: the roles part here */
 
     /* Both roles walk the same tiles and skip the same empty ones, so they
@@ -2440,21 +2475,12 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
                    in the backward [sm90-desc-step]. */
                 const uint64_t qd = fa__wg_desc(QB == 1 ? qw0 : q_tile(q_uses) + qw, 16, 1024);
                 const auto kd = kv_descs(sm.sK + landed(sm.k_full(at(it) % STAGES), it), 16);
-                fa__wgmma_fence();
-#pragma unroll
-                for (int kk = 0; kk < D / 16; kk++)
-                    fa__wgmma<BN, BF16>::ss(s_flat, fa__wg_desc_step(qd, (kk / 4) * BM * 128 + (kk % 4) * 32),
-                                           kd((kk / 4) * BN * 128 + (kk % 4) * 32), kk > 0);
-                fa__wgmma_commit();
+                fa__sm90_issue_qk<D, BN, BM, BF16>(s_flat, qd, kd);
             };
             /* issue O~ += P V_it once V_it has landed */
             auto issue_pv = [&](int it) {
                 const auto vd = kv_descs(sm.sV + landed(sm.v_full(at(it) % STAGES), it), BN * 128);
-                fa__wgmma_fence();
-#pragma unroll
-                for (int kk = 0; kk < BN / 16; kk++)
-                    fa__wgmma<D, BF16>::rs(o_flat, pa[kk][0], vd(kk * 2048), 1);
-                fa__wgmma_commit();
+                fa__sm90_issue_pv<D, BN, BF16>(o_flat, pa, vd);
             };
             /* LAZY_MAX (fa__softmax_tile): rows keep their maximum while it
                grows by 8 or less, and a warp whose rows all kept theirs skips
