@@ -1635,6 +1635,496 @@ static __device__ __forceinline__ void fa__sm90_store_o(const fa__fwd_params &p,
         }
     }
 }
+/* A tile handed over (the kernel's HANDOFF): its coordinates (the consumers
+   find its extent from them: handed over whole, the extent's values stayed
+   live in ordinary registers and the consumers spilled 104 bytes, ptxas
+   13.0), done (no tile: the walk is over), and count_w of each consumer
+   warpgroup (WG_STOP). Every consumer thread reads the slot (and so
+   releases it: q_empty) and takes each word from lane 0, so that ptxas
+   knows it is warp-uniform. */
+struct fa__tile_slot {
+    int m_block, h, b, done, count_w[4];
+    int split, row0, h1, b1, row0_1; /* (FLAT, below: h, b, row0 the first segment's, h1, b1, row0_1 the second's) */
+};
+static_assert(sizeof(fa__tile_slot) <= FA__SM90_SLOT_BYTES, "tile slot");
+
+/* The sm_90a block's dynamic shared memory */
+extern __shared__ uint8_t fa__smem90[];
+
+/* Its layout (from fa__smem90 rounded up to 1024 bytes): Q's tile,
+   STAGES K tiles, STAGES V tiles, O's staging tile (O_OWN; else O is
+   staged in Q's tile), Q's second tile (QB = 2), then the barriers, 8 bytes
+   each: Q full, Q empty, per stage K full, V full, K empty, V empty, the
+   second Q tile's full and empty, then the tile slots (QB = 2). The
+   kernel's q_tile, q_full, q_empty, q_phase and slot find the u-th tile's
+   Q and slot from sQ, sQ1 and bars. */
+template <uint32_t Q_BYTES, uint32_t KV_BYTES, int STAGES, int QB, bool O_OWN>
+struct fa__sm90_bufs {
+    uint32_t sQ, sK, sV, sO, sQ1, bars;
+    __device__ __forceinline__ explicit fa__sm90_bufs()
+    {
+        sQ = ((uint32_t)__cvta_generic_to_shared(fa__smem90) + 1023u) & ~1023u;
+        sK = sQ + Q_BYTES, sV = sK + STAGES * KV_BYTES;
+        /* O's staging tile (laid out as Q's), or Q's tile itself */
+        sO = O_OWN ? sV + STAGES * KV_BYTES : sQ;
+        sQ1 = sV + STAGES * KV_BYTES + (O_OWN ? Q_BYTES : 0u); /* Q's second tile (QB = 2) */
+        bars = sQ1 + (QB - 1) * Q_BYTES;
+    }
+    __device__ __forceinline__ uint32_t k_full(int s) const { return bars + 8u * (2 + s); }
+    __device__ __forceinline__ uint32_t v_full(int s) const { return bars + 8u * (2 + STAGES + s); }
+    __device__ __forceinline__ uint32_t k_empty(int s) const { return bars + 8u * (2 + 2 * STAGES + s); }
+    __device__ __forceinline__ uint32_t v_empty(int s) const { return bars + 8u * (2 + 3 * STAGES + s); }
+};
+
+
+/* The sm_90a kernel's tile scheduler: which tiles block blockIdx.x walks,
+   in which order, and how many key blocks each consumer warpgroup's rows
+   of a tile see. Tiles are (query block of BM rows, head, batch), m_blocks
+   query blocks per (head, batch); FLAT: WG warpgroup rows of the list of
+   every sequence's rows (the kernel's FLAT). */
+template <int WG, int BM, int BN, bool PERSIST, bool FLAT, bool WG_STOP>
+struct fa__sm90_sched {
+    const fa__fwd_params &p;
+    const fa__sm90_walk &wk;
+    int m_blocks, batch, tiles;
+    bool one_tile, walk1;
+    int pairs_m, pairs, rounds;
+    __device__ __forceinline__ fa__sm90_sched(const fa__fwd_params &p_, const fa__sm90_walk &wk_, int m_blocks_,
+                                              int batch_)
+        : p(p_), wk(wk_), m_blocks(m_blocks_), batch(batch_)
+    {
+        tiles = FLAT ? (m_blocks * p.heads_q * batch + WG - 1) / WG : m_blocks * p.heads_q * batch;
+        one_tile = !PERSIST || (int)gridDim.x >= tiles;
+        walk1 = fa__sm90_walk1(WG, p);
+        pairs_m = (m_blocks + 1) / 2, pairs = pairs_m * p.heads_q * batch;
+        /* (a block per tile: one unit, known at compile time without PERSIST,
+           so no state is carried in registers from tile to tile) */
+        rounds = one_tile ? 1
+                 : walk1  ? (tiles + (int)gridDim.x - 1) / (int)gridDim.x
+                          : 2 * ((pairs + (int)gridDim.x - 1) / (int)gridDim.x);
+    }
+    /* Tile order: the query block runs fastest, so the blocks running at
+       once share a head's K and V in L2, and last first: the heaviest under
+       a causal mask [sm90-tile-order]. */
+    __device__ __forceinline__ void tile_coords(int tile, int &m_block, int &h, int &b, bool fast = false) const
+    {
+        if (fast) { /* (fa__fastdiv) */
+            const int hb = fa__fastdiv_q(wk.m, tile); /* tile / m_blocks */
+            m_block = m_blocks - 1 - (tile - hb * m_blocks);
+            b = fa__fastdiv_q(wk.heads, hb);
+            h = hb - b * p.heads_q;
+            return;
+        }
+        m_block = m_blocks - 1 - tile % m_blocks;
+        h = (tile / m_blocks) % p.heads_q;
+        b = tile / m_blocks / p.heads_q;
+    }
+    /* A persistent block (gridDim.x < tiles) walks PAIRS of tiles: pair j
+       is query blocks M - 1 - i and i (i = j % ceil(M / 2), M = m_blocks)
+       of one head and batch, the heaviest and the lightest left under a
+       causal mask, so every pair is the same work (M + 1 key blocks: the
+       causal block count grows by one per query block) and a block that
+       takes pairs j = blockIdx.x, + G, + 2 G, ... (G = gridDim.x) is as
+       busy as every other, mask or not (up to one pair in the last round).
+       Unit k of the block is the heavy (k even) or light (k odd) tile of
+       pair (k / 2) G + blockIdx.x. Without a mask the three-warpgroup
+       shape (and the four-warpgroup one) walks single tiles instead, k G +
+       blockIdx.x in tile_coords' order (WALK1): its 192-row tiles rarely
+       divide the sequence, so its pairs would not be the same work (at 512
+       tokens pairs of 192 + 128
+       rows and single middle tiles of 192). For that shape the launch
+       makes G coprime to the tiles or pairs of a head, so that no block
+       gets the short ones every time. A block per
+       tile (gridDim.x >= tiles) takes tile blockIdx.x in tile_coords'
+       order. False: no tile (past the last pair, or the second half of the
+       middle pair when M is odd). */
+    __device__ __forceinline__ bool unit(int k, int &m_block, int &h, int &b, bool fast = false) const
+    {
+        if (one_tile) {
+            /* (the last heads' tiles heaviest first: fa__sm90_walk's tail) */
+            int tile = (int)blockIdx.x;
+            if (tile >= wk.tail_t0) {
+                const int i = tile - wk.tail_t0;
+                tile = wk.tail_t0 + i % wk.tail * m_blocks + i / wk.tail;
+            }
+            tile_coords(tile, m_block, h, b, fast);
+            return (int)blockIdx.x < tiles;
+        }
+        if (walk1) {
+            const int t1 = k * (int)gridDim.x + (int)blockIdx.x;
+            tile_coords(t1, m_block, h, b, true);
+            return t1 < tiles;
+        }
+        const int j = (k / 2) * (int)gridDim.x + (int)blockIdx.x, i = j % pairs_m;
+        h = (j / pairs_m) % p.heads_q;
+        b = j / pairs_m / p.heads_q;
+        m_block = k % 2 ? i : m_blocks - 1 - i;
+        return j < pairs && !(k % 2 && i == m_blocks - 1 - i);
+    }
+    /* tile m_block's first row (wk.pad: fa__sm90_walk) */
+    __device__ __forceinline__ int tile_row0(int m_block) const { return m_block * BM - wk.pad; }
+    /* count_w (WG_STOP, the kernel's): the key blocks warpgroup w's own rows
+       of tile x (batch b) see; 0 for a warpgroup with no row in the sequence.
+       (Without a right bound every row sees the tile's last block, and
+       fa__fwd_extent is not asked [sm90-wg-stop].) */
+    __device__ __forceinline__ int warpgroup_blocks(const fa__extent &x, int b, int w) const
+    {
+        const int count = x.n_end - x.n_begin, wfirst = x.row0 + 64 * w;
+        if (!WG_STOP) return count;
+        const bool idle = wfirst >= x.sq || wfirst + 64 <= 0;
+        const int seen = idle ? 0 : !p.has_right ? count : fa__fwd_extent(p, b, wfirst, 64, BN).n_end - x.n_begin;
+        return min(max(seen, 0), count);
+    }
+};
+
+/* The sm_90a consumer's softmax step (item 4): S_it of key block it (keys
+   from k0) is complete: the mask where the block needs it, then the online
+   softmax (alpha for O~). needs_mask: fa__block_needs_mask's answer, asked
+   before the wait for S under SHORT_PATH (the kernel's), else here. */
+template <int NS, int BN, bool LAZY_MAX, bool SHORT_PATH>
+static __device__ __forceinline__ void fa__sm90_softmax_step(float (&s)[1][NS][4], float (&m_run)[1][2],
+                                                             float (&l_run)[1][2], float (&alpha)[1][2],
+                                                             const fa__fwd_params &p, const fa__extent &x,
+                                                             const fa__mask_cut &cut, int it, bool early_mask,
+                                                             int wrow0, int h, int g, int t)
+{
+    const int k0 = (x.n_begin + it) * BN;
+    /* the mask without a left bound (causal) compares each score
+       once, not twice (fa__mask_scores' LEFT) [gpu-mask]. The
+       sm_80 kernel keeps both compares. */
+    if (SHORT_PATH ? early_mask : fa__block_needs_mask(cut, (x.n_begin + it) * BN, BN)) {
+        if (p.has_left)
+            fa__mask_scores<false>(s, p, wrow0, k0, x.sk, x.shift, h, g, t);
+        else
+            fa__mask_scores<false, false>(s, p, wrow0, k0, x.sk, x.shift, h, g, t);
+    }
+    fa__softmax_tile<1, NS, LAZY_MAX, SHORT_PATH>(s, m_run, l_run, alpha, p.scale_log2);
+}
+
+/* The sm_90a consumer's epilogue (item 7), in two parts. The first needs
+   no O: the rows' sums l and 1 / l (fa__finish_rows), L where LSE_EARLY,
+   and with O staged (O_STAGED), the staging free: the previous tile's rows
+   read out (its TMA store, thread 0's bulk group, and every thread's own
+   copies; the warpgroup's named barrier 1 + WG + cw). */
+template <bool LSE_EARLY, bool O_STAGED, int WG>
+static __device__ __forceinline__ void fa__sm90_epilogue_begin(const fa__fwd_params &p, float (&m_run)[1][2],
+                                                               float (&l_run)[1][2], float (&inv)[1][2],
+                                                               const fa__extent &x, int wrow0, int h, int b,
+                                                               int batch, int g, int t, int cw)
+{
+    fa__finish_rows<1>(p, l_run, inv);
+    if (LSE_EARLY) fa__store_lse_rows<1>(p, m_run, l_run, wrow0, x.sq, h, b, x.q_tok0, batch, g, t);
+    if (O_STAGED) {
+        fa__bulk_wait<true>();
+        fa__named_sync(1 + WG + cw, 128);
+    }
+}
+
+/* The second, after the last P V: L (unless LSE_EARLY), then O scaled by
+   1 / l and stored, staged in shared memory at sO (O_STAGED) or straight.
+   (Staged only in a tile of its own, or in Q's tile once this tile's keys
+   have run: a tile without keys stores its zeros straight, as a copy may
+   be landing in Q's tile, the next tile's (Q_AFTER_O) or its own, sent
+   before its keys were known (EARLY). count is never below 0, windows
+   being >= 0.) release_q: the arrival on the tile's Q empty barrier
+   (Q_AFTER_O). */
+template <bool BF16, int D, int BM, int WG, bool LSE_EARLY, bool O_STAGED, bool O_OWN, bool Q_AFTER_O, class QRelease>
+static __device__ __forceinline__ void fa__sm90_epilogue_end(const fa__fwd_params &p, const fa__tma_maps &tm,
+                                                             float (&acc_o)[1][D / 8][4], float (&m_run)[1][2],
+                                                             float (&l_run)[1][2], float (&inv)[1][2],
+                                                             const fa__extent &x, int wrow0, int h, int b,
+                                                             int batch, int g, int t, int cw, int tid, int count,
+                                                             uint32_t sO, const QRelease &release_q)
+{
+    if (!LSE_EARLY) fa__store_lse_rows<1>(p, m_run, l_run, wrow0, x.sq, h, b, x.q_tok0, batch, g, t);
+    uint16_t *go = p.o + (p.cu_seqlens_q ? x.q_tok0 * p.o_seq : b * p.o_batch) + h * p.o_head;
+    if (O_STAGED && (O_OWN || count > 0)) {
+        fa__sm90_store_o<BF16, D>(p, acc_o, inv, sO + (uint32_t)cw * 64 * 128, BM * 128, go, x.row0 + 64 * cw,
+                                  x.sq, h, b, x.q_tok0, tid % 128, 1 + WG + cw, tm);
+        if (Q_AFTER_O) {
+            /* Q's rows are free once the TMA store (thread 0's bulk
+               group) has read them, and every thread its own staging
+               writes and row copies (the !by_tma way out): each
+               thread arrives for its own accesses */
+            if (tid % 128 == 0) fa__bulk_wait<true>();
+            release_q();
+        }
+    } else
+        fa__store_o_rows<BF16>(p, acc_o, inv, go, wrow0, x.sq, g, t);
+}
+
+/* Where a tile's copies read from (fa__sm90_producer's tile_src, the
+   kernel's): its first query and key rows in the maps, the maps' batch
+   coordinates, the K / V head, whether a map's rows end where the sequence
+   does, and the global pointers for copies without TMA. */
+struct fa__src {
+    int qrow, krow, qb, kb, hk;
+    bool q_exact, kv_exact;
+    const uint16_t *gq, *gk, *gv;
+};
+
+/* The sm_90a producer (item 2), run by one warp (lane: its lane): walks
+   the block's tiles (sched) in the consumers' order and, for each tile
+   with rows and keys, copies its Q (copy_q) and its key blocks' K and V
+   through the ring of stages (copy_kv); with HANDOFF it publishes each
+   tile's slot first, and a done slot after the last; FLAT: a tile's one or
+   two segments. q_tile .. slot: the kernel's Q buffers, barriers and slots;
+   tile_src, copy_q, copy_kv: the kernel's copies (shared with the loader
+   of FA__SM90_WARPSPEC = 0). */
+template <int D, int BM, int BN, int WG, int QB, bool HANDOFF, bool FLAT, bool EARLY, class Sched, class Bufs,
+          class QTile, class QFull, class QEmpty, class QPhase, class Slot, class TileSrc, class CopyQ, class CopyKV>
+static __device__ __forceinline__ void
+fa__sm90_producer(const fa__fwd_params &p, const fa__tma_maps &tm, const fa__sm90_walk &wk, int m_blocks, int batch,
+                  const Sched &sched, const Bufs &sm, bool early_ok, int lane, const QTile &q_tile,
+                  const QFull &q_full, const QEmpty &q_empty, const QPhase &q_phase, const Slot &slot,
+                  const TileSrc &tile_src, const CopyQ &copy_q, const CopyKV &copy_kv)
+{
+    int q_uses = 0, ring = 0;
+    /* (HANDOFF) slot q_uses: the tile's (or done), once the tile
+       before the last in it has been released (the Q empty
+       barrier); the Q copy's arrival publishes it, or, with no Q,
+       an arrival of its own */
+    auto slot_free = [&]() {
+        if (q_uses >= QB) fa__mbar_wait(q_empty(q_uses), q_phase(q_uses - QB));
+    };
+    auto publish = [&](const fa__extent &x, int m_block, int h, int b, bool done) {
+        slot_free();
+        if (lane == 0) {
+            fa__tile_slot *t = slot(q_uses);
+            t->m_block = m_block;
+            t->h = h;
+            t->b = b;
+            t->done = done;
+            for (int w = 0; w < WG; w++) t->count_w[w] = sched.warpgroup_blocks(x, b, w);
+            if (done || x.n_end <= x.n_begin) fa__mbar_arrive(q_full(q_uses));
+        }
+    };
+    /* (FLAT) tile k G + blockIdx.x, its one or two segments (rows
+       from row0 of head h, batch b; the second starts at the next
+       sequence's row 0, so its row0 is -64 split): the slot, Q in
+       64-row boxes (this launch's Q map has them), and the key
+       blocks, both segments' block n in turn. False past the last
+       tile. */
+    auto flat_tile = [&](int k) {
+        const int u = k * (int)gridDim.x + (int)blockIdx.x;
+        if (u >= sched.tiles) return false;
+        const int a = u * WG, hb = fa__fastdiv_q(wk.m, a), r0 = a - hb * m_blocks;
+        const int split = min(WG, m_blocks - r0);
+        const bool two = split < WG && hb + 1 < p.heads_q * batch;
+        const int b0 = fa__fastdiv_q(wk.heads, hb), h0 = hb - b0 * p.heads_q;
+        const int b1 = fa__fastdiv_q(wk.heads, hb + 1), h1 = hb + 1 - b1 * p.heads_q;
+        const fa__extent x0 = fa__fwd_extent(p, b0, 64 * r0, BM, BN);
+        const fa__extent x1 = fa__fwd_extent(p, b1, -64 * split, BM, BN);
+        const bool keys = x0.n_end > x0.n_begin; /* (the same blocks for both) */
+        const int working = two ? WG : split;    /* warpgroups with rows */
+        slot_free();
+        if (lane == 0) {
+            fa__tile_slot *t = slot(q_uses);
+            t->h = h0, t->b = b0, t->row0 = x0.row0;
+            t->h1 = h1, t->b1 = b1, t->row0_1 = x1.row0;
+            t->split = two ? split : WG;
+            t->done = 0;
+            for (int w = 0; w < WG; w++)
+                t->count_w[w] = w < split ? sched.warpgroup_blocks(x0, b0, w)
+                                : two     ? sched.warpgroup_blocks(x1, b1, w)
+                                          : 0;
+            if (!keys) {
+                fa__mbar_arrive(q_full(q_uses));
+            } else {
+                fa__mbar_expect_tx(q_full(q_uses), (uint32_t)working * 64 * D * 2);
+                for (int w = 0; w < working; w++)
+                    for (int j = 0; j < D / 64; j++)
+                        fa__tma_load(q_tile(q_uses) + (uint32_t)(j * BM + 64 * w) * 128, &tm.q, 64 * j,
+                                     (w < split ? x0.row0 : x1.row0) + 64 * w, w < split ? h0 : h1,
+                                     w < split ? b0 : b1, q_full(q_uses));
+            }
+        }
+        q_uses++;
+        if (!keys) return true;
+        /* (whole boxes: one length for all, no cu_seqlens, TMA clips) */
+        fa__src c0 = {}, c1 = {};
+        c0.hk = h0 / p.group, c0.kb = b0, c0.kv_exact = true;
+        c1.hk = h1 / p.group, c1.kb = b1, c1.kv_exact = true;
+        for (int n = x0.n_begin; n < x0.n_end; n++) {
+            copy_kv(c0, x0, n, ring++);
+            if (two) copy_kv(c1, x1, n, ring++);
+        }
+        return true;
+    };
+    for (int k = 0; k < sched.rounds; k++) {
+        if constexpr (FLAT) {
+            if (!flat_tile(k)) break;
+            continue;
+        }
+        int m_block, h, b;
+        if (!sched.unit(k, m_block, h, b, EARLY)) continue;
+        const int hk = h / p.group;
+        /* (early: a tile with rows; its Q the first, K_0 and V_0 ring position 0) */
+        const int row0 = sched.tile_row0(m_block);
+        const bool early = early_ok && row0 < p.seqlen_q;
+        if (early) {
+            fa__sm90_load<BM, D>(q_tile(0), q_full(0), &tm.q, row0, h, b, BM, true, p.d, p.q, 0, lane);
+            fa__sm90_load<BN, D>(sm.sK, sm.k_full(0), &tm.k, 0, hk, b, BN, true, p.d, p.k, 0, lane);
+            fa__sm90_load<BN, D>(sm.sV, sm.v_full(0), &tm.v, 0, hk, b, BN, true, p.dv, p.v, 0, lane);
+        }
+        const fa__extent x = fa__fwd_extent(p, b, row0, BM, BN);
+        /* (x.row0 < x.sq asked twice: a tile without rows skipped first,
+           then publish and the test for keys, spilled 56 bytes in
+           the HANDOFF kernels, ptxas 13.0) */
+        if (HANDOFF && x.row0 < x.sq) publish(x, m_block, h, b, false);
+        if (x.row0 >= x.sq || x.n_begin >= x.n_end) {
+            if (early) { /* (no key: nothing may be in flight at the block's end) */
+                fa__mbar_wait(q_full(0), 0);
+                fa__mbar_wait(sm.k_full(0), 0);
+                fa__mbar_wait(sm.v_full(0), 0);
+            }
+            if (HANDOFF && x.row0 < x.sq) q_uses++;
+            continue;
+        }
+        const fa__src c = tile_src(x, h, hk, b);
+        if (!early) copy_q(c, x, h, q_uses);
+        q_uses++;
+        int n = x.n_begin;
+        if (early) n++, ring++; /* (n_begin = 0: no left bound) */
+        for (; n < x.n_end; n++, ring++) copy_kv(c, x, n, ring);
+    }
+    if (HANDOFF) publish(fa__extent(), 0, 0, 0, true);
+}
+
+/* The sm_90a consumer's loop over its key blocks 0 .. count_w - 1 (items
+   4 and 5): with FA__SM90_OVERLAP, S_it = Q K_it^T issued beside O~ +=
+   P_{it-1} V_{it-1}, the softmax of S_it under the product, and the last
+   P V beside the epilogue's first part; else S and P V in turns of their
+   own. The callables are the kernel's, bound to the tile: the turns
+   (my_turn, end_turn), the products (issue_qk, issue_pv), the stages'
+   releases (release_k, release_v), needs_mask, softmax
+   (fa__sm90_softmax_step) and epilogue_begin (fa__sm90_epilogue_begin). */
+template <bool BF16, bool LAZY_MAX, bool SHORT_PATH, int NS, int NO, class MyTurn, class EndTurn, class IssueQK,
+          class IssuePV, class NeedsMask, class ReleaseK, class ReleaseV, class Softmax, class EpilogueBegin>
+static __device__ __forceinline__ void
+fa__sm90_key_loop(int count_w, float (&s)[1][NS][4], uint32_t (&pa)[NS / 2][1][4], float (&acc_o)[1][NO][4],
+                  float (&alpha)[1][2], const MyTurn &my_turn, const EndTurn &end_turn, const IssueQK &issue_qk,
+                  const IssuePV &issue_pv, const NeedsMask &needs_mask, const ReleaseK &release_k,
+                  const ReleaseV &release_v, const Softmax &softmax, const EpilogueBegin &epilogue_begin)
+{
+    float(&s_flat)[4 * NS] = reinterpret_cast<float(&)[4 * NS]>(s);
+    float(&o_flat)[4 * NO] = reinterpret_cast<float(&)[4 * NO]>(acc_o);
+    if (FA__SM90_OVERLAP) {
+        /* the first key block: S_0 alone */
+        auto first = [&]() {
+            my_turn();
+            issue_qk(0);
+            end_turn();
+            const bool early_mask = SHORT_PATH && needs_mask(0);
+            fa__wgmma_wait<0>();
+            fa__fence_regs(s_flat);
+            release_k(0);
+            softmax(0, early_mask); /* O~ is still 0: nothing to rescale */
+            fa__pack_p<BF16>(s, pa);
+        };
+        /* key block it > 0 */
+        auto step = [&](int it) {
+            my_turn();
+            issue_qk(it);     /* S_it ...                       */
+            issue_pv(it - 1); /* ... and O~ += P_{it-1} V_{it-1} */
+            end_turn();
+            const bool early_mask = SHORT_PATH && needs_mask(it);
+            fa__wgmma_wait<1>(); /* groups retire in order: S_it is done */
+            fa__fence_regs(s_flat);
+            release_k(it);
+            softmax(it, early_mask);
+            fa__wgmma_wait<0>();
+            fa__fence_regs(o_flat);
+            release_v(it - 1);
+            /* O~ now relative to the new maximum */
+            if (!LAZY_MAX || __any_sync(0xffffffffu, alpha[0][0] != 1.0f || alpha[0][1] != 1.0f))
+                fa__rescale_o(acc_o, alpha);
+            fa__pack_p<BF16>(s, pa);
+        };
+        /* the last P V. (The next tile's S_0 issued here, so that it
+           computes under the epilogue, measured slower in the
+           HANDOFF kernels [sm90-handoff].) */
+        auto finish = [&]() {
+            my_turn();
+            issue_pv(count_w - 1);
+            end_turn();
+            epilogue_begin(); /* l and m are final: the last softmax is done */
+            fa__wgmma_wait<0>();
+            fa__fence_regs(o_flat);
+            release_v(count_w - 1);
+        };
+        first();
+        for (int it = 1; it < count_w; it++) step(it);
+        finish();
+    } else {
+        for (int it = 0; it < count_w; it++) {
+            my_turn();
+            issue_qk(it);
+            end_turn();
+            fa__wgmma_wait<0>();
+            fa__fence_regs(s_flat);
+            release_k(it);
+            softmax(it, SHORT_PATH && needs_mask(it));
+            fa__rescale_o(acc_o, alpha);
+            fa__pack_p<BF16>(s, pa);
+            my_turn();
+            issue_pv(it);
+            end_turn();
+            fa__wgmma_wait<0>();
+            fa__fence_regs(o_flat);
+            release_v(it);
+        }
+    }
+}
+
+/* The block's barriers, set up by one thread: Q full (one arrival, the
+   copy's bytes) and Q empty (each consumer warp's lane 0, or every consumer
+   thread: Q_RELEASE_ALL) per Q tile, K / V full (the copy) and empty (each
+   consumer warp's lane 0) per stage. q_full, q_empty: the kernel's. */
+template <int QB, int STAGES, int WG, bool Q_RELEASE_ALL, class Bufs, class QFull, class QEmpty>
+static __device__ __forceinline__ void fa__sm90_init_barriers(const Bufs &sm, const QFull &q_full, const QEmpty &q_empty)
+{
+    for (int u = 0; u < QB; u++) {
+        fa__mbar_init(q_full(u), 1);
+        fa__mbar_init(q_empty(u), Q_RELEASE_ALL ? 128 * WG : 4 * WG);
+    }
+    for (int s = 0; s < STAGES; s++) {
+        fa__mbar_init(sm.k_full(s), 1);
+        fa__mbar_init(sm.v_full(s), 1);
+        fa__mbar_init(sm.k_empty(s), 4 * WG);
+        fa__mbar_init(sm.v_empty(s), 4 * WG);
+    }
+    /* make the initialized barriers visible to the copy engine */
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+}
+
+/* S = Q K^T of one key block, issued by the warpgroup (no wait for the
+   result): D / 16 products over Q's descriptor qd, stepped
+   (fa__wg_desc_step), and K's, kd(offset) (the kernel's kv_descs). */
+template <int D, int BN, int BM, bool BF16, class KDesc>
+static __device__ __forceinline__ void fa__sm90_issue_qk(float (&s_flat)[BN / 2], uint64_t qd, const KDesc &kd)
+{
+    fa__wgmma_fence(); /* the softmax's accesses to S before the products write it */
+#pragma unroll
+    for (int kk = 0; kk < D / 16; kk++)
+        fa__wgmma<BN, BF16>::ss(s_flat, fa__wg_desc_step(qd, (kk / 4) * BM * 128 + (kk % 4) * 32),
+                               kd((kk / 4) * BN * 128 + (kk % 4) * 32), kk > 0);
+    fa__wgmma_commit();
+}
+
+/* O~ += P V of one key block: BN / 16 products, P from registers (pa), V's
+   descriptor vd(offset). */
+template <int D, int BN, bool BF16, class VDesc>
+static __device__ __forceinline__ void fa__sm90_issue_pv(float (&o_flat)[D / 2], uint32_t (&pa)[BN / 16][1][4],
+                                                         const VDesc &vd)
+{
+    fa__wgmma_fence(); /* O~'s rescale and P's writes before the products read them */
+#pragma unroll
+    for (int kk = 0; kk < BN / 16; kk++)
+        fa__wgmma<D, BF16>::rs(o_flat, pa[kk][0], vd(kk * 2048), 1);
+    fa__wgmma_commit();
+}
+
 #endif /* FA__SM90A */
 
 /* The kernel: 128 (WG + 1) threads a block (128 WG without the producer,
@@ -1703,36 +2193,15 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
     constexpr bool PINGPONG = FA__SM90_PINGPONG && WG != 4;
     static_assert(D % 64 == 0 && BN % 16 == 0 && BN <= 256, "sm_90a tile shape");
 
-    extern __shared__ uint8_t fa__smem90[];
-    const uint32_t sQ = ((uint32_t)__cvta_generic_to_shared(fa__smem90) + 1023u) & ~1023u;
-    const uint32_t sK = sQ + Q_BYTES, sV = sK + STAGES * KV_BYTES;
-    /* O's staging tile (laid out as Q's), or Q's tile itself */
-    const uint32_t sO = O_OWN ? sV + STAGES * KV_BYTES : sQ;
-    /* barriers, 8 bytes each: Q full, Q empty, then per stage K full, V full,
-       K empty, V empty */
-    const uint32_t sQ1 = sV + STAGES * KV_BYTES + (O_OWN ? Q_BYTES : 0u); /* Q's second tile (QB = 2) */
-    const uint32_t bars = sQ1 + (QB - 1) * Q_BYTES;
-    auto k_full = [&](int s) { return bars + 8u * (2 + s); };
-    auto v_full = [&](int s) { return bars + 8u * (2 + STAGES + s); };
-    auto k_empty = [&](int s) { return bars + 8u * (2 + 2 * STAGES + s); };
-    auto v_empty = [&](int s) { return bars + 8u * (2 + 3 * STAGES + s); };
-    /* the u-th tile's Q: its buffer and barriers */
+    /* the block's buffers and barriers (fa__sm90_bufs; a tile handed over: fa__tile_slot) */
+    const fa__sm90_bufs<Q_BYTES, KV_BYTES, STAGES, QB, O_OWN> sm;
+    const uint32_t sQ = sm.sQ, sQ1 = sm.sQ1, bars = sm.bars;
+    /* the u-th tile's Q: its buffer and barriers (as lambdas: as methods of
+       fa__sm90_bufs, forceinline or not, the HANDOFF kernels' code changed) */
     auto q_tile = [&](int u) { return u % QB ? sQ1 : sQ; };
     auto q_full = [&](int u) { return u % QB ? bars + 8u * (2 + 4 * STAGES) : bars; };
     auto q_empty = [&](int u) { return q_full(u) + 8u; };
     auto q_phase = [&](int u) { return (uint32_t)((u / QB) & 1); };
-    /* A tile handed over: its coordinates (the consumers find its extent
-       from them: handed over whole, the extent's values stayed live in
-       ordinary registers and the consumers spilled 104 bytes, ptxas 13.0),
-       done (no tile: the walk is over), and count_w of each consumer
-       warpgroup (WG_STOP). Every consumer thread reads the slot (and so
-       releases it: q_empty) and takes each word from lane 0, so that ptxas
-       knows it is warp-uniform. */
-    struct fa__tile_slot {
-        int m_block, h, b, done, count_w[4];
-        int split, row0, h1, b1, row0_1; /* (FLAT, below: h, b, row0 the first segment's, h1, b1, row0_1 the second's) */
-    };
-    static_assert(sizeof(fa__tile_slot) <= FA__SM90_SLOT_BYTES, "tile slot");
     /* the u-th tile's slot (HANDOFF), a generic pointer into shared memory */
     auto slot = [&](int u) {
         const uint32_t at = bars + 8u * (2 * QB + 4 * STAGES) + FA__SM90_SLOT_BYTES * (u % QB);
@@ -1742,99 +2211,10 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
     /* (without the producer, FA__SM90_WARPSPEC = 0, the consumers keep
        their numbers: warps 4 and up) */
     const int tid = threadIdx.x + (FA__SM90_WARPSPEC ? 0 : 128), warp = tid / 32, lane = tid % 32;
-    const int tiles = FLAT ? (m_blocks * p.heads_q * batch + WG - 1) / WG : m_blocks * p.heads_q * batch;
-    /* Tile order: the query block runs fastest, so the blocks running at
-       once share a head's K and V in L2, and last first: the heaviest under
-       a causal mask [sm90-tile-order]. */
-    auto tile_coords = [&](int tile, int &m_block, int &h, int &b, bool fast = false) {
-        if (fast) { /* (fa__fastdiv) */
-            const int hb = fa__fastdiv_q(wk.m, tile); /* tile / m_blocks */
-            m_block = m_blocks - 1 - (tile - hb * m_blocks);
-            b = fa__fastdiv_q(wk.heads, hb);
-            h = hb - b * p.heads_q;
-            return;
-        }
-        m_block = m_blocks - 1 - tile % m_blocks;
-        h = (tile / m_blocks) % p.heads_q;
-        b = tile / m_blocks / p.heads_q;
-    };
-    /* A persistent block (gridDim.x < tiles) walks PAIRS of tiles: pair j
-       is query blocks M - 1 - i and i (i = j % ceil(M / 2), M = m_blocks)
-       of one head and batch, the heaviest and the lightest left under a
-       causal mask, so every pair is the same work (M + 1 key blocks: the
-       causal block count grows by one per query block) and a block that
-       takes pairs j = blockIdx.x, + G, + 2 G, ... (G = gridDim.x) is as
-       busy as every other, mask or not (up to one pair in the last round).
-       Unit k of the block is the heavy (k even) or light (k odd) tile of
-       pair (k / 2) G + blockIdx.x. Without a mask the three-warpgroup
-       shape (and the four-warpgroup one) walks single tiles instead, k G +
-       blockIdx.x in tile_coords' order (WALK1): its 192-row tiles rarely
-       divide the sequence, so its pairs would not be the same work (at 512
-       tokens pairs of 192 + 128
-       rows and single middle tiles of 192). For that shape the launch
-       makes G coprime to the tiles or pairs of a head, so that no block
-       gets the short ones every time. A block per
-       tile (gridDim.x >= tiles) takes tile blockIdx.x in tile_coords'
-       order. False: no tile (past the last pair, or the second half of the
-       middle pair when M is odd). */
-    const bool one_tile = !PERSIST || (int)gridDim.x >= tiles;
-    const bool walk1 = fa__sm90_walk1(WG, p);
-    const int pairs_m = (m_blocks + 1) / 2, pairs = pairs_m * p.heads_q * batch;
-    auto unit = [&](int k, int &m_block, int &h, int &b, bool fast = false) {
-        if (one_tile) {
-            /* (the last heads' tiles heaviest first: fa__sm90_walk's tail) */
-            int tile = (int)blockIdx.x;
-            if (tile >= wk.tail_t0) {
-                const int i = tile - wk.tail_t0;
-                tile = wk.tail_t0 + i % wk.tail * m_blocks + i / wk.tail;
-            }
-            tile_coords(tile, m_block, h, b, fast);
-            return (int)blockIdx.x < tiles;
-        }
-        if (walk1) {
-            const int t1 = k * (int)gridDim.x + (int)blockIdx.x;
-            tile_coords(t1, m_block, h, b, true);
-            return t1 < tiles;
-        }
-        const int j = (k / 2) * (int)gridDim.x + (int)blockIdx.x, i = j % pairs_m;
-        h = (j / pairs_m) % p.heads_q;
-        b = j / pairs_m / p.heads_q;
-        m_block = k % 2 ? i : m_blocks - 1 - i;
-        return j < pairs && !(k % 2 && i == m_blocks - 1 - i);
-    };
-    /* tile m_block's first row (wk.pad: fa__sm90_walk) */
-    auto tile_row0 = [&](int m_block) { return m_block * BM - wk.pad; };
-    /* count_w (WG_STOP, below): the key blocks warpgroup w's own rows of
-       tile x (batch b) see; 0 for a warpgroup with no row in the sequence.
-       (Without a right bound every row sees the tile's last block, and
-       fa__fwd_extent is not asked [sm90-wg-stop].) */
-    auto warpgroup_blocks = [&](const fa__extent &x, int b, int w) {
-        const int count = x.n_end - x.n_begin, wfirst = x.row0 + 64 * w;
-        if (!WG_STOP) return count;
-        const bool idle = wfirst >= x.sq || wfirst + 64 <= 0;
-        const int seen = idle ? 0 : !p.has_right ? count : fa__fwd_extent(p, b, wfirst, 64, BN).n_end - x.n_begin;
-        return min(max(seen, 0), count);
-    };
-    /* (a block per tile: one unit, known at compile time without PERSIST,
-       so no state is carried in registers from tile to tile) */
-    const int rounds = one_tile ? 1
-                       : walk1  ? (tiles + (int)gridDim.x - 1) / (int)gridDim.x
-                                : 2 * ((pairs + (int)gridDim.x - 1) / (int)gridDim.x);
+    /* the tiles this block walks, in order (fa__sm90_sched) */
+    const fa__sm90_sched<WG, BM, BN, PERSIST, FLAT, WG_STOP> sched(p, wk, m_blocks, batch);
 
-    if (threadIdx.x == 0) {
-        for (int u = 0; u < QB; u++) {
-            fa__mbar_init(q_full(u), 1);
-            fa__mbar_init(q_empty(u), Q_RELEASE_ALL ? 128 * WG : 4 * WG);
-        }
-        for (int s = 0; s < STAGES; s++) {
-            fa__mbar_init(k_full(s), 1);
-            fa__mbar_init(v_full(s), 1);
-            fa__mbar_init(k_empty(s), 4 * WG);
-            fa__mbar_init(v_empty(s), 4 * WG);
-        }
-        /* make the initialized barriers visible to the copy engine */
-        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-    }
+    if (threadIdx.x == 0) fa__sm90_init_barriers<QB, STAGES, WG, Q_RELEASE_ALL>(sm, q_full, q_empty);
     __syncthreads(); /* the last block-wide barrier: the roles part here */
 
     /* Both roles walk the same tiles and skip the same empty ones, so they
@@ -1849,11 +2229,7 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
        h, K / V head hk = h / p.group, batch b) reads from (hk is the
        caller's: the producer divides before its tile checks, as it always
        did, which keeps the default build's code as it was): */
-    struct fa__src {
-        int qrow, krow, qb, kb, hk;
-        bool q_exact, kv_exact;
-        const uint16_t *gq, *gk, *gv;
-    };
+    /* (fa__src) */
     auto tile_src = [&](const fa__extent &x, int h, int hk, int b) {
         fa__src c;
         c.hk = hk;
@@ -1881,11 +2257,11 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
         const int s = r % STAGES, k0 = n * BN;
         /* stage s was last used by ring position r - STAGES: wait for its release */
         const uint32_t use = (uint32_t)((r / STAGES - 1) & 1);
-        if (r >= STAGES) fa__mbar_wait(k_empty(s), use);
-        fa__sm90_load<BN, D>(sK + s * KV_BYTES, k_full(s), &tm.k, c.krow + k0, c.hk, c.kb, x.sk - k0, c.kv_exact,
+        if (r >= STAGES) fa__mbar_wait(sm.k_empty(s), use);
+        fa__sm90_load<BN, D>(sm.sK + s * KV_BYTES, sm.k_full(s), &tm.k, c.krow + k0, c.hk, c.kb, x.sk - k0, c.kv_exact,
                              p.d, c.gk + (int64_t)k0 * p.k_seq, p.k_seq, lane);
-        if (r >= STAGES) fa__mbar_wait(v_empty(s), use);
-        fa__sm90_load<BN, D>(sV + s * KV_BYTES, v_full(s), &tm.v, c.krow + k0, c.hk, c.kb, x.sk - k0, c.kv_exact,
+        if (r >= STAGES) fa__mbar_wait(sm.v_empty(s), use);
+        fa__sm90_load<BN, D>(sm.sV + s * KV_BYTES, sm.v_full(s), &tm.v, c.krow + k0, c.hk, c.kb, x.sk - k0, c.kv_exact,
                              p.dv, c.gv + (int64_t)k0 * p.v_seq, p.v_seq, lane);
     };
 
@@ -1909,116 +2285,9 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
         /* ---- producer warpgroup: one warp copies, the rest idle ---- */
         fa__setmaxnreg_dec<24>();
         if (warp == 0) {
-            int q_uses = 0, ring = 0;
-            /* (HANDOFF) slot q_uses: the tile's (or done), once the tile
-               before the last in it has been released (the Q empty
-               barrier); the Q copy's arrival publishes it, or, with no Q,
-               an arrival of its own */
-            auto slot_free = [&]() {
-                if (q_uses >= QB) fa__mbar_wait(q_empty(q_uses), q_phase(q_uses - QB));
-            };
-            auto publish = [&](const fa__extent &x, int m_block, int h, int b, bool done) {
-                slot_free();
-                if (lane == 0) {
-                    fa__tile_slot *t = slot(q_uses);
-                    t->m_block = m_block;
-                    t->h = h;
-                    t->b = b;
-                    t->done = done;
-                    for (int w = 0; w < WG; w++) t->count_w[w] = warpgroup_blocks(x, b, w);
-                    if (done || x.n_end <= x.n_begin) fa__mbar_arrive(q_full(q_uses));
-                }
-            };
-            /* (FLAT) tile k G + blockIdx.x, its one or two segments (rows
-               from row0 of head h, batch b; the second starts at the next
-               sequence's row 0, so its row0 is -64 split): the slot, Q in
-               64-row boxes (this launch's Q map has them), and the key
-               blocks, both segments' block n in turn. False past the last
-               tile. */
-            auto flat_tile = [&](int k) {
-                const int u = k * (int)gridDim.x + (int)blockIdx.x;
-                if (u >= tiles) return false;
-                const int a = u * WG, hb = fa__fastdiv_q(wk.m, a), r0 = a - hb * m_blocks;
-                const int split = min(WG, m_blocks - r0);
-                const bool two = split < WG && hb + 1 < p.heads_q * batch;
-                const int b0 = fa__fastdiv_q(wk.heads, hb), h0 = hb - b0 * p.heads_q;
-                const int b1 = fa__fastdiv_q(wk.heads, hb + 1), h1 = hb + 1 - b1 * p.heads_q;
-                const fa__extent x0 = fa__fwd_extent(p, b0, 64 * r0, BM, BN);
-                const fa__extent x1 = fa__fwd_extent(p, b1, -64 * split, BM, BN);
-                const bool keys = x0.n_end > x0.n_begin; /* (the same blocks for both) */
-                const int working = two ? WG : split;    /* warpgroups with rows */
-                slot_free();
-                if (lane == 0) {
-                    fa__tile_slot *t = slot(q_uses);
-                    t->h = h0, t->b = b0, t->row0 = x0.row0;
-                    t->h1 = h1, t->b1 = b1, t->row0_1 = x1.row0;
-                    t->split = two ? split : WG;
-                    t->done = 0;
-                    for (int w = 0; w < WG; w++)
-                        t->count_w[w] = w < split ? warpgroup_blocks(x0, b0, w)
-                                        : two     ? warpgroup_blocks(x1, b1, w)
-                                                  : 0;
-                    if (!keys) {
-                        fa__mbar_arrive(q_full(q_uses));
-                    } else {
-                        fa__mbar_expect_tx(q_full(q_uses), (uint32_t)working * 64 * D * 2);
-                        for (int w = 0; w < working; w++)
-                            for (int j = 0; j < D / 64; j++)
-                                fa__tma_load(q_tile(q_uses) + (uint32_t)(j * BM + 64 * w) * 128, &tm.q, 64 * j,
-                                             (w < split ? x0.row0 : x1.row0) + 64 * w, w < split ? h0 : h1,
-                                             w < split ? b0 : b1, q_full(q_uses));
-                    }
-                }
-                q_uses++;
-                if (!keys) return true;
-                /* (whole boxes: one length for all, no cu_seqlens, TMA clips) */
-                fa__src c0 = {}, c1 = {};
-                c0.hk = h0 / p.group, c0.kb = b0, c0.kv_exact = true;
-                c1.hk = h1 / p.group, c1.kb = b1, c1.kv_exact = true;
-                for (int n = x0.n_begin; n < x0.n_end; n++) {
-                    copy_kv(c0, x0, n, ring++);
-                    if (two) copy_kv(c1, x1, n, ring++);
-                }
-                return true;
-            };
-            for (int k = 0; k < rounds; k++) {
-                if constexpr (FLAT) {
-                    if (!flat_tile(k)) break;
-                    continue;
-                }
-                int m_block, h, b;
-                if (!unit(k, m_block, h, b, EARLY)) continue;
-                const int hk = h / p.group;
-                /* (early: a tile with rows; its Q the first, K_0 and V_0 ring position 0) */
-                const int row0 = tile_row0(m_block);
-                const bool early = early_ok && row0 < p.seqlen_q;
-                if (early) {
-                    fa__sm90_load<BM, D>(q_tile(0), q_full(0), &tm.q, row0, h, b, BM, true, p.d, p.q, 0, lane);
-                    fa__sm90_load<BN, D>(sK, k_full(0), &tm.k, 0, hk, b, BN, true, p.d, p.k, 0, lane);
-                    fa__sm90_load<BN, D>(sV, v_full(0), &tm.v, 0, hk, b, BN, true, p.dv, p.v, 0, lane);
-                }
-                const fa__extent x = fa__fwd_extent(p, b, row0, BM, BN);
-                /* (x.row0 < x.sq asked twice: a tile without rows skipped first,
-                   then publish and the test for keys, spilled 56 bytes in
-                   the HANDOFF kernels, ptxas 13.0) */
-                if (HANDOFF && x.row0 < x.sq) publish(x, m_block, h, b, false);
-                if (x.row0 >= x.sq || x.n_begin >= x.n_end) {
-                    if (early) { /* (no key: nothing may be in flight at the block's end) */
-                        fa__mbar_wait(q_full(0), 0);
-                        fa__mbar_wait(k_full(0), 0);
-                        fa__mbar_wait(v_full(0), 0);
-                    }
-                    if (HANDOFF && x.row0 < x.sq) q_uses++;
-                    continue;
-                }
-                const fa__src c = tile_src(x, h, hk, b);
-                if (!early) copy_q(c, x, h, q_uses);
-                q_uses++;
-                int n = x.n_begin;
-                if (early) n++, ring++; /* (n_begin = 0: no left bound) */
-                for (; n < x.n_end; n++, ring++) copy_kv(c, x, n, ring);
-            }
-            if (HANDOFF) publish(fa__extent(), 0, 0, 0, true);
+            fa__sm90_producer<D, BM, BN, WG, QB, HANDOFF, FLAT, EARLY>(p, tm, wk, m_blocks, batch, sched, sm, early_ok,
+                                                                        lane, q_tile, q_full, q_empty, q_phase, slot,
+                                                                        tile_src, copy_q, copy_kv);
         }
         return;
     }
@@ -2038,7 +2307,7 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
     const int cw = CW_UNIFORM ? __shfl_sync(0xffffffffu, warp / 4 - 1, 0) : warp / 4 - 1;
     const int g = lane / 4, t = lane % 4;
     const uint32_t qw = (uint32_t)cw * 64 * 128; /* this warpgroup's rows of each Q tile */
-    const uint32_t qw0 = sQ + qw; /* with one Q tile (QB = 1): found once, before the tiles' loop */
+    const uint32_t qw0 = sm.sQ + qw; /* with one Q tile (QB = 1): found once, before the tiles' loop */
     int q_uses = 0, ring = 0;
     /* Pingpong turns (item 5): barrier 1 + cw is this warpgroup's turn, and
        ending a turn arrives on the next one's (cw + 1, round the WG
@@ -2052,7 +2321,7 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
     /* (HANDOFF: at most one tile a round, and the slot after the last says
        done; bounded by rounds all the same: unbounded, ptxas spilled 108
        bytes) */
-    for (int k = 0; k < rounds; k++) {
+    for (int k = 0; k < sched.rounds; k++) {
         int m_block = 0, h, b, count_pub = 0;
         /* (FLAT) this warpgroup's segment of the tile, their number, its
            segment's first row, and the arrivals it makes on each stage's
@@ -2081,11 +2350,11 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
                 b = word(t->b);
             }
             count_pub = word(t->count_w[cw]);
-        } else if (!unit(k, m_block, h, b)) {
+        } else if (!sched.unit(k, m_block, h, b)) {
             continue;
         }
         /* (FLAT: no mask and one length, fa__fwd_extent's PLAIN) */
-        const fa__extent x = fa__fwd_extent<FLAT>(p, b, FLAT ? frow0 : tile_row0(m_block), BM, BN);
+        const fa__extent x = fa__fwd_extent<FLAT>(p, b, FLAT ? frow0 : sched.tile_row0(m_block), BM, BN);
         if (!HANDOFF && x.row0 >= x.sq) continue; /* (the producer hands over only tiles with rows) */
         const int wrow0 = x.row0 + 64 * cw + 16 * (warp % 4); /* this warp's first row */
         float m_run[1][2] = {{-INFINITY, -INFINITY}}, l_run[1][2] = {{0.0f, 0.0f}}, alpha[1][2];
@@ -2106,14 +2375,8 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
            P V: in the shadow it was slower, left too few registers (ptxas
            C7511) or spilled [sm90-epilogue]. */
         constexpr bool LSE_EARLY = D >= 128;
-        auto store_l = [&]() { fa__store_lse_rows<1>(p, m_run, l_run, wrow0, x.sq, h, b, x.q_tok0, batch, g, t); };
         auto epilogue_begin = [&]() {
-            fa__finish_rows<1>(p, l_run, inv);
-            if (LSE_EARLY) store_l();
-            if (O_STAGED) {
-                fa__bulk_wait<true>();
-                fa__named_sync(1 + WG + cw, 128);
-            }
+            fa__sm90_epilogue_begin<LSE_EARLY, O_STAGED, WG>(p, m_run, l_run, inv, x, wrow0, h, b, batch, g, t, cw);
         };
 
         const int count = x.n_end - x.n_begin;
@@ -2155,7 +2418,7 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
                 q_uses++;
             }
         } else if (WG_STOP) {
-            count_w = __shfl_sync(0xffffffffu, warpgroup_blocks(x, b, cw), 0); /* warp-uniform, as cw */
+            count_w = __shfl_sync(0xffffffffu, sched.warpgroup_blocks(x, b, cw), 0); /* warp-uniform, as cw */
         }
         if (idle && count <= 0) continue;
         if (count > 0) {
@@ -2211,22 +2474,13 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
                    too (KV_STEP), but not in d 128's 176-key kernels, nor
                    in the backward [sm90-desc-step]. */
                 const uint64_t qd = fa__wg_desc(QB == 1 ? qw0 : q_tile(q_uses) + qw, 16, 1024);
-                const auto kd = kv_descs(sK + landed(k_full(at(it) % STAGES), it), 16);
-                fa__wgmma_fence();
-#pragma unroll
-                for (int kk = 0; kk < D / 16; kk++)
-                    fa__wgmma<BN, BF16>::ss(s_flat, fa__wg_desc_step(qd, (kk / 4) * BM * 128 + (kk % 4) * 32),
-                                           kd((kk / 4) * BN * 128 + (kk % 4) * 32), kk > 0);
-                fa__wgmma_commit();
+                const auto kd = kv_descs(sm.sK + landed(sm.k_full(at(it) % STAGES), it), 16);
+                fa__sm90_issue_qk<D, BN, BM, BF16>(s_flat, qd, kd);
             };
             /* issue O~ += P V_it once V_it has landed */
             auto issue_pv = [&](int it) {
-                const auto vd = kv_descs(sV + landed(v_full(at(it) % STAGES), it), BN * 128);
-                fa__wgmma_fence();
-#pragma unroll
-                for (int kk = 0; kk < BN / 16; kk++)
-                    fa__wgmma<D, BF16>::rs(o_flat, pa[kk][0], vd(kk * 2048), 1);
-                fa__wgmma_commit();
+                const auto vd = kv_descs(sm.sV + landed(sm.v_full(at(it) % STAGES), it), BN * 128);
+                fa__sm90_issue_pv<D, BN, BF16>(o_flat, pa, vd);
             };
             /* LAZY_MAX (fa__softmax_tile): rows keep their maximum while it
                grows by 8 or less, and a warp whose rows all kept theirs skips
@@ -2248,24 +2502,15 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
                early_mask: needs_mask(it), asked before the wait under
                SHORT_PATH (else unused: asked here) */
             auto softmax = [&](int it, bool early_mask) {
-                const int k0 = (x.n_begin + it) * BN;
-                /* the mask without a left bound (causal) compares each score
-                   once, not twice (fa__mask_scores' LEFT) [gpu-mask]. The
-                   sm_80 kernel keeps both compares. */
-                if (SHORT_PATH ? early_mask : needs_mask(it)) {
-                    if (p.has_left)
-                        fa__mask_scores<false>(s, p, wrow0, k0, x.sk, x.shift, h, g, t);
-                    else
-                        fa__mask_scores<false, false>(s, p, wrow0, k0, x.sk, x.shift, h, g, t);
-                }
-                fa__softmax_tile<1, NS, LAZY_MAX, SHORT_PATH>(s, m_run, l_run, alpha, p.scale_log2);
+                fa__sm90_softmax_step<NS, BN, LAZY_MAX, SHORT_PATH>(s, m_run, l_run, alpha, p, x, cut, it, early_mask,
+                                                                   wrow0, h, g, t);
             };
             /* S_it is done: K_it may be overwritten, and after the tile's
                last S, Q too (the next tile's Q copy overlaps this tile's end;
                with Q_AFTER_O, after the epilogue instead) */
             auto release_k = [&](int it) {
                 if (lane == 0) {
-                    arrive_kv(k_empty(at(it) % STAGES));
+                    arrive_kv(sm.k_empty(at(it) % STAGES));
                     if (it == count - 1 && !Q_RELEASE_ALL) fa__mbar_arrive(q_empty(q_uses));
                 }
                 /* (HANDOFF: every thread read the tile's slot, and each
@@ -2274,7 +2519,7 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
             };
             /* O~ += P_it V_it is done: V_it may be overwritten */
             auto release_v = [&](int it) {
-                if (lane == 0) arrive_kv(v_empty(at(it) % STAGES));
+                if (lane == 0) arrive_kv(sm.v_empty(at(it) % STAGES));
                 if (loader && it + STAGES < count) copy_kv(src, x, x.n_begin + it + STAGES, ring + it + STAGES);
             };
 
@@ -2287,9 +2532,9 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
                 my_turn();
                 end_turn();
                 if (!FA__SM90_OVERLAP) { my_turn(); end_turn(); } /* S and P V in turns of their own */
-                landed(k_full(at(it) % STAGES), it);
+                landed(sm.k_full(at(it) % STAGES), it);
                 release_k(it);
-                landed(v_full(at(it) % STAGES), it);
+                landed(sm.v_full(at(it) % STAGES), it);
                 release_v(it);
             };
             if (WG_STOP && count_w == 0) { /* idle, or rows that see none of the tile's keys */
@@ -2306,72 +2551,9 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
                 if (Q_AFTER_O) fa__mbar_wait(q_full(q_uses - 1), q_phase(q_uses - 1));
             } else {
                 if (!HANDOFF) fa__mbar_wait(q_full(q_uses), q_phase(q_uses));
-                if (FA__SM90_OVERLAP) {
-                    /* the first key block: S_0 alone */
-                    auto first = [&]() {
-                        my_turn();
-                        issue_qk(0);
-                        end_turn();
-                        const bool early_mask = SHORT_PATH && needs_mask(0);
-                        fa__wgmma_wait<0>();
-                        fa__fence_regs(s_flat);
-                        release_k(0);
-                        softmax(0, early_mask); /* O~ is still 0: nothing to rescale */
-                        fa__pack_p<BF16>(s, pa);
-                    };
-                    /* key block it > 0 */
-                    auto step = [&](int it) {
-                        my_turn();
-                        issue_qk(it);     /* S_it ...                       */
-                        issue_pv(it - 1); /* ... and O~ += P_{it-1} V_{it-1} */
-                        end_turn();
-                        const bool early_mask = SHORT_PATH && needs_mask(it);
-                        fa__wgmma_wait<1>(); /* groups retire in order: S_it is done */
-                        fa__fence_regs(s_flat);
-                        release_k(it);
-                        softmax(it, early_mask);
-                        fa__wgmma_wait<0>();
-                        fa__fence_regs(o_flat);
-                        release_v(it - 1);
-                        /* O~ now relative to the new maximum */
-                        if (!LAZY_MAX || __any_sync(0xffffffffu, alpha[0][0] != 1.0f || alpha[0][1] != 1.0f))
-                            fa__rescale_o(acc_o, alpha);
-                        fa__pack_p<BF16>(s, pa);
-                    };
-                    /* the last P V. (The next tile's S_0 issued here, so that it
-                       computes under the epilogue, measured slower in the
-                       HANDOFF kernels [sm90-handoff].) */
-                    auto finish = [&]() {
-                        my_turn();
-                        issue_pv(count_w - 1);
-                        end_turn();
-                        epilogue_begin(); /* l and m are final: the last softmax is done */
-                        fa__wgmma_wait<0>();
-                        fa__fence_regs(o_flat);
-                        release_v(count_w - 1);
-                    };
-                    first();
-                    for (int it = 1; it < count_w; it++) step(it);
-                    finish();
-                } else {
-                    for (int it = 0; it < count_w; it++) {
-                        my_turn();
-                        issue_qk(it);
-                        end_turn();
-                        fa__wgmma_wait<0>();
-                        fa__fence_regs(s_flat);
-                        release_k(it);
-                        softmax(it, SHORT_PATH && needs_mask(it));
-                        fa__rescale_o(acc_o, alpha);
-                        fa__pack_p<BF16>(s, pa);
-                        my_turn();
-                        issue_pv(it);
-                        end_turn();
-                        fa__wgmma_wait<0>();
-                        fa__fence_regs(o_flat);
-                        release_v(it);
-                    }
-                }
+                fa__sm90_key_loop<BF16, LAZY_MAX, SHORT_PATH>(count_w, s, pa, acc_o, alpha, my_turn, end_turn,
+                                                              issue_qk, issue_pv, needs_mask, release_k, release_v,
+                                                              softmax, epilogue_begin);
                 if (WG_STOP)
                     for (int it = count_w; it < count; it++) pass(it); /* (WG_STOP) */
                 q_uses++;
@@ -2379,26 +2561,9 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
             }
         }
         if (!FA__SM90_OVERLAP || count_w == 0) epilogue_begin(); /* (no key block: O = 0, L = -inf) */
-        if (!LSE_EARLY) store_l();
-        uint16_t *go = p.o + (p.cu_seqlens_q ? x.q_tok0 * p.o_seq : b * p.o_batch) + h * p.o_head;
-        /* (Staged only in a tile of its own, or in Q's tile once this
-           tile's keys have run: a tile without keys stores its zeros
-           straight, as a copy may be landing in Q's tile, the next tile's
-           (Q_AFTER_O) or its own, sent before its keys were known (EARLY).
-           count is never below 0, windows being >= 0.) */
-        if (O_STAGED && (O_OWN || count > 0)) {
-            fa__sm90_store_o<BF16, D>(p, acc_o, inv, sO + (uint32_t)cw * 64 * 128, BM * 128, go, x.row0 + 64 * cw,
-                                      x.sq, h, b, x.q_tok0, tid % 128, 1 + WG + cw, tm);
-            if (Q_AFTER_O) {
-                /* Q's rows are free once the TMA store (thread 0's bulk
-                   group) has read them, and every thread its own staging
-                   writes and row copies (the !by_tma way out): each
-                   thread arrives for its own accesses */
-                if (tid % 128 == 0) fa__bulk_wait<true>();
-                fa__mbar_arrive(q_empty(q_uses - 1));
-            }
-        } else
-            fa__store_o_rows<BF16>(p, acc_o, inv, go, wrow0, x.sq, g, t);
+        fa__sm90_epilogue_end<BF16, D, BM, WG, LSE_EARLY, O_STAGED, O_OWN, Q_AFTER_O>(
+            p, tm, acc_o, m_run, l_run, inv, x, wrow0, h, b, batch, g, t, cw, tid, count, sm.sO,
+            [&]() { fa__mbar_arrive(q_empty(q_uses - 1)); });
     }
     if (PINGPONG && cw == 0) fa__named_sync(1, 256);
     /* the last TMA store of O has written global memory (and read the
