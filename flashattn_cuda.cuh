@@ -2629,6 +2629,10 @@ static constexpr fa__config fa__config_for(int d, int family)
     };
 }
 
+#endif /* FLASHATTN_CUDA_EMU */
+
+/* The head dims compiled (FLASHATTN_HEAD_DIMS); the backward's dispatch reads
+   them too, so they stand outside the emulator's fence. */
 static constexpr int fa__head_dims[] = {FLASHATTN_HEAD_DIMS};
 static constexpr int fa__n_head_dims = (int)(sizeof(fa__head_dims) / sizeof(fa__head_dims[0]));
 
@@ -2638,7 +2642,6 @@ static constexpr bool fa__head_dim_compiled(int d)
         if (fa__head_dims[i] == d) return true;
     return false;
 }
-#endif /* FLASHATTN_CUDA_EMU */
 
 static fa_status fa__cuda_fail(const char *fn, cudaError_t e, const char *what)
 {
