@@ -21,14 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#define CK(x)                                                                                       \
-    do {                                                                                            \
-        cudaError_t e_ = (x);                                                                       \
-        if (e_ != cudaSuccess) {                                                                    \
-            printf("CUDA error %s at %s:%d: %s\n", cudaGetErrorString(e_), __FILE__, __LINE__, #x); \
-            exit(2);                                                                                \
-        }                                                                                           \
-    } while (0)
+#include "../tests/cuda_check.h"
 
 static int cmp_float(const void *a, const void *b)
 {

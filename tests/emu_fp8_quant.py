@@ -50,6 +50,7 @@ t = open(os.path.join(here, "test_gpu_fp8.cu")).read()
 t = t.replace("#include <cuda_runtime.h>", '#include "emu_cuda_fp8.h"')
 t = t.replace('#include "../flashattn.h"', '#include "%s"' % os.path.join(here, "..", "flashattn.h"))
 t = t.replace('#include "test_util.h"', '#include "%s"' % os.path.join(here, "test_util.h"))
+t = t.replace('#include "cuda_check.h"', '#include "%s"' % os.path.join(here, "cuda_check.h"))
 t = re.sub(r"static void test_refusals\(void\)\n\{.*?\n\}\n", "", t, flags=re.S)
 t = t.replace("    test_refusals();\n", "")
 assert "test_refusals" not in t

@@ -27,14 +27,7 @@
 #include <cuda_runtime.h>
 #endif
 
-#define CK(x)                                                                              \
-    do {                                                                                   \
-        cudaError_t e_ = (x);                                                              \
-        if (e_ != cudaSuccess) {                                                           \
-            printf("CUDA error %s at %s:%d: %s\n", cudaGetErrorString(e_), __FILE__, __LINE__, #x); \
-            exit(2);                                                                       \
-        }                                                                                  \
-    } while (0)
+#include "cuda_check.h"
 
 typedef struct bcase {
     const char *name;

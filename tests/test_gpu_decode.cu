@@ -20,14 +20,7 @@
 
 static int QUICK = 0;
 
-#define CUDA_OK(x)                                                                           \
-    do {                                                                                     \
-        cudaError_t e_ = (x);                                                                \
-        if (e_ != cudaSuccess) {                                                             \
-            printf("CUDA error %s at %s:%d: %s\n", cudaGetErrorString(e_), __FILE__, __LINE__, #x); \
-            exit(2);                                                                         \
-        }                                                                                    \
-    } while (0)
+#include "cuda_check.h"
 
 static uint64_t case_seed(int section, int index) { return 7000003ull * (uint64_t)section + (uint64_t)index * 7919ull + 101; }
 
@@ -57,14 +50,14 @@ static fa_tensor to_dev(const tens *x, void **dptr)
 {
     fa_tensor t = x->t;
     size_t bytes = (size_t)x->n * dt_size(x->t.dtype);
-    CUDA_OK(cudaMalloc(dptr, bytes));
-    CUDA_OK(cudaMemcpy(*dptr, x->buf, bytes, cudaMemcpyHostToDevice));
+    CK(cudaMalloc(dptr, bytes));
+    CK(cudaMemcpy(*dptr, x->buf, bytes, cudaMemcpyHostToDevice));
     t.data = *dptr;
     return t;
 }
 static void from_dev(tens *x, const void *dptr)
 {
-    CUDA_OK(cudaMemcpy(x->buf, dptr, (size_t)x->n * dt_size(x->t.dtype), cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(x->buf, dptr, (size_t)x->n * dt_size(x->t.dtype), cudaMemcpyDeviceToHost));
 }
 
 typedef struct dcase {
@@ -170,42 +163,42 @@ static void run_decode(const dcase *c, uint64_t seed)
     tq = to_dev(&q, &dq); tkc = to_dev(&kc, &dkc); tvc = to_dev(&vc, &dvc); to = to_dev(&o, &dout);
     memset(&tkn, 0, sizeof tkn); memset(&tvn, 0, sizeof tvn);
     if (c->append) { tkn = to_dev(&kn, &dkn); tvn = to_dev(&vn, &dvn); }
-    CUDA_OK(cudaMalloc((void **)&dlse, sizeof(float) * (size_t)(nl + 1)));
-    CUDA_OK(cudaMemcpy(dlse, lse, sizeof(float) * (size_t)(nl + 1), cudaMemcpyHostToDevice));
+    CK(cudaMalloc((void **)&dlse, sizeof(float) * (size_t)(nl + 1)));
+    CK(cudaMemcpy(dlse, lse, sizeof(float) * (size_t)(nl + 1), cudaMemcpyHostToDevice));
     {
         fa_problem pd = p;
-        CUDA_OK(cudaMalloc((void **)&dused, sizeof(int32_t) * (size_t)c->batch));
-        CUDA_OK(cudaMemcpy(dused, used, sizeof(int32_t) * (size_t)c->batch, cudaMemcpyHostToDevice));
+        CK(cudaMalloc((void **)&dused, sizeof(int32_t) * (size_t)c->batch));
+        CK(cudaMemcpy(dused, used, sizeof(int32_t) * (size_t)c->batch, cudaMemcpyHostToDevice));
         if (p.seqlens_k) pd.seqlens_k = dused;
         if (table) {
-            CUDA_OK(cudaMalloc((void **)&dtable, sizeof(int32_t) * (size_t)npages));
-            CUDA_OK(cudaMemcpy(dtable, table, sizeof(int32_t) * (size_t)npages, cudaMemcpyHostToDevice));
+            CK(cudaMalloc((void **)&dtable, sizeof(int32_t) * (size_t)npages));
+            CK(cudaMemcpy(dtable, table, sizeof(int32_t) * (size_t)npages, cudaMemcpyHostToDevice));
             pd.block_table = dtable;
         }
         if (c->alibi) {
-            CUDA_OK(cudaMalloc((void **)&dslopes, sizeof(float) * (size_t)c->hq));
-            CUDA_OK(cudaMemcpy(dslopes, slopes, sizeof(float) * (size_t)c->hq, cudaMemcpyHostToDevice));
+            CK(cudaMalloc((void **)&dslopes, sizeof(float) * (size_t)c->hq));
+            CK(cudaMemcpy(dslopes, slopes, sizeof(float) * (size_t)c->hq, cudaMemcpyHostToDevice));
             pd.alibi_slopes = dslopes;
         }
-        if (c->use_stream) CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+        if (c->use_stream) CK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
         fa__dec_pairs = c->pairs ? 1 : -1;
         pair_runs = fa__dec_pair_launches;
         if (c->use_ws) {
             st = fa_decode_cuda_workspace_size(&pd, &ws_bytes);
             check(st == FA_OK, "%s: workspace_size: %s", ctx, fa_last_error());
             if (ws_bytes) {
-                CUDA_OK(cudaMalloc(&dws, ws_bytes + 64));
-                CUDA_OK(cudaMemset(dws, 0xFF, ws_bytes + 64)); /* NaN: must be written before read */
+                CK(cudaMalloc(&dws, ws_bytes + 64));
+                CK(cudaMemset(dws, 0xFF, ws_bytes + 64)); /* NaN: must be written before read */
             }
         }
         /* The copies and the memset above went to the legacy default stream,
            and a copy from pageable memory may return before it has landed:
            a call on a non-blocking stream does not wait for them. */
-        CUDA_OK(cudaDeviceSynchronize());
+        CK(cudaDeviceSynchronize());
         st = fa_decode_cuda(&pd, tq, tkc, tvc, tkn, tvn, to, c->no_lse ? NULL : dlse, dws, ws_bytes, (void *)stream);
         fa__dec_pairs = -1;
-        CUDA_OK(cudaStreamSynchronize(stream));
-        CUDA_OK(cudaGetLastError());
+        CK(cudaStreamSynchronize(stream));
+        CK(cudaGetLastError());
         /* a forced case must fit a pair: else it would quietly test the single-head CTA */
         if (c->pairs) check(fa__dec_pair_launches == pair_runs + 1, "%s: ran the head-pair kernel", ctx);
     }
@@ -213,7 +206,7 @@ static void run_decode(const dcase *c, uint64_t seed)
         int64_t kbad = 0, vbad = 0;
         size_t es = dt_size(c->dt);
         from_dev(&o, dout);
-        CUDA_OK(cudaMemcpy(lse, dlse, sizeof(float) * (size_t)(nl + 1), cudaMemcpyDeviceToHost));
+        CK(cudaMemcpy(lse, dlse, sizeof(float) * (size_t)(nl + 1), cudaMemcpyDeviceToHost));
         bad = compare(ctx, "O", &o, oref, tol_out(c->dt));
         if (!c->no_lse) bad += compare_lse(ctx, lse, lref, nl, tol_lse(c->dt));
         else for (i = 0; i < nl; i++) bad += lse[i] == lse[i]; /* not asked: not written */
@@ -258,11 +251,11 @@ static void run_decode(const dcase *c, uint64_t seed)
     if (dws) {
         /* bytes past the workspace size untouched */
         unsigned char tail[64];
-        CUDA_OK(cudaMemcpy(tail, (char *)dws + ws_bytes, 64, cudaMemcpyDeviceToHost));
+        CK(cudaMemcpy(tail, (char *)dws + ws_bytes, 64, cudaMemcpyDeviceToHost));
         for (i = 0; i < 64 && tail[i] == 0xFF; i++) {}
         check(i == 64, "%s: wrote past the workspace", ctx);
     }
-    if (stream) CUDA_OK(cudaStreamDestroy(stream));
+    if (stream) CK(cudaStreamDestroy(stream));
     cudaFree(dq); cudaFree(dkc); cudaFree(dvc); cudaFree(dkn); cudaFree(dvn); cudaFree(dout);
     cudaFree(dws); cudaFree(dlse); cudaFree(dslopes); cudaFree(dused); cudaFree(dtable);
     tens_free(&kexp); tens_free(&vexp); free(oref); free(lref); free(lse); free(used); free(table);
@@ -394,8 +387,8 @@ static void test_waves(void)
     static const int dims[3] = {64, 128, 256};
     int n = 0, di, f, before = T_COUNT.failed, sms = 0, dev = 0;
     dcase c;
-    CUDA_OK(cudaGetDevice(&dev));
-    CUDA_OK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    CK(cudaGetDevice(&dev));
+    CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
     for (di = 0; di < 3; di++)
         for (f = 0; f < 4; f++) {
             if (QUICK && f > 1) continue;
@@ -479,8 +472,8 @@ static void test_errors(void)
     int i, before = T_COUNT.failed;
     fa_tensor none;
     memset(&none, 0, sizeof none);
-    CUDA_OK(cudaMalloc(&buf, 1 << 20));
-    CUDA_OK(cudaMemset(buf, 0x7F, 1 << 20));
+    CK(cudaMalloc(&buf, 1 << 20));
+    CK(cudaMemset(buf, 0x7F, 1 << 20));
     memset(&p, 0, sizeof p);
     memset(&t, 0, sizeof t);
     t.data = buf; t.dtype = FA_BF16;
@@ -504,8 +497,8 @@ static void test_errors(void)
         check(fa_decode_cuda(&p, t, t, t, none, none, t, NULL, buf, need - 1, NULL) ==
                   FA_ERROR_INVALID_ARGUMENT, "short workspace: FA_ERROR_INVALID_ARGUMENT (%s)", fa_last_error());
     }
-    CUDA_OK(cudaDeviceSynchronize());
-    CUDA_OK(cudaMemcpy(h, buf, sizeof h, cudaMemcpyDeviceToHost));
+    CK(cudaDeviceSynchronize());
+    CK(cudaMemcpy(h, buf, sizeof h, cudaMemcpyDeviceToHost));
     for (i = 0; i < 64 && h[i] == 0x7F7F; i++) {}
     check(i == 64, "a failing call wrote nothing");
     cudaFree(buf);
@@ -529,22 +522,22 @@ static void test_determinism(void)
     memset(&none, 0, sizeof none);
     for (i = 0; i < nq; i++) hq_[i] = ref_f32_to_bf16((float)rng_normal(&rng));
     for (i = 0; i < nk; i++) hk[i] = ref_f32_to_bf16((float)rng_normal(&rng));
-    CUDA_OK(cudaMalloc(&dq, nq * 2)); CUDA_OK(cudaMalloc(&dk, nk * 2)); CUDA_OK(cudaMalloc(&dv, nk * 2));
-    CUDA_OK(cudaMalloc(&dout, nq * 2)); CUDA_OK(cudaMalloc((void **)&dl, sizeof lens));
-    CUDA_OK(cudaMemcpy(dq, hq_, nq * 2, cudaMemcpyHostToDevice));
-    CUDA_OK(cudaMemcpy(dk, hk, nk * 2, cudaMemcpyHostToDevice));
-    CUDA_OK(cudaMemcpy(dv, hk, nk * 2, cudaMemcpyHostToDevice));
-    CUDA_OK(cudaMemcpy(dl, lens, sizeof lens, cudaMemcpyHostToDevice));
+    CK(cudaMalloc(&dq, nq * 2)); CK(cudaMalloc(&dk, nk * 2)); CK(cudaMalloc(&dv, nk * 2));
+    CK(cudaMalloc(&dout, nq * 2)); CK(cudaMalloc((void **)&dl, sizeof lens));
+    CK(cudaMemcpy(dq, hq_, nq * 2, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(dk, hk, nk * 2, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(dv, hk, nk * 2, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(dl, lens, sizeof lens, cudaMemcpyHostToDevice));
     memset(&p, 0, sizeof p);
     p.batch = B; p.seqlen_q = SQ; p.seqlen_k = CAP; p.heads_q = HQ; p.heads_kv = HKV; p.head_dim = D;
     p.causal = 1; p.seqlens_k = dl;
     memset(&tq, 0, sizeof tq); tq.dtype = FA_BF16; tk = tv = to = tq;
     tq.data = dq; tk.data = dk; tv.data = dv; to.data = dout;
     check(fa_decode_cuda(&p, tq, tk, tv, none, none, to, NULL, NULL, 0, NULL) == FA_OK, "determinism run 1: %s", fa_last_error());
-    CUDA_OK(cudaMemcpy(o1, dout, nq * 2, cudaMemcpyDeviceToHost));
-    CUDA_OK(cudaMemset(dout, 0xFF, nq * 2));
+    CK(cudaMemcpy(o1, dout, nq * 2, cudaMemcpyDeviceToHost));
+    CK(cudaMemset(dout, 0xFF, nq * 2));
     check(fa_decode_cuda(&p, tq, tk, tv, none, none, to, NULL, NULL, 0, NULL) == FA_OK, "determinism run 2: %s", fa_last_error());
-    CUDA_OK(cudaMemcpy(o2, dout, nq * 2, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(o2, dout, nq * 2, cudaMemcpyDeviceToHost));
     check(memcmp(o1, o2, nq * 2) == 0, "determinism: two runs give the same bits");
     cudaFree(dq); cudaFree(dk); cudaFree(dv); cudaFree(dout); cudaFree(dl);
     free(hq_); free(hk); free(o1); free(o2);
@@ -557,8 +550,8 @@ int main(int argc, char **argv)
     (void)rms; (void)tens_fill_outliers; /* shared helpers this file does not need */
     for (i = 1; i < argc; i++) if (!strcmp(argv[i], "--quick")) QUICK = 1;
     if (getenv("FA_TEST_QUICK") && atoi(getenv("FA_TEST_QUICK"))) QUICK = 1;
-    CUDA_OK(cudaGetDevice(&dev));
-    CUDA_OK(cudaGetDeviceProperties(&prop, dev));
+    CK(cudaGetDevice(&dev));
+    CK(cudaGetDeviceProperties(&prop, dev));
     printf("test_gpu_decode on %s (sm_%d%d, %d SMs)%s\n", prop.name, prop.major, prop.minor,
            prop.multiProcessorCount, QUICK ? " --quick" : "");
     test_grid_rule();

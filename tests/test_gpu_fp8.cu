@@ -21,14 +21,7 @@
 
 #include <cuda_runtime.h>
 
-#define CK(x)                                                                                          \
-    do {                                                                                               \
-        cudaError_t e_ = (x);                                                                          \
-        if (e_ != cudaSuccess) {                                                                       \
-            printf("CUDA error %s at %s:%d: %s\n", cudaGetErrorString(e_), __FILE__, __LINE__, #x);    \
-            exit(2);                                                                                   \
-        }                                                                                              \
-    } while (0)
+#include "cuda_check.h"
 
 typedef struct gcase {
     fa_dtype dt;
