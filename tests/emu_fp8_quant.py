@@ -14,7 +14,7 @@ out = sys.argv[1]
 here = os.path.dirname(os.path.abspath(__file__))
 s = open(os.path.join(here, "..", "flashattn_cuda.cuh")).read()
 a = s.index("#define FA__QUANT_WARPS")
-b = s.index("#ifndef FLASHATTN_NO_BACKWARD\n/* ====")
+b = s.index("#endif /* FLASHATTN_CUDA_EMU */", a)  # the section ends at the emulator's fence
 sec = s[a:b]
 # launches become emu_launch calls; the emulator has no static shared memory: static arrays
 # serve, as its CTAs run one after another; no cvt instruction: the software rounding
@@ -27,6 +27,8 @@ open(os.path.join(out, "fp8_quant.inc"), "w").write(sec)
 
 e = open(os.path.join(here, "emu_cuda.h")).read()
 e = e.replace("#define __CUDA_ARCH__ 900\n", "")
+tail = e.index("/* the backward section itself */")
+e = e[:tail] + '#include "../build/emu_backward.inc"\n\n#endif\n'  # the quantizer instead of the backward
 e = e.replace('#include "../build/emu_backward.inc"', """
 static inline float __uint_as_float(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
 static inline uint32_t __float_as_uint(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
