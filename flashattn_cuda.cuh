@@ -441,6 +441,14 @@ typedef struct fa__fwd_params {
     uint32_t dropout_threshold;
     uint64_t dropout_seed, dropout_offset;
     float out_scale; /* 1 / (1 - dropout_p) */
+    /* FP8 (the sm_90a kernel's FP8; section 5 of flashattn.h): Q, K and V
+       are e4m3, seen by the copies as rows of 16-bit words (d and the
+       strides above count words, v_words V's row), and their descales,
+       per block ([batch][heads][blocks], blk_q / blk_k blocks per (b, h))
+       or, where a block array is NULL, per tensor (ds_q, ds_k, ds_v). */
+    const float *dsb_q, *dsb_k, *dsb_v;
+    float ds_q, ds_k, ds_v;
+    int blk_q, blk_k, v_words;
 } fa__fwd_params;
 
 #define FA__GPU_LOG2E 1.4426950408889634f
@@ -1163,6 +1171,21 @@ __host__ __device__ constexpr bool fa__sm90_o_own(int D, int BM, int BN, int ST)
 {
     return fa__sm90_smem(D, BM, BN, ST, true) <= 227u * 1024u;
 }
+/* The same for the FP8 kernel (>>hopper-fp8): Q, K and V tiles of DW
+   16-bit words a row (fa__sm90_dw8), O's tile in 16 bits, a transposed V
+   tile (D x BN bytes) per stage, and the FP8 barriers, flag and descales
+   (fa__sm90_bufs). At d 256 there is no room for O's tile: O is stored
+   straight from the registers. */
+__host__ __device__ constexpr int fa__sm90_dw8(int D) { return D < 128 ? 64 : D / 2; }
+__host__ __device__ constexpr size_t fa__sm90_smem8(int D, int BM, int BN, int ST, bool o_own)
+{
+    return 1024 + 2u * (size_t)fa__sm90_dw8(D) * (BM + 2 * ST * BN) + (o_own ? 2u * (size_t)D * BM : 0u) +
+           (size_t)ST * D * BN + 8u * (2 + 4 * ST) + 8u * (2 * ST + 1);
+}
+__host__ __device__ constexpr bool fa__sm90_o_own8(int D, int BM, int BN, int ST)
+{
+    return fa__sm90_smem8(D, BM, BN, ST, true) <= 227u * 1024u;
+}
 /* Q tiles in shared memory: two for the persistent three- (and four-) warpgroup blocks,
    so that the producer copies the next tile's Q while the current tile's
    last key blocks run instead of after its last S = Q K^T (169 KB at d 64
@@ -1280,10 +1303,14 @@ static fa__sm90_walk fa__sm90_walk_for(int WG, const fa__fwd_params &p, int m_bl
    reports: 168, 128, 96 for wg = 2, 3, 4). The producer
    warpgroup keeps 24 and the consumers share what it gives back: 240, 160,
    112. Asking for more than the block holds hangs setmaxnreg.inc. */
-__host__ __device__ constexpr int fa__sm90_consumer_regs(int wg)
+__host__ __device__ constexpr int fa__sm90_consumer_regs(int wg, int producer = 24)
 {
-    return (65536 / (128 * (wg + 1)) / 8 * 8 * (wg + 1) - 24) / wg / 8 * 8;
+    return (65536 / (128 * (wg + 1)) / 8 * 8 * (wg + 1) - producer) / wg / 8 * 8;
 }
+/* The producer warpgroup's registers: 24, or 56 where its warps 1-3
+   transpose V (FP8: with 24, 32, 40 or 48 the kernel spilled, even with
+   the transpose's body left out, ptxas 13.0) */
+__host__ __device__ constexpr int fa__sm90_producer_regs(bool fp8) { return fp8 ? 56 : 24; }
 
 #if FA__SM90A
 /* ---- >>hopper-ptx  mbarrier, TMA, wgmma, setmaxnreg ---- */
@@ -1402,6 +1429,12 @@ static __device__ __forceinline__ void fa__st_shared32(uint32_t addr, uint32_t v
 {
     asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory");
 }
+static __device__ __forceinline__ uint32_t fa__ld_shared32(uint32_t addr)
+{
+    uint32_t v;
+    asm volatile("ld.shared.u32 %0, [%1];\n" : "=r"(v) : "r"(addr) : "memory");
+    return v;
+}
 static __device__ __forceinline__ uint4 fa__ld_shared128(uint32_t addr)
 {
     uint4 v;
@@ -1506,6 +1539,39 @@ FA__WGMMA_N(80, 40, "40", "41", "42", "43", "44", "45")
 FA__WGMMA_N(128, 64, "64", "65", "66", "67", "68", "69")
 FA__WGMMA_N(176, 88, "88", "89", "90", "91", "92", "93")
 FA__WGMMA_N(256, 128, "128", "129", "130", "131", "132", "133")
+
+/* The FP8 products (FLASHATTN_FP8's kernel): wgmma m64nNk32 on e4m3 A and B
+   with fp32 accumulators. FP8 takes no transpose: both operands K-major,
+   which is why V is transposed in shared memory before P V (fa__sm90_v8).
+   ss: A and B from shared memory (S = Q K^T); rs: A from registers (4 per
+   thread, 4 e4m3 each: row g cols 4t..4t+3, row g + 8 the same, then both
+   again 16 columns on: the mma.sync m16n8k32 A fragment of this warp's 16
+   rows), B from shared memory (O~ += P V). */
+#define FA__WG_SS8(N, ACC, A0, A1, A2)                                                        \
+    "{\n.reg .pred p;\nsetp.ne.b32 p, %" A2 ", 0;\nwgmma.mma_async.sync.aligned.m64n" #N     \
+    "k32.f32.e4m3.e4m3 " ACC ", %" A0 ", %" A1 ", p, 1, 1;\n}\n"
+#define FA__WG_RS8(N, ACC, A0, A1, A2, A3, A4, A5)                                             \
+    "{\n.reg .pred p;\nsetp.ne.b32 p, %" A5 ", 0;\nwgmma.mma_async.sync.aligned.m64n" #N      \
+    "k32.f32.e4m3.e4m3 " ACC ", {%" A0 ", %" A1 ", %" A2 ", %" A3 "}, %" A4 ", p, 1, 1;\n}\n"
+template <int N> struct fa__wgmma8;
+#define FA__WGMMA8_N(N, NR, A0, A1, A2, A3, A4, A5)                                              \
+    template <> struct fa__wgmma8<N> {                                                           \
+        static __device__ __forceinline__ void ss(float (&d)[NR], uint64_t a, uint64_t b, int acc) \
+        {                                                                                        \
+            asm volatile(FA__WG_SS8(N, FA__WG_ACC##NR, A0, A1, A2)                               \
+                         : FA__WG_OUT##NR(d) : "l"(a), "l"(b), "r"(acc));                        \
+        }                                                                                        \
+        static __device__ __forceinline__ void rs(float (&d)[NR], const uint32_t (&a)[4],        \
+                                                  uint64_t b, int acc)                           \
+        {                                                                                        \
+            asm volatile(FA__WG_RS8(N, FA__WG_ACC##NR, A0, A1, A2, A3, A4, A5)                   \
+                         : FA__WG_OUT##NR(d)                                                     \
+                         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(acc));       \
+        }                                                                                        \
+    };
+FA__WGMMA8_N(64, 32, "32", "33", "34", "35", "36", "37")
+FA__WGMMA8_N(128, 64, "64", "65", "66", "67", "68", "69")
+FA__WGMMA8_N(256, 128, "128", "129", "130", "131", "132", "133")
 
 /* Copy one R x D tile (rows [row, row + R) of a [b][h][row][col] tensor)
    into shared memory at dst in the swizzled layout, signalling bar. Run by
@@ -1657,23 +1723,33 @@ extern __shared__ uint8_t fa__smem90[];
    each: Q full, Q empty, per stage K full, V full, K empty, V empty, the
    second Q tile's full and empty, then the tile slots (QB = 2). The
    kernel's q_tile, q_full, q_empty, q_phase and slot find the u-th tile's
-   Q and slot from sQ, sQ1 and bars. */
-template <uint32_t Q_BYTES, uint32_t KV_BYTES, int STAGES, int QB, bool O_OWN>
+   Q and slot from sQ, sQ1 and bars.
+   FP8 (VT_BYTES > 0, one Q tile): the O tile is O_BYTES (O is 16-bit, Q
+   e4m3), STAGES transposed V tiles (sVt, fa__sm90_v8) sit before the
+   barriers, and after Q's and the stages' come each stage's Vt full, the
+   producer's done flag, and each stage's K and V descales (two floats). */
+template <uint32_t Q_BYTES, uint32_t KV_BYTES, int STAGES, int QB, bool O_OWN, uint32_t O_BYTES = Q_BYTES,
+          uint32_t VT_BYTES = 0>
 struct fa__sm90_bufs {
-    uint32_t sQ, sK, sV, sO, sQ1, bars;
+    uint32_t sQ, sK, sV, sO, sQ1, sVt, bars;
     __device__ __forceinline__ explicit fa__sm90_bufs()
     {
         sQ = ((uint32_t)__cvta_generic_to_shared(fa__smem90) + 1023u) & ~1023u;
         sK = sQ + Q_BYTES, sV = sK + STAGES * KV_BYTES;
         /* O's staging tile (laid out as Q's), or Q's tile itself */
         sO = O_OWN ? sV + STAGES * KV_BYTES : sQ;
-        sQ1 = sV + STAGES * KV_BYTES + (O_OWN ? Q_BYTES : 0u); /* Q's second tile (QB = 2) */
-        bars = sQ1 + (QB - 1) * Q_BYTES;
+        sQ1 = sV + STAGES * KV_BYTES + (O_OWN ? O_BYTES : 0u); /* Q's second tile (QB = 2) */
+        sVt = sQ1 + (QB - 1) * Q_BYTES;
+        bars = sVt + STAGES * VT_BYTES;
     }
     __device__ __forceinline__ uint32_t k_full(int s) const { return bars + 8u * (2 + s); }
     __device__ __forceinline__ uint32_t v_full(int s) const { return bars + 8u * (2 + STAGES + s); }
     __device__ __forceinline__ uint32_t k_empty(int s) const { return bars + 8u * (2 + 2 * STAGES + s); }
     __device__ __forceinline__ uint32_t v_empty(int s) const { return bars + 8u * (2 + 3 * STAGES + s); }
+    /* (FP8) */
+    __device__ __forceinline__ uint32_t vt_full(int s) const { return bars + 8u * (2 + 4 * STAGES + s); }
+    __device__ __forceinline__ uint32_t done_flag() const { return bars + 8u * (2 + 5 * STAGES); }
+    __device__ __forceinline__ uint32_t descales(int s) const { return bars + 8u * (3 + 5 * STAGES + s); }
 };
 
 
@@ -1861,6 +1937,7 @@ struct fa__src {
     int qrow, krow, qb, kb, hk;
     bool q_exact, kv_exact;
     const uint16_t *gq, *gk, *gv;
+    const float *dk8, *dv8; /* (FP8) K's and V's block descales of (b, hk), or NULL */
 };
 
 /* The sm_90a producer (item 2), run by one warp (lane: its lane): walks
@@ -1870,10 +1947,10 @@ struct fa__src {
    tile's slot first, and a done slot after the last; FLAT: a tile's one or
    two segments. q_tile .. slot: the kernel's Q buffers, barriers and slots;
    tile_src, copy_q, copy_kv: the kernel's copies (shared with the loader
-   of FA__SM90_WARPSPEC = 0). */
+   of FA__SM90_WARPSPEC = 0). Returns the ring positions it filled. */
 template <int D, int BM, int BN, int WG, int QB, bool HANDOFF, bool FLAT, bool EARLY, class Sched, class Bufs,
           class QTile, class QFull, class QEmpty, class QPhase, class Slot, class TileSrc, class CopyQ, class CopyKV>
-static __device__ __forceinline__ void
+static __device__ __forceinline__ int
 fa__sm90_producer(const fa__fwd_params &p, const fa__tma_maps &tm, const fa__sm90_walk &wk, int m_blocks, int batch,
                   const Sched &sched, const Bufs &sm, bool early_ok, int lane, const QTile &q_tile,
                   const QFull &q_full, const QEmpty &q_empty, const QPhase &q_phase, const Slot &slot,
@@ -1989,6 +2066,7 @@ fa__sm90_producer(const fa__fwd_params &p, const fa__tma_maps &tm, const fa__sm9
         for (; n < x.n_end; n++, ring++) copy_kv(c, x, n, ring);
     }
     if (HANDOFF) publish(fa__extent(), 0, 0, 0, true);
+    return ring;
 }
 
 /* The sm_90a consumer's loop over its key blocks 0 .. count_w - 1 (items
@@ -1998,14 +2076,16 @@ fa__sm90_producer(const fa__fwd_params &p, const fa__tma_maps &tm, const fa__sm9
    own. The callables are the kernel's, bound to the tile: the turns
    (my_turn, end_turn), the products (issue_qk, issue_pv), the stages'
    releases (release_k, release_v), needs_mask, softmax
-   (fa__sm90_softmax_step) and epilogue_begin (fa__sm90_epilogue_begin). */
+   (fa__sm90_softmax_step), pack (P as the A fragments of P V) and
+   epilogue_begin (fa__sm90_epilogue_begin). */
 template <bool BF16, bool LAZY_MAX, bool SHORT_PATH, int NS, int NO, class MyTurn, class EndTurn, class IssueQK,
-          class IssuePV, class NeedsMask, class ReleaseK, class ReleaseV, class Softmax, class EpilogueBegin>
+          class IssuePV, class NeedsMask, class ReleaseK, class ReleaseV, class Softmax, class Pack, class EpilogueBegin>
 static __device__ __forceinline__ void
 fa__sm90_key_loop(int count_w, float (&s)[1][NS][4], uint32_t (&pa)[NS / 2][1][4], float (&acc_o)[1][NO][4],
                   float (&alpha)[1][2], const MyTurn &my_turn, const EndTurn &end_turn, const IssueQK &issue_qk,
                   const IssuePV &issue_pv, const NeedsMask &needs_mask, const ReleaseK &release_k,
-                  const ReleaseV &release_v, const Softmax &softmax, const EpilogueBegin &epilogue_begin)
+                  const ReleaseV &release_v, const Softmax &softmax, const Pack &pack,
+                  const EpilogueBegin &epilogue_begin)
 {
     float(&s_flat)[4 * NS] = reinterpret_cast<float(&)[4 * NS]>(s);
     float(&o_flat)[4 * NO] = reinterpret_cast<float(&)[4 * NO]>(acc_o);
@@ -2020,7 +2100,7 @@ fa__sm90_key_loop(int count_w, float (&s)[1][NS][4], uint32_t (&pa)[NS / 2][1][4
             fa__fence_regs(s_flat);
             release_k(0);
             softmax(0, early_mask); /* O~ is still 0: nothing to rescale */
-            fa__pack_p<BF16>(s, pa);
+            pack();
         };
         /* key block it > 0 */
         auto step = [&](int it) {
@@ -2039,7 +2119,7 @@ fa__sm90_key_loop(int count_w, float (&s)[1][NS][4], uint32_t (&pa)[NS / 2][1][4
             /* O~ now relative to the new maximum */
             if (!LAZY_MAX || __any_sync(0xffffffffu, alpha[0][0] != 1.0f || alpha[0][1] != 1.0f))
                 fa__rescale_o(acc_o, alpha);
-            fa__pack_p<BF16>(s, pa);
+            pack();
         };
         /* the last P V. (The next tile's S_0 issued here, so that it
            computes under the epilogue, measured slower in the
@@ -2066,7 +2146,7 @@ fa__sm90_key_loop(int count_w, float (&s)[1][NS][4], uint32_t (&pa)[NS / 2][1][4
             release_k(it);
             softmax(it, SHORT_PATH && needs_mask(it));
             fa__rescale_o(acc_o, alpha);
-            fa__pack_p<BF16>(s, pa);
+            pack();
             my_turn();
             issue_pv(it);
             end_turn();
@@ -2101,14 +2181,18 @@ static __device__ __forceinline__ void fa__sm90_init_barriers(const Bufs &sm, co
 /* S = Q K^T of one key block, issued by the warpgroup (no wait for the
    result): D / 16 products over Q's descriptor qd, stepped
    (fa__wg_desc_step), and K's, kd(offset) (the kernel's kv_descs). */
-template <int D, int BN, int BM, bool BF16, class KDesc>
+template <int D, int BN, int BM, bool BF16, class KDesc, bool FP8 = false>
 static __device__ __forceinline__ void fa__sm90_issue_qk(float (&s_flat)[BN / 2], uint64_t qd, const KDesc &kd)
 {
     fa__wgmma_fence(); /* the softmax's accesses to S before the products write it */
 #pragma unroll
-    for (int kk = 0; kk < D / 16; kk++)
-        fa__wgmma<BN, BF16>::ss(s_flat, fa__wg_desc_step(qd, (kk / 4) * BM * 128 + (kk % 4) * 32),
-                               kd((kk / 4) * BN * 128 + (kk % 4) * 32), kk > 0);
+    for (int kk = 0; kk < D / 16; kk++) {
+        /* (D: 16-bit words a row; FP8: a k32 step is 32 bytes too) */
+        const uint64_t a = fa__wg_desc_step(qd, (kk / 4) * BM * 128 + (kk % 4) * 32);
+        const uint64_t b = kd((kk / 4) * BN * 128 + (kk % 4) * 32);
+        if constexpr (FP8) fa__wgmma8<BN>::ss(s_flat, a, b, kk > 0);
+        else fa__wgmma<BN, BF16>::ss(s_flat, a, b, kk > 0);
+    }
     fa__wgmma_commit();
 }
 
@@ -2125,6 +2209,187 @@ static __device__ __forceinline__ void fa__sm90_issue_pv(float (&o_flat)[D / 2],
     fa__wgmma_commit();
 }
 
+/* ---- >>hopper-fp8  the FP8 kernel's own steps (the kernel's FP8) ----
+   FlashAttention-3, section 3.3. Q, K and V arrive as e4m3 rows, which the
+   copies take as rows of 16-bit words (d bytes = d / 2 words), so the
+   copies, the swizzle and S's descriptors are the 16-bit kernel's. What
+   differs:
+   1. S = Q K^T: FP8 products (fa__wgmma8), k32 a step: 32 bytes of a row,
+      as k16 is for 16 bits, so the descriptors step as they do.
+   2. P V: FP8 products take B K-major only, and V's rows are keys. The
+      producer warpgroup's three idle warps transpose each V stage into Vt,
+      D rows of BN key bytes (fa__sm90_v8), while the consumers compute.
+   3. P keeps the accumulator's layout. A thread holds, per row and 16-key
+      group, keys 2t, 2t + 1, 2t + 8, 2t + 9 of S, and the FP8 A fragment
+      wants k columns 4t .. 4t + 3. k is summed over, so Vt's key columns
+      are stored in the accumulator's order instead (column 4t + j holds
+      key 2t + j % 2 + 8 (j / 2)), and P's fragment is the accumulator
+      packed as it stands, 4 floats to 4 bytes (fa__pack_p8): no shuffles.
+   Scales (section 5's descales s): S's element is Ŝ s_q(row) s_k(block),
+   scaled before the softmax (fa__scale_s8). V's block descale joins O~'s
+   rescale: O~ is kept in units of c, the current key block's s_v, so P is
+   quantized as e4m3(256 P), the top of e4m3's range (448) above P's
+   (<= 1), and the step to the next block multiplies O~ by alpha c_old /
+   c_new beside the softmax's alpha; the epilogue multiplies by c / 256. */
+#define FA__P8_MUL 256.0f
+
+/* S *= f, row by row: f = s_q(row) s_k(block) */
+template <int NS> static __device__ __forceinline__ void fa__scale_s8(float (&s)[1][NS][4], float f0, float f1)
+{
+#pragma unroll
+    for (int j = 0; j < NS; j++) {
+        s[0][j][0] *= f0;
+        s[0][j][1] *= f0;
+        s[0][j][2] *= f1;
+        s[0][j][3] *= f1;
+    }
+}
+
+/* Two e4m3 codes, lo in the low byte (round to nearest even, saturating) */
+static __device__ __forceinline__ uint32_t fa__e4m3x2(float lo, float hi)
+{
+    unsigned short r;
+    asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(r) : "f"(hi), "f"(lo));
+    return r;
+}
+
+/* P mul as the FP8 A fragments of P V: k-step ks (32 keys) packs the 8-key
+   tiles 4 ks .. 4 ks + 3 as they are (register q: row half q % 2, tiles
+   4 ks + 2 (q / 2) and the next), in Vt's key order (above). */
+template <int NS>
+static __device__ __forceinline__ void fa__pack_p8(const float (&s)[1][NS][4], uint32_t (&pa)[NS / 2][1][4],
+                                                   float mul)
+{
+#pragma unroll
+    for (int ks = 0; ks < NS / 4; ks++)
+#pragma unroll
+        for (int q = 0; q < 4; q++) {
+            const int hf = q % 2, j = 4 * ks + 2 * (q / 2);
+            pa[ks][0][q] = fa__e4m3x2(s[0][j][2 * hf] * mul, s[0][j][2 * hf + 1] * mul) |
+                           fa__e4m3x2(s[0][j + 1][2 * hf] * mul, s[0][j + 1][2 * hf + 1] * mul) << 16;
+        }
+}
+
+/* Vt's layout: D rows of BN key bytes, K-major for the B operand of P V.
+   BN = 128: 128-byte rows, the 128-byte swizzle of every tile here
+   (fa__sm90_chunk); BN = 64: 64-byte rows and the 64-byte swizzle (16-byte
+   chunk c of row r at c ^ (r / 2) % 4, 8 rows a 512-byte atom). The byte
+   offset of key byte k of row r, and the stage's descriptor. */
+template <int BN> static __device__ __forceinline__ uint32_t fa__vt_at(int r, int k)
+{
+    if (BN == 128) return fa__sm90_chunk(r, k / 16, 0) + k % 16;
+    return (uint32_t)r * 64 + ((uint32_t)((k / 16) ^ ((r / 2) % 4)) << 4) + k % 16;
+}
+template <int BN> static __device__ __forceinline__ uint64_t fa__vt_desc(uint32_t addr)
+{
+    if (BN == 128) return fa__wg_desc(addr, 16, 1024);
+    return (uint64_t)((addr & 0x3FFFFu) >> 4) | (1ull << 16) | ((uint64_t)(512 >> 4) << 32) | (2ull << 62);
+}
+
+/* O~ += P V of one key block in FP8: BN / 32 products, P from registers,
+   Vt's descriptor vd(offset) (K-major: 32 bytes a k-step). */
+template <int D, int BN, class VDesc>
+static __device__ __forceinline__ void fa__sm90_issue_pv8(float (&o_flat)[D / 2], uint32_t (&pa)[BN / 16][1][4],
+                                                          const VDesc &vd)
+{
+    fa__wgmma_fence(); /* O~'s rescale and P's writes before the products read them */
+#pragma unroll
+    for (int kk = 0; kk < BN / 32; kk++)
+        fa__wgmma8<D>::rs(o_flat, pa[kk][0], vd(kk * 32), 1);
+    fa__wgmma_commit();
+}
+
+/* The V transpose (FP8), run by warps 1-3 of the producer warpgroup (w:
+   the warp, 0 .. 2): for each ring position, once its V has landed
+   (v_full), Vt[d][k'] = V[key(k')][d] for the stage's BN keys, k' in P's
+   order (above); then each thread fences its writes for the tensor cores
+   (the async proxy) and arrives on the stage's Vt full barrier (96
+   arrivals). Vt's stage is free to write: its V landed, so the copy
+   waited for the consumers' release of the stage (v_empty), which comes
+   after their P V of its last use. The walk ends at the position the
+   producer names in the done flag (its count of positions, INT32_MAX until
+   known), whose V full it completes without a copy (fa__sm90_v8_end).
+   A warp's step: 16 keys (group g) x 32 bytes of d (block db). ldmatrix
+   .trans, V seen as 16-bit words (two d bytes), gives lane (r = lane / 4,
+   c = lane % 4), per 8 x 8 matrix of 8 keys x 8 words, the word r of keys
+   2c and 2c + 1: bytes V[2c][2r], V[2c][2r + 1], V[2c + 1][2r],
+   V[2c + 1][2r + 1]. With the same of keys 8 + 2c, 9 + 2c, two byte
+   permutes make rows 2r and 2r + 1 of Vt at k' = 4c .. 4c + 3 (keys 2c,
+   2c + 1, 2c + 8, 2c + 9: P's order), and stmatrix stores them, a
+   thread's word at (row r, word c) of each 8 x 8 output matrix, whose
+   rows the lanes address one by one: the even rows of the 16 in one
+   matrix, the odd in another, the two swapped for r >= 4 (rows 0, 2, 4,
+   6, 9, 11, 13, 15), so that the 8 rows fall in 8 different 16-byte bank
+   groups of the 128-byte swizzle. About ten instructions move 512 bytes;
+   a 4 x 4 block of bytes a thread, as 32-bit loads and stores, was slower
+   [sm90-fp8]. */
+template <int D, int DW, int BN, int STAGES, class Bufs>
+static __device__ __forceinline__ void fa__sm90_v8(const Bufs &sm, int w, int lane)
+{
+    constexpr uint32_t KV_BYTES = BN * DW * 2, VT_BYTES = D * BN;
+    const int m = lane / 8, i = lane % 8; /* the matrix and row this lane addresses */
+    const int key = 8 * (m % 2) + i, dsub = 16 * (m / 2);                    /* ldmatrix: V's row */
+    const int drow = 2 * i + (i < 4 ? m % 2 : 1 - m % 2) + 16 * (m / 2);      /* stmatrix: Vt's row */
+    const bool swap = lane / 4 >= 4;
+#pragma unroll 1
+    for (int r = 0;; r++) {
+        const int st = r % STAGES;
+        fa__mbar_wait(sm.v_full(st), (uint32_t)((r / STAGES) & 1));
+        if (r >= (int)fa__ld_shared32(sm.done_flag())) return; /* (the producer's end: no V here) */
+        const uint32_t src = sm.sV + st * KV_BYTES, dst = sm.sVt + st * VT_BYTES;
+#pragma unroll 1
+        for (int u = w; u < (BN / 16) * (D / 32); u += 3) {
+            const int g = u % (BN / 16), db = u / (BN / 16);
+            uint32_t v[4], o[4];
+            fa__ldmatrix_x4_trans(v, src + fa__sm90_chunk(16 * g + key, (32 * db + dsub) / 16, BN * 128));
+            const uint32_t e0 = __byte_perm(v[0], v[1], 0x6420), o0 = __byte_perm(v[0], v[1], 0x7531);
+            const uint32_t e1 = __byte_perm(v[2], v[3], 0x6420), o1 = __byte_perm(v[2], v[3], 0x7531);
+            o[0] = swap ? o0 : e0;
+            o[1] = swap ? e0 : o0;
+            o[2] = swap ? o1 : e1;
+            o[3] = swap ? e1 : o1;
+            fa__stmatrix_x4(dst + fa__vt_at<BN>(32 * db + drow, 16 * g), o);
+        }
+        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+        fa__mbar_arrive(sm.vt_full(st));
+    }
+}
+
+/* The producer's end of the walk for the transposers (FP8), ring: the
+   positions it filled. The done flag gets ring, and position ring's V
+   full barrier an arrival without a copy (which releases the flag to the
+   transposers), once the stage's previous use is released, so that the
+   arrival falls in the phase they wait for. A transposer may read the
+   flag at an earlier position too: INT32_MAX or ring, both past it. */
+template <int STAGES, class Bufs> static __device__ __forceinline__ void fa__sm90_v8_end(const Bufs &sm, int ring, int lane)
+{
+    const int st = ring % STAGES;
+    if (ring >= STAGES) fa__mbar_wait(sm.v_empty(st), (uint32_t)((ring / STAGES - 1) & 1));
+    if (lane == 0) {
+        fa__st_shared32(sm.done_flag(), (uint32_t)ring);
+        fa__mbar_arrive(sm.v_full(st));
+    }
+}
+
+/* The FP8 barriers and flag (before fa__sm90_init_barriers' fence): Vt
+   full, 96 arrivals (the transposers), and the done flag (the end, not yet
+   known: INT32_MAX). */
+template <int STAGES, class Bufs> static __device__ __forceinline__ void fa__sm90_init_v8(const Bufs &sm)
+{
+    for (int s = 0; s < STAGES; s++) fa__mbar_init(sm.vt_full(s), 96);
+    fa__st_shared32(sm.done_flag(), (uint32_t)INT32_MAX);
+}
+
+/* The descale of the thread's query row `row` (FP8): per tensor, or its
+   block's ([b][h][row / FLASHATTN_FP8_BLOCK_Q]); 0 for rows outside the
+   sequence, which are never stored. */
+static __device__ __forceinline__ float fa__ds_q8(const fa__fwd_params &p, int b, int h, int row, int sq)
+{
+    if (!p.dsb_q) return p.ds_q;
+    if (row < 0 || row >= sq) return 0.0f;
+    return p.dsb_q[((int64_t)b * p.heads_q + h) * p.blk_q + row / FLASHATTN_FP8_BLOCK_Q];
+}
+
 #endif /* FA__SM90A */
 
 /* The kernel: 128 (WG + 1) threads a block (128 WG without the producer,
@@ -2133,15 +2398,21 @@ static __device__ __forceinline__ void fa__sm90_issue_pv(float (&o_flat)[D / 2],
    Tiles are (query block of 64 WG rows, head, batch), m_blocks query blocks
    per (head, batch). PERSIST: at most one block per SM, each walking many
    tiles (item 6); else a block per tile. */
-template <bool BF16, int D, int BN, int STAGES, bool PERSIST, int WG, bool FLAT = false>
+template <bool BF16, int D, int BN, int STAGES, bool PERSIST, int WG, bool FLAT = false, bool FP8 = false>
 __global__ void __launch_bounds__(128 * (WG + FA__SM90_WARPSPEC), 1)
 fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_params p, int m_blocks, int batch,
                     const fa__sm90_walk wk)
 {
 #if FA__SM90A
     constexpr int BM = 64 * WG, NS = BN / 8, NO = D / 8;
-    constexpr uint32_t Q_BYTES = BM * D * 2, KV_BYTES = BN * D * 2;
-    constexpr bool O_OWN = fa__sm90_o_own(D, BM, BN, STAGES), O_STAGED = O_OWN || !PERSIST || D == 256;
+    /* FP8 (>>hopper-fp8): e4m3 Q, K and V, copied as rows of DW 16-bit
+       words (at least 64: d 64's 64 bytes are zero-filled to the swizzle's
+       128-byte row), O in 16 bits; Vt, the transposed V stages */
+    constexpr int DW = FP8 ? fa__sm90_dw8(D) : D;
+    constexpr uint32_t Q_BYTES = BM * DW * 2, KV_BYTES = BN * DW * 2, VT_BYTES = FP8 ? D * BN : 0;
+    constexpr bool O_OWN = FP8 ? fa__sm90_o_own8(D, BM, BN, STAGES) : fa__sm90_o_own(D, BM, BN, STAGES);
+    /* (FP8 at d 256: no room for an O tile, and Q's is too small) */
+    constexpr bool O_STAGED = O_OWN || (!FP8 && (!PERSIST || D == 256));
     /* O staged in Q by a persistent block: Q is free for the next tile's
        copy once the O stores have read it, not after the last S */
     constexpr bool Q_AFTER_O = O_STAGED && !O_OWN && PERSIST;
@@ -2192,9 +2463,10 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
        measured faster [sm90-pingpong]. */
     constexpr bool PINGPONG = FA__SM90_PINGPONG && WG != 4;
     static_assert(D % 64 == 0 && BN % 16 == 0 && BN <= 256, "sm_90a tile shape");
+    static_assert(!FP8 || ((BN == 128 || BN == 64) && QB == 1 && !FLAT && FA__SM90_WARPSPEC), "the FP8 kernel's shape");
 
     /* the block's buffers and barriers (fa__sm90_bufs; a tile handed over: fa__tile_slot) */
-    const fa__sm90_bufs<Q_BYTES, KV_BYTES, STAGES, QB, O_OWN> sm;
+    const fa__sm90_bufs<Q_BYTES, KV_BYTES, STAGES, QB, O_OWN, (uint32_t)BM * D * 2, VT_BYTES> sm;
     const uint32_t sQ = sm.sQ, sQ1 = sm.sQ1, bars = sm.bars;
     /* the u-th tile's Q: its buffer and barriers (as lambdas: as methods of
        fa__sm90_bufs, forceinline or not, the HANDOFF kernels' code changed) */
@@ -2214,7 +2486,10 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
     /* the tiles this block walks, in order (fa__sm90_sched) */
     const fa__sm90_sched<WG, BM, BN, PERSIST, FLAT, WG_STOP> sched(p, wk, m_blocks, batch);
 
-    if (threadIdx.x == 0) fa__sm90_init_barriers<QB, STAGES, WG, Q_RELEASE_ALL>(sm, q_full, q_empty);
+    if (threadIdx.x == 0) {
+        if constexpr (FP8) fa__sm90_init_v8<STAGES>(sm);
+        fa__sm90_init_barriers<QB, STAGES, WG, Q_RELEASE_ALL>(sm, q_full, q_empty);
+    }
     __syncthreads(); /* the last block-wide barrier: the roles part here */
 
     /* Both roles walk the same tiles and skip the same empty ones, so they
@@ -2244,13 +2519,18 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
         c.gq = p.q + (p.cu_seqlens_q ? x.q_tok0 * p.q_seq : b * p.q_batch) + h * p.q_head + (int64_t)x.row0 * p.q_seq;
         c.gk = p.k + (p.cu_seqlens_k ? x.k_tok0 * p.k_seq : b * p.k_batch) + c.hk * p.k_head;
         c.gv = p.v + (p.cu_seqlens_k ? x.k_tok0 * p.v_seq : b * p.v_batch) + c.hk * p.v_head;
+        if constexpr (FP8) {
+            const int64_t row = ((int64_t)b * (p.heads_q / p.group) + c.hk) * p.blk_k;
+            c.dk8 = p.dsb_k ? p.dsb_k + row : NULL;
+            c.dv8 = p.dsb_v ? p.dsb_v + row : NULL;
+        }
         return c;
     };
     /* Q of the tile whose Q is the q_uses-th loaded (the previous tile's Q
        is free once its last S = Q K^T is done) */
     auto copy_q = [&](const fa__src &c, const fa__extent &x, int h, int q_uses) {
         if (q_uses >= QB && !HANDOFF) fa__mbar_wait(q_empty(q_uses), q_phase(q_uses - QB));
-        fa__sm90_load<BM, D>(q_tile(q_uses), q_full(q_uses), &tm.q, c.qrow, h, c.qb, x.sq - x.row0, c.q_exact, p.d, c.gq, p.q_seq, lane);
+        fa__sm90_load<BM, DW>(q_tile(q_uses), q_full(q_uses), &tm.q, c.qrow, h, c.qb, x.sq - x.row0, c.q_exact, p.d, c.gq, p.q_seq, lane);
     };
     /* K and V of key block n, ring position r */
     auto copy_kv = [&](const fa__src &c, const fa__extent &x, int n, int r) {
@@ -2258,11 +2538,21 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
         /* stage s was last used by ring position r - STAGES: wait for its release */
         const uint32_t use = (uint32_t)((r / STAGES - 1) & 1);
         if (r >= STAGES) fa__mbar_wait(sm.k_empty(s), use);
-        fa__sm90_load<BN, D>(sm.sK + s * KV_BYTES, sm.k_full(s), &tm.k, c.krow + k0, c.hk, c.kb, x.sk - k0, c.kv_exact,
-                             p.d, c.gk + (int64_t)k0 * p.k_seq, p.k_seq, lane);
+        if constexpr (FP8) {
+            /* the block's K and V descales beside the stage, published by
+               K's full barrier (the consumers read them before they
+               release K: issue_qk) */
+            if (lane == 0) {
+                const int blk = k0 / FLASHATTN_FP8_BLOCK_K;
+                fa__st_shared32(sm.descales(s), __float_as_uint(c.dk8 ? c.dk8[blk] : p.ds_k));
+                fa__st_shared32(sm.descales(s) + 4, __float_as_uint(c.dv8 ? c.dv8[blk] : p.ds_v));
+            }
+        }
+        fa__sm90_load<BN, DW>(sm.sK + s * KV_BYTES, sm.k_full(s), &tm.k, c.krow + k0, c.hk, c.kb, x.sk - k0, c.kv_exact,
+                              p.d, c.gk + (int64_t)k0 * p.k_seq, p.k_seq, lane);
         if (r >= STAGES) fa__mbar_wait(sm.v_empty(s), use);
-        fa__sm90_load<BN, D>(sm.sV + s * KV_BYTES, sm.v_full(s), &tm.v, c.krow + k0, c.hk, c.kb, x.sk - k0, c.kv_exact,
-                             p.dv, c.gv + (int64_t)k0 * p.v_seq, p.v_seq, lane);
+        fa__sm90_load<BN, DW>(sm.sV + s * KV_BYTES, sm.v_full(s), &tm.v, c.krow + k0, c.hk, c.kb, x.sk - k0, c.kv_exact,
+                              FP8 ? p.v_words : p.dv, c.gv + (int64_t)k0 * p.v_seq, p.v_seq, lane);
     };
 
     /* EARLY: a block's one tile (no PERSIST) copies Q, K_0 and V_0 first,
@@ -2283,17 +2573,20 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
 
     if (FA__SM90_WARPSPEC && warp < 4) {
         /* ---- producer warpgroup: one warp copies, the rest idle ---- */
-        fa__setmaxnreg_dec<24>();
+        fa__setmaxnreg_dec<fa__sm90_producer_regs(FP8)>();
         if (warp == 0) {
-            fa__sm90_producer<D, BM, BN, WG, QB, HANDOFF, FLAT, EARLY>(p, tm, wk, m_blocks, batch, sched, sm, early_ok,
-                                                                        lane, q_tile, q_full, q_empty, q_phase, slot,
-                                                                        tile_src, copy_q, copy_kv);
+            const int filled = fa__sm90_producer<DW, BM, BN, WG, QB, HANDOFF, FLAT, EARLY>(
+                p, tm, wk, m_blocks, batch, sched, sm, early_ok, lane, q_tile, q_full, q_empty, q_phase, slot,
+                tile_src, copy_q, copy_kv);
+            if constexpr (FP8) fa__sm90_v8_end<STAGES>(sm, filled, lane);
+        } else if constexpr (FP8) {
+            fa__sm90_v8<D, DW, BN, STAGES>(sm, warp - 1, lane); /* (warps 1-3: the V transpose) */
         }
         return;
     }
 
     /* ---- consumer warpgroups 1 .. WG: query rows 64 * cw .. + 63 of each tile ---- */
-    if (FA__SM90_WARPSPEC) fa__setmaxnreg_inc<fa__sm90_consumer_regs(WG)>();
+    if (FA__SM90_WARPSPEC) fa__setmaxnreg_inc<fa__sm90_consumer_regs(WG, fa__sm90_producer_regs(FP8))>();
     /* cw, the consumer warpgroup. Where CW_UNIFORM it is read from lane 0
        (__shfl_sync): ptxas then knows it is the same in every lane of the
        warp and keeps it, and what is derived from it (the warpgroup's rows
@@ -2362,6 +2655,14 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
 #pragma unroll
         for (int c = 0; c < NO; c++) acc_o[0][c][0] = acc_o[0][c][1] = acc_o[0][c][2] = acc_o[0][c][3] = 0.0f;
         float(&o_flat)[D / 2] = reinterpret_cast<float(&)[D / 2]>(acc_o);
+        /* (FP8) the rows' Q descales, the current key block's K and V
+           descales (read by issue_qk), O~'s unit c8 and P's multiplier
+           (>>hopper-fp8) */
+        float dq8[2] = {1.0f, 1.0f}, dk8 = 1.0f, dv8 = 1.0f, c8 = 1.0f, pmul8 = FA__P8_MUL;
+        if constexpr (FP8) {
+            dq8[0] = fa__ds_q8(p, b, h, wrow0 + g, x.sq);
+            dq8[1] = fa__ds_q8(p, b, h, wrow0 + g + 8, x.sq);
+        }
         /* The epilogue's first part, which needs no O: the rows' sums l
            and 1 / l (fa__finish_rows), and with O staged, the staging free
            (the previous tile's rows read out: its TMA store, thread 0's
@@ -2377,6 +2678,10 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
         constexpr bool LSE_EARLY = D >= 128;
         auto epilogue_begin = [&]() {
             fa__sm90_epilogue_begin<LSE_EARLY, O_STAGED, WG>(p, m_run, l_run, inv, x, wrow0, h, b, batch, g, t, cw);
+            if constexpr (FP8) { /* O = c8 O~ / (256 l) */
+                inv[0][0] *= c8 * (1.0f / FA__P8_MUL);
+                inv[0][1] *= c8 * (1.0f / FA__P8_MUL);
+            }
         };
 
         const int count = x.n_end - x.n_begin;
@@ -2475,19 +2780,34 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
                    in the backward [sm90-desc-step]. */
                 const uint64_t qd = fa__wg_desc(QB == 1 ? qw0 : q_tile(q_uses) + qw, 16, 1024);
                 const auto kd = kv_descs(sm.sK + landed(sm.k_full(at(it) % STAGES), it), 16);
-                fa__sm90_issue_qk<D, BN, BM, BF16>(s_flat, qd, kd);
+                if constexpr (FP8) { /* (published with K, read before K's release) */
+                    dk8 = __uint_as_float(fa__ld_shared32(sm.descales(at(it) % STAGES)));
+                    dv8 = __uint_as_float(fa__ld_shared32(sm.descales(at(it) % STAGES) + 4));
+                }
+                fa__sm90_issue_qk<DW, BN, BM, BF16, decltype(kd), FP8>(s_flat, qd, kd);
+            };
+            /* V_it ready for P V: landed, and in FP8 transposed (Vt) */
+            auto v_ready = [&](int it) {
+                if constexpr (FP8) fa__mbar_wait(sm.vt_full(at(it) % STAGES), (uint32_t)((at(it) / STAGES) & 1));
+                else landed(sm.v_full(at(it) % STAGES), it);
             };
             /* issue O~ += P V_it once V_it has landed */
             auto issue_pv = [&](int it) {
-                const auto vd = kv_descs(sm.sV + landed(sm.v_full(at(it) % STAGES), it), BN * 128);
-                fa__sm90_issue_pv<D, BN, BF16>(o_flat, pa, vd);
+                if constexpr (FP8) {
+                    v_ready(it);
+                    const uint64_t v0 = fa__vt_desc<BN>(sm.sVt + (uint32_t)(at(it) % STAGES) * VT_BYTES);
+                    fa__sm90_issue_pv8<D, BN>(o_flat, pa, [=](uint32_t off) { return fa__wg_desc_step(v0, off); });
+                } else {
+                    const auto vd = kv_descs(sm.sV + landed(sm.v_full(at(it) % STAGES), it), BN * 128);
+                    fa__sm90_issue_pv<D, BN, BF16>(o_flat, pa, vd);
+                }
             };
             /* LAZY_MAX (fa__softmax_tile): rows keep their maximum while it
                grows by 8 or less, and a warp whose rows all kept theirs skips
                the rescale of O~: faster at d 256, where that rescale is
                128 multiplies a thread per key block, slower at d 64 and 128
                [sm90-lazy-max]. */
-            constexpr bool LAZY_MAX = D == 256;
+            constexpr bool LAZY_MAX = D == 256 && !FP8; /* (FP8: P, scaled by 256, must stay <= 1) */
             /* SHORT_PATH: a shorter path from S to the first exponential at
                d 64, whose softmax is what a key block waits on (item 4): the
                rows' maxima as trees (fa__softmax_tile's TREE), and the test
@@ -2502,8 +2822,23 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
                early_mask: needs_mask(it), asked before the wait under
                SHORT_PATH (else unused: asked here) */
             auto softmax = [&](int it, bool early_mask) {
+                if constexpr (FP8) fa__scale_s8(s, dq8[0] * dk8, dq8[1] * dk8); /* S = Ŝ s_q s_k */
                 fa__sm90_softmax_step<NS, BN, LAZY_MAX, SHORT_PATH>(s, m_run, l_run, alpha, p, x, cut, it, early_mask,
                                                                    wrow0, h, g, t);
+                if constexpr (FP8) {
+                    /* O~ into units of this block's V descale (a zero
+                       descale: V is 0, P V adds nothing, c8 stays) */
+                    const float c_new = dv8 > 0.0f ? dv8 : c8, r = it == 0 ? 1.0f : __fdividef(c8, c_new);
+                    alpha[0][0] *= r;
+                    alpha[0][1] *= r;
+                    c8 = c_new;
+                    pmul8 = dv8 > 0.0f ? FA__P8_MUL : 0.0f;
+                }
+            };
+            /* P as the A fragments of P V */
+            auto pack = [&]() {
+                if constexpr (FP8) fa__pack_p8(s, pa, pmul8);
+                else fa__pack_p<BF16>(s, pa);
             };
             /* S_it is done: K_it may be overwritten, and after the tile's
                last S, Q too (the next tile's Q copy overlaps this tile's end;
@@ -2534,7 +2869,7 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
                 if (!FA__SM90_OVERLAP) { my_turn(); end_turn(); } /* S and P V in turns of their own */
                 landed(sm.k_full(at(it) % STAGES), it);
                 release_k(it);
-                landed(sm.v_full(at(it) % STAGES), it);
+                v_ready(it);
                 release_v(it);
             };
             if (WG_STOP && count_w == 0) { /* idle, or rows that see none of the tile's keys */
@@ -2553,7 +2888,7 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
                 if (!HANDOFF) fa__mbar_wait(q_full(q_uses), q_phase(q_uses));
                 fa__sm90_key_loop<BF16, LAZY_MAX, SHORT_PATH>(count_w, s, pa, acc_o, alpha, my_turn, end_turn,
                                                               issue_qk, issue_pv, needs_mask, release_k, release_v,
-                                                              softmax, epilogue_begin);
+                                                              softmax, pack, epilogue_begin);
                 if (WG_STOP)
                     for (int it = count_w; it < count; it++) pass(it); /* (WG_STOP) */
                 q_uses++;
@@ -2767,6 +3102,14 @@ template <> struct fa__sm90_shape<64, 2> : fa__sm90_shape_row<4, 64, 6, true> {}
 template <> struct fa__sm90_shape<128, 0> : fa__sm90_shape_row<2, 128, 2, true> {};
 template <> struct fa__sm90_shape<128, 1> : fa__sm90_shape_row<2, 176, 2, true, 8192, 8192> {};
 template <> struct fa__sm90_shape<256, 0> : fa__sm90_shape_row<2, 80, 2, true> {};
+/* The FP8 kernel's one shape per head dim (>>hopper-fp8): two consumer
+   warpgroups, 128-key blocks (64 at d 256, where 128 spilled; a key block
+   lies within one of FP8's key descale blocks, FLASHATTN_FP8_BLOCK_K, a
+   multiple of 128), persistent; 3 stages at d 64. */
+template <int D, int SH, bool FP8> struct fa__sm90_shape_of { typedef fa__sm90_shape<D, SH> type; };
+template <int D, int SH> struct fa__sm90_shape_of<D, SH, true> {
+    typedef fa__sm90_shape_row<2, D == 256 ? 64 : 128, D == 64 ? 3 : 2, true> type;
+};
 
 #ifdef FLASHATTN_TEST_HOOKS
 /* tests only: how many forwards took the sm_90a kernel, a switch that
@@ -2936,23 +3279,27 @@ static bool fa__sm90_flat(int WG, const fa__fwd_params &p, int64_t tiles0, int s
 /* Run the problem on the sm_90a kernel when it can: *ran = 0 (and FA_OK)
    sends it to the sm_80 kernel instead: a binary without sm_90a code, a
    view TMA cannot describe, or too little shared memory. */
-template <bool BF16, int D, int SH, bool ALLOW_PERSIST>
+template <bool BF16, int D, int SH, bool ALLOW_PERSIST, bool FP8 = false>
 static fa_status fa__launch_fwd_sm90(const char *fn, const fa__fwd_params &p, int batch,
                                      const fa__gpu &gpu, cudaStream_t stream, int *ran)
 {
-    typedef fa__sm90_shape<D, SH> S;
+    typedef typename fa__sm90_shape_of<D, SH, FP8>::type S;
     constexpr int BN = S::bn, ST = S::stages, WG = S::wgs, BM = 64 * WG;
     constexpr bool PERSIST = ALLOW_PERSIST && S::persist; /* the shape may rule it out */
-    constexpr bool O_OWN = fa__sm90_o_own(D, BM, BN, ST);
+    constexpr bool O_OWN = FP8 ? fa__sm90_o_own8(D, BM, BN, ST) : fa__sm90_o_own(D, BM, BN, ST);
     /* the flat walk (FLAT in the kernel) where it applies: the three-warpgroup
        shape, persistent, no mask, one length for all (fa__sm90_flat) */
-    constexpr bool CAN_FLAT = PERSIST && WG == 3 && FA__SM90_WARPSPEC && O_OWN;
+    constexpr bool CAN_FLAT = PERSIST && WG == 3 && FA__SM90_WARPSPEC && O_OWN && !FP8;
     constexpr int FST = CAN_FLAT ? FA__SM90_FLAT_STAGES : ST;
     const int64_t tiles0 = fa__sm90_tiles(p, batch, BM);
     const bool flat = CAN_FLAT && fa__sm90_flat(WG, p, tiles0, gpu.sms);
-    const size_t smem = fa__sm90_smem(D, BM, BN, flat ? FST : ST, O_OWN, fa__sm90_q_bufs(WG, PERSIST, O_OWN));
-    void (*kern)(const fa__tma_maps, const fa__fwd_params, int, int, const fa__sm90_walk) =
-        flat ? fa__fwd_kernel_sm90<BF16, D, BN, FST, PERSIST, WG, CAN_FLAT> : fa__fwd_kernel_sm90<BF16, D, BN, ST, PERSIST, WG>;
+    const size_t smem = FP8 ? fa__sm90_smem8(D, BM, BN, ST, O_OWN)
+                            : fa__sm90_smem(D, BM, BN, flat ? FST : ST, O_OWN, fa__sm90_q_bufs(WG, PERSIST, O_OWN));
+    void (*kern)(const fa__tma_maps, const fa__fwd_params, int, int, const fa__sm90_walk);
+    if constexpr (FP8)
+        kern = fa__fwd_kernel_sm90<BF16, D, BN, ST, PERSIST, WG, false, true>;
+    else
+        kern = flat ? fa__fwd_kernel_sm90<BF16, D, BN, FST, PERSIST, WG, CAN_FLAT> : fa__fwd_kernel_sm90<BF16, D, BN, ST, PERSIST, WG>;
     const int vq = p.cu_seqlens_q != NULL, vk = p.cu_seqlens_k != NULL;
     const int64_t rows_q = vq ? (int64_t)batch * p.seqlen_q : p.seqlen_q; /* with cu_seqlens: */
     const int64_t rows_k = vk ? (int64_t)batch * p.seqlen_k : p.seqlen_k; /* [1][h][token][col] */
@@ -2971,7 +3318,7 @@ static fa_status fa__launch_fwd_sm90(const char *fn, const fa__fwd_params &p, in
                     vq ? p.q_seq : p.q_batch, flat ? 64 : BM) ||
         fa__tma_map(&tm.k, p.k, BF16, p.d, rows_k, p.heads_q / p.group, vk ? 1 : batch, p.k_seq,
                     p.k_head, vk ? p.k_seq : p.k_batch, BN) ||
-        fa__tma_map(&tm.v, p.v, BF16, p.dv, rows_k, p.heads_q / p.group, vk ? 1 : batch, p.v_seq,
+        fa__tma_map(&tm.v, p.v, BF16, FP8 ? p.v_words : p.dv, rows_k, p.heads_q / p.group, vk ? 1 : batch, p.v_seq,
                     p.v_head, vk ? p.v_seq : p.v_batch, BN))
         return FA_OK;
     /* O's map, the epilogue's TMA stores of one warpgroup's 64 rows (else
@@ -3099,6 +3446,36 @@ static fa_status fa__dispatch_head_dim(const char *fn, const fa__fwd_params &p, 
     }
 }
 
+#if !defined(FLASHATTN_NO_HOPPER) && !defined(FLASHATTN_NO_FP8)
+/* The FP8 forward (e4m3 Q, K and V; >>hopper-fp8): the sm_90a kernel's
+   FP8 at the smallest of the compiled head dims 64, 128 and 256 that holds
+   need. It has no sm_80 twin: where it cannot run, a named error. */
+template <int I>
+static fa_status fa__dispatch_fp8(const char *fn, const fa__fwd_params &p, int batch, int need, int bf16,
+                                  const fa__gpu &gpu, cudaStream_t stream)
+{
+    if constexpr (I >= fa__n_head_dims) {
+        (void)p; (void)batch; (void)bf16; (void)gpu; (void)stream;
+        return fa__fail(FA_ERROR_UNSUPPORTED, "%s: FP8: no head dim 64, 128 or 256 of at least %d is compiled "
+                        "in (FLASHATTN_HEAD_DIMS)", fn, need);
+    } else {
+        constexpr int D = fa__head_dims[I];
+        if constexpr (D == 64 || D == 128 || D == 256) {
+            if (need <= D) {
+                int ran = 0;
+                const fa_status s = bf16 ? fa__launch_fwd_sm90<true, D, 0, true, true>(fn, p, batch, gpu, stream, &ran)
+                                         : fa__launch_fwd_sm90<false, D, 0, true, true>(fn, p, batch, gpu, stream, &ran);
+                if (s != FA_OK || ran) return s;
+                return fa__fail(FA_ERROR_UNSUPPORTED, "%s: FP8: the sm_90a kernel cannot run here (this binary "
+                                "needs -gencode arch=compute_90a,code=sm_90a, and q, k, v and o views that TMA "
+                                "can describe)", fn);
+            }
+        }
+        return fa__dispatch_fp8<I + 1>(fn, p, batch, need, bf16, gpu, stream);
+    }
+}
+#endif
+
 #endif /* FLASHATTN_CUDA_EMU */
 
 /* A tensor the kernel reads or writes with 16-byte accesses: its rows must
@@ -3110,15 +3487,61 @@ static fa_status fa__check_rows_aligned(const char *fn, const char *name, const 
         return fa__fail(FA_ERROR_INVALID_ARGUMENT,
                         "%s: %s.data must be 16-byte aligned on the GPU (cp.async copies 16 bytes)",
                         fn, name);
-    if ((t->seq_stride & 7) || (t->head_stride & 7) || (!varlen && (t->batch_stride & 7)))
+    const int64_t m = t->dtype == FA_E4M3 ? 15 : 7; /* 16 bytes in elements, less 1 */
+    if ((t->seq_stride & m) || (t->head_stride & m) || (!varlen && (t->batch_stride & m)))
         return fa__fail(FA_ERROR_INVALID_ARGUMENT,
-                        "%s: %s strides (batch %lld, seq %lld, head %lld) must be multiples of 8 "
+                        "%s: %s strides (batch %lld, seq %lld, head %lld) must be multiples of %d "
                         "elements on the GPU so every row starts on a 16-byte boundary",
                         fn, name, (long long)t->batch_stride, (long long)t->seq_stride,
-                        (long long)t->head_stride);
+                        (long long)t->head_stride, (int)m + 1);
     return FA_OK;
 }
 #ifndef FLASHATTN_CUDA_EMU /* the emulated backward needs none of the rest */
+
+/* What the GPU's FP8 forward takes beyond fa__check_fp8 (e4m3 q, k, v): an
+   f16 / bf16 o, none of the extras, even head dims (rows are copied as
+   16-bit words), key block descales of whole 128-key blocks, and the
+   kernel in this build. Strides and alignment: fa__check_rows_aligned. */
+static fa_status fa__check_fp8_cuda(const char *fn, const fa_problem *r, const fa_tensor *o)
+{
+#if defined(FLASHATTN_NO_HOPPER) || defined(FLASHATTN_NO_FP8)
+    (void)r; (void)o;
+    return fa__fail(FA_ERROR_UNSUPPORTED, "%s: q.dtype FA_E4M3: the FP8 GPU kernel is not in this build "
+                    "(FLASHATTN_NO_FP8 or FLASHATTN_NO_HOPPER; fa_forward takes e4m3 on the CPU)", fn);
+#else
+    if (o->dtype != FA_F16 && o->dtype != FA_BF16)
+        return fa__fail(FA_ERROR_UNSUPPORTED, "%s: FP8: o.dtype is %s; the GPU writes FA_F16 or FA_BF16", fn,
+                        fa__dtype_name(o->dtype));
+    if (r->softcap > 0.0f || r->alibi_slopes || r->dropout_p > 0.0f || r->scale < 0.0f)
+        return fa__fail(FA_ERROR_UNSUPPORTED, "%s: FP8 on the GPU takes no softcap, alibi_slopes, dropout_p or "
+                        "negative scale (the f16 / bf16 kernels do)", fn);
+    if ((r->head_dim | r->head_dim_v) & 1)
+        return fa__fail(FA_ERROR_UNSUPPORTED, "%s: FP8 on the GPU needs even head_dim and head_dim_v (%d, %d)", fn,
+                        r->head_dim, r->head_dim_v);
+    if ((r->descale_k_block || r->descale_v_block) && FLASHATTN_FP8_BLOCK_K % 128)
+        return fa__fail(FA_ERROR_UNSUPPORTED, "%s: FP8 on the GPU: descale_k_block / descale_v_block need "
+                        "FLASHATTN_FP8_BLOCK_K a multiple of 128 (the kernel's key block); it is %d", fn,
+                        FLASHATTN_FP8_BLOCK_K);
+    return FA_OK;
+#endif
+}
+
+#if !defined(FLASHATTN_NO_HOPPER) && !defined(FLASHATTN_NO_FP8)
+/* The FP8 kernel's view of e4m3 q, k, v: rows of 16-bit words (the copies'
+   unit), so head dims and strides halve; and the descales. */
+static void fa__fwd_params_fp8(fa__fwd_params *kp, const fa_problem *r)
+{
+    kp->q_batch /= 2; kp->q_seq /= 2; kp->q_head /= 2;
+    kp->k_batch /= 2; kp->k_seq /= 2; kp->k_head /= 2;
+    kp->v_batch /= 2; kp->v_seq /= 2; kp->v_head /= 2;
+    kp->d = r->head_dim / 2;
+    kp->v_words = r->head_dim_v / 2;
+    kp->dsb_q = r->descale_q_block; kp->dsb_k = r->descale_k_block; kp->dsb_v = r->descale_v_block;
+    kp->ds_q = r->descale_q; kp->ds_k = r->descale_k; kp->ds_v = r->descale_v;
+    kp->blk_q = (int)FA__FP8_BLOCKS(r->seqlen_q, 0);
+    kp->blk_k = (int)FA__FP8_BLOCKS(r->seqlen_k, 1);
+}
+#endif
 
 #ifdef __cplusplus
 extern "C" {
@@ -3143,7 +3566,7 @@ FLASHATTN_DEF fa_status fa_forward_cuda(const fa_problem *p, fa_tensor q, fa_ten
     fa_problem r;
     fa__fwd_params kp;
     fa_status s;
-    int dev = 0, major = 0, minor = 0, need, varlen_q, varlen_k;
+    int dev = 0, major = 0, minor = 0, need, varlen_q, varlen_k, fp8;
     fa__gpu gpu;
     cudaError_t e;
     (void)workspace; (void)workspace_size; /* no scratch needed */
@@ -3156,13 +3579,13 @@ FLASHATTN_DEF fa_status fa_forward_cuda(const fa_problem *p, fa_tensor q, fa_ten
         return fa__fail(FA_ERROR_UNSUPPORTED,
                         "%s: f32 tensors are not supported on the GPU (the tensor cores take f16 or "
                         "bf16); convert q, k, v and o to FA_F16 or FA_BF16", fn);
-    if ((s = fa__check_fp8(fn, p, &r, &q, &k, &v, &o, 0)) != FA_OK || q.dtype == FA_E4M3)
-        return s != FA_OK ? s : fa__fail(FA_ERROR_UNSUPPORTED, "%s: q.dtype FA_E4M3: the FP8 GPU kernel is "
-                                         "not in this build (fa_forward takes e4m3 on the CPU)", fn);
-    if (q.dtype != FA_F16 && q.dtype != FA_BF16)
+    if ((s = fa__check_fp8(fn, p, &r, &q, &k, &v, &o, 0)) != FA_OK) return s;
+    fp8 = q.dtype == FA_E4M3;
+    if (fp8 && (s = fa__check_fp8_cuda(fn, &r, &o)) != FA_OK) return s;
+    if (!fp8 && q.dtype != FA_F16 && q.dtype != FA_BF16)
         return fa__fail(FA_ERROR_UNSUPPORTED, "%s: q dtype %d is not supported by the GPU forward "
-                        "(f16 or bf16)", fn, (int)q.dtype);
-    if (k.dtype != q.dtype || v.dtype != q.dtype || o.dtype != q.dtype)
+                        "(f16, bf16, or e4m3 with an f16 / bf16 o)", fn, (int)q.dtype);
+    if (!fp8 && (k.dtype != q.dtype || v.dtype != q.dtype || o.dtype != q.dtype))
         return fa__fail(FA_ERROR_INVALID_ARGUMENT, "%s: q, k, v and o must have the same dtype", fn);
     varlen_q = r.cu_seqlens_q != NULL;
     varlen_k = r.cu_seqlens_k != NULL;
@@ -3190,6 +3613,9 @@ FLASHATTN_DEF fa_status fa_forward_cuda(const fa_problem *p, fa_tensor q, fa_ten
         return fa__fail(FA_ERROR_UNSUPPORTED, "%s: needs compute capability 8.0 or newer (this "
                         "device is %d.%d)", fn, major, minor);
     gpu.family = major == 8 ? ((minor == 6 || minor == 9) ? 1 : 2) : (major == 9 && minor == 0) ? 3 : 0;
+    if (fp8 && gpu.family != 3)
+        return fa__fail(FA_ERROR_UNSUPPORTED, "%s: FP8 (e4m3) runs on compute capability 9.0 (H100 / H200) "
+                        "only; this device is %d.%d", fn, major, minor);
 
     /* ---- 3. kernel parameters ---- */
     kp.q = (const uint16_t *)q.data; kp.k = (const uint16_t *)k.data;
@@ -3216,8 +3642,17 @@ FLASHATTN_DEF fa_status fa_forward_cuda(const fa_problem *p, fa_tensor q, fa_ten
     kp.dropout_seed = r.dropout_seed; kp.dropout_offset = r.dropout_offset;
     kp.out_scale = kp.dropout ? 1.0f / (1.0f - r.dropout_p) : 1.0f;
     kp.extras = kp.softcap > 0.0f || kp.alibi_slopes != NULL || kp.dropout || r.scale < 0.0f;
+    kp.dsb_q = kp.dsb_k = kp.dsb_v = NULL;
+    kp.ds_q = kp.ds_k = kp.ds_v = 1.0f;
+    kp.blk_q = kp.blk_k = kp.v_words = 0;
 
     /* ---- 4. launch ---- */
+#if !defined(FLASHATTN_NO_HOPPER) && !defined(FLASHATTN_NO_FP8)
+    if (fp8) {
+        fa__fwd_params_fp8(&kp, &r);
+        return fa__dispatch_fp8<0>(fn, kp, r.batch, need, o.dtype == FA_BF16, gpu, (cudaStream_t)stream);
+    }
+#endif
     return fa__dispatch_head_dim<0>(fn, kp, r.batch, need, q.dtype == FA_BF16, gpu, (cudaStream_t)stream);
 }
 
