@@ -113,6 +113,8 @@
    ============================================================================
      fa_problem p = {0}; fill the sizes and the features you want.
      fa_problem_resolve(&p, &r)      optional: see every default filled in.
+     fa_block_mask_from_bitmap(&p, bitmap, counts, indices, &nc, &ni)
+                                     optional: block-sparse lists from a bitmap.
      fa_forward_workspace_size(&p, &bytes)   optional: scratch the call needs.
      fa_forward(&p, q, k, v, o, lse, ws, bytes)      O and L.
      fa_backward(&p, q, k, v, o, dout, lse, dq, dk, dv, ws, bytes)
@@ -168,6 +170,27 @@
    at a sequence start covers whole blocks. fa_quantize writes this layout;
    with its Hadamard option Q and K are rotated by one orthogonal M (same
    seed for both), which leaves Q K^T unchanged; V is never rotated.
+   Block masks (block_mask, block-sparse attention): row i and key j of
+   sequence b, both counted within the sequence, fall in block (I, J) =
+   (i / block_q, j / block_k). Query head h of sequence b reads mask
+   m = mb * heads + h / (heads_q / heads), mb = b (0 when block_mask.batch
+   is 1), and key j is visible to row i only when J is among the
+   kv_num_blocks[m][I] entries of kv_indices[m][I][..] or the
+   full_kv_num_blocks[m][I] of full_kv_indices[m][I][..] AND causal, the
+   window and the lengths let it through: the dense mask
+   visited(I, J) & visible(i, j). Softcap, ALiBi and dropout are unchanged.
+   q_blocks = ceil(seqlen_q / block_q), k_blocks = ceil(seqlen_k / block_k)
+   (the maxima: with cu_seqlens the blocks restart at each sequence start,
+   as the FP8 block descales do; blocks past a sequence's end see nothing).
+   Each count is in [0, k_blocks], each index in [0, k_blocks), no block
+   twice in a row (over both lists). A full block is one that causal and
+   the window cut nowhere inside the lengths of every sequence that reads
+   it: a kernel may skip their element mask there; the CPU checks it. A
+   query block with no block sees no key: O = 0, L = -inf, dQ = 0. The
+   CPU result depends only on the set of visited blocks, not on the order
+   of the lists or the split between them. The CPU forward and backward
+   take them; decode and (for now) every _cuda call refuse them with
+   FA_ERROR_UNSUPPORTED. fa_block_mask_from_bitmap builds the lists.
    The same inputs give bit-identical outputs run to run, on any thread count.
    Empty sequences: batch, seqlen_q and seqlen_k (maxima; for decode the
    cache capacity) must be >= 1, but one sequence may be empty: a length of
@@ -187,8 +210,9 @@
    alibi_slopes, cu_seqlens_q/k, seqlens_k, block_table, the tensors, lse
    and the workspace are device memory there, and their contents are not
    checked (section 6). fa_problem_resolve and the CPU workspace queries do
-   read and check alibi_slopes, cu_seqlens_q/k, seqlens_k and block_table:
-   for a problem whose arrays are on the device ask the _cuda query.
+   read and check alibi_slopes, cu_seqlens_q/k, seqlens_k, block_table and
+   the block_mask lists: for a problem whose arrays are on the device ask
+   the _cuda query.
    Aliasing: an output (o, lse, dq, dk, dv, decode's o and lse) must share no
    element with an input or another output; views that interleave without
    sharing elements are fine (q, k, v, or dq, dk, dv, as slices of one packed
@@ -205,7 +229,8 @@
      (outside OpenMP), or allocate when you pass a workspace.
    - No FP8 (e4m3) in the CPU backward or decode, nor yet in the GPU forward
      (the FP8 kernel is not in this build): FA_ERROR_UNSUPPORTED.
-   - No arbitrary additive masks; masks are causal / window / ALiBi only.
+   - No arbitrary additive masks; masks are causal / window / ALiBi and
+     block masks (block-sparse), the last on the CPU forward and backward only.
    - On the GPU it cannot check the contents of device arrays (cu_seqlens,
      block tables, cache lengths) without synchronizing, so it does not.
 
@@ -229,7 +254,8 @@
                       "FlashAttention: Fast and Memory-Efficient Exact
                       Attention with IO-Awareness", 2022 (Alg. 1 forward,
                       Alg. 2 with dropout, Alg. 4 backward by recomputation;
-                      its appendix derives the softmax gradient).
+                      its appendix derives the softmax gradient; Sec. 3.3,
+                      Alg. 5 and Prop. 4: block-sparse FlashAttention).
      FlashAttention-2 T. Dao, "FlashAttention-2: Faster Attention with Better
                       Parallelism and Work Partitioning", 2023: the Q tile in
                       the outer loop, the unscaled O~ with one final rescale,
@@ -241,6 +267,11 @@
      Flash-Decoding   T. Dao, D. Haziza, F. Massa, G. Sizov, "Flash-Decoding
                       for long-context inference", 2023: split-KV and the
                       log-sum-exp combine.
+     FlexAttention    J. Dong, B. Feng, D. Guessous, Y. Liang, H. He, "Flex
+                      Attention: A Programming Model for Generating
+                      Optimized Attention Kernels", 2024: the BlockMask
+                      (kv_num_blocks, kv_indices, full blocks) that
+                      fa_block_mask follows.
 */
 
 #ifndef FLASHATTN_H
@@ -310,6 +341,31 @@ typedef struct fa_tensor {
     int64_t head_stride;
 } fa_tensor;
 
+/* Block-sparse attention (section 5, "Block masks"), in the shape of
+   FlexAttention's BlockMask: for each query block, the key blocks it
+   visits. In use when kv_num_blocks or full_kv_num_blocks is set. The
+   arrays are int32, [masks][q_blocks] counts and [masks][q_blocks][k_blocks]
+   indices, masks = batch x heads (below, resolved), q_blocks =
+   ceil(seqlen_q / block_q), k_blocks = ceil(seqlen_k / block_k). */
+typedef struct fa_block_mask {
+    int block_q;   /* query rows per block, 0 = 128. The CPU takes any >= 1;
+                      the GPU kernels will take 128 (their tile) */
+    int block_k;   /* key rows per block, 0 = 128; likewise */
+    int batch;     /* masks along the batch: 0 = one per sequence (batch),
+                      1 = one for every sequence */
+    int heads;     /* masks along the heads: 0 = one per query head
+                      (heads_q); else a divisor of heads_q: query head h
+                      takes mask h / (heads_q / heads) (1 = one for all,
+                      heads_kv = one per KV head) */
+    const int32_t *kv_num_blocks; /* [masks][q_blocks], each 0..k_blocks */
+    const int32_t *kv_indices;    /* [masks][q_blocks][k_blocks]: the first
+                                     kv_num_blocks of each row, any order */
+    /* Optional, same layout: more visited blocks that the causal and
+       window masks cut nowhere (no element mask needed). NULL = none. */
+    const int32_t *full_kv_num_blocks;
+    const int32_t *full_kv_indices;
+} fa_block_mask;
+
 /* Everything about one attention call except the data. Zero-initialize it:
    every zero field means the default written beside it. */
 typedef struct fa_problem {
@@ -361,6 +417,8 @@ typedef struct fa_problem {
     /* FP8 only: per-block descales [batch][heads][blocks] (section 5, FP8;
        device memory for _cuda), NULL = per tensor. */
     const float *descale_q_block, *descale_k_block, *descale_v_block;
+
+    fa_block_mask block_mask; /* block-sparse attention; all zero = none */
 } fa_problem;
 
 /* Status text, and the message of the last failed call on this thread
@@ -374,6 +432,19 @@ FLASHATTN_DEF const char *fa_cpu_simd_path(void);
 
 /* Validate p (without tensors) and fill every defaulted field. */
 FLASHATTN_DEF fa_status fa_problem_resolve(const fa_problem *p, fa_problem *resolved);
+
+/* A block mask's lists from a dense block bitmap [masks][q_blocks][k_blocks]
+   (one byte per block, nonzero = visited), for the shape p gives (seqlen_q,
+   seqlen_k, batch, heads_q and block_mask's block_q, block_k, batch, heads;
+   its lists are not read). Writes kv_num_blocks [masks][q_blocks] and
+   kv_indices [masks][q_blocks][k_blocks], each row ascending with the rest
+   of the row 0. num_counts and num_indices (either may be NULL) get the
+   element counts of the two arrays, masks x q_blocks and that x k_blocks;
+   with bitmap, kv_num_blocks and kv_indices all NULL that is all it does.
+   For full_kv_*: call it again with the bitmap of the full blocks. */
+FLASHATTN_DEF fa_status fa_block_mask_from_bitmap(const fa_problem *p, const uint8_t *bitmap,
+                                                  int32_t *kv_num_blocks, int32_t *kv_indices,
+                                                  int64_t *num_counts, int64_t *num_indices);
 
 /* CPU threads: fn(user, n, task, ctx) must call task(ctx, i, worker) once for
    every i in [0, n), from any threads, with worker in [0, workers) and no two
@@ -478,7 +549,8 @@ FLASHATTN_DEF fa_status fa_quantize(const fa_quant *p, fa_tensor x, fa_tensor ou
    synchronization; a workspace not given is allocated stream-ordered.
    A workspace size holds for the problem and device it was asked for: ask
    with the same fa_problem the call gets (for decode, block_table set or
-   not changes the split plan) with the call's device current.
+   not changes the split plan) with the call's device current. A problem
+   with a block mask is refused for now (FA_ERROR_UNSUPPORTED, section 5).
    Under FLASHATTN_STATIC they exist only in a file compiled by nvcc, so
    only such a file declares them. */
 #if !defined(FLASHATTN_STATIC) || (defined(__CUDACC__) && !defined(FLASHATTN_NO_CUDA))
@@ -1044,6 +1116,122 @@ static fa_status fa__check_cu(const char *fn, const char *name, const int32_t *c
     return FA_OK;
 }
 
+/* ---- block masks (section 5, "Block masks") ------------------------------- */
+
+static int fa__has_block_mask(const fa_problem *p)
+{
+    const fa_block_mask *m = &p->block_mask;
+    return m->kv_num_blocks || m->kv_indices || m->full_kv_num_blocks || m->full_kv_indices;
+}
+
+static int fa__blocks(int len, int block) /* ceil(len / block), len >= 0, block >= 1 */
+{
+    return (int)(((int64_t)len + block - 1) / block);
+}
+
+/* block_mask's sizes, defaults filled in (x: batch, heads_q and the lengths
+   already checked). The lists are not looked at. */
+static fa_status fa__resolve_block_shape(const char *fn, fa_problem *x)
+{
+    fa_block_mask *m = &x->block_mask;
+    int64_t n;
+    if (m->block_q < 0 || m->block_k < 0)
+        return fa__fail(FA_ERROR_INVALID_ARGUMENT, "%s: block_mask.%s (%d) must be >= 1 (0 = 128)", fn,
+                        m->block_q < 0 ? "block_q" : "block_k", m->block_q < 0 ? m->block_q : m->block_k);
+    if (m->block_q == 0) m->block_q = 128;
+    if (m->block_k == 0) m->block_k = 128;
+    if (m->batch == 0) m->batch = x->batch;
+    if (m->heads == 0) m->heads = x->heads_q;
+    if (m->batch != 1 && m->batch != x->batch)
+        return fa__fail(FA_ERROR_INVALID_ARGUMENT, "%s: block_mask.batch (%d) must be 0, 1 or batch (%d)", fn,
+                        m->batch, x->batch);
+    if (m->heads < 1 || x->heads_q % m->heads != 0)
+        return fa__fail(FA_ERROR_INVALID_ARGUMENT, "%s: block_mask.heads (%d) must be 0 or a divisor of heads_q (%d)",
+                        fn, m->heads, x->heads_q);
+    if (!fa__mul64((int64_t)m->batch * m->heads, fa__blocks(x->seqlen_q, m->block_q), &n) ||
+        !fa__mul64(n, fa__blocks(x->seqlen_k, m->block_k), &n) || n > INT64_MAX / 8)
+        return fa__fail(FA_ERROR_INVALID_ARGUMENT, "%s: block_mask: masks x q_blocks x k_blocks overflows int64", fn);
+    return FA_OK;
+}
+
+/* Counts in [0, k_blocks], indices in [0, k_blocks), no key block twice in
+   a row over both lists. Repeats are found with a bitmap of FA__BM_WINDOW
+   key blocks on the stack, one window of them at a time. */
+#define FA__BM_WINDOW 4096
+static fa_status fa__check_block_lists(const char *fn, const fa_problem *r)
+{
+    const fa_block_mask *m = &r->block_mask;
+    const int32_t *cnt[2], *idx[2];
+    const char *name[2] = {"kv", "full_kv"};
+    int kb = fa__blocks(r->seqlen_k, m->block_k), qb = fa__blocks(r->seqlen_q, m->block_q), l, w0;
+    int64_t row, rows = (int64_t)m->batch * m->heads * qb, t;
+    uint32_t seen[FA__BM_WINDOW / 32];
+    cnt[0] = m->kv_num_blocks; idx[0] = m->kv_indices;
+    cnt[1] = m->full_kv_num_blocks; idx[1] = m->full_kv_indices;
+    for (row = 0; row < rows; ++row) {
+        for (l = 0; l < 2; ++l) {
+            if (!cnt[l])
+                continue;
+            if (cnt[l][row] < 0 || cnt[l][row] > kb)
+                return fa__fail(FA_ERROR_INVALID_ARGUMENT, "%s: block_mask.%s_num_blocks[%lld] = %d is not in [0, "
+                                "k_blocks = %d]", fn, name[l], (long long)row, (int)cnt[l][row], kb);
+            for (t = row * kb; t < row * kb + cnt[l][row]; ++t)
+                if (idx[l][t] < 0 || idx[l][t] >= kb)
+                    return fa__fail(FA_ERROR_INVALID_ARGUMENT, "%s: block_mask.%s_indices[%lld] = %d is not a key "
+                                    "block in [0, k_blocks = %d)", fn, name[l], (long long)t, (int)idx[l][t], kb);
+        }
+        for (w0 = 0; w0 < kb; w0 += FA__BM_WINDOW) {
+            memset(seen, 0, sizeof seen);
+            for (l = 0; l < 2; ++l)
+                for (t = row * kb; cnt[l] && t < row * kb + cnt[l][row]; ++t) {
+                    int32_t j = idx[l][t] - w0;
+                    if (j < 0 || j >= FA__BM_WINDOW)
+                        continue;
+                    if (seen[j >> 5] & (1u << (j & 31)))
+                        return fa__fail(FA_ERROR_INVALID_ARGUMENT, "%s: block_mask.%s_indices[%lld] = %d: key block "
+                                        "listed twice in row %lld (kv_indices and full_kv_indices together list "
+                                        "each at most once)", fn, name[l], (long long)t, (int)idx[l][t], (long long)row);
+                    seen[j >> 5] |= 1u << (j & 31);
+                }
+        }
+    }
+    return FA_OK;
+}
+
+/* A full block must be cut by neither causal nor the window anywhere inside
+   the lengths of each sequence that reads its mask. */
+static fa_status fa__check_full_blocks(const char *fn, const fa_problem *r)
+{
+    const fa_block_mask *m = &r->block_mask;
+    int kb = fa__blocks(r->seqlen_k, m->block_k), qb = fa__blocks(r->seqlen_q, m->block_q), b, mh, i;
+    if (!m->full_kv_num_blocks || (!r->causal && !r->sliding_window))
+        return FA_OK;
+    for (b = 0; b < r->batch; ++b) {
+        int64_t sk = fa__cache_len(r, b), sq = r->cu_seqlens_q ? r->cu_seqlens_q[b + 1] - r->cu_seqlens_q[b] : r->seqlen_q;
+        int nqb = fa__blocks((int)sq, m->block_q); /* query blocks of this sequence */
+        for (mh = 0; mh < m->heads; ++mh)
+            for (i = 0; i < nqb; ++i) {
+                int64_t row = ((int64_t)(m->batch == 1 ? 0 : b) * m->heads + mh) * qb + i, t;
+                /* positions i' of the block's first and last rows, then its keys [j0, j1] */
+                int64_t p0 = (int64_t)i * m->block_q, p1 = p0 + m->block_q < sq ? p0 + m->block_q - 1 : sq - 1;
+                p0 += sk - sq;
+                p1 += sk - sq;
+                for (t = row * kb; t < row * kb + m->full_kv_num_blocks[row]; ++t) {
+                    int64_t j0 = (int64_t)m->full_kv_indices[t] * m->block_k, j1 = j0 + m->block_k - 1;
+                    j1 = j1 < sk - 1 ? j1 : sk - 1;
+                    if (j0 > j1)
+                        continue; /* no key of this sequence in it */
+                    if ((r->causal && j1 > p0) ||
+                        (r->sliding_window && (j0 < p1 - r->window_left || j1 > p0 + r->window_right)))
+                        return fa__fail(FA_ERROR_INVALID_ARGUMENT, "%s: block_mask.full_kv_indices[%lld] = %d: the "
+                                        "causal or window mask cuts that block in sequence %d (list it in kv_indices)",
+                                        fn, (long long)t, (int)m->full_kv_indices[t], b);
+                }
+            }
+    }
+    return FA_OK;
+}
+
 static fa_status fa__resolve(const char *fn, const fa_problem *p, fa_problem *r, int host_arrays)
 {
     fa_problem x;
@@ -1137,6 +1325,25 @@ static fa_status fa__resolve(const char *fn, const fa_problem *p, fa_problem *r,
             return fa__fail(FA_ERROR_INVALID_ARGUMENT,
                             "%s: batch x seqlen x heads x head_dim overflows int64", fn);
     }
+    if (fa__has_block_mask(&x)) {
+        const fa_block_mask *m = &x.block_mask;
+        fa_status s;
+        /* host_arrays = 0 is the _cuda calls and their queries: they refuse
+           block masks here, in one place, until the GPU kernels walk the
+           lists (the lists are not read) */
+        if (!host_arrays)
+            return fa__fail(FA_ERROR_UNSUPPORTED, "%s: block_mask is set: the GPU kernels do not take block "
+                            "masks yet (the CPU fa_forward and fa_backward do)", fn);
+        if ((s = fa__resolve_block_shape(fn, &x)) != FA_OK)
+            return s;
+        if (!m->kv_num_blocks != !m->kv_indices || !m->full_kv_num_blocks != !m->full_kv_indices) {
+            int full = !m->kv_num_blocks == !m->kv_indices;
+            const char *n1 = full ? "full_kv_num_blocks" : "kv_num_blocks", *n2 = full ? "full_kv_indices" : "kv_indices";
+            int first_null = full ? !m->full_kv_num_blocks : !m->kv_num_blocks;
+            return fa__fail(FA_ERROR_INVALID_ARGUMENT, "%s: block_mask.%s is NULL but block_mask.%s is not (give "
+                            "both or neither)", fn, first_null ? n1 : n2, first_null ? n2 : n1);
+        }
+    }
     if (host_arrays) {
         fa_status s;
         if (x.cu_seqlens_q &&
@@ -1160,6 +1367,9 @@ static fa_status fa__resolve(const char *fn, const fa_problem *p, fa_problem *r,
                     return fa__fail(FA_ERROR_INVALID_ARGUMENT, "%s: alibi_slopes[%d] is not finite", fn, b);
         if (x.block_table && (s = fa__check_pages(fn, &x, 0)) != FA_OK)
             return s;
+        if (fa__has_block_mask(&x) &&
+            ((s = fa__check_block_lists(fn, &x)) != FA_OK || (s = fa__check_full_blocks(fn, &x)) != FA_OK))
+            return s;
     }
     *r = x;
     return FA_OK;
@@ -1168,6 +1378,48 @@ static fa_status fa__resolve(const char *fn, const fa_problem *p, fa_problem *r,
 FLASHATTN_DEF fa_status fa_problem_resolve(const fa_problem *p, fa_problem *resolved)
 {
     return fa__resolve("fa_problem_resolve", p, resolved, 1);
+}
+
+FLASHATTN_DEF fa_status fa_block_mask_from_bitmap(const fa_problem *p, const uint8_t *bitmap,
+                                                  int32_t *kv_num_blocks, int32_t *kv_indices,
+                                                  int64_t *num_counts, int64_t *num_indices)
+{
+    static const char fn[] = "fa_block_mask_from_bitmap";
+    fa_problem x;
+    int64_t rows, row;
+    int kb, j;
+    fa_status s;
+    if (!p)
+        return fa__fail(FA_ERROR_INVALID_ARGUMENT, "%s: problem is NULL", fn);
+    x = *p;
+    if (x.batch < 1 || x.heads_q < 1 || x.seqlen_q < 1 || x.seqlen_k < 1)
+        return fa__fail(FA_ERROR_INVALID_ARGUMENT, "%s: batch (%d), heads_q (%d), seqlen_q (%d) and seqlen_k (%d) "
+                        "must be >= 1", fn, x.batch, x.heads_q, x.seqlen_q, x.seqlen_k);
+    if ((s = fa__resolve_block_shape(fn, &x)) != FA_OK)
+        return s;
+    kb = fa__blocks(x.seqlen_k, x.block_mask.block_k);
+    rows = (int64_t)x.block_mask.batch * x.block_mask.heads * fa__blocks(x.seqlen_q, x.block_mask.block_q);
+    if (bitmap || kv_num_blocks || kv_indices) {
+        if (!bitmap || !kv_num_blocks || !kv_indices)
+            return fa__fail(FA_ERROR_INVALID_ARGUMENT, "%s: %s is NULL (give bitmap, kv_num_blocks and kv_indices, "
+                            "or none of them to ask the sizes)", fn,
+                            !bitmap ? "bitmap" : !kv_num_blocks ? "kv_num_blocks" : "kv_indices");
+        for (row = 0; row < rows; ++row) {
+            const uint8_t *bits = bitmap + row * kb;
+            int32_t *out = kv_indices + row * kb, n = 0;
+            for (j = 0; j < kb; ++j)
+                if (bits[j])
+                    out[n++] = j;
+            for (j = n; j < kb; ++j)
+                out[j] = 0;
+            kv_num_blocks[row] = n;
+        }
+    }
+    if (num_counts)
+        *num_counts = rows;
+    if (num_indices)
+        *num_indices = rows * kb;
+    return FA_OK;
 }
 
 /* One [nb, ns, nh, dim] view: data present, dtype known, strides >= 0 and
@@ -1258,6 +1510,15 @@ static fa_status fa__no_block_table(const char *fn, const fa_problem *r)
     return FA_OK;
 }
 
+/* Decode's rows mix query heads and tokens (>>impl-decode): no block masks. */
+static fa_status fa__no_block_mask(const char *fn, const fa_problem *r)
+{
+    if (fa__has_block_mask(r))
+        return fa__fail(FA_ERROR_UNSUPPORTED, "%s: block_mask is set; decode does not take block masks "
+                        "(fa_forward and fa_backward do)", fn);
+    return FA_OK;
+}
+
 static fa_status fa__check_forward(const char *fn, const fa_problem *p, fa_problem *r, fa_tensor *q,
                                    fa_tensor *k, fa_tensor *v, fa_tensor *o, const float *lse,
                                    int host_arrays)
@@ -1310,7 +1571,7 @@ static fa_status fa__check_decode(const char *fn, const fa_problem *p, fa_proble
     int append;
     fa_status s = fa__resolve(fn, p, r, host_arrays);
     (void)lse;
-    if (s != FA_OK)
+    if (s != FA_OK || (s = fa__no_block_mask(fn, r)) != FA_OK)
         return s;
     if (r->cu_seqlens_q || r->cu_seqlens_k)
         return fa__fail(FA_ERROR_INVALID_ARGUMENT,
@@ -1837,7 +2098,18 @@ static void fa__softmax_finish(float *o, int dv, float m, float l, float *L)
 
    Why Br = 256 by default: every Q tile streams all of K and V through the
    cache once, so K/V traffic is (sq / Br) x (size of K and V); a tall tile
-   keeps the forward off the K/V loads [cpu-br]. */
+   keeps the forward off the K/V loads [cpu-br].
+
+   Block-sparse (FlashAttention, Sec. 3.3, Alg. 5): a block mask says which
+   (Q block, K block) pairs exist at all; the loop above simply skips the
+   K_j, V_j of the others, loading nothing and computing nothing for them.
+   The paper's Prop. 4 counts the memory traffic: dense FlashAttention makes
+   Theta(N^2 d^2 / M) accesses to slow memory (HBM; here RAM) for on-chip
+   (SRAM; here cache) size M, because each of the N d / M Q tiles streams
+   all of K and V; with a fraction s of the blocks visited only those K and
+   V tiles stream, giving Theta(N d + N^2 d^2 s / M): the N d is reading Q
+   and writing O once, which no sparsity removes. Time falls with s too,
+   down to the per-block bookkeeping. The backward skips the same pairs. */
 
 #define FA__BR FLASHATTN_CPU_BR
 #define FA__BC FLASHATTN_CPU_BC
@@ -2411,7 +2683,12 @@ typedef struct fa__attn {
     float *lse;                        /* forward output / backward input (as float *) */
     int group;                         /* heads_q / heads_kv query heads per KV head */
     int d, dv_, dp, dvp, bcp;          /* d, dv and the padded widths */
-    int tr;                            /* Tr for seqlen_q (the max with varlen) */
+    int tr, tc;                        /* Q tiles / K tiles per sequence (the max with varlen) */
+    int bm;                            /* a block mask is in use (section 5, "Block masks") */
+    int bq, bk, qblocks, kblocks;      /* its block sizes, blocks per mask row */
+    int qsub, ksub;                    /* CPU tiles per query / key block (0: no block mask) */
+    int qwords, kwords;                /* 32-bit words of one row of query / key block bits */
+    uint32_t *ws_kq;                   /* backward: per mask and key block, the query blocks visiting it */
     int64_t total_q;                   /* rows of L per head */
     float q_fold;                      /* Q is multiplied by this when loaded */
     float cap2;                        /* softcap * log2 e, 0 = none */
@@ -2434,7 +2711,24 @@ static void fa__attn_init(fa__attn *a, const fa_problem *r)
     a->dp = FA__PAD(r->head_dim);
     a->dvp = FA__PAD(r->head_dim_v);
     a->bcp = FA__PAD(FA__BC);
-    a->tr = (r->seqlen_q + FA__BR - 1) / FA__BR;
+    a->tr = fa__blocks(r->seqlen_q, FA__BR);
+    a->tc = fa__blocks(r->seqlen_k, FA__BC);
+    if (fa__has_block_mask(r)) { /* tiles never span two blocks: tiles per block times blocks */
+        int64_t tr, tc;
+        a->bm = 1;
+        a->bq = r->block_mask.block_q;
+        a->bk = r->block_mask.block_k;
+        a->qblocks = fa__blocks(r->seqlen_q, a->bq);
+        a->kblocks = fa__blocks(r->seqlen_k, a->bk);
+        a->qsub = fa__blocks(a->bq < r->seqlen_q ? a->bq : r->seqlen_q, FA__BR);
+        a->ksub = fa__blocks(a->bk < r->seqlen_k ? a->bk : r->seqlen_k, FA__BC);
+        a->qwords = (a->qblocks + 31) / 32;
+        a->kwords = (a->kblocks + 31) / 32;
+        tr = (int64_t)a->qblocks * a->qsub; /* (too many tasks: refused by fa__task_count) */
+        tc = (int64_t)a->kblocks * a->ksub;
+        a->tr = tr > INT_MAX ? INT_MAX : (int)tr;
+        a->tc = tc > INT_MAX ? INT_MAX : (int)tc;
+    }
     a->total_q = r->cu_seqlens_q ? r->cu_seqlens_q[r->batch] : (int64_t)r->batch * r->seqlen_q;
     /* S2 = log2(e) * S, with the constant folded into Q (one multiply per
        element of Q instead of one per score). With a softcap, the scores go
@@ -2531,6 +2825,7 @@ typedef struct fa__scratch {
     const void **krows, **vrows; /* [2 Bc] few rows: where the K / V rows of the tile lie, */
     int npf;                     /* then (from Bc on) npf rows of the next tile to prefetch */
     float *pack;   /* [max(Br, Bc, dp, dvp), 32] one strip of B, copied by fa__gemm */
+    uint32_t *vis; /* [kwords] block mask: the key blocks the task's query block visits */
 } fa__scratch;
 
 enum { FA__SCRATCH_FWD = 0, FA__SCRATCH_BWD = 1 };
@@ -2566,6 +2861,7 @@ static size_t fa__scratch_layout(const fa__attn *a, int kind, char *base, fa__sc
         FA__TAKE(w->pack, float, kmax * 32);
     }
     FA__TAKE(w->K, float, bc * a->dp);
+    FA__TAKE(w->vis, uint32_t, a->kwords);
     if (kind == FA__SCRATCH_FWD) {
         FA__TAKE(w->V, float, bc * a->dvp);
     } else {
@@ -2802,6 +3098,114 @@ static void fa__key_band(const fa__attn *a, const fa__scratch *w, int nr, int sk
     *hi = (int)(h > l ? h : l);
 }
 
+/* ---- block-sparse: which tiles a task walks -------------------------------
+   With a block mask a task's tile never spans two blocks (fa__tile_rows),
+   so all its rows share one list of visited blocks; the task turns that
+   list into bits (fa__visited_keys) and walks only the runs of visited
+   blocks that meet its key band, tile by tile (fa__walk). Unvisited blocks
+   are never loaded or multiplied. Without a mask the walk is the band
+   [lo, hi) in tiles, exactly the dense loop. */
+
+/* Rows [*r0, *r1) of tile t of a sequence of len rows: tiles of `tile`
+   rows, or with a block mask (sub > 0) each block of `block` rows cut into
+   sub tiles of at most `tile`. Empty when the tile lies past len. */
+static void fa__tile_rows(int t, int tile, int block, int sub, int len, int *r0, int *r1)
+{
+    int64_t a0 = (int64_t)t * tile, a1;
+    if (sub)
+        a0 = (int64_t)(t / sub) * block + (int64_t)(t % sub) * tile;
+    a1 = a0 + tile;
+    if (sub && a1 > (int64_t)(t / sub) * block + block)
+        a1 = (int64_t)(t / sub) * block + block;
+    *r0 = (int)(a0 < len ? a0 : len);
+    *r1 = (int)(a1 < len ? a1 : len);
+}
+
+/* Mask m of (sequence b, query head h), and its row for query block qb. */
+static int64_t fa__mask_of(const fa__attn *a, int b, int h)
+{
+    const fa_block_mask *m = &a->r.block_mask;
+    return (int64_t)(m->batch == 1 ? 0 : b) * m->heads + h / (a->r.heads_q / m->heads);
+}
+
+/* List l (0: kv_indices, 1: full_kv_indices) of mask row `row`: n entries. */
+static const int32_t *fa__mask_list(const fa__attn *a, int l, int64_t row, int *n)
+{
+    const fa_block_mask *m = &a->r.block_mask;
+    const int32_t *cnt = l ? m->full_kv_num_blocks : m->kv_num_blocks;
+    *n = cnt ? cnt[row] : 0;
+    return cnt ? (l ? m->full_kv_indices : m->kv_indices) + row * a->kblocks : NULL;
+}
+
+/* The key blocks visited by the query block of row i0 of (b, h), as bits in
+   w->vis; NULL without a block mask. */
+static const uint32_t *fa__visited_keys(const fa__attn *a, fa__scratch *w, int b, int h, int i0)
+{
+    int64_t row;
+    int l, t, n;
+    if (!a->bm)
+        return NULL;
+    row = fa__mask_of(a, b, h) * a->qblocks + i0 / a->bq;
+    memset(w->vis, 0, (size_t)a->kwords * sizeof(uint32_t));
+    for (l = 0; l < 2; ++l) {
+        const int32_t *idx = fa__mask_list(a, l, row, &n);
+        for (t = 0; t < n; ++t)
+            w->vis[idx[t] >> 5] |= 1u << (idx[t] & 31);
+    }
+    return w->vis;
+}
+
+/* The positions of [lo, hi) in blocks whose bit is set (one bit per block
+   of `block` positions; bits NULL = all), in tiles of at most `step`. */
+typedef struct fa__walk {
+    const uint32_t *bits;
+    int nblocks, block, lo, hi, step;
+    int next;    /* the next block to look at */
+    int at, end; /* the current run: next tile start, end */
+} fa__walk;
+
+static void fa__walk_init(fa__walk *it, const uint32_t *bits, int nblocks, int block, int lo, int hi, int step)
+{
+    it->bits = bits;
+    it->nblocks = nblocks;
+    it->block = block;
+    it->lo = lo;
+    it->hi = hi;
+    it->step = step;
+    it->next = bits ? lo / block : nblocks;
+    it->at = bits ? 0 : lo; /* no bits: the one run [lo, hi) */
+    it->end = bits ? 0 : hi;
+}
+
+#define FA__BIT(bits, j) (((bits)[(j) >> 5] >> ((j) & 31)) & 1u)
+
+/* The next tile [*n0, *n0 + *n), *end the end of its run (may be NULL);
+   0 when none is left. */
+static int fa__walk_next(fa__walk *it, int *n0, int *n, int *end)
+{
+    while (it->at >= it->end) { /* find the next run of set bits */
+        int j = it->next, e;
+        if (!it->bits)
+            return 0;
+        while (j < it->nblocks && (int64_t)j * it->block < it->hi && !FA__BIT(it->bits, j))
+            j = (j & 31) == 0 && !it->bits[j >> 5] ? j + 32 : j + 1; /* a word of zeros at once */
+        if (j >= it->nblocks || (int64_t)j * it->block >= it->hi) {
+            it->next = it->nblocks;
+            return 0;
+        }
+        for (e = j + 1; e < it->nblocks && FA__BIT(it->bits, e); ++e) {}
+        it->next = e;
+        it->at = (int)((int64_t)j * it->block > it->lo ? (int64_t)j * it->block : it->lo);
+        it->end = (int)((int64_t)e * it->block < it->hi ? (int64_t)e * it->block : it->hi);
+    }
+    *n0 = it->at;
+    *n = it->end - it->at < it->step ? it->end - it->at : it->step;
+    if (end)
+        *end = it->end;
+    it->at += *n;
+    return 1;
+}
+
 /* THE score tile, shared by forward, backward and decode. For the nr query
    rows described in w (Q~ in w->Q, key position, ALiBi slope) and keys
    n0 .. n0+nc-1 (K_j^T in w->Kt, or when k_rows the K rows in place at
@@ -3001,23 +3405,25 @@ static void fa__attend_tile(const fa__attn *a, fa__scratch *w, const fa__seq *s,
 }
 
 static void fa__attend_rows(const fa__attn *a, fa__scratch *w, const fa__seq *s, int kvh, int nr,
-                            int n_lo, int n_hi)
+                            const uint32_t *vis)
 {
-    int lo, hi, n0;
+    int lo, hi, n0, nc, end;
+    fa__walk it;
     fa__attend_begin(a, w, nr);
     /* keys no row can see are never loaded: causal and windowed tiles
-       outside the band cost nothing */
-    fa__key_band(a, w, nr, s->sk, n_lo, n_hi, &lo, &hi);
-    for (n0 = lo; n0 < hi; n0 += FA__BC) {
-        int nc = hi - n0 < FA__BC ? hi - n0 : FA__BC;
-        /* the next tile arrives while this one computes (few rows: asked
-           for row by row inside fa__attend_tile) */
-        if (nr > FA__FEW_ROWS && n0 + FA__BC < hi) {
-            int nn = hi - n0 - FA__BC < FA__BC ? hi - n0 - FA__BC : FA__BC;
-            fa__prefetch_rows(a, &a->k, a->d, s, kvh, n0 + FA__BC, nn);
-            fa__prefetch_rows(a, &a->v, a->dv_, s, kvh, n0 + FA__BC, nn);
+       outside the band, and key blocks the block mask leaves out (vis),
+       cost nothing */
+    fa__key_band(a, w, nr, s->sk, 0, s->sk, &lo, &hi);
+    fa__walk_init(&it, vis, a->kblocks, a->bk, lo, hi, FA__BC);
+    while (fa__walk_next(&it, &n0, &nc, &end)) {
+        /* the next tile of the run arrives while this one computes (few
+           rows: asked for row by row inside fa__attend_tile) */
+        if (nr > FA__FEW_ROWS && n0 + nc < end) {
+            int nn = end - n0 - nc < FA__BC ? end - n0 - nc : FA__BC;
+            fa__prefetch_rows(a, &a->k, a->d, s, kvh, n0 + nc, nn);
+            fa__prefetch_rows(a, &a->v, a->dv_, s, kvh, n0 + nc, nn);
         }
-        fa__attend_tile(a, w, s, kvh, nr, n0, nc, hi);
+        fa__attend_tile(a, w, s, kvh, nr, n0, nc, end);
     }
 }
 
@@ -3029,13 +3435,14 @@ static void fa__forward_task(void *ctx, int index, int worker)
 {
     const fa__attn *a = (const fa__attn *)ctx;
     int bh = index / a->tr, tile = a->tr - 1 - index % a->tr;
-    int b = bh / a->r.heads_q, h = bh % a->r.heads_q, i0 = tile * FA__BR, nr, i;
+    int b = bh / a->r.heads_q, h = bh % a->r.heads_q, i0, i1, nr, i;
     fa__scratch w;
     fa__seq s;
     fa__seq_info(a, b, &s);
-    if (i0 >= s.sq)
-        return; /* a short sequence of a varlen batch */
-    nr = s.sq - i0 < FA__BR ? s.sq - i0 : FA__BR;
+    fa__tile_rows(tile, FA__BR, a->bq, a->qsub, s.sq, &i0, &i1);
+    if (i0 >= i1)
+        return; /* past the end of a short sequence of a varlen batch (or of a block) */
+    nr = i1 - i0;
     fa__worker_scratch(a, FA__SCRATCH_FWD, worker, &w);
     for (i = 0; i < nr; ++i) {
         w.tok[i] = i0 + i;
@@ -3043,7 +3450,7 @@ static void fa__forward_task(void *ctx, int index, int worker)
         w.pos[i] = i0 + i + s.off;
     }
     fa__load_q_rows(a, &a->q, &s, &w, nr);
-    fa__attend_rows(a, &w, &s, h / a->group, nr, 0, s.sk);
+    fa__attend_rows(a, &w, &s, h / a->group, nr, fa__visited_keys(a, &w, b, h, i0));
     for (i = 0; i < nr; ++i) {
         float L, *o = w.O + (size_t)i * (size_t)a->dvp;
         float m = w.m[i] == -INFINITY ? 0.0f : w.m[i];
@@ -3241,12 +3648,13 @@ static void fa__backward_d_task(void *ctx, int index, int worker)
 {
     const fa__attn *a = (const fa__attn *)ctx;
     int bh = index % (a->r.batch * a->r.heads_q), tile = index / (a->r.batch * a->r.heads_q);
-    int b = bh / a->r.heads_q, h = bh % a->r.heads_q, i, c;
+    int b = bh / a->r.heads_q, h = bh % a->r.heads_q, i, i0, i1, c;
     fa__scratch w;
     fa__seq s;
     fa__seq_info(a, b, &s);
     fa__worker_scratch(a, FA__SCRATCH_BWD, worker, &w);
-    for (i = tile * FA__BR; i < s.sq && i < (tile + 1) * FA__BR; ++i) {
+    fa__tile_rows(tile, FA__BR, a->bq, a->qsub, s.sq, &i0, &i1);
+    for (i = i0; i < i1; ++i) {
         double D = 0.0;
         fa__load_row(fa__at(&a->dout, s.q_b, s.q_row0 + i, h), a->dout.dtype, a->dv_, 1.0f, w.dO);
         fa__load_row(fa__at(&a->o, s.q_b, s.q_row0 + i, h), a->o.dtype, a->dv_, 1.0f, w.O);
@@ -3263,23 +3671,23 @@ static void fa__backward_kv_task(void *ctx, int index, int worker)
     const fa__attn *a = (const fa__attn *)ctx;
     const fa_problem *r = &a->r;
     int nbk = r->batch * r->heads_kv, b = (index % nbk) / r->heads_kv, kvh = (index % nbk) % r->heads_kv;
-    int n0 = (index / nbk) * FA__BC, cap, nc, nct, g, i, c, i0, ilo, ihi;
+    int n0, n1, cap, nc, nct, g, i, c, i0, nr, ilo, ihi;
     float unfold = (float)((double)r->scale / (double)a->q_fold); /* dK = scale dS^T Q = (dS^T Q~) scale / q_fold */
     fa__scratch w;
     fa__seq s;
     fa__seq_info(a, b, &s);
     cap = r->cu_seqlens_k ? r->cu_seqlens_k[b + 1] - r->cu_seqlens_k[b] : r->seqlen_k;
-    if (n0 >= cap)
+    fa__tile_rows(index / nbk, FA__BC, a->bk, a->ksub, cap, &n0, &n1);
+    if (n0 >= n1)
         return;
-    nct = cap - n0 < FA__BC ? cap - n0 : FA__BC;    /* rows of dK/dV this task writes */
+    nct = n1 - n0;                                   /* rows of dK/dV this task writes */
     nc = s.sk - n0 < nct ? (s.sk - n0 > 0 ? s.sk - n0 : 0) : nct; /* of which keys in use */
     fa__worker_scratch(a, FA__SCRATCH_BWD, worker, &w);
     memset(w.dK, 0, (size_t)FA__BC * (size_t)a->dp * sizeof(float));
     memset(w.dV, 0, (size_t)FA__BC * (size_t)a->dvp * sizeof(float));
     if (nc > 0) {
         int64_t lo = 0, hi = s.sq; /* query rows that see at least one key of the tile */
-        fa__load_tile_t(a, &a->k, a->d, &s, kvh, n0, nc, n0 + nc, w.Kt, w.row);
-        fa__load_tile_t(a, &a->v, a->dv_, &s, kvh, n0, nc, n0 + nc, w.Vt, w.row);
+        int loaded = 0;
         if (r->causal && (int64_t)n0 - s.off > lo)
             lo = (int64_t)n0 - s.off;
         if (r->sliding_window) {
@@ -3292,8 +3700,15 @@ static void fa__backward_kv_task(void *ctx, int index, int worker)
         ihi = (int)(hi > lo ? hi : lo);
         for (g = 0; g < a->group; ++g) {
             int h = kvh * a->group + g;
-            for (i0 = ilo; i0 < ihi; i0 += FA__BR) {
-                int nr = ihi - i0 < FA__BR ? ihi - i0 : FA__BR;
+            fa__walk it; /* the Q tiles of the query blocks that visit this key block */
+            fa__walk_init(&it, a->bm ? a->ws_kq + (size_t)((fa__mask_of(a, b, h) * a->kblocks + n0 / a->bk) * a->qwords)
+                                     : NULL, a->qblocks, a->bq, ilo, ihi, FA__BR);
+            while (fa__walk_next(&it, &i0, &nr, NULL)) {
+                if (!loaded) { /* K_j, V_j: at the first Q tile (a key block no query visits: never) */
+                    fa__load_tile_t(a, &a->k, a->d, &s, kvh, n0, nc, n0 + nc, w.Kt, w.row);
+                    fa__load_tile_t(a, &a->v, a->dv_, &s, kvh, n0, nc, n0 + nc, w.Vt, w.row);
+                    loaded = 1;
+                }
                 fa__bwd_load_rows(a, &s, &w, h, i0, nr);
                 fa__bwd_pair(a, &w, &s, nr, n0, nc);
                 if (a->drop_thr) /* P is done with: keep P o Z in its place */
@@ -3322,20 +3737,22 @@ static void fa__backward_q_task(void *ctx, int index, int worker)
 {
     const fa__attn *a = (const fa__attn *)ctx;
     int bh = index % (a->r.batch * a->r.heads_q), tile = a->tr - 1 - index / (a->r.batch * a->r.heads_q);
-    int b = bh / a->r.heads_q, h = bh % a->r.heads_q, kvh = h / a->group, i0 = tile * FA__BR, nr, i;
-    int lo, hi, n0;
+    int b = bh / a->r.heads_q, h = bh % a->r.heads_q, kvh = h / a->group, i0, i1, nr, i;
+    int lo, hi, n0, nc;
     fa__scratch w;
     fa__seq s;
+    fa__walk it;
     fa__seq_info(a, b, &s);
-    if (i0 >= s.sq)
+    fa__tile_rows(tile, FA__BR, a->bq, a->qsub, s.sq, &i0, &i1);
+    if (i0 >= i1)
         return;
-    nr = s.sq - i0 < FA__BR ? s.sq - i0 : FA__BR;
+    nr = i1 - i0;
     fa__worker_scratch(a, FA__SCRATCH_BWD, worker, &w);
     fa__bwd_load_rows(a, &s, &w, h, i0, nr);
     memset(w.O, 0, (size_t)nr * (size_t)a->dp * sizeof(float));
     fa__key_band(a, &w, nr, s.sk, 0, s.sk, &lo, &hi);
-    for (n0 = lo; n0 < hi; n0 += FA__BC) {
-        int nc = hi - n0 < FA__BC ? hi - n0 : FA__BC;
+    fa__walk_init(&it, fa__visited_keys(a, &w, b, h, i0), a->kblocks, a->bk, lo, hi, FA__BC);
+    while (fa__walk_next(&it, &n0, &nc, NULL)) {
         fa__load_tile_t(a, &a->k, a->d, &s, kvh, n0, nc, n0 + nc, w.Kt, w.row);
         fa__load_tile_t(a, &a->v, a->dv_, &s, kvh, n0, nc, n0 + nc, w.Vt, w.row);
         fa__load_kv_tile(a, &a->k, a->d, &s, kvh, n0, nc, n0 + nc, w.K, a->dp);
@@ -3351,11 +3768,34 @@ static void fa__backward_q_task(void *ctx, int index, int worker)
     }
 }
 
-static size_t fa__backward_bytes(const fa__attn *a, int workers)
+/* Before pass 1 with a block mask: the mask's lists turned around, for each
+   mask and key block the query blocks that visit it (bits in ws_kq), so
+   that a pass-1 task finds its Q tiles without searching the lists. One
+   task per mask. */
+static void fa__block_mask_transpose_task(void *ctx, int index, int worker)
+{
+    const fa__attn *a = (const fa__attn *)ctx;
+    uint32_t *kq = a->ws_kq + (size_t)index * (size_t)a->kblocks * (size_t)a->qwords;
+    int i, l, t, n;
+    (void)worker;
+    memset(kq, 0, (size_t)a->kblocks * (size_t)a->qwords * sizeof(uint32_t));
+    for (i = 0; i < a->qblocks; ++i)
+        for (l = 0; l < 2; ++l) {
+            const int32_t *idx = fa__mask_list(a, l, (int64_t)index * a->qblocks + i, &n);
+            for (t = 0; t < n; ++t)
+                kq[(size_t)idx[t] * (size_t)a->qwords + (size_t)(i >> 5)] |= 1u << (i & 31);
+        }
+}
+
+/* The workspace: D [heads_q, total_q], ws_kq [masks, k_blocks, qwords]
+   (block masks only), then each worker's scratch; each part 64-byte aligned. */
+static size_t fa__backward_bytes(const fa__attn *a, int workers, size_t *d_bytes, size_t *kq_bytes)
 {
     fa__scratch w;
-    size_t d_bytes = ((size_t)a->r.heads_q * (size_t)a->total_q * sizeof(float) + 63) / 64 * 64;
-    return 64 + d_bytes + (size_t)workers * fa__scratch_layout(a, FA__SCRATCH_BWD, NULL, &w);
+    size_t masks = a->bm ? (size_t)a->r.block_mask.batch * (size_t)a->r.block_mask.heads : 0;
+    *d_bytes = ((size_t)a->r.heads_q * (size_t)a->total_q * sizeof(float) + 63) / 64 * 64;
+    *kq_bytes = (masks * (size_t)a->kblocks * (size_t)a->qwords * sizeof(uint32_t) + 63) / 64 * 64;
+    return 64 + *d_bytes + *kq_bytes + (size_t)workers * fa__scratch_layout(a, FA__SCRATCH_BWD, NULL, &w);
 }
 
 FLASHATTN_DEF fa_status fa_backward_workspace_size(const fa_problem *p, size_t *bytes)
@@ -3363,13 +3803,14 @@ FLASHATTN_DEF fa_status fa_backward_workspace_size(const fa_problem *p, size_t *
     fa_problem r;
     fa__attn a;
     fa__pf pf;
+    size_t db, kb;
     fa_status s = fa__resolve("fa_backward_workspace_size", p, &r, 1);
     if (s != FA_OK || (s = fa__no_block_table("fa_backward_workspace_size", &r)) != FA_OK)
         return s;
     if (!bytes)
         return fa__fail(FA_ERROR_INVALID_ARGUMENT, "fa_backward_workspace_size: bytes is NULL");
     fa__attn_init(&a, &r);
-    *bytes = fa__backward_bytes(&a, fa__num_workers(fa__pf_get(&pf)));
+    *bytes = fa__backward_bytes(&a, fa__num_workers(fa__pf_get(&pf)), &db, &kb);
     return FA_OK;
 }
 
@@ -3382,7 +3823,8 @@ FLASHATTN_DEF fa_status fa_backward(const fa_problem *p, fa_tensor q, fa_tensor 
     fa__attn a;
     fa__pf pf;
     void *mem;
-    int owned, nq = 0, nkv = 0, tc, workers = fa__num_workers(fa__pf_get(&pf));
+    size_t db, kb;
+    int owned, nq = 0, nkv = 0, workers = fa__num_workers(fa__pf_get(&pf));
     fa_status s = fa__check_backward(fn, p, &r, &q, &k, &v, &o, &dout, lse, &dq, &dk, &dv, 1);
     if (s != FA_OK || (s = fa__unsupported_dtype(fn, "q", &q)) != FA_OK ||
         (s = fa__unsupported_dtype(fn, "k", &k)) != FA_OK || (s = fa__unsupported_dtype(fn, "v", &v)) != FA_OK ||
@@ -3391,21 +3833,24 @@ FLASHATTN_DEF fa_status fa_backward(const fa_problem *p, fa_tensor q, fa_tensor 
         (s = fa__unsupported_dtype(fn, "dv", &dv)) != FA_OK)
         return s;
     fa__attn_init(&a, &r);
-    tc = (r.seqlen_k + FA__BC - 1) / FA__BC;
     if ((s = fa__task_count(fn, (int64_t)r.batch * r.heads_q * a.tr, &nq)) != FA_OK ||
-        (s = fa__task_count(fn, (int64_t)r.batch * r.heads_kv * tc, &nkv)) != FA_OK)
+        (s = fa__task_count(fn, (int64_t)r.batch * r.heads_kv * a.tc, &nkv)) != FA_OK)
         return s;
-    if ((s = fa__workspace(fn, workspace, workspace_size, fa__backward_bytes(&a, workers), &mem, &owned)) != FA_OK)
+    if ((s = fa__workspace(fn, workspace, workspace_size, fa__backward_bytes(&a, workers, &db, &kb), &mem,
+                           &owned)) != FA_OK)
         return s;
     a.q = q; a.k = k; a.v = v; a.o = o; a.dout = dout;
     a.dq = dq; a.dk = dk; a.dv = dv;
     a.lse = (float *)(uintptr_t)lse; /* read only in the backward */
     a.ws_D = (float *)(void *)fa__align64(mem);
-    a.ws_workers = (char *)a.ws_D + ((size_t)r.heads_q * (size_t)a.total_q * sizeof(float) + 63) / 64 * 64;
+    a.ws_kq = (uint32_t *)(void *)((char *)a.ws_D + db);
+    a.ws_workers = (char *)a.ws_D + db + kb;
     {
         fa__scratch w;
         a.worker_bytes = fa__scratch_layout(&a, FA__SCRATCH_BWD, NULL, &w);
     }
+    if (a.bm)
+        fa__parallel_for(&pf, r.block_mask.batch * r.block_mask.heads, fa__block_mask_transpose_task, &a);
     fa__parallel_for(&pf, nq, fa__backward_d_task, &a);
     fa__parallel_for(&pf, nkv, fa__backward_kv_task, &a);
     fa__parallel_for(&pf, nq, fa__backward_q_task, &a);
@@ -3788,7 +4233,7 @@ FLASHATTN_DEF fa_status fa_decode_workspace_size(const fa_problem *p, size_t *by
     fa__pf pf;
     size_t ob, lb;
     fa_status s = fa__resolve("fa_decode_workspace_size", p, &r, 1);
-    if (s != FA_OK)
+    if (s != FA_OK || (s = fa__no_block_mask("fa_decode_workspace_size", &r)) != FA_OK)
         return s;
     if (!bytes)
         return fa__fail(FA_ERROR_INVALID_ARGUMENT, "fa_decode_workspace_size: bytes is NULL");

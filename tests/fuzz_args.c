@@ -1,8 +1,9 @@
 /* tests/fuzz_args.c - the argument checks under fuzzing.
 
    One body, fuzz_one(bytes, n), decodes the bytes into an fa_problem (every
-   field, the host arrays alibi_slopes, cu_seqlens_q/k, seqlens_k and
-   block_table, each allocated at exactly the size the API documents), the
+   field, the host arrays alibi_slopes, cu_seqlens_q/k, seqlens_k,
+   block_table and the block_mask lists, each allocated at exactly the size
+   the API documents), the
    tensor views (dtype, strides that may overlap, NULL data) with buffers
    sized from the views, and fa_merge's arguments (overlaps included), then
    calls fa_problem_resolve, the three workspace queries, fa_forward,
@@ -177,7 +178,7 @@ static view view_new(reader *r, int64_t nb, int64_t ns, int64_t nh, int64_t dim,
     return v;
 }
 
-typedef struct arrays { float *alibi; int32_t *cu_q, *cu_k, *seqlens, *table; } arrays;
+typedef struct arrays { float *alibi; int32_t *cu_q, *cu_k, *seqlens, *table, *bm[4]; } arrays;
 
 /* Offsets [batch + 1]: valid (lengths 0..max) or, now and then, broken. */
 static int32_t *cu_new(reader *r, int batch, int maxlen)
@@ -188,6 +189,57 @@ static int32_t *cu_new(reader *r, int batch, int maxlen)
     for (b = 0; b < batch; b++) cu[b + 1] = cu[b] + in(r, 0, maxlen > 0 ? maxlen : 0);
     if (one_in(r, 6)) cu[in(r, 0, batch)] += in(r, -3, 3);
     return cu;
+}
+
+/* A block mask (section 5): sizes and mask batch / heads valid or not, the
+   lists at exactly the sizes section 5 gives for them (one element when
+   the sizes are invalid: the library must refuse before reading), their
+   entries mostly valid: distinct blocks, now and then a repeat, an index
+   or a count out of range, or one array of a pair missing. */
+static int rare(reader *r, int n) { return u8(r) % (unsigned)n == (unsigned)n - 1u; } /* never once the bytes run out */
+
+static void block_mask_new(reader *r, fa_problem *p, arrays *a)
+{
+    static const int blocks[] = {0, 1, 2, 3, 5, 128, -1, 4};
+    fa_block_mask *m = &p->block_mask;
+    int bq, bk, nb, nh, qb, kb, l, j, t, lists;
+    int64_t rows, row;
+    m->block_q = choose(r, blocks, 8);
+    m->block_k = choose(r, blocks, 8);
+    m->batch = rare(r, 8) ? in(r, -1, 3) : in(r, 0, 1);
+    m->heads = rare(r, 8) ? in(r, -1, 4) : one_in(r, 2) ? 0 : one_in(r, 2) ? 1 : p->heads_kv;
+    bq = m->block_q > 0 ? m->block_q : 128;
+    bk = m->block_k > 0 ? m->block_k : 128;
+    nb = m->batch ? m->batch : p->batch;
+    nh = m->heads ? m->heads : p->heads_q;
+    qb = p->seqlen_q > 0 ? (p->seqlen_q + bq - 1) / bq : 0;
+    kb = p->seqlen_k > 0 ? (p->seqlen_k + bk - 1) / bk : 0;
+    rows = nb > 0 && nh > 0 ? (int64_t)nb * nh * qb : 0;
+    lists = rare(r, 3) ? 2 : 1;
+    for (l = 0; l < lists; l++) {
+        int32_t *cnt = (int32_t *)malloc(sizeof(int32_t) * (size_t)(rows > 0 ? rows : 1));
+        int32_t *idx = (int32_t *)malloc(sizeof(int32_t) * (size_t)(rows * kb > 0 ? rows * kb : 1));
+        cnt[0] = idx[0] = 0;
+        for (row = 0; row < rows; row++) {
+            cnt[row] = in(r, 0, kb);
+            for (t = 0; t < kb; t++) idx[row * kb + t] = (t + (int)row) % kb; /* distinct */
+            for (t = 0; t + 1 < kb; t++) { /* shuffled a little */
+                j = in(r, t, kb - 1);
+                { int32_t x = idx[row * kb + t]; idx[row * kb + t] = idx[row * kb + j]; idx[row * kb + j] = x; }
+            }
+        }
+        if (rows > 0 && kb > 0 && rare(r, 4)) { /* one entry broken */
+            row = in(r, 0, (int)(rows - 1 < 255 ? rows - 1 : 255));
+            if (one_in(r, 2)) cnt[row] = in(r, -1, kb + 1);
+            else idx[row * kb + in(r, 0, kb - 1)] = one_in(r, 2) ? in(r, -1, kb) : idx[row * kb];
+        }
+        a->bm[2 * l] = cnt;
+        a->bm[2 * l + 1] = idx;
+    }
+    m->kv_num_blocks = rare(r, 16) ? NULL : a->bm[0];
+    m->kv_indices = rare(r, 16) ? NULL : a->bm[1];
+    m->full_kv_num_blocks = a->bm[2];
+    m->full_kv_indices = a->bm[3] && rare(r, 16) ? NULL : a->bm[3];
 }
 
 static void problem_new(reader *r, fa_problem *p, arrays *a)
@@ -236,6 +288,8 @@ static void problem_new(reader *r, fa_problem *p, arrays *a)
         for (b = 0; b < p->batch; b++) a->seqlens[b] = in(r, one_in(r, 10) ? -2 : 0, p->seqlen_k > 0 ? p->seqlen_k : 0);
         p->seqlens_k = a->seqlens;
     }
+    if (rare(r, 4))
+        block_mask_new(r, p, a);
     if (one_in(r, 3)) { /* paged: a pool of pages and a block table */
         int n;
         p->page_size = one_in(r, 12) ? in(r, -1, 0) : in(r, 1, 5);
@@ -250,7 +304,12 @@ static void problem_new(reader *r, fa_problem *p, arrays *a)
     }
 }
 
-static void arrays_free(arrays *a) { free(a->alibi); free(a->cu_q); free(a->cu_k); free(a->seqlens); free(a->table); }
+static void arrays_free(arrays *a)
+{
+    int i;
+    free(a->alibi); free(a->cu_q); free(a->cu_k); free(a->seqlens); free(a->table);
+    for (i = 0; i < 4; i++) free(a->bm[i]);
+}
 
 /* Rows of the query-side and key-side views, as the documentation gives them. */
 static void q_rows(const fa_problem *p, int64_t *nb, int64_t *ns)

@@ -13,6 +13,7 @@
      ref_bf16_to_f32 / ref_f32_to_bf16 bfloat16 <-> binary32, round to nearest even
      ref_get / ref_put                 one element of a tensor, any dtype, as double
      ref_resolve                       the defaults of fa_problem (heads_kv, head_dim_v, scale)
+     ref_block_visited                 a block mask's lists, searched for one (query, key) pair
      ref_strides / ref_offset          element offset of (batch, row, head) in a view
      ref_philox4x32_10, ref_dropout_keep   the documented dropout rule
      ref_forward                       O (double, packed) and L (double, library layout)
@@ -272,6 +273,28 @@ REF_FN int ref_visible(const fa_problem *p, int64_t i, int64_t j, int64_t sq, in
     return 1;
 }
 
+/* Block masks (flashattn.h section 5): does query block i / block_q of
+   (b, h) list key block j / block_k, in either list? A linear search of
+   the lists; 1 without a block mask. */
+REF_FN int ref_block_visited(const fa_problem *p, int b, int h, int64_t i, int64_t j)
+{
+    const fa_block_mask *m = &p->block_mask;
+    int64_t bq = m->block_q ? m->block_q : 128, bk = m->block_k ? m->block_k : 128;
+    int64_t nb = m->batch ? m->batch : p->batch, nh = m->heads ? m->heads : p->heads_q;
+    int64_t qblocks = (p->seqlen_q + bq - 1) / bq, kblocks = (p->seqlen_k + bk - 1) / bk, row, t;
+    int l;
+    if (!m->kv_num_blocks && !m->full_kv_num_blocks) return 1;
+    row = ((nb == 1 ? 0 : b) * nh + h / (p->heads_q / nh)) * qblocks + i / bq;
+    for (l = 0; l < 2; l++) {
+        const int32_t *cnt = l ? m->full_kv_num_blocks : m->kv_num_blocks;
+        const int32_t *idx = l ? m->full_kv_indices : m->kv_indices;
+        if (!cnt) continue;
+        for (t = 0; t < cnt[row]; t++)
+            if (idx[row * kblocks + t] == j / bk) return 1;
+    }
+    return 0;
+}
+
 /* The score of a visible pair, given x = scale * q.k; *dsdx gets ds/dx. */
 REF_FN double ref_score(const fa_problem *p, int h, double x, int64_t i, int64_t j,
                         int64_t sq, int64_t sk, double *dsdx)
@@ -303,7 +326,7 @@ REF_FN double ref_row(const fa_problem *p, const ref_dims *r, int b, int h, int6
     for (c = 0; c < r->dv; c++) o[c] = 0.0;
     for (j = 0; j < sk; j++) {
         double x = 0.0;
-        if (!ref_visible(p, i, j, sq, sk)) { s[j] = -INFINITY; continue; }
+        if (!ref_visible(p, i, j, sq, sk) || !ref_block_visited(p, b, h, i, j)) { s[j] = -INFINITY; continue; }
         for (c = 0; c < r->d; c++)
             x += ref_get(qt, qoff + c) * ref_get(kt[j], koff[j] + c);
         s[j] = ref_score(p, h, r->scale * x, i, j, sq, sk, NULL);
@@ -433,7 +456,10 @@ REF_FN void ref_backward(const fa_problem *p, fa_tensor q, fa_tensor k, fa_tenso
                 for (j = 0; j < sk; j++) {
                     int64_t ko = ref_offset(k_s, p->cu_seqlens_k, b, j, hk);
                     double x = 0.0;
-                    if (!ref_visible(p, i, j, sq, sk)) { s[j] = -INFINITY; continue; }
+                    if (!ref_visible(p, i, j, sq, sk) || !ref_block_visited(p, b, h, i, j)) {
+                        s[j] = -INFINITY;
+                        continue;
+                    }
                     for (c = 0; c < r.d; c++) x += ref_get(q, qo + c) * ref_get(k, ko + c);
                     s[j] = ref_score(p, h, r.scale * x, i, j, sq, sk, &dsdx[j]);
                     if (s[j] > m) m = s[j];

@@ -9,7 +9,8 @@
    Then the rules issue 47 settled, each against the fp64 reference where
    there are numbers: the backward at tiny scales, mixed dtypes on the CPU,
    empty sequences, block_table refused outside decode, the stride at fault
-   named, fa_merge in place and its overlaps.
+   named, fa_merge in place and its overlaps; and the block mask's lists
+   (issue 51).
 
    Build: cc -O2 tests/test_bad_input.c -lm   (see the Makefile) */
 #define FLASHATTN_IMPLEMENTATION
@@ -54,6 +55,8 @@ typedef struct env {
     float *lse, *lse_d;
     const float *lse_in;
     int32_t cu_q[B + 1], cu_k[B + 1], used[B], table[B * PPS], slopes_dummy;
+    /* a block mask of 2 x 4 blocks: 3 query blocks, 3 key blocks, B x HQ masks */
+    int32_t bm_cnt[B * HQ * 3], bm_idx[B * HQ * 3 * 3], bm_fcnt[B * HQ * 3], bm_fidx[B * HQ * 3 * 3];
     void *ws; size_t ws_bytes;
     /* merge */
     int m_splits; int64_t m_rows; int m_dim;
@@ -151,6 +154,22 @@ static void env_reset(env *e)
         for (i = 0; i < 12; i++) { g_snapshot(all[i]); outputs[n_outputs++] = all[i]; }
         g_snapshot(&e->gpv);
     }
+}
+
+/* A valid block mask: row r visits r % 3 key blocks from r % 3 on, and
+   one more (r + 2) % 3 as a full block when that is not among them. */
+static void as_block_mask(env *e)
+{
+    int r, t;
+    for (r = 0; r < B * HQ * 3; r++) {
+        e->bm_cnt[r] = r % 3;
+        for (t = 0; t < 3; t++) e->bm_idx[r * 3 + t] = (r + t) % 3;
+        e->bm_fcnt[r] = r % 3 < 2;
+        e->bm_fidx[r * 3] = (r + 2) % 3; e->bm_fidx[r * 3 + 1] = e->bm_fidx[r * 3 + 2] = -9;
+    }
+    e->p.block_mask.block_q = 2; e->p.block_mask.block_k = 4;
+    e->p.block_mask.kv_num_blocks = e->bm_cnt; e->p.block_mask.kv_indices = e->bm_idx;
+    e->p.block_mask.full_kv_num_blocks = e->bm_fcnt; e->p.block_mask.full_kv_indices = e->bm_fidx;
 }
 
 /* Decode problems: seqlen_q new tokens against a cache of capacity CAP. */
@@ -268,6 +287,12 @@ static void test_valid_baseline(void)
     env_reset(&E);
     E.p.seqlens_k = E.used; E.used[1] = 9;
     check(call(&E, FWD) == FA_OK, "baseline fa_forward (seqlens_k): %s", fa_last_error());
+    for (entry = FWD; entry <= RESOLVE; entry++) {
+        if (entry == DEC || entry == DEC_WS || entry == MERGE) continue;
+        env_reset(&E);
+        as_block_mask(&E);
+        check(call(&E, entry) == FA_OK, "baseline %s (block mask): %s", entry_name(entry), fa_last_error());
+    }
 }
 
 static void test_forward_family(int entry)
@@ -618,6 +643,66 @@ static void test_block_table_refused(void)
             E.p.num_pages = NPAGES);
 }
 
+/* Block masks (section 5): each broken list or size is refused naming the
+   field, with nothing written; decode refuses block masks altogether. */
+static void test_block_mask_args(void)
+{
+    static const int entries[] = {FWD, BWD, FWD_WS, BWD_WS, RESOLVE};
+    size_t i;
+    for (i = 0; i < 5; i++) {
+        int en = entries[i];
+#define MBAD(field, ...) BAD(en, field, as_block_mask(&E); __VA_ARGS__)
+        MBAD("block_mask+kv_indices", E.bm_idx[4 * 3] = 3);                 /* row 4 visits 1 block: index out of range */
+        MBAD("block_mask+kv_indices", E.bm_idx[5 * 3 + 1] = -1);
+        MBAD("block_mask+kv_indices", E.bm_idx[5 * 3 + 1] = E.bm_idx[5 * 3]); /* the same block twice */
+        MBAD("block_mask+full_kv_indices", E.bm_fidx[4 * 3] = E.bm_idx[4 * 3]); /* in both lists */
+        MBAD("block_mask+full_kv_indices", E.bm_fidx[0] = 7);
+        MBAD("block_mask+kv_num_blocks", E.bm_cnt[5] = -1);
+        MBAD("block_mask+kv_num_blocks", E.bm_cnt[5] = 4);                  /* more than k_blocks = 3 */
+        MBAD("block_mask+full_kv_num_blocks", E.bm_fcnt[23] = -2);
+        MBAD("block_mask+full_kv_num_blocks", E.bm_fcnt[3] = 4);
+        MBAD("block_mask+kv_indices", E.p.block_mask.kv_indices = NULL);
+        MBAD("block_mask+kv_num_blocks", E.p.block_mask.kv_num_blocks = NULL);
+        MBAD("block_mask+full_kv_indices", E.p.block_mask.full_kv_indices = NULL);
+        MBAD("block_mask+block_q", E.p.block_mask.block_q = -1);
+        MBAD("block_mask+block_k", E.p.block_mask.block_k = -128);
+        MBAD("block_mask+batch", E.p.block_mask.batch = 3);
+        MBAD("block_mask+heads", E.p.block_mask.heads = 3);                  /* not a divisor of heads_q = 4 */
+        MBAD("block_mask+heads", E.p.block_mask.heads = -1);
+        /* causal: query block 0 (rows 0-1 at key positions 4-5) may not see key block 2 (key 8) whole */
+        MBAD("block_mask+full_kv_indices", E.p.causal = 1; E.bm_fidx[0] = 2);
+        MBAD("block_mask+full_kv_indices", E.p.sliding_window = 1; E.p.window_left = 1; E.p.window_right = 9;
+             E.bm_fidx[0] = 0); /* key block 0 (keys 0-3) reaches past the window's left edge */
+#undef MBAD
+    }
+    BADST(DEC, FA_ERROR_UNSUPPORTED, "block_mask", as_decode(&E); as_block_mask(&E));
+    BADST(DEC_WS, FA_ERROR_UNSUPPORTED, "block_mask", as_decode(&E); as_block_mask(&E));
+    { /* fa_block_mask_from_bitmap refuses, writing nothing */
+        uint8_t bits[B * HQ * 3 * 3];
+        int32_t cnt[B * HQ * 3], idx[B * HQ * 3 * 3];
+        int64_t nc = -7, ni = -7;
+        fa_problem p;
+        int k;
+        static const char *want[] = {"problem|p", "bitmap", "kv_indices", "block_q", "heads", "seqlen_q"};
+        memset(bits, 1, sizeof bits);
+        for (k = 0; k < 6; k++) {
+            fa_status st;
+            env_reset(&E);
+            as_block_mask(&E);
+            p = E.p;
+            memset(cnt, 0x5A, sizeof cnt); memset(idx, 0x5A, sizeof idx);
+            if (k == 3) p.block_mask.block_q = -2;
+            if (k == 4) p.block_mask.heads = 3;
+            if (k == 5) p.seqlen_q = 0;
+            st = fa_block_mask_from_bitmap(k == 0 ? NULL : &p, k == 1 ? NULL : bits, cnt, k == 2 ? NULL : idx, &nc, &ni);
+            check(st == FA_ERROR_INVALID_ARGUMENT && names_field(fa_last_error(), want[k]),
+                  "fa_block_mask_from_bitmap case %d: status %d, \"%s\" should name %s", k, (int)st, fa_last_error(), want[k]);
+            check(nc == -7 && ni == -7 && cnt[0] == 0x5A5A5A5A && idx[0] == 0x5A5A5A5A,
+                  "fa_block_mask_from_bitmap case %d: wrote an output although it failed", k);
+        }
+    }
+}
+
 /* Item 3: an overlap error names the stride at fault (on a tie, the outer one). */
 static void test_stride_names(void)
 {
@@ -702,6 +787,7 @@ int main(void)
     test_mixed_dtypes();
     test_empty_sequences();
     test_block_table_refused();
+    test_block_mask_args();
     test_stride_names();
     test_merge_in_place();
     env_free(&E);

@@ -10,8 +10,8 @@
    |got - ref| <= atol + rtol * |ref|, tolerances per dtype.
 
    Sections: conversions, Philox, resolve, forward grid, backward grid,
-   finite differences, fully masked rows, decode, merge, determinism across
-   thread counts, NaN/Inf inputs. */
+   finite differences, fully masked rows, block masks, decode, merge,
+   determinism across thread counts, NaN/Inf inputs. */
 #define FLASHATTN_IMPLEMENTATION
 #include "../flashattn.h"
 #include "test_util.h"
@@ -259,6 +259,11 @@ typedef struct fcase {
     int alibi, varlen, seqlens_k;
     float dropout;
     int layout, backward, outliers;
+    /* block mask (section 5): density of visited blocks (0 = none), block
+       sizes and mask batch / heads as in fa_block_mask (0 = defaults),
+       full: move blocks that causal / window cut nowhere to the full list */
+    double bm_density;
+    int bq, bk, bm_batch, bm_heads, bm_full;
 } fcase;
 
 static void fcase_str(const fcase *c, uint64_t seed, char *buf, size_t n)
@@ -273,6 +278,11 @@ static void fcase_str(const fcase *c, uint64_t seed, char *buf, size_t n)
         size_t l = strlen(buf);
         snprintf(buf + l, n - l, " wl=%d wr=%d", c->wl, c->wr);
     }
+    if (c->bm_density > 0) {
+        size_t l = strlen(buf);
+        snprintf(buf + l, n - l, " block_mask %.0f%% bq=%d bk=%d batch=%d heads=%d%s", 100 * c->bm_density, c->bq,
+                 c->bk, c->bm_batch, c->bm_heads, c->bm_full ? " full" : "");
+    }
 }
 
 /* Inputs of one attention problem, drawn from the seed. */
@@ -282,7 +292,10 @@ typedef struct attn {
     float slopes[64];
     tens q, k, v;
     int hkv, dv;
+    int32_t *bm_lists[4]; /* kv_num_blocks, kv_indices, full_kv_num_blocks, full_kv_indices */
 } attn;
+
+static void bm_make(attn *a, const fcase *c, uint64_t *rng);
 
 static void attn_make(attn *a, const fcase *c, uint64_t *rng)
 {
@@ -320,6 +333,7 @@ static void attn_make(attn *a, const fcase *c, uint64_t *rng)
     a->v = tens_make(c->dt, nbk, rk, hkv, dv, c->layout, rng);
     if (c->outliers) { tens_fill_outliers(&a->q, rng); tens_fill_outliers(&a->k, rng); tens_fill_outliers(&a->v, rng); }
     else { tens_fill(&a->q, rng, 1.0); tens_fill(&a->k, rng, 1.0); tens_fill(&a->v, rng, 1.0); }
+    if (c->bm_density > 0) bm_make(a, c, rng);
     if (c->seqlens_k) { /* keys past seqlens_k are garbage (NaN): they must not be read */
         int64_t t;
         int h, e;
@@ -332,7 +346,12 @@ static void attn_make(attn *a, const fcase *c, uint64_t *rng)
     }
 }
 
-static void attn_free(attn *a) { tens_free(&a->q); tens_free(&a->k); tens_free(&a->v); }
+static void attn_free(attn *a)
+{
+    int i;
+    tens_free(&a->q); tens_free(&a->k); tens_free(&a->v);
+    for (i = 0; i < 4; i++) free(a->bm_lists[i]);
+}
 
 static float *lse_make(int64_t n)
 {
@@ -566,6 +585,266 @@ static void test_fully_masked(void)
         check(bad == 0, "all seqlens_k = 0: O must be 0 and L -inf (%lld wrong)", (long long)bad);
         free(lse); tens_free(&o); attn_free(&a);
     }
+}
+
+/* ==========================================================================
+   >>block-sparse  block masks (section 5, "Block masks")
+   ==========================================================================
+   The test draws a dense block bitmap per mask (the equivalent dense mask:
+   key j visible to row i only if block (i / block_q, j / block_k) is set),
+   writes its lists itself (each row in a random order, some blocks in the
+   full list when causal and the window cut them nowhere), and the fp64
+   reference searches those lists for every (i, j). K and V rows of key
+   blocks that no query block of their KV head visits are NaN: reading them
+   at all would show. */
+
+typedef struct bmshape { int bq, bk, nb, nh, qblocks, kblocks; int64_t rows; } bmshape;
+
+/* The mask's sizes, from section 5's defaults. */
+static bmshape bm_shape(const fa_problem *p)
+{
+    bmshape s;
+    const fa_block_mask *m = &p->block_mask;
+    s.bq = m->block_q ? m->block_q : 128;
+    s.bk = m->block_k ? m->block_k : 128;
+    s.nb = m->batch ? m->batch : p->batch;
+    s.nh = m->heads ? m->heads : p->heads_q;
+    s.qblocks = (p->seqlen_q + s.bq - 1) / s.bq;
+    s.kblocks = (p->seqlen_k + s.bk - 1) / s.bk;
+    s.rows = (int64_t)s.nb * s.nh * s.qblocks;
+    return s;
+}
+
+/* Do causal and the window let every (i, j) of block (I, J) through, inside
+   the lengths of every sequence that reads mask batch mb? */
+static int bm_block_full(const fa_problem *p, const bmshape *sh, int mb, int I, int J)
+{
+    int b;
+    int64_t i, j;
+    for (b = 0; b < p->batch; b++) {
+        int64_t sq = ref_len_q(p, b), sk = ref_len_k(p, b);
+        if (sh->nb != 1 && b != mb) continue;
+        for (i = (int64_t)I * sh->bq; i < (int64_t)(I + 1) * sh->bq && i < sq; i++)
+            for (j = (int64_t)J * sh->bk; j < (int64_t)(J + 1) * sh->bk && j < sk; j++)
+                if (!ref_visible(p, i, j, sq, sk)) return 0;
+    }
+    return 1;
+}
+
+/* NaN into the K and V rows of key blocks no query block of their KV head
+   visits (dense: the bitmap [rows][kblocks]). */
+static void bm_poison(attn *a, const bmshape *sh, const uint8_t *dense)
+{
+    int b, kvh, J, g, I, h, e;
+    int64_t t;
+    for (b = 0; b < a->p.batch; b++)
+        for (kvh = 0; kvh < a->hkv; kvh++)
+            for (J = 0; J < sh->kblocks; J++) {
+                int used = 0, bb = a->p.cu_seqlens_k ? 0 : b;
+                for (g = 0; g < a->p.heads_q / a->hkv && !used; g++) {
+                    h = kvh * (a->p.heads_q / a->hkv) + g;
+                    for (I = 0; I < sh->qblocks; I++)
+                        used |= dense[((((int64_t)(sh->nb == 1 ? 0 : b) * sh->nh + h / (a->p.heads_q / sh->nh)) *
+                                        sh->qblocks + I) * sh->kblocks + J)];
+                }
+                for (t = (int64_t)J * sh->bk; !used && t < (int64_t)(J + 1) * sh->bk && t < ref_len_k(&a->p, b); t++) {
+                    int64_t row = a->p.cu_seqlens_k ? a->p.cu_seqlens_k[b] + t : t;
+                    for (e = 0; e < a->k.dim; e++) tens_set_bits_nan(&a->k, tens_index(&a->k, bb, row, kvh, e));
+                    for (e = 0; e < a->v.dim; e++) tens_set_bits_nan(&a->v, tens_index(&a->v, bb, row, kvh, e));
+                }
+            }
+}
+
+static void bm_make(attn *a, const fcase *c, uint64_t *rng)
+{
+    fa_block_mask *m = &a->p.block_mask;
+    bmshape sh;
+    int64_t row;
+    int i, t, J, n, nf, *order;
+    uint8_t *dense;
+    m->block_q = c->bq; m->block_k = c->bk; m->batch = c->bm_batch; m->heads = c->bm_heads;
+    sh = bm_shape(&a->p);
+    for (i = 0; i < 4; i++)
+        a->bm_lists[i] = (int32_t *)malloc(sizeof(int32_t) * (size_t)(i % 2 ? sh.rows * sh.kblocks : sh.rows) + 4);
+    dense = (uint8_t *)calloc((size_t)(sh.rows * sh.kblocks), 1);
+    order = (int *)malloc(sizeof(int) * (size_t)sh.kblocks);
+    for (row = 0; row < sh.rows; row++) {
+        int I = (int)(row % sh.qblocks), mb = (int)(row / ((int64_t)sh.qblocks * sh.nh));
+        int empty = c->bm_density < 1.0 && rng_uniform(rng) < 0.1; /* a query block that sees nothing */
+        int32_t *idx = a->bm_lists[1] + row * sh.kblocks, *fidx = a->bm_lists[3] + row * sh.kblocks;
+        for (J = 0; J < sh.kblocks; J++) order[J] = J;
+        for (J = sh.kblocks - 1; J > 0; J--) { /* shuffled: the order of a list must not matter */
+            int k = rng_int(rng, 0, J), tmp = order[J];
+            order[J] = order[k]; order[k] = tmp;
+        }
+        for (n = nf = t = 0; t < sh.kblocks; t++) {
+            J = order[t];
+            if (empty || rng_uniform(rng) >= c->bm_density) continue;
+            dense[row * sh.kblocks + J] = 1;
+            if (c->bm_full && (rng_next(rng) & 1) && bm_block_full(&a->p, &sh, mb, I, J)) fidx[nf++] = J;
+            else idx[n++] = J;
+        }
+        for (t = n; t < sh.kblocks; t++) idx[t] = 0x7fffffff;  /* past the count: never read */
+        for (t = nf; t < sh.kblocks; t++) fidx[t] = -5;
+        a->bm_lists[0][row] = n;
+        a->bm_lists[2][row] = nf;
+    }
+    m->kv_num_blocks = a->bm_lists[0]; m->kv_indices = a->bm_lists[1];
+    if (c->bm_full) { m->full_kv_num_blocks = a->bm_lists[2]; m->full_kv_indices = a->bm_lists[3]; }
+    bm_poison(a, &sh, dense);
+    free(order); free(dense);
+}
+
+/* fa_block_mask_from_bitmap: the size query, then the lists of a random
+   bitmap, ascending, the rest of each row 0; and fa_problem_resolve's
+   defaults for a block mask. */
+static void test_block_mask_helper(void)
+{
+    fa_problem p, r;
+    bmshape sh;
+    uint64_t rng = case_seed(11, 1);
+    int64_t nc = -1, ni = -1, row, bad = 0;
+    uint8_t *bits;
+    int32_t *cnt, *idx;
+    int J, n, mode;
+    for (mode = 0; mode < 3; mode++) {
+        memset(&p, 0, sizeof p);
+        p.batch = 2; p.heads_q = 4; p.seqlen_q = 50; p.seqlen_k = 77; p.head_dim = 8;
+        p.block_mask.block_q = mode == 2 ? 0 : 16; p.block_mask.block_k = mode == 2 ? 0 : 8 + mode;
+        p.block_mask.heads = mode == 0 ? 2 : mode == 1 ? 1 : 0; p.block_mask.batch = mode == 1 ? 1 : 0;
+        sh = bm_shape(&p);
+        check(fa_block_mask_from_bitmap(&p, NULL, NULL, NULL, &nc, &ni) == FA_OK && nc == sh.rows &&
+              ni == sh.rows * sh.kblocks, "fa_block_mask_from_bitmap size query (mode %d): %lld %lld, want %lld %lld (%s)",
+              mode, (long long)nc, (long long)ni, (long long)sh.rows, (long long)(sh.rows * sh.kblocks), fa_last_error());
+        bits = (uint8_t *)malloc((size_t)(sh.rows * sh.kblocks));
+        cnt = (int32_t *)malloc(sizeof(int32_t) * (size_t)sh.rows);
+        idx = (int32_t *)malloc(sizeof(int32_t) * (size_t)(sh.rows * sh.kblocks));
+        for (row = 0; row < sh.rows * sh.kblocks; row++) bits[row] = (uint8_t)(rng_uniform(&rng) < 0.3 ? 1 + rng_int(&rng, 0, 200) : 0);
+        for (row = 0; row < sh.rows * sh.kblocks; row++) idx[row] = -1;
+        check(fa_block_mask_from_bitmap(&p, bits, cnt, idx, NULL, NULL) == FA_OK, "fa_block_mask_from_bitmap: %s", fa_last_error());
+        for (row = 0; row < sh.rows; row++) {
+            for (n = 0, J = 0; J < sh.kblocks; J++)
+                if (bits[row * sh.kblocks + J]) bad += idx[row * sh.kblocks + n++] != J;
+            bad += cnt[row] != n;
+            for (; n < sh.kblocks; n++) bad += idx[row * sh.kblocks + n] != 0;
+        }
+        check(bad == 0, "fa_block_mask_from_bitmap (mode %d): %lld entries differ from the bitmap", mode, (long long)bad);
+        /* the lists go straight into a problem: fa_problem_resolve takes them and fills the defaults */
+        p.block_mask.kv_num_blocks = cnt; p.block_mask.kv_indices = idx;
+        check(fa_problem_resolve(&p, &r) == FA_OK && r.block_mask.block_q == sh.bq && r.block_mask.block_k == sh.bk &&
+              r.block_mask.batch == sh.nb && r.block_mask.heads == sh.nh && r.block_mask.kv_indices == idx,
+              "fa_problem_resolve with a block mask (mode %d): %s; block %d x %d, batch %d, heads %d", mode,
+              fa_last_error(), r.block_mask.block_q, r.block_mask.block_k, r.block_mask.batch, r.block_mask.heads);
+        free(bits); free(cnt); free(idx);
+    }
+    memset(&p, 0, sizeof p);
+    p.batch = 1; p.heads_q = 1; p.seqlen_q = 3; p.seqlen_k = 3; p.head_dim = 4;
+    check(fa_problem_resolve(&p, &r) == FA_OK && r.block_mask.block_q == 0 && r.block_mask.kv_num_blocks == NULL,
+          "fa_problem_resolve without a block mask leaves block_mask zero");
+}
+
+/* The same problem twice, its lists in other orders and split otherwise
+   between kv_indices and full_kv_indices: the same bytes out. */
+static void test_block_mask_order(void)
+{
+    fcase c;
+    attn a;
+    uint64_t rng = case_seed(12, 0);
+    tens o[2], dout, dq[2], dk[2], dv[2];
+    float *lse[2];
+    int run, ok = 1;
+    int64_t row, t, nl;
+    bmshape sh;
+    c = fc(2, 70, 90, 4, 2, 16, 0, FA_F32);
+    c.bm_density = 0.4; c.bq = 16; c.bk = 8; c.bm_full = 1; c.alibi = 1; /* no causal / window: every block is full */
+    attn_make(&a, &c, &rng);
+    sh = bm_shape(&a.p);
+    nl = ref_lse_count(&a.p);
+    dout = tens_make(FA_F32, 2, 70, 4, 16, LAYOUT_PACKED, &rng);
+    tens_fill(&dout, &rng, 1.0);
+    for (run = 0; run < 2; run++) {
+        o[run] = tens_make(FA_F32, 2, 70, 4, 16, LAYOUT_PACKED, &rng);
+        dq[run] = tens_make(FA_F32, 2, 70, 4, 16, LAYOUT_PACKED, &rng);
+        dk[run] = tens_make(FA_F32, 2, 90, 2, 16, LAYOUT_PACKED, &rng);
+        dv[run] = tens_make(FA_F32, 2, 90, 2, 16, LAYOUT_PACKED, &rng);
+        lse[run] = lse_make(nl);
+        if (run == 1) /* everything into kv_indices, each row reversed */
+            for (row = 0; row < sh.rows; row++) {
+                int32_t *idx = a.bm_lists[1] + row * sh.kblocks, n = a.bm_lists[0][row];
+                for (t = 0; t < a.bm_lists[2][row]; t++) idx[n++] = a.bm_lists[3][row * sh.kblocks + t];
+                for (t = 0; t < n / 2; t++) { int32_t x = idx[t]; idx[t] = idx[n - 1 - t]; idx[n - 1 - t] = x; }
+                a.bm_lists[0][row] = n;
+                a.bm_lists[2][row] = 0;
+            }
+        ok &= fa_forward(&a.p, a.q.t, a.k.t, a.v.t, o[run].t, lse[run], NULL, 0) == FA_OK;
+        ok &= fa_backward(&a.p, a.q.t, a.k.t, a.v.t, o[run].t, dout.t, lse[run], dq[run].t, dk[run].t, dv[run].t, NULL, 0) == FA_OK;
+    }
+    check(ok, "block mask order: a call failed: %s", fa_last_error());
+    check(!memcmp(o[0].buf, o[1].buf, (size_t)o[0].n * 4) && !memcmp(lse[0], lse[1], (size_t)nl * 4) &&
+          !memcmp(dq[0].buf, dq[1].buf, (size_t)dq[0].n * 4) && !memcmp(dk[0].buf, dk[1].buf, (size_t)dk[0].n * 4) &&
+          !memcmp(dv[0].buf, dv[1].buf, (size_t)dv[0].n * 4),
+          "block mask order: O, L, dQ, dK, dV differ when the lists are reordered or split otherwise");
+    for (run = 0; run < 2; run++) {
+        tens_free(&o[run]); tens_free(&dq[run]); tens_free(&dk[run]); tens_free(&dv[run]); free(lse[run]);
+    }
+    tens_free(&dout);
+    attn_free(&a);
+}
+
+static void test_block_sparse(void)
+{
+    static const double dens[5] = {0.05, 0.10, 0.25, 0.50, 1.0};
+    static const int blk[6][2] = {{16, 8}, {7, 5}, {64, 32}, {0, 0}, {300, 130}, {1, 3}};
+    static const fa_dtype dts[3] = {FA_F32, FA_F16, FA_BF16};
+    int i, j, n = 0, before = T_COUNT.failed;
+    fcase c;
+    /* 1. densities x block sizes (odd lengths, blocks that are not CPU tiles), forward and backward */
+    for (i = 0; i < 5; i++)
+        for (j = 0; j < 6; j++) {
+            if (QUICK && (i + j) % 2) continue;
+            c = fc(2, 113, 203, 4, 2, 24, 0, dts[n % 3]);
+            c.bm_density = dens[i]; c.bq = blk[j][0]; c.bk = blk[j][1];
+            c.backward = 1; c.layout = n % 4;
+            run_attention(&c, case_seed(10, n++));
+        }
+    /* 2. composed with every feature, each in every dtype, sq < sk and sq > sk */
+    for (i = 0; i < 16; i++)
+        for (j = 0; j < 3; j++) {
+            int sq = (i + j) % 2 ? 47 : 113, sk = (i + j) % 2 ? 113 : 47;
+            if (QUICK && j == 2 && i % 2) continue;
+            c = fc(3, sq, sk, 4, 4, 24, 0, dts[j]);
+            c.backward = 1; c.layout = (i + j) % 4;
+            c.bm_density = i % 3 == 0 ? 0.25 : 0.5; c.bq = i % 2 ? 16 : 9; c.bk = i % 2 ? 8 : 13;
+            switch (i) {
+            case 0: c.causal = 1; break;
+            case 1: c.window = 1; c.wl = 9; c.wr = 4; break;
+            case 2: c.causal = 1; c.window = 1; c.wl = 30; c.wr = 0; c.bm_full = 1; break;
+            case 3: c.softcap = 2.5f; c.scale = 1.0f; break;
+            case 4: c.alibi = 1; c.bm_full = 1; break;
+            case 5: c.hkv = 2; c.bm_heads = 2; break;            /* one mask per KV head */
+            case 6: c.hkv = 1; c.bm_heads = 1; c.causal = 1; break; /* MQA, one mask for all heads */
+            case 7: c.varlen = 1; c.bm_batch = 1; break;          /* one mask for every sequence */
+            case 8: c.varlen = 1; c.causal = 1; c.bm_full = 1; break;
+            case 9: c.seqlens_k = 1; c.causal = 1; c.bm_full = 1; break;
+            case 10: c.dropout = 0.2f; break;
+            case 11: c.hkv = 4; c.bm_heads = 2; c.bm_batch = 1; c.window = 1; c.wl = 5; c.wr = 5; c.bm_full = 1; break;
+            case 12: c.bm_full = 1; c.hkv = 2; break;             /* all blocks may be full */
+            case 13: c.causal = 1; c.window = 1; c.wl = 11; c.wr = 0; c.softcap = 4.0f; c.alibi = 1; c.hkv = 2;
+                     c.dropout = 0.15f; c.varlen = 1; c.dv = 40; c.bm_full = 1; c.bm_heads = 2; break;
+            case 14: c.causal = 1; c.varlen = 1; c.bq = 300; c.bk = 130; break; /* blocks beyond the sequences */
+            case 15: c.outliers = 1; c.causal = 1; c.bq = 1; c.bk = 1; break;
+            }
+            run_attention(&c, case_seed(13, n++));
+        }
+    /* 3. no query block visits anything: O = 0, L = -inf, zero gradients */
+    for (j = 0; j < 3; j++) {
+        c = fc(2, 33, 41, 2, 1, 8, 0, dts[j]);
+        c.bm_density = 1e-12; c.bq = 8; c.bk = 8; c.backward = 1; c.causal = j == 1;
+        run_attention(&c, case_seed(14, n++));
+    }
+    test_block_mask_helper();
+    test_block_mask_order();
+    printf("block masks: %d cases, %d failures\n", n, T_COUNT.failed - before);
 }
 
 /* ==========================================================================
@@ -1145,6 +1424,8 @@ int main(int argc, char **argv)
     test_attention_grid();
     printf("attention: %.1fs cpu\n", now() - t0);
     test_fully_masked();
+    test_block_sparse();
+    printf("block masks: %.1fs cpu\n", now() - t0);
     test_finite_differences();
     printf("finite differences: %.1fs cpu\n", now() - t0);
     test_decode();

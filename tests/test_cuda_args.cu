@@ -18,7 +18,9 @@
    compares dQ and dK with the CPU backward's, and checks that empty
    sequences give O = 0, L = -inf and dQ = 0 on the GPU too.
    Also: argument errors that need no array contents are still reported
-   (FA_ERROR_INVALID_ARGUMENT naming the field) with the arrays unreadable.
+   (FA_ERROR_INVALID_ARGUMENT naming the field) with the arrays unreadable,
+   and every call refuses a block mask (FA_ERROR_UNSUPPORTED, for now)
+   without reading its lists.
 
    Built with the implementation's default macros (every head dim), for
    sm_80 and sm_90a: nvcc -I. tests/test_cuda_args.cu (see the Makefile). */
@@ -242,6 +244,44 @@ static void error_cases(const arrays *a)
     refused("fa_backward_cuda_workspace_size, block_table", fa_backward_cuda_workspace_size(&p, &bytes), "block_table");
 }
 
+/* ---- block masks: every _cuda call and query refuses them (for now) ----------
+   FA_ERROR_UNSUPPORTED naming block_mask, with the lists unreadable: the
+   refusal must not read them (issue 51; the CPU calls take them). */
+static void block_mask_cases(void)
+{
+    fa_problem p = base(), d;
+    fa_tensor q = tensor((int64_t)B * SQ, HQ), k = tensor((int64_t)B * SK, HKV), v = tensor((int64_t)B * SK, HKV);
+    fa_tensor o = tensor((int64_t)B * SQ, HQ), dout = tensor((int64_t)B * SQ, HQ), dq = tensor((int64_t)B * SQ, HQ);
+    fa_tensor dk = tensor((int64_t)B * SK, HKV), dv = tensor((int64_t)B * SK, HKV), kn, vn;
+    float *lse = (float *)carve(sizeof(float) * B * HQ * SQ, NULL);
+    const int32_t *lists = (const int32_t *)carve(4096, NULL);
+    const char *names[6] = {"fa_forward_cuda_workspace_size", "fa_forward_cuda", "fa_backward_cuda_workspace_size",
+                            "fa_backward_cuda", "fa_decode_cuda_workspace_size", "fa_decode_cuda"};
+    size_t bytes = 0;
+    int c;
+    memset(&kn, 0, sizeof kn); memset(&vn, 0, sizeof vn);
+    p.block_mask.kv_num_blocks = lists;
+    p.block_mask.kv_indices = lists + 256;
+    d = p;
+    d.seqlen_q = 1;
+    for (c = 0; c < 6; c++) {
+        char name[160], detail[400];
+        fa_status s = FA_OK;
+        snprintf(name, sizeof name, "refused: %s with a block mask", names[c]);
+        announce(name);
+        switch (c) {
+        case 0: s = fa_forward_cuda_workspace_size(&p, &bytes); break;
+        case 1: s = fa_forward_cuda(&p, q, k, v, o, lse, NULL, 0, NULL); break;
+        case 2: s = fa_backward_cuda_workspace_size(&p, &bytes); break;
+        case 3: s = fa_backward_cuda(&p, q, k, v, o, dout, lse, dq, dk, dv, NULL, 0, NULL); break;
+        case 4: s = fa_decode_cuda_workspace_size(&d, &bytes); break;
+        case 5: s = fa_decode_cuda(&d, q, k, v, kn, vn, o, lse, NULL, 0, NULL); break;
+        }
+        snprintf(detail, sizeof detail, "status %d, \"%s\" (want FA_ERROR_UNSUPPORTED naming block_mask)", (int)s,
+                 fa_last_error());
+        check(s == FA_ERROR_UNSUPPORTED && strstr(fa_last_error(), "block_mask") != NULL, name, detail);
+    }
+}
 
 /* ---- with a GPU: the backward at tiny scales (issue 47, item 2) ----------------
    dK = scale dS^T Q must not underflow: the GPU's dK and dQ against the CPU
@@ -439,6 +479,7 @@ int main(void)
         forward_cases(&a);
         decode_cases(&a);
         error_cases(&a);
+        block_mask_cases();
     }
     if (on_gpu) {
         gpu_tiny_scales();
