@@ -488,18 +488,14 @@ $(BUILD)/gpu-compile/ablation/$(1).ok: bench/fa_bench_lib.cu flashattn.h flashat
 endef
 $(foreach v,tma nows,$(eval $(call ABLATION_RULE,$(v))))
 
-# The clock() trace of the sm_90a forward (bench/sm90_trace: patch.py edits a
-# copy of the kernel by its text), so that a change to the kernel that leaves
-# patch.py behind shows here: patched, then compiled for sm_90a, d 64's kernels
-# alone (one template for every head dim; the test programs compile them all):
-# at the end of make test's compile checks it had taken 3.2 of their 13.8 min
-# with every head dim (2026-11-27, a 2-core machine).
-$(BUILD)/gpu-compile/ablation/sm90_trace.ok: bench/sm90_trace/trace.cu bench/sm90_trace/patch.py flashattn.h flashattn_cuda.cuh
-	@mkdir -p $(@D)/sm90_trace && cp flashattn.h flashattn_cuda.cuh bench/sm90_trace/trace.cu $(@D)/sm90_trace/
-	@if python3 bench/sm90_trace/patch.py $(@D)/sm90_trace/flashattn_cuda.cuh > $(@:.ok=.log) 2>&1 && \
-	    $(NVCC) $(NVCC_FLAGS) -DFLASHATTN_HEAD_DIMS=64 $(call gencode,90a) -c $(@D)/sm90_trace/trace.cu -o $(@:.ok=.o) >> $(@:.ok=.log) 2>&1; \
-	 then echo "PASS gpu-compile sm_90a bench/sm90_trace (patch.py on a copy, then trace.cu)" > $@; \
-	 else echo "FAIL gpu-compile sm_90a bench/sm90_trace (see $(@:.ok=.log))" > $@; fi
+# The clock() trace of the sm_90a forward (bench/sm90_trace/trace.cu defines
+# FLASHATTN_TRACE before the header): compiled for sm_90a, d 64's kernels
+# alone (one template for every head dim; the test programs compile them all).
+$(BUILD)/gpu-compile/ablation/sm90_trace.ok: bench/sm90_trace/trace.cu flashattn.h flashattn_cuda.cuh
+	@mkdir -p $(@D)
+	@if $(NVCC) $(NVCC_FLAGS) -I. -DFLASHATTN_HEAD_DIMS=64 $(call gencode,90a) -c $< -o $(@:.ok=.o) > $(@:.ok=.log) 2>&1; \
+	 then echo "PASS gpu-compile sm_90a bench/sm90_trace/trace.cu" > $@; \
+	 else echo "FAIL gpu-compile sm_90a bench/sm90_trace/trace.cu (see $(@:.ok=.log))" > $@; fi
 ablation_oks = $(if $(filter 90a,$(1)),$(addprefix $(BUILD)/gpu-compile/ablation/,tma.ok nows.ok sm90_trace.ok))
 
 test-gpu-compile: $(call gpu_check_oks,$(GPU_ARCHS)) $(call ablation_oks,$(GPU_ARCHS))

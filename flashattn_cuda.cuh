@@ -210,8 +210,14 @@
                            a ptxas that miscompiles the policy: a kernel so
                            built stops with "an illegal instruction"
                            (>>decode-prims).
-     FLASHATTN_NO_BACKWARD (undefined) leave out the GPU backward (>>backward)
-                           and fa_backward_cuda.
+     FLASHATTN_NO_FP8      (undefined) leave out the FP8 forward (>>hopper-fp8):
+                           fa_forward_cuda then refuses e4m3 inputs.
+     FLASHATTN_TRACE(ev, tile, it), FLASHATTN_TRACE_PV_FIRST
+                           (empty, 0) trace points of the sm_90a forward: event
+                           ev of tile `tile`, key block `it`, at each phase of
+                           a warpgroup; bench/sm90_trace/trace.cu defines them
+                           to record clock() timestamps (see there). For
+                           measuring, not for use.
      FLASHATTN_TEST_HOOKS  (undefined) FOR THE TESTS ONLY, not an API: file-
                            level counters of sm_90a launches and switches that
                            send every case to the sm_80 kernel, cap the
@@ -229,9 +235,11 @@
    dim and GPU of the sm_80 kernel (the sm_90a kernel keeps its own shapes,
    >>hopper-host); a shape whose shared memory exceeds the device's limit is
    refused at run time with FA_ERROR_UNSUPPORTED.
-   Tensors on the GPU must be f16 or bf16 (all four the same type); f32 gives
-   FA_ERROR_UNSUPPORTED: convert first (the tensor cores take 16-bit inputs,
-   and a hidden conversion would need a workspace as big as Q, K and V).
+   Tensors on the GPU must be f16 or bf16 (all four the same type), or, for
+   the forward on compute capability 9.0, e4m3 q, k and v with an f16 / bf16
+   o (FP8, >>hopper-fp8); f32 gives FA_ERROR_UNSUPPORTED: convert first (the
+   tensor cores take 16- or 8-bit inputs, and a hidden conversion would need
+   a workspace as big as Q, K and V).
 */
 #ifndef FLASHATTN_HEAD_DIMS
 #define FLASHATTN_HEAD_DIMS 32, 64, 96, 128, 192, 256
@@ -1132,6 +1140,13 @@ fa__fwd_kernel_sm80(const fa__fwd_params p)
 #ifndef FA__SM90_WARPSPEC
 #define FA__SM90_WARPSPEC 1 /* 0: no producer warpgroup, the consumers copy (ablation only) */
 #endif
+/* trace points (>>gpu-config; bench/sm90_trace/trace.cu records them) */
+#ifndef FLASHATTN_TRACE
+#define FLASHATTN_TRACE(ev, tile, it) ((void)0)
+#endif
+#ifndef FLASHATTN_TRACE_PV_FIRST
+#define FLASHATTN_TRACE_PV_FIRST 0
+#endif
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #define FA__SM90A 1 /* this device pass can assemble wgmma, setmaxnreg */
@@ -1903,9 +1918,9 @@ static __device__ __forceinline__ void fa__sm90_epilogue_begin(const fa__fwd_par
    be landing in Q's tile, the next tile's (Q_AFTER_O) or its own, sent
    before its keys were known (EARLY). count is never below 0, windows
    being >= 0.) release_q: the arrival on the tile's Q empty barrier
-   (Q_AFTER_O). */
+   (Q_AFTER_O); tk: the tile, for FLASHATTN_TRACE. */
 template <bool BF16, int D, int BM, int WG, bool LSE_EARLY, bool O_STAGED, bool O_OWN, bool Q_AFTER_O, class QRelease>
-static __device__ __forceinline__ void fa__sm90_epilogue_end(const fa__fwd_params &p, const fa__tma_maps &tm,
+static __device__ __forceinline__ void fa__sm90_epilogue_end(int tk, const fa__fwd_params &p, const fa__tma_maps &tm,
                                                              float (&acc_o)[1][D / 8][4], float (&m_run)[1][2],
                                                              float (&l_run)[1][2], float (&inv)[1][2],
                                                              const fa__extent &x, int wrow0, int h, int b,
@@ -1913,6 +1928,8 @@ static __device__ __forceinline__ void fa__sm90_epilogue_end(const fa__fwd_param
                                                              uint32_t sO, const QRelease &release_q)
 {
     if (!LSE_EARLY) fa__store_lse_rows<1>(p, m_run, l_run, wrow0, x.sq, h, b, x.q_tok0, batch, g, t);
+    FLASHATTN_TRACE(21, tk, 0);
+    FLASHATTN_TRACE(16, tk, 0);
     uint16_t *go = p.o + (p.cu_seqlens_q ? x.q_tok0 * p.o_seq : b * p.o_batch) + h * p.o_head;
     if (O_STAGED && (O_OWN || count > 0)) {
         fa__sm90_store_o<BF16, D>(p, acc_o, inv, sO + (uint32_t)cw * 64 * 128, BM * 128, go, x.row0 + 64 * cw,
@@ -1927,6 +1944,7 @@ static __device__ __forceinline__ void fa__sm90_epilogue_end(const fa__fwd_param
         }
     } else
         fa__store_o_rows<BF16>(p, acc_o, inv, go, wrow0, x.sq, g, t);
+    FLASHATTN_TRACE(17, tk, 0);
 }
 
 /* Where a tile's copies read from (fa__sm90_producer's tile_src, the
@@ -1938,6 +1956,7 @@ struct fa__src {
     bool q_exact, kv_exact;
     const uint16_t *gq, *gk, *gv;
     const float *dk8, *dv8; /* (FP8) K's and V's block descales of (b, hk), or NULL */
+    int tk;                 /* (FLASHATTN_TRACE) the walk's tile */
 };
 
 /* The sm_90a producer (item 2), run by one warp (lane: its lane): walks
@@ -1956,13 +1975,14 @@ fa__sm90_producer(const fa__fwd_params &p, const fa__tma_maps &tm, const fa__sm9
                   const QFull &q_full, const QEmpty &q_empty, const QPhase &q_phase, const Slot &slot,
                   const TileSrc &tile_src, const CopyQ &copy_q, const CopyKV &copy_kv)
 {
-    int q_uses = 0, ring = 0;
+    int q_uses = 0, ring = 0, tk = 0; /* (tk: the tile, for FLASHATTN_TRACE) */
     /* (HANDOFF) slot q_uses: the tile's (or done), once the tile
        before the last in it has been released (the Q empty
        barrier); the Q copy's arrival publishes it, or, with no Q,
        an arrival of its own */
     auto slot_free = [&]() {
         if (q_uses >= QB) fa__mbar_wait(q_empty(q_uses), q_phase(q_uses - QB));
+        FLASHATTN_TRACE(1, tk, 0);
     };
     auto publish = [&](const fa__extent &x, int m_block, int h, int b, bool done) {
         slot_free();
@@ -2020,6 +2040,7 @@ fa__sm90_producer(const fa__fwd_params &p, const fa__tma_maps &tm, const fa__sm9
         if (!keys) return true;
         /* (whole boxes: one length for all, no cu_seqlens, TMA clips) */
         fa__src c0 = {}, c1 = {};
+        c0.tk = c1.tk = tk;
         c0.hk = h0 / p.group, c0.kb = b0, c0.kv_exact = true;
         c1.hk = h1 / p.group, c1.kb = b1, c1.kv_exact = true;
         for (int n = x0.n_begin; n < x0.n_end; n++) {
@@ -2029,6 +2050,7 @@ fa__sm90_producer(const fa__fwd_params &p, const fa__tma_maps &tm, const fa__sm9
         return true;
     };
     for (int k = 0; k < sched.rounds; k++) {
+        tk = k;
         if constexpr (FLAT) {
             if (!flat_tile(k)) break;
             continue;
@@ -2058,7 +2080,8 @@ fa__sm90_producer(const fa__fwd_params &p, const fa__tma_maps &tm, const fa__sm9
             if (HANDOFF && x.row0 < x.sq) q_uses++;
             continue;
         }
-        const fa__src c = tile_src(x, h, hk, b);
+        fa__src c = tile_src(x, h, hk, b);
+        c.tk = k;
         if (!early) copy_q(c, x, h, q_uses);
         q_uses++;
         int n = x.n_begin;
@@ -2077,11 +2100,12 @@ fa__sm90_producer(const fa__fwd_params &p, const fa__tma_maps &tm, const fa__sm9
    (my_turn, end_turn), the products (issue_qk, issue_pv), the stages'
    releases (release_k, release_v), needs_mask, softmax
    (fa__sm90_softmax_step), pack (P as the A fragments of P V) and
-   epilogue_begin (fa__sm90_epilogue_begin). */
+   epilogue_begin (fa__sm90_epilogue_begin). tk: the tile, for
+   FLASHATTN_TRACE (the events: bench/sm90_trace/trace.cu). */
 template <bool BF16, bool LAZY_MAX, bool SHORT_PATH, int NS, int NO, class MyTurn, class EndTurn, class IssueQK,
           class IssuePV, class NeedsMask, class ReleaseK, class ReleaseV, class Softmax, class Pack, class EpilogueBegin>
 static __device__ __forceinline__ void
-fa__sm90_key_loop(int count_w, float (&s)[1][NS][4], uint32_t (&pa)[NS / 2][1][4], float (&acc_o)[1][NO][4],
+fa__sm90_key_loop(int tk, int count_w, float (&s)[1][NS][4], uint32_t (&pa)[NS / 2][1][4], float (&acc_o)[1][NO][4],
                   float (&alpha)[1][2], const MyTurn &my_turn, const EndTurn &end_turn, const IssueQK &issue_qk,
                   const IssuePV &issue_pv, const NeedsMask &needs_mask, const ReleaseK &release_k,
                   const ReleaseV &release_v, const Softmax &softmax, const Pack &pack,
@@ -2098,8 +2122,10 @@ fa__sm90_key_loop(int count_w, float (&s)[1][NS][4], uint32_t (&pa)[NS / 2][1][4
             const bool early_mask = SHORT_PATH && needs_mask(0);
             fa__wgmma_wait<0>();
             fa__fence_regs(s_flat);
+            FLASHATTN_TRACE(13, tk, 0);
             release_k(0);
             softmax(0, early_mask); /* O~ is still 0: nothing to rescale */
+            FLASHATTN_TRACE(14, tk, 0);
             pack();
         };
         /* key block it > 0 */
@@ -2111,8 +2137,15 @@ fa__sm90_key_loop(int count_w, float (&s)[1][NS][4], uint32_t (&pa)[NS / 2][1][4
             const bool early_mask = SHORT_PATH && needs_mask(it);
             fa__wgmma_wait<1>(); /* groups retire in order: S_it is done */
             fa__fence_regs(s_flat);
+            FLASHATTN_TRACE(13, tk, it);
             release_k(it);
+            if (FLASHATTN_TRACE_PV_FIRST) { /* (the trace: P V's wait where ptxas 13.0 puts it) */
+                fa__wgmma_wait<0>();
+                fa__fence_regs(o_flat);
+                FLASHATTN_TRACE(15, tk, it);
+            }
             softmax(it, early_mask);
+            FLASHATTN_TRACE(14, tk, it);
             fa__wgmma_wait<0>();
             fa__fence_regs(o_flat);
             release_v(it - 1);
@@ -2129,8 +2162,10 @@ fa__sm90_key_loop(int count_w, float (&s)[1][NS][4], uint32_t (&pa)[NS / 2][1][4
             issue_pv(count_w - 1);
             end_turn();
             epilogue_begin(); /* l and m are final: the last softmax is done */
+            FLASHATTN_TRACE(20, tk, 0);
             fa__wgmma_wait<0>();
             fa__fence_regs(o_flat);
+            FLASHATTN_TRACE(15, tk, count_w);
             release_v(count_w - 1);
         };
         first();
@@ -2483,6 +2518,7 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
     /* (without the producer, FA__SM90_WARPSPEC = 0, the consumers keep
        their numbers: warps 4 and up) */
     const int tid = threadIdx.x + (FA__SM90_WARPSPEC ? 0 : 128), warp = tid / 32, lane = tid % 32;
+    FLASHATTN_TRACE(0, 0, 0);
     /* the tiles this block walks, in order (fa__sm90_sched) */
     const fa__sm90_sched<WG, BM, BN, PERSIST, FLAT, WG_STOP> sched(p, wk, m_blocks, batch);
 
@@ -2538,6 +2574,7 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
         /* stage s was last used by ring position r - STAGES: wait for its release */
         const uint32_t use = (uint32_t)((r / STAGES - 1) & 1);
         if (r >= STAGES) fa__mbar_wait(sm.k_empty(s), use);
+        FLASHATTN_TRACE(2, c.tk, n - x.n_begin);
         if constexpr (FP8) {
             /* the block's K and V descales beside the stage, published by
                K's full barrier (the consumers read them before they
@@ -2551,6 +2588,7 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
         fa__sm90_load<BN, DW>(sm.sK + s * KV_BYTES, sm.k_full(s), &tm.k, c.krow + k0, c.hk, c.kb, x.sk - k0, c.kv_exact,
                               p.d, c.gk + (int64_t)k0 * p.k_seq, p.k_seq, lane);
         if (r >= STAGES) fa__mbar_wait(sm.v_empty(s), use);
+        FLASHATTN_TRACE(3, c.tk, n - x.n_begin);
         fa__sm90_load<BN, DW>(sm.sV + s * KV_BYTES, sm.v_full(s), &tm.v, c.krow + k0, c.hk, c.kb, x.sk - k0, c.kv_exact,
                               FP8 ? p.v_words : p.dv, c.gv + (int64_t)k0 * p.v_seq, p.v_seq, lane);
     };
@@ -2625,7 +2663,9 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
         if (HANDOFF) {
             /* the tile's slot, and its Q, have landed (the slot comes alone
                when the tile has no keys, or with done after the last) */
+            FLASHATTN_TRACE(22, k, 0);
             fa__mbar_wait(q_full(q_uses), q_phase(q_uses));
+            FLASHATTN_TRACE(19, k, 0);
             const fa__tile_slot *t = slot(q_uses);
             auto word = [&](const int &v) { return __shfl_sync(0xffffffffu, v, 0); };
             if (word(t->done)) break;
@@ -2650,6 +2690,7 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
         const fa__extent x = fa__fwd_extent<FLAT>(p, b, FLAT ? frow0 : sched.tile_row0(m_block), BM, BN);
         if (!HANDOFF && x.row0 >= x.sq) continue; /* (the producer hands over only tiles with rows) */
         const int wrow0 = x.row0 + 64 * cw + 16 * (warp % 4); /* this warp's first row */
+        FLASHATTN_TRACE(10, k, x.n_end - x.n_begin);
         float m_run[1][2] = {{-INFINITY, -INFINITY}}, l_run[1][2] = {{0.0f, 0.0f}}, alpha[1][2];
         float acc_o[1][NO][4];
 #pragma unroll
@@ -2741,6 +2782,7 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
             fa__src src = {};
             if (loader) {
                 src = tile_src(x, h, h / p.group, b);
+                src.tk = k;
                 copy_q(src, x, h, q_uses);
                 for (int it = 0; it < count && it < STAGES; it++) copy_kv(src, x, x.n_begin + it, ring + it);
             }
@@ -2858,7 +2900,11 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
                 if (loader && it + STAGES < count) copy_kv(src, x, x.n_begin + it + STAGES, ring + it + STAGES);
             };
 
-            auto my_turn = [&]() { if (PINGPONG) fa__named_sync(1 + cw, 256); };
+            auto my_turn = [&]() {
+                FLASHATTN_TRACE(18, k, 0);
+                if (PINGPONG) fa__named_sync(1 + cw, 256);
+                FLASHATTN_TRACE(12, k, 0);
+            };
             auto end_turn = [&]() { if (PINGPONG) fa__named_arrive(1 + (cw + 1) % WG, 256); };
 
             /* key block it >= count_w, past this warpgroup's rows: its
@@ -2886,7 +2932,8 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
                 if (Q_AFTER_O) fa__mbar_wait(q_full(q_uses - 1), q_phase(q_uses - 1));
             } else {
                 if (!HANDOFF) fa__mbar_wait(q_full(q_uses), q_phase(q_uses));
-                fa__sm90_key_loop<BF16, LAZY_MAX, SHORT_PATH>(count_w, s, pa, acc_o, alpha, my_turn, end_turn,
+                FLASHATTN_TRACE(11, k, 0);
+                fa__sm90_key_loop<BF16, LAZY_MAX, SHORT_PATH>(k, count_w, s, pa, acc_o, alpha, my_turn, end_turn,
                                                               issue_qk, issue_pv, needs_mask, release_k, release_v,
                                                               softmax, pack, epilogue_begin);
                 if (WG_STOP)
@@ -2897,7 +2944,7 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
         }
         if (!FA__SM90_OVERLAP || count_w == 0) epilogue_begin(); /* (no key block: O = 0, L = -inf) */
         fa__sm90_epilogue_end<BF16, D, BM, WG, LSE_EARLY, O_STAGED, O_OWN, Q_AFTER_O>(
-            p, tm, acc_o, m_run, l_run, inv, x, wrow0, h, b, batch, g, t, cw, tid, count, sm.sO,
+            k, p, tm, acc_o, m_run, l_run, inv, x, wrow0, h, b, batch, g, t, cw, tid, count, sm.sO,
             [&]() { fa__mbar_arrive(q_empty(q_uses - 1)); });
     }
     if (PINGPONG && cw == 0) fa__named_sync(1, 256);

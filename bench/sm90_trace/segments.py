@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """bench/sm90_trace/segments.py TRACE... - for a trace of a kernel that hands its tiles over
-(trace.cu's output; patch.py's events 19-22 are there only then): where a consumer warpgroup's
+(trace.cu's output; events 19-22 are there only then): where a consumer warpgroup's
 time goes, tile by tile. A tile runs from one slot landed (event 19) to the next; for each pair
 of consecutive events (a -> b) the count a tile, the median and mean cycles, and the cycles a
 tile (their sum over the tiles / tiles), consumer warpgroups of blocks 0 and 1, largest first.

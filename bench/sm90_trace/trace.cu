@@ -1,16 +1,49 @@
-/* bench/sm90_trace/trace.cu - runs one forward problem on the sm_90a kernel patched by patch.py
-   (see there) and prints the timestamps of blocks 0 and 1: "block role event tile iteration clock". */
-/* timeline of the sm_90a forward: block 0/1, producer + 2 or 3 consumer WGs */
+/* bench/sm90_trace/trace.cu - runs one forward problem on the sm_90a kernel with its trace points
+   on (FLASHATTN_TRACE, defined below before the header) and prints the clock() timestamps of
+   blocks 0 and 1: "block role event tile iteration clock". Lane 0 of warps 0, 4, 8 (and 12) record:
+   role 0 the producer, 1.. the consumer warpgroups. The events (the tile k and iteration it):
+     0 kernel start; producer: 1 a tile's slot free (HANDOFF; its publication, right before the Q
+     copy), 2 / 3 K / V of key block it about to be copied (its stage free);
+     consumers: 10 tile start (it: its key blocks), 11 Q landed, 18 turn requested, 12 turn taken,
+     13 S ready, 15 P V ready, 14 softmax done, 20 the end of the epilogue's first part,
+     21 L stored, 16 / 17 the O store's start / end, 22 / 19 before / after the wait for the
+     tile's slot (HANDOFF: the persistent three- and four-warpgroup kernels; there "Q landed"
+     marks the end of the tile's own set-up).
+   In a key block the trace waits for P V before the softmax (FLASHATTN_TRACE_PV_FIRST), where
+   ptxas 13.0 puts that wait in the untraced kernel; each event is a branch, which ptxas does not
+   schedule across. The timestamps' global stores perturb the kernel a little (about 2%).
+   Build and run (on an H100 / H200):
+     nvcc -std=c++17 -O3 -I. -gencode arch=compute_90a,code=sm_90a bench/sm90_trace/trace.cu -o trace
+     ./trace D SEQLEN BATCH HEADS CAUSAL > tr.txt; python3 bench/sm90_trace/phases.py tr.txt
+     python3 bench/sm90_trace/segments.py tr.txt   (where the producer hands tiles over: d 64's long rows) */
+#include <cuda_runtime.h>
+__device__ int4 fa__tr_buf[8 * 8192]; /* (block, role) x 8192 events */
+__device__ int fa__tr_n[8];           /* events so far, per (block, role); event 0 restarts the count */
+#define FLASHATTN_TRACE(ev, k, it)                                                                     \
+    do {                                                                                               \
+        if ((threadIdx.x & 127) == 0 && blockIdx.x < 2) {                                              \
+            const int r_ = blockIdx.x * 4 + (threadIdx.x >> 7), i_ = (ev) == 0 ? 0 : fa__tr_n[r_];    \
+            if (i_ < 8192) {                                                                           \
+                fa__tr_buf[r_ * 8192 + i_] = make_int4((ev), (k), (it), (int)clock());                 \
+                fa__tr_n[r_] = i_ + 1;                                                                 \
+            }                                                                                          \
+        }                                                                                              \
+    } while (0)
+#define FLASHATTN_TRACE_PV_FIRST 1
 #ifndef FLASHATTN_HEAD_DIMS /* (make test's compile check builds d 64 alone) */
 #define FLASHATTN_HEAD_DIMS 64, 128, 256
 #endif
 #define FLASHATTN_IMPLEMENTATION
-#include "flashattn.h"
+#include "flashattn.h" /* (build from the repository root: -I.) */
 #include <cstdio>
 #include <cstdlib>
 #include <vector>
 #include <cuda_bf16.h>
 int main(int argc, char **argv) {
+    if (argc < 6) {
+        fprintf(stderr, "usage: %s D SEQLEN BATCH HEADS CAUSAL\n", argv[0]);
+        return 2;
+    }
     int d = atoi(argv[1]), sq = atoi(argv[2]), batch = atoi(argv[3]), heads = atoi(argv[4]), causal = atoi(argv[5]);
     size_t n = (size_t)batch * sq * heads * d;
     std::vector<__nv_bfloat16> h(n);
