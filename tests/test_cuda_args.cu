@@ -175,6 +175,47 @@ static void forward_cases(const arrays *a)
     }
 }
 
+/* ---- FP8: e4m3 q, k, v with block descales (device arrays) ----------------------
+   On a GPU of compute capability 9.0 every call must run; elsewhere (another
+   GPU, or none) it may only be refused as unsupported or fail in CUDA, never
+   read the descales or cu_seqlens on the host. */
+static void fp8_cases(const arrays *a)
+{
+    int c, major = 0, hopper;
+    hopper = on_gpu && cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0) == cudaSuccess &&
+             major == 9;
+    for (c = 0; c < 3; c++) {
+        fa_problem p = base();
+        int varlen = c == 1;
+        int64_t rq = varlen ? (int64_t)B * SQ : (int64_t)SQ, rk = varlen ? (int64_t)B * SK : (int64_t)SK;
+        int64_t nb = varlen ? (int64_t)1 : (int64_t)B;
+        fa_tensor q = tensor(nb * rq, HQ), k = tensor(nb * rk, HKV), v = tensor(nb * rk, HKV), o = tensor(nb * rq, HQ);
+        float *lse = (float *)carve(sizeof(float) * (size_t)(HQ * B * SQ), NULL);
+        const char *names[3] = {"fa_forward_cuda e4m3, block descales", "fa_forward_cuda e4m3, block descales + cu_seqlens_q/k",
+                                "fa_forward_cuda e4m3, per-tensor descales + causal"};
+        char detail[400];
+        fa_status s;
+        q.dtype = k.dtype = v.dtype = FA_E4M3;
+        if (varlen) { p.cu_seqlens_q = a->cu_q; p.cu_seqlens_k = a->cu_k; }
+        if (c < 2) {
+            p.descale_q_block = (const float *)carve(sizeof(float) * (size_t)(B * HQ * ((SQ + 127) / 128)), NULL);
+            p.descale_k_block = (const float *)carve(sizeof(float) * (size_t)(B * HKV * ((SK + 127) / 128)), NULL);
+            p.descale_v_block = (const float *)carve(sizeof(float) * (size_t)(B * HKV * ((SK + 127) / 128)), NULL);
+        } else {
+            p.descale_q = 0.5f; p.descale_k = 0.25f; p.descale_v = 2.0f;
+            p.causal = 1;
+        }
+        announce(names[c]);
+        s = fa_forward_cuda(&p, q, k, v, o, lse, NULL, 0, NULL);
+        if (hopper) {
+            after(names[c], s);
+        } else {
+            snprintf(detail, sizeof detail, "status %d (%s): %s", (int)s, fa_status_string(s), fa_last_error());
+            check(s == FA_ERROR_UNSUPPORTED || s == FA_ERROR_CUDA, names[c], detail);
+        }
+    }
+}
+
 /* ---- decode ------------------------------------------------------------------------ */
 
 static void decode_cases(const arrays *a)
@@ -477,6 +518,7 @@ int main(void)
     {
         arrays a = make_arrays();
         forward_cases(&a);
+        fp8_cases(&a);
         decode_cases(&a);
         error_cases(&a);
         block_mask_cases();
