@@ -430,11 +430,22 @@ test-gpu: $(addprefix $(BUILD)/,$(GPU_TEST_PROGS))
 GPU_TEST_PROGS += test_gpu_fp8
 GPU_SOURCES    += tests/test_gpu_fp8.cu
 test-gpu: $(BUILD)/test_gpu_fp8
-$(BUILD)/test_gpu_fp8: tests/test_gpu_fp8.cu tests/reference.h tests/test_util.h flashattn.h flashattn_cuda.cuh | $(BUILD)
+# (the default head dims: the attention cases run d 64, 128 and 256 as users build them)
+$(BUILD)/test_gpu_fp8: tests/test_gpu_fp8.cu tests/fp8_attn.h tests/reference.h tests/test_util.h tests/cuda_check.h \
+                       flashattn.h flashattn_cuda.cuh | $(BUILD)
 	$(NVCC) $(NVCC_FLAGS) $(call gencode,$(GPU_ARCHS)) $< -o $@
+# Where the FP8 attention tolerances (tests/fp8_attn.h) come from: the same cases through a
+# simulated FP8 kernel, and through broken ones that must fail (CPU only; --quick: seconds,
+# the full list: about 10 minutes on a 2-core machine). make fp8-calibrate [FP8_CAL_FLAGS=--quick]
+FP8_CAL_FLAGS ?=
+$(BUILD)/fp8_calibrate: tests/fp8_calibrate.c tests/fp8_attn.h $(TEST_DEPS) | $(BUILD)
+	$(CC) -std=c99 $(TEST_CFLAGS) $(OPT) -o $@ tests/fp8_calibrate.c -lm
+.PHONY: fp8-calibrate
+fp8-calibrate: $(BUILD)/fp8_calibrate
+	$(BUILD)/fp8_calibrate $(FP8_CAL_FLAGS)
 # The same test with the quantizer's kernels run on the CPU (tests/emu_fp8_quant.py; slow:
 # every CUDA thread is an OS thread, so --quick sizes).
-$(BUILD)/test_gpu_fp8_emu: tests/test_gpu_fp8.cu tests/emu_fp8_quant.py tests/emu_cuda.h $(TEST_DEPS) flashattn_cuda.cuh | $(BUILD)
+$(BUILD)/test_gpu_fp8_emu: tests/test_gpu_fp8.cu tests/emu_fp8_quant.py tests/emu_cuda.h tests/cuda_check.h $(TEST_DEPS) flashattn_cuda.cuh | $(BUILD)
 	mkdir -p $(BUILD)/emu_fp8 && python3 tests/emu_fp8_quant.py $(BUILD)/emu_fp8
 	$(CXX) -std=c++20 -O1 -I$(CUDA_INC) -o $@ $(BUILD)/emu_fp8/test_gpu_fp8_emu.cpp -lpthread
 .PHONY: test-gpu-emu-fp8
