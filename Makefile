@@ -661,11 +661,19 @@ $(BUILD)/bench_cpu: bench/bench_cpu.c flashattn.h FORCE | $(BUILD)
 # FlashAttention-3's Table 3 method on the CPU twin of the FP8 path (issue 49):
 # make bench-fp8-accuracy [FP8_ACC_FLAGS="--seqlen 1024"] (see the file's header).
 FP8_ACC_FLAGS ?=
-$(BUILD)/fp8_accuracy: bench/fp8_accuracy.c flashattn.h | $(BUILD)
+FP8_ACC_DEPS  := bench/fp8_accuracy.h tests/test_util.h tests/reference.h flashattn.h
+$(BUILD)/fp8_accuracy: bench/fp8_accuracy.c $(FP8_ACC_DEPS) | $(BUILD)
 	$(CC) -std=c99 $(BENCH_CFLAGS) -Wall -Wextra -I. $< -lm -o $@
 .PHONY: bench-fp8-accuracy
 bench-fp8-accuracy: $(BUILD)/fp8_accuracy
 	./$(BUILD)/fp8_accuracy $(FP8_ACC_FLAGS)
+# ... and the same table on the GPU (fa_quantize_cuda + fa_forward_cuda; a GPU machine):
+# make bench-fp8-accuracy-gpu [FP8_ACC_FLAGS=...]. Not part of make test.
+$(BUILD)/fp8_accuracy_gpu: bench/fp8_accuracy_gpu.cu $(FP8_ACC_DEPS) tests/cuda_check.h flashattn_cuda.cuh | $(BUILD)
+	$(NVCC) $(NVCC_FLAGS) $(call gencode,$(GPU_ARCHS)) -I. $< -o $@
+.PHONY: bench-fp8-accuracy-gpu
+bench-fp8-accuracy-gpu: $(BUILD)/fp8_accuracy_gpu
+	./$(BUILD)/fp8_accuracy_gpu $(FP8_ACC_FLAGS)
 
 bench: $(BUILD)/bench_cpu
 	@mkdir -p $(BENCH_RESULTS)
