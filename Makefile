@@ -430,11 +430,22 @@ test-gpu: $(addprefix $(BUILD)/,$(GPU_TEST_PROGS))
 GPU_TEST_PROGS += test_gpu_fp8
 GPU_SOURCES    += tests/test_gpu_fp8.cu
 test-gpu: $(BUILD)/test_gpu_fp8
-$(BUILD)/test_gpu_fp8: tests/test_gpu_fp8.cu tests/reference.h tests/test_util.h flashattn.h flashattn_cuda.cuh | $(BUILD)
+# (the default head dims: the attention cases run d 64, 128 and 256 as users build them)
+$(BUILD)/test_gpu_fp8: tests/test_gpu_fp8.cu tests/fp8_attn.h tests/reference.h tests/test_util.h tests/cuda_check.h \
+                       flashattn.h flashattn_cuda.cuh | $(BUILD)
 	$(NVCC) $(NVCC_FLAGS) $(call gencode,$(GPU_ARCHS)) $< -o $@
+# Where the FP8 attention tolerances (tests/fp8_attn.h) come from: the same cases through a
+# simulated FP8 kernel, and through broken ones that must fail (CPU only; --quick: seconds,
+# the full list: about 10 minutes on a 2-core machine). make fp8-calibrate [FP8_CAL_FLAGS=--quick]
+FP8_CAL_FLAGS ?=
+$(BUILD)/fp8_calibrate: tests/fp8_calibrate.c tests/fp8_attn.h $(TEST_DEPS) | $(BUILD)
+	$(CC) -std=c99 $(TEST_CFLAGS) $(OPT) -o $@ tests/fp8_calibrate.c -lm
+.PHONY: fp8-calibrate
+fp8-calibrate: $(BUILD)/fp8_calibrate
+	$(BUILD)/fp8_calibrate $(FP8_CAL_FLAGS)
 # The same test with the quantizer's kernels run on the CPU (tests/emu_fp8_quant.py; slow:
 # every CUDA thread is an OS thread, so --quick sizes).
-$(BUILD)/test_gpu_fp8_emu: tests/test_gpu_fp8.cu tests/emu_fp8_quant.py tests/emu_cuda.h $(TEST_DEPS) flashattn_cuda.cuh | $(BUILD)
+$(BUILD)/test_gpu_fp8_emu: tests/test_gpu_fp8.cu tests/emu_fp8_quant.py tests/emu_cuda.h tests/cuda_check.h $(TEST_DEPS) flashattn_cuda.cuh | $(BUILD)
 	mkdir -p $(BUILD)/emu_fp8 && python3 tests/emu_fp8_quant.py $(BUILD)/emu_fp8
 	$(CXX) -std=c++20 -O1 -I$(CUDA_INC) -o $@ $(BUILD)/emu_fp8/test_gpu_fp8_emu.cpp -lpthread
 .PHONY: test-gpu-emu-fp8
@@ -646,11 +657,19 @@ $(BUILD)/bench_cpu: bench/bench_cpu.c flashattn.h FORCE | $(BUILD)
 # FlashAttention-3's Table 3 method on the CPU twin of the FP8 path (issue 49):
 # make bench-fp8-accuracy [FP8_ACC_FLAGS="--seqlen 1024"] (see the file's header).
 FP8_ACC_FLAGS ?=
-$(BUILD)/fp8_accuracy: bench/fp8_accuracy.c flashattn.h | $(BUILD)
+FP8_ACC_DEPS  := bench/fp8_accuracy.h tests/test_util.h tests/reference.h flashattn.h
+$(BUILD)/fp8_accuracy: bench/fp8_accuracy.c $(FP8_ACC_DEPS) | $(BUILD)
 	$(CC) -std=c99 $(BENCH_CFLAGS) -Wall -Wextra -I. $< -lm -o $@
 .PHONY: bench-fp8-accuracy
 bench-fp8-accuracy: $(BUILD)/fp8_accuracy
 	./$(BUILD)/fp8_accuracy $(FP8_ACC_FLAGS)
+# ... and the same table on the GPU (fa_quantize_cuda + fa_forward_cuda; a GPU machine):
+# make bench-fp8-accuracy-gpu [FP8_ACC_FLAGS=...]. Not part of make test.
+$(BUILD)/fp8_accuracy_gpu: bench/fp8_accuracy_gpu.cu $(FP8_ACC_DEPS) tests/cuda_check.h flashattn_cuda.cuh | $(BUILD)
+	$(NVCC) $(NVCC_FLAGS) $(call gencode,$(GPU_ARCHS)) -I. $< -o $@
+.PHONY: bench-fp8-accuracy-gpu
+bench-fp8-accuracy-gpu: $(BUILD)/fp8_accuracy_gpu
+	./$(BUILD)/fp8_accuracy_gpu $(FP8_ACC_FLAGS)
 
 bench: $(BUILD)/bench_cpu
 	@mkdir -p $(BENCH_RESULTS)

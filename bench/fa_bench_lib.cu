@@ -1,11 +1,21 @@
-/* bench/fa_bench_lib.cu - a tiny C ABI over fa_forward_cuda for ctypes
-   (bench/vs_torch.py). Build: make build/libfa_bench.so
+/* bench/fa_bench_lib.cu - a tiny C ABI over fa_forward_cuda and
+   fa_quantize_cuda for ctypes (bench/vs_torch.py). Build: make build/libfa_bench.so
      nvcc -std=c++17 -O3 -shared -Xcompiler -fPIC bench/fa_bench_lib.cu -o build/libfa_bench.so */
 #ifndef FLASHATTN_HEAD_DIMS
 #define FLASHATTN_HEAD_DIMS 64, 128, 256 /* the benchmark grid's; a third of the compile time */
 #endif
 #define FLASHATTN_IMPLEMENTATION
 #include "../flashattn.h"
+
+/* The packed [b, s, h, d] problem of the benchmarks. */
+static void bench_problem(fa_problem *p, fa_tensor *t, int batch, int sq, int sk, int hq, int hkv, int d,
+                          int causal)
+{
+    memset(p, 0, sizeof *p);
+    memset(t, 0, sizeof *t);
+    p->batch = batch; p->seqlen_q = sq; p->seqlen_k = sk; p->heads_q = hq; p->heads_kv = hkv;
+    p->head_dim = d; p->causal = causal;
+}
 
 /* q [b, sq, hq, d], k/v [b, sk, hkv, d], o [b, sq, hq, d] packed, device
    pointers; lse [b, hq, sq] or NULL; stream a cudaStream_t. Returns fa_status. */
@@ -14,15 +24,66 @@ extern "C" int fa_bench_forward(void *q, void *k, void *v, void *o, float *lse, 
 {
     fa_problem p;
     fa_tensor tq, tk, tv, to;
-    const fa_dtype dt = bf16 ? FA_BF16 : FA_F16;
-    memset(&p, 0, sizeof p);
-    memset(&tq, 0, sizeof tq);
-    p.batch = batch; p.seqlen_q = sq; p.seqlen_k = sk; p.heads_q = hq; p.heads_kv = hkv;
-    p.head_dim = d; p.causal = causal;
+    bench_problem(&p, &tq, batch, sq, sk, hq, hkv, d, causal);
     tk = tv = to = tq;
     tq.data = q; tk.data = k; tv.data = v; to.data = o;
-    tq.dtype = tk.dtype = tv.dtype = to.dtype = dt;
+    tq.dtype = tk.dtype = tv.dtype = to.dtype = bf16 ? FA_BF16 : FA_F16;
     return (int)fa_forward_cuda(&p, tq, tk, tv, to, lse, NULL, 0, stream);
 }
+
+/* FP8: q, k, v e4m3 (packed as above, device), o bf16 (or f16). Descales
+   per block: device arrays dsq [b][hq][ceil(sq / FLASHATTN_FP8_BLOCK_Q)],
+   dsk, dsv [b][hkv][ceil(sk / FLASHATTN_FP8_BLOCK_K)]; or, where dsq is
+   NULL, per tensor: the floats q_s, k_s, v_s (host values). */
+extern "C" int fa_bench_forward_fp8(void *q, void *k, void *v, void *o, float *lse, const float *dsq,
+                                    const float *dsk, const float *dsv, float q_s, float k_s, float v_s, int batch,
+                                    int sq, int sk, int hq, int hkv, int d, int causal, int bf16, void *stream)
+{
+    fa_problem p;
+    fa_tensor tq, tk, tv, to;
+    bench_problem(&p, &tq, batch, sq, sk, hq, hkv, d, causal);
+    if (dsq) {
+        p.descale_q_block = dsq; p.descale_k_block = dsk; p.descale_v_block = dsv;
+    } else {
+        p.descale_q = q_s; p.descale_k = k_s; p.descale_v = v_s;
+    }
+    tk = tv = to = tq;
+    tq.data = q; tk.data = k; tv.data = v; to.data = o;
+    tq.dtype = tk.dtype = tv.dtype = FA_E4M3;
+    to.dtype = bf16 ? FA_BF16 : FA_F16;
+    return (int)fa_forward_cuda(&p, tq, tk, tv, to, lse, NULL, 0, stream);
+}
+
+/* fa_quantize_cuda of a packed [b, s, h, d] f16 / bf16 x into e4m3 out and
+   its descales (device; fa_bench_descales says how many). role 0 Q, 1 K,
+   2 V (never rotated). */
+extern "C" int fa_bench_quantize(const void *x, void *out, float *descale, int role, int batch, int seqlen,
+                                 int heads, int d, int per_tensor, int hadamard, unsigned long long seed, int bf16,
+                                 void *stream)
+{
+    fa_quant p;
+    fa_tensor tx, tout;
+    memset(&p, 0, sizeof p);
+    memset(&tx, 0, sizeof tx);
+    p.role = (fa_quant_role)role; p.batch = batch; p.seqlen = seqlen; p.heads = heads; p.head_dim = d;
+    p.per_tensor = per_tensor; p.hadamard = hadamard; p.seed = seed;
+    tout = tx;
+    tx.data = (void *)x; tx.dtype = bf16 ? FA_BF16 : FA_F16;
+    tout.data = out; tout.dtype = FA_E4M3;
+    return (int)fa_quantize_cuda(&p, tx, tout, descale, stream);
+}
+
+/* Descales fa_bench_quantize writes for that role and shape (-1: bad input). */
+extern "C" long long fa_bench_descales(int role, int batch, int seqlen, int heads, int per_tensor)
+{
+    fa_quant p;
+    int64_t n = -1;
+    memset(&p, 0, sizeof p);
+    p.role = (fa_quant_role)role; p.batch = batch; p.seqlen = seqlen; p.heads = heads; p.per_tensor = per_tensor;
+    return fa_quantize_descales(&p, &n) == FA_OK ? (long long)n : -1;
+}
+
+/* Rows per descale block: role 0 (Q) FLASHATTN_FP8_BLOCK_Q, else FLASHATTN_FP8_BLOCK_K. */
+extern "C" int fa_bench_fp8_block(int role) { return role ? FLASHATTN_FP8_BLOCK_K : FLASHATTN_FP8_BLOCK_Q; }
 
 extern "C" const char *fa_bench_last_error(void) { return fa_last_error(); }

@@ -15,6 +15,8 @@
      ref_resolve                       the defaults of fa_problem (heads_kv, head_dim_v, scale)
      ref_block_visited                 a block mask's lists, searched for one (query, key) pair
      ref_strides / ref_offset          element offset of (batch, row, head) in a view
+     ref_e4m3_value / ref_e4m3_encode  e4m3fn (FP8) codes <-> values, round to nearest even
+     ref_fp8_descale, ref_fp8_dequantize   the FP8 descale layout; e4m3 tensor -> f32 values
      ref_philox4x32_10, ref_dropout_keep   the documented dropout rule
      ref_forward                       O (double, packed) and L (double, library layout)
      ref_backward                      dQ, dK, dV (double, packed)
@@ -110,6 +112,32 @@ REF_FN uint16_t ref_f32_to_bf16(float f)
     r = ref_round_to_quantum(a, (e - 1 >= -126) ? e - 8 : -133);
     if (r >= ldexp(1.0, 128)) return (uint16_t)(sign | 0x7F80u);
     return (uint16_t)(sign | (ref_f32_bits((float)r) >> 16)); /* r is exactly a bf16 value */
+}
+
+/* e4m3fn: 1 sign, 4 exponent (bias 7), 3 mantissa bits, no infinity, 0x7f and
+   0xff NaN, 448 the largest. The value of code c (exact in double). */
+REF_FN double ref_e4m3_value(int c)
+{
+    int e = (c >> 3) & 15, m = c & 7;
+    double v;
+    if ((c & 0x7f) == 0x7f) return NAN;
+    v = e ? ldexp(8.0 + m, e - 10) : ldexp((double)m, -9); /* (1 + m/8) 2^(e-7), or m 2^-9 */
+    return (c & 0x80) ? -v : v;
+}
+
+/* The nearest e4m3 code, ties to even, saturated to +-448; NaN -> 0x7f. */
+REF_FN int ref_e4m3_encode(double v)
+{
+    int sign = signbit(v) ? 0x80 : 0, e;
+    double a = fabs(v), r;
+    if (v != v) return 0x7f;
+    if (a >= 448.0) return sign | 0x7e;
+    if (a == 0.0) return sign;
+    frexp(a, &e); /* a = f 2^e, f in [0.5, 1): exponent e - 1, quantum 2^(e-1-3) or 2^-9 */
+    r = ref_round_to_quantum(a, e - 1 >= -6 ? e - 4 : -9);
+    if (r < ldexp(1.0, -6)) return sign | (int)ldexp(r, 9);
+    frexp(r, &e);
+    return sign | ((e - 1 + 7) << 3) | (int)(ldexp(r, -(e - 1) + 3) - 8.0);
 }
 
 REF_FN size_t ref_dtype_size(fa_dtype t) { return t == FA_F32 ? 4 : t == FA_E4M3 ? 1 : 2; }
@@ -212,6 +240,46 @@ REF_FN int64_t ref_lse_index(const fa_problem *p, int b, int h, int64_t i)
 REF_FN int64_t ref_lse_count(const fa_problem *p)
 {
     return (int64_t)p->heads_q * ref_rows_q(p);
+}
+
+/* ---- FP8: the descale layout, dequantization ------------------------------ */
+
+/* The descale of row n (position within sequence b) of head h of the e4m3
+   tensor of role 0 (Q), 1 (K) or 2 (V), by flashattn.h section 5: per tensor
+   (descale_q/k/v, 0 = 1), or one per block of B rows at
+   [b][h][n / B], ceil(seqlen / B) blocks per (b, h), B =
+   FLASHATTN_FP8_BLOCK_Q for Q and FLASHATTN_FP8_BLOCK_K for K and V. */
+REF_FN double ref_fp8_descale(const fa_problem *p, int role, int b, int h, int64_t n)
+{
+    const float *blk = role == 0 ? p->descale_q_block : role == 1 ? p->descale_k_block : p->descale_v_block;
+    float per = role == 0 ? p->descale_q : role == 1 ? p->descale_k : p->descale_v;
+    int rows = role == 0 ? FLASHATTN_FP8_BLOCK_Q : FLASHATTN_FP8_BLOCK_K;
+    int heads = role == 0 ? p->heads_q : (p->heads_kv ? p->heads_kv : p->heads_q);
+    int64_t seqlen = role == 0 ? p->seqlen_q : p->seqlen_k;
+    if (!blk) return per != 0.0f ? (double)per : 1.0;
+    return (double)blk[((int64_t)b * heads + h) * ((seqlen + rows - 1) / rows) + n / rows];
+}
+
+/* dst = value(e) * descale, rounded to dst's dtype (f32: exactly what a
+   float multiply gives), for every logical element of the role's tensor
+   (Q [.., heads_q, head_dim], K [.., heads_kv, head_dim], V [.., heads_kv,
+   head_dim_v]); dst's padding is not touched. */
+REF_FN void ref_fp8_dequantize(const fa_problem *p, int role, fa_tensor e, fa_tensor dst)
+{
+    ref_dims r = ref_resolve(p);
+    int heads = role == 0 ? r.hq : r.hkv, dim = role == 2 ? r.dv : r.d, b, h, c;
+    int64_t seqlen = role == 0 ? p->seqlen_q : p->seqlen_k, es[3], ds[3], n;
+    const int32_t *cu = role == 0 ? p->cu_seqlens_q : p->cu_seqlens_k;
+    ref_strides(e, seqlen, heads, dim, es);
+    ref_strides(dst, seqlen, heads, dim, ds);
+    for (b = 0; b < p->batch; b++)
+        for (n = 0; n < (role == 0 ? ref_len_q(p, b) : ref_len_k(p, b)); n++)
+            for (h = 0; h < heads; h++) {
+                double s = ref_fp8_descale(p, role, b, h, n);
+                int64_t eo = ref_offset(es, cu, b, n, h), dof = ref_offset(ds, cu, b, n, h);
+                for (c = 0; c < dim; c++)
+                    ref_put(dst, dof + c, ref_e4m3_value(((const uint8_t *)e.data)[eo + c]) * s);
+            }
 }
 
 /* ---- dropout: Philox-4x32-10 ------------------------------------------------ */

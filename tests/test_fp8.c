@@ -2,8 +2,9 @@
    (scales, round trip, the Hadamard rotation), fa_forward with e4m3 inputs
    against the fp64 reference on the DEQUANTIZED inputs, and bad input.
 
-   The e4m3 reference here works by arithmetic on doubles (frexp / ldexp /
-   round to a quantum), independent of the library's bit tricks.
+   The e4m3 reference (tests/reference.h, ref_e4m3_value / _encode) works by
+   arithmetic on doubles (frexp / ldexp / round to a quantum), independent of
+   the library's bit tricks.
 
    Build: cc -std=c99 -O2 tests/test_fp8.c -lm   (see the Makefile) */
 #define FLASHATTN_IMPLEMENTATION
@@ -21,32 +22,6 @@ static tol tol_out(fa_dtype d)
     t.atol = d == FA_F32 ? 1e-5 : d == FA_F16 ? 1.5e-3 : 8e-3;
     t.rtol = d == FA_F32 ? 5e-5 : d == FA_F16 ? 1.5e-3 : 8e-3;
     return t;
-}
-
-/* ---- the e4m3fn reference ---------------------------------------------------- */
-
-static double ref_e4m3_value(int c)
-{
-    int e = (c >> 3) & 15, m = c & 7;
-    double v;
-    if ((c & 0x7f) == 0x7f) return NAN;
-    v = e ? ldexp(8.0 + m, e - 10) : ldexp((double)m, -9); /* (1 + m/8) 2^(e-7), or m 2^-9 */
-    return (c & 0x80) ? -v : v;
-}
-
-/* Nearest e4m3 value, ties to even, saturated to +-448; NaN -> 0x7f. */
-static int ref_e4m3_encode(double v)
-{
-    int sign = signbit(v) ? 0x80 : 0, e;
-    double a = fabs(v), r;
-    if (v != v) return 0x7f;
-    if (a >= 448.0) return sign | 0x7e;
-    if (a == 0.0) return sign;
-    frexp(a, &e); /* a = f 2^e, f in [0.5, 1): exponent e - 1, quantum 2^(e-1-3) or 2^-9 */
-    r = ref_round_to_quantum(a, e - 1 >= -6 ? e - 4 : -9);
-    if (r < ldexp(1.0, -6)) return sign | (int)ldexp(r, 9);
-    frexp(r, &e);
-    return sign | ((e - 1 + 7) << 3) | (int)(ldexp(r, -(e - 1) + 3) - 8.0);
 }
 
 static void test_conversions(void)

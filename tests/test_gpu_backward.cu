@@ -62,20 +62,6 @@ static double rel_l2(const tens *x, const double *ref, int64_t *nan_count)
     return den > 0 ? sqrt(num / den) : sqrt(num);
 }
 
-/* Read a tensor's logical elements into packed doubles (for GPU vs CPU). */
-static double *tens_to_packed(const tens *x)
-{
-    double *r = (double *)malloc(sizeof(double) * (size_t)x->nb * x->seq * x->heads * x->dim + 8);
-    int b, h, c;
-    int64_t t;
-    for (b = 0; b < x->nb; b++)
-        for (t = 0; t < x->seq; t++)
-            for (h = 0; h < x->heads; h++)
-                for (c = 0; c < x->dim; c++)
-                    r[(((int64_t)b * x->seq + t) * x->heads + h) * x->dim + c] = tens_get(x, b, t, h, c);
-    return r;
-}
-
 /* tens_make with padding that keeps every row 16-byte aligned (the GPU
    kernels move 16 bytes at a time; other strides are FA_ERROR_UNSUPPORTED). */
 static tens tens_make_gpu(fa_dtype dt, int nb, int seq, int heads, int dim, int layout, uint64_t *rng)

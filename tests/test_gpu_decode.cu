@@ -45,21 +45,6 @@ static tens tens_make_gpu(fa_dtype dt, int nb, int seq, int heads, int dim, int 
     return tens_make_strided(dt, nb, seq, heads, dim, s0, s1, s2, 1);
 }
 
-/* Device copy of a host tensor (whole allocation, padding included). */
-static fa_tensor to_dev(const tens *x, void **dptr)
-{
-    fa_tensor t = x->t;
-    size_t bytes = (size_t)x->n * dt_size(x->t.dtype);
-    CK(cudaMalloc(dptr, bytes));
-    CK(cudaMemcpy(*dptr, x->buf, bytes, cudaMemcpyHostToDevice));
-    t.data = *dptr;
-    return t;
-}
-static void from_dev(tens *x, const void *dptr)
-{
-    CK(cudaMemcpy(x->buf, dptr, (size_t)x->n * dt_size(x->t.dtype), cudaMemcpyDeviceToHost));
-}
-
 typedef struct dcase {
     int batch, sq, cap, hq, hkv, d;
     fa_dtype dt;

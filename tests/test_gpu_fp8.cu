@@ -1,21 +1,34 @@
-/* tests/test_gpu_fp8.cu - fa_quantize_cuda against the CPU fa_quantize, bit
-   for bit, on fresh random inputs (N(0,1) + N(0,100) Bernoulli(0.001), the
-   FlashAttention-3 outlier mix): every role, per block and per tensor, with
-   and without the Hadamard rotation, odd lengths, variable-length batches,
-   padded strides, head dims from 16 to 256. Every output byte is compared,
-   padding included, and so is every descale with guard entries either side:
-   both sides start NaN-poisoned (0x7f codes, NaN descales), so a value one
-   side fails to write shows. Then the refusals: an e4m3 fa_forward_cuda
-   (the FP8 kernel is not in this build) and an f32 x.
+/* tests/test_gpu_fp8.cu - FP8 (e4m3) on the GPU, on fresh random inputs:
+
+   1. fa_quantize_cuda against the CPU fa_quantize, bit for bit (inputs
+      N(0,1) + N(0,100) Bernoulli(0.001), the FlashAttention-3 outlier mix):
+      every role, per block and per tensor, with and without the Hadamard
+      rotation, odd lengths, variable-length batches, padded strides, head
+      dims from 16 to 256. Every output byte is compared, padding included,
+      and so is every descale with guard entries either side: both sides
+      start NaN-poisoned (0x7f codes, NaN descales), so a value one side
+      fails to write shows.
+   2. fa_forward_cuda on e4m3 Q, K, V made by fa_quantize_cuda on the device
+      (tests/fp8_attn.h has the cases, the references and the tolerances):
+      head dims 64, 128, 256; causal, sliding window, GQA / MQA, variable
+      length with an empty sequence, L, odd lengths, seqlen_q != seqlen_k;
+      per block and per tensor, with and without the Hadamard rotation; O in
+      f16 and bf16, NaN-poisoned (padding too, which must stay), L poisoned
+      with guards. Against the fp64 reference on the DEQUANTIZED inputs and
+      against the CPU fa_forward on the same e4m3 inputs (the CPU twin), at
+      tolerances that allow P's rounding to e4m3 (tests/fp8_calibrate.c);
+      the same call twice gives the same bytes.
+   3. Refusals a correct FP8 kernel still makes (o in e4m3, mixed dtypes,
+      descales given twice or for a non-e4m3 tensor, a NaN descale), each
+      naming its argument and writing nothing; and an f32 x for the
+      quantizer.
+   Built with the default head dims, as users build it.
 
    Build: make build/test_gpu_fp8   (nvcc, sm_80 and sm_90a)
    Run:   build/test_gpu_fp8          (all cases)
           build/test_gpu_fp8 --quick  (small cases: for compute-sanitizer)
    Ends with the line "N passed, M failed". */
 #define FLASHATTN_IMPLEMENTATION
-#ifndef FLASHATTN_HEAD_DIMS /* the forward kernels are not under test here: d 64's alone */
-#define FLASHATTN_HEAD_DIMS 64
-#endif
 #include "../flashattn.h"
 #include "test_util.h"
 
@@ -116,39 +129,190 @@ static void run_case(const gcase *c)
     tens_free(&x); tens_free(&e);
 }
 
+#ifndef FA_TEST_QUANT_ONLY /* (tests/emu_fp8_quant.py emulates the quantizer alone) */
+#include "fp8_attn.h"
+
+/* ---- 2. FP8 attention ------------------------------------------------------------ */
+
+static int g_fp8_absent; /* fa_forward_cuda refused e4m3 as "not in this build" */
+
+static float *nan_floats(int64_t n)
+{
+    float *x = (float *)malloc((size_t)n * sizeof(float));
+    int64_t i;
+    for (i = 0; i < n; i++) x[i] = NAN;
+    return x;
+}
+
+/* One case: quantize on the device, copy the codes and descales back for
+   the references, run the forward twice, judge it. */
+static void run_attn_case(const fp8_case *c, cudaStream_t st)
+{
+    fp8_run r;
+    fa_quant qd[3];
+    fa_tensor te[3];
+    fa_problem pd;
+    void *d_x[3], *d_e[3], *d_o, *d_o2;
+    float *d_ds[3], *d_lse, *lse, *lse2;
+    int32_t *d_cuq = NULL, *d_cuk = NULL;
+    uint64_t rng = c->seed + 77;
+    tens o, o2;
+    fa_status s;
+    int64_t nlg;
+    int i;
+    fp8_setup(&r, c);
+    if (c->varlen) {
+        CK(cudaMalloc((void **)&d_cuq, sizeof r.cuq));
+        CK(cudaMalloc((void **)&d_cuk, sizeof r.cuk));
+        CK(cudaMemcpy(d_cuq, r.cuq, sizeof r.cuq, cudaMemcpyHostToDevice));
+        CK(cudaMemcpy(d_cuk, r.cuk, sizeof r.cuk, cudaMemcpyHostToDevice));
+    }
+    for (i = 0; i < 3; i++) { /* the quantizer on the device; its results stay there for the forward */
+        fa_tensor tx = to_dev(&r.x[i], &d_x[i]);
+        te[i] = to_dev(&r.e[i], &d_e[i]); /* 0x7f (NaN) everywhere: the quantizer writes the logical bytes */
+        CK(cudaMalloc((void **)&d_ds[i], (size_t)r.nds[i] * sizeof(float)));
+        CK(cudaMemcpy(d_ds[i], r.ds[i], (size_t)r.nds[i] * sizeof(float), cudaMemcpyHostToDevice)); /* NaN */
+        qd[i] = r.qp[i];
+        if (c->varlen) qd[i].cu_seqlens = i ? d_cuk : d_cuq;
+        s = fa_quantize_cuda(&qd[i], tx, te[i], d_ds[i], st);
+        check(s == FA_OK, "%s: fa_quantize_cuda role %d: %s", r.ctx, i, fa_last_error());
+    }
+    CK(cudaStreamSynchronize(st));
+    CK(cudaGetLastError());
+    for (i = 0; i < 3; i++) {
+        from_dev(&r.e[i], d_e[i]);
+        CK(cudaMemcpy(r.ds[i], d_ds[i], (size_t)r.nds[i] * sizeof(float), cudaMemcpyDeviceToHost));
+    }
+    fp8_reference(&r); /* also sets r.p's descales (host): the per-tensor values are read there */
+
+    /* the forward: device arrays everywhere; outputs NaN, L with 8 guards each side */
+    pd = r.p;
+    pd.cu_seqlens_q = d_cuq;
+    pd.cu_seqlens_k = d_cuk;
+    if (!c->per_tensor) { pd.descale_q_block = d_ds[0]; pd.descale_k_block = d_ds[1]; pd.descale_v_block = d_ds[2]; }
+    o = tens_make_aligned(c->out_dt, r.nbq, r.seqq, c->hq, c->d, c->padded, 8, &rng);
+    tens_snapshot(&o);
+    o2 = tens_clone(&o);
+    nlg = r.nl + 16;
+    lse = nan_floats(nlg);
+    lse2 = nan_floats(nlg);
+    (void)to_dev(&o, &d_o);
+    (void)to_dev(&o2, &d_o2);
+    CK(cudaMalloc((void **)&d_lse, (size_t)nlg * sizeof(float)));
+    CK(cudaMemcpy(d_lse, lse, (size_t)nlg * sizeof(float), cudaMemcpyHostToDevice));
+    {
+        fa_tensor to = o.t;
+        to.data = d_o;
+        s = fa_forward_cuda(&pd, te[0], te[1], te[2], to, c->lse ? d_lse + 8 : NULL, NULL, 0, st);
+    }
+    if (s == FA_ERROR_UNSUPPORTED && strstr(fa_last_error(), "not in this build")) {
+        g_fp8_absent = 1;
+        check(0, "%s: fa_forward_cuda refuses e4m3 (\"%s\"): the FP8 kernel is not in this build", r.ctx,
+              fa_last_error());
+    } else if (check(s == FA_OK, "%s: fa_forward_cuda: %s (%s)", r.ctx, fa_status_string(s), fa_last_error())) {
+        int64_t g, bad_guard = 0;
+        CK(cudaStreamSynchronize(st));
+        CK(cudaGetLastError());
+        from_dev(&o, d_o);
+        CK(cudaMemcpy(lse, d_lse, (size_t)nlg * sizeof(float), cudaMemcpyDeviceToHost));
+        for (g = 0; g < nlg; g++)
+            bad_guard += (g < 8 || g >= r.nl + 8 || !c->lse) && lse[g] == lse[g];
+        check(!bad_guard, "%s: %lld L entries written outside L (or with L not asked)", r.ctx, (long long)bad_guard);
+        fp8_judge(&r, "fa_forward_cuda", &o, c->lse ? lse + 8 : NULL, 1);
+        /* run to run: the same call into fresh NaN buffers, the same bytes */
+        {
+            fa_tensor to = o2.t;
+            CK(cudaMemcpy(d_lse, lse2, (size_t)nlg * sizeof(float), cudaMemcpyHostToDevice));
+            to.data = d_o2;
+            s = fa_forward_cuda(&pd, te[0], te[1], te[2], to, c->lse ? d_lse + 8 : NULL, NULL, 0, st);
+            CK(cudaStreamSynchronize(st));
+            from_dev(&o2, d_o2);
+            CK(cudaMemcpy(lse2, d_lse, (size_t)nlg * sizeof(float), cudaMemcpyDeviceToHost));
+            check(s == FA_OK && !memcmp(o.buf, o2.buf, (size_t)o.n * dt_size(o.t.dtype)) &&
+                      !memcmp(lse, lse2, (size_t)nlg * sizeof(float)),
+                  "%s: a second identical call gives other bytes (or fails: %s)", r.ctx, fa_last_error());
+        }
+    }
+    for (i = 0; i < 3; i++) { CK(cudaFree(d_x[i])); CK(cudaFree(d_e[i])); CK(cudaFree(d_ds[i])); }
+    CK(cudaFree(d_o)); CK(cudaFree(d_o2)); CK(cudaFree(d_lse));
+    if (d_cuq) { CK(cudaFree(d_cuq)); CK(cudaFree(d_cuk)); }
+    tens_free(&o); tens_free(&o2);
+    free(lse); free(lse2);
+    fp8_free(&r);
+}
+
+static void test_attention(int quick)
+{
+    cudaStream_t st;
+    fp8_case c;
+    int i, skipped = 0;
+    CK(cudaStreamCreate(&st));
+    for (i = 0; fp8_case_at(quick, i, &c); i++) {
+        if (g_fp8_absent) { skipped++; continue; }
+        run_attn_case(&c, i % 2 ? st : NULL); /* the default stream and a stream of its own */
+    }
+    if (skipped) printf("test_gpu_fp8: %d more FP8 attention cases skipped (no FP8 kernel)\n", skipped);
+    CK(cudaStreamDestroy(st));
+}
+
+/* ---- 3. refusals ------------------------------------------------------------------- */
+
+/* Each call breaks one rule of a valid e4m3 call (section 5, FP8): the
+   status, the named argument, and o and L untouched (NaN). */
 static void test_refusals(void)
 {
-    uint8_t *d;
+    enum { S = 8, D = 64, OUT = 8192 }; /* q, k, v at 0; o at 4096, L (and descale arrays) at 8192 */
+    uint8_t *d, before[OUT], after[OUT];
+    float *d_lse;
     fa_problem p;
-    fa_tensor q;
+    fa_tensor q, k, v, o;
     fa_quant qp;
-    float ds[1];
     fa_status s;
-    CK(cudaMalloc((void **)&d, 1 << 16));
-    memset(&p, 0, sizeof p);
-    p.batch = 1; p.seqlen_q = p.seqlen_k = 8; p.heads_q = 1; p.head_dim = 64;
-    memset(&q, 0, sizeof q);
-    q.data = d; q.dtype = FA_E4M3;
-    {
-        fa_tensor o = q;
-        o.dtype = FA_F16;
-        s = fa_forward_cuda(&p, q, q, q, o, NULL, NULL, 0, NULL);
-        check(s == FA_ERROR_UNSUPPORTED && strstr(fa_last_error(), "FP8"),
-              "fa_forward_cuda with e4m3: want FA_ERROR_UNSUPPORTED naming FP8, got %d \"%s\"", (int)s, fa_last_error());
+    int i;
+    const float nan_value = NAN;
+    for (i = 0; i < OUT / 4; i++) memcpy(before + 4 * i, &nan_value, 4);
+    CK(cudaMalloc((void **)&d, 4096 + OUT));
+    CK(cudaMemset(d, 0x38, 3 * S * D)); /* q, k, v: e4m3 1.0 */
+    d_lse = (float *)(void *)(d + 8192);
+    for (i = 0; i < 9; i++) {
+        static const char *field[9] = {"o.dtype", "k.dtype", "k.dtype", "v.dtype", "descale_q", "descale_k_block",
+                                       "descale", "descale_v", "x.dtype"};
+        const fa_status want = i == 0 || i == 8 ? FA_ERROR_UNSUPPORTED : FA_ERROR_INVALID_ARGUMENT;
+        CK(cudaMemcpy(d + 4096, before, OUT, cudaMemcpyHostToDevice));
+        memset(&p, 0, sizeof p);
+        p.batch = 1; p.seqlen_q = p.seqlen_k = S; p.heads_q = 1; p.head_dim = D;
+        memset(&q, 0, sizeof q);
+        q.dtype = FA_E4M3;
+        k = v = o = q;
+        q.data = d; k.data = d + S * D; v.data = d + 2 * S * D;
+        o.data = d + 4096; o.dtype = FA_BF16;
+        switch (i) {
+        case 0: o.dtype = FA_E4M3; break;
+        case 1: k.dtype = FA_F16; break;                               /* q e4m3, k not */
+        case 2: q.dtype = FA_BF16; break;                              /* q bf16, k and v e4m3 */
+        case 3: v.dtype = FA_BF16; break;
+        case 4: p.descale_q_block = d_lse; p.descale_q = 2.0f; break; /* both */
+        case 5: p.descale_k_block = d_lse; q.dtype = k.dtype = v.dtype = FA_BF16; break;
+        case 6: p.descale_k = NAN; break;
+        case 7: p.descale_v_block = d_lse; p.descale_v = -1.0f; break;
+        }
+        if (i < 8) {
+            s = fa_forward_cuda(&p, q, k, v, o, d_lse, NULL, 0, NULL);
+        } else { /* the quantizer takes f16 / bf16 on the GPU */
+            memset(&qp, 0, sizeof qp);
+            qp.batch = 1; qp.seqlen = S; qp.heads = 1; qp.head_dim = D;
+            q.dtype = FA_F32;
+            s = fa_quantize_cuda(&qp, q, k, d_lse, NULL);
+        }
+        CK(cudaDeviceSynchronize());
+        CK(cudaMemcpy(after, d + 4096, OUT, cudaMemcpyDeviceToHost));
+        check(s == want && strstr(fa_last_error(), field[i]) && !memcmp(before, after, OUT),
+              "refusal %d: want status %d naming %s, o, L and the descales untouched; got %d \"%s\"%s", i,
+              (int)want, field[i], (int)s, fa_last_error(), memcmp(before, after, OUT) ? ", and a write" : "");
     }
-    memset(&qp, 0, sizeof qp);
-    qp.batch = 1; qp.seqlen = 8; qp.heads = 1; qp.head_dim = 64;
-    {
-        fa_tensor x = q, out = q;
-        x.dtype = FA_F32;
-        s = fa_quantize_cuda(&qp, x, out, (float *)(void *)(d + 4096), NULL);
-        check(s == FA_ERROR_UNSUPPORTED && strstr(fa_last_error(), "x.dtype"),
-              "fa_quantize_cuda with f32 x: want FA_ERROR_UNSUPPORTED naming x.dtype, got %d \"%s\"", (int)s,
-              fa_last_error());
-    }
-    (void)ds;
     CK(cudaFree(d));
 }
+#endif /* FA_TEST_QUANT_ONLY */
 
 int main(int argc, char **argv)
 {
@@ -179,6 +343,9 @@ int main(int argc, char **argv)
         c.per_tensor = 1; c.dt = FA_F16; c.role = FA_QUANT_Q;
         run_case(&c);
     }
+#ifndef FA_TEST_QUANT_ONLY
+    test_attention(quick);
     test_refusals();
+#endif
     return summary("test_gpu_fp8");
 }

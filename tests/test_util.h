@@ -173,6 +173,19 @@ REF_FN void tens_fill_outliers(tens *x, uint64_t *rng)
         }
 }
 
+/* Allocate packed, or padded by whole multiples of `align` elements (16-byte
+   aligned rows for the GPU: align 8 for f16 / bf16, 16 for e4m3). */
+REF_FN tens tens_make_aligned(fa_dtype dt, int nb, int seq, int heads, int dim, int padded, int align,
+                              uint64_t *rng)
+{
+    int64_t s2, s1, s0;
+    if (!padded) return tens_make(dt, nb, seq, heads, dim, LAYOUT_PACKED, rng);
+    s2 = dim + (int64_t)align * rng_int(rng, 1, 2);
+    s1 = heads * s2 + (int64_t)align * rng_int(rng, 1, 3);
+    s0 = (int64_t)seq * s1 + (int64_t)align * rng_int(rng, 1, 3);
+    return tens_make_strided(dt, nb, seq, heads, dim, s0, s1, s2, 1);
+}
+
 REF_FN void tens_snapshot(tens *x)
 {
     size_t bytes = (size_t)x->n * dt_size(x->t.dtype);
@@ -213,6 +226,20 @@ REF_FN void tens_free(tens *x)
 REF_FN double tens_get(const tens *x, int b, int64_t t, int h, int c)
 {
     return ref_get(x->t, tens_index(x, b, t, h, c));
+}
+
+/* The logical elements as packed doubles [nb * seq, heads, dim] (malloc'd). */
+REF_FN double *tens_to_packed(const tens *x)
+{
+    double *r = (double *)malloc(sizeof(double) * (size_t)x->nb * x->seq * x->heads * x->dim + 8);
+    int b, h, c;
+    int64_t t;
+    for (b = 0; b < x->nb; b++)
+        for (t = 0; t < x->seq; t++)
+            for (h = 0; h < x->heads; h++)
+                for (c = 0; c < x->dim; c++)
+                    r[(((int64_t)b * x->seq + t) * x->heads + h) * x->dim + c] = tens_get(x, b, t, h, c);
+    return r;
 }
 
 /* ---- comparison --------------------------------------------------------------- */
