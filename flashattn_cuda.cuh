@@ -2427,31 +2427,31 @@ static __device__ __forceinline__ float fa__ds_q8(const fa__fwd_params &p, int b
 
 #endif /* FA__SM90A */
 
-/* The kernel: 128 (WG + 1) threads a block (128 WG without the producer,
-   FA__SM90_WARPSPEC = 0), the producer warpgroup and WG
-   consumer warpgroups (2, or 3 in d 64's shape for long rows: fa__sm90_shape).
-   Tiles are (query block of 64 WG rows, head, batch), m_blocks query blocks
-   per (head, batch). PERSIST: at most one block per SM, each walking many
-   tiles (item 6); else a block per tile. */
-template <bool BF16, int D, int BN, int STAGES, bool PERSIST, int WG, bool FLAT = false, bool FP8 = false>
-__global__ void __launch_bounds__(128 * (WG + FA__SM90_WARPSPEC), 1)
-fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_params p, int m_blocks, int batch,
-                    const fa__sm90_walk wk)
-{
-#if FA__SM90A
-    constexpr int BM = 64 * WG, NS = BN / 8, NO = D / 8;
+/* The sm_90a forward's compile-time configuration: the launch
+   (>>hopper-host) picks the first eight parameters (the tile shape: head
+   dim D, BN keys a block, a ring of STAGES stages, WG consumer warpgroups;
+   PERSIST, FLAT, FP8: items 6, the flat walk, >>hopper-fp8); the rest
+   follows from them, each with why. The kernel takes them as constants of
+   the same names. The ablation switches FA__SM90_WARPSPEC, _PINGPONG,
+   _OVERLAP and _PERSISTENT (0: leave out items 3, 5, 4's overlap, 6) are
+   for measuring, not for use. */
+template <bool BF16_, int D_, int BN_, int STAGES_, bool PERSIST_, int WG_, bool FLAT_, bool FP8_>
+struct fa__sm90_cfg {
+    static constexpr bool BF16 = BF16_, PERSIST = PERSIST_, FLAT = FLAT_, FP8 = FP8_;
+    static constexpr int D = D_, BN = BN_, STAGES = STAGES_, WG = WG_;
+    static constexpr int BM = 64 * WG, NS = BN / 8, NO = D / 8;
     /* FP8 (>>hopper-fp8): e4m3 Q, K and V, copied as rows of DW 16-bit
        words (at least 64: d 64's 64 bytes are zero-filled to the swizzle's
        128-byte row), O in 16 bits; Vt, the transposed V stages */
-    constexpr int DW = FP8 ? fa__sm90_dw8(D) : D;
-    constexpr uint32_t Q_BYTES = BM * DW * 2, KV_BYTES = BN * DW * 2, VT_BYTES = FP8 ? D * BN : 0;
-    constexpr bool O_OWN = FP8 ? fa__sm90_o_own8(D, BM, BN, STAGES) : fa__sm90_o_own(D, BM, BN, STAGES);
+    static constexpr int DW = FP8 ? fa__sm90_dw8(D) : D;
+    static constexpr uint32_t Q_BYTES = BM * DW * 2, KV_BYTES = BN * DW * 2, VT_BYTES = FP8 ? D * BN : 0;
+    static constexpr bool O_OWN = FP8 ? fa__sm90_o_own8(D, BM, BN, STAGES) : fa__sm90_o_own(D, BM, BN, STAGES);
     /* (FP8 at d 256: no room for an O tile, and Q's is too small) */
-    constexpr bool O_STAGED = O_OWN || (!FP8 && (!PERSIST || D == 256));
+    static constexpr bool O_STAGED = O_OWN || (!FP8 && (!PERSIST || D == 256));
     /* O staged in Q by a persistent block: Q is free for the next tile's
        copy once the O stores have read it, not after the last S */
-    constexpr bool Q_AFTER_O = O_STAGED && !O_OWN && PERSIST;
-    constexpr int QB = fa__sm90_q_bufs(WG, PERSIST, O_OWN);
+    static constexpr bool Q_AFTER_O = O_STAGED && !O_OWN && PERSIST;
+    static constexpr int QB = fa__sm90_q_bufs(WG, PERSIST, O_OWN);
     /* HANDOFF: with two Q tiles (the persistent three- and four-warpgroup blocks) the
        producer finds each tile once, its coordinates and the key blocks
        each consumer warpgroup's rows see, and hands them over in a slot
@@ -2460,7 +2460,7 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
        the walk's divisions (the pairs of the causal walk) and the
        warpgroup's own extent in 64-bit arithmetic, in front of every
        tile's first S, which measured slower [sm90-handoff]. */
-    constexpr bool HANDOFF = QB == 2 && FA__SM90_WARPSPEC;
+    static constexpr bool HANDOFF = QB == 2 && FA__SM90_WARPSPEC;
     /* FLAT: the tiles are WG warpgroup rows (64 query rows each) of the
        list of every (head, batch) sequence's rows, one sequence after the
        other, m_blocks warpgroup rows each (the launch passes that count as
@@ -2485,20 +2485,89 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
        its own accesses to Q's buffer to release (Q_AFTER_O: its O staging
        writes there, after the epilogue; HANDOFF: its reads of the tile's
        slot, after the last S) */
-    constexpr bool Q_RELEASE_ALL = Q_AFTER_O || HANDOFF;
-    /* a warpgroup stops at the last key block its own rows see (WG_STOP,
-       below): in d 64's three- and four-warpgroup shapes and at d 256, whose 80-key
+    static constexpr bool Q_RELEASE_ALL = Q_AFTER_O || HANDOFF;
+    /* WG_STOP: a warpgroup stops at the last key block its own rows see
+       (count_w in the kernel): in d 64's three- and four-warpgroup shapes and at d 256, whose 80-key
        blocks do not divide the 64 rows of a warpgroup */
-    constexpr bool WG_STOP = WG >= 3 || D == 256;
+    static constexpr bool WG_STOP = WG >= 3 || D == 256;
     /* PINGPONG: the turns of item 5, but for four consumer warpgroups (d
        64's QUAD shape, fa__sm90_shape). There a round of turns has each
        warpgroup wait for three others' products, and its 64-key blocks'
        products are short, so the tensor cores' queue stays fed without
        them; the three- and two-warpgroup shapes keep them, where they
        measured faster [sm90-pingpong]. */
-    constexpr bool PINGPONG = FA__SM90_PINGPONG && WG != 4;
+    static constexpr bool PINGPONG = FA__SM90_PINGPONG && WG != 4;
     static_assert(D % 64 == 0 && BN % 16 == 0 && BN <= 256, "sm_90a tile shape");
     static_assert(!FP8 || ((BN == 128 || BN == 64) && QB == 1 && !FLAT && FA__SM90_WARPSPEC), "the FP8 kernel's shape");
+
+    /* EARLY: a block's one tile (no PERSIST) copies Q, K_0 and V_0 first,
+       before it finds the tile's extent and sources (fa__fwd_extent,
+       tile_src), where their coordinates do not depend on them: no
+       cu_seqlens or seqlens_k (the maps' rows are the sequence's, a copy
+       is whole and TMA clips it) and no left bound (the first key block
+       is 0): the producer's first copy otherwise waited on the walk's
+       divisions and the extent's arithmetic [sm90-early]. If the tile then
+       turns out to hold no key, the producer waits for the three copies to
+       land, so that no copy is in flight when the block ends, and its
+       consumers store their zeros straight, not through Q's tile (where O
+       is staged in it), which the copy may still be filling. A PERSIST
+       kernel is built without it. The producer's walk there divides by
+       fa__fastdiv (the consumers' does not: see fa__fastdiv). */
+    static constexpr bool EARLY = !PERSIST;
+    /* CW_UNIFORM: cw, the consumer warpgroup, is read from lane 0
+       (__shfl_sync): ptxas then knows it is the same in every lane of the
+       warp and keeps it, and what is derived from it (the warpgroup's rows
+       and mask limits, its Q descriptor, its barrier ids), in uniform
+       registers, which do not count against a thread's registers. With 3
+       consumer warpgroups (160 registers a thread) it has to: computed in
+       each thread those values spilled 16 bytes (ptxas 13.0). Elsewhere it
+       changes only ptxas's schedule, and it is used where that measured
+       faster: d 256 and d 128 with 128-key blocks [sm90-cw-uniform]. */
+    static constexpr bool CW_UNIFORM = WG >= 3 || D == 256 || (D == 128 && BN == 128);
+    /* LSE_EARLY: L stored in the epilogue's first part too (in the shadow
+       of the last P V), at d 128 and 256; at d 64 (FLAT's kernel too)
+       after the P V: in the shadow it was slower, left too few registers
+       (ptxas C7511) or spilled [sm90-epilogue]. */
+    static constexpr bool LSE_EARLY = D >= 128;
+    /* KV_STEP: K's and V's descriptors stepped (fa__wg_desc_step) rather
+       than built whole, but in d 128's 176-key kernels (issue_qk's notes) */
+    static constexpr bool KV_STEP = !(D == 128 && BN == 176);
+    /* LAZY_MAX (fa__softmax_tile): rows keep their maximum while it
+       grows by 8 or less, and a warp whose rows all kept theirs skips
+       the rescale of O~: faster at d 256, where that rescale is
+       128 multiplies a thread per key block, slower at d 64 and 128
+       [sm90-lazy-max]. */
+    static constexpr bool LAZY_MAX = D == 256 && !FP8; /* (FP8: P, scaled by 256, must stay <= 1) */
+    /* SHORT_PATH: a shorter path from S to the first exponential at
+       d 64, whose softmax is what a key block waits on (item 4): the
+       rows' maxima as trees (fa__softmax_tile's TREE), and the test
+       whether the block needs the mask (needs_mask, which needs no
+       S) made before the wait for S: faster at d 64; at d 128 and
+       256 slower at the longest rows, so they keep the chain and
+       test after the wait [sm90-short-path]. */
+    static constexpr bool SHORT_PATH = D == 64;
+};
+
+/* The kernel: 128 (WG + 1) threads a block (128 WG without the producer,
+   FA__SM90_WARPSPEC = 0), the producer warpgroup and WG
+   consumer warpgroups (2, or 3 in d 64's shape for long rows: fa__sm90_shape).
+   Tiles are (query block of 64 WG rows, head, batch), m_blocks query blocks
+   per (head, batch). PERSIST: at most one block per SM, each walking many
+   tiles (item 6); else a block per tile. */
+template <bool BF16, int D, int BN, int STAGES, bool PERSIST, int WG, bool FLAT = false, bool FP8 = false>
+__global__ void __launch_bounds__(128 * (WG + FA__SM90_WARPSPEC), 1)
+fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_params p, int m_blocks, int batch,
+                    const fa__sm90_walk wk)
+{
+#if FA__SM90A
+    /* the configuration (fa__sm90_cfg), by name */
+    typedef fa__sm90_cfg<BF16, D, BN, STAGES, PERSIST, WG, FLAT, FP8> C;
+    constexpr int BM = C::BM, NS = C::NS, NO = C::NO, DW = C::DW, QB = C::QB;
+    constexpr uint32_t Q_BYTES = C::Q_BYTES, KV_BYTES = C::KV_BYTES, VT_BYTES = C::VT_BYTES;
+    constexpr bool O_OWN = C::O_OWN, O_STAGED = C::O_STAGED, Q_AFTER_O = C::Q_AFTER_O, HANDOFF = C::HANDOFF;
+    constexpr bool Q_RELEASE_ALL = C::Q_RELEASE_ALL, WG_STOP = C::WG_STOP, PINGPONG = C::PINGPONG, EARLY = C::EARLY;
+    constexpr bool CW_UNIFORM = C::CW_UNIFORM, LSE_EARLY = C::LSE_EARLY, KV_STEP = C::KV_STEP;
+    constexpr bool LAZY_MAX = C::LAZY_MAX, SHORT_PATH = C::SHORT_PATH;
 
     /* the block's buffers and barriers (fa__sm90_bufs; a tile handed over: fa__tile_slot) */
     const fa__sm90_bufs<Q_BYTES, KV_BYTES, STAGES, QB, O_OWN, (uint32_t)BM * D * 2, VT_BYTES> sm;
@@ -2593,20 +2662,7 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
                               FP8 ? p.v_words : p.dv, c.gv + (int64_t)k0 * p.v_seq, p.v_seq, lane);
     };
 
-    /* EARLY: a block's one tile (no PERSIST) copies Q, K_0 and V_0 first,
-       before it finds the tile's extent and sources (fa__fwd_extent,
-       tile_src), where their coordinates do not depend on them: no
-       cu_seqlens or seqlens_k (the maps' rows are the sequence's, a copy
-       is whole and TMA clips it) and no left bound (the first key block
-       is 0): the producer's first copy otherwise waited on the walk's
-       divisions and the extent's arithmetic [sm90-early]. If the tile then
-       turns out to hold no key, the producer waits for the three copies to
-       land, so that no copy is in flight when the block ends, and its
-       consumers store their zeros straight, not through Q's tile (where O
-       is staged in it), which the copy may still be filling. A PERSIST
-       kernel is built without it. The producer's walk there divides by
-       fa__fastdiv (the consumers' does not: see fa__fastdiv). */
-    constexpr bool EARLY = !PERSIST;
+    /* (EARLY: the first copies before the tile's extent, where they can be) */
     const bool early_ok = EARLY && !p.cu_seqlens_q && !p.cu_seqlens_k && !p.seqlens_k && !p.has_left;
 
     if (FA__SM90_WARPSPEC && warp < 4) {
@@ -2625,16 +2681,7 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
 
     /* ---- consumer warpgroups 1 .. WG: query rows 64 * cw .. + 63 of each tile ---- */
     if (FA__SM90_WARPSPEC) fa__setmaxnreg_inc<fa__sm90_consumer_regs(WG, fa__sm90_producer_regs(FP8))>();
-    /* cw, the consumer warpgroup. Where CW_UNIFORM it is read from lane 0
-       (__shfl_sync): ptxas then knows it is the same in every lane of the
-       warp and keeps it, and what is derived from it (the warpgroup's rows
-       and mask limits, its Q descriptor, its barrier ids), in uniform
-       registers, which do not count against a thread's registers. With 3
-       consumer warpgroups (160 registers a thread) it has to: computed in
-       each thread those values spilled 16 bytes (ptxas 13.0). Elsewhere it
-       changes only ptxas's schedule, and it is used where that measured
-       faster: d 256 and d 128 with 128-key blocks [sm90-cw-uniform]. */
-    constexpr bool CW_UNIFORM = WG >= 3 || D == 256 || (D == 128 && BN == 128);
+    /* cw, the consumer warpgroup (from lane 0 where CW_UNIFORM) */
     const int cw = CW_UNIFORM ? __shfl_sync(0xffffffffu, warp / 4 - 1, 0) : warp / 4 - 1;
     const int g = lane / 4, t = lane % 4;
     const uint32_t qw = (uint32_t)cw * 64 * 128; /* this warpgroup's rows of each Q tile */
@@ -2713,10 +2760,6 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
            after it, which measured faster up to 2k tokens
            [sm90-epilogue]. */
         float inv[1][2];
-        /* L too, at d 128 and 256; at d 64 (FLAT's kernel too) after the
-           P V: in the shadow it was slower, left too few registers (ptxas
-           C7511) or spilled [sm90-epilogue]. */
-        constexpr bool LSE_EARLY = D >= 128;
         auto epilogue_begin = [&]() {
             fa__sm90_epilogue_begin<LSE_EARLY, O_STAGED, WG>(p, m_run, l_run, inv, x, wrow0, h, b, batch, g, t, cw);
             if constexpr (FP8) { /* O = c8 O~ / (256 l) */
@@ -2801,8 +2844,7 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
                 else fa__mbar_arrive(bar);
             };
             /* The descriptors of a K or V stage at `base`: d(off), the one
-               `off` bytes in (KV_STEP: issue_qk's notes) */
-            constexpr bool KV_STEP = !(D == 128 && BN == 176);
+               `off` bytes in (KV_STEP) */
             auto kv_descs = [](uint32_t base, uint32_t lbo) {
                 const uint64_t d0 = fa__wg_desc(base, lbo, 1024);
                 return [=](uint32_t off) {
@@ -2844,20 +2886,6 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
                     fa__sm90_issue_pv<D, BN, BF16>(o_flat, pa, vd);
                 }
             };
-            /* LAZY_MAX (fa__softmax_tile): rows keep their maximum while it
-               grows by 8 or less, and a warp whose rows all kept theirs skips
-               the rescale of O~: faster at d 256, where that rescale is
-               128 multiplies a thread per key block, slower at d 64 and 128
-               [sm90-lazy-max]. */
-            constexpr bool LAZY_MAX = D == 256 && !FP8; /* (FP8: P, scaled by 256, must stay <= 1) */
-            /* SHORT_PATH: a shorter path from S to the first exponential at
-               d 64, whose softmax is what a key block waits on (item 4): the
-               rows' maxima as trees (fa__softmax_tile's TREE), and the test
-               whether the block needs the mask (needs_mask, which needs no
-               S) made before the wait for S: faster at d 64; at d 128 and
-               256 slower at the longest rows, so they keep the chain and
-               test after the wait [sm90-short-path]. */
-            constexpr bool SHORT_PATH = D == 64;
             const fa__mask_cut cut = fa__mask_cut_for<FLAT>(p, x.sk, x.row0 + 64 * cw, x.row0 + 64 * cw + 63, x.shift);
             auto needs_mask = [&](int it) { return fa__block_needs_mask(cut, (x.n_begin + it) * BN, BN); };
             /* S_it is complete: masks, then the online softmax (alpha for O~).
