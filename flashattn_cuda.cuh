@@ -3535,7 +3535,7 @@ static fa_status fa__dispatch_fp8(const char *fn, const fa__fwd_params &p, int b
                         "in (FLASHATTN_HEAD_DIMS)", fn, need);
     } else {
         constexpr int D = fa__head_dims[I];
-        if constexpr (D == 64 || D == 128 || D == 256) {
+        if constexpr ((D == 64 || D == 128 || D == 256) && FA__SM90_WARPSPEC) { /* (its V transpose is the producer's) */
             if (need <= D) {
                 int ran = 0;
                 const fa_status s = bf16 ? fa__launch_fwd_sm90<true, D, 0, true, true>(fn, p, batch, gpu, stream, &ran)
