@@ -2425,261 +2425,29 @@ static __device__ __forceinline__ float fa__ds_q8(const fa__fwd_params &p, int b
     return p.dsb_q[((int64_t)b * p.heads_q + h) * p.blk_q + row / FLASHATTN_FP8_BLOCK_Q];
 }
 
-#endif /* FA__SM90A */
-
-/* The sm_90a forward's compile-time configuration: the launch
-   (>>hopper-host) picks the first eight parameters (the tile shape: head
-   dim D, BN keys a block, a ring of STAGES stages, WG consumer warpgroups;
-   PERSIST, FLAT, FP8: items 6, the flat walk, >>hopper-fp8); the rest
-   follows from them, each with why. The kernel takes them as constants of
-   the same names. The ablation switches FA__SM90_WARPSPEC, _PINGPONG,
-   _OVERLAP and _PERSISTENT (0: leave out items 3, 5, 4's overlap, 6) are
-   for measuring, not for use. */
-template <bool BF16_, int D_, int BN_, int STAGES_, bool PERSIST_, int WG_, bool FLAT_, bool FP8_>
-struct fa__sm90_cfg {
-    static constexpr bool BF16 = BF16_, PERSIST = PERSIST_, FLAT = FLAT_, FP8 = FP8_;
-    static constexpr int D = D_, BN = BN_, STAGES = STAGES_, WG = WG_;
-    static constexpr int BM = 64 * WG, NS = BN / 8, NO = D / 8;
-    /* FP8 (>>hopper-fp8): e4m3 Q, K and V, copied as rows of DW 16-bit
-       words (at least 64: d 64's 64 bytes are zero-filled to the swizzle's
-       128-byte row), O in 16 bits; Vt, the transposed V stages */
-    static constexpr int DW = FP8 ? fa__sm90_dw8(D) : D;
-    static constexpr uint32_t Q_BYTES = BM * DW * 2, KV_BYTES = BN * DW * 2, VT_BYTES = FP8 ? D * BN : 0;
-    static constexpr bool O_OWN = FP8 ? fa__sm90_o_own8(D, BM, BN, STAGES) : fa__sm90_o_own(D, BM, BN, STAGES);
-    /* (FP8 at d 256: no room for an O tile, and Q's is too small) */
-    static constexpr bool O_STAGED = O_OWN || (!FP8 && (!PERSIST || D == 256));
-    /* O staged in Q by a persistent block: Q is free for the next tile's
-       copy once the O stores have read it, not after the last S */
-    static constexpr bool Q_AFTER_O = O_STAGED && !O_OWN && PERSIST;
-    static constexpr int QB = fa__sm90_q_bufs(WG, PERSIST, O_OWN);
-    /* HANDOFF: with two Q tiles (the persistent three- and four-warpgroup blocks) the
-       producer finds each tile once, its coordinates and the key blocks
-       each consumer warpgroup's rows see, and hands them over in a slot
-       beside the tile's Q, published by the same barrier (fa__tile_slot,
-       below). Each of the twelve consumer warps found them itself before:
-       the walk's divisions (the pairs of the causal walk) and the
-       warpgroup's own extent in 64-bit arithmetic, in front of every
-       tile's first S, which measured slower [sm90-handoff]. */
-    static constexpr bool HANDOFF = QB == 2 && FA__SM90_WARPSPEC;
-    /* FLAT: the tiles are WG warpgroup rows (64 query rows each) of the
-       list of every (head, batch) sequence's rows, one sequence after the
-       other, m_blocks warpgroup rows each (the launch passes that count as
-       m_blocks): tile u is rows u WG .. u WG + WG - 1 of the list. Only
-       without a mask and with one length for every sequence
-       (fa__sm90_flat). So every tile is full but the very last, and a
-       tile may hold the end of one sequence and the start of the next:
-       two segments, warpgroups 0 .. split - 1 on the first and split ..
-       WG - 1 on the second. Then the ring carries the two segments' key
-       blocks in turn (block n of the first, then of the second), each
-       warpgroup takes every second position (at(), below), and the first
-       warpgroup of each segment also arrives on the stages' empty
-       barriers for the warpgroups of the other, which never read them
-       (arrive_kv), so the barriers keep their count of 4 WG warps. Why:
-       with tiles of one sequence the 8 warpgroup rows of 512 tokens made
-       tiles of 3, 3 and 2, and a tile's time is mostly each warpgroup's
-       own chain, so the short tile took about as long as a full one: 9
-       warpgroups' time for 8 rows [sm90-flat]. */
-    static_assert(!FLAT || (HANDOFF && PERSIST), "FLAT hands its tiles over");
-    /* Who releases a tile's Q (its empty barrier): lane 0 of each consumer
-       warp after the tile's last S; every consumer thread where each has
-       its own accesses to Q's buffer to release (Q_AFTER_O: its O staging
-       writes there, after the epilogue; HANDOFF: its reads of the tile's
-       slot, after the last S) */
-    static constexpr bool Q_RELEASE_ALL = Q_AFTER_O || HANDOFF;
-    /* WG_STOP: a warpgroup stops at the last key block its own rows see
-       (count_w in the kernel): in d 64's three- and four-warpgroup shapes and at d 256, whose 80-key
-       blocks do not divide the 64 rows of a warpgroup */
-    static constexpr bool WG_STOP = WG >= 3 || D == 256;
-    /* PINGPONG: the turns of item 5, but for four consumer warpgroups (d
-       64's QUAD shape, fa__sm90_shape). There a round of turns has each
-       warpgroup wait for three others' products, and its 64-key blocks'
-       products are short, so the tensor cores' queue stays fed without
-       them; the three- and two-warpgroup shapes keep them, where they
-       measured faster [sm90-pingpong]. */
-    static constexpr bool PINGPONG = FA__SM90_PINGPONG && WG != 4;
-    static_assert(D % 64 == 0 && BN % 16 == 0 && BN <= 256, "sm_90a tile shape");
-    static_assert(!FP8 || ((BN == 128 || BN == 64) && QB == 1 && !FLAT && FA__SM90_WARPSPEC), "the FP8 kernel's shape");
-
-    /* EARLY: a block's one tile (no PERSIST) copies Q, K_0 and V_0 first,
-       before it finds the tile's extent and sources (fa__fwd_extent,
-       tile_src), where their coordinates do not depend on them: no
-       cu_seqlens or seqlens_k (the maps' rows are the sequence's, a copy
-       is whole and TMA clips it) and no left bound (the first key block
-       is 0): the producer's first copy otherwise waited on the walk's
-       divisions and the extent's arithmetic [sm90-early]. If the tile then
-       turns out to hold no key, the producer waits for the three copies to
-       land, so that no copy is in flight when the block ends, and its
-       consumers store their zeros straight, not through Q's tile (where O
-       is staged in it), which the copy may still be filling. A PERSIST
-       kernel is built without it. The producer's walk there divides by
-       fa__fastdiv (the consumers' does not: see fa__fastdiv). */
-    static constexpr bool EARLY = !PERSIST;
-    /* CW_UNIFORM: cw, the consumer warpgroup, is read from lane 0
-       (__shfl_sync): ptxas then knows it is the same in every lane of the
-       warp and keeps it, and what is derived from it (the warpgroup's rows
-       and mask limits, its Q descriptor, its barrier ids), in uniform
-       registers, which do not count against a thread's registers. With 3
-       consumer warpgroups (160 registers a thread) it has to: computed in
-       each thread those values spilled 16 bytes (ptxas 13.0). Elsewhere it
-       changes only ptxas's schedule, and it is used where that measured
-       faster: d 256 and d 128 with 128-key blocks [sm90-cw-uniform]. */
-    static constexpr bool CW_UNIFORM = WG >= 3 || D == 256 || (D == 128 && BN == 128);
-    /* LSE_EARLY: L stored in the epilogue's first part too (in the shadow
-       of the last P V), at d 128 and 256; at d 64 (FLAT's kernel too)
-       after the P V: in the shadow it was slower, left too few registers
-       (ptxas C7511) or spilled [sm90-epilogue]. */
-    static constexpr bool LSE_EARLY = D >= 128;
-    /* KV_STEP: K's and V's descriptors stepped (fa__wg_desc_step) rather
-       than built whole, but in d 128's 176-key kernels (issue_qk's notes) */
-    static constexpr bool KV_STEP = !(D == 128 && BN == 176);
-    /* LAZY_MAX (fa__softmax_tile): rows keep their maximum while it
-       grows by 8 or less, and a warp whose rows all kept theirs skips
-       the rescale of O~: faster at d 256, where that rescale is
-       128 multiplies a thread per key block, slower at d 64 and 128
-       [sm90-lazy-max]. */
-    static constexpr bool LAZY_MAX = D == 256 && !FP8; /* (FP8: P, scaled by 256, must stay <= 1) */
-    /* SHORT_PATH: a shorter path from S to the first exponential at
-       d 64, whose softmax is what a key block waits on (item 4): the
-       rows' maxima as trees (fa__softmax_tile's TREE), and the test
-       whether the block needs the mask (needs_mask, which needs no
-       S) made before the wait for S: faster at d 64; at d 128 and
-       256 slower at the longest rows, so they keep the chain and
-       test after the wait [sm90-short-path]. */
-    static constexpr bool SHORT_PATH = D == 64;
-};
-
-/* The kernel: 128 (WG + 1) threads a block (128 WG without the producer,
-   FA__SM90_WARPSPEC = 0), the producer warpgroup and WG
-   consumer warpgroups (2, or 3 in d 64's shape for long rows: fa__sm90_shape).
-   Tiles are (query block of 64 WG rows, head, batch), m_blocks query blocks
-   per (head, batch). PERSIST: at most one block per SM, each walking many
-   tiles (item 6); else a block per tile. */
-template <bool BF16, int D, int BN, int STAGES, bool PERSIST, int WG, bool FLAT = false, bool FP8 = false>
-__global__ void __launch_bounds__(128 * (WG + FA__SM90_WARPSPEC), 1)
-fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_params p, int m_blocks, int batch,
-                    const fa__sm90_walk wk)
+/* A consumer warpgroup of the sm_90a forward (items 4, 5 and 7), C its
+   configuration (fa__sm90_cfg): walks the block's tiles (sched) as the
+   producer does, and for each its key blocks (fa__sm90_key_loop) and the
+   epilogue, with the kernel's buffers and barriers (sm, q_tile .. slot)
+   and, without the producer (FA__SM90_WARPSPEC = 0), its copies (tile_src,
+   copy_q, copy_kv). tid, warp, lane: the thread's, consumers numbered
+   from 128. */
+template <class C, class Sched, class Bufs, class QTile, class QFull, class QEmpty, class QPhase, class Slot,
+          class TileSrc, class CopyQ, class CopyKV>
+static __device__ __forceinline__ void
+fa__sm90_consumer(const fa__tma_maps &tm, const fa__fwd_params &p, int batch, const Sched &sched, const Bufs &sm,
+                  int tid, int warp, int lane, const QTile &q_tile, const QFull &q_full, const QEmpty &q_empty,
+                  const QPhase &q_phase, const Slot &slot, const TileSrc &tile_src, const CopyQ &copy_q,
+                  const CopyKV &copy_kv)
 {
-#if FA__SM90A
-    /* the configuration (fa__sm90_cfg), by name */
-    typedef fa__sm90_cfg<BF16, D, BN, STAGES, PERSIST, WG, FLAT, FP8> C;
+    constexpr bool BF16 = C::BF16, FLAT = C::FLAT, FP8 = C::FP8;
+    constexpr int D = C::D, BN = C::BN, STAGES = C::STAGES, WG = C::WG;
     constexpr int BM = C::BM, NS = C::NS, NO = C::NO, DW = C::DW, QB = C::QB;
-    constexpr uint32_t Q_BYTES = C::Q_BYTES, KV_BYTES = C::KV_BYTES, VT_BYTES = C::VT_BYTES;
+    constexpr uint32_t VT_BYTES = C::VT_BYTES, KV_BYTES = C::KV_BYTES;
     constexpr bool O_OWN = C::O_OWN, O_STAGED = C::O_STAGED, Q_AFTER_O = C::Q_AFTER_O, HANDOFF = C::HANDOFF;
-    constexpr bool Q_RELEASE_ALL = C::Q_RELEASE_ALL, WG_STOP = C::WG_STOP, PINGPONG = C::PINGPONG, EARLY = C::EARLY;
+    constexpr bool Q_RELEASE_ALL = C::Q_RELEASE_ALL, WG_STOP = C::WG_STOP, PINGPONG = C::PINGPONG;
     constexpr bool CW_UNIFORM = C::CW_UNIFORM, LSE_EARLY = C::LSE_EARLY, KV_STEP = C::KV_STEP;
     constexpr bool LAZY_MAX = C::LAZY_MAX, SHORT_PATH = C::SHORT_PATH;
-
-    /* the block's buffers and barriers (fa__sm90_bufs; a tile handed over: fa__tile_slot) */
-    const fa__sm90_bufs<Q_BYTES, KV_BYTES, STAGES, QB, O_OWN, (uint32_t)BM * D * 2, VT_BYTES> sm;
-    const uint32_t sQ = sm.sQ, sQ1 = sm.sQ1, bars = sm.bars;
-    /* the u-th tile's Q: its buffer and barriers (as lambdas: as methods of
-       fa__sm90_bufs, forceinline or not, the HANDOFF kernels' code changed) */
-    auto q_tile = [&](int u) { return u % QB ? sQ1 : sQ; };
-    auto q_full = [&](int u) { return u % QB ? bars + 8u * (2 + 4 * STAGES) : bars; };
-    auto q_empty = [&](int u) { return q_full(u) + 8u; };
-    auto q_phase = [&](int u) { return (uint32_t)((u / QB) & 1); };
-    /* the u-th tile's slot (HANDOFF), a generic pointer into shared memory */
-    auto slot = [&](int u) {
-        const uint32_t at = bars + 8u * (2 * QB + 4 * STAGES) + FA__SM90_SLOT_BYTES * (u % QB);
-        return reinterpret_cast<fa__tile_slot *>(fa__smem90 + (at - (uint32_t)__cvta_generic_to_shared(fa__smem90)));
-    };
-
-    /* (without the producer, FA__SM90_WARPSPEC = 0, the consumers keep
-       their numbers: warps 4 and up) */
-    const int tid = threadIdx.x + (FA__SM90_WARPSPEC ? 0 : 128), warp = tid / 32, lane = tid % 32;
-    FLASHATTN_TRACE(0, 0, 0);
-    /* the tiles this block walks, in order (fa__sm90_sched) */
-    const fa__sm90_sched<WG, BM, BN, PERSIST, FLAT, WG_STOP> sched(p, wk, m_blocks, batch);
-
-    if (threadIdx.x == 0) {
-        if constexpr (FP8) fa__sm90_init_v8<STAGES>(sm);
-        fa__sm90_init_barriers<QB, STAGES, WG, Q_RELEASE_ALL>(sm, q_full, q_empty);
-    }
-    __syncthreads(); /* the last block-wide barrier: the roles part here */
-
-    /* Both roles walk the same tiles and skip the same empty ones, so they
-       agree on two running counts: q_uses, the tiles whose Q was loaded (the
-       Q barriers' phase), and ring, the K/V tiles through the ring so far
-       (stage ring % STAGES, used for the (ring / STAGES)-th time). With
-       HANDOFF the consumers walk the producer's slots instead, and q_uses
-       counts the slots: a tile whose rows see no key has a slot (its O = 0
-       and L = -inf are the consumers' to write) but no Q. */
-
-    /* The copies, issued by one warp (lane: its lane). Where tile x (head
-       h, K / V head hk = h / p.group, batch b) reads from (hk is the
-       caller's: the producer divides before its tile checks, as it always
-       did, which keeps the default build's code as it was): */
-    /* (fa__src) */
-    auto tile_src = [&](const fa__extent &x, int h, int hk, int b) {
-        fa__src c;
-        c.hk = hk;
-        /* with cu_seqlens the maps are [1][h][token][col] */
-        c.qrow = (int)x.q_tok0 + x.row0;
-        c.krow = (int)x.k_tok0;
-        c.qb = p.cu_seqlens_q ? 0 : b;
-        c.kb = p.cu_seqlens_k ? 0 : b;
-        /* without cu_seqlens / seqlens_k a map's rows end where the sequence does */
-        c.q_exact = !p.cu_seqlens_q;
-        c.kv_exact = !p.cu_seqlens_k && !p.seqlens_k;
-        c.gq = p.q + (p.cu_seqlens_q ? x.q_tok0 * p.q_seq : b * p.q_batch) + h * p.q_head + (int64_t)x.row0 * p.q_seq;
-        c.gk = p.k + (p.cu_seqlens_k ? x.k_tok0 * p.k_seq : b * p.k_batch) + c.hk * p.k_head;
-        c.gv = p.v + (p.cu_seqlens_k ? x.k_tok0 * p.v_seq : b * p.v_batch) + c.hk * p.v_head;
-        if constexpr (FP8) {
-            const int64_t row = ((int64_t)b * (p.heads_q / p.group) + c.hk) * p.blk_k;
-            c.dk8 = p.dsb_k ? p.dsb_k + row : NULL;
-            c.dv8 = p.dsb_v ? p.dsb_v + row : NULL;
-        }
-        return c;
-    };
-    /* Q of the tile whose Q is the q_uses-th loaded (the previous tile's Q
-       is free once its last S = Q K^T is done) */
-    auto copy_q = [&](const fa__src &c, const fa__extent &x, int h, int q_uses) {
-        if (q_uses >= QB && !HANDOFF) fa__mbar_wait(q_empty(q_uses), q_phase(q_uses - QB));
-        fa__sm90_load<BM, DW>(q_tile(q_uses), q_full(q_uses), &tm.q, c.qrow, h, c.qb, x.sq - x.row0, c.q_exact, p.d, c.gq, p.q_seq, lane);
-    };
-    /* K and V of key block n, ring position r */
-    auto copy_kv = [&](const fa__src &c, const fa__extent &x, int n, int r) {
-        const int s = r % STAGES, k0 = n * BN;
-        /* stage s was last used by ring position r - STAGES: wait for its release */
-        const uint32_t use = (uint32_t)((r / STAGES - 1) & 1);
-        if (r >= STAGES) fa__mbar_wait(sm.k_empty(s), use);
-        FLASHATTN_TRACE(2, c.tk, n - x.n_begin);
-        if constexpr (FP8) {
-            /* the block's K and V descales beside the stage, published by
-               K's full barrier (the consumers read them before they
-               release K: issue_qk) */
-            if (lane == 0) {
-                const int blk = k0 / FLASHATTN_FP8_BLOCK_K;
-                fa__st_shared32(sm.descales(s), __float_as_uint(c.dk8 ? c.dk8[blk] : p.ds_k));
-                fa__st_shared32(sm.descales(s) + 4, __float_as_uint(c.dv8 ? c.dv8[blk] : p.ds_v));
-            }
-        }
-        fa__sm90_load<BN, DW>(sm.sK + s * KV_BYTES, sm.k_full(s), &tm.k, c.krow + k0, c.hk, c.kb, x.sk - k0, c.kv_exact,
-                              p.d, c.gk + (int64_t)k0 * p.k_seq, p.k_seq, lane);
-        if (r >= STAGES) fa__mbar_wait(sm.v_empty(s), use);
-        FLASHATTN_TRACE(3, c.tk, n - x.n_begin);
-        fa__sm90_load<BN, DW>(sm.sV + s * KV_BYTES, sm.v_full(s), &tm.v, c.krow + k0, c.hk, c.kb, x.sk - k0, c.kv_exact,
-                              FP8 ? p.v_words : p.dv, c.gv + (int64_t)k0 * p.v_seq, p.v_seq, lane);
-    };
-
-    /* (EARLY: the first copies before the tile's extent, where they can be) */
-    const bool early_ok = EARLY && !p.cu_seqlens_q && !p.cu_seqlens_k && !p.seqlens_k && !p.has_left;
-
-    if (FA__SM90_WARPSPEC && warp < 4) {
-        /* ---- producer warpgroup: one warp copies, the rest idle ---- */
-        fa__setmaxnreg_dec<fa__sm90_producer_regs(FP8)>();
-        if (warp == 0) {
-            const int filled = fa__sm90_producer<DW, BM, BN, WG, QB, HANDOFF, FLAT, EARLY>(
-                p, tm, wk, m_blocks, batch, sched, sm, early_ok, lane, q_tile, q_full, q_empty, q_phase, slot,
-                tile_src, copy_q, copy_kv);
-            if constexpr (FP8) fa__sm90_v8_end<STAGES>(sm, filled, lane);
-        } else if constexpr (FP8) {
-            fa__sm90_v8<D, DW, BN, STAGES>(sm, warp - 1, lane); /* (warps 1-3: the V transpose) */
-        }
-        return;
-    }
-
-    /* ---- consumer warpgroups 1 .. WG: query rows 64 * cw .. + 63 of each tile ---- */
     if (FA__SM90_WARPSPEC) fa__setmaxnreg_inc<fa__sm90_consumer_regs(WG, fa__sm90_producer_regs(FP8))>();
     /* cw, the consumer warpgroup (from lane 0 where CW_UNIFORM) */
     const int cw = CW_UNIFORM ? __shfl_sync(0xffffffffu, warp / 4 - 1, 0) : warp / 4 - 1;
@@ -2979,6 +2747,262 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
     /* the last TMA store of O has written global memory (and read the
        staging, which must outlive it) before the block exits */
     if (O_STAGED) fa__bulk_wait<false>();
+}
+
+#endif /* FA__SM90A */
+
+/* The sm_90a forward's compile-time configuration: the launch
+   (>>hopper-host) picks the first eight parameters (the tile shape: head
+   dim D, BN keys a block, a ring of STAGES stages, WG consumer warpgroups;
+   PERSIST, FLAT, FP8: items 6, the flat walk, >>hopper-fp8); the rest
+   follows from them, each with why. The kernel takes them as constants of
+   the same names. The ablation switches FA__SM90_WARPSPEC, _PINGPONG,
+   _OVERLAP and _PERSISTENT (0: leave out items 3, 5, 4's overlap, 6) are
+   for measuring, not for use. */
+template <bool BF16_, int D_, int BN_, int STAGES_, bool PERSIST_, int WG_, bool FLAT_, bool FP8_>
+struct fa__sm90_cfg {
+    static constexpr bool BF16 = BF16_, PERSIST = PERSIST_, FLAT = FLAT_, FP8 = FP8_;
+    static constexpr int D = D_, BN = BN_, STAGES = STAGES_, WG = WG_;
+    static constexpr int BM = 64 * WG, NS = BN / 8, NO = D / 8;
+    /* FP8 (>>hopper-fp8): e4m3 Q, K and V, copied as rows of DW 16-bit
+       words (at least 64: d 64's 64 bytes are zero-filled to the swizzle's
+       128-byte row), O in 16 bits; Vt, the transposed V stages */
+    static constexpr int DW = FP8 ? fa__sm90_dw8(D) : D;
+    static constexpr uint32_t Q_BYTES = BM * DW * 2, KV_BYTES = BN * DW * 2, VT_BYTES = FP8 ? D * BN : 0;
+    static constexpr bool O_OWN = FP8 ? fa__sm90_o_own8(D, BM, BN, STAGES) : fa__sm90_o_own(D, BM, BN, STAGES);
+    /* (FP8 at d 256: no room for an O tile, and Q's is too small) */
+    static constexpr bool O_STAGED = O_OWN || (!FP8 && (!PERSIST || D == 256));
+    /* O staged in Q by a persistent block: Q is free for the next tile's
+       copy once the O stores have read it, not after the last S */
+    static constexpr bool Q_AFTER_O = O_STAGED && !O_OWN && PERSIST;
+    static constexpr int QB = fa__sm90_q_bufs(WG, PERSIST, O_OWN);
+    /* HANDOFF: with two Q tiles (the persistent three- and four-warpgroup blocks) the
+       producer finds each tile once, its coordinates and the key blocks
+       each consumer warpgroup's rows see, and hands them over in a slot
+       beside the tile's Q, published by the same barrier (fa__tile_slot,
+       below). Each of the twelve consumer warps found them itself before:
+       the walk's divisions (the pairs of the causal walk) and the
+       warpgroup's own extent in 64-bit arithmetic, in front of every
+       tile's first S, which measured slower [sm90-handoff]. */
+    static constexpr bool HANDOFF = QB == 2 && FA__SM90_WARPSPEC;
+    /* FLAT: the tiles are WG warpgroup rows (64 query rows each) of the
+       list of every (head, batch) sequence's rows, one sequence after the
+       other, m_blocks warpgroup rows each (the launch passes that count as
+       m_blocks): tile u is rows u WG .. u WG + WG - 1 of the list. Only
+       without a mask and with one length for every sequence
+       (fa__sm90_flat). So every tile is full but the very last, and a
+       tile may hold the end of one sequence and the start of the next:
+       two segments, warpgroups 0 .. split - 1 on the first and split ..
+       WG - 1 on the second. Then the ring carries the two segments' key
+       blocks in turn (block n of the first, then of the second), each
+       warpgroup takes every second position (at(), below), and the first
+       warpgroup of each segment also arrives on the stages' empty
+       barriers for the warpgroups of the other, which never read them
+       (arrive_kv), so the barriers keep their count of 4 WG warps. Why:
+       with tiles of one sequence the 8 warpgroup rows of 512 tokens made
+       tiles of 3, 3 and 2, and a tile's time is mostly each warpgroup's
+       own chain, so the short tile took about as long as a full one: 9
+       warpgroups' time for 8 rows [sm90-flat]. */
+    static_assert(!FLAT || (HANDOFF && PERSIST), "FLAT hands its tiles over");
+    /* Who releases a tile's Q (its empty barrier): lane 0 of each consumer
+       warp after the tile's last S; every consumer thread where each has
+       its own accesses to Q's buffer to release (Q_AFTER_O: its O staging
+       writes there, after the epilogue; HANDOFF: its reads of the tile's
+       slot, after the last S) */
+    static constexpr bool Q_RELEASE_ALL = Q_AFTER_O || HANDOFF;
+    /* WG_STOP: a warpgroup stops at the last key block its own rows see
+       (count_w in the kernel): in d 64's three- and four-warpgroup shapes and at d 256, whose 80-key
+       blocks do not divide the 64 rows of a warpgroup */
+    static constexpr bool WG_STOP = WG >= 3 || D == 256;
+    /* PINGPONG: the turns of item 5, but for four consumer warpgroups (d
+       64's QUAD shape, fa__sm90_shape). There a round of turns has each
+       warpgroup wait for three others' products, and its 64-key blocks'
+       products are short, so the tensor cores' queue stays fed without
+       them; the three- and two-warpgroup shapes keep them, where they
+       measured faster [sm90-pingpong]. */
+    static constexpr bool PINGPONG = FA__SM90_PINGPONG && WG != 4;
+    static_assert(D % 64 == 0 && BN % 16 == 0 && BN <= 256, "sm_90a tile shape");
+    static_assert(!FP8 || ((BN == 128 || BN == 64) && QB == 1 && !FLAT && FA__SM90_WARPSPEC), "the FP8 kernel's shape");
+
+    /* EARLY: a block's one tile (no PERSIST) copies Q, K_0 and V_0 first,
+       before it finds the tile's extent and sources (fa__fwd_extent,
+       tile_src), where their coordinates do not depend on them: no
+       cu_seqlens or seqlens_k (the maps' rows are the sequence's, a copy
+       is whole and TMA clips it) and no left bound (the first key block
+       is 0): the producer's first copy otherwise waited on the walk's
+       divisions and the extent's arithmetic [sm90-early]. If the tile then
+       turns out to hold no key, the producer waits for the three copies to
+       land, so that no copy is in flight when the block ends, and its
+       consumers store their zeros straight, not through Q's tile (where O
+       is staged in it), which the copy may still be filling. A PERSIST
+       kernel is built without it. The producer's walk there divides by
+       fa__fastdiv (the consumers' does not: see fa__fastdiv). */
+    static constexpr bool EARLY = !PERSIST;
+    /* CW_UNIFORM: cw, the consumer warpgroup, is read from lane 0
+       (__shfl_sync): ptxas then knows it is the same in every lane of the
+       warp and keeps it, and what is derived from it (the warpgroup's rows
+       and mask limits, its Q descriptor, its barrier ids), in uniform
+       registers, which do not count against a thread's registers. With 3
+       consumer warpgroups (160 registers a thread) it has to: computed in
+       each thread those values spilled 16 bytes (ptxas 13.0). Elsewhere it
+       changes only ptxas's schedule, and it is used where that measured
+       faster: d 256 and d 128 with 128-key blocks [sm90-cw-uniform]. */
+    static constexpr bool CW_UNIFORM = WG >= 3 || D == 256 || (D == 128 && BN == 128);
+    /* LSE_EARLY: L stored in the epilogue's first part too (in the shadow
+       of the last P V), at d 128 and 256; at d 64 (FLAT's kernel too)
+       after the P V: in the shadow it was slower, left too few registers
+       (ptxas C7511) or spilled [sm90-epilogue]. */
+    static constexpr bool LSE_EARLY = D >= 128;
+    /* KV_STEP: K's and V's descriptors stepped (fa__wg_desc_step) rather
+       than built whole, but in d 128's 176-key kernels (issue_qk's notes) */
+    static constexpr bool KV_STEP = !(D == 128 && BN == 176);
+    /* LAZY_MAX (fa__softmax_tile): rows keep their maximum while it
+       grows by 8 or less, and a warp whose rows all kept theirs skips
+       the rescale of O~: faster at d 256, where that rescale is
+       128 multiplies a thread per key block, slower at d 64 and 128
+       [sm90-lazy-max]. */
+    static constexpr bool LAZY_MAX = D == 256 && !FP8; /* (FP8: P, scaled by 256, must stay <= 1) */
+    /* SHORT_PATH: a shorter path from S to the first exponential at
+       d 64, whose softmax is what a key block waits on (item 4): the
+       rows' maxima as trees (fa__softmax_tile's TREE), and the test
+       whether the block needs the mask (needs_mask, which needs no
+       S) made before the wait for S: faster at d 64; at d 128 and
+       256 slower at the longest rows, so they keep the chain and
+       test after the wait [sm90-short-path]. */
+    static constexpr bool SHORT_PATH = D == 64;
+};
+
+/* The kernel: 128 (WG + 1) threads a block (128 WG without the producer,
+   FA__SM90_WARPSPEC = 0), the producer warpgroup and WG
+   consumer warpgroups (2, or 3 in d 64's shape for long rows: fa__sm90_shape).
+   Tiles are (query block of 64 WG rows, head, batch), m_blocks query blocks
+   per (head, batch). PERSIST: at most one block per SM, each walking many
+   tiles (item 6); else a block per tile. */
+template <bool BF16, int D, int BN, int STAGES, bool PERSIST, int WG, bool FLAT = false, bool FP8 = false>
+__global__ void __launch_bounds__(128 * (WG + FA__SM90_WARPSPEC), 1)
+fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_params p, int m_blocks, int batch,
+                    const fa__sm90_walk wk)
+{
+#if FA__SM90A
+    /* the configuration (fa__sm90_cfg), by name */
+    typedef fa__sm90_cfg<BF16, D, BN, STAGES, PERSIST, WG, FLAT, FP8> C;
+    constexpr int BM = C::BM, DW = C::DW, QB = C::QB;
+    constexpr uint32_t Q_BYTES = C::Q_BYTES, KV_BYTES = C::KV_BYTES, VT_BYTES = C::VT_BYTES;
+    constexpr bool O_OWN = C::O_OWN, HANDOFF = C::HANDOFF, Q_RELEASE_ALL = C::Q_RELEASE_ALL, EARLY = C::EARLY;
+
+    /* the block's buffers and barriers (fa__sm90_bufs; a tile handed over: fa__tile_slot) */
+    const fa__sm90_bufs<Q_BYTES, KV_BYTES, STAGES, QB, O_OWN, (uint32_t)BM * D * 2, VT_BYTES> sm;
+    const uint32_t sQ = sm.sQ, sQ1 = sm.sQ1, bars = sm.bars;
+    /* the u-th tile's Q: its buffer and barriers (as lambdas: as methods of
+       fa__sm90_bufs, forceinline or not, the HANDOFF kernels' code changed) */
+    auto q_tile = [&](int u) { return u % QB ? sQ1 : sQ; };
+    auto q_full = [&](int u) { return u % QB ? bars + 8u * (2 + 4 * STAGES) : bars; };
+    auto q_empty = [&](int u) { return q_full(u) + 8u; };
+    auto q_phase = [&](int u) { return (uint32_t)((u / QB) & 1); };
+    /* the u-th tile's slot (HANDOFF), a generic pointer into shared memory */
+    auto slot = [&](int u) {
+        const uint32_t at = bars + 8u * (2 * QB + 4 * STAGES) + FA__SM90_SLOT_BYTES * (u % QB);
+        return reinterpret_cast<fa__tile_slot *>(fa__smem90 + (at - (uint32_t)__cvta_generic_to_shared(fa__smem90)));
+    };
+
+    /* (without the producer, FA__SM90_WARPSPEC = 0, the consumers keep
+       their numbers: warps 4 and up) */
+    const int tid = threadIdx.x + (FA__SM90_WARPSPEC ? 0 : 128), warp = tid / 32, lane = tid % 32;
+    FLASHATTN_TRACE(0, 0, 0);
+    /* the tiles this block walks, in order (fa__sm90_sched) */
+    const fa__sm90_sched<WG, BM, BN, PERSIST, FLAT, C::WG_STOP> sched(p, wk, m_blocks, batch);
+
+    if (threadIdx.x == 0) {
+        if constexpr (FP8) fa__sm90_init_v8<STAGES>(sm);
+        fa__sm90_init_barriers<QB, STAGES, WG, Q_RELEASE_ALL>(sm, q_full, q_empty);
+    }
+    __syncthreads(); /* the last block-wide barrier: the roles part here */
+
+    /* Both roles walk the same tiles and skip the same empty ones, so they
+       agree on two running counts: q_uses, the tiles whose Q was loaded (the
+       Q barriers' phase), and ring, the K/V tiles through the ring so far
+       (stage ring % STAGES, used for the (ring / STAGES)-th time). With
+       HANDOFF the consumers walk the producer's slots instead, and q_uses
+       counts the slots: a tile whose rows see no key has a slot (its O = 0
+       and L = -inf are the consumers' to write) but no Q. */
+
+    /* The copies, issued by one warp (lane: its lane). Where tile x (head
+       h, K / V head hk = h / p.group, batch b) reads from (hk is the
+       caller's: the producer divides before its tile checks, as it always
+       did, which keeps the default build's code as it was): */
+    /* (fa__src) */
+    auto tile_src = [&](const fa__extent &x, int h, int hk, int b) {
+        fa__src c;
+        c.hk = hk;
+        /* with cu_seqlens the maps are [1][h][token][col] */
+        c.qrow = (int)x.q_tok0 + x.row0;
+        c.krow = (int)x.k_tok0;
+        c.qb = p.cu_seqlens_q ? 0 : b;
+        c.kb = p.cu_seqlens_k ? 0 : b;
+        /* without cu_seqlens / seqlens_k a map's rows end where the sequence does */
+        c.q_exact = !p.cu_seqlens_q;
+        c.kv_exact = !p.cu_seqlens_k && !p.seqlens_k;
+        c.gq = p.q + (p.cu_seqlens_q ? x.q_tok0 * p.q_seq : b * p.q_batch) + h * p.q_head + (int64_t)x.row0 * p.q_seq;
+        c.gk = p.k + (p.cu_seqlens_k ? x.k_tok0 * p.k_seq : b * p.k_batch) + c.hk * p.k_head;
+        c.gv = p.v + (p.cu_seqlens_k ? x.k_tok0 * p.v_seq : b * p.v_batch) + c.hk * p.v_head;
+        if constexpr (FP8) {
+            const int64_t row = ((int64_t)b * (p.heads_q / p.group) + c.hk) * p.blk_k;
+            c.dk8 = p.dsb_k ? p.dsb_k + row : NULL;
+            c.dv8 = p.dsb_v ? p.dsb_v + row : NULL;
+        }
+        return c;
+    };
+    /* Q of the tile whose Q is the q_uses-th loaded (the previous tile's Q
+       is free once its last S = Q K^T is done) */
+    auto copy_q = [&](const fa__src &c, const fa__extent &x, int h, int q_uses) {
+        if (q_uses >= QB && !HANDOFF) fa__mbar_wait(q_empty(q_uses), q_phase(q_uses - QB));
+        fa__sm90_load<BM, DW>(q_tile(q_uses), q_full(q_uses), &tm.q, c.qrow, h, c.qb, x.sq - x.row0, c.q_exact, p.d, c.gq, p.q_seq, lane);
+    };
+    /* K and V of key block n, ring position r */
+    auto copy_kv = [&](const fa__src &c, const fa__extent &x, int n, int r) {
+        const int s = r % STAGES, k0 = n * BN;
+        /* stage s was last used by ring position r - STAGES: wait for its release */
+        const uint32_t use = (uint32_t)((r / STAGES - 1) & 1);
+        if (r >= STAGES) fa__mbar_wait(sm.k_empty(s), use);
+        FLASHATTN_TRACE(2, c.tk, n - x.n_begin);
+        if constexpr (FP8) {
+            /* the block's K and V descales beside the stage, published by
+               K's full barrier (the consumers read them before they
+               release K: issue_qk) */
+            if (lane == 0) {
+                const int blk = k0 / FLASHATTN_FP8_BLOCK_K;
+                fa__st_shared32(sm.descales(s), __float_as_uint(c.dk8 ? c.dk8[blk] : p.ds_k));
+                fa__st_shared32(sm.descales(s) + 4, __float_as_uint(c.dv8 ? c.dv8[blk] : p.ds_v));
+            }
+        }
+        fa__sm90_load<BN, DW>(sm.sK + s * KV_BYTES, sm.k_full(s), &tm.k, c.krow + k0, c.hk, c.kb, x.sk - k0, c.kv_exact,
+                              p.d, c.gk + (int64_t)k0 * p.k_seq, p.k_seq, lane);
+        if (r >= STAGES) fa__mbar_wait(sm.v_empty(s), use);
+        FLASHATTN_TRACE(3, c.tk, n - x.n_begin);
+        fa__sm90_load<BN, DW>(sm.sV + s * KV_BYTES, sm.v_full(s), &tm.v, c.krow + k0, c.hk, c.kb, x.sk - k0, c.kv_exact,
+                              FP8 ? p.v_words : p.dv, c.gv + (int64_t)k0 * p.v_seq, p.v_seq, lane);
+    };
+
+    /* (EARLY: the first copies before the tile's extent, where they can be) */
+    const bool early_ok = EARLY && !p.cu_seqlens_q && !p.cu_seqlens_k && !p.seqlens_k && !p.has_left;
+
+    if (FA__SM90_WARPSPEC && warp < 4) {
+        /* ---- producer warpgroup: one warp copies, the rest idle ---- */
+        fa__setmaxnreg_dec<fa__sm90_producer_regs(FP8)>();
+        if (warp == 0) {
+            const int filled = fa__sm90_producer<DW, BM, BN, WG, QB, HANDOFF, FLAT, EARLY>(
+                p, tm, wk, m_blocks, batch, sched, sm, early_ok, lane, q_tile, q_full, q_empty, q_phase, slot,
+                tile_src, copy_q, copy_kv);
+            if constexpr (FP8) fa__sm90_v8_end<STAGES>(sm, filled, lane);
+        } else if constexpr (FP8) {
+            fa__sm90_v8<D, DW, BN, STAGES>(sm, warp - 1, lane); /* (warps 1-3: the V transpose) */
+        }
+        return;
+    }
+
+    /* ---- consumer warpgroups 1 .. WG: query rows 64 * cw .. + 63 of each tile ---- */
+    fa__sm90_consumer<C>(tm, p, batch, sched, sm, tid, warp, lane, q_tile, q_full, q_empty, q_phase, slot, tile_src,
+                         copy_q, copy_kv);
 #else
     /* Compiled for a target without wgmma: a marker the host can see
        (cudaFuncGetAttributes reports static shared memory), so it never
