@@ -2519,14 +2519,9 @@ fa__sm90_consumer(const fa__tma_maps &tm, const fa__fwd_params &p, int batch, co
             dq8[0] = fa__ds_q8(p, b, h, wrow0 + g, x.sq);
             dq8[1] = fa__ds_q8(p, b, h, wrow0 + g + 8, x.sq);
         }
-        /* The epilogue's first part, which needs no O: the rows' sums l
-           and 1 / l (fa__finish_rows), and with O staged, the staging free
-           (the previous tile's rows read out: its TMA store, thread 0's
-           bulk group, and every thread's own copies). It runs in the
-           shadow of the tile's last P V (finish, below), where the
-           warpgroup would only wait, and leaves the scaling and the stores
-           after it, which measured faster up to 2k tokens
-           [sm90-epilogue]. */
+        /* The epilogue's first part, which needs no O (fa__sm90_epilogue_begin),
+           in the shadow of the tile's last P V, where the warpgroup would
+           only wait [sm90-epilogue]. */
         float inv[1][2];
         auto epilogue_begin = [&]() {
             fa__sm90_epilogue_begin<LSE_EARLY, O_STAGED, WG>(p, m_run, l_run, inv, x, wrow0, h, b, batch, g, t, cw);
@@ -2537,34 +2532,12 @@ fa__sm90_consumer(const fa__tma_maps &tm, const fa__fwd_params &p, int batch, co
         };
 
         const int count = x.n_end - x.n_begin;
-        /* count_w: the key blocks this warpgroup's own rows see, with
-           WG_STOP (3 or 4 consumer warpgroups, or d 256; else count).
-           IDLE: the last query block of a sequence may end before this
-           warpgroup's 64 rows start (at 2048 tokens the third warpgroup of
-           1 tile in 11, at 4096 the second and third of 1 tile in 22).
-           Such a warpgroup computes nothing and stores nothing (count_w =
-           0), which measured faster [sm90-wg-stop].
-           WG_STOP: under a causal / window bound a 192-row tile's last key
-           block (128 keys) often lies wholly past the first or second
-           warpgroup's rows (the first 64 rows see 128 keys fewer than the
-           last 64). The warpgroup stops after its count_w-th block: no
-           products and no softmax of scores the mask would all set to
-           -inf, so O~, m and l come out the same [sm90-wg-stop].
-           For the blocks past count_w (pass, below) the warpgroup only
-           takes its turns, so that the turns still go round, and releases
-           each stage once it has landed (then its arrival counts for that
-           use of the stage, not an earlier one). With 3 warpgroups, and at
-           d 256, whose 80-key blocks leave the first warpgroup of a 128-row
-           tile one block fewer than the second in every tile at 512 tokens
-           (1, 3, 4, 6 against 2, 4, 5, 7) [sm90-wg-stop]. With 128 rows
-           and 128-key blocks the diagonal block
-           always holds keys of both warpgroups, and d 128's 176-key
-           kernels, whose schedules have moved with every change to this
-           loop, are left as they were. The turns taken must stay those of
-           first / step / finish below (or of the loop without the
-           overlap).
-           Tried and not kept: a last tile starting 64 rows early, and a
-           last key block at half width [sm90-wg-stop]. */
+        /* count_w: the key blocks this warpgroup's own rows see (WG_STOP;
+           else count). A warpgroup with no row in the sequence (idle)
+           computes and stores nothing; one whose rows end before the
+           tile's last blocks (a causal diagonal) stops after its count_w-th
+           and only takes its turns and releases the stages of the rest
+           (pass, below): the turns must still go round [sm90-wg-stop]. */
         const int wfirst = x.row0 + 64 * cw; /* this warpgroup's first row */
         const bool idle = WG_STOP && (wfirst >= x.sq || wfirst + 64 <= 0); /* (rows below 0: tile_row0) */
         int count_w = count;
@@ -2584,11 +2557,8 @@ fa__sm90_consumer(const fa__tma_maps &tm, const fa__fwd_params &p, int batch, co
             uint32_t pa[NS / 2][1][4];
 
             /* Without the producer (FA__SM90_WARPSPEC = 0, the ablation) the
-               loader, consumer warpgroup 0's first warp, copies Q and the
-               first STAGES key blocks here, and key block it + STAGES into
-               block it's stage once it has released that stage itself
-               (release_v) and waited for the others: every copy a warpgroup
-               waits for was issued before the loader waits on it. */
+               loader (warp 4) copies Q and the first STAGES key blocks here,
+               and block it + STAGES once it has released block it (release_v). */
             const bool loader = !FA__SM90_WARPSPEC && warp == 4;
             fa__src src = {};
             if (loader) {
@@ -2622,14 +2592,9 @@ fa__sm90_consumer(const fa__tma_maps &tm, const fa__fwd_params &p, int batch, co
             /* issue S = Q K_it^T once K_it has landed (no wait for the
                result) */
             auto issue_qk = [&](int it) {
-                /* Descriptors (K-major Q and K, see the layout above). Q's
-                   rows depend on the warpgroup, so its descriptors are
-                   per-thread values that each product moves to uniform
-                   registers: one descriptor and a one-instruction step per
-                   product (fa__wg_desc_step) instead of each built whole:
-                   faster at d 128 and d 256 [sm90-desc-step]. K's and V's
-                   too (KV_STEP), but not in d 128's 176-key kernels, nor
-                   in the backward [sm90-desc-step]. */
+                /* Q's and K's descriptors (K-major), one built and then
+                   stepped a product (fa__wg_desc_step; K's where KV_STEP),
+                   which measured faster than each built whole [sm90-desc-step] */
                 const uint64_t qd = fa__wg_desc(QB == 1 ? qw0 : q_tile(q_uses) + qw, 16, 1024);
                 const auto kd = kv_descs(sm.sK + landed(sm.k_full(at(it) % STAGES), it), 16);
                 if constexpr (FP8) { /* (published with K, read before K's release) */
