@@ -1514,36 +1514,54 @@ static __device__ __forceinline__ uint64_t fa__wg_desc_step(uint64_t desc, uint3
 #define FA__WG_OUT64(d) FA__WG_O32(d, 0), FA__WG_O32(d, 32)
 #define FA__WG_OUT88(d) FA__WG_O32(d, 0), FA__WG_O32(d, 32), FA__WG_O8(d, 64), FA__WG_O8(d, 72), FA__WG_O8(d, 80)
 #define FA__WG_OUT128(d) FA__WG_O32(d, 0), FA__WG_O32(d, 32), FA__WG_O32(d, 64), FA__WG_O32(d, 96)
-/* the instruction text; A0.. are the operand numbers that follow the NR
+/* the instruction text: SHAPE "k16.f32.bf16.bf16" and the like, TAIL the
+   immediates after the scales (16 bits: the transposes; FP8 takes none:
+   both operands K-major); A0.. are the operand numbers that follow the NR
    accumulators */
-#define FA__WG_SS(N, TY, ACC, A0, A1, A2, A3)                                                 \
-    "{\n.reg .pred p;\nsetp.ne.b32 p, %" A2 ", 0;\nwgmma.mma_async.sync.aligned.m64n" #N     \
-    "k16.f32." TY "." TY " " ACC ", %" A0 ", %" A1 ", p, 1, 1, %" A3 ", %" A3 ";\n}\n"
-#define FA__WG_RS(N, TY, ACC, A0, A1, A2, A3, A4, A5)                                          \
-    "{\n.reg .pred p;\nsetp.ne.b32 p, %" A5 ", 0;\nwgmma.mma_async.sync.aligned.m64n" #N      \
-    "k16.f32." TY "." TY " " ACC ", {%" A0 ", %" A1 ", %" A2 ", %" A3 "}, %" A4 ", p, 1, 1, 1;\n}\n"
-template <int N, bool BF16> struct fa__wgmma;
+#define FA__WG_SS(N, SHAPE, ACC, A0, A1, A2, TAIL)                                              \
+    "{\n.reg .pred p;\nsetp.ne.b32 p, %" A2 ", 0;\nwgmma.mma_async.sync.aligned.m64n" #N SHAPE \
+    " " ACC ", %" A0 ", %" A1 ", p, 1, 1" TAIL ";\n}\n"
+#define FA__WG_RS(N, SHAPE, ACC, A0, A1, A2, A3, A4, A5, TAIL)                                  \
+    "{\n.reg .pred p;\nsetp.ne.b32 p, %" A5 ", 0;\nwgmma.mma_async.sync.aligned.m64n" #N SHAPE \
+    " " ACC ", {%" A0 ", %" A1 ", %" A2 ", %" A3 "}, %" A4 ", p, 1, 1" TAIL ";\n}\n"
+/* TY: 0 f16, 1 bf16 (k16), 2 e4m3 (the FP8 kernel, k32: A in registers
+   is 4 e4m3 a register, row g cols 4t .. 4t + 3, row g + 8 the same, then
+   both 16 columns on: the mma.sync m16n8k32 A fragment of the warp's 16
+   rows; no transpose, so V is transposed in shared memory, fa__sm90_v8) */
+template <int N, int TY> struct fa__wgmma;
 #define FA__WGMMA_N(N, NR, A0, A1, A2, A3, A4, A5)                                              \
-    template <bool BF16> struct fa__wgmma<N, BF16> {                                            \
+    template <int TY> struct fa__wgmma<N, TY> {                                                 \
         template <int TR = 0>                                                                   \
         static __device__ __forceinline__ void ss(float (&d)[NR], uint64_t a, uint64_t b, int acc) \
         {                                                                                       \
-            if (BF16)                                                                           \
-                asm volatile(FA__WG_SS(N, "bf16", FA__WG_ACC##NR, A0, A1, A2, A3)               \
+            if (TY == 2)                                                                        \
+                asm volatile(FA__WG_SS(N, "k32.f32.e4m3.e4m3", FA__WG_ACC##NR, A0, A1, A2, "") \
+                             : FA__WG_OUT##NR(d) : "l"(a), "l"(b), "r"(acc));                   \
+            else if (TY == 1)                                                                   \
+                asm volatile(FA__WG_SS(N, "k16.f32.bf16.bf16", FA__WG_ACC##NR, A0, A1, A2,      \
+                                       ", %" A3 ", %" A3)                                       \
                              : FA__WG_OUT##NR(d) : "l"(a), "l"(b), "r"(acc), "n"(TR));          \
             else                                                                                \
-                asm volatile(FA__WG_SS(N, "f16", FA__WG_ACC##NR, A0, A1, A2, A3)                \
+                asm volatile(FA__WG_SS(N, "k16.f32.f16.f16", FA__WG_ACC##NR, A0, A1, A2,        \
+                                       ", %" A3 ", %" A3)                                       \
                              : FA__WG_OUT##NR(d) : "l"(a), "l"(b), "r"(acc), "n"(TR));          \
         }                                                                                       \
         static __device__ __forceinline__ void rs(float (&d)[NR], const uint32_t (&a)[4],       \
                                                   uint64_t b, int acc)                          \
         {                                                                                       \
-            if (BF16)                                                                           \
-                asm volatile(FA__WG_RS(N, "bf16", FA__WG_ACC##NR, A0, A1, A2, A3, A4, A5)       \
+            if (TY == 2)                                                                        \
+                asm volatile(FA__WG_RS(N, "k32.f32.e4m3.e4m3", FA__WG_ACC##NR, A0, A1, A2, A3,  \
+                                       A4, A5, "")                                              \
+                             : FA__WG_OUT##NR(d)                                                \
+                             : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(acc));   \
+            else if (TY == 1)                                                                   \
+                asm volatile(FA__WG_RS(N, "k16.f32.bf16.bf16", FA__WG_ACC##NR, A0, A1, A2, A3,  \
+                                       A4, A5, ", 1")                                           \
                              : FA__WG_OUT##NR(d)                                                \
                              : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(acc));   \
             else                                                                                \
-                asm volatile(FA__WG_RS(N, "f16", FA__WG_ACC##NR, A0, A1, A2, A3, A4, A5)        \
+                asm volatile(FA__WG_RS(N, "k16.f32.f16.f16", FA__WG_ACC##NR, A0, A1, A2, A3,    \
+                                       A4, A5, ", 1")                                           \
                              : FA__WG_OUT##NR(d)                                                \
                              : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(acc));   \
         }                                                                                       \
@@ -1554,39 +1572,6 @@ FA__WGMMA_N(80, 40, "40", "41", "42", "43", "44", "45")
 FA__WGMMA_N(128, 64, "64", "65", "66", "67", "68", "69")
 FA__WGMMA_N(176, 88, "88", "89", "90", "91", "92", "93")
 FA__WGMMA_N(256, 128, "128", "129", "130", "131", "132", "133")
-
-/* The FP8 products (FLASHATTN_FP8's kernel): wgmma m64nNk32 on e4m3 A and B
-   with fp32 accumulators. FP8 takes no transpose: both operands K-major,
-   which is why V is transposed in shared memory before P V (fa__sm90_v8).
-   ss: A and B from shared memory (S = Q K^T); rs: A from registers (4 per
-   thread, 4 e4m3 each: row g cols 4t..4t+3, row g + 8 the same, then both
-   again 16 columns on: the mma.sync m16n8k32 A fragment of this warp's 16
-   rows), B from shared memory (O~ += P V). */
-#define FA__WG_SS8(N, ACC, A0, A1, A2)                                                        \
-    "{\n.reg .pred p;\nsetp.ne.b32 p, %" A2 ", 0;\nwgmma.mma_async.sync.aligned.m64n" #N     \
-    "k32.f32.e4m3.e4m3 " ACC ", %" A0 ", %" A1 ", p, 1, 1;\n}\n"
-#define FA__WG_RS8(N, ACC, A0, A1, A2, A3, A4, A5)                                             \
-    "{\n.reg .pred p;\nsetp.ne.b32 p, %" A5 ", 0;\nwgmma.mma_async.sync.aligned.m64n" #N      \
-    "k32.f32.e4m3.e4m3 " ACC ", {%" A0 ", %" A1 ", %" A2 ", %" A3 "}, %" A4 ", p, 1, 1;\n}\n"
-template <int N> struct fa__wgmma8;
-#define FA__WGMMA8_N(N, NR, A0, A1, A2, A3, A4, A5)                                              \
-    template <> struct fa__wgmma8<N> {                                                           \
-        static __device__ __forceinline__ void ss(float (&d)[NR], uint64_t a, uint64_t b, int acc) \
-        {                                                                                        \
-            asm volatile(FA__WG_SS8(N, FA__WG_ACC##NR, A0, A1, A2)                               \
-                         : FA__WG_OUT##NR(d) : "l"(a), "l"(b), "r"(acc));                        \
-        }                                                                                        \
-        static __device__ __forceinline__ void rs(float (&d)[NR], const uint32_t (&a)[4],        \
-                                                  uint64_t b, int acc)                           \
-        {                                                                                        \
-            asm volatile(FA__WG_RS8(N, FA__WG_ACC##NR, A0, A1, A2, A3, A4, A5)                   \
-                         : FA__WG_OUT##NR(d)                                                     \
-                         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(acc));       \
-        }                                                                                        \
-    };
-FA__WGMMA8_N(64, 32, "32", "33", "34", "35", "36", "37")
-FA__WGMMA8_N(128, 64, "64", "65", "66", "67", "68", "69")
-FA__WGMMA8_N(256, 128, "128", "129", "130", "131", "132", "133")
 
 /* Copy one R x D tile (rows [row, row + R) of a [b][h][row][col] tensor)
    into shared memory at dst in the swizzled layout, signalling bar. Run by
@@ -2225,7 +2210,7 @@ static __device__ __forceinline__ void fa__sm90_issue_qk(float (&s_flat)[BN / 2]
         /* (D: 16-bit words a row; FP8: a k32 step is 32 bytes too) */
         const uint64_t a = fa__wg_desc_step(qd, (kk / 4) * BM * 128 + (kk % 4) * 32);
         const uint64_t b = kd((kk / 4) * BN * 128 + (kk % 4) * 32);
-        if constexpr (FP8) fa__wgmma8<BN>::ss(s_flat, a, b, kk > 0);
+        if constexpr (FP8) fa__wgmma<BN, 2>::ss(s_flat, a, b, kk > 0);
         else fa__wgmma<BN, BF16>::ss(s_flat, a, b, kk > 0);
     }
     fa__wgmma_commit();
@@ -2249,7 +2234,7 @@ static __device__ __forceinline__ void fa__sm90_issue_pv(float (&o_flat)[D / 2],
    copies take as rows of 16-bit words (d bytes = d / 2 words), so the
    copies, the swizzle and S's descriptors are the 16-bit kernel's. What
    differs:
-   1. S = Q K^T: FP8 products (fa__wgmma8), k32 a step: 32 bytes of a row,
+   1. S = Q K^T: FP8 products (fa__wgmma<N, 2>), k32 a step: 32 bytes of a row,
       as k16 is for 16 bits, so the descriptors step as they do.
    2. P V: FP8 products take B K-major only, and V's rows are keys. The
       producer warpgroup's three idle warps transpose each V stage into Vt,
@@ -2330,7 +2315,7 @@ static __device__ __forceinline__ void fa__sm90_issue_pv8(float (&o_flat)[D / 2]
     fa__wgmma_fence(); /* O~'s rescale and P's writes before the products read them */
 #pragma unroll
     for (int kk = 0; kk < BN / 32; kk++)
-        fa__wgmma8<D>::rs(o_flat, pa[kk][0], vd(kk * 32), 1);
+        fa__wgmma<D, 2>::rs(o_flat, pa[kk][0], vd(kk * 32), 1);
     fa__wgmma_commit();
 }
 
