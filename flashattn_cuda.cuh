@@ -26,6 +26,9 @@
                       specialization (FlashAttention-3; FLASHATTN_NO_HOPPER
                       leaves it out)
        >>hopper-ptx   mbarrier, TMA, wgmma and setmaxnreg wrapped
+       >>hopper-fp8   the FP8 (e4m3) forward's own steps: the V transpose,
+                      P's fragments, the descales (FLASHATTN_NO_FP8 leaves
+                      it out)
      >>gpu-host       choosing a configuration, checks, the forward's launch
        >>hopper-host  the sm_90a kernel's shapes, tensor maps and launch
      >>decode         Flash-Decoding: split-KV, GQA packing, paged KV
