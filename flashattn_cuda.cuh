@@ -2268,13 +2268,8 @@ template <int NS> static __device__ __forceinline__ void fa__scale_s8(float (&s)
     }
 }
 
-/* Two e4m3 codes, lo in the low byte (round to nearest even, saturating) */
-static __device__ __forceinline__ uint32_t fa__e4m3x2(float lo, float hi)
-{
-    unsigned short r;
-    asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(r) : "f"(hi), "f"(lo));
-    return r;
-}
+/* two e4m3 codes, lo in the low byte (>>fp8-quant, the quantizer's) */
+static __device__ __forceinline__ uint32_t fa__cvt_e4m3x2(float lo, float hi);
 
 /* P mul as the FP8 A fragments of P V: k-step ks (32 keys) packs the 8-key
    tiles 4 ks .. 4 ks + 3 as they are (register q: row half q % 2, tiles
@@ -2288,8 +2283,8 @@ static __device__ __forceinline__ void fa__pack_p8(const float (&s)[1][NS][4], u
 #pragma unroll
         for (int q = 0; q < 4; q++) {
             const int hf = q % 2, j = 4 * ks + 2 * (q / 2);
-            pa[ks][0][q] = fa__e4m3x2(s[0][j][2 * hf] * mul, s[0][j][2 * hf + 1] * mul) |
-                           fa__e4m3x2(s[0][j + 1][2 * hf] * mul, s[0][j + 1][2 * hf + 1] * mul) << 16;
+            pa[ks][0][q] = fa__cvt_e4m3x2(s[0][j][2 * hf] * mul, s[0][j][2 * hf + 1] * mul) |
+                           fa__cvt_e4m3x2(s[0][j + 1][2 * hf] * mul, s[0][j + 1][2 * hf + 1] * mul) << 16;
         }
 }
 
