@@ -13,6 +13,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "test_util.h" /* rng_uniform */
+
 /* What the host compiler's target allows (these macros are the host pass's). */
 #if defined(FLASHATTN_NO_SIMD)
 #define EXPECT "portable"
@@ -35,14 +37,11 @@ int main(void)
     fa_tensor tq, tk, tv, to;
     double worst = 0.0;
     int i, h, j, c, passed = 0, failed = 0;
-    unsigned z = 1;
-    for (i = 0; i < N * H * D; ++i) {
-        z = z * 1664525u + 1013904223u;
-        q[i] = (float)(z >> 8) / 8388608.0f - 1.0f;
-        z = z * 1664525u + 1013904223u;
-        k[i] = (float)(z >> 8) / 8388608.0f - 1.0f;
-        z = z * 1664525u + 1013904223u;
-        v[i] = (float)(z >> 8) / 8388608.0f - 1.0f;
+    uint64_t z = 1;
+    for (i = 0; i < N * H * D; ++i) { /* values in [-1, 1) */
+        q[i] = (float)(2.0 * rng_uniform(&z) - 1.0);
+        k[i] = (float)(2.0 * rng_uniform(&z) - 1.0);
+        v[i] = (float)(2.0 * rng_uniform(&z) - 1.0);
     }
     if (strcmp(fa_cpu_simd_path(), EXPECT) == 0)
         passed++;

@@ -22,6 +22,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "test_util.h" /* rng_uniform */
+
 enum { CALLERS = 4, ROUNDS = 6, SEQ = 96, HEADS = 2, DIM = 32 };
 #define ELEMS ((size_t)SEQ * HEADS * DIM)
 
@@ -187,14 +189,10 @@ int main(void)
     int i, passed = 0, failed = 0;
     uint64_t z = 12345;
     for (i = 0; i < (int)ELEMS; ++i) { /* values in [-1, 1) */
-        z = z * 6364136223846793005ull + 1442695040888963407ull;
-        g_q[i] = (float)(z >> 40) / 8388608.0f - 1.0f;
-        z = z * 6364136223846793005ull + 1442695040888963407ull;
-        g_k[i] = (float)(z >> 40) / 8388608.0f - 1.0f;
-        z = z * 6364136223846793005ull + 1442695040888963407ull;
-        g_v[i] = (float)(z >> 40) / 8388608.0f - 1.0f;
-        z = z * 6364136223846793005ull + 1442695040888963407ull;
-        g_do[i] = (float)(z >> 40) / 8388608.0f - 1.0f;
+        g_q[i] = (float)(2.0 * rng_uniform(&z) - 1.0);
+        g_k[i] = (float)(2.0 * rng_uniform(&z) - 1.0);
+        g_v[i] = (float)(2.0 * rng_uniform(&z) - 1.0);
+        g_do[i] = (float)(2.0 * rng_uniform(&z) - 1.0);
     }
     /* references: one thread, nothing else running */
     if (forward(g_o_ref, g_lse_ref) != FA_OK || backward(g_dq_ref, dk, dv) != FA_OK) {
