@@ -192,10 +192,15 @@
    the window cut nowhere inside the lengths of every sequence that reads
    it: a kernel may skip their element mask there; the CPU checks it. A
    query block with no block sees no key: O = 0, L = -inf, dQ = 0. The
-   CPU result depends only on the set of visited blocks, not on the order
+   result depends only on the set of visited blocks, not on the order
    of the lists or the split between them. The CPU forward and backward
-   take them; decode and (for now) every _cuda call refuse them with
-   FA_ERROR_UNSUPPORTED. fa_block_mask_from_bitmap builds the lists.
+   take them, and fa_forward_cuda at 128 x 128 blocks (block_q = block_k
+   = 128), with a workspace of fa_forward_cuda_workspace_size bytes (the
+   lists sorted); there out-of-range entries and repeats in the device
+   lists are ignored, not reported, and both lists are treated alike (the
+   kernel finds its own element masks). Decode, fa_backward_cuda (for
+   now) and the FP8 forward refuse them with FA_ERROR_UNSUPPORTED.
+   fa_block_mask_from_bitmap builds the lists.
    The same inputs give bit-identical outputs run to run, on any thread count.
    Empty sequences: batch, seqlen_q and seqlen_k (maxima; for decode the
    cache capacity) must be >= 1, but one sequence may be empty: a length of
@@ -354,7 +359,7 @@ typedef struct fa_tensor {
    ceil(seqlen_q / block_q), k_blocks = ceil(seqlen_k / block_k). */
 typedef struct fa_block_mask {
     int block_q;   /* query rows per block, 0 = 128. The CPU takes any >= 1;
-                      the GPU kernels will take 128 (their tile) */
+                      the GPU forward 128 (its tile) */
     int block_k;   /* key rows per block, 0 = 128; likewise */
     int batch;     /* masks along the batch: 0 = one per sequence (batch),
                       1 = one for every sequence */
@@ -554,8 +559,8 @@ FLASHATTN_DEF fa_status fa_quantize(const fa_quant *p, fa_tensor x, fa_tensor ou
    synchronization; a workspace not given is allocated stream-ordered.
    A workspace size holds for the problem and device it was asked for: ask
    with the same fa_problem the call gets (for decode, block_table set or
-   not changes the split plan) with the call's device current. A problem
-   with a block mask is refused for now (FA_ERROR_UNSUPPORTED, section 5).
+   not changes the split plan) with the call's device current. Block
+   masks: fa_forward_cuda only (section 5).
    Under FLASHATTN_STATIC they exist only in a file compiled by nvcc, so
    only such a file declares them. */
 #if !defined(FLASHATTN_STATIC) || (defined(__CUDACC__) && !defined(FLASHATTN_NO_CUDA))
@@ -1333,12 +1338,9 @@ static fa_status fa__resolve(const char *fn, const fa_problem *p, fa_problem *r,
     if (fa__has_block_mask(&x)) {
         const fa_block_mask *m = &x.block_mask;
         fa_status s;
-        /* host_arrays = 0 is the _cuda calls and their queries: they refuse
-           block masks here, in one place, until the GPU kernels walk the
-           lists (the lists are not read) */
-        if (!host_arrays)
-            return fa__fail(FA_ERROR_UNSUPPORTED, "%s: block_mask is set: the GPU kernels do not take block "
-                            "masks yet (the CPU fa_forward and fa_backward do)", fn);
+        /* (host_arrays = 0, the _cuda calls and their queries: the lists
+           are device memory, not read here; each call takes or refuses
+           block masks itself) */
         if ((s = fa__resolve_block_shape(fn, &x)) != FA_OK)
             return s;
         if (!m->kv_num_blocks != !m->kv_indices || !m->full_kv_num_blocks != !m->full_kv_indices) {
@@ -1515,12 +1517,14 @@ static fa_status fa__no_block_table(const char *fn, const fa_problem *r)
     return FA_OK;
 }
 
-/* Decode's rows mix query heads and tokens (>>impl-decode): no block masks. */
+/* Decode's rows mix query heads and tokens (>>impl-decode): no block
+   masks; nor the GPU backward, for now (which: the call that refuses). */
 static fa_status fa__no_block_mask(const char *fn, const fa_problem *r)
 {
     if (fa__has_block_mask(r))
-        return fa__fail(FA_ERROR_UNSUPPORTED, "%s: block_mask is set; decode does not take block masks "
-                        "(fa_forward and fa_backward do)", fn);
+        return fa__fail(FA_ERROR_UNSUPPORTED, "%s: block_mask is set; %s does not take block masks "
+                        "(fa_forward, fa_backward and fa_forward_cuda do)", fn,
+                        strstr(fn, "decode") ? "decode" : "this call");
     return FA_OK;
 }
 

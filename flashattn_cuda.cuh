@@ -429,6 +429,17 @@ template <int D> struct fa__ldsm_addr {
    >>gpu-fwd  THE FORWARD KERNEL
    ============================================================================ */
 
+/* A block mask as the kernels read it (>>gpu-bsparse): per (mask, query
+   block) row, its key blocks in ascending order, the caller's two lists
+   merged by fa__bm_rows_kernel into the workspace. Row of query head h,
+   sequence b, query block I: ((batch1 ? 0 : b) heads + h / hdiv) q_blocks
+   + I. idx NULL: no block mask. */
+typedef struct fa__bmask {
+    const int32_t *cnt; /* [rows] */
+    const int32_t *idx; /* [rows][k_blocks] */
+    int q_blocks, k_blocks, batch1, heads, hdiv;
+} fa__bmask;
+
 /* Everything the kernel needs, resolved on the host (strides in elements). */
 typedef struct fa__fwd_params {
     const uint16_t *q, *k, *v;
@@ -460,6 +471,7 @@ typedef struct fa__fwd_params {
     const float *dsb_q, *dsb_k, *dsb_v;
     float ds_q, ds_k, ds_v;
     int blk_q, blk_k, v_words;
+    fa__bmask bm; /* block-sparse attention: the key blocks to walk */
 } fa__fwd_params;
 
 #define FA__GPU_LOG2E 1.4426950408889634f
@@ -540,6 +552,36 @@ static __device__ __forceinline__ fa__mask_cut fa__mask_cut_for(const fa__fwd_pa
 static __device__ __forceinline__ bool fa__block_needs_mask(fa__mask_cut c, int k0, int bn)
 {
     return k0 + bn > c.hi || k0 < c.lo;
+}
+
+/* ---- >>gpu-bsparse  block-sparse attention (Block-Sparse FlashAttention,
+   FlashAttention §3.3): a query block walks only the key blocks its row
+   of the block mask lists, in ascending order. Sorted, the blocks that
+   the tile's causal / window bounds and length let through
+   ([n_begin, n_end) of fa__fwd_extent) are one run of the list, and the
+   kernel walks that run: no copy, no product and no softmax for any other
+   block. The run is found by the whole warp at once: each lane compares
+   32 entries a round against both ends, and ballots count them. */
+typedef struct fa__bm_run {
+    const int32_t *at; /* the run's first entry */
+    int count;
+} fa__bm_run;
+/* The run of query block qb of (b, h) in key blocks [n0, n1) (block_k units).
+   Every lane of the warp calls it and gets the same answer. */
+static __device__ __forceinline__ fa__bm_run fa__bm_find(const fa__bmask &m, int b, int h, int qb, int n0, int n1)
+{
+    const int64_t row = ((int64_t)(m.batch1 ? 0 : b) * m.heads + h / m.hdiv) * m.q_blocks + qb;
+    const int32_t *l = m.idx + row * m.k_blocks;
+    const int n = m.cnt[row], lane = (int)(threadIdx.x % 32);
+    int below0 = 0, below1 = 0; /* entries < n0, < n1 */
+    for (int j0 = 0; j0 < n; j0 += 32) {
+        const int e = j0 + lane < n ? l[j0 + lane] : INT_MAX;
+        below0 += __popc(__ballot_sync(0xffffffffu, e < n0));
+        const uint32_t in1 = __ballot_sync(0xffffffffu, e < n1);
+        below1 += __popc(in1);
+        if (in1 != 0xffffffffu) break; /* (ascending: the rest are >= n1) */
+    }
+    return fa__bm_run{l + below0, below1 - below0};
 }
 
 /* f(i, kj, x) for every score x (by reference) that this thread holds, with
@@ -878,11 +920,28 @@ fa__fwd_kernel_sm80(const fa__fwd_params p)
         for (int n = 0; n < NO; n++) acc_o[mt][n][0] = acc_o[mt][n][1] = acc_o[mt][n][2] = acc_o[mt][n][3] = 0.0f;
     }
 
-    if (n_begin < n_end) {
+    /* The key blocks walked, block_of(0 .. count - 1): n_begin .. n_end - 1,
+       or with a block mask the listed ones among them (>>gpu-bsparse; the
+       launch sends block masks to the EXTRAS kernels, so the plain ones
+       keep their code), each 128-key block of the list as R of ours (one
+       partly outside [n_begin, n_end) is walked whole: the element mask
+       clears the rest, and the copies zero-fill rows past sk) */
+    constexpr int R = BN <= 128 ? 128 / BN : 1;
+    static_assert(BN > 128 || 128 % BN == 0, "a 128-key block of a block mask is R of ours");
+    const bool sparse = EXTRAS && p.bm.idx;
+    fa__bm_run run = {NULL, n_end - n_begin};
+    if (sparse) {
+        run = fa__bm_find(p.bm, b, h, row0 / 128, n_begin / R, (n_end + R - 1) / R);
+        run.count *= R;
+    }
+    auto block_of = [&](int it) { return sparse ? run.at[it / R] * R + it % R : n_begin + it; };
+    const int count = run.count;
+
+    if (count > 0) {
         /* Prologue: Q and K_{n_begin} in group 1, V_{n_begin} in group 2. */
         fa__load_tile<BM, D, NT>(sQ, gq, p.q_seq, sq - row0, p.d);
         {
-            int k0 = n_begin * BN;
+            int k0 = block_of(0) * BN;
             fa__load_tile<BN, D, NT>(sK, gk + (int64_t)k0 * p.k_seq, p.k_seq, sk - k0, p.d);
             fa__cp_async_commit();
             fa__load_tile<BN, D, NT>(sV, gv + (int64_t)k0 * p.v_seq, p.v_seq, sk - k0, p.dv);
@@ -895,9 +954,9 @@ fa__fwd_kernel_sm80(const fa__fwd_params p)
         /* The multiplier that takes a score in S to base-2 units (course item 8). */
         const float mul = EXTRAS ? 1.0f : p.scale_log2;
 
-        for (int n = n_begin; n < n_end; n++) {
-            const uint32_t stage = (uint32_t)((n - n_begin) & 1) * KV_STAGE_BYTES;
-            const int k0 = n * BN;
+        for (int it = 0; it < count; it++) {
+            const uint32_t stage = (uint32_t)(it & 1) * KV_STAGE_BYTES;
+            const int k0 = block_of(it) * BN, k1 = it + 1 < count ? block_of(it + 1) * BN : 0;
 
             /* K_n (and, first time, Q) has landed for this thread's copies;
                the barrier makes every thread's copies visible to all warps. */
@@ -928,12 +987,12 @@ fa__fwd_kernel_sm80(const fa__fwd_params p)
                 }
             }
 
-            /* Prefetch K_{n+1} into the other stage (its readers, S_{n-1},
+            /* Prefetch the next block's K into the other stage (its readers, the previous block's S,
                all passed this iteration's first barrier). Always commit, so
                the group count the waits rely on stays the same at the end. */
-            if (n + 1 < n_end)
-                fa__load_tile<BN, D, NT>(sK + (stage ^ KV_STAGE_BYTES), gk + (int64_t)(k0 + BN) * p.k_seq,
-                                         p.k_seq, sk - k0 - BN, p.d);
+            if (it + 1 < count)
+                fa__load_tile<BN, D, NT>(sK + (stage ^ KV_STAGE_BYTES), gk + (int64_t)k1 * p.k_seq, p.k_seq,
+                                         sk - k1, p.d);
             fa__cp_async_commit();
 
             /* ---- masks and extras, element by element, only where needed ---- */
@@ -977,11 +1036,11 @@ fa__fwd_kernel_sm80(const fa__fwd_params p)
                 }
             }
 
-            /* Prefetch V_{n+1} into the other stage (its readers, P V_{n-1},
+            /* Prefetch the next block's V into the other stage (its readers, the previous block's P V,
                all passed this iteration's first barrier). */
-            if (n + 1 < n_end)
-                fa__load_tile<BN, D, NT>(sV + (stage ^ KV_STAGE_BYTES), gv + (int64_t)(k0 + BN) * p.v_seq,
-                                         p.v_seq, sk - k0 - BN, p.dv);
+            if (it + 1 < count)
+                fa__load_tile<BN, D, NT>(sV + (stage ^ KV_STAGE_BYTES), gv + (int64_t)k1 * p.v_seq, p.v_seq,
+                                         sk - k1, p.dv);
             fa__cp_async_commit();
         }
         /* Nothing may be left in flight when the block exits (the last two
@@ -1856,22 +1915,22 @@ struct fa__sm90_sched {
     }
 };
 
-/* The sm_90a consumer's softmax step (item 4): S_it of key block it (keys
-   from k0) is complete: the mask where the block needs it, then the online
-   softmax (alpha for O~). needs_mask: fa__block_needs_mask's answer, asked
-   before the wait for S under SHORT_PATH (the kernel's), else here. */
+/* The sm_90a consumer's softmax step (item 4): S of key block n (keys
+   from k0 = n BN) is complete: the mask where the block needs it, then the
+   online softmax (alpha for O~). needs_mask: fa__block_needs_mask's answer,
+   asked before the wait for S under SHORT_PATH (the kernel's), else here. */
 template <int NS, int BN, bool LAZY_MAX, bool SHORT_PATH>
 static __device__ __forceinline__ void fa__sm90_softmax_step(float (&s)[1][NS][4], float (&m_run)[1][2],
                                                              float (&l_run)[1][2], float (&alpha)[1][2],
                                                              const fa__fwd_params &p, const fa__extent &x,
-                                                             const fa__mask_cut &cut, int it, bool early_mask,
+                                                             const fa__mask_cut &cut, int n, bool early_mask,
                                                              int wrow0, int h, int g, int t)
 {
-    const int k0 = (x.n_begin + it) * BN;
+    const int k0 = n * BN;
     /* the mask without a left bound (causal) compares each score
        once, not twice (fa__mask_scores' LEFT) [gpu-mask]. The
        sm_80 kernel keeps both compares. */
-    if (SHORT_PATH ? early_mask : fa__block_needs_mask(cut, (x.n_begin + it) * BN, BN)) {
+    if (SHORT_PATH ? early_mask : fa__block_needs_mask(cut, k0, BN)) {
         if (p.has_left)
             fa__mask_scores<false>(s, p, wrow0, k0, x.sk, x.shift, h, g, t);
         else
@@ -1955,8 +2014,8 @@ struct fa__src {
    two segments. q_tile .. slot: the kernel's Q buffers, barriers and slots;
    tile_src, copy_q, copy_kv: the kernel's copies (shared with the loader
    of FA__SM90_WARPSPEC = 0). Returns the ring positions it filled. */
-template <int D, int BM, int BN, int WG, int QB, bool HANDOFF, bool FLAT, bool EARLY, class Sched, class Bufs,
-          class QTile, class QFull, class QEmpty, class QPhase, class Slot, class TileSrc, class CopyQ, class CopyKV>
+template <int D, int BM, int BN, int WG, int QB, bool HANDOFF, bool FLAT, bool EARLY, bool SPARSE, class Sched,
+          class Bufs, class QTile, class QFull, class QEmpty, class QPhase, class Slot, class TileSrc, class CopyQ, class CopyKV>
 static __device__ __forceinline__ int
 fa__sm90_producer(const fa__fwd_params &p, const fa__tma_maps &tm, const fa__sm90_walk &wk, int m_blocks, int batch,
                   const Sched &sched, const Bufs &sm, bool early_ok, int lane, const QTile &q_tile,
@@ -2059,7 +2118,10 @@ fa__sm90_producer(const fa__fwd_params &p, const fa__tma_maps &tm, const fa__sm9
            then publish and the test for keys, spilled 56 bytes in
            the HANDOFF kernels, ptxas 13.0) */
         if (HANDOFF && x.row0 < x.sq) publish(x, m_block, h, b, false);
-        if (x.row0 >= x.sq || x.n_begin >= x.n_end) {
+        /* (SPARSE: the listed blocks among them, as the consumers find them) */
+        fa__bm_run run = {NULL, x.n_end - x.n_begin};
+        if (SPARSE && x.row0 < x.sq) run = fa__bm_find(p.bm, b, h, x.row0 / 128, x.n_begin, x.n_end);
+        if (x.row0 >= x.sq || run.count <= 0) {
             if (early) { /* (no key: nothing may be in flight at the block's end) */
                 fa__mbar_wait(q_full(0), 0);
                 fa__mbar_wait(sm.k_full(0), 0);
@@ -2072,9 +2134,13 @@ fa__sm90_producer(const fa__fwd_params &p, const fa__tma_maps &tm, const fa__sm9
         c.tk = k;
         if (!early) copy_q(c, x, h, q_uses);
         q_uses++;
-        int n = x.n_begin;
-        if (early) n++, ring++; /* (n_begin = 0: no left bound) */
-        for (; n < x.n_end; n++, ring++) copy_kv(c, x, n, ring);
+        if constexpr (SPARSE) {
+            for (int it = 0; it < run.count; it++, ring++) copy_kv(c, x, run.at[it], ring);
+        } else {
+            int n = x.n_begin;
+            if (early) n++, ring++; /* (n_begin = 0: no left bound) */
+            for (; n < x.n_end; n++, ring++) copy_kv(c, x, n, ring);
+        }
     }
     if (HANDOFF) publish(fa__extent(), 0, 0, 0, true);
     return ring;
@@ -2430,7 +2496,7 @@ fa__sm90_consumer(const fa__tma_maps &tm, const fa__fwd_params &p, int batch, co
     constexpr bool O_OWN = C::O_OWN, O_STAGED = C::O_STAGED, Q_AFTER_O = C::Q_AFTER_O, HANDOFF = C::HANDOFF;
     constexpr bool Q_RELEASE_ALL = C::Q_RELEASE_ALL, WG_STOP = C::WG_STOP, PINGPONG = C::PINGPONG;
     constexpr bool CW_UNIFORM = C::CW_UNIFORM, LSE_EARLY = C::LSE_EARLY, KV_STEP = C::KV_STEP;
-    constexpr bool LAZY_MAX = C::LAZY_MAX, SHORT_PATH = C::SHORT_PATH;
+    constexpr bool LAZY_MAX = C::LAZY_MAX, SHORT_PATH = C::SHORT_PATH, SPARSE = C::SPARSE;
     if (FA__SM90_WARPSPEC) fa__setmaxnreg_inc<fa__sm90_consumer_regs(WG, fa__sm90_producer_regs(FP8))>();
     /* cw, the consumer warpgroup (from lane 0 where CW_UNIFORM) */
     const int cw = CW_UNIFORM ? __shfl_sync(0xffffffffu, warp / 4 - 1, 0) : warp / 4 - 1;
@@ -2514,7 +2580,13 @@ fa__sm90_consumer(const fa__tma_maps &tm, const fa__fwd_params &p, int batch, co
             }
         };
 
-        const int count = x.n_end - x.n_begin;
+        /* the key blocks walked, block_of(0 .. count - 1): n_begin ..
+           n_end - 1, or (SPARSE) the run of them the block mask lists
+           (fa__bm_find; the producer finds the same) */
+        fa__bm_run run = {NULL, x.n_end - x.n_begin};
+        if constexpr (SPARSE) run = fa__bm_find(p.bm, b, h, x.row0 / 128, x.n_begin, x.n_end);
+        auto block_of = [&](int it) { return SPARSE ? run.at[it] : x.n_begin + it; };
+        const int count = run.count;
         /* count_w: the key blocks this warpgroup's own rows see (WG_STOP;
            else count). A warpgroup with no row in the sequence (idle)
            computes and stores nothing; one whose rows end before the
@@ -2548,7 +2620,7 @@ fa__sm90_consumer(const fa__tma_maps &tm, const fa__fwd_params &p, int batch, co
                 src = tile_src(x, h, h / p.group, b);
                 src.tk = k;
                 copy_q(src, x, h, q_uses);
-                for (int it = 0; it < count && it < STAGES; it++) copy_kv(src, x, x.n_begin + it, ring + it);
+                for (int it = 0; it < count && it < STAGES; it++) copy_kv(src, x, block_of(it), ring + it);
             }
 
             /* Iteration it (0 .. count - 1) of this tile is ring position
@@ -2603,13 +2675,13 @@ fa__sm90_consumer(const fa__tma_maps &tm, const fa__fwd_params &p, int batch, co
                 }
             };
             const fa__mask_cut cut = fa__mask_cut_for<FLAT>(p, x.sk, x.row0 + 64 * cw, x.row0 + 64 * cw + 63, x.shift);
-            auto needs_mask = [&](int it) { return fa__block_needs_mask(cut, (x.n_begin + it) * BN, BN); };
+            auto needs_mask = [&](int it) { return fa__block_needs_mask(cut, block_of(it) * BN, BN); };
             /* S_it is complete: masks, then the online softmax (alpha for O~).
                early_mask: needs_mask(it), asked before the wait under
                SHORT_PATH (else unused: asked here) */
             auto softmax = [&](int it, bool early_mask) {
                 if constexpr (FP8) fa__scale_s8(s, dq8[0] * dk8, dq8[1] * dk8); /* S = Ŝ s_q s_k */
-                fa__sm90_softmax_step<NS, BN, LAZY_MAX, SHORT_PATH>(s, m_run, l_run, alpha, p, x, cut, it, early_mask,
+                fa__sm90_softmax_step<NS, BN, LAZY_MAX, SHORT_PATH>(s, m_run, l_run, alpha, p, x, cut, block_of(it), early_mask,
                                                                    wrow0, h, g, t);
                 if constexpr (FP8) {
                     /* O~ into units of this block's V descale (a zero
@@ -2641,7 +2713,7 @@ fa__sm90_consumer(const fa__tma_maps &tm, const fa__fwd_params &p, int batch, co
             /* O~ += P_it V_it is done: V_it may be overwritten */
             auto release_v = [&](int it) {
                 if (lane == 0) arrive_kv(sm.v_empty(at(it) % STAGES));
-                if (loader && it + STAGES < count) copy_kv(src, x, x.n_begin + it + STAGES, ring + it + STAGES);
+                if (loader && it + STAGES < count) copy_kv(src, x, block_of(it + STAGES), ring + it + STAGES);
             };
 
             auto my_turn = [&]() {
@@ -2700,16 +2772,17 @@ fa__sm90_consumer(const fa__tma_maps &tm, const fa__fwd_params &p, int batch, co
 #endif /* FA__SM90A */
 
 /* The sm_90a forward's compile-time configuration: the launch
-   (>>hopper-host) picks the first eight parameters (the tile shape: head
+   (>>hopper-host) picks the first nine parameters (the tile shape: head
    dim D, BN keys a block, a ring of STAGES stages, WG consumer warpgroups;
-   PERSIST, FLAT, FP8: items 6, the flat walk, >>hopper-fp8); the rest
+   PERSIST, FLAT, FP8, SPARSE: items 6, the flat walk, >>hopper-fp8,
+   >>gpu-bsparse); the rest
    follows from them, each with why. The kernel takes them as constants of
    the same names. The ablation switches FA__SM90_WARPSPEC, _PINGPONG,
    _OVERLAP and _PERSISTENT (0: leave out items 3, 5, 4's overlap, 6) are
    for measuring, not for use. */
-template <bool BF16_, int D_, int BN_, int STAGES_, bool PERSIST_, int WG_, bool FLAT_, bool FP8_>
+template <bool BF16_, int D_, int BN_, int STAGES_, bool PERSIST_, int WG_, bool FLAT_, bool FP8_, bool SPARSE_>
 struct fa__sm90_cfg {
-    static constexpr bool BF16 = BF16_, PERSIST = PERSIST_, FLAT = FLAT_, FP8 = FP8_;
+    static constexpr bool BF16 = BF16_, PERSIST = PERSIST_, FLAT = FLAT_, FP8 = FP8_, SPARSE = SPARSE_;
     static constexpr int D = D_, BN = BN_, STAGES = STAGES_, WG = WG_;
     static constexpr int BM = 64 * WG, NS = BN / 8, NO = D / 8;
     /* FP8 (>>hopper-fp8): e4m3 Q, K and V, copied as rows of DW 16-bit
@@ -2771,6 +2844,11 @@ struct fa__sm90_cfg {
     static constexpr bool PINGPONG = FA__SM90_PINGPONG && WG != 4;
     static_assert(D % 64 == 0 && BN % 16 == 0 && BN <= 256, "sm_90a tile shape");
     static_assert(!FP8 || ((BN == 128 || BN == 64) && QB == 1 && !FLAT && FA__SM90_WARPSPEC), "the FP8 kernel's shape");
+    /* SPARSE: a block mask's key blocks (>>gpu-bsparse), a 128 x 128
+       block one tile and one key block, each warpgroup walking all of
+       the tile's blocks (no WG_STOP, no HANDOFF), persistent */
+    static_assert(!SPARSE || (BN == 128 && WG == 2 && QB == 1 && PERSIST && !FLAT && !FP8 && D != 256),
+                  "the block-sparse kernel's shape");
 
     /* EARLY: a block's one tile (no PERSIST) copies Q, K_0 and V_0 first,
        before it finds the tile's extent and sources (fa__fwd_extent,
@@ -2826,14 +2904,15 @@ struct fa__sm90_cfg {
    Tiles are (query block of 64 WG rows, head, batch), m_blocks query blocks
    per (head, batch). PERSIST: at most one block per SM, each walking many
    tiles (item 6); else a block per tile. */
-template <bool BF16, int D, int BN, int STAGES, bool PERSIST, int WG, bool FLAT = false, bool FP8 = false>
+template <bool BF16, int D, int BN, int STAGES, bool PERSIST, int WG, bool FLAT = false, bool FP8 = false,
+          bool SPARSE = false>
 __global__ void __launch_bounds__(128 * (WG + FA__SM90_WARPSPEC), 1)
 fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_params p, int m_blocks, int batch,
                     const fa__sm90_walk wk)
 {
 #if FA__SM90A
     /* the configuration (fa__sm90_cfg), by name */
-    typedef fa__sm90_cfg<BF16, D, BN, STAGES, PERSIST, WG, FLAT, FP8> C;
+    typedef fa__sm90_cfg<BF16, D, BN, STAGES, PERSIST, WG, FLAT, FP8, SPARSE> C;
     constexpr int BM = C::BM, DW = C::DW, QB = C::QB;
     constexpr uint32_t Q_BYTES = C::Q_BYTES, KV_BYTES = C::KV_BYTES, VT_BYTES = C::VT_BYTES;
     constexpr bool O_OWN = C::O_OWN, HANDOFF = C::HANDOFF, Q_RELEASE_ALL = C::Q_RELEASE_ALL, EARLY = C::EARLY;
@@ -2938,7 +3017,7 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
         /* ---- producer warpgroup: one warp copies, the rest idle ---- */
         fa__setmaxnreg_dec<fa__sm90_producer_regs(FP8)>();
         if (warp == 0) {
-            const int filled = fa__sm90_producer<DW, BM, BN, WG, QB, HANDOFF, FLAT, EARLY>(
+            const int filled = fa__sm90_producer<DW, BM, BN, WG, QB, HANDOFF, FLAT, EARLY, C::SPARSE>(
                 p, tm, wk, m_blocks, batch, sched, sm, early_ok, lane, q_tile, q_full, q_empty, q_phase, slot,
                 tile_src, copy_q, copy_kv);
             if constexpr (FP8) fa__sm90_v8_end<STAGES>(sm, filled, lane);
@@ -3326,7 +3405,7 @@ static bool fa__sm90_flat(int WG, const fa__fwd_params &p, int64_t tiles0, int s
 /* Run the problem on the sm_90a kernel when it can: *ran = 0 (and FA_OK)
    sends it to the sm_80 kernel instead: a binary without sm_90a code, a
    view TMA cannot describe, or too little shared memory. */
-template <bool BF16, int D, int SH, bool ALLOW_PERSIST, bool FP8 = false>
+template <bool BF16, int D, int SH, bool ALLOW_PERSIST, bool FP8 = false, bool SPARSE = false>
 static fa_status fa__launch_fwd_sm90(const char *fn, const fa__fwd_params &p, int batch,
                                      const fa__gpu &gpu, cudaStream_t stream, int *ran)
 {
@@ -3339,12 +3418,14 @@ static fa_status fa__launch_fwd_sm90(const char *fn, const fa__fwd_params &p, in
     constexpr bool CAN_FLAT = PERSIST && WG == 3 && FA__SM90_WARPSPEC && O_OWN && !FP8;
     constexpr int FST = CAN_FLAT ? FA__SM90_FLAT_STAGES : ST;
     const int64_t tiles0 = fa__sm90_tiles(p, batch, BM);
-    const bool flat = CAN_FLAT && fa__sm90_flat(WG, p, tiles0, gpu.sms);
+    const bool flat = CAN_FLAT && !SPARSE && fa__sm90_flat(WG, p, tiles0, gpu.sms);
     const size_t smem = FP8 ? fa__sm90_smem8(D, BM, BN, ST, O_OWN)
                             : fa__sm90_smem(D, BM, BN, flat ? FST : ST, O_OWN, fa__sm90_q_bufs(WG, PERSIST, O_OWN));
     void (*kern)(const fa__tma_maps, const fa__fwd_params, int, int, const fa__sm90_walk);
     if constexpr (FP8)
         kern = fa__fwd_kernel_sm90<BF16, D, BN, ST, PERSIST, WG, false, true>;
+    else if constexpr (SPARSE)
+        kern = fa__fwd_kernel_sm90<BF16, D, BN, ST, PERSIST, WG, false, false, true>;
     else
         kern = flat ? fa__fwd_kernel_sm90<BF16, D, BN, FST, PERSIST, WG, CAN_FLAT> : fa__fwd_kernel_sm90<BF16, D, BN, ST, PERSIST, WG>;
     const int vq = p.cu_seqlens_q != NULL, vk = p.cu_seqlens_k != NULL;
@@ -3436,7 +3517,12 @@ static fa_status fa__dispatch_family(const char *fn, const fa__fwd_params &p, in
             fa_status s;
             constexpr bool P = FA__SM90_PERSISTENT;
             const bool persist64 = D == 64 && P && fa__sm90_persist_d64(p, batch, gpu.sms);
-            if constexpr (D == 256) {
+            if (p.bm.idx) { /* a block mask (>>gpu-bsparse): the base shape's, d 64 and 128 */
+                if constexpr (D != 256 && P)
+                    s = fa__launch_fwd_sm90<BF16, D, 0, true, false, true>(fn, p, batch, gpu, stream, &ran);
+                else
+                    s = FA_OK;
+            } else if constexpr (D == 256) {
                 if (P && fa__sm90_persist_d256(p, batch, gpu.sms))
                     s = fa__launch_fwd_sm90<BF16, D, 0, P>(fn, p, batch, gpu, stream, &ran);
                 else
@@ -3456,18 +3542,20 @@ static fa_status fa__dispatch_family(const char *fn, const fa__fwd_params &p, in
         }
     }
 #endif
-    /* (identical shapes are one instantiation: templates are deduplicated) */
+    /* (identical shapes are one instantiation: templates are deduplicated;
+       a block mask takes the EXTRAS kernel, the one that walks its lists) */
+    const bool extras = p.extras || p.bm.idx;
     if (family == 1) {
-        if (p.extras)
+        if (extras)
             return fa__launch_fwd<BF16, D, c1.bm, c1.bn, c1.warps, true>(fn, p, batch, smem_optin, stream);
         return fa__launch_fwd<BF16, D, c1.bm, c1.bn, c1.warps, false>(fn, p, batch, smem_optin, stream);
     }
     if (family == 2) {
-        if (p.extras)
+        if (extras)
             return fa__launch_fwd<BF16, D, c2.bm, c2.bn, c2.warps, true>(fn, p, batch, smem_optin, stream);
         return fa__launch_fwd<BF16, D, c2.bm, c2.bn, c2.warps, false>(fn, p, batch, smem_optin, stream);
     }
-    if (p.extras)
+    if (extras)
         return fa__launch_fwd<BF16, D, c0.bm, c0.bn, c0.warps, true>(fn, p, batch, smem_optin, stream);
     return fa__launch_fwd<BF16, D, c0.bm, c0.bn, c0.warps, false>(fn, p, batch, smem_optin, stream);
 }
@@ -3594,14 +3682,119 @@ static void fa__fwd_params_fp8(fa__fwd_params *kp, const fa_problem *r)
 extern "C" {
 #endif
 
+/* ---- >>gpu-bsparse-host  a block mask's lists, sorted on the device ----
+   The caller's lists (any order, two of them, device memory the host never
+   reads) become one ascending list per row in the workspace: a warp per
+   (mask, query block) row sets the row's key blocks in a bitmap (repeats
+   merge; entries outside [0, k_blocks) and counts outside [0, k_blocks]
+   are dropped or clamped, so no list can send a kernel out of bounds),
+   then writes the set bits out in order. Workspace: the counts, the lists
+   and the bitmaps, each 256-byte aligned. */
+typedef struct fa__bm_src {
+    const int32_t *cnt[2], *idx[2]; /* kv_*, full_kv_* (NULL: not given) */
+    int k_blocks;
+    int64_t rows;
+} fa__bm_src;
+static size_t fa__bm_align(size_t n) { return (n + 255) & ~(size_t)255; }
+/* bytes of: the counts, the lists, the bitmaps; rows and k_blocks of resolved r */
+static void fa__bm_sizes(const fa_problem *r, size_t sz[3], int64_t *rows, int *k_blocks)
+{
+    const fa_block_mask *m = &r->block_mask;
+    *rows = (int64_t)m->batch * m->heads * fa__blocks(r->seqlen_q, m->block_q);
+    *k_blocks = fa__blocks(r->seqlen_k, m->block_k);
+    sz[0] = fa__bm_align((size_t)*rows * 4);
+    sz[1] = fa__bm_align((size_t)*rows * (size_t)*k_blocks * 4);
+    sz[2] = fa__bm_align((size_t)*rows * (size_t)((*k_blocks + 31) / 32) * 4);
+}
+__global__ void __launch_bounds__(256) fa__bm_rows_kernel(const fa__bm_src src, int32_t *cnt, int32_t *idx,
+                                                          uint32_t *bits)
+{
+    const int64_t row = ((int64_t)blockIdx.x * 256 + threadIdx.x) / 32; /* (the same for the whole warp) */
+    const int lane = (int)threadIdx.x % 32, kb = src.k_blocks, words = (kb + 31) / 32;
+    if (row >= src.rows) return;
+    uint32_t *w = bits + row * words;
+    for (int i = lane; i < words; i += 32) w[i] = 0u;
+    __syncwarp(); /* (orders the lanes' stores before the atomics below) */
+    for (int l = 0; l < 2; l++) {
+        if (!src.cnt[l]) continue;
+        const int n = min(max(src.cnt[l][row], 0), kb);
+        for (int j = lane; j < n; j += 32) {
+            const int e = src.idx[l][row * kb + j];
+            if (e >= 0 && e < kb) atomicOr(w + e / 32, 1u << (e % 32));
+        }
+    }
+    __syncwarp(); /* every lane's bits are set before any lane reads a word */
+    int total = 0;
+    for (int i0 = 0; i0 < words; i0 += 32) {
+        uint32_t word = i0 + lane < words ? __ldcg(w + i0 + lane) : 0u; /* (L2: where the atomics were) */
+        const int mine = __popc(word);
+        int upto = mine; /* inclusive prefix over the lanes */
+        for (int o = 1; o < 32; o <<= 1) {
+            const int v = __shfl_up_sync(0xffffffffu, upto, o);
+            if (lane >= o) upto += v;
+        }
+        int32_t *out = idx + row * kb + total + upto - mine;
+        for (; word; word &= word - 1) *out++ = (i0 + lane) * 32 + __ffs((int)word) - 1;
+        total += __shfl_sync(0xffffffffu, upto, 31);
+    }
+    if (lane == 0) cnt[row] = total;
+}
+/* Bytes of workspace fa_forward_cuda needs for resolved r: the sorted lists */
+static size_t fa__fwd_workspace(const fa_problem *r)
+{
+    size_t sz[3];
+    int64_t rows;
+    int kb;
+    if (!fa__has_block_mask(r)) return 0;
+    fa__bm_sizes(r, sz, &rows, &kb);
+    return sz[0] + sz[1] + sz[2];
+}
+/* The block mask's checks fa_forward_cuda makes (resolved r, e4m3 or not). */
+static fa_status fa__check_bm_cuda(const char *fn, const fa_problem *r, int fp8)
+{
+    const fa_block_mask *m = &r->block_mask;
+    if (!fa__has_block_mask(r)) return FA_OK;
+    if (fp8)
+        return fa__fail(FA_ERROR_UNSUPPORTED, "%s: block_mask is set: the FP8 (e4m3) forward does not take "
+                        "block masks", fn);
+    if (m->block_q != 128 || m->block_k != 128)
+        return fa__fail(FA_ERROR_UNSUPPORTED, "%s: block_mask.%s is %d: the GPU kernels take 128 x 128 blocks "
+                        "(0 = 128)", fn, m->block_q != 128 ? "block_q" : "block_k",
+                        m->block_q != 128 ? m->block_q : m->block_k);
+    return FA_OK;
+}
+/* Sort r's lists into the workspace at ws (fa__fwd_workspace bytes) on
+   stream st; the kernels' view of them into *bm. */
+static cudaError_t fa__bm_prepare(const fa_problem *r, void *ws, cudaStream_t st, fa__bmask *bm)
+{
+    const fa_block_mask *m = &r->block_mask;
+    size_t sz[3];
+    fa__bm_src src;
+    fa__bm_sizes(r, sz, &src.rows, &src.k_blocks);
+    src.cnt[0] = m->kv_num_blocks; src.idx[0] = m->kv_indices;
+    src.cnt[1] = m->full_kv_num_blocks; src.idx[1] = m->full_kv_indices;
+    int32_t *cnt = (int32_t *)ws, *idx = (int32_t *)((char *)ws + sz[0]);
+    fa__bm_rows_kernel<<<(unsigned)((src.rows * 32 + 255) / 256), 256, 0, st>>>(src, cnt, idx,
+                                                                               (uint32_t *)((char *)idx + sz[1]));
+    bm->cnt = cnt;
+    bm->idx = idx;
+    bm->q_blocks = fa__blocks(r->seqlen_q, m->block_q);
+    bm->k_blocks = src.k_blocks;
+    bm->batch1 = m->batch == 1;
+    bm->heads = m->heads;
+    bm->hdiv = r->heads_q / m->heads;
+    return cudaGetLastError();
+}
+
 FLASHATTN_DEF fa_status fa_forward_cuda_workspace_size(const fa_problem *p, size_t *bytes)
 {
+    static const char fn[] = "fa_forward_cuda_workspace_size";
     fa_problem r;
-    if (!bytes) return fa__fail(FA_ERROR_INVALID_ARGUMENT, "fa_forward_cuda_workspace_size: bytes is NULL");
-    /* host_arrays = 0: alibi_slopes, cu_seqlens and seqlens_k are device memory */
-    fa_status s = fa__resolve("fa_forward_cuda_workspace_size", p, &r, 0);
-    if (s != FA_OK || (s = fa__no_block_table("fa_forward_cuda_workspace_size", &r)) != FA_OK) return s;
-    *bytes = 0; /* the forward kernel needs no scratch */
+    if (!bytes) return fa__fail(FA_ERROR_INVALID_ARGUMENT, "%s: bytes is NULL", fn);
+    /* host_arrays = 0: alibi_slopes, cu_seqlens, seqlens_k and the block mask's lists are device memory */
+    fa_status s = fa__resolve(fn, p, &r, 0);
+    if (s != FA_OK || (s = fa__no_block_table(fn, &r)) != FA_OK) return s;
+    *bytes = fa__fwd_workspace(&r); /* only a block mask needs scratch */
     return FA_OK;
 }
 
@@ -3616,7 +3809,8 @@ FLASHATTN_DEF fa_status fa_forward_cuda(const fa_problem *p, fa_tensor q, fa_ten
     int dev = 0, major = 0, minor = 0, need, varlen_q, varlen_k, fp8;
     fa__gpu gpu;
     cudaError_t e;
-    (void)workspace; (void)workspace_size; /* no scratch needed */
+    size_t ws_need;
+    void *ws = workspace;
     memset(&r, 0, sizeof r);
 
     /* ---- 1. arguments, before anything touches the device ---- */
@@ -3645,6 +3839,14 @@ FLASHATTN_DEF fa_status fa_forward_cuda(const fa_problem *p, fa_tensor q, fa_ten
     if (r.heads_q > 65535 || r.batch > 65535)
         return fa__fail(FA_ERROR_UNSUPPORTED, "%s: heads_q (%d) and batch (%d) must be <= 65535 "
                         "(CUDA grid limits)", fn, r.heads_q, r.batch);
+    if ((s = fa__check_bm_cuda(fn, &r, fp8)) != FA_OK) return s;
+    ws_need = fa__fwd_workspace(&r);
+    if (workspace && workspace_size < ws_need)
+        return fa__fail(FA_ERROR_INVALID_ARGUMENT, "%s: workspace_size (%zu bytes) is less than the %zu bytes "
+                        "needed (fa_forward_cuda_workspace_size: the block mask's sorted lists)", fn,
+                        workspace_size, ws_need);
+    if (ws_need && ((uintptr_t)workspace & 3u))
+        return fa__fail(FA_ERROR_INVALID_ARGUMENT, "%s: workspace must be 4-byte aligned", fn);
     need = r.head_dim > r.head_dim_v ? r.head_dim : r.head_dim_v;
     if (r.seqlen_q == 0) return FA_OK; /* no query rows: nothing to write */
 
@@ -3692,6 +3894,7 @@ FLASHATTN_DEF fa_status fa_forward_cuda(const fa_problem *p, fa_tensor q, fa_ten
     kp.dsb_q = kp.dsb_k = kp.dsb_v = NULL;
     kp.ds_q = kp.ds_k = kp.ds_v = 1.0f;
     kp.blk_q = kp.blk_k = kp.v_words = 0;
+    memset(&kp.bm, 0, sizeof kp.bm);
 
     /* ---- 4. launch ---- */
 #if !defined(FLASHATTN_NO_HOPPER) && !defined(FLASHATTN_NO_FP8)
@@ -3700,7 +3903,23 @@ FLASHATTN_DEF fa_status fa_forward_cuda(const fa_problem *p, fa_tensor q, fa_ten
         return fa__dispatch_fp8<0>(fn, kp, r.batch, need, o.dtype == FA_BF16, gpu, (cudaStream_t)stream);
     }
 #endif
-    return fa__dispatch_head_dim<0>(fn, kp, r.batch, need, q.dtype == FA_BF16, gpu, (cudaStream_t)stream);
+    if (!ws_need)
+        return fa__dispatch_head_dim<0>(fn, kp, r.batch, need, q.dtype == FA_BF16, gpu, (cudaStream_t)stream);
+    /* a block mask: its lists sorted into the workspace first (>>gpu-bsparse-host;
+       one not given is allocated and freed stream-ordered) */
+    if (!ws && (e = cudaMallocAsync(&ws, ws_need, (cudaStream_t)stream)) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return e == cudaErrorMemoryAllocation
+                   ? fa__fail(FA_ERROR_OUT_OF_MEMORY, "%s: cudaMallocAsync of %zu workspace bytes failed", fn, ws_need)
+                   : fa__cuda_fail(fn, e, "cudaMallocAsync (workspace)");
+    }
+    if ((e = fa__bm_prepare(&r, ws, (cudaStream_t)stream, &kp.bm)) != cudaSuccess)
+        s = fa__cuda_fail(fn, e, "the block mask's sorting kernel");
+    else
+        s = fa__dispatch_head_dim<0>(fn, kp, r.batch, need, q.dtype == FA_BF16, gpu, (cudaStream_t)stream);
+    if (!workspace && (e = cudaFreeAsync(ws, (cudaStream_t)stream)) != cudaSuccess && s == FA_OK)
+        s = fa__cuda_fail(fn, e, "cudaFreeAsync (workspace)");
+    return s;
 }
 
 #ifdef __cplusplus
@@ -4867,7 +5086,7 @@ static fa_status fa__decode_cuda_prepare(const char *fn, const fa_problem *p, fa
     /* device arrays (seqlens_k, block_table, alibi_slopes): host_arrays = 0 */
     st = have_tensors ? fa__check_decode(fn, p, &r, &q, &kc, &vc, &kn, &vn, &o, lse, 0)
                       : fa__resolve(fn, p, &r, 0);
-    if (st != FA_OK) return st;
+    if (st != FA_OK || (st = fa__no_block_mask(fn, &r)) != FA_OK) return st;
     hq = r.heads_q; hkv = r.heads_kv; d = r.head_dim; group = hq / hkv;
     append = have_tensors && kn.data != NULL;
     if (r.head_dim_v != d || (d != 64 && d != 128 && d != 256))
@@ -6715,7 +6934,8 @@ FLASHATTN_DEF fa_status fa_backward_cuda_workspace_size(const fa_problem *p, siz
     fa_problem r;
     fa__bwd_plan pl = {};
     fa_status s = fa__resolve(fn, p, &r, 0); /* host_arrays = 0: device memory */
-    if (s != FA_OK || (s = fa__no_block_table(fn, &r)) != FA_OK || (s = fa__bwd_make_plan(fn, &r, &pl)) != FA_OK)
+    if (s != FA_OK || (s = fa__no_block_table(fn, &r)) != FA_OK || (s = fa__no_block_mask(fn, &r)) != FA_OK ||
+        (s = fa__bwd_make_plan(fn, &r, &pl)) != FA_OK)
         return s;
     if (!bytes) return fa__fail(FA_ERROR_INVALID_ARGUMENT, "%s: bytes is NULL", fn);
     *bytes = pl.total_bytes;
@@ -6734,7 +6954,8 @@ FLASHATTN_DEF fa_status fa_backward_cuda(const fa_problem *p, fa_tensor q, fa_te
     fa_problem r;
     fa__bwd_plan pl = {};
     fa_status s = fa__check_backward(fn, p, &r, &q, &k, &v, &o, &dout, lse, &dq, &dk, &dv, 0);
-    if (s != FA_OK || (s = fa__bwd_make_plan(fn, &r, &pl)) != FA_OK) return s;
+    if (s != FA_OK || (s = fa__no_block_mask(fn, &r)) != FA_OK || (s = fa__bwd_make_plan(fn, &r, &pl)) != FA_OK)
+        return s;
     if (q.dtype != FA_F16 && q.dtype != FA_BF16)
         return fa__fail(FA_ERROR_UNSUPPORTED, "%s: q.dtype must be f16 or bf16 on the GPU", fn);
     fa__bwd_params kp;

@@ -66,7 +66,52 @@ typedef struct tcase {
     int alibi, varlen, seqlens_k, strided;
     int ramp; /* keys grow along the sequence (see make_buf) */
     int sm90_shape; /* 1 + the sm_90a shape to take (fa__sm90_shape_sel), 0: as main() alternates */
+    /* block mask (128 x 128): 1 + the percent of key blocks each query
+       block lists (0: none), drawn per row in a shuffled order, split
+       between the two lists where no causal / window mask forbids full
+       blocks; bm_heads, bm_batch1: the mask's heads and batch fields;
+       bm_no_ws: no workspace given (the call allocates it) */
+    int bmask, bm_heads, bm_batch1, bm_no_ws;
 } tcase;
+
+/* A block mask's host lists and their device copies (tcase.bmask). */
+typedef struct tbmask {
+    std::vector<int32_t> cnt, idx, fcnt, fidx;
+    int32_t *d[4];
+} tbmask;
+static void make_bmask(tbmask *m, const tcase *c, fa_block_mask *host, fa_block_mask *dev)
+{
+    const int qb = (c->sq + 127) / 128, kb = (c->sk + 127) / 128;
+    const int masks = (c->bm_batch1 ? 1 : c->batch) * (c->bm_heads ? c->bm_heads : c->hq);
+    const int split = !c->causal && !c->window;
+    m->cnt.assign((size_t)masks * qb, 0); m->fcnt = m->cnt;
+    m->idx.assign((size_t)masks * qb * kb, -1); m->fidx = m->idx;
+    for (int r = 0; r < masks * qb; r++) {
+        std::vector<int32_t> row;
+        for (int j = 0; j < kb; j++)
+            if (irand(100) < c->bmask - 1) row.push_back(j);
+        for (size_t i = row.size(); i > 1; i--) std::swap(row[i - 1], row[(size_t)irand((int)i)]);
+        for (int32_t j : row) {
+            const int full = split && irand(3) == 0;
+            std::vector<int32_t> &cnt = full ? m->fcnt : m->cnt, &idx = full ? m->fidx : m->idx;
+            idx[(size_t)r * kb + cnt[(size_t)r]++] = j;
+        }
+    }
+    memset(host, 0, sizeof *host);
+    host->block_q = host->block_k = 128;
+    host->heads = c->bm_heads;
+    host->batch = c->bm_batch1;
+    std::vector<int32_t> *v[4] = {&m->cnt, &m->idx, &m->fcnt, &m->fidx};
+    for (int i = 0; i < 4; i++) {
+        CUDA_OK(cudaMalloc(&m->d[i], v[i]->size() * 4));
+        CUDA_OK(cudaMemcpy(m->d[i], v[i]->data(), v[i]->size() * 4, cudaMemcpyHostToDevice));
+    }
+    host->kv_num_blocks = m->cnt.data(); host->kv_indices = m->idx.data();
+    if (split) { host->full_kv_num_blocks = m->fcnt.data(); host->full_kv_indices = m->fidx.data(); }
+    *dev = *host;
+    dev->kv_num_blocks = m->d[0]; dev->kv_indices = m->d[1];
+    if (split) { dev->full_kv_num_blocks = m->d[2]; dev->full_kv_indices = m->d[3]; }
+}
 
 /* A host tensor [rows, heads, dim] (rows = batch * seq, or total tokens) with
    optional padded strides, its device copy and its view. */
@@ -221,7 +266,19 @@ static void run_case(const tcase *c)
 
     fa_problem pd = p; /* device arrays */
     pd.cu_seqlens_q = d_cuq; pd.cu_seqlens_k = d_cuk; pd.seqlens_k = d_lk; pd.alibi_slopes = d_alibi;
-    fa_status st = fa_forward_cuda(&pd, q.dview, k.dview, v.dview, o.dview, d_lse, NULL, 0, NULL);
+    tbmask bm = {};
+    void *d_ws = NULL;
+    size_t ws_bytes = 0;
+    if (c->bmask) {
+        make_bmask(&bm, c, &p.block_mask, &pd.block_mask);
+        check(fa_forward_cuda_workspace_size(&pd, &ws_bytes) == FA_OK && ws_bytes > 0, c->name,
+              "fa_forward_cuda_workspace_size with a block mask");
+        if (!c->bm_no_ws) {
+            CUDA_OK(cudaMalloc(&d_ws, ws_bytes));
+            CUDA_OK(cudaMemset(d_ws, 0xff, ws_bytes)); /* (stale lists would show) */
+        }
+    }
+    fa_status st = fa_forward_cuda(&pd, q.dview, k.dview, v.dview, o.dview, d_lse, d_ws, ws_bytes, NULL);
     check(st == FA_OK, c->name, fa_last_error());
     if (st != FA_OK) goto done;
     CUDA_OK(cudaGetLastError());
@@ -232,7 +289,7 @@ static void run_case(const tcase *c)
         CUDA_OK(cudaMemcpy(lse.data(), d_lse, lse.size() * 4, cudaMemcpyDeviceToHost));
         /* second run: same bits */
         CUDA_OK(cudaMemset(d_lse, 0xFF, lse.size() * 4));
-        st = fa_forward_cuda(&pd, q.dview, k.dview, v.dview, o.dview, d_lse, NULL, 0, NULL);
+        st = fa_forward_cuda(&pd, q.dview, k.dview, v.dview, o.dview, d_lse, d_ws, ws_bytes, NULL);
         CUDA_OK(cudaDeviceSynchronize());
         std::vector<uint16_t> og2(o.h.size());
         CUDA_OK(cudaMemcpy(og2.data(), o.dev, og2.size() * 2, cudaMemcpyDeviceToHost));
@@ -242,7 +299,7 @@ static void run_case(const tcase *c)
               c->name, "second run not bit-identical");
 
         /* reference, row by row, in parallel */
-        fa_problem ph = p;
+        fa_problem ph = p; /* (with the block mask's host lists) */
         ph.cu_seqlens_q = c->varlen ? cuq.data() : NULL;
         ph.cu_seqlens_k = c->varlen ? cuk.data() : NULL;
         ph.seqlens_k = c->seqlens_k ? lk.data() : NULL;
@@ -312,6 +369,9 @@ static void run_case(const tcase *c)
 done:
     cudaFree(q.dev); cudaFree(k.dev); cudaFree(v.dev); cudaFree(o.dev); cudaFree(d_lse);
     cudaFree(d_cuq); cudaFree(d_cuk); cudaFree(d_lk); cudaFree(d_alibi);
+    if (c->bmask)
+        for (int i = 0; i < 4; i++) cudaFree(bm.d[i]);
+    cudaFree(d_ws);
 }
 
 /* ---- bad arguments: rejected before any launch, outputs untouched ---- */
@@ -325,8 +385,8 @@ static void bad_args(void)
     make_buf(&k, FA_BF16, 1, 64, 2, 64, 0, -1, 1);
     make_buf(&v, FA_BF16, 1, 64, 2, 64, 0, -1, 1);
     make_buf(&o, FA_BF16, 1, 64, 2, 64, 0, -1, 0);
-    struct { const char *name; fa_status want; const char *needle; } t[8];
-    fa_status got[8];
+    struct { const char *name; fa_status want; const char *needle; } t[16];
+    fa_status got[16];
     int n = 0;
     fa_tensor qq, kk, oo;
     fa_problem pp;
@@ -366,6 +426,34 @@ static void bad_args(void)
     got[n] = fa_forward_cuda(&p, qq, k.dview, v.dview, o.dview, NULL, NULL, 0, NULL);
     t[n].name = "NULL q.data"; t[n].want = FA_ERROR_INVALID_ARGUMENT; t[n].needle = ""; n++;
 
+    /* block masks: the GPU's block size, the workspace, the calls that refuse them */
+    int32_t *d_bm;
+    CUDA_OK(cudaMalloc(&d_bm, 64));
+    CUDA_OK(cudaMemset(d_bm, 0, 64));
+    pp = p; pp.block_mask.kv_num_blocks = d_bm; pp.block_mask.kv_indices = d_bm + 4;
+    pp.block_mask.block_q = 64;
+    got[n] = fa_forward_cuda(&pp, q.dview, k.dview, v.dview, o.dview, NULL, NULL, 0, NULL);
+    t[n].name = "block_mask.block_q 64"; t[n].want = FA_ERROR_UNSUPPORTED; t[n].needle = "block_mask.block_q"; n++;
+    if (strstr(fa_last_error(), t[n - 1].needle) == NULL) got[n - 1] = FA_OK;
+    pp.block_mask.block_q = 0;
+    got[n] = fa_forward_cuda(&pp, q.dview, k.dview, v.dview, o.dview, NULL, d_bm, 4, NULL);
+    t[n].name = "block mask, workspace too small"; t[n].want = FA_ERROR_INVALID_ARGUMENT; t[n].needle = "workspace_size"; n++;
+    if (strstr(fa_last_error(), t[n - 1].needle) == NULL) got[n - 1] = FA_OK;
+    pp.block_mask.kv_indices = NULL;
+    got[n] = fa_forward_cuda(&pp, q.dview, k.dview, v.dview, o.dview, NULL, NULL, 0, NULL);
+    t[n].name = "block mask, kv_indices NULL"; t[n].want = FA_ERROR_INVALID_ARGUMENT; t[n].needle = "kv_indices"; n++;
+    if (strstr(fa_last_error(), t[n - 1].needle) == NULL) got[n - 1] = FA_OK;
+#ifndef FLASHATTN_NO_BACKWARD
+    {
+        size_t wsb = 0;
+        pp.block_mask.kv_indices = d_bm + 4;
+        got[n] = fa_backward_cuda_workspace_size(&pp, &wsb);
+        t[n].name = "block mask, fa_backward_cuda_workspace_size"; t[n].want = FA_ERROR_UNSUPPORTED;
+        t[n].needle = "block_mask"; n++;
+        if (strstr(fa_last_error(), t[n - 1].needle) == NULL) got[n - 1] = FA_OK;
+    }
+#endif
+
     CUDA_OK(cudaDeviceSynchronize());
     std::vector<uint16_t> og(o.h.size());
     CUDA_OK(cudaMemcpy(og.data(), o.dev, og.size() * 2, cudaMemcpyDeviceToHost));
@@ -378,7 +466,7 @@ static void bad_args(void)
         printf("%-4s bad args: %s\n", got[i] == t[i].want ? "ok" : "FAIL", t[i].name);
     }
     check(untouched, "bad-args", "o written by a failing call");
-    cudaFree(q.dev); cudaFree(k.dev); cudaFree(v.dev); cudaFree(o.dev);
+    cudaFree(q.dev); cudaFree(k.dev); cudaFree(v.dev); cudaFree(o.dev); cudaFree(d_bm);
 }
 
 int main(int argc, char **argv)
@@ -391,7 +479,7 @@ int main(int argc, char **argv)
     const int dims[] = {32, 64, 96, 128, 192, 256};
     const int lens_full[][2] = {{1, 7}, {7, 1}, {113, 203}, {203, 113}, {1023, 4097}, {4097, 1023}};
     const int lens_quick[][2] = {{1, 7}, {7, 1}, {113, 203}, {203, 113}};
-    static char names[512][64];
+    static char names[768][64];
     int nn = 0;
 #define NAME(...) (snprintf(names[nn], 64, __VA_ARGS__), names[nn++])
     for (int dti = 0; dti < 2; dti++) {
@@ -558,6 +646,49 @@ int main(int argc, char **argv)
             c.name = NAME("d256 1023 window + alibi"); cs.push_back(c);
             c = base; c.d = 128; c.sq = 4097; c.sk = 4097; c.batch = 1; c.hq = 2; c.causal = 1; c.softcap = 10; c.dropout = 0.1f;
             c.name = NAME("d128 4097 causal softcap dropout"); cs.push_back(c);
+        }
+    }
+    /* block masks (128 x 128, device lists; >>gpu-bsparse): the sm_90a
+       kernel at d 64 and 128 (no extras), the sm_80 kernel's walk
+       elsewhere and again for every sm_90a case (below); odd lengths, a
+       key block partly past sk, causal and window bounds that cut listed
+       blocks, rows that list none, GQA masks per KV head, one mask for
+       every sequence of a variable-length batch */
+    for (int dti = 0; dti < 2; dti++) {
+        tcase base = {};
+        base.dt = dti ? FA_BF16 : FA_F16; base.batch = 2; base.sq = 1000; base.sk = 1000; base.hq = 2; base.d = 64;
+        base.bmask = 1 + 30;
+        tcase c;
+        for (int d = 64; d <= 128; d *= 2)
+            for (int causal = 0; causal < 2; causal++) {
+                c = base; c.d = d; c.causal = causal;
+                c.name = NAME("block mask 30%% d%d 1000%s", d, causal ? " causal" : ""); cs.push_back(c);
+            }
+        c = base; c.sq = 203; c.sk = 1500; c.ramp = 1; c.bmask = 1 + 50; c.scale = 2.0f;
+        c.name = NAME("block mask 50%% d64 203x1500, keys ramped"); cs.push_back(c);
+        c = base; c.d = 128; c.sq = 1500; c.sk = 700; c.causal = 1;
+        c.name = NAME("block mask d128 1500x700 causal (rows without keys)"); cs.push_back(c);
+        c = base; c.bmask = 1; c.name = NAME("block mask 0%% (no block listed)"); cs.push_back(c);
+        c = base; c.d = 128; c.bmask = 101; c.causal = 1; c.name = NAME("block mask 100%% d128 causal"); cs.push_back(c);
+        c = base; c.hq = 8; c.hkv = 2; c.bm_heads = 2; c.bm_batch1 = 1; c.causal = 1;
+        c.name = NAME("block mask per KV head, one for all, GQA 8/2"); cs.push_back(c);
+        c = base; c.d = 128; c.batch = 3; c.varlen = 1; c.causal = 1; c.bm_batch1 = 1;
+        c.name = NAME("block mask varlen b3 causal d128, one mask"); cs.push_back(c);
+        c = base; c.batch = 3; c.seqlens_k = 1; c.bmask = 1 + 60;
+        c.name = NAME("block mask seqlens_k b3"); cs.push_back(c);
+        c = base; c.window = 1; c.wl = 300; c.wr = 40; c.bmask = 1 + 70;
+        c.name = NAME("block mask 70%% window (300, 40)"); cs.push_back(c);
+        c = base; c.d = 128; c.softcap = 5.0f; c.alibi = 1; c.causal = 1;
+        c.name = NAME("block mask d128 softcap + alibi causal"); cs.push_back(c);
+        c = base; c.dropout = 0.2f; c.name = NAME("block mask dropout 0.2"); cs.push_back(c);
+        c = base; c.d = 256; c.causal = 1; c.hq = 4; c.hkv = 2; c.name = NAME("block mask d256 causal GQA"); cs.push_back(c);
+        c = base; c.d = 96; c.dv = 72; c.strided = 1; c.name = NAME("block mask d96 dv72 strided"); cs.push_back(c);
+        c = base; c.d = 128; c.strided = 1; c.bm_no_ws = 1; c.name = NAME("block mask, no workspace given, strided"); cs.push_back(c);
+        if (!quick) {
+            c = base; c.d = 128; c.sq = 4097; c.sk = 4097; c.batch = 1; c.hq = 4; c.bmask = 1 + 20; c.causal = 1;
+            c.name = NAME("block mask 20%% d128 4097 causal"); cs.push_back(c);
+            c = base; c.d = 64; c.sq = 4097; c.sk = 4097; c.batch = 1; c.hq = 4; c.bmask = 1 + 10;
+            c.name = NAME("block mask 10%% d64 4097"); cs.push_back(c);
         }
     }
     /* On compute capability 9.0 a case the sm_90a kernel ran is run again on
