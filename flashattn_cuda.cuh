@@ -1250,14 +1250,14 @@ __host__ __device__ constexpr bool fa__sm90_o_own(int D, int BM, int BN, int ST)
 }
 /* The same for the FP8 kernel (>>hopper-fp8): Q, K and V tiles of DW
    16-bit words a row (fa__sm90_dw8), O's tile in 16 bits, a transposed V
-   tile (D x BN bytes) per stage, and the FP8 barriers, flag and descales
-   (fa__sm90_bufs). At d 256 there is no room for O's tile: O is stored
+   tile (D x BN bytes) per stage, and the FP8 barriers (fa__sm90_bufs).
+   At d 256 there is no room for O's tile: O is stored
    straight from the registers. */
 __host__ __device__ constexpr int fa__sm90_dw8(int D) { return D < 128 ? 64 : D / 2; }
 __host__ __device__ constexpr size_t fa__sm90_smem8(int D, int BM, int BN, int ST, bool o_own)
 {
     return 1024 + 2u * (size_t)fa__sm90_dw8(D) * (BM + 2 * ST * BN) + (o_own ? 2u * (size_t)D * BM : 0u) +
-           (size_t)ST * D * BN + 8u * (2 + 4 * ST) + 8u * (2 * ST + 1);
+           (size_t)ST * D * BN + 8u * (2 + 4 * ST) + 8u * ST;
 }
 __host__ __device__ constexpr bool fa__sm90_o_own8(int D, int BM, int BN, int ST)
 {
@@ -1788,8 +1788,7 @@ extern __shared__ uint8_t fa__smem90[];
    Q and slot from sQ, sQ1 and bars.
    FP8 (VT_BYTES > 0, one Q tile): the O tile is O_BYTES (O is 16-bit, Q
    e4m3), STAGES transposed V tiles (sVt, fa__sm90_v8) sit before the
-   barriers, and after Q's and the stages' come each stage's Vt full, the
-   producer's done flag, and each stage's K and V descales (two floats). */
+   barriers, and after Q's and the stages' come each stage's Vt full. */
 template <uint32_t Q_BYTES, uint32_t KV_BYTES, int STAGES, int QB, bool O_OWN, uint32_t O_BYTES = Q_BYTES,
           uint32_t VT_BYTES = 0>
 struct fa__sm90_bufs {
@@ -1810,8 +1809,6 @@ struct fa__sm90_bufs {
     __device__ __forceinline__ uint32_t v_empty(int s) const { return bars + 8u * (2 + 3 * STAGES + s); }
     /* (FP8) */
     __device__ __forceinline__ uint32_t vt_full(int s) const { return bars + 8u * (2 + 4 * STAGES + s); }
-    __device__ __forceinline__ uint32_t done_flag() const { return bars + 8u * (2 + 5 * STAGES); }
-    __device__ __forceinline__ uint32_t descales(int s) const { return bars + 8u * (3 + 5 * STAGES + s); }
 };
 
 
@@ -2002,7 +1999,6 @@ struct fa__src {
     int qrow, krow, qb, kb, hk;
     bool q_exact, kv_exact;
     const uint16_t *gq, *gk, *gv;
-    const float *dk8, *dv8; /* (FP8) K's and V's block descales of (b, hk), or NULL */
     int tk;                 /* (FLASHATTN_TRACE) the walk's tile */
 };
 
@@ -2013,10 +2009,10 @@ struct fa__src {
    tile's slot first, and a done slot after the last; FLAT: a tile's one or
    two segments. q_tile .. slot: the kernel's Q buffers, barriers and slots;
    tile_src, copy_q, copy_kv: the kernel's copies (shared with the loader
-   of FA__SM90_WARPSPEC = 0). Returns the ring positions it filled. */
+   of FA__SM90_WARPSPEC = 0). */
 template <int D, int BM, int BN, int WG, int QB, bool HANDOFF, bool FLAT, bool EARLY, bool SPARSE, class Sched,
           class Bufs, class QTile, class QFull, class QEmpty, class QPhase, class Slot, class TileSrc, class CopyQ, class CopyKV>
-static __device__ __forceinline__ int
+static __device__ __forceinline__ void
 fa__sm90_producer(const fa__fwd_params &p, const fa__tma_maps &tm, const fa__sm90_walk &wk, int m_blocks, int batch,
                   const Sched &sched, const Bufs &sm, bool early_ok, int lane, const QTile &q_tile,
                   const QFull &q_full, const QEmpty &q_empty, const QPhase &q_phase, const Slot &slot,
@@ -2143,7 +2139,6 @@ fa__sm90_producer(const fa__fwd_params &p, const fa__tma_maps &tm, const fa__sm9
         }
     }
     if (HANDOFF) publish(fa__extent(), 0, 0, 0, true);
-    return ring;
 }
 
 /* The sm_90a consumer's loop over its key blocks 0 .. count_w - 1 (items
@@ -2250,7 +2245,7 @@ fa__sm90_key_loop(int tk, int count_w, float (&s)[1][NS][4], uint32_t (&pa)[NS /
    copy's bytes) and Q empty (each consumer warp's lane 0, or every consumer
    thread: Q_RELEASE_ALL) per Q tile, K / V full (the copy) and empty (each
    consumer warp's lane 0) per stage. q_full, q_empty: the kernel's. */
-template <int QB, int STAGES, int WG, bool Q_RELEASE_ALL, class Bufs, class QFull, class QEmpty>
+template <int QB, int STAGES, int WG, bool Q_RELEASE_ALL, class Bufs, class QFull, class QEmpty, int V_FULL = 1>
 static __device__ __forceinline__ void fa__sm90_init_barriers(const Bufs &sm, const QFull &q_full, const QEmpty &q_empty)
 {
     for (int u = 0; u < QB; u++) {
@@ -2259,7 +2254,7 @@ static __device__ __forceinline__ void fa__sm90_init_barriers(const Bufs &sm, co
     }
     for (int s = 0; s < STAGES; s++) {
         fa__mbar_init(sm.k_full(s), 1);
-        fa__mbar_init(sm.v_full(s), 1);
+        fa__mbar_init(sm.v_full(s), V_FULL); /* (FP8: 32, fa__sm90_v8) */
         fa__mbar_init(sm.k_empty(s), 4 * WG);
         fa__mbar_init(sm.v_empty(s), 4 * WG);
     }
@@ -2390,9 +2385,11 @@ static __device__ __forceinline__ void fa__sm90_issue_pv8(float (&o_flat)[D / 2]
    (the async proxy) and arrives on the stage's Vt full barrier (96
    arrivals). Vt's stage is free to write: its V landed, so the copy
    waited for the consumers' release of the stage (v_empty), which comes
-   after their P V of its last use. The walk ends at the position the
-   producer names in the done flag (its count of positions, INT32_MAX until
-   known), whose V full it completes without a copy (fa__sm90_v8_end).
+   after their P V of its last use. positions: the ring positions the
+   producer fills (fa__sm90_positions). V full counts 32 arrivals here, one
+   from each lane of the producer warp after its own copies (TMA's lane 0
+   or every lane's cp.async of a tail tile), so that each copy's writer
+   releases what the transposers read.
    A warp's step: 16 keys (group g) x 32 bytes of d (block db). ldmatrix
    .trans, V seen as 16-bit words (two d bytes), gives lane (r = lane / 4,
    c = lane % 4), per 8 x 8 matrix of 8 keys x 8 words, the word r of keys
@@ -2408,7 +2405,7 @@ static __device__ __forceinline__ void fa__sm90_issue_pv8(float (&o_flat)[D / 2]
    a 4 x 4 block of bytes a thread, as 32-bit loads and stores, was slower
    [sm90-fp8]. */
 template <int D, int DW, int BN, int STAGES, class Bufs>
-static __device__ __forceinline__ void fa__sm90_v8(const Bufs &sm, int w, int lane)
+static __device__ __forceinline__ void fa__sm90_v8(const Bufs &sm, int w, int lane, int positions)
 {
     constexpr uint32_t KV_BYTES = BN * DW * 2, VT_BYTES = D * BN;
     const int m = lane / 8, i = lane % 8; /* the matrix and row this lane addresses */
@@ -2416,10 +2413,9 @@ static __device__ __forceinline__ void fa__sm90_v8(const Bufs &sm, int w, int la
     const int drow = 2 * i + (i < 4 ? m % 2 : 1 - m % 2) + 16 * (m / 2);      /* stmatrix: Vt's row */
     const bool swap = lane / 4 >= 4;
 #pragma unroll 1
-    for (int r = 0;; r++) {
+    for (int r = 0; r < positions; r++) {
         const int st = r % STAGES;
         fa__mbar_wait(sm.v_full(st), (uint32_t)((r / STAGES) & 1));
-        if (r >= (int)fa__ld_shared32(sm.done_flag())) return; /* (the producer's end: no V here) */
         const uint32_t src = sm.sV + st * KV_BYTES, dst = sm.sVt + st * VT_BYTES;
 #pragma unroll 1
         for (int u = w; u < (BN / 16) * (D / 32); u += 3) {
@@ -2439,29 +2435,27 @@ static __device__ __forceinline__ void fa__sm90_v8(const Bufs &sm, int w, int la
     }
 }
 
-/* The producer's end of the walk for the transposers (FP8), ring: the
-   positions it filled. The done flag gets ring, and position ring's V
-   full barrier an arrival without a copy (which releases the flag to the
-   transposers), once the stage's previous use is released, so that the
-   arrival falls in the phase they wait for. A transposer may read the
-   flag at an earlier position too: INT32_MAX or ring, both past it. */
-template <int STAGES, class Bufs> static __device__ __forceinline__ void fa__sm90_v8_end(const Bufs &sm, int ring, int lane)
+/* The ring positions the producer fills (FP8, whose walk has neither
+   HANDOFF, FLAT nor EARLY): the key blocks of the block's tiles with rows,
+   in fa__sm90_producer's walk. */
+template <int BM, int BN, class Sched>
+static __device__ __forceinline__ int fa__sm90_positions(const fa__fwd_params &p, const Sched &sched)
 {
-    const int st = ring % STAGES;
-    if (ring >= STAGES) fa__mbar_wait(sm.v_empty(st), (uint32_t)((ring / STAGES - 1) & 1));
-    if (lane == 0) {
-        fa__st_shared32(sm.done_flag(), (uint32_t)ring);
-        fa__mbar_arrive(sm.v_full(st));
+    int n = 0;
+    for (int k = 0; k < sched.rounds; k++) {
+        int m_block, h, b;
+        if (!sched.unit(k, m_block, h, b)) continue;
+        const fa__extent x = fa__fwd_extent(p, b, sched.tile_row0(m_block), BM, BN);
+        if (x.row0 < x.sq && x.n_end > x.n_begin) n += x.n_end - x.n_begin;
     }
+    return n;
 }
 
-/* The FP8 barriers and flag (before fa__sm90_init_barriers' fence): Vt
-   full, 96 arrivals (the transposers), and the done flag (the end, not yet
-   known: INT32_MAX). */
+/* The FP8 barriers (before fa__sm90_init_barriers' fence): Vt full, 96
+   arrivals (the transposers). */
 template <int STAGES, class Bufs> static __device__ __forceinline__ void fa__sm90_init_v8(const Bufs &sm)
 {
     for (int s = 0; s < STAGES; s++) fa__mbar_init(sm.vt_full(s), 96);
-    fa__st_shared32(sm.done_flag(), (uint32_t)INT32_MAX);
 }
 
 /* The descale of the thread's query row `row` (FP8): per tensor, or its
@@ -2564,9 +2558,13 @@ fa__sm90_consumer(const fa__tma_maps &tm, const fa__fwd_params &p, int batch, co
            descales (read by issue_qk), O~'s unit c8 and P's multiplier
            (>>hopper-fp8) */
         float dq8[2] = {1.0f, 1.0f}, dk8 = 1.0f, dv8 = 1.0f, c8 = 1.0f, pmul8 = FA__P8_MUL;
+        const float *dk_row = NULL, *dv_row = NULL; /* (FP8) K's and V's block descales of (b, h / group) */
         if constexpr (FP8) {
             dq8[0] = fa__ds_q8(p, b, h, wrow0 + g, x.sq);
             dq8[1] = fa__ds_q8(p, b, h, wrow0 + g + 8, x.sq);
+            const int64_t row = ((int64_t)b * (p.heads_q / p.group) + h / p.group) * p.blk_k;
+            dk_row = p.dsb_k ? p.dsb_k + row : NULL;
+            dv_row = p.dsb_v ? p.dsb_v + row : NULL;
         }
         /* The epilogue's first part, which needs no O (fa__sm90_epilogue_begin),
            in the shadow of the tile's last P V, where the warpgroup would
@@ -2652,9 +2650,10 @@ fa__sm90_consumer(const fa__tma_maps &tm, const fa__fwd_params &p, int batch, co
                    which measured faster than each built whole [sm90-desc-step] */
                 const uint64_t qd = fa__wg_desc(QB == 1 ? qw0 : q_tile(q_uses) + qw, 16, 1024);
                 const auto kd = kv_descs(sm.sK + landed(sm.k_full(at(it) % STAGES), it), 16);
-                if constexpr (FP8) { /* (published with K, read before K's release) */
-                    dk8 = __uint_as_float(fa__ld_shared32(sm.descales(at(it) % STAGES)));
-                    dv8 = __uint_as_float(fa__ld_shared32(sm.descales(at(it) % STAGES) + 4));
+                if constexpr (FP8) { /* (read here, used by the softmax after S) */
+                    const int blk = (x.n_begin + it) * BN / FLASHATTN_FP8_BLOCK_K;
+                    dk8 = dk_row ? dk_row[blk] : p.ds_k;
+                    dv8 = dv_row ? dv_row[blk] : p.ds_v;
                 }
                 fa__sm90_issue_qk<DW, BN, BM, BF16, decltype(kd), FP8>(s_flat, qd, kd);
             };
@@ -2941,7 +2940,8 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
 
     if (threadIdx.x == 0) {
         if constexpr (FP8) fa__sm90_init_v8<STAGES>(sm);
-        fa__sm90_init_barriers<QB, STAGES, WG, Q_RELEASE_ALL>(sm, q_full, q_empty);
+        fa__sm90_init_barriers<QB, STAGES, WG, Q_RELEASE_ALL, decltype(sm), decltype(q_full), decltype(q_empty),
+                               FP8 ? 32 : 1>(sm, q_full, q_empty);
     }
     __syncthreads(); /* the last block-wide barrier: the roles part here */
 
@@ -2972,11 +2972,6 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
         c.gq = p.q + (p.cu_seqlens_q ? x.q_tok0 * p.q_seq : b * p.q_batch) + h * p.q_head + (int64_t)x.row0 * p.q_seq;
         c.gk = p.k + (p.cu_seqlens_k ? x.k_tok0 * p.k_seq : b * p.k_batch) + c.hk * p.k_head;
         c.gv = p.v + (p.cu_seqlens_k ? x.k_tok0 * p.v_seq : b * p.v_batch) + c.hk * p.v_head;
-        if constexpr (FP8) {
-            const int64_t row = ((int64_t)b * (p.heads_q / p.group) + c.hk) * p.blk_k;
-            c.dk8 = p.dsb_k ? p.dsb_k + row : NULL;
-            c.dv8 = p.dsb_v ? p.dsb_v + row : NULL;
-        }
         return c;
     };
     /* Q of the tile whose Q is the q_uses-th loaded (the previous tile's Q
@@ -2992,22 +2987,14 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
         const uint32_t use = (uint32_t)((r / STAGES - 1) & 1);
         if (r >= STAGES) fa__mbar_wait(sm.k_empty(s), use);
         FLASHATTN_TRACE(2, c.tk, n - x.n_begin);
-        if constexpr (FP8) {
-            /* the block's K and V descales beside the stage, published by
-               K's full barrier (the consumers read them before they
-               release K: issue_qk) */
-            if (lane == 0) {
-                const int blk = k0 / FLASHATTN_FP8_BLOCK_K;
-                fa__st_shared32(sm.descales(s), __float_as_uint(c.dk8 ? c.dk8[blk] : p.ds_k));
-                fa__st_shared32(sm.descales(s) + 4, __float_as_uint(c.dv8 ? c.dv8[blk] : p.ds_v));
-            }
-        }
         fa__sm90_load<BN, DW>(sm.sK + s * KV_BYTES, sm.k_full(s), &tm.k, c.krow + k0, c.hk, c.kb, x.sk - k0, c.kv_exact,
                               p.d, c.gk + (int64_t)k0 * p.k_seq, p.k_seq, lane);
         if (r >= STAGES) fa__mbar_wait(sm.v_empty(s), use);
         FLASHATTN_TRACE(3, c.tk, n - x.n_begin);
         fa__sm90_load<BN, DW>(sm.sV + s * KV_BYTES, sm.v_full(s), &tm.v, c.krow + k0, c.hk, c.kb, x.sk - k0, c.kv_exact,
                               FP8 ? p.v_words : p.dv, c.gv + (int64_t)k0 * p.v_seq, p.v_seq, lane);
+        if constexpr (FP8)
+            if (lane != 0) fa__mbar_arrive(sm.v_full(s)); /* (each lane after its copies: fa__sm90_v8) */
     };
 
     /* (EARLY: the first copies before the tile's extent, where they can be) */
@@ -3017,12 +3004,11 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
         /* ---- producer warpgroup: one warp copies, the rest idle ---- */
         fa__setmaxnreg_dec<fa__sm90_producer_regs(FP8)>();
         if (warp == 0) {
-            const int filled = fa__sm90_producer<DW, BM, BN, WG, QB, HANDOFF, FLAT, EARLY, C::SPARSE>(
+            fa__sm90_producer<DW, BM, BN, WG, QB, HANDOFF, FLAT, EARLY, C::SPARSE>(
                 p, tm, wk, m_blocks, batch, sched, sm, early_ok, lane, q_tile, q_full, q_empty, q_phase, slot,
                 tile_src, copy_q, copy_kv);
-            if constexpr (FP8) fa__sm90_v8_end<STAGES>(sm, filled, lane);
-        } else if constexpr (FP8) {
-            fa__sm90_v8<D, DW, BN, STAGES>(sm, warp - 1, lane); /* (warps 1-3: the V transpose) */
+        } else if constexpr (FP8) { /* (warps 1-3: the V transpose) */
+            fa__sm90_v8<D, DW, BN, STAGES>(sm, warp - 1, lane, fa__sm90_positions<BM, BN>(p, sched));
         }
         return;
     }
