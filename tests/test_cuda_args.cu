@@ -19,8 +19,9 @@
    sequences give O = 0, L = -inf and dQ = 0 on the GPU too.
    Also: argument errors that need no array contents are still reported
    (FA_ERROR_INVALID_ARGUMENT naming the field) with the arrays unreadable,
-   and every call refuses a block mask (FA_ERROR_UNSUPPORTED, for now)
-   without reading its lists.
+   and block masks: fa_forward_cuda_workspace_size sizes them and
+   fa_forward_cuda checks their shape and workspace, the other calls
+   refuse them (FA_ERROR_UNSUPPORTED), none reading the lists on the host.
 
    Built with the implementation's default macros (every head dim), for
    sm_80 and sm_90a: nvcc -I. tests/test_cuda_args.cu (see the Makefile). */
@@ -254,12 +255,16 @@ static void decode_cases(const arrays *a)
 
 /* ---- argument errors found without reading the arrays ------------------------------ */
 
-static void refused(const char *name, fa_status s, const char *field)
+static void refused_as(const char *name, fa_status s, fa_status want, const char *field)
 {
     char detail[400];
-    snprintf(detail, sizeof detail, "status %d, \"%s\" (want FA_ERROR_INVALID_ARGUMENT naming %s)", (int)s,
-             fa_last_error(), field);
-    check(s == FA_ERROR_INVALID_ARGUMENT && strstr(fa_last_error(), field) != NULL, name, detail);
+    snprintf(detail, sizeof detail, "status %d, \"%s\" (want %d naming %s)", (int)s, fa_last_error(), (int)want,
+             field);
+    check(s == want && strstr(fa_last_error(), field) != NULL, name, detail);
+}
+static void refused(const char *name, fa_status s, const char *field)
+{
+    refused_as(name, s, FA_ERROR_INVALID_ARGUMENT, field);
 }
 
 static void error_cases(const arrays *a)
@@ -285,9 +290,12 @@ static void error_cases(const arrays *a)
     refused("fa_backward_cuda_workspace_size, block_table", fa_backward_cuda_workspace_size(&p, &bytes), "block_table");
 }
 
-/* ---- block masks: every _cuda call and query refuses them (for now) ----------
-   FA_ERROR_UNSUPPORTED naming block_mask, with the lists unreadable: the
-   refusal must not read them (issue 51; the CPU calls take them). */
+/* ---- block masks, with the lists unreadable (none may be read on the host) ----
+   The forward's query sizes the sorted lists (counts, lists and bitmaps,
+   each rounded up to 256 bytes); the forward refuses blocks other than 128 x
+   128 (FA_ERROR_UNSUPPORTED) and a short workspace (FA_ERROR_INVALID_ARGUMENT),
+   each by name; the backward and decode refuse block masks
+   (FA_ERROR_UNSUPPORTED naming block_mask; issue 51). */
 static void block_mask_cases(void)
 {
     fa_problem p = base(), d;
@@ -298,21 +306,36 @@ static void block_mask_cases(void)
     const int32_t *lists = (const int32_t *)carve(4096, NULL);
     const char *names[6] = {"fa_forward_cuda_workspace_size", "fa_forward_cuda", "fa_backward_cuda_workspace_size",
                             "fa_backward_cuda", "fa_decode_cuda_workspace_size", "fa_decode_cuda"};
-    size_t bytes = 0;
+    size_t bytes = 0, want;
     int c;
     memset(&kn, 0, sizeof kn); memset(&vn, 0, sizeof vn);
     p.block_mask.kv_num_blocks = lists;
     p.block_mask.kv_indices = lists + 256;
+    {
+        const int64_t rows = (int64_t)B * HQ * ((SQ + 127) / 128), kb = (SK + 127) / 128;
+        const fa_status s = fa_forward_cuda_workspace_size(&p, &bytes);
+        char detail[200];
+        want = ((size_t)rows * 4 + 255) / 256 * 256 + ((size_t)(rows * kb) * 4 + 255) / 256 * 256 +
+               ((size_t)(rows * ((kb + 31) / 32)) * 4 + 255) / 256 * 256;
+        announce("fa_forward_cuda_workspace_size with a block mask");
+        snprintf(detail, sizeof detail, "status %d, %zu bytes (want FA_OK, %zu)", (int)s, bytes, want);
+        check(s == FA_OK && bytes == want, "fa_forward_cuda_workspace_size with a block mask", detail);
+    }
+    d = p;
+    d.block_mask.block_k = 64;
+    refused_as("fa_forward_cuda, block_mask.block_k 64", fa_forward_cuda(&d, q, k, v, o, lse, NULL, 0, NULL),
+               FA_ERROR_UNSUPPORTED, "block_mask.block_k");
+    refused_as("fa_forward_cuda, block mask, short workspace",
+               fa_forward_cuda(&p, q, k, v, o, lse, (void *)lists, want - 4, NULL), FA_ERROR_INVALID_ARGUMENT,
+               "workspace_size");
     d = p;
     d.seqlen_q = 1;
-    for (c = 0; c < 6; c++) {
+    for (c = 2; c < 6; c++) {
         char name[160], detail[400];
         fa_status s = FA_OK;
         snprintf(name, sizeof name, "refused: %s with a block mask", names[c]);
         announce(name);
         switch (c) {
-        case 0: s = fa_forward_cuda_workspace_size(&p, &bytes); break;
-        case 1: s = fa_forward_cuda(&p, q, k, v, o, lse, NULL, 0, NULL); break;
         case 2: s = fa_backward_cuda_workspace_size(&p, &bytes); break;
         case 3: s = fa_backward_cuda(&p, q, k, v, o, dout, lse, dq, dk, dv, NULL, 0, NULL); break;
         case 4: s = fa_decode_cuda_workspace_size(&d, &bytes); break;
