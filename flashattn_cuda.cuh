@@ -435,8 +435,9 @@ template <int D> struct fa__ldsm_addr {
    sequence b, query block I: ((batch1 ? 0 : b) heads + h / hdiv) q_blocks
    + I. idx NULL: no block mask. */
 typedef struct fa__bmask {
-    const int32_t *cnt; /* [rows] */
-    const int32_t *idx; /* [rows][k_blocks] */
+    const int32_t *cnt;   /* [rows] */
+    const int32_t *idx;   /* [rows][k_blocks] */
+    const int32_t *order; /* the sm_90a kernel's tiles, most blocks first (fa__bm_order_kernel) */
     int q_blocks, k_blocks, batch1, heads, hdiv;
 } fa__bmask;
 
@@ -1817,7 +1818,7 @@ struct fa__sm90_bufs {
    of a tile see. Tiles are (query block of BM rows, head, batch), m_blocks
    query blocks per (head, batch); FLAT: WG warpgroup rows of the list of
    every sequence's rows (the kernel's FLAT). */
-template <int WG, int BM, int BN, bool PERSIST, bool FLAT, bool WG_STOP>
+template <int WG, int BM, int BN, bool PERSIST, bool FLAT, bool WG_STOP, bool SPARSE = false>
 struct fa__sm90_sched {
     const fa__fwd_params &p;
     const fa__sm90_walk &wk;
@@ -1830,7 +1831,7 @@ struct fa__sm90_sched {
     {
         tiles = FLAT ? (m_blocks * p.heads_q * batch + WG - 1) / WG : m_blocks * p.heads_q * batch;
         one_tile = !PERSIST || (int)gridDim.x >= tiles;
-        walk1 = fa__sm90_walk1(WG, p);
+        walk1 = SPARSE || fa__sm90_walk1(WG, p);
         pairs_m = (m_blocks + 1) / 2, pairs = pairs_m * p.heads_q * batch;
         /* (a block per tile: one unit, known at compile time without PERSIST,
            so no state is carried in registers from tile to tile) */
@@ -1875,6 +1876,18 @@ struct fa__sm90_sched {
        middle pair when M is odd). */
     __device__ __forceinline__ bool unit(int k, int &m_block, int &h, int &b, bool fast = false) const
     {
+        if (SPARSE) {
+            /* (a block mask) the tiles in the order of p.bm.order, most key
+               blocks first, dealt out as a snake (round k runs the blocks
+               forward when even, backward when odd), so that the blocks' sums
+               of key blocks come out close: the longest-first rule of list
+               scheduling (Graham 1969) with the pairing of sorted lists */
+            const int G = (int)gridDim.x, bx = (int)blockIdx.x;
+            const int u = one_tile ? bx : k * G + (k % 2 ? G - 1 - bx : bx);
+            if (u >= tiles) return false;
+            tile_coords(p.bm.order[u], m_block, h, b, true);
+            return true;
+        }
         if (one_tile) {
             /* (the last heads' tiles heaviest first: fa__sm90_walk's tail) */
             int tile = (int)blockIdx.x;
@@ -2936,7 +2949,7 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
     const int tid = threadIdx.x + (FA__SM90_WARPSPEC ? 0 : 128), warp = tid / 32, lane = tid % 32;
     FLASHATTN_TRACE(0, 0, 0);
     /* the tiles this block walks, in order (fa__sm90_sched) */
-    const fa__sm90_sched<WG, BM, BN, PERSIST, FLAT, C::WG_STOP> sched(p, wk, m_blocks, batch);
+    const fa__sm90_sched<WG, BM, BN, PERSIST, FLAT, C::WG_STOP, SPARSE> sched(p, wk, m_blocks, batch);
 
     if (threadIdx.x == 0) {
         if constexpr (FP8) fa__sm90_init_v8<STAGES>(sm);
@@ -3454,7 +3467,7 @@ static fa_status fa__launch_fwd_sm90(const char *fn, const fa__fwd_params &p, in
        allows no second block on an SM) */
     /* what a persistent block walks (the kernel's unit()): single tiles
        or pairs of them, per_head of them per (head, batch) */
-    const bool walk1 = fa__sm90_walk1(WG, p);
+    const bool walk1 = SPARSE || fa__sm90_walk1(WG, p);
     const int per_head = walk1 ? m_blocks : (m_blocks + 1) / 2;
     const int64_t units = flat ? tiles : (int64_t)per_head * p.heads_q * batch;
     const bool persistent = PERSIST && fa__sm90_can_persist(p, tiles0, gpu.sms);
@@ -3674,23 +3687,27 @@ extern "C" {
    (mask, query block) row sets the row's key blocks in a bitmap (repeats
    merge; entries outside [0, k_blocks) and counts outside [0, k_blocks]
    are dropped or clamped, so no list can send a kernel out of bounds),
-   then writes the set bits out in order. Workspace: the counts, the lists
-   and the bitmaps, each 256-byte aligned. */
+   then writes the set bits out in order. Workspace: the counts, the lists,
+   the bitmaps and the sm_90a kernel's tile order (fa__bm_order_kernel),
+   each 256-byte aligned. */
 typedef struct fa__bm_src {
     const int32_t *cnt[2], *idx[2]; /* kv_*, full_kv_* (NULL: not given) */
     int k_blocks;
     int64_t rows;
 } fa__bm_src;
 static size_t fa__bm_align(size_t n) { return (n + 255) & ~(size_t)255; }
-/* bytes of: the counts, the lists, the bitmaps; rows and k_blocks of resolved r */
-static void fa__bm_sizes(const fa_problem *r, size_t sz[3], int64_t *rows, int *k_blocks)
+/* bytes of: the counts, the lists, the bitmaps, the tile order; rows and
+   k_blocks of resolved r */
+static void fa__bm_sizes(const fa_problem *r, size_t sz[4], int64_t *rows, int *k_blocks)
 {
     const fa_block_mask *m = &r->block_mask;
-    *rows = (int64_t)m->batch * m->heads * fa__blocks(r->seqlen_q, m->block_q);
+    const int q_blocks = fa__blocks(r->seqlen_q, m->block_q);
+    *rows = (int64_t)m->batch * m->heads * q_blocks;
     *k_blocks = fa__blocks(r->seqlen_k, m->block_k);
     sz[0] = fa__bm_align((size_t)*rows * 4);
     sz[1] = fa__bm_align((size_t)*rows * (size_t)*k_blocks * 4);
     sz[2] = fa__bm_align((size_t)*rows * (size_t)((*k_blocks + 31) / 32) * 4);
+    sz[3] = fa__bm_align((size_t)q_blocks * (size_t)r->heads_q * (size_t)r->batch * 4);
 }
 __global__ void __launch_bounds__(256) fa__bm_rows_kernel(const fa__bm_src src, int32_t *cnt, int32_t *idx,
                                                           uint32_t *bits)
@@ -3725,15 +3742,55 @@ __global__ void __launch_bounds__(256) fa__bm_rows_kernel(const fa__bm_src src, 
     }
     if (lane == 0) cnt[row] = total;
 }
-/* Bytes of workspace fa_forward_cuda needs for resolved r: the sorted lists */
+/* The sm_90a kernel's tiles (m_block, h, b; fa__sm90_sched's tile_coords
+   numbering, 128-row tiles) in the order it deals them out under a block
+   mask: by the count of their row's listed blocks, most first, a counting
+   sort in one block (counts past the last bin share it). The count
+   stands for the tile's work: a causal or window bound may cut it, which
+   a mask built for that bound already leaves out. */
+#define FA__BM_ORDER_BINS 4096
+__global__ void __launch_bounds__(1024) fa__bm_order_kernel(const fa__bmask m, int heads_q, int tiles,
+                                                            int32_t *order)
+{
+    __shared__ int bin[FA__BM_ORDER_BINS];
+    const int nb = min(m.k_blocks + 1, FA__BM_ORDER_BINS), tid = (int)threadIdx.x;
+    auto bin_of = [&](int t) { /* 0: the most blocks */
+        const int I = m.q_blocks - 1 - t % m.q_blocks, hb = t / m.q_blocks, h = hb % heads_q, b = hb / heads_q;
+        const int64_t row = ((int64_t)(m.batch1 ? 0 : b) * m.heads + h / m.hdiv) * m.q_blocks + I;
+        return nb - 1 - min(m.cnt[row], nb - 1);
+    };
+    for (int i = tid; i < nb; i += 1024) bin[i] = 0;
+    __syncthreads(); /* the bins are clear */
+    for (int t = tid; t < tiles; t += 1024) atomicAdd(&bin[bin_of(t)], 1);
+    __syncthreads(); /* every tile counted */
+    if (tid < 32) { /* the bins' starts: an exclusive scan, a chunk of bins a lane */
+        const int chunk = (nb + 31) / 32, lo = min(tid * chunk, nb), hi = min(lo + chunk, nb);
+        int sum = 0, upto;
+        for (int i = lo; i < hi; i++) sum += bin[i];
+        upto = sum;
+        for (int o = 1; o < 32; o <<= 1) {
+            const int v = __shfl_up_sync(0xffffffffu, upto, o);
+            if (tid >= o) upto += v;
+        }
+        for (int i = lo, at = upto - sum; i < hi; i++) {
+            const int n = bin[i];
+            bin[i] = at;
+            at += n;
+        }
+    }
+    __syncthreads(); /* the starts are in place */
+    for (int t = tid; t < tiles; t += 1024) order[atomicAdd(&bin[bin_of(t)], 1)] = t;
+}
+/* Bytes of workspace fa_forward_cuda needs for resolved r: the sorted lists
+   and the tile order */
 static size_t fa__fwd_workspace(const fa_problem *r)
 {
-    size_t sz[3];
+    size_t sz[4];
     int64_t rows;
     int kb;
     if (!fa__has_block_mask(r)) return 0;
     fa__bm_sizes(r, sz, &rows, &kb);
-    return sz[0] + sz[1] + sz[2];
+    return sz[0] + sz[1] + sz[2] + sz[3];
 }
 /* The block mask's checks fa_forward_cuda makes (resolved r, e4m3 or not). */
 static fa_status fa__check_bm_cuda(const char *fn, const fa_problem *r, int fp8)
@@ -3754,21 +3811,28 @@ static fa_status fa__check_bm_cuda(const char *fn, const fa_problem *r, int fp8)
 static cudaError_t fa__bm_prepare(const fa_problem *r, void *ws, cudaStream_t st, fa__bmask *bm)
 {
     const fa_block_mask *m = &r->block_mask;
-    size_t sz[3];
+    size_t sz[4];
     fa__bm_src src;
+    cudaError_t e;
     fa__bm_sizes(r, sz, &src.rows, &src.k_blocks);
     src.cnt[0] = m->kv_num_blocks; src.idx[0] = m->kv_indices;
     src.cnt[1] = m->full_kv_num_blocks; src.idx[1] = m->full_kv_indices;
-    int32_t *cnt = (int32_t *)ws, *idx = (int32_t *)((char *)ws + sz[0]);
+    char *at = (char *)ws;
+    int32_t *cnt = (int32_t *)at, *idx = (int32_t *)(at + sz[0]), *order = (int32_t *)(at + sz[0] + sz[1] + sz[2]);
     fa__bm_rows_kernel<<<(unsigned)((src.rows * 32 + 255) / 256), 256, 0, st>>>(src, cnt, idx,
                                                                                (uint32_t *)((char *)idx + sz[1]));
     bm->cnt = cnt;
     bm->idx = idx;
+    bm->order = order;
     bm->q_blocks = fa__blocks(r->seqlen_q, m->block_q);
     bm->k_blocks = src.k_blocks;
     bm->batch1 = m->batch == 1;
     bm->heads = m->heads;
     bm->hdiv = r->heads_q / m->heads;
+    if ((e = cudaGetLastError()) != cudaSuccess) return e;
+    /* (more tiles than an int holds never reach the sm_90a kernel: fa__launch_fwd_sm90) */
+    const int64_t tiles = (int64_t)bm->q_blocks * r->heads_q * r->batch;
+    fa__bm_order_kernel<<<1, 1024, 0, st>>>(*bm, r->heads_q, tiles <= INT32_MAX ? (int)tiles : 0, order);
     return cudaGetLastError();
 }
 
