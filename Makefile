@@ -21,7 +21,7 @@ WARN     := -Wall -Wextra -Wpedantic -Werror
 OPT      := -O2 -march=native
 OPENMP   := -fopenmp
 
-.PHONY: all help run test test-all test-cpu test-compile test-sanitize test-gpu test-neon bench bench-gpu build-all clean
+.PHONY: all help run test test-all test-cpu test-compile test-sanitize test-gpu test-neon bench bench-gpu bench-sparse build-all clean
 
 # Plain `make` builds the examples (the test suite is `make test`).
 all: examples
@@ -41,6 +41,7 @@ help:
 	@echo 'make examples-check the CPU examples, run;  make examples-gpu: the GPU example'
 	@echo 'make bench          the CPU benchmark into build/bench/ (RECORD=1: into bench/results/)'
 	@echo 'make bench-gpu      the GPU benchmarks (a GPU and PyTorch; RECORD=1 as above)'
+	@echo 'make bench-sparse   the block-sparse forward beside FlexAttention (SPARSE_FLAGS=--quick)'
 	@echo 'make build-all      every GPU source for sm_80, 86, 89 and 90a'
 	@echo 'bench/compile_time.sh  nvcc seconds of a user'"'"'s translation unit, per macro'
 	@echo 'make clean'
@@ -542,6 +543,13 @@ bench-gpu: $(BUILD)/bench_gpu $(BUILD)/libfa_bench.so $(BUILD)/libfa_bench_decod
 	python3 bench/vs_torch.py --lib $(BUILD)/libfa_bench.so --out $(BENCH_RESULTS)
 	python3 bench/vs_torch.py decode --lib $(BUILD)/libfa_bench_decode.so --out $(BENCH_RESULTS)
 	python3 bench/vs_torch_backward.py --lib $(BUILD)/libfa_bench.so | tee $(BENCH_RESULTS)/backward-latest.txt
+
+# The block-sparse forward (issue 51) beside FlexAttention with the same BlockMask, our dense
+# forward and SDPA cuDNN, one run (bench/vs_flex_sparse.py; SPARSE_FLAGS="--quick" for a subset).
+SPARSE_FLAGS ?=
+bench-sparse: $(BUILD)/libfa_bench.so
+	@mkdir -p $(BENCH_RESULTS)
+	python3 bench/vs_flex_sparse.py --lib $(BUILD)/libfa_bench.so --out $(BENCH_RESULTS) $(SPARSE_FLAGS)
 
 
 # ---- NEON (AArch64) path, cross compiled and run under qemu ------------------

@@ -1,5 +1,6 @@
 /* bench/fa_bench_lib.cu - a tiny C ABI over fa_forward_cuda and
-   fa_quantize_cuda for ctypes (bench/vs_torch.py). Build: make build/libfa_bench.so
+   fa_quantize_cuda for ctypes (bench/vs_torch.py, bench/vs_flex_sparse.py).
+   Build: make build/libfa_bench.so
      nvcc -std=c++17 -O3 -shared -Xcompiler -fPIC bench/fa_bench_lib.cu -o build/libfa_bench.so */
 #ifndef FLASHATTN_HEAD_DIMS
 #define FLASHATTN_HEAD_DIMS 64, 128, 256 /* the benchmark grid's; a third of the compile time */
@@ -25,6 +26,72 @@ extern "C" int fa_bench_forward(void *q, void *k, void *v, void *o, float *lse, 
     fa_problem p;
     fa_tensor tq, tk, tv, to;
     bench_problem(&p, &tq, batch, sq, sk, hq, hkv, d, causal);
+    tk = tv = to = tq;
+    tq.data = q; tk.data = k; tv.data = v; to.data = o;
+    tq.dtype = tk.dtype = tv.dtype = to.dtype = bf16 ? FA_BF16 : FA_F16;
+    return (int)fa_forward_cuda(&p, tq, tk, tv, to, lse, NULL, 0, stream);
+}
+
+/* The block mask of the sparse entries below: FlexAttention's BlockMask
+   layout (kv_num [masks][q_blocks], kv_idx [masks][q_blocks][k_blocks],
+   int32, device), 128 x 128 blocks; full_num / full_idx may be NULL;
+   mask_batch, mask_heads as fa_block_mask's batch, heads. */
+static void bench_block_mask(fa_problem *p, const int *kv_num, const int *kv_idx, const int *full_num,
+                             const int *full_idx, int mask_batch, int mask_heads)
+{
+    p->block_mask.block_q = p->block_mask.block_k = 128;
+    p->block_mask.batch = mask_batch; p->block_mask.heads = mask_heads;
+    p->block_mask.kv_num_blocks = (const int32_t *)kv_num; p->block_mask.kv_indices = (const int32_t *)kv_idx;
+    p->block_mask.full_kv_num_blocks = (const int32_t *)full_num;
+    p->block_mask.full_kv_indices = (const int32_t *)full_idx;
+}
+
+/* Workspace bytes fa_bench_forward_sparse needs for that problem (the lists
+   are not read, only whether they are NULL), or -1: refused (the message in
+   fa_bench_last_error). */
+extern "C" long long fa_bench_forward_sparse_workspace(int batch, int sq, int sk, int hq, int hkv, int d,
+                                                       int causal, const int *kv_num, const int *kv_idx,
+                                                       const int *full_num, const int *full_idx, int mask_batch,
+                                                       int mask_heads)
+{
+    fa_problem p;
+    fa_tensor t;
+    size_t bytes = 0;
+    bench_problem(&p, &t, batch, sq, sk, hq, hkv, d, causal);
+    bench_block_mask(&p, kv_num, kv_idx, full_num, full_idx, mask_batch, mask_heads);
+    return fa_forward_cuda_workspace_size(&p, &bytes) == FA_OK ? (long long)bytes : -1;
+}
+
+/* fa_bench_forward with a block mask (bench_block_mask above) and the
+   workspace it needs (device, ws_bytes >= fa_bench_forward_sparse_workspace;
+   NULL when that is 0). Returns fa_status. */
+extern "C" int fa_bench_forward_sparse(void *q, void *k, void *v, void *o, float *lse, int batch, int sq, int sk,
+                                       int hq, int hkv, int d, int causal, int bf16, const int *kv_num,
+                                       const int *kv_idx, const int *full_num, const int *full_idx,
+                                       int mask_batch, int mask_heads, void *workspace, long long ws_bytes,
+                                       void *stream)
+{
+    fa_problem p;
+    fa_tensor tq, tk, tv, to;
+    bench_problem(&p, &tq, batch, sq, sk, hq, hkv, d, causal);
+    bench_block_mask(&p, kv_num, kv_idx, full_num, full_idx, mask_batch, mask_heads);
+    tk = tv = to = tq;
+    tq.data = q; tk.data = k; tv.data = v; to.data = o;
+    tq.dtype = tk.dtype = tv.dtype = to.dtype = bf16 ? FA_BF16 : FA_F16;
+    return (int)fa_forward_cuda(&p, tq, tk, tv, to, lse, workspace, (size_t)ws_bytes, stream);
+}
+
+/* Variable length: batch sequences packed along one token axis, q, o
+   [total_q, hq, d], k, v [total_k, hkv, d], lse [hq, total_q]; cu_q, cu_k
+   [batch + 1] int32 offsets (device); sq, sk the longest sequence. */
+extern "C" int fa_bench_forward_varlen(void *q, void *k, void *v, void *o, float *lse, const int *cu_q,
+                                       const int *cu_k, int batch, int sq, int sk, int hq, int hkv, int d,
+                                       int causal, int bf16, void *stream)
+{
+    fa_problem p;
+    fa_tensor tq, tk, tv, to;
+    bench_problem(&p, &tq, batch, sq, sk, hq, hkv, d, causal);
+    p.cu_seqlens_q = (const int32_t *)cu_q; p.cu_seqlens_k = (const int32_t *)cu_k;
     tk = tv = to = tq;
     tq.data = q; tk.data = k; tv.data = v; to.data = o;
     tq.dtype = tk.dtype = tv.dtype = to.dtype = bf16 ? FA_BF16 : FA_F16;
