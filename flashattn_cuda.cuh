@@ -2143,8 +2143,12 @@ fa__sm90_producer(const fa__fwd_params &p, const fa__tma_maps &tm, const fa__sm9
         c.tk = k;
         if (!early) copy_q(c, x, h, q_uses);
         q_uses++;
-        if constexpr (SPARSE) {
-            for (int it = 0; it < run.count; it++, ring++) copy_kv(c, x, run.at[it], ring);
+        if constexpr (SPARSE) { /* (the run read 32 entries at a time, one a lane) */
+            int mine = 0;
+            for (int it = 0; it < run.count; it++, ring++) {
+                if (it % 32 == 0) mine = it + lane < run.count ? run.at[it + lane] : 0;
+                copy_kv(c, x, __shfl_sync(0xffffffffu, mine, it % 32), ring);
+            }
         } else {
             int n = x.n_begin;
             if (early) n++, ring++; /* (n_begin = 0: no left bound) */
@@ -2595,8 +2599,21 @@ fa__sm90_consumer(const fa__tma_maps &tm, const fa__fwd_params &p, int batch, co
            n_end - 1, or (SPARSE) the run of them the block mask lists
            (fa__bm_find; the producer finds the same) */
         fa__bm_run run = {NULL, x.n_end - x.n_begin};
-        if constexpr (SPARSE) run = fa__bm_find(p.bm, b, h, x.row0 / 128, x.n_begin, x.n_end);
-        auto block_of = [&](int it) { return SPARSE ? run.at[it] : x.n_begin + it; };
+        int chunk = 0, mine = 0; /* (SPARSE) entry 32 chunk + lane of the run, this lane's */
+        if constexpr (SPARSE) {
+            run = fa__bm_find(p.bm, b, h, x.row0 / 128, x.n_begin, x.n_end);
+            mine = lane < run.count ? run.at[lane] : 0;
+        }
+        /* (SPARSE: from the lanes, not from global memory, whose latency
+           fell in the softmax's path; `it` is warp-uniform) */
+        auto block_of = [&](int it) {
+            if constexpr (!SPARSE) return x.n_begin + it;
+            if (it / 32 != chunk) {
+                chunk = it / 32;
+                mine = 32 * chunk + lane < run.count ? run.at[32 * chunk + lane] : 0;
+            }
+            return __shfl_sync(0xffffffffu, mine, it % 32);
+        };
         const int count = run.count;
         /* count_w: the key blocks this warpgroup's own rows see (WG_STOP;
            else count). A warpgroup with no row in the sequence (idle)
@@ -3749,11 +3766,18 @@ __global__ void __launch_bounds__(256) fa__bm_rows_kernel(const fa__bm_src src, 
    stands for the tile's work: a causal or window bound may cut it, which
    a mask built for that bound already leaves out. */
 #define FA__BM_ORDER_BINS 4096
+#ifndef FA__BM_ORDER
+#define FA__BM_ORDER 1 /* (0: the tiles in their own order, for measuring) */
+#endif
 __global__ void __launch_bounds__(1024) fa__bm_order_kernel(const fa__bmask m, int heads_q, int tiles,
                                                             int32_t *order)
 {
     __shared__ int bin[FA__BM_ORDER_BINS];
     const int nb = min(m.k_blocks + 1, FA__BM_ORDER_BINS), tid = (int)threadIdx.x;
+    if (!FA__BM_ORDER) {
+        for (int t = tid; t < tiles; t += 1024) order[t] = t;
+        return;
+    }
     auto bin_of = [&](int t) { /* 0: the most blocks */
         const int I = m.q_blocks - 1 - t % m.q_blocks, hb = t / m.q_blocks, h = hb % heads_q, b = hb / heads_q;
         const int64_t row = ((int64_t)(m.batch1 ? 0 : b) * m.heads + h / m.hdiv) * m.q_blocks + I;
