@@ -194,12 +194,13 @@
    query block with no block sees no key: O = 0, L = -inf, dQ = 0. The
    result depends only on the set of visited blocks, not on the order
    of the lists or the split between them. The CPU forward and backward
-   take them, and fa_forward_cuda at 128 x 128 blocks (block_q = block_k
-   = 128), with a workspace of fa_forward_cuda_workspace_size bytes (the
-   lists sorted); there out-of-range entries and repeats in the device
-   lists are ignored, not reported, and both lists are treated alike (the
-   kernel finds its own element masks). Decode, fa_backward_cuda (for
-   now) and the FP8 forward refuse them with FA_ERROR_UNSUPPORTED.
+   take them, and fa_forward_cuda and fa_backward_cuda at 128 x 128
+   blocks (block_q = block_k = 128), with a workspace of their
+   _workspace_size bytes (the lists sorted, and for the backward a bitmap
+   of them); there out-of-range entries and repeats in the device lists
+   are ignored, not reported, and both lists are treated alike (the
+   kernels find their own element masks). Decode and the FP8 forward
+   refuse them with FA_ERROR_UNSUPPORTED.
    fa_block_mask_from_bitmap builds the lists.
    The same inputs give bit-identical outputs run to run, on any thread count.
    Empty sequences: batch, seqlen_q and seqlen_k (maxima; for decode the
@@ -359,7 +360,7 @@ typedef struct fa_tensor {
    ceil(seqlen_q / block_q), k_blocks = ceil(seqlen_k / block_k). */
 typedef struct fa_block_mask {
     int block_q;   /* query rows per block, 0 = 128. The CPU takes any >= 1;
-                      the GPU forward 128 (its tile) */
+                      the GPU forward and backward 128 (their tile) */
     int block_k;   /* key rows per block, 0 = 128; likewise */
     int batch;     /* masks along the batch: 0 = one per sequence (batch),
                       1 = one for every sequence */
@@ -560,7 +561,7 @@ FLASHATTN_DEF fa_status fa_quantize(const fa_quant *p, fa_tensor x, fa_tensor ou
    A workspace size holds for the problem and device it was asked for: ask
    with the same fa_problem the call gets (for decode, block_table set or
    not changes the split plan) with the call's device current. Block
-   masks: fa_forward_cuda only (section 5).
+   masks: fa_forward_cuda and fa_backward_cuda (section 5).
    Under FLASHATTN_STATIC they exist only in a file compiled by nvcc, so
    only such a file declares them. */
 #if !defined(FLASHATTN_STATIC) || (defined(__CUDACC__) && !defined(FLASHATTN_NO_CUDA))
@@ -1518,13 +1519,12 @@ static fa_status fa__no_block_table(const char *fn, const fa_problem *r)
 }
 
 /* Decode's rows mix query heads and tokens (>>impl-decode): no block
-   masks; nor the GPU backward, for now (which: the call that refuses). */
+   masks (its CPU and GPU calls; every other call takes them). */
 static fa_status fa__no_block_mask(const char *fn, const fa_problem *r)
 {
     if (fa__has_block_mask(r))
-        return fa__fail(FA_ERROR_UNSUPPORTED, "%s: block_mask is set; %s does not take block masks "
-                        "(fa_forward, fa_backward and fa_forward_cuda do)", fn,
-                        strstr(fn, "decode") ? "decode" : "this call");
+        return fa__fail(FA_ERROR_UNSUPPORTED, "%s: block_mask is set; decode does not take block masks "
+                        "(fa_forward, fa_backward, fa_forward_cuda and fa_backward_cuda do)", fn);
     return FA_OK;
 }
 

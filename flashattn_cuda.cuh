@@ -424,22 +424,35 @@ template <int D> struct fa__ldsm_addr {
     }
 };
 
+/* A block mask as the kernels read it (>>gpu-bsparse): per (mask, query
+   block) row, its key blocks in ascending order, the caller's two lists
+   merged by fa__bm_rows_kernel into the workspace, and the same set as a
+   bitmap, bit J % 32 of word J / 32 of the row (the backward's test, one
+   load: fa__bm_visited). Row of query head h, sequence b, query block I:
+   ((batch1 ? 0 : b) heads + h / hdiv) q_blocks + I. idx NULL: no block
+   mask. (Outside the forward's section: the emulated backward reads it.) */
+typedef struct fa__bmask {
+    const int32_t *cnt;   /* [rows] */
+    const int32_t *idx;   /* [rows][k_blocks] */
+    const int32_t *order; /* the sm_90a forward's tiles, most blocks first (fa__bm_order_kernel) */
+    int q_blocks, k_blocks, batch1, heads, hdiv;
+    const uint32_t *bits; /* [rows][words] */
+    int words;            /* (k_blocks + 31) / 32 */
+} fa__bmask;
+
+/* Does the mask list key block J (128 keys) for query block I (128 rows)
+   of query head h, sequence b? */
+static __device__ __forceinline__ bool fa__bm_visited(const fa__bmask &m, int b, int h, int I, int J)
+{
+    const int64_t row = ((int64_t)(m.batch1 ? 0 : b) * m.heads + h / m.hdiv) * m.q_blocks + I;
+    return (m.bits[row * m.words + J / 32] >> (J % 32)) & 1u;
+}
+
 #ifndef FLASHATTN_CUDA_EMU /* the emulated backward needs none of the forward */
 /* ============================================================================
    >>gpu-fwd  THE FORWARD KERNEL
    ============================================================================ */
 
-/* A block mask as the kernels read it (>>gpu-bsparse): per (mask, query
-   block) row, its key blocks in ascending order, the caller's two lists
-   merged by fa__bm_rows_kernel into the workspace. Row of query head h,
-   sequence b, query block I: ((batch1 ? 0 : b) heads + h / hdiv) q_blocks
-   + I. idx NULL: no block mask. */
-typedef struct fa__bmask {
-    const int32_t *cnt;   /* [rows] */
-    const int32_t *idx;   /* [rows][k_blocks] */
-    const int32_t *order; /* the sm_90a kernel's tiles, most blocks first (fa__bm_order_kernel) */
-    int q_blocks, k_blocks, batch1, heads, hdiv;
-} fa__bmask;
 
 /* Everything the kernel needs, resolved on the host (strides in elements). */
 typedef struct fa__fwd_params {
@@ -3647,6 +3660,186 @@ static fa_status fa__check_rows_aligned(const char *fn, const char *name, const 
                         (long long)t->head_stride, (int)m + 1);
     return FA_OK;
 }
+/* A launch of kern(arg): the emulator (tests/emu_cuda.h) defines its own. */
+#ifndef FA__BWD_LAUNCH
+#define FA__BWD_LAUNCH(kern, grid, block, smem, stream, arg) kern<<<grid, block, smem, stream>>>(arg)
+#endif
+
+/* ---- >>gpu-bsparse-host  a block mask's lists, sorted on the device ----
+   (fa_forward_cuda and fa_backward_cuda; outside the forward's section:
+   the emulated backward, tests/emu_cuda.h, runs it too.)
+   The caller's lists (any order, two of them, device memory the host never
+   reads) become one ascending list per row in the workspace: a warp per
+   (mask, query block) row sets the row's key blocks in a bitmap (repeats
+   merge; entries outside [0, k_blocks) and counts outside [0, k_blocks]
+   are dropped or clamped, so no list can send a kernel out of bounds),
+   then writes the set bits out in order. Workspace: the counts, the lists,
+   the bitmaps and the sm_90a kernel's tile order (fa__bm_order_kernel),
+   each 256-byte aligned. */
+typedef struct fa__bm_src {
+    const int32_t *cnt[2], *idx[2]; /* kv_*, full_kv_* (NULL: not given) */
+    int k_blocks;
+    int64_t rows;
+    int32_t *out_cnt, *out_idx; /* the workspace's counts, lists, bitmaps */
+    uint32_t *bits;
+} fa__bm_src;
+static size_t fa__bm_align(size_t n) { return (n + 255) & ~(size_t)255; }
+/* bytes of: the counts, the lists, the bitmaps, the tile order; rows and
+   k_blocks of resolved r */
+static void fa__bm_sizes(const fa_problem *r, size_t sz[4], int64_t *rows, int *k_blocks)
+{
+    const fa_block_mask *m = &r->block_mask;
+    const int q_blocks = fa__blocks(r->seqlen_q, m->block_q);
+    *rows = (int64_t)m->batch * m->heads * q_blocks;
+    *k_blocks = fa__blocks(r->seqlen_k, m->block_k);
+    sz[0] = fa__bm_align((size_t)*rows * 4);
+    sz[1] = fa__bm_align((size_t)*rows * (size_t)*k_blocks * 4);
+    sz[2] = fa__bm_align((size_t)*rows * (size_t)((*k_blocks + 31) / 32) * 4);
+    sz[3] = fa__bm_align((size_t)q_blocks * (size_t)r->heads_q * (size_t)r->batch * 4);
+}
+__global__ void __launch_bounds__(256) fa__bm_rows_kernel(const fa__bm_src src)
+{
+    int32_t *cnt = src.out_cnt, *idx = src.out_idx;
+    uint32_t *bits = src.bits;
+    const int64_t row = ((int64_t)blockIdx.x * 256 + threadIdx.x) / 32; /* (the same for the whole warp) */
+    const int lane = (int)threadIdx.x % 32, kb = src.k_blocks, words = (kb + 31) / 32;
+    if (row >= src.rows) return;
+    uint32_t *w = bits + row * words;
+    for (int i = lane; i < words; i += 32) w[i] = 0u;
+    __syncwarp(); /* (orders the lanes' stores before the atomics below) */
+    for (int l = 0; l < 2; l++) {
+        if (!src.cnt[l]) continue;
+        const int n = min(max(src.cnt[l][row], 0), kb);
+        for (int j = lane; j < n; j += 32) {
+            const int e = src.idx[l][row * kb + j];
+            if (e >= 0 && e < kb) atomicOr(w + e / 32, 1u << (e % 32));
+        }
+    }
+    __syncwarp(); /* every lane's bits are set before any lane reads a word */
+    int total = 0;
+    for (int i0 = 0; i0 < words; i0 += 32) {
+        uint32_t word = i0 + lane < words ? __ldcg(w + i0 + lane) : 0u; /* (L2: where the atomics were) */
+        const int mine = __popc(word);
+        int upto = mine; /* inclusive prefix over the lanes */
+        for (int o = 1; o < 32; o <<= 1) {
+            const int v = __shfl_up_sync(0xffffffffu, upto, o);
+            if (lane >= o) upto += v;
+        }
+        int32_t *out = idx + row * kb + total + upto - mine;
+        for (; word; word &= word - 1) *out++ = (i0 + lane) * 32 + __ffs((int)word) - 1;
+        total += __shfl_sync(0xffffffffu, upto, 31);
+    }
+    if (lane == 0) cnt[row] = total;
+}
+#ifndef FLASHATTN_CUDA_EMU /* (the forward's alone) */
+/* The sm_90a kernel's tiles (m_block, h, b; fa__sm90_sched's tile_coords
+   numbering, 128-row tiles) in the order it deals them out under a block
+   mask: by the count of their row's listed blocks, most first, a counting
+   sort in one block (counts past the last bin share it). The count
+   stands for the tile's work: a causal or window bound may cut it, which
+   a mask built for that bound already leaves out. */
+#define FA__BM_ORDER_BINS 4096
+#ifndef FA__BM_ORDER
+#define FA__BM_ORDER 1 /* (0: the tiles in their own order, for measuring) */
+#endif
+__global__ void __launch_bounds__(1024) fa__bm_order_kernel(const fa__bmask m, int heads_q, int tiles,
+                                                            int32_t *order)
+{
+    __shared__ int bin[FA__BM_ORDER_BINS];
+    const int nb = min(m.k_blocks + 1, FA__BM_ORDER_BINS), tid = (int)threadIdx.x;
+    if (!FA__BM_ORDER) {
+        for (int t = tid; t < tiles; t += 1024) order[t] = t;
+        return;
+    }
+    auto bin_of = [&](int t) { /* 0: the most blocks */
+        const int I = m.q_blocks - 1 - t % m.q_blocks, hb = t / m.q_blocks, h = hb % heads_q, b = hb / heads_q;
+        const int64_t row = ((int64_t)(m.batch1 ? 0 : b) * m.heads + h / m.hdiv) * m.q_blocks + I;
+        return nb - 1 - min(m.cnt[row], nb - 1);
+    };
+    for (int i = tid; i < nb; i += 1024) bin[i] = 0;
+    __syncthreads(); /* the bins are clear */
+    for (int t = tid; t < tiles; t += 1024) atomicAdd(&bin[bin_of(t)], 1);
+    __syncthreads(); /* every tile counted */
+    if (tid < 32) { /* the bins' starts: an exclusive scan, a chunk of bins a lane */
+        const int chunk = (nb + 31) / 32, lo = min(tid * chunk, nb), hi = min(lo + chunk, nb);
+        int sum = 0, upto;
+        for (int i = lo; i < hi; i++) sum += bin[i];
+        upto = sum;
+        for (int o = 1; o < 32; o <<= 1) {
+            const int v = __shfl_up_sync(0xffffffffu, upto, o);
+            if (tid >= o) upto += v;
+        }
+        for (int i = lo, at = upto - sum; i < hi; i++) {
+            const int n = bin[i];
+            bin[i] = at;
+            at += n;
+        }
+    }
+    __syncthreads(); /* the starts are in place */
+    for (int t = tid; t < tiles; t += 1024) order[atomicAdd(&bin[bin_of(t)], 1)] = t;
+}
+#endif
+/* Bytes of workspace fa_forward_cuda needs for resolved r: the sorted lists
+   and the tile order */
+static size_t fa__fwd_workspace(const fa_problem *r)
+{
+    size_t sz[4];
+    int64_t rows;
+    int kb;
+    if (!fa__has_block_mask(r)) return 0;
+    fa__bm_sizes(r, sz, &rows, &kb);
+    return sz[0] + sz[1] + sz[2] + sz[3];
+}
+/* The block mask's checks fa_forward_cuda makes (resolved r, e4m3 or not). */
+static fa_status fa__check_bm_cuda(const char *fn, const fa_problem *r, int fp8)
+{
+    const fa_block_mask *m = &r->block_mask;
+    if (!fa__has_block_mask(r)) return FA_OK;
+    if (fp8)
+        return fa__fail(FA_ERROR_UNSUPPORTED, "%s: block_mask is set: the FP8 (e4m3) forward does not take "
+                        "block masks", fn);
+    if (m->block_q != 128 || m->block_k != 128)
+        return fa__fail(FA_ERROR_UNSUPPORTED, "%s: block_mask.%s is %d: the GPU kernels take 128 x 128 blocks "
+                        "(0 = 128)", fn, m->block_q != 128 ? "block_q" : "block_k",
+                        m->block_q != 128 ? m->block_q : m->block_k);
+    return FA_OK;
+}
+/* Sort r's lists into the workspace at ws (fa__fwd_workspace bytes) on
+   stream st; the kernels' view of them into *bm (the lists for the
+   forward, the bitmap for the backward). */
+static cudaError_t fa__bm_prepare(const fa_problem *r, void *ws, cudaStream_t st, fa__bmask *bm)
+{
+    const fa_block_mask *m = &r->block_mask;
+    size_t sz[4];
+    fa__bm_src src;
+    cudaError_t e;
+    fa__bm_sizes(r, sz, &src.rows, &src.k_blocks);
+    src.cnt[0] = m->kv_num_blocks; src.idx[0] = m->kv_indices;
+    src.cnt[1] = m->full_kv_num_blocks; src.idx[1] = m->full_kv_indices;
+    src.out_cnt = (int32_t *)ws;
+    src.out_idx = (int32_t *)((char *)ws + sz[0]);
+    src.bits = (uint32_t *)((char *)src.out_idx + sz[1]);
+    FA__BWD_LAUNCH(fa__bm_rows_kernel, (unsigned)((src.rows * 32 + 255) / 256), 256, 0, st, src);
+    bm->cnt = src.out_cnt;
+    bm->idx = src.out_idx;
+    bm->order = (int32_t *)((char *)ws + sz[0] + sz[1] + sz[2]);
+    bm->bits = src.bits;
+    bm->words = (src.k_blocks + 31) / 32;
+    bm->q_blocks = fa__blocks(r->seqlen_q, m->block_q);
+    bm->k_blocks = src.k_blocks;
+    bm->batch1 = m->batch == 1;
+    bm->heads = m->heads;
+    bm->hdiv = r->heads_q / m->heads;
+    if ((e = cudaGetLastError()) != cudaSuccess) return e;
+#ifndef FLASHATTN_CUDA_EMU /* (the forward's alone) */
+    /* (more tiles than an int holds never reach the sm_90a kernel: fa__launch_fwd_sm90) */
+    const int64_t tiles = (int64_t)bm->q_blocks * r->heads_q * r->batch;
+    fa__bm_order_kernel<<<1, 1024, 0, st>>>(*bm, r->heads_q, tiles <= INT32_MAX ? (int)tiles : 0,
+                                            (int32_t *)bm->order);
+#endif
+    return cudaGetLastError();
+}
+
 #ifndef FLASHATTN_CUDA_EMU /* the emulated backward needs none of the rest */
 
 /* What the GPU's FP8 forward takes beyond fa__check_fp8 (e4m3 q, k, v): an
@@ -3697,168 +3890,6 @@ static void fa__fwd_params_fp8(fa__fwd_params *kp, const fa_problem *r)
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-/* ---- >>gpu-bsparse-host  a block mask's lists, sorted on the device ----
-   The caller's lists (any order, two of them, device memory the host never
-   reads) become one ascending list per row in the workspace: a warp per
-   (mask, query block) row sets the row's key blocks in a bitmap (repeats
-   merge; entries outside [0, k_blocks) and counts outside [0, k_blocks]
-   are dropped or clamped, so no list can send a kernel out of bounds),
-   then writes the set bits out in order. Workspace: the counts, the lists,
-   the bitmaps and the sm_90a kernel's tile order (fa__bm_order_kernel),
-   each 256-byte aligned. */
-typedef struct fa__bm_src {
-    const int32_t *cnt[2], *idx[2]; /* kv_*, full_kv_* (NULL: not given) */
-    int k_blocks;
-    int64_t rows;
-} fa__bm_src;
-static size_t fa__bm_align(size_t n) { return (n + 255) & ~(size_t)255; }
-/* bytes of: the counts, the lists, the bitmaps, the tile order; rows and
-   k_blocks of resolved r */
-static void fa__bm_sizes(const fa_problem *r, size_t sz[4], int64_t *rows, int *k_blocks)
-{
-    const fa_block_mask *m = &r->block_mask;
-    const int q_blocks = fa__blocks(r->seqlen_q, m->block_q);
-    *rows = (int64_t)m->batch * m->heads * q_blocks;
-    *k_blocks = fa__blocks(r->seqlen_k, m->block_k);
-    sz[0] = fa__bm_align((size_t)*rows * 4);
-    sz[1] = fa__bm_align((size_t)*rows * (size_t)*k_blocks * 4);
-    sz[2] = fa__bm_align((size_t)*rows * (size_t)((*k_blocks + 31) / 32) * 4);
-    sz[3] = fa__bm_align((size_t)q_blocks * (size_t)r->heads_q * (size_t)r->batch * 4);
-}
-__global__ void __launch_bounds__(256) fa__bm_rows_kernel(const fa__bm_src src, int32_t *cnt, int32_t *idx,
-                                                          uint32_t *bits)
-{
-    const int64_t row = ((int64_t)blockIdx.x * 256 + threadIdx.x) / 32; /* (the same for the whole warp) */
-    const int lane = (int)threadIdx.x % 32, kb = src.k_blocks, words = (kb + 31) / 32;
-    if (row >= src.rows) return;
-    uint32_t *w = bits + row * words;
-    for (int i = lane; i < words; i += 32) w[i] = 0u;
-    __syncwarp(); /* (orders the lanes' stores before the atomics below) */
-    for (int l = 0; l < 2; l++) {
-        if (!src.cnt[l]) continue;
-        const int n = min(max(src.cnt[l][row], 0), kb);
-        for (int j = lane; j < n; j += 32) {
-            const int e = src.idx[l][row * kb + j];
-            if (e >= 0 && e < kb) atomicOr(w + e / 32, 1u << (e % 32));
-        }
-    }
-    __syncwarp(); /* every lane's bits are set before any lane reads a word */
-    int total = 0;
-    for (int i0 = 0; i0 < words; i0 += 32) {
-        uint32_t word = i0 + lane < words ? __ldcg(w + i0 + lane) : 0u; /* (L2: where the atomics were) */
-        const int mine = __popc(word);
-        int upto = mine; /* inclusive prefix over the lanes */
-        for (int o = 1; o < 32; o <<= 1) {
-            const int v = __shfl_up_sync(0xffffffffu, upto, o);
-            if (lane >= o) upto += v;
-        }
-        int32_t *out = idx + row * kb + total + upto - mine;
-        for (; word; word &= word - 1) *out++ = (i0 + lane) * 32 + __ffs((int)word) - 1;
-        total += __shfl_sync(0xffffffffu, upto, 31);
-    }
-    if (lane == 0) cnt[row] = total;
-}
-/* The sm_90a kernel's tiles (m_block, h, b; fa__sm90_sched's tile_coords
-   numbering, 128-row tiles) in the order it deals them out under a block
-   mask: by the count of their row's listed blocks, most first, a counting
-   sort in one block (counts past the last bin share it). The count
-   stands for the tile's work: a causal or window bound may cut it, which
-   a mask built for that bound already leaves out. */
-#define FA__BM_ORDER_BINS 4096
-#ifndef FA__BM_ORDER
-#define FA__BM_ORDER 1 /* (0: the tiles in their own order, for measuring) */
-#endif
-__global__ void __launch_bounds__(1024) fa__bm_order_kernel(const fa__bmask m, int heads_q, int tiles,
-                                                            int32_t *order)
-{
-    __shared__ int bin[FA__BM_ORDER_BINS];
-    const int nb = min(m.k_blocks + 1, FA__BM_ORDER_BINS), tid = (int)threadIdx.x;
-    if (!FA__BM_ORDER) {
-        for (int t = tid; t < tiles; t += 1024) order[t] = t;
-        return;
-    }
-    auto bin_of = [&](int t) { /* 0: the most blocks */
-        const int I = m.q_blocks - 1 - t % m.q_blocks, hb = t / m.q_blocks, h = hb % heads_q, b = hb / heads_q;
-        const int64_t row = ((int64_t)(m.batch1 ? 0 : b) * m.heads + h / m.hdiv) * m.q_blocks + I;
-        return nb - 1 - min(m.cnt[row], nb - 1);
-    };
-    for (int i = tid; i < nb; i += 1024) bin[i] = 0;
-    __syncthreads(); /* the bins are clear */
-    for (int t = tid; t < tiles; t += 1024) atomicAdd(&bin[bin_of(t)], 1);
-    __syncthreads(); /* every tile counted */
-    if (tid < 32) { /* the bins' starts: an exclusive scan, a chunk of bins a lane */
-        const int chunk = (nb + 31) / 32, lo = min(tid * chunk, nb), hi = min(lo + chunk, nb);
-        int sum = 0, upto;
-        for (int i = lo; i < hi; i++) sum += bin[i];
-        upto = sum;
-        for (int o = 1; o < 32; o <<= 1) {
-            const int v = __shfl_up_sync(0xffffffffu, upto, o);
-            if (tid >= o) upto += v;
-        }
-        for (int i = lo, at = upto - sum; i < hi; i++) {
-            const int n = bin[i];
-            bin[i] = at;
-            at += n;
-        }
-    }
-    __syncthreads(); /* the starts are in place */
-    for (int t = tid; t < tiles; t += 1024) order[atomicAdd(&bin[bin_of(t)], 1)] = t;
-}
-/* Bytes of workspace fa_forward_cuda needs for resolved r: the sorted lists
-   and the tile order */
-static size_t fa__fwd_workspace(const fa_problem *r)
-{
-    size_t sz[4];
-    int64_t rows;
-    int kb;
-    if (!fa__has_block_mask(r)) return 0;
-    fa__bm_sizes(r, sz, &rows, &kb);
-    return sz[0] + sz[1] + sz[2] + sz[3];
-}
-/* The block mask's checks fa_forward_cuda makes (resolved r, e4m3 or not). */
-static fa_status fa__check_bm_cuda(const char *fn, const fa_problem *r, int fp8)
-{
-    const fa_block_mask *m = &r->block_mask;
-    if (!fa__has_block_mask(r)) return FA_OK;
-    if (fp8)
-        return fa__fail(FA_ERROR_UNSUPPORTED, "%s: block_mask is set: the FP8 (e4m3) forward does not take "
-                        "block masks", fn);
-    if (m->block_q != 128 || m->block_k != 128)
-        return fa__fail(FA_ERROR_UNSUPPORTED, "%s: block_mask.%s is %d: the GPU kernels take 128 x 128 blocks "
-                        "(0 = 128)", fn, m->block_q != 128 ? "block_q" : "block_k",
-                        m->block_q != 128 ? m->block_q : m->block_k);
-    return FA_OK;
-}
-/* Sort r's lists into the workspace at ws (fa__fwd_workspace bytes) on
-   stream st; the kernels' view of them into *bm. */
-static cudaError_t fa__bm_prepare(const fa_problem *r, void *ws, cudaStream_t st, fa__bmask *bm)
-{
-    const fa_block_mask *m = &r->block_mask;
-    size_t sz[4];
-    fa__bm_src src;
-    cudaError_t e;
-    fa__bm_sizes(r, sz, &src.rows, &src.k_blocks);
-    src.cnt[0] = m->kv_num_blocks; src.idx[0] = m->kv_indices;
-    src.cnt[1] = m->full_kv_num_blocks; src.idx[1] = m->full_kv_indices;
-    char *at = (char *)ws;
-    int32_t *cnt = (int32_t *)at, *idx = (int32_t *)(at + sz[0]), *order = (int32_t *)(at + sz[0] + sz[1] + sz[2]);
-    fa__bm_rows_kernel<<<(unsigned)((src.rows * 32 + 255) / 256), 256, 0, st>>>(src, cnt, idx,
-                                                                               (uint32_t *)((char *)idx + sz[1]));
-    bm->cnt = cnt;
-    bm->idx = idx;
-    bm->order = order;
-    bm->q_blocks = fa__blocks(r->seqlen_q, m->block_q);
-    bm->k_blocks = src.k_blocks;
-    bm->batch1 = m->batch == 1;
-    bm->heads = m->heads;
-    bm->hdiv = r->heads_q / m->heads;
-    if ((e = cudaGetLastError()) != cudaSuccess) return e;
-    /* (more tiles than an int holds never reach the sm_90a kernel: fa__launch_fwd_sm90) */
-    const int64_t tiles = (int64_t)bm->q_blocks * r->heads_q * r->batch;
-    fa__bm_order_kernel<<<1, 1024, 0, st>>>(*bm, r->heads_q, tiles <= INT32_MAX ? (int)tiles : 0, order);
-    return cudaGetLastError();
-}
 
 FLASHATTN_DEF fa_status fa_forward_cuda_workspace_size(const fa_problem *p, size_t *bytes)
 {
@@ -5705,7 +5736,10 @@ FLASHATTN_DEF fa_status fa_quantize_cuda(const fa_quant *p, fa_tensor x, fa_tens
         copies) that can see block j. dQ_i gets a partial sum from every j, so
         it goes to an fp32 accumulator: atomicAdd by default; in deterministic
         mode each j writes its own slice and kernel 3 sums them in order j = 0,
-        1, 2, ... (bit-identical run to run).
+        1, 2, ... (bit-identical run to run). With a block mask the CTA
+        visits only the (query head, query block) steps whose 128 x 128
+        block the mask lists (>>bwd-bsparse; its bitmap, built first by
+        fa__bm_rows_kernel).
      3. fa__bwd_dq_convert_kernel: dQ = scale * accumulator, in the output type.
 
    The tiles (Bc keys per CTA, Br queries per step), for 8 warps:
@@ -5763,7 +5797,7 @@ template <bool BF16> static __device__ __forceinline__ float2 fa__bwd_unpack2(ui
     memcpy(&v, &u, 4);
     return __half22float2(v);
 }
-#ifndef FLASHATTN_CUDA_EMU /* the emulator defines these two, and launches by FA__BWD_LAUNCH */
+#ifndef FLASHATTN_CUDA_EMU /* the emulator defines these two (and FA__BWD_LAUNCH, >>gpu-bsparse-host) */
 /* 4-byte asynchronous copy (L and D of a query block); src_bytes 0 zero-fills. */
 static __device__ __forceinline__ void fa__bwd_cp_async4(uint32_t dst, const void *src, int src_bytes)
 {
@@ -5774,7 +5808,6 @@ static __device__ __forceinline__ uint32_t fa__bwd_smem_u32(const void *p)
 {
     return (uint32_t)__cvta_generic_to_shared(p);
 }
-#define FA__BWD_LAUNCH(kern, grid, block, smem, stream, arg) kern<<<grid, block, smem, stream>>>(arg)
 #endif /* FLASHATTN_CUDA_EMU */
 
 /* ---- parameters and per-sequence geometry ---------------------------------- */
@@ -5807,6 +5840,7 @@ typedef struct fa__bwd_params {
     uint64_t seed, offset;
     int deterministic;
     int br, bc;            /* the main kernel's tile, for the convert kernel */
+    fa__bmask bm;          /* a block mask (bits NULL: none), >>bwd-bsparse */
 } fa__bwd_params;
 
 /* Where sequence b lives: rows sq x sk, and the element offset of its row 0
@@ -5898,6 +5932,28 @@ __device__ __forceinline__ void fa__bwd_q_range(const fa__bwd_params &p, int sq,
     *ib1 = hi / br + 1;
 }
 
+/* ---- >>bwd-bsparse  block masks (Block-Sparse FlashAttention) in the
+   backward: a unit (key block from j0, KV head hk, sequence b) walks the
+   steps it = 0 .. iters - 1, step it being query head hk group + it / nib
+   and query block ib0 + it % nib, and with a block mask visits only the
+   steps whose 128 x 128 block (I = ib br / 128, J = j0 / 128) the mask
+   lists: the rest get no copy, no product and no dQ partial. Br and Bc
+   divide 128 (asserted by each kernel), so a tile lies in one mask block.
+   Every role of a kernel (the sm_90a producer and consumers, the sm_80
+   kernel's prefetch) finds the same next step, and the deterministic dQ
+   sum (kernel 3) adds exactly the slices of the visited steps. A unit with
+   no visited step writes dK = dV = 0, as one that no query sees. */
+
+/* The first step >= it that the block mask lets through (it itself
+   without one; iters or more: none). br: rows per query block. */
+__device__ __forceinline__ int fa__bwd_next_step(const fa__bwd_params &p, int b, int hk, int j0, int ib0, int nib,
+                                                 int iters, int br, int it) {
+    if (!p.bm.bits) return it;
+    for (; it < iters; ++it)
+        if (fa__bm_visited(p.bm, b, hk * p.group + it / nib, (ib0 + it % nib) * br / 128, j0 / 128)) break;
+    return it;
+}
+
 /* ---- kernel 1: D = rowsum(dO * O), zero the dQ accumulator ----------------- */
 
 /* One warp per (row, head); lane c holds 16-byte chunk c of the row (d <= 256).
@@ -5968,6 +6024,8 @@ __global__ void __launch_bounds__(256) fa__bwd_dq_convert_kernel(const fa__bwd_p
             int ib0, ib1;
             fa__bwd_q_range(p, s.sq, s.sk, j * p.bc, p.br, p.bc, &ib0, &ib1);
             if (ib < ib0 || ib >= ib1) continue;
+            /* a step the block mask skips wrote no slice (>>bwd-bsparse) */
+            if (p.bm.bits && !fa__bm_visited(p.bm, b, h, ib * p.br / 128, j * p.bc / 128)) continue;
             const float *aj = a + (int64_t)j * p.acc_slice;
             float4 u = reinterpret_cast<const float4 *>(aj)[0], w = reinterpret_cast<const float4 *>(aj)[1];
             x[0] += u.x; x[1] += u.y; x[2] += u.z; x[3] += u.w;
@@ -6255,6 +6313,7 @@ __global__ void __launch_bounds__(NWARPS * 32, 1) fa__bwd_kernel_sm80(const fa__
     typedef fa__bwd_traits<D, BR, BC, NWARPS, WD> T;
     constexpr int NT = T::NT, CH = T::CH, CHS = T::CHS, NQ = T::NQ, DW = T::DW, QC = T::QC, QCH = T::QCH;
     typedef fa__bwd_smem_layout<D, BR, BC> L;
+    static_assert(128 % BR == 0 && 128 % BC == 0, "a tile lies in one 128 x 128 block of a block mask");
 
     extern __shared__ __align__(1024) unsigned char fa__bwd_smem[];
     uint16_t *sdS = (uint16_t *)(fa__bwd_smem + L::ds);
@@ -6279,7 +6338,10 @@ __global__ void __launch_bounds__(NWARPS * 32, 1) fa__bwd_kernel_sm80(const fa__
     fa__load_tile<BC, D, NT>(smem_u + L::v, (const uint16_t *)p.v.data + fa__bwd_off(p.v, b, s.k_tok0, j0, hk),
                              p.v.ss, s.sk - j0, p.d);
     fa__cp_async_commit();
-    if (iters > 0) fa__bwd_load_step<T>(p, s, gq, gdo, b, hk, ib0, nib, 0, 0, smem_u, sL, sD, tid);
+    /* the steps walked: it, then next, ... (with a block mask the visited
+       ones, >>bwd-bsparse; the buffers alternate by walked step, n) */
+    const int first = fa__bwd_next_step(p, b, hk, j0, ib0, nib, iters, BR, 0);
+    if (first < iters) fa__bwd_load_step<T>(p, s, gq, gdo, b, hk, ib0, nib, first, 0, smem_u, sL, sD, tid);
     fa__cp_async_commit();
 
     /* This warp's 16 keys and dK/dV columns, and the thread's addresses. */
@@ -6290,16 +6352,25 @@ __global__ void __launch_bounds__(NWARPS * 32, 1) fa__bwd_kernel_sm80(const fa__
         for (int e = 0; e < 4; ++e) dk[n][e] = dv[n][e] = 0.f;
     fa__bwd_lane_addrs<T>(ln, smem_u, warp, lane);
 
-    for (int it = 0; it < iters; ++it) {
-        const int buf = it & 1;
+    /* walk = 2 it + buf: the step and its buffer in one register (the
+       kernel is at its register limit: each value live across a step
+       adds to its spills) */
+    for (int walk = 2 * first; walk < 2 * iters;) {
+        const int it = walk >> 1, buf = walk & 1;
         const int h = hk * p.group + it / nib, i0 = (ib0 + it % nib) * BR;
-        /* Prefetch step it+1 into the other buffer. Its last readers (step
-           it-1's products and L/D reads) all passed step it-1's barrier 2. */
-        if (it + 1 < iters) fa__bwd_load_step<T>(p, s, gq, gdo, b, hk, ib0, nib, it + 1, buf ^ 1, smem_u, sL, sD, tid);
+        /* Prefetch the next step walked into the other buffer. Its last
+           readers (the previous step's products and L/D reads) all passed
+           that step's barrier 2. (The next step is found again at the end
+           of the loop: one more live register spilled here.) */
+        {
+            const int next = fa__bwd_next_step(p, b, hk, j0, ib0, nib, iters, BR, it + 1);
+            if (next < iters)
+                fa__bwd_load_step<T>(p, s, gq, gdo, b, hk, ib0, nib, next, buf ^ 1, smem_u, sL, sD, tid);
+        }
         fa__cp_async_commit(); /* possibly empty: keeps the group count uniform */
-        fa__cp_async_wait<1>(); /* all but the newest group: K, V and step it */
-        /* Barrier 1: every thread's copies of step it (and K, V) are visible,
-           and every warp finished reading dS^T of step it-1 (the dQ product),
+        fa__cp_async_wait<1>(); /* all but the newest group: K, V and this step */
+        /* Barrier 1: every thread's copies of this step (and K, V) are visible,
+           and every warp finished reading dS^T of the previous step (the dQ product),
            so it may be overwritten below. */
         __syncthreads();
         const uint32_t bo = buf * T::QBUF;
@@ -6395,6 +6466,7 @@ __global__ void __launch_bounds__(NWARPS * 32, 1) fa__bwd_kernel_sm80(const fa__
                 }
             }
         }
+        walk = 2 * fa__bwd_next_step(p, b, hk, j0, ib0, nib, iters, BR, it + 1) + (buf ^ 1);
     }
     fa__cp_async_wait<0>(); /* no copy may still be in flight at exit */
 
@@ -6452,7 +6524,8 @@ __global__ void __launch_bounds__(NWARPS * 32, 1) fa__bwd_kernel_sm80(const fa__
 
    Covered: f16 / bf16, D = 64, 128 and 256 (head dims 33 .. 256, zero-filled
    columns past the head dim), causal / sliding window, GQA / MQA, arbitrary
-   16-byte-aligned strides, deterministic mode. Variable length, dropout,
+   16-byte-aligned strides, deterministic mode, block masks (both roles
+   walk the visited steps only, >>bwd-bsparse). Variable length, dropout,
    softcap and ALiBi run the sm_80 kernel. Rows past seqlen_q / seqlen_k
    read as zeros (TMA fills a box outside the tensor with zeros), and the
    padded L = +inf (kernel 1) makes P = 0 on query rows past the sequence. */
@@ -6522,9 +6595,11 @@ struct fa__bwd_sm90_sched {
 
 /* Unit k of this block and what both roles derive from it: its sequence s,
    first key j0, the query blocks [ib0, ib0 + nib) that see key block jb,
-   and the steps, iters = nib times the heads of the group. */
+   the steps, iters = nib times the heads of the group, and the first step
+   walked (0, or with a block mask the first visited: iters or more if
+   none; the next ones by fa__bwd_next_step, >>bwd-bsparse). */
 struct fa__bwd_work {
-    int jb, hk, b, j0, ib0, nib, iters;
+    int jb, hk, b, j0, ib0, nib, iters, first;
     fa__bwd_seq s;
 };
 /* False: no unit k. */
@@ -6539,6 +6614,7 @@ __device__ __forceinline__ bool fa__bwd_sm90_work(const fa__bwd_params &p, const
     fa__bwd_q_range(p, w.s.sq, w.s.sk, w.j0, BR, BC, &w.ib0, &ib1);
     w.nib = ib1 - w.ib0;
     w.iters = w.nib * p.group;
+    w.first = fa__bwd_next_step(p, w.b, w.hk, w.j0, w.ib0, w.nib, w.iters, BR, 0);
     return true;
 }
 
@@ -6566,7 +6642,8 @@ __device__ __forceinline__ void fa__bwd_sm90_producer(const fa__bwd_maps &tm, co
     int ring = 0, kv_uses = 0;
     for (int k = 0; k < sc.rounds; k++) {
         fa__bwd_work w;
-        if (!fa__bwd_sm90_work<BR, L::bc>(p, sc, k, w) || w.iters == 0) continue;
+        /* (a unit without a step walked loads nothing, as the consumers expect) */
+        if (!fa__bwd_sm90_work<BR, L::bc>(p, sc, k, w) || w.first >= w.iters) continue;
         const int kb = kv_uses % KVB;
         /* buffer kb was last read by unit kv_uses - KVB: wait for its release */
         if (kv_uses >= KVB) fa__mbar_wait(sm.kv_empty + 8 * kb, (uint32_t)((kv_uses / KVB - 1) & 1));
@@ -6577,7 +6654,8 @@ __device__ __forceinline__ void fa__bwd_sm90_producer(const fa__bwd_maps &tm, co
             fa__tma_load(sm.sKV + (kb * 2 + 1) * KV_BYTES + c * L::bc * 128, &tm.v, 64 * c, w.j0, w.hk, w.b,
                          sm.kv_full + 8 * kb);
         }
-        for (int it = 0; it < w.iters; it++, ring++) {
+        for (int it = w.first; it < w.iters;
+             it = fa__bwd_next_step(p, w.b, w.hk, w.j0, w.ib0, w.nib, w.iters, BR, it + 1), ring++) {
             const int st = ring & 1, h = w.hk * p.group + it / w.nib, i0 = (w.ib0 + it % w.nib) * BR;
             /* stage st was last read at step ring - 2: wait for its release */
             if (ring >= 2) fa__mbar_wait(sm.empty + 8 * st, (uint32_t)((ring / 2 - 1) & 1));
@@ -6630,8 +6708,10 @@ __device__ __forceinline__ void fa__bwd_sm90_consumer(const fa__bwd_params &p, c
         const uint32_t kq = sK + (cw * DQ / 64) * BC * 128 + (cw * DQ % 64) * 2;
 #pragma unroll
         for (int c = 0; c < DKV / 2; c++) dk_flat[c] = dv_flat[c] = 0.f;
-        if (w.iters > 0) fa__mbar_wait(kv_full + 8 * kb, (uint32_t)((kv_uses / KVB) & 1));
-        for (int it = 0; it < w.iters; it++, ring++) {
+        /* the steps walked, as the producer walks them (>>bwd-bsparse) */
+        if (w.first < w.iters) fa__mbar_wait(kv_full + 8 * kb, (uint32_t)((kv_uses / KVB) & 1));
+        for (int it = w.first; it < w.iters;
+             it = fa__bwd_next_step(p, w.b, w.hk, w.j0, w.ib0, w.nib, w.iters, BR, it + 1), ring++) {
             const int st = ring & 1, h = w.hk * p.group + it / w.nib, i0 = (w.ib0 + it % w.nib) * BR;
             const uint32_t q_s = sQ + st * Q_BYTES, do_s = sdO + st * Q_BYTES, ds_s = sdS + st * DS_BYTES;
             const float *sL = gLD + st * 2 * BR, *sD = sL + BR;
@@ -6753,7 +6833,7 @@ __device__ __forceinline__ void fa__bwd_sm90_consumer(const fa__bwd_params &p, c
                     else atomicAdd(a, v2);
                 }
             }
-        if (w.iters > 0) {
+        if (w.first < w.iters) {
             /* every product that reads K_j, V_j is done: the buffer may be refilled */
             __syncwarp();
             if (lane == 0) fa__mbar_arrive(kv_empty + 8 * kb);
@@ -6777,6 +6857,7 @@ fa__bwd_kernel_sm90(const __grid_constant__ fa__bwd_maps tm, const fa__bwd_param
 #if FA__SM90A
     typedef fa__bwd_sm90_layout<D> L;
     static_assert(D % 64 == 0 && D <= 256, "sm_90a backward tile");
+    static_assert(128 % L::br == 0 && 128 % L::bc == 0, "a tile lies in one 128 x 128 block of a block mask");
     extern __shared__ uint8_t fa__smem90b[];
     const uint32_t base = (uint32_t)__cvta_generic_to_shared(fa__smem90b), aligned = (base + 1023u) & ~1023u;
     fa__bwd_sm90_smem sm;
@@ -7008,11 +7089,11 @@ FLASHATTN_DEF fa_status fa_backward_cuda_workspace_size(const fa_problem *p, siz
     fa_problem r;
     fa__bwd_plan pl = {};
     fa_status s = fa__resolve(fn, p, &r, 0); /* host_arrays = 0: device memory */
-    if (s != FA_OK || (s = fa__no_block_table(fn, &r)) != FA_OK || (s = fa__no_block_mask(fn, &r)) != FA_OK ||
-        (s = fa__bwd_make_plan(fn, &r, &pl)) != FA_OK)
+    if (s != FA_OK || (s = fa__no_block_table(fn, &r)) != FA_OK || (s = fa__bwd_make_plan(fn, &r, &pl)) != FA_OK)
         return s;
     if (!bytes) return fa__fail(FA_ERROR_INVALID_ARGUMENT, "%s: bytes is NULL", fn);
-    *bytes = pl.total_bytes;
+    /* a block mask's sorted lists and bitmap follow (>>gpu-bsparse-host; 256-byte multiples) */
+    *bytes = pl.total_bytes + fa__fwd_workspace(&r);
     return FA_OK;
 }
 
@@ -7028,8 +7109,10 @@ FLASHATTN_DEF fa_status fa_backward_cuda(const fa_problem *p, fa_tensor q, fa_te
     fa_problem r;
     fa__bwd_plan pl = {};
     fa_status s = fa__check_backward(fn, p, &r, &q, &k, &v, &o, &dout, lse, &dq, &dk, &dv, 0);
-    if (s != FA_OK || (s = fa__no_block_mask(fn, &r)) != FA_OK || (s = fa__bwd_make_plan(fn, &r, &pl)) != FA_OK)
+    /* a block mask: 128 x 128 blocks, as the forward (>>bwd-bsparse) */
+    if (s != FA_OK || (s = fa__check_bm_cuda(fn, &r, 0)) != FA_OK || (s = fa__bwd_make_plan(fn, &r, &pl)) != FA_OK)
         return s;
+    const size_t bm_bytes = fa__fwd_workspace(&r), ws_need = pl.total_bytes + bm_bytes;
     if (q.dtype != FA_F16 && q.dtype != FA_BF16)
         return fa__fail(FA_ERROR_UNSUPPORTED, "%s: q.dtype must be f16 or bf16 on the GPU", fn);
     fa__bwd_params kp;
@@ -7042,10 +7125,10 @@ FLASHATTN_DEF fa_status fa_backward_cuda(const fa_problem *p, fa_tensor q, fa_te
         (s = fa__bwd_view_make(fn, "dk", &dk, q.dtype, vl, &kp.dk)) ||
         (s = fa__bwd_view_make(fn, "dv", &dv, q.dtype, vl, &kp.dv)))
         return s;
-    if (workspace && (workspace_size < pl.total_bytes || (uintptr_t)workspace % 16))
+    if (workspace && (workspace_size < ws_need || (uintptr_t)workspace % 16))
         return fa__fail(FA_ERROR_INVALID_ARGUMENT,
                         "%s: workspace (%zu bytes) is smaller than fa_backward_cuda_workspace_size (%zu) "
-                        "or not 16-byte aligned", fn, workspace_size, pl.total_bytes);
+                        "or not 16-byte aligned", fn, workspace_size, ws_need);
     int dev = 0, major = 0;
     fa__gpu gpu = {}; /* the kernels' view of the device: shared memory, SMs (family unused here) */
     FA__BWD_CUDA_TRY(cudaGetDevice(&dev));
@@ -7092,18 +7175,23 @@ FLASHATTN_DEF fa_status fa_backward_cuda(const fa_problem *p, fa_tensor q, fa_te
     cudaStream_t st = (cudaStream_t)stream;
     void *ws = workspace;
     if (!ws) {
-        cudaError_t e = cudaMallocAsync(&ws, pl.total_bytes, st);
+        cudaError_t e = cudaMallocAsync(&ws, ws_need, st);
         if (e != cudaSuccess) {
             (void)cudaGetLastError();
             return e == cudaErrorMemoryAllocation
-                       ? fa__fail(FA_ERROR_OUT_OF_MEMORY, "%s: cudaMallocAsync of %zu workspace bytes failed", fn, pl.total_bytes)
+                       ? fa__fail(FA_ERROR_OUT_OF_MEMORY, "%s: cudaMallocAsync of %zu workspace bytes failed", fn, ws_need)
                        : fa__cuda_fail(fn, e, "cudaMallocAsync (workspace)");
         }
     }
     kp.dsum = (float *)ws;
     kp.lse2 = (float *)((char *)ws + pl.dsum_bytes);
     kp.dq_acc = (float *)((char *)ws + 2 * pl.dsum_bytes);
-    s = q.dtype == FA_F16 ? fa__bwd_run<false>(kp, pl, gpu, st) : fa__bwd_run<true>(kp, pl, gpu, st);
+    /* a block mask: its bitmap built after the backward's own parts, on the
+       stream before the kernels that read it (>>bwd-bsparse) */
+    cudaError_t bm_e = cudaSuccess;
+    if (bm_bytes) bm_e = fa__bm_prepare(&r, (char *)ws + pl.total_bytes, st, &kp.bm);
+    if (bm_e != cudaSuccess) s = fa__cuda_fail(fn, bm_e, "the block mask's sorting kernel");
+    else s = q.dtype == FA_F16 ? fa__bwd_run<false>(kp, pl, gpu, st) : fa__bwd_run<true>(kp, pl, gpu, st);
     if (!workspace) {
         cudaError_t e = cudaFreeAsync(ws, st);
         if (s == FA_OK && e != cudaSuccess) return fa__cuda_fail(fn, e, "cudaFreeAsync (workspace)");

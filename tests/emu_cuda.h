@@ -45,6 +45,10 @@ cudaError_t CUDARTAPI cudaMalloc(void **p, size_t n) {
 cudaError_t CUDARTAPI cudaMallocAsync(void **p, size_t n, cudaStream_t) { return cudaMalloc(p, n); }
 cudaError_t CUDARTAPI cudaFree(void *p) { free(p); return cudaSuccess; }
 cudaError_t CUDARTAPI cudaFreeAsync(void *p, cudaStream_t) { free(p); return cudaSuccess; }
+cudaError_t CUDARTAPI cudaMemset(void *d, int v, size_t n) {
+    memset(d, v, n);
+    return cudaSuccess;
+}
 cudaError_t CUDARTAPI cudaMemcpy(void *d, const void *s, size_t n, enum cudaMemcpyKind) {
     memcpy(d, s, n);
     return cudaSuccess;
@@ -121,6 +125,31 @@ static inline float2 atomicAdd(float2 *p, float2 v) {
     p->x += v.x; p->y += v.y;
     return o;
 }
+/* what fa__bm_rows_kernel (a block mask's lists and bitmap) uses */
+static inline void __syncwarp(unsigned = 0xffffffffu) { emu_warp_sync(); }
+static inline unsigned atomicOr(unsigned *p, unsigned v) {
+    std::lock_guard<std::mutex> g(emu_atomic_mu);
+    unsigned o = *p;
+    *p = o | v;
+    return o;
+}
+static inline unsigned __ldcg(const unsigned *p) {
+    std::lock_guard<std::mutex> g(emu_atomic_mu); /* (the words the atomics wrote) */
+    return *p;
+}
+static inline int __popc(unsigned x) { return __builtin_popcount(x); }
+static inline int __ffs(int x) { return __builtin_ffs(x); }
+static inline int emu_shfl(int v, int src_lane) {
+    uint32_t *s = emu_scratch[emu_warp()][0];
+    memcpy(&s[emu_lane()], &v, 4);
+    emu_warp_sync();
+    int r;
+    memcpy(&r, &s[src_lane], 4);
+    emu_warp_sync();
+    return r;
+}
+static inline int __shfl_sync(unsigned, int v, int src) { return emu_shfl(v, src % 32); }
+static inline int __shfl_up_sync(unsigned, int v, int d) { return emu_shfl(v, emu_lane() >= d ? emu_lane() - d : emu_lane()); }
 static inline int min(int a, int b) { return a < b ? a : b; }
 static inline int max(int a, int b) { return a > b ? a : b; }
 static inline size_t __cvta_generic_to_shared(const void *p) {

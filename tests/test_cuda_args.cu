@@ -305,7 +305,7 @@ static void block_mask_cases(void)
     float *lse = (float *)carve(sizeof(float) * B * HQ * SQ, NULL);
     const int32_t *lists = (const int32_t *)carve(4096, NULL);
     const char *names[6] = {"fa_forward_cuda_workspace_size", "fa_forward_cuda", "fa_backward_cuda_workspace_size",
-                            "fa_backward_cuda", "fa_decode_cuda_workspace_size", "fa_decode_cuda"};
+                            "fa_backward_cuda", "fa_decode_cuda_workspace_size", "fa_decode_cuda"}; /* refused: decode */
     size_t bytes = 0, want;
     int c;
     memset(&kn, 0, sizeof kn); memset(&vn, 0, sizeof vn);
@@ -328,16 +328,31 @@ static void block_mask_cases(void)
     refused_as("fa_forward_cuda, block mask, short workspace",
                fa_forward_cuda(&p, q, k, v, o, lse, (void *)lists, want - 4, NULL), FA_ERROR_INVALID_ARGUMENT,
                "workspace_size");
+    {
+        /* the backward: its own bytes, then the forward's sorted lists and bitmap */
+        fa_problem plain = base();
+        size_t own = 0;
+        const fa_status s0 = fa_backward_cuda_workspace_size(&plain, &own);
+        const fa_status s = fa_backward_cuda_workspace_size(&p, &bytes);
+        char detail[200];
+        announce("fa_backward_cuda_workspace_size with a block mask");
+        snprintf(detail, sizeof detail, "status %d, %zu bytes (want FA_OK, %zu + %zu)", (int)s, bytes, own, want);
+        check(s0 == FA_OK && s == FA_OK && bytes == own + want, "fa_backward_cuda_workspace_size with a block mask",
+              detail);
+    }
+    d = p;
+    d.block_mask.block_k = 64;
+    refused_as("fa_backward_cuda, block_mask.block_k 64",
+               fa_backward_cuda(&d, q, k, v, o, dout, lse, dq, dk, dv, NULL, 0, NULL), FA_ERROR_UNSUPPORTED,
+               "block_mask.block_k");
     d = p;
     d.seqlen_q = 1;
-    for (c = 2; c < 6; c++) {
+    for (c = 4; c < 6; c++) {
         char name[160], detail[400];
         fa_status s = FA_OK;
         snprintf(name, sizeof name, "refused: %s with a block mask", names[c]);
         announce(name);
         switch (c) {
-        case 2: s = fa_backward_cuda_workspace_size(&p, &bytes); break;
-        case 3: s = fa_backward_cuda(&p, q, k, v, o, dout, lse, dq, dk, dv, NULL, 0, NULL); break;
         case 4: s = fa_decode_cuda_workspace_size(&d, &bytes); break;
         case 5: s = fa_decode_cuda(&d, q, k, v, kn, vn, o, lse, NULL, 0, NULL); break;
         }

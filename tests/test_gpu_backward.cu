@@ -15,6 +15,7 @@
           -o build/test_gpu_backward tests/test_gpu_backward.cu
    Run:   build/test_gpu_backward          (all cases)
           build/test_gpu_backward --quick   (or FA_QUICK=1; small cases: for compute-sanitizer)
+          FA_BMASK=1 build/test_gpu_backward   (the block-mask cases only; FA_CASE=i: case i)
    Ends with the line "N passed, M failed". */
 #define FLASHATTN_IMPLEMENTATION
 #define FLASHATTN_TEST_HOOKS /* count sm_90a backward launches; run those cases on the sm_80 kernel too */
@@ -42,7 +43,59 @@ typedef struct bcase {
     int det;        /* deterministic: 3 runs, bit-identical */
     int workspace;  /* pass a caller workspace (else stream-ordered allocation) */
     int cpu;        /* also compare with the CPU fa_backward */
+    /* block mask (128 x 128, device lists): 1 + the percent of key blocks
+       each query block lists (0: none), drawn per row in a shuffled order
+       and split between the two lists where no causal / window mask
+       forbids full blocks; bm_heads, bm_batch1: the mask's heads and batch
+       fields (bm_heads 0: one mask per query head, so that the heads of a
+       GQA group visit different blocks) */
+    int bmask, bm_heads, bm_batch1;
 } bcase;
+
+/* A block mask's host lists (counts and indices, kv_ and full_kv_) and
+   their device copies (bcase.bmask); the reference and the CPU backward
+   read the host lists, fa_backward_cuda the device ones. */
+typedef struct bmask_lists {
+    int32_t *h[4], *d[4];
+} bmask_lists;
+static void *to_device(const void *h, size_t bytes);
+static void make_bmask(bmask_lists *m, const bcase *c, uint64_t *rng, fa_block_mask *host, fa_block_mask *dev)
+{
+    const int qb = (c->sq + 127) / 128, kb = (c->sk + 127) / 128;
+    const int masks = (c->bm_batch1 ? 1 : c->batch) * (c->bm_heads ? c->bm_heads : c->hq);
+    const int split = !c->causal && !c->window;
+    const size_t n[4] = {(size_t)masks * qb, (size_t)masks * qb * kb, (size_t)masks * qb, (size_t)masks * qb * kb};
+    int32_t *row = (int32_t *)malloc(sizeof(int32_t) * (size_t)kb);
+    for (int i = 0; i < 4; i++) {
+        m->h[i] = (int32_t *)malloc(sizeof(int32_t) * n[i]);
+        for (size_t x = 0; x < n[i]; x++) m->h[i][x] = i % 2 ? -1 : 0;
+    }
+    for (int r = 0; r < masks * qb; r++) {
+        int len = 0;
+        for (int j = 0; j < kb; j++)
+            if (rng_int(rng, 0, 99) < c->bmask - 1) row[len++] = j;
+        for (int x = len; x > 1; x--) { /* shuffled: the lists need no order */
+            const int y = rng_int(rng, 0, x - 1), t = row[x - 1];
+            row[x - 1] = row[y]; row[y] = t;
+        }
+        for (int x = 0; x < len; x++) {
+            const int full = split && rng_int(rng, 0, 2) == 0;
+            int32_t *cnt = m->h[full ? 2 : 0], *idx = m->h[full ? 3 : 1];
+            idx[(size_t)r * kb + cnt[r]++] = row[x];
+        }
+    }
+    free(row);
+    memset(host, 0, sizeof *host);
+    host->block_q = host->block_k = 128;
+    host->heads = c->bm_heads;
+    host->batch = c->bm_batch1;
+    for (int i = 0; i < 4; i++) m->d[i] = (int32_t *)to_device(m->h[i], sizeof(int32_t) * n[i]);
+    host->kv_num_blocks = m->h[0]; host->kv_indices = m->h[1];
+    if (split) { host->full_kv_num_blocks = m->h[2]; host->full_kv_indices = m->h[3]; }
+    *dev = *host;
+    dev->kv_num_blocks = m->d[0]; dev->kv_indices = m->d[1];
+    if (split) { dev->full_kv_num_blocks = m->d[2]; dev->full_kv_indices = m->d[3]; }
+}
 
 static double rel_l2(const tens *x, const double *ref, int64_t *nan_count)
 {
@@ -132,6 +185,10 @@ static void run_case(const bcase *c, uint64_t seed, const char *path)
         for (i = 0; i < c->hq; i++) slopes[i] = (float)pow(2.0, -8.0 * (i + 1) / c->hq);
         p.alibi_slopes = slopes;
     }
+    bmask_lists bml;
+    fa_block_mask bm_dev;
+    memset(&bml, 0, sizeof bml);
+    if (c->bmask) make_bmask(&bml, c, &rng, &p.block_mask, &bm_dev); /* p: host lists */
     char ctx[256];
     snprintf(ctx, sizeof ctx, "%s%s [%s d=%d b=%d sq=%d sk=%d hq=%d hkv=%d seed=%llu]", c->name, path,
              dt_name(c->dt), c->d, c->batch, c->sq, c->sk, c->hq, c->hkv, (unsigned long long)seed);
@@ -181,11 +238,13 @@ static void run_case(const bcase *c, uint64_t seed, const char *path)
         pd.cu_seqlens_k = (const int32_t *)to_device(cuk, sizeof(int32_t) * (c->batch + 1));
     }
     if (c->alibi) pd.alibi_slopes = (const float *)to_device(slopes, sizeof(float) * c->hq);
+    if (c->bmask) pd.block_mask = bm_dev;
     size_t ws_bytes = 0;
     void *d_ws = NULL;
     fa_status st = fa_backward_cuda_workspace_size(&pd, &ws_bytes);
     check(st == FA_OK, "%s: workspace_size: %s (%s)", ctx, fa_status_string(st), fa_last_error());
     if (c->workspace) CK(cudaMalloc(&d_ws, ws_bytes));
+    if (c->workspace && c->bmask) CK(cudaMemset(d_ws, 0xff, ws_bytes)); /* (a stale bitmap would show) */
     cudaStream_t stream;
     CK(cudaStreamCreate(&stream));
 
@@ -255,6 +314,7 @@ static void run_case(const bcase *c, uint64_t seed, const char *path)
     cudaFree(d_dq); cudaFree(d_dk); cudaFree(d_dv); cudaFree(d_lse); cudaFree(d_ws);
     if (c->varlen) { cudaFree((void *)pd.cu_seqlens_q); cudaFree((void *)pd.cu_seqlens_k); }
     if (c->alibi) cudaFree((void *)pd.alibi_slopes);
+    for (int x = 0; x < 4; x++) { free(bml.h[x]); if (bml.d[x]) cudaFree(bml.d[x]); }
     tens_free(&q); tens_free(&k); tens_free(&v); tens_free(&o); tens_free(&dout);
     tens_free(&dq); tens_free(&dk); tens_free(&dv);
     free(o_ref); free(l_ref); free(lse); free(gq); free(gk); free(gv);
@@ -284,57 +344,92 @@ int main(int argc, char **argv)
     (void)compare; (void)compare_lse; (void)rms; (void)tens_fill_outliers; /* test_util.h, unused here */
     const int quick = getenv("FA_QUICK") != NULL || (argc > 1 && !strcmp(argv[1], "--quick"));
     const int only = getenv("FA_CASE") ? atoi(getenv("FA_CASE")) : -1; /* run one case by index */
+    const int bm_only = getenv("FA_BMASK") != NULL; /* only the block-mask cases */
     const fa_dtype BF = FA_BF16, F16 = FA_F16;
     const int P = LAYOUT_PACKED, S = LAYOUT_PADDED;
     /* name, dtype, d, batch, sq, sk, hq, hkv, causal, window, wl, wr, softcap, alibi,
-       dropout, varlen, layout, det, workspace, cpu */
+       dropout, varlen, layout, det, workspace, cpu, bmask, bm_heads, bm_batch1 */
     const bcase cases[] = {
-        {"plain", BF, 64, 2, 113, 203, 3, 3, 0, 0, 0, 0, 0, 0, 0, 0, P, 0, 1, 1},
-        {"plain", F16, 64, 1, 203, 113, 2, 2, 0, 0, 0, 0, 0, 0, 0, 0, P, 0, 0, 1},
-        {"plain", BF, 128, 1, 7, 1023, 2, 2, 0, 0, 0, 0, 0, 0, 0, 0, P, 0, 1, 0},
-        {"plain", F16, 128, 2, 1, 203, 2, 2, 0, 0, 0, 0, 0, 0, 0, 0, P, 0, 0, 1},
-        {"plain", BF, 32, 2, 113, 7, 2, 2, 0, 0, 0, 0, 0, 0, 0, 0, P, 0, 0, 1},
-        {"plain", F16, 256, 1, 203, 113, 2, 2, 0, 0, 0, 0, 0, 0, 0, 0, P, 0, 1, 1},
-        {"plain", BF, 256, 1, 113, 203, 2, 2, 0, 0, 0, 0, 0, 0, 0, 0, P, 0, 0, 0},
-        {"d96", BF, 96, 1, 203, 203, 2, 2, 0, 0, 0, 0, 0, 0, 0, 0, P, 0, 0, 1},
-        {"d80", F16, 80, 1, 113, 113, 2, 2, 0, 0, 0, 0, 0, 0, 0, 0, P, 0, 0, 0},
-        {"d192", BF, 192, 1, 113, 203, 2, 2, 0, 0, 0, 0, 0, 0, 0, 0, P, 0, 0, 0},
-        {"causal", BF, 64, 2, 203, 113, 2, 2, 1, 0, 0, 0, 0, 0, 0, 0, P, 0, 0, 1}, /* rows with L = -inf */
-        {"causal", F16, 128, 1, 113, 203, 2, 2, 1, 0, 0, 0, 0, 0, 0, 0, P, 0, 0, 1},
-        {"causal", BF, 128, 1, 1023, 1023, 2, 2, 1, 0, 0, 0, 0, 0, 0, 0, P, 0, 1, 0},
-        {"causal", BF, 256, 1, 203, 203, 2, 2, 1, 0, 0, 0, 0, 0, 0, 0, P, 0, 0, 0},
-        {"causal", F16, 32, 1, 7, 113, 2, 2, 1, 0, 0, 0, 0, 0, 0, 0, P, 0, 0, 0},
-        {"window", BF, 64, 1, 203, 203, 2, 2, 0, 1, 37, 11, 0, 0, 0, 0, P, 0, 0, 1},
-        {"window", F16, 128, 1, 1023, 1023, 1, 1, 0, 1, 100, 0, 0, 0, 0, 0, P, 0, 0, 0},
-        {"win+causal", BF, 128, 1, 113, 203, 2, 2, 1, 1, 50, 50, 0, 0, 0, 0, P, 0, 0, 0},
-        {"softcap", BF, 64, 1, 113, 203, 2, 2, 0, 0, 0, 0, 2.0f, 0, 0, 0, P, 0, 0, 1},
-        {"softcap", F16, 128, 1, 203, 113, 2, 2, 1, 0, 0, 0, 5.0f, 0, 0, 0, P, 0, 0, 0},
-        {"softcap", BF, 256, 1, 113, 113, 2, 2, 0, 0, 0, 0, 3.0f, 0, 0, 0, P, 0, 0, 0},
-        {"alibi", F16, 128, 1, 203, 203, 4, 4, 1, 0, 0, 0, 0, 1, 0, 0, P, 0, 0, 1},
-        {"alibi", BF, 64, 1, 113, 203, 4, 4, 0, 0, 0, 0, 0, 1, 0, 0, P, 0, 0, 0},
-        {"gqa", BF, 64, 2, 113, 203, 8, 2, 1, 0, 0, 0, 0, 0, 0, 0, P, 0, 0, 1},
-        {"mqa", F16, 128, 1, 203, 113, 4, 1, 0, 0, 0, 0, 0, 0, 0, 0, P, 0, 0, 1},
-        {"gqa", BF, 256, 1, 113, 113, 4, 2, 0, 0, 0, 0, 0, 0, 0, 0, P, 0, 0, 0},
-        {"varlen", BF, 64, 3, 203, 113, 2, 2, 1, 0, 0, 0, 0, 0, 0, 1, P, 0, 0, 1},
-        {"varlen", F16, 128, 4, 113, 203, 4, 2, 0, 0, 0, 0, 0, 0, 0, 1, P, 0, 1, 1},
-        {"strided", BF, 64, 2, 113, 203, 2, 2, 0, 0, 0, 0, 0, 0, 0, 0, S, 0, 0, 1},
-        {"strided", F16, 128, 2, 203, 113, 4, 2, 1, 0, 0, 0, 0, 0, 0, 0, S, 0, 0, 0},
-        {"dropout", BF, 64, 2, 113, 203, 2, 2, 0, 0, 0, 0, 0, 0, 0.17f, 0, P, 0, 0, 1},
-        {"dropout", F16, 128, 1, 203, 203, 2, 2, 1, 0, 0, 0, 0, 0, 0.3f, 0, P, 0, 0, 1},
-        {"everything", BF, 128, 3, 203, 113, 4, 2, 1, 1, 60, 20, 4.0f, 1, 0.1f, 1, S, 0, 0, 1},
-        {"determ", BF, 64, 1, 203, 113, 2, 2, 0, 0, 0, 0, 0, 0, 0, 0, P, 1, 0, 0},
-        {"determ", BF, 128, 1, 1023, 1023, 2, 2, 1, 0, 0, 0, 0, 0, 0, 0, P, 1, 1, 0},
-        {"determ", F16, 256, 2, 203, 113, 4, 2, 0, 1, 30, 30, 0, 0, 0.1f, 1, S, 1, 0, 0},
+        {"plain", BF, 64, 2, 113, 203, 3, 3, 0, 0, 0, 0, 0, 0, 0, 0, P, 0, 1, 1, 0, 0, 0},
+        {"plain", F16, 64, 1, 203, 113, 2, 2, 0, 0, 0, 0, 0, 0, 0, 0, P, 0, 0, 1, 0, 0, 0},
+        {"plain", BF, 128, 1, 7, 1023, 2, 2, 0, 0, 0, 0, 0, 0, 0, 0, P, 0, 1, 0, 0, 0, 0},
+        {"plain", F16, 128, 2, 1, 203, 2, 2, 0, 0, 0, 0, 0, 0, 0, 0, P, 0, 0, 1, 0, 0, 0},
+        {"plain", BF, 32, 2, 113, 7, 2, 2, 0, 0, 0, 0, 0, 0, 0, 0, P, 0, 0, 1, 0, 0, 0},
+        {"plain", F16, 256, 1, 203, 113, 2, 2, 0, 0, 0, 0, 0, 0, 0, 0, P, 0, 1, 1, 0, 0, 0},
+        {"plain", BF, 256, 1, 113, 203, 2, 2, 0, 0, 0, 0, 0, 0, 0, 0, P, 0, 0, 0, 0, 0, 0},
+        {"d96", BF, 96, 1, 203, 203, 2, 2, 0, 0, 0, 0, 0, 0, 0, 0, P, 0, 0, 1, 0, 0, 0},
+        {"d80", F16, 80, 1, 113, 113, 2, 2, 0, 0, 0, 0, 0, 0, 0, 0, P, 0, 0, 0, 0, 0, 0},
+        {"d192", BF, 192, 1, 113, 203, 2, 2, 0, 0, 0, 0, 0, 0, 0, 0, P, 0, 0, 0, 0, 0, 0},
+        {"causal", BF, 64, 2, 203, 113, 2, 2, 1, 0, 0, 0, 0, 0, 0, 0, P, 0, 0, 1, 0, 0, 0}, /* rows with L = -inf */
+        {"causal", F16, 128, 1, 113, 203, 2, 2, 1, 0, 0, 0, 0, 0, 0, 0, P, 0, 0, 1, 0, 0, 0},
+        {"causal", BF, 128, 1, 1023, 1023, 2, 2, 1, 0, 0, 0, 0, 0, 0, 0, P, 0, 1, 0, 0, 0, 0},
+        {"causal", BF, 256, 1, 203, 203, 2, 2, 1, 0, 0, 0, 0, 0, 0, 0, P, 0, 0, 0, 0, 0, 0},
+        {"causal", F16, 32, 1, 7, 113, 2, 2, 1, 0, 0, 0, 0, 0, 0, 0, P, 0, 0, 0, 0, 0, 0},
+        {"window", BF, 64, 1, 203, 203, 2, 2, 0, 1, 37, 11, 0, 0, 0, 0, P, 0, 0, 1, 0, 0, 0},
+        {"window", F16, 128, 1, 1023, 1023, 1, 1, 0, 1, 100, 0, 0, 0, 0, 0, P, 0, 0, 0, 0, 0, 0},
+        {"win+causal", BF, 128, 1, 113, 203, 2, 2, 1, 1, 50, 50, 0, 0, 0, 0, P, 0, 0, 0, 0, 0, 0},
+        {"softcap", BF, 64, 1, 113, 203, 2, 2, 0, 0, 0, 0, 2.0f, 0, 0, 0, P, 0, 0, 1, 0, 0, 0},
+        {"softcap", F16, 128, 1, 203, 113, 2, 2, 1, 0, 0, 0, 5.0f, 0, 0, 0, P, 0, 0, 0, 0, 0, 0},
+        {"softcap", BF, 256, 1, 113, 113, 2, 2, 0, 0, 0, 0, 3.0f, 0, 0, 0, P, 0, 0, 0, 0, 0, 0},
+        {"alibi", F16, 128, 1, 203, 203, 4, 4, 1, 0, 0, 0, 0, 1, 0, 0, P, 0, 0, 1, 0, 0, 0},
+        {"alibi", BF, 64, 1, 113, 203, 4, 4, 0, 0, 0, 0, 0, 1, 0, 0, P, 0, 0, 0, 0, 0, 0},
+        {"gqa", BF, 64, 2, 113, 203, 8, 2, 1, 0, 0, 0, 0, 0, 0, 0, P, 0, 0, 1, 0, 0, 0},
+        {"mqa", F16, 128, 1, 203, 113, 4, 1, 0, 0, 0, 0, 0, 0, 0, 0, P, 0, 0, 1, 0, 0, 0},
+        {"gqa", BF, 256, 1, 113, 113, 4, 2, 0, 0, 0, 0, 0, 0, 0, 0, P, 0, 0, 0, 0, 0, 0},
+        {"varlen", BF, 64, 3, 203, 113, 2, 2, 1, 0, 0, 0, 0, 0, 0, 1, P, 0, 0, 1, 0, 0, 0},
+        {"varlen", F16, 128, 4, 113, 203, 4, 2, 0, 0, 0, 0, 0, 0, 0, 1, P, 0, 1, 1, 0, 0, 0},
+        {"strided", BF, 64, 2, 113, 203, 2, 2, 0, 0, 0, 0, 0, 0, 0, 0, S, 0, 0, 1, 0, 0, 0},
+        {"strided", F16, 128, 2, 203, 113, 4, 2, 1, 0, 0, 0, 0, 0, 0, 0, S, 0, 0, 0, 0, 0, 0},
+        {"dropout", BF, 64, 2, 113, 203, 2, 2, 0, 0, 0, 0, 0, 0, 0.17f, 0, P, 0, 0, 1, 0, 0, 0},
+        {"dropout", F16, 128, 1, 203, 203, 2, 2, 1, 0, 0, 0, 0, 0, 0.3f, 0, P, 0, 0, 1, 0, 0, 0},
+        {"everything", BF, 128, 3, 203, 113, 4, 2, 1, 1, 60, 20, 4.0f, 1, 0.1f, 1, S, 0, 0, 1, 0, 0, 0},
+        {"determ", BF, 64, 1, 203, 113, 2, 2, 0, 0, 0, 0, 0, 0, 0, 0, P, 1, 0, 0, 0, 0, 0},
+        {"determ", BF, 128, 1, 1023, 1023, 2, 2, 1, 0, 0, 0, 0, 0, 0, 0, P, 1, 1, 0, 0, 0, 0},
+        {"determ", F16, 256, 2, 203, 113, 4, 2, 0, 1, 30, 30, 0, 0, 0.1f, 1, S, 1, 0, 0, 0, 0, 0},
         /* several key and query blocks of the sm_90a kernel's 128 x 64 tile */
-        {"long", BF, 128, 2, 517, 1031, 4, 4, 0, 0, 0, 0, 0, 0, 0, 0, P, 0, 0, 0},
-        {"long", F16, 64, 1, 1031, 517, 4, 1, 1, 0, 0, 0, 0, 0, 0, 0, P, 0, 1, 0}, /* MQA, L = -inf rows */
-        {"long", BF, 64, 2, 700, 900, 2, 2, 0, 1, 129, 64, 0, 0, 0, 0, S, 0, 0, 0},
-        {"long", F16, 128, 1, 333, 333, 6, 2, 1, 0, 0, 0, 0, 0, 0, 0, S, 1, 0, 0},
-        {"d112", BF, 112, 1, 257, 191, 2, 2, 1, 0, 0, 0, 0, 0, 0, 0, P, 0, 0, 1},
+        {"long", BF, 128, 2, 517, 1031, 4, 4, 0, 0, 0, 0, 0, 0, 0, 0, P, 0, 0, 0, 0, 0, 0},
+        {"long", F16, 64, 1, 1031, 517, 4, 1, 1, 0, 0, 0, 0, 0, 0, 0, P, 0, 1, 0, 0, 0, 0}, /* MQA, L = -inf rows */
+        {"long", BF, 64, 2, 700, 900, 2, 2, 0, 1, 129, 64, 0, 0, 0, 0, S, 0, 0, 0, 0, 0, 0},
+        {"long", F16, 128, 1, 333, 333, 6, 2, 1, 0, 0, 0, 0, 0, 0, 0, S, 1, 0, 0, 0, 0, 0},
+        {"d112", BF, 112, 1, 257, 191, 2, 2, 1, 0, 0, 0, 0, 0, 0, 0, P, 0, 0, 1, 0, 0, 0},
         /* the split tile at D = 256 (64 keys, the warpgroups on column halves) */
-        {"long", BF, 256, 1, 333, 517, 4, 2, 1, 0, 0, 0, 0, 0, 0, 0, P, 0, 0, 0},
-        {"long", F16, 256, 1, 391, 333, 2, 2, 0, 1, 129, 64, 0, 0, 0, 0, S, 1, 1, 0},
-        {"d160", BF, 160, 1, 257, 191, 2, 2, 1, 0, 0, 0, 0, 0, 0, 0, P, 0, 0, 1},
+        {"long", BF, 256, 1, 333, 517, 4, 2, 1, 0, 0, 0, 0, 0, 0, 0, P, 0, 0, 0, 0, 0, 0},
+        {"long", F16, 256, 1, 391, 333, 2, 2, 0, 1, 129, 64, 0, 0, 0, 0, S, 1, 1, 0, 0, 0, 0},
+        {"d160", BF, 160, 1, 257, 191, 2, 2, 1, 0, 0, 0, 0, 0, 0, 0, P, 0, 0, 1, 0, 0, 0},
+        /* block masks (128 x 128, >>bwd-bsparse; the last three fields): the sm_90a
+           kernel at d 64, 128 (Bc 128) and 256 (Bc 64: two key blocks a mask
+           block), the sm_80 kernel at d 32, 96 and with varlen, softcap,
+           ALiBi, dropout; odd lengths (key blocks partly past sk), causal
+           and window bounds that cut listed blocks, query blocks that list
+           none (0%), every block (100%), GQA with a mask per KV head and per
+           query head (the heads of a group visit different blocks), one
+           mask for every sequence of a variable-length batch, deterministic
+           mode (the dQ sum adds the visited slices only) */
+        {"bm30", BF, 64, 2, 1000, 1000, 2, 2, 0, 0, 0, 0, 0, 0, 0, 0, P, 0, 1, 1, 31, 0, 0},
+        {"bm30 causal", F16, 64, 2, 1000, 1000, 2, 2, 1, 0, 0, 0, 0, 0, 0, 0, P, 0, 0, 0, 31, 0, 0},
+        {"bm30", F16, 128, 1, 1000, 1000, 2, 2, 0, 0, 0, 0, 0, 0, 0, 0, P, 0, 0, 1, 31, 0, 0},
+        {"bm30 causal det", BF, 128, 1, 1000, 1000, 2, 2, 1, 0, 0, 0, 0, 0, 0, 0, P, 1, 1, 0, 31, 0, 0},
+        {"bm50", BF, 128, 1, 203, 1500, 2, 2, 0, 0, 0, 0, 0, 0, 0, 0, P, 0, 0, 1, 51, 0, 0},
+        {"bm30 causal, rows w/o keys", F16, 128, 1, 1500, 700, 2, 2, 1, 0, 0, 0, 0, 0, 0, 0, P, 0, 0, 0, 31, 0, 0},
+        {"bm0", BF, 64, 1, 1000, 1000, 2, 2, 0, 0, 0, 0, 0, 0, 0, 0, P, 1, 0, 1, 1, 0, 0},
+        {"bm100 causal", BF, 128, 1, 1000, 1000, 2, 2, 1, 0, 0, 0, 0, 0, 0, 0, P, 1, 0, 1, 101, 0, 0},
+        {"bm30 gqa 8/2, mask per kv head", BF, 64, 2, 1000, 1000, 8, 2, 1, 0, 0, 0, 0, 0, 0, 0, P, 0, 0, 1, 31, 2, 1},
+        {"bm30 gqa 8/2, mask per q head", F16, 128, 1, 1000, 1000, 8, 2, 0, 0, 0, 0, 0, 0, 0, 0, P, 1, 0, 1, 31, 0, 0},
+        {"bm30 gqa 4/2 per q head causal", BF, 64, 2, 1000, 1000, 4, 2, 1, 0, 0, 0, 0, 0, 0, 0, P, 0, 1, 0, 31, 0, 0},
+        {"bm30 varlen, one mask", BF, 128, 3, 1000, 700, 4, 2, 1, 0, 0, 0, 0, 0, 0, 1, P, 0, 0, 1, 31, 0, 1},
+        {"bm30 varlen det", F16, 64, 3, 700, 1000, 2, 2, 0, 0, 0, 0, 0, 0, 0, 1, P, 1, 1, 0, 31, 1, 1},
+        {"bm30 d96", BF, 96, 1, 1000, 1000, 2, 2, 0, 0, 0, 0, 0, 0, 0, 0, P, 0, 0, 1, 31, 0, 0},
+        {"bm30 d256 causal gqa", F16, 256, 1, 1000, 1000, 4, 2, 1, 0, 0, 0, 0, 0, 0, 0, P, 1, 0, 0, 31, 2, 0},
+        {"bm30 d256", BF, 256, 1, 700, 1000, 2, 2, 0, 0, 0, 0, 0, 0, 0, 0, P, 0, 0, 1, 31, 0, 0},
+        {"bm30 d256 softcap dropout", BF, 256, 1, 700, 1000, 2, 2, 0, 0, 0, 0, 3.0f, 0, 0.1f, 0, P, 0, 0, 0, 31, 0, 0},
+        {"bm70 window", BF, 64, 1, 1000, 1000, 2, 2, 0, 1, 300, 40, 0, 0, 0, 0, P, 0, 0, 1, 71, 0, 0},
+        {"bm30 alibi dropout causal", F16, 128, 2, 1000, 1000, 4, 4, 1, 0, 0, 0, 0, 1, 0.2f, 0, P, 0, 0, 1, 31, 0, 0},
+        {"bm30 strided det", BF, 64, 2, 1000, 1000, 2, 2, 0, 0, 0, 0, 0, 0, 0, 0, S, 1, 0, 0, 31, 0, 0},
+        /* small ones (quick mode, the emulator): 3 x 4 mask blocks */
+        {"bm40 small", BF, 64, 1, 300, 450, 2, 2, 0, 0, 0, 0, 0, 0, 0, 0, P, 1, 1, 1, 41, 0, 0},
+        {"bm40 small causal gqa", F16, 128, 1, 450, 300, 4, 2, 1, 0, 0, 0, 0, 0, 0, 0, P, 0, 0, 1, 41, 0, 0},
+        {"bm40 small d32 softcap", BF, 32, 2, 300, 300, 2, 2, 0, 0, 0, 0, 2.0f, 0, 0, 0, P, 1, 0, 1, 41, 0, 0},
+        {"bm40 small d256 varlen", F16, 256, 2, 300, 450, 2, 1, 1, 0, 0, 0, 0, 0, 0, 1, P, 1, 0, 1, 41, 0, 1},
     };
     const int n = (int)(sizeof cases / sizeof cases[0]);
     int dev = 0;
@@ -350,7 +445,9 @@ int main(int argc, char **argv)
     for (int x = 0; x < n; x++) {
         bcase c = cases[x];
         if (only >= 0 && x != only) continue;
-        if (only < 0 && quick && (c.sq > 203 || c.sk > 203 || x % 3)) continue; /* a spread of small cases */
+        if (bm_only && !c.bmask) continue;
+        if (only < 0 && quick && (c.bmask ? c.sq > 450 || c.sk > 450 : c.sq > 203 || c.sk > 203 || x % 3))
+            continue; /* a spread of small cases; the small block-mask ones */
         if (quick) c.cpu = 0;
 #ifndef FA_EMU
         const int before = fa__bwd_sm90_launches;
