@@ -4079,8 +4079,11 @@ static fa__scratch fa__scratch_from_row(const fa__attn *a, const fa__scratch *w,
    (K and V) is larger than FA__DECODE_AHEAD bytes, so that a tile's V
    prefetched during its dot pass (fa__decode_tile_few) is still in L2 when
    it is summed, and no further: each tile restarts the K and V streams and
-   the softmax bookkeeping, so short tiles cost [cpu-decode-tile]. */
-#define FA__DECODE_AHEAD (512 << 10)
+   the softmax bookkeeping, so short tiles cost [cpu-decode-tile]. A tile's
+   V pass reads only cache and leaves the memory idle, so tiles not much
+   longer than that keep the idle stretches short: 256 KiB (64 keys of 8
+   heads at d 128) [cpu-decode-avx2]. */
+#define FA__DECODE_AHEAD (256 << 10)
 static int fa__decode_tile(const fa__attn *a)
 {
     int64_t row_bytes = (int64_t)a->r.heads_kv * (a->d * fa__dtype_size(a->k.dtype) + a->dv_ * fa__dtype_size(a->v.dtype));
