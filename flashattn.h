@@ -2631,11 +2631,15 @@ static void fa__pv_rows(int nr, fa_dtype dt, int dv, int nc, const float *P, int
    and heads inside: in a packed cache that is address order (see
    fa__decode_tile_few for why that matters). pf (may be NULL): after key
    c of head j, the pf_bytes at pf[c] + j * pf_hbytes are requested from
-   memory (the V rows of the same key). Portable loops: row to f32 in buf
-   first.
+   memory (the V rows of the same key), and so are the K bytes of the same
+   head FA__K_AHEAD keys on (rows[c + FA__K_AHEAD], when below nk; rows
+   holds nk >= nc keys): the hardware prefetcher alone keeps too few
+   lines in flight for a core that computes between its loads
+   [cpu-decode-avx2]. Portable loops: row to f32 in buf first.
    FA__HEAD_DIMS(n, CALL, ...) runs CALL(..., n) with n a constant for the
    usual head sizes 64 and 128, so the loop over a row unrolls (a few
    percent faster [cpu-head-dims]). */
+#define FA__K_AHEAD 1
 #define FA__HEAD_DIMS(n, CALL, a_, b_)                                         \
     do {                                                                       \
         if ((n) == 64) {                                                       \
@@ -2646,10 +2650,11 @@ static void fa__pv_rows(int nr, fa_dtype dt, int dv, int nc, const float *P, int
             CALL(a_, b_, n);                                                   \
         }                                                                      \
     } while (0)
-static void fa__dots_heads(int nr, fa_dtype dt, int d, int nc, int nh, const float *Q, int ldq, int qstep,
+static void fa__dots_heads(int nr, fa_dtype dt, int d, int nc, int nk, int nh, const float *Q, int ldq, int qstep,
                            const void *const *rows, size_t hbytes, float *S, int lds, float *buf,
                            const void *const *pf, size_t pf_hbytes, int pf_bytes)
 {
+    const int kbytes = d * fa__dtype_size(dt);
     int c, j;
 #if FA__VW
     (void)buf;
@@ -2661,6 +2666,8 @@ static void fa__dots_heads(int nr, fa_dtype dt, int d, int nc, int nh, const flo
                         (const char *)rows[c] + j_ * hbytes, S + j_ * (size_t)qstep * (size_t)lds + c, lds); \
             if (pf)                                                                                 \
                 fa__prefetch_bytes((const char *)pf[c] + j_ * pf_hbytes, pf_bytes);                 \
+            if (c + FA__K_AHEAD < nk)                                                               \
+                fa__prefetch_bytes((const char *)rows[c + FA__K_AHEAD] + j_ * hbytes, kbytes);      \
         }
 #define FA__DOTH(n_, t_) FA__HEAD_DIMS(d, FA__DOTH_D, n_, t_)
     FA__FEW_ROWS_CALL(nr, dt, FA__DOTH)
@@ -2672,6 +2679,8 @@ static void fa__dots_heads(int nr, fa_dtype dt, int d, int nc, int nh, const flo
         for (j = 0; j < nh; ++j) {
             if (pf)
                 fa__prefetch_bytes((const char *)pf[c] + (size_t)j * pf_hbytes, pf_bytes);
+            if (c + FA__K_AHEAD < nk)
+                fa__prefetch_bytes((const char *)rows[c + FA__K_AHEAD] + (size_t)j * hbytes, kbytes);
             fa__load_row((const char *)rows[c] + (size_t)j * hbytes, dt, d, 1.0f, buf);
             for (i = 0; i < nr; ++i) {
                 const float *q = Q + ((size_t)j * (size_t)qstep + (size_t)i) * (size_t)ldq;
@@ -4074,8 +4083,11 @@ static fa__scratch fa__scratch_from_row(const fa__attn *a, const fa__scratch *w,
    (K and V) is larger than FA__DECODE_AHEAD bytes, so that a tile's V
    prefetched during its dot pass (fa__decode_tile_few) is still in L2 when
    it is summed, and no further: each tile restarts the K and V streams and
-   the softmax bookkeeping, so short tiles cost [cpu-decode-tile]. */
-#define FA__DECODE_AHEAD (512 << 10)
+   the softmax bookkeeping, so short tiles cost [cpu-decode-tile]. A tile's
+   V pass reads only cache and leaves the memory idle, so tiles not much
+   longer than that keep the idle stretches short: 256 KiB (64 keys of 8
+   heads at d 128) [cpu-decode-avx2]. */
+#define FA__DECODE_AHEAD (256 << 10)
 static int fa__decode_tile(const fa__attn *a)
 {
     int64_t row_bytes = (int64_t)a->r.heads_kv * (a->d * fa__dtype_size(a->k.dtype) + a->dv_ * fa__dtype_size(a->v.dtype));
@@ -4101,17 +4113,18 @@ static int fa__decode_tile(const fa__attn *a)
    in address order, and the V pass then runs head by head with O~ strips
    in registers (fa__pv_rows) on rows already in cache [cpu-decode-order]. */
 static void fa__decode_tile_few(const fa__attn *a, fa__scratch *w, const fa__seq *s, int nr, int rph, int n0,
-                                int nc)
+                                int nc, int n_end)
 {
     int nh = nr / rph, kvh0 = w->head[0] / a->group, r0, r1, j, vbytes = a->dv_ * fa__dtype_size(a->v.dtype);
+    int nk = n_end - n0 < nc + FA__K_AHEAD ? n_end - n0 : nc + FA__K_AHEAD; /* K rows for the look-ahead */
     size_t kb = (size_t)a->k.head_stride * (size_t)fa__dtype_size(a->k.dtype);
     size_t vb = (size_t)a->v.head_stride * (size_t)fa__dtype_size(a->v.dtype);
     fa__row_range(a, w, rph, n0, nc, &r0, &r1);
     if (r0 >= r1)
         return;
-    fa__kv_row_ptrs(a, &a->k, s, kvh0, n0, nc, w->krows);
+    fa__kv_row_ptrs(a, &a->k, s, kvh0, n0, nk, w->krows);
     fa__kv_row_ptrs(a, &a->v, s, kvh0, n0, nc, w->vrows);
-    fa__dots_heads(r1 - r0, a->k.dtype, a->d, nc, nh, w->Q + (size_t)r0 * (size_t)a->dp, a->dp, rph, w->krows, kb,
+    fa__dots_heads(r1 - r0, a->k.dtype, a->d, nc, nk, nh, w->Q + (size_t)r0 * (size_t)a->dp, a->dp, rph, w->krows, kb,
                    w->S + (size_t)r0 * (size_t)a->bcp, a->bcp, w->row, w->vrows, vb, vbytes);
     for (j = 0; j < nh; ++j) {
         int i0 = j * rph + r0, i1 = j * rph + r1;
@@ -4163,7 +4176,7 @@ static void fa__decode_task(void *ctx, int index, int worker)
         for (n0 = n_lo; n0 < n_hi; n0 += tile) {
             int nc = n_hi - n0 < tile ? n_hi - n0 : tile;
             if (few) {
-                fa__decode_tile_few(a, &w, &s, nr, rph, n0, nc);
+                fa__decode_tile_few(a, &w, &s, nr, rph, n0, nc, n_hi);
                 continue;
             }
             for (i = 0; i < nr; i = i1) { /* the rows of one KV head at a time */
