@@ -21,7 +21,7 @@ WARN     := -Wall -Wextra -Wpedantic -Werror
 OPT      := -O2 -march=native
 OPENMP   := -fopenmp
 
-.PHONY: all help run test test-all test-cpu test-compile test-sanitize test-gpu test-neon bench bench-gpu bench-sparse build-all clean
+.PHONY: all help run test test-all test-cpu test-compile test-sanitize test-gpu test-neon bench bench-gpu bench-sparse bench-sparse-fwd bench-sparse-bwd build-all clean
 
 # Plain `make` builds the examples (the test suite is `make test`).
 all: examples
@@ -41,7 +41,8 @@ help:
 	@echo 'make examples-check the CPU examples, run;  make examples-gpu: the GPU example'
 	@echo 'make bench          the CPU benchmark into build/bench/ (RECORD=1: into bench/results/)'
 	@echo 'make bench-gpu      the GPU benchmarks (a GPU and PyTorch; RECORD=1 as above)'
-	@echo 'make bench-sparse   the block-sparse forward beside FlexAttention (SPARSE_FLAGS=--quick)'
+	@echo 'make bench-sparse   the block-sparse forward, then backward, beside FlexAttention (SPARSE_FLAGS=--quick)'
+	@echo '                    (bench-sparse-fwd, bench-sparse-bwd: one of them)'
 	@echo 'make build-all      every GPU source for sm_80, 86, 89 and 90a'
 	@echo 'bench/compile_time.sh  nvcc seconds of a user'"'"'s translation unit, per macro'
 	@echo 'make clean'
@@ -544,12 +545,23 @@ bench-gpu: $(BUILD)/bench_gpu $(BUILD)/libfa_bench.so $(BUILD)/libfa_bench_decod
 	python3 bench/vs_torch.py decode --lib $(BUILD)/libfa_bench_decode.so --out $(BENCH_RESULTS)
 	python3 bench/vs_torch_backward.py --lib $(BUILD)/libfa_bench.so | tee $(BENCH_RESULTS)/backward-latest.txt
 
-# The block-sparse forward (issue 51) beside FlexAttention with the same BlockMask, our dense
-# forward and SDPA cuDNN, one run (bench/vs_flex_sparse.py; SPARSE_FLAGS="--quick" for a subset).
+# The block-sparse forward and backward (issue 51) beside FlexAttention with the same BlockMask,
+# our dense kernels and SDPA cuDNN: bench/vs_flex_sparse.py, one run per direction, the forward
+# first (<date>_<device>_sparse-fwd.md, then --backward: ..._sparse-bwd.md). SPARSE_FLAGS (both
+# runs): "--quick" for a subset, "--deterministic" (the backward), ... (its --help).
+# bench-sparse-fwd / bench-sparse-bwd: one direction alone.
 SPARSE_FLAGS ?=
+SPARSE_RUN    = python3 bench/vs_flex_sparse.py --lib $(BUILD)/libfa_bench.so --out $(BENCH_RESULTS) $(SPARSE_FLAGS)
 bench-sparse: $(BUILD)/libfa_bench.so
 	@mkdir -p $(BENCH_RESULTS)
-	python3 bench/vs_flex_sparse.py --lib $(BUILD)/libfa_bench.so --out $(BENCH_RESULTS) $(SPARSE_FLAGS)
+	$(SPARSE_RUN)
+	$(SPARSE_RUN) --backward
+bench-sparse-fwd: $(BUILD)/libfa_bench.so
+	@mkdir -p $(BENCH_RESULTS)
+	$(SPARSE_RUN)
+bench-sparse-bwd: $(BUILD)/libfa_bench.so
+	@mkdir -p $(BENCH_RESULTS)
+	$(SPARSE_RUN) --backward
 
 
 # ---- NEON (AArch64) path, cross compiled and run under qemu ------------------

@@ -1,5 +1,6 @@
-/* bench/fa_bench_lib.cu - a tiny C ABI over fa_forward_cuda and
-   fa_quantize_cuda for ctypes (bench/vs_torch.py, bench/vs_flex_sparse.py).
+/* bench/fa_bench_lib.cu - a tiny C ABI over fa_forward_cuda, fa_backward_cuda
+   and fa_quantize_cuda for ctypes (bench/vs_torch.py, bench/vs_flex_sparse.py;
+   bench/vs_torch_backward.py calls fa_backward_cuda itself).
    Build: make build/libfa_bench.so
      nvcc -std=c++17 -O3 -shared -Xcompiler -fPIC bench/fa_bench_lib.cu -o build/libfa_bench.so */
 #ifndef FLASHATTN_HEAD_DIMS
@@ -81,6 +82,67 @@ extern "C" int fa_bench_forward_sparse(void *q, void *k, void *v, void *o, float
     return (int)fa_forward_cuda(&p, tq, tk, tv, to, lse, workspace, (size_t)ws_bytes, stream);
 }
 
+/* The backward entries: q, k, v, o, dout, dq, dk, dv packed [b, s, h, d] as
+   above (k, v, dk, dv with hkv heads), device; lse [b, hq, sq] float, the
+   forward's (natural log). The block mask as bench_block_mask's; all four
+   lists NULL = none (the dense backward). deterministic: fa_problem's. */
+static void bench_backward_problem(fa_problem *p, fa_tensor *t, int batch, int sq, int sk, int hq, int hkv,
+                                   int d, int causal, int deterministic, const int *kv_num, const int *kv_idx,
+                                   const int *full_num, const int *full_idx, int mask_batch, int mask_heads)
+{
+    bench_problem(p, t, batch, sq, sk, hq, hkv, d, causal);
+    p->deterministic = deterministic;
+    if (kv_num || full_num) bench_block_mask(p, kv_num, kv_idx, full_num, full_idx, mask_batch, mask_heads);
+}
+
+/* Workspace bytes fa_bench_backward_sparse (lists given) or the dense
+   fa_bench_backward (all NULL) needs for that problem (the lists are not
+   read, only whether they are NULL), or -1: refused (fa_bench_last_error). */
+extern "C" long long fa_bench_backward_sparse_workspace(int batch, int sq, int sk, int hq, int hkv, int d,
+                                                        int causal, int deterministic, const int *kv_num,
+                                                        const int *kv_idx, const int *full_num,
+                                                        const int *full_idx, int mask_batch, int mask_heads)
+{
+    fa_problem p;
+    fa_tensor t;
+    size_t bytes = 0;
+    bench_backward_problem(&p, &t, batch, sq, sk, hq, hkv, d, causal, deterministic, kv_num, kv_idx, full_num,
+                           full_idx, mask_batch, mask_heads);
+    return fa_backward_cuda_workspace_size(&p, &bytes) == FA_OK ? (long long)bytes : -1;
+}
+
+/* fa_backward_cuda with a block mask (or none: all four lists NULL) and the
+   workspace it needs (device, ws_bytes >= fa_bench_backward_sparse_workspace;
+   NULL: allocated by the call, stream-ordered). Returns fa_status. */
+extern "C" int fa_bench_backward_sparse(void *q, void *k, void *v, void *o, void *dout, const float *lse, void *dq,
+                                        void *dk, void *dv, int batch, int sq, int sk, int hq, int hkv, int d,
+                                        int causal, int bf16, int deterministic, const int *kv_num,
+                                        const int *kv_idx, const int *full_num, const int *full_idx,
+                                        int mask_batch, int mask_heads, void *workspace, long long ws_bytes,
+                                        void *stream)
+{
+    fa_problem p;
+    fa_tensor tq, tk, tv, to, tdo, tdq, tdk, tdv;
+    bench_backward_problem(&p, &tq, batch, sq, sk, hq, hkv, d, causal, deterministic, kv_num, kv_idx, full_num,
+                           full_idx, mask_batch, mask_heads);
+    tk = tv = to = tdo = tdq = tdk = tdv = tq;
+    tq.data = q; tk.data = k; tv.data = v; to.data = o; tdo.data = dout;
+    tdq.data = dq; tdk.data = dk; tdv.data = dv;
+    tq.dtype = tk.dtype = tv.dtype = to.dtype = tdo.dtype = tdq.dtype = tdk.dtype = tdv.dtype =
+        bf16 ? FA_BF16 : FA_F16;
+    return (int)fa_backward_cuda(&p, tq, tk, tv, to, tdo, lse, tdq, tdk, tdv, workspace, (size_t)ws_bytes, stream);
+}
+
+/* The dense backward: fa_bench_backward_sparse without a block mask
+   (its workspace: fa_bench_backward_sparse_workspace with NULL lists). */
+extern "C" int fa_bench_backward(void *q, void *k, void *v, void *o, void *dout, const float *lse, void *dq,
+                                 void *dk, void *dv, int batch, int sq, int sk, int hq, int hkv, int d, int causal,
+                                 int bf16, int deterministic, void *workspace, long long ws_bytes, void *stream)
+{
+    return fa_bench_backward_sparse(q, k, v, o, dout, lse, dq, dk, dv, batch, sq, sk, hq, hkv, d, causal, bf16,
+                                    deterministic, NULL, NULL, NULL, NULL, 0, 0, workspace, ws_bytes, stream);
+}
+
 /* Variable length: batch sequences packed along one token axis, q, o
    [total_q, hq, d], k, v [total_k, hkv, d], lse [hq, total_q]; cu_q, cu_k
    [batch + 1] int32 offsets (device); sq, sk the longest sequence. */
@@ -154,3 +216,6 @@ extern "C" long long fa_bench_descales(int role, int batch, int seqlen, int head
 extern "C" int fa_bench_fp8_block(int role) { return role ? FLASHATTN_FP8_BLOCK_K : FLASHATTN_FP8_BLOCK_Q; }
 
 extern "C" const char *fa_bench_last_error(void) { return fa_last_error(); }
+
+/* sizeof(fa_problem): bench/vs_torch_backward.py checks its ctypes copy of the struct against it. */
+extern "C" int fa_bench_sizeof_problem(void) { return (int)sizeof(fa_problem); }

@@ -80,11 +80,17 @@ def interleaved(fns, reps=15, warmup=3):
     return _interleave(list(live), reps, lambda label, it: event_ms(lambda: live[label](it))), failed
 
 
-def capture(fn, calls):
+def capture(fn, calls, stream=None):
     """A CUDA graph of `calls` calls of fn(i) (warmed up first, outside the
     graph: lazy init, caches), replayed once. For short kernels: a replay
-    has no launch gaps of Python or the host code."""
-    s = torch.cuda.Stream()
+    has no launch gaps of Python or the host code.
+
+    stream: where to warm up and capture (default: a new side stream for the
+    warm-up, torch.cuda.graph's own stream for the capture). An autograd
+    backward runs its kernels on the stream its forward ran on, not on the
+    caller's: to capture torch.autograd.grad of a forward run earlier, give
+    the stream that forward ran on (bench/vs_flex_sparse.py --backward)."""
+    s = torch.cuda.Stream() if stream is None else stream
     s.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(s):
         for i in range(calls):
@@ -92,7 +98,7 @@ def capture(fn, calls):
     torch.cuda.current_stream().wait_stream(s)
     torch.cuda.synchronize()
     g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
+    with torch.cuda.graph(g, stream=stream):
         for i in range(calls):
             fn(i)
     g.replay()

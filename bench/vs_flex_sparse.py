@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
-"""bench/vs_flex_sparse.py - flashattn's block-sparse GPU forward beside FlexAttention, same process, same run.
+"""bench/vs_flex_sparse.py - flashattn's block-sparse GPU forward (or, --backward, backward) beside FlexAttention,
+same process, same run.
 
-Issue 51, item 5 (forward). Loads fa_forward_cuda from the bench library (bench/fa_bench_lib.cu,
-`make build/libfa_bench.so`) through ctypes and times, bf16, random inputs, per point:
+Issue 51, item 5 (forward; --backward: the backward, below). Loads fa_forward_cuda from the bench
+library (bench/fa_bench_lib.cu, `make build/libfa_bench.so`) through ctypes and times, bf16, random inputs, per point:
   ours sparse   fa_bench_forward_sparse: the block mask (128 x 128 blocks) in the problem,
   Flex          torch.compile(flex_attention, dynamic=False) with a BlockMask made by
                 BlockMask.from_kv_blocks from the SAME int32 device tensors we are given
@@ -48,8 +49,32 @@ compared with create_block_mask's on a small problem.
 
 Writes <out>/<date>_<device>_sparse-fwd.md (the table) and .png (effective TFLOP/s vs density).
 
+--backward: the same points, masks and tables for the backward (dQ, dK, dV from O, L, dO), one run:
+  ours sparse   fa_bench_backward_sparse (fa_backward_cuda with the block mask; O and L from our sparse
+                forward, computed once per input set outside the timing),
+  Flex          the compiled flex_attention's backward with the same BlockMask: its forward is run
+                once per input set with requires_grad (Q, K, V leaves in its [B, H, S, D] layout), and
+                each call timed is torch.autograd.grad(out, (q, k, v), dO, retain_graph=True): the
+                backward graph AOTAutograd compiled for it (Flex's backward kernel and its D = rowsum(dO
+                * O) prologue), no forward, no .grad accumulation (PyTorch's own
+                benchmarks/transformer/score_mod.py times out.backward(dO, retain_graph=True) the same way),
+  ours dense    fa_bench_backward (no block mask; O and L from our dense forward),
+  SDPA cuDNN    dense, the same autograd.grad of a retained forward (SDPBackend.CUDNN_ATTENTION picks
+                the backend at the forward; as bench/vs_torch_backward.py).
+  Ours: the default (atomic dQ) mode; --deterministic for the deterministic one. FLOPs = 2.5 x the
+  forward's (bench/vs_torch_backward.py's convention): effective TFLOP/s = 2.5 x 4 x 128 x 128 x d x
+  visited blocks / time. The whole point runs on one side stream, the retained forwards included: a
+  backward kernel runs on its forward's stream, so the CUDA graphs of the sustained loop are captured
+  on that stream (bench/timing.py capture(stream=)). The GPU sleep before each single call is
+  BWD_SLEEP x bench/timing.py's (autograd.grad's host work is longer than a ctypes call's).
+  Correctness, once per point: max |dX_ours - dX_Flex| / max |dX_Flex| for dQ, dK, dV (bf16, set 0;
+  above MISMATCH_TOL_BWD, or not finite: MISMATCH); the empty query blocks' dQ rows must be 0
+  ('EMPTY-ROWS'). The document points have no varlen column here. Targets: ours/Flex >= 1.2 at
+  every point; dense/sparse at 10% as the forward's. Writes <out>/<date>_<device>_sparse-bwd.md, .png.
+
   python3 bench/vs_flex_sparse.py --lib build/libfa_bench.so --out bench/results
-  python3 bench/vs_flex_sparse.py --lib build/libfa_bench.so --out /tmp/x --quick
+  python3 bench/vs_flex_sparse.py --lib build/libfa_bench.so --out bench/results --backward
+  python3 bench/vs_flex_sparse.py --lib build/libfa_bench.so --out /tmp/x --quick [--backward]
 """
 import argparse
 import ctypes
@@ -64,7 +89,8 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from timing import _interleave, capture, event_ms, interleaved  # noqa: E402 (bench/timing.py)
+import timing  # noqa: E402 (bench/timing.py; its SLEEP_CYCLES, set for --backward)
+from timing import _interleave, capture, event_ms, interleaved  # noqa: E402
 from torch.nn.attention import SDPBackend, sdpa_kernel  # noqa: E402
 
 try:
@@ -76,6 +102,9 @@ BLOCK = 128               # the block mask's granularity, both contenders (the G
 SUSTAINED_CALLS = 8       # calls per CUDA graph in the sustained loop
 WINDOW, GLOBAL = 4, 2     # window+global pattern: +-WINDOW blocks around the diagonal, GLOBAL blocks
 MISMATCH_TOL = 0.05
+MISMATCH_TOL_BWD = 0.05   # --backward: max |dX_ours - dX_Flex| / max |dX_Flex| (bf16: ~5e-3 dense vs SDPA)
+BWD_FLOPS = 2.5           # backward FLOPs / forward FLOPs (bench/vs_torch_backward.py)
+BWD_SLEEP = 4             # --backward: GPU sleep before a single call, x timing.SLEEP_CYCLES
 SEED = 20261205
 DEVICE = "cuda"          # (a CPU mock of torch.cuda and the library may set "cpu" to dry-run the script)
 
@@ -102,6 +131,13 @@ def load(path):
     lib.fa_bench_forward_sparse_workspace.argtypes = [i] * 7 + [vp] * 4 + [i] * 2
     lib.fa_bench_forward_varlen.restype = i
     lib.fa_bench_forward_varlen.argtypes = [vp] * 7 + [i] * 8 + [vp]
+    if hasattr(lib, "fa_bench_backward_sparse"):   # (--backward checks for them)
+        lib.fa_bench_backward_sparse.restype = i
+        lib.fa_bench_backward_sparse.argtypes = [vp] * 9 + [i] * 9 + [vp] * 4 + [i] * 2 + [vp, ll, vp]
+        lib.fa_bench_backward_sparse_workspace.restype = ll
+        lib.fa_bench_backward_sparse_workspace.argtypes = [i] * 8 + [vp] * 4 + [i] * 2
+        lib.fa_bench_backward.restype = i
+        lib.fa_bench_backward.argtypes = [vp] * 9 + [i] * 9 + [vp, ll, vp]
     return lib
 
 
@@ -154,6 +190,49 @@ class OursMask:
             q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), lse.data_ptr(), b, s, k.shape[1], h,
             k.shape[2], d, int(self.causal), 1, *self.args, self.mask_batch, self.mask_heads,
             self.ws.data_ptr() if self.ws_bytes > 0 else None, self.ws_bytes, cur()), "fa_forward_cuda (block mask)")
+
+    def backward(self, q, k, v, o, do, lse, dq, dk, dv):
+        """fa_backward_cuda with this block mask; its workspace is allocated at the first call (so that
+        a forward-only run never asks for it)."""
+        b, s, h, d = q.shape
+        if not hasattr(self, "bwd_ws"):
+            self.bwd_bytes = bwd_workspace(self.lib, self.shape, self.causal, self.args, self.mask_batch,
+                                           self.mask_heads)
+            self.bwd_ws = torch.empty(max(1, self.bwd_bytes), dtype=torch.uint8, device=DEVICE)
+        check(self.lib, self.lib.fa_bench_backward_sparse(
+            *(x.data_ptr() for x in (q, k, v, o, do, lse, dq, dk, dv)), b, s, k.shape[1], h, k.shape[2], d,
+            int(self.causal), 1, DETERMINISTIC, *self.args, self.mask_batch, self.mask_heads,
+            self.bwd_ws.data_ptr() if self.bwd_bytes > 0 else None, self.bwd_bytes, cur()),
+            "fa_backward_cuda (block mask)")
+
+
+DETERMINISTIC = 0   # fa_problem.deterministic of our backward calls (--deterministic)
+
+
+def bwd_workspace(lib, shape, causal, lists=(None,) * 4, mask_batch=0, mask_heads=0):
+    """fa_backward_cuda_workspace_size's bytes (lists = 4 x None: the dense backward)."""
+    b, s, h, d = shape
+    n = lib.fa_bench_backward_sparse_workspace(b, s, s, h, h, d, int(causal), DETERMINISTIC, *lists,
+                                               mask_batch, mask_heads)
+    if n < 0:
+        raise RuntimeError("fa_backward_cuda_workspace_size: " + lib.fa_bench_last_error().decode())
+    return n
+
+
+class OursDenseBackward:
+    """Our dense backward (fa_bench_backward) with its workspace, allocated once."""
+
+    def __init__(self, lib, shape, causal):
+        self.lib, self.causal = lib, causal
+        self.ws_bytes = bwd_workspace(lib, shape, causal)
+        self.ws = torch.empty(max(1, self.ws_bytes), dtype=torch.uint8, device=DEVICE)
+
+    def __call__(self, q, k, v, o, do, lse, dq, dk, dv):
+        b, s, h, d = q.shape
+        check(self.lib, self.lib.fa_bench_backward(
+            *(x.data_ptr() for x in (q, k, v, o, do, lse, dq, dk, dv)), b, s, k.shape[1], h, k.shape[2], d,
+            int(self.causal), 1, DETERMINISTIC, self.ws.data_ptr() if self.ws_bytes > 0 else None, self.ws_bytes,
+            cur()), "fa_backward_cuda")
 
 
 # ---- masks ------------------------------------------------------------------------------------
@@ -268,15 +347,16 @@ def make_sets(batch, s, heads, d, dev):
     return sets
 
 
-def sustained(fns, reps):
+def sustained(fns, reps, stream=None):
     """us per call of each contender in a loop of SUSTAINED_CALLS back-to-back calls: CUDA-graph
     replays, interleaved; a contender whose capture fails is timed as SUSTAINED_CALLS plain calls
-    between two events (host launch time then counts if the host falls behind). Returns
+    between two events (host launch time then counts if the host falls behind). stream: the capture
+    stream (--backward: the stream the retained forwards ran on). Returns
     ({label: us}, {label: 'graph' | 'events'})."""
     graphs, plain, how = {}, {}, {}
     for label, fn in fns.items():
         try:
-            graphs[label] = capture(fn, SUSTAINED_CALLS)
+            graphs[label] = capture(fn, SUSTAINED_CALLS, stream=stream)
             how[label] = "graph"
         except Exception as e:  # noqa: BLE001 - reported, timed without a graph
             print(f"    sustained {label}: capture failed ({str(e).splitlines()[0][:100]}); back-to-back calls",
@@ -297,8 +377,8 @@ def sustained(fns, reps):
     return us, how
 
 
-def run_point(lib, flex_c, args, pt, dev):
-    """Times one point; returns its row (dict)."""
+def point_setup(args, pt):
+    """The point's lists, BlockMask, our lists and block counts (forward and backward alike)."""
     d, heads, batch, s, causal, bitmap = pt["d"], pt["heads"], pt["batch"], pt["s"], pt["causal"], pt["bitmap"]
     n = s // BLOCK
     lists = split_lists(bitmap, causal)
@@ -324,6 +404,13 @@ def run_point(lib, flex_c, args, pt, dev):
         ours_lists = (*dense_to_lists(bitmap), None, None)
     else:                             # the very tensors the BlockMask holds
         ours_lists = lists
+    return (n, lists, bmask, ours_lists, density, flops, flops_dense)
+
+
+def run_point(lib, flex_c, args, pt, dev):
+    """Times one point; returns its row (dict)."""
+    d, heads, batch, s, causal = pt["d"], pt["heads"], pt["batch"], pt["s"], pt["causal"]
+    n, lists, bmask, ours_lists, density, flops, flops_dense = point_setup(args, pt)
     sets = make_sets(batch, s, heads, d, dev)
     row = dict(pattern=pt["pattern"], d=d, heads=heads, batch=batch, s=s, causal=causal, density=density,
                nominal=pt.get("nominal"), note=pt.get("note", ""))
@@ -414,6 +501,133 @@ def run_point(lib, flex_c, args, pt, dev):
     return row
 
 
+# ---- one point, backward (--backward) ----------------------------------------------------------
+def make_sets_bwd(batch, s, heads, d, dev):
+    """Two input sets: Q, K, V, dO [b, s, h, d]; per contender of ours (s: sparse, d: dense) O, L of
+    our forward and dQ, dK, dV; Flex's leaves in its [B, H, S, D] layout, contiguous (as the forward's
+    make_sets), and dO likewise; SDPA cuDNN's leaves: the transposed views (bench/vs_torch_backward.py)."""
+    sets = []
+    for _ in range(2):
+        q, k, v, do = (torch.randn(batch, s, heads, d, device=dev, dtype=torch.bfloat16) for _ in range(4))
+        st = dict(q=q, k=k, v=v, do=do)
+        for c in ("s", "d"):
+            st["o_" + c] = torch.empty_like(q)
+            st["lse_" + c] = torch.empty(batch, heads, s, device=dev, dtype=torch.float32)
+            for g in ("dq", "dk", "dv"):
+                st[g + "_" + c] = torch.empty_like(q)
+        st["flex_in"] = tuple(x.transpose(1, 2).contiguous().requires_grad_() for x in (q, k, v))
+        st["fdo"] = do.transpose(1, 2).contiguous()
+        st["cudnn_in"] = tuple(x.transpose(1, 2).detach().requires_grad_() for x in (q, k, v))
+        st["cdo"] = do.transpose(1, 2)
+        sets.append(st)
+    return sets
+
+
+def run_point_bwd(lib, flex_c, args, pt, dev, stream):
+    """Times one point's backward; returns its row (dict, the forward's keys). Runs on `stream`."""
+    with torch.cuda.stream(stream):
+        return _run_point_bwd(lib, flex_c, args, pt, dev, stream)
+
+
+def _run_point_bwd(lib, flex_c, args, pt, dev, stream):
+    d, heads, batch, s, causal = pt["d"], pt["heads"], pt["batch"], pt["s"], pt["causal"]
+    n, lists, bmask, ours_lists, density, flops, flops_dense = point_setup(args, pt)
+    flops, flops_dense = BWD_FLOPS * flops, BWD_FLOPS * flops_dense
+    sets = make_sets_bwd(batch, s, heads, d, dev)
+    row = dict(pattern=pt["pattern"], d=d, heads=heads, batch=batch, s=s, causal=causal, density=density,
+               nominal=pt.get("nominal"), note=pt.get("note", ""))
+    fns, errors = {}, {}
+    grads = ("dq", "dk", "dv")
+
+    def ours_args(st, c):
+        return [st[x] for x in ("q", "k", "v", "o_" + c, "do", "lse_" + c)] + [st[g + "_" + c] for g in grads]
+
+    # ours: O and L of our own forward (sparse, dense), once per set, outside the timing
+    om = od = None
+    try:
+        om = OursMask(lib, (batch, s, heads, d), causal, ours_lists)
+        for st in sets:
+            om.forward(*(st[x] for x in ("q", "k", "v", "o_s", "lse_s")))
+        fns["sparse"] = lambda it: om.backward(*ours_args(sets[it & 1], "s"))
+    except Exception as e:  # noqa: BLE001 - reported; the other contenders still run
+        errors["sparse"] = e
+    try:
+        od = OursDenseBackward(lib, (batch, s, heads, d), causal)
+        for st in sets:
+            ours_dense(lib, *(st[x] for x in ("q", "k", "v", "o_d", "lse_d")), causal)
+        fns["dense"] = lambda it: od(*ours_args(sets[it & 1], "d"))
+    except Exception as e:  # noqa: BLE001
+        errors["dense"] = e
+    # Flex and SDPA cuDNN: one forward per set with requires_grad, kept; each call timed is the backward
+    kw = {"kernel_options": args.flex_options} if args.flex_options else {}
+    try:
+        for st in sets:
+            st["flex_out"] = flex_c(*st["flex_in"], block_mask=bmask, **kw)
+        fns["flex"] = lambda it: torch.autograd.grad(sets[it & 1]["flex_out"], sets[it & 1]["flex_in"],
+                                                     sets[it & 1]["fdo"], retain_graph=True)
+    except Exception as e:  # noqa: BLE001
+        errors["flex"] = e
+    try:
+        with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):   # the forward picks the backend; its graph keeps it
+            for st in sets:
+                st["cudnn_out"] = F.scaled_dot_product_attention(*st["cudnn_in"], is_causal=causal)
+        fns["cudnn"] = lambda it: torch.autograd.grad(sets[it & 1]["cudnn_out"], sets[it & 1]["cudnn_in"],
+                                                      sets[it & 1]["cdo"], retain_graph=True)
+    except Exception as e:  # noqa: BLE001
+        errors["cudnn"] = e
+    torch.cuda.synchronize()
+
+    ms, failed = interleaved(fns, args.reps)
+    failed.update(errors)
+    for key, e in failed.items():
+        print(f"    {key} failed: {str(e).splitlines()[0][:160]}", flush=True)
+    live = {k: f for k, f in fns.items() if k in ms}
+    if args.no_sustained:
+        us, how = {}, {}
+    else:
+        us, how = sustained(live, args.sus_reps, stream=stream)
+    nan = float("nan")
+    for key in ("sparse", "flex", "dense", "cudnn"):
+        row["ms_" + key] = ms.get(key, nan)
+        row["sus_us_" + key] = us.get(key, nan)
+        row["how_" + key] = how.get(key, "")
+    f_of = {"sparse": flops, "flex": flops, "dense": flops_dense, "cudnn": flops_dense}
+    for key, fl in f_of.items():
+        row["tf_" + key] = fl / row["ms_" + key] * 1e-9
+        row["sus_tf_" + key] = fl / row["sus_us_" + key] * 1e-6
+
+    # correctness: dQ, dK, dV of ours against Flex's on set 0, relative to Flex's largest; ours' empty rows
+    row["err"], row["errs"], row["status"] = nan, (nan, nan, nan), []
+    if "sparse" in ms and "flex" in ms:
+        st = sets[0]
+        fns["sparse"](0)
+        ref = fns["flex"](0)
+        torch.cuda.synchronize()
+        errs = []
+        for g, r in zip(grads, ref):
+            r = r.transpose(1, 2).float()
+            errs.append(((st[g + "_s"].float() - r).abs().max() / r.abs().max().clamp_min(1e-30)).item())
+        row["errs"] = tuple(errs)
+        row["err"] = max(errs) if all(e == e for e in errs) else nan
+        if not row["err"] <= MISMATCH_TOL_BWD:   # (NaN too)
+            row["status"].append("MISMATCH")
+        nb = lists[0] + lists[2]                                     # [B_, H_, n]
+        empty = (nb == 0).expand(batch, heads, n)                    # [b, h, n]
+        if empty.any():
+            rows_empty = empty.repeat_interleave(BLOCK, dim=-1)      # [b, h, s]
+            row["empty_rows"] = int(rows_empty.sum().item())
+            if (st["dq_s"].permute(0, 2, 1, 3)[rows_empty] != 0).any().item():
+                row["status"].append("EMPTY-ROWS")
+        else:
+            row["empty_rows"] = 0
+        del ref
+    row["failed"] = sorted(failed)
+    del sets, fns, live, bmask, om, od
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
+    return row
+
+
 # ---- the grid ---------------------------------------------------------------------------------
 def points(args, dev):
     """Grouped by (d, seqlen, causal) so that each compiled Flex shape is compiled once."""
@@ -472,7 +686,13 @@ def main():
                     help="same: ours gets the BlockMask's partial + full lists; merged: one kv list, no full list")
     ap.add_argument("--flex-options", type=json.loads, default=None,
                     help="flex_attention kernel_options as JSON (default: none, Flex's defaults)")
+    ap.add_argument("--backward", action="store_true",
+                    help="time the backward (dQ, dK, dV) instead of the forward: <date>_<device>_sparse-bwd.md")
+    ap.add_argument("--deterministic", action="store_true", help="--backward: ours in deterministic mode")
     args = ap.parse_args()
+    global DETERMINISTIC
+    DETERMINISTIC = int(args.deterministic)
+    bwd = args.backward
     if args.quick:
         args.lens, args.densities, args.struct_len = "4096", "0.10,0.50", 4096
     for s in args.lens.split(","):
@@ -481,6 +701,10 @@ def main():
 
     t_start = time.time()
     lib = load(args.lib)
+    if bwd and not hasattr(lib, "fa_bench_backward_sparse"):
+        sys.exit(f"{args.lib} has no fa_bench_backward_sparse: rebuild it (make build/libfa_bench.so)")
+    if bwd:   # autograd.grad's host work before its first kernel: a longer GPU sleep hides it
+        timing.SLEEP_CYCLES *= BWD_SLEEP
     dev = torch.device(DEVICE)
     name = torch.cuda.get_device_name(0)
     date = datetime.date.today().isoformat()
@@ -501,12 +725,13 @@ def main():
 
     rows = []
     pts = points(args, dev)
+    stream = torch.cuda.Stream() if bwd else None   # --backward: every point on this stream
     seen_shapes = set()
     for pt in pts:
         shape = (pt["d"], pt["s"], pt["batch"], pt["causal"])
         t0 = time.time()
         pt["bitmap"] = pt.pop("bitmap_fn")()
-        row = run_point(lib, flex_c, args, pt, dev)
+        row = run_point_bwd(lib, flex_c, args, pt, dev, stream) if bwd else run_point(lib, flex_c, args, pt, dev)
         del pt["bitmap"]
         rows.append(row)
         first = shape not in seen_shapes
@@ -515,41 +740,62 @@ def main():
         print(f"{r['pattern']:<13} d{r['d']:<3} {'causal' if r['causal'] else 'full  '} s{r['s']:<6} "
               f"dens {r['density'] * 100:5.1f}%  ms: sparse {fmt(r['ms_sparse'], '.3f')} flex {fmt(r['ms_flex'], '.3f')} "
               f"dense {fmt(r['ms_dense'], '.3f')} cudnn {fmt(r['ms_cudnn'], '.3f')}"
-              + (f" varlen {fmt(r['ms_varlen'], '.3f')}" if r["pattern"] == "document" else "")
+              + (f" varlen {fmt(r['ms_varlen'], '.3f')}" if r["pattern"] == "document" and not bwd else "")
               + f"  eff TFLOP/s: sparse {fmt(r['tf_sparse'], '.0f')} flex {fmt(r['tf_flex'], '.0f')}"
               f"  ours/flex {fmt(r['ms_flex'] / r['ms_sparse'], '.2f')} (sustained "
               f"{fmt(r['sus_us_flex'] / r['sus_us_sparse'], '.2f')})  dense/sparse {fmt(r['ms_dense'] / r['ms_sparse'], '.2f')}"
-              f"  max|ours-flex| {fmt(r['err'], '.1e')} {' '.join(r['status'])}"
+              + (f"  rel diff dQ/dK/dV vs flex {'/'.join(fmt(e, '.1e') for e in r['errs'])}" if bwd else
+                 f"  max|ours-flex| {fmt(r['err'], '.1e')}") + f" {' '.join(r['status'])}"
               f"  [{time.time() - t0:.1f} s{', incl. Flex compile' if first else ''}]", flush=True)
     elapsed = time.time() - t_start
 
     # ---- table ----
     os.makedirs(args.out, exist_ok=True)
-    tag = f"{date}_{re.sub(r'[^A-Za-z0-9]+', '-', name).strip('-')}_sparse-fwd"
+    tag = f"{date}_{re.sub(r'[^A-Za-z0-9]+', '-', name).strip('-')}_sparse-{'bwd' if bwd else 'fwd'}"
     flex_how = f"torch.compile(flex_attention, dynamic=False), kernel_options {args.flex_options or 'default'}"
-    md = [f"# flashattn block-sparse forward vs FlexAttention, bf16 — {name}, {date}", "",
+    what = "backward" if bwd else "forward"
+    flex_target = 1.2 if bwd else 1.3
+    if bwd:
+        how_bwd = (
+            "Backward: dQ, dK, dV from O, L (ours: of our own sparse / dense forward, computed once outside the "
+            "timing; ours in its " + ("deterministic" if args.deterministic else "default (atomic dQ)") + " mode). "
+            "Flex and SDPA cuDNN: their forward run once per input set with requires_grad and kept; each call "
+            "timed is torch.autograd.grad(out, (q, k, v), dO, retain_graph=True), i.e. the backward graph alone "
+            "(Flex: the backward AOTAutograd compiled, its kernel and the rowsum(dO * O) prologue). The whole "
+            f"point runs on one side stream, the CUDA graphs captured on it. Backward FLOPs = {BWD_FLOPS} x the "
+            f"forward's. GPU sleep before each single call: {timing.SLEEP_CYCLES} cycles. ")
+        err_how = (f"rel. diff vs Flex: max |dX ours - dX Flex| / max |dX Flex| for dQ / dK / dV on one input set, "
+                   f"bf16 (MISMATCH above {MISMATCH_TOL_BWD}); EMPTY-ROWS: a query block with no listed block "
+                   "whose dQ rows are not 0. ")
+    else:
+        how_bwd = ""
+        err_how = f"max|ours-Flex|: O on one input set, bf16 (MISMATCH above {MISMATCH_TOL}). "
+    md = [f"# flashattn block-sparse {what} vs FlexAttention, bf16 — {name}, {date}", "",
           f"torch {torch.__version__}, cuDNN {torch.backends.cudnn.version()}. bench/vs_flex_sparse.py "
           f"({' '.join(sys.argv[1:])}); {len(rows)} points in {elapsed:.0f} s.", "",
           f"Block masks of 128 x 128 blocks; Flex: {flex_how}, its BlockMask built by BlockMask.from_kv_blocks "
           f"from the same int32 lists ours gets ({'the same partial + full tensors' if args.ours_lists == 'same' else 'ours: one merged list'}). "
           f"Hidden 2048 (d64 x 32 heads, d128 x 16 heads); random points: batch x seqlen = {args.tokens} tokens, "
           f"one random bitmap per (batch, head), seed {SEED}. Document points: document lengths multiples "
-          f"of 128, so the block lists + causal are exact at token level; 'varlen' = ours with cu_seqlens (the "
-          f"documents as a batch). window+global: +-{WINDOW} key blocks around the diagonal, the first {GLOBAL} key "
+          f"of 128, so the block lists + causal are exact at token level"
+          + ("" if bwd else "; 'varlen' = ours with cu_seqlens (the documents as a batch)")
+          + f". window+global: +-{WINDOW} key blocks around the diagonal, the first {GLOBAL} key "
           f"blocks, and the first {GLOBAL} query blocks see all.", "",
+          how_bwd +
           "density = visited blocks / the blocks of the dense (same causal) problem, a causal diagonal block counted "
-          "whole. Effective TFLOP/s = 4 x 128 x 128 x d x visited blocks / time (dense contenders: their own "
+          f"whole. Effective TFLOP/s = {f'{BWD_FLOPS} x ' if bwd else ''}4 x 128 x 128 x d x visited blocks / time "
+          "(dense contenders: their own "
           "blocks, causal n(n+1)/2). ours/Flex = t_Flex / t_ours; dense/sparse = t_ours dense / t_ours sparse. "
           f"Single calls: median of {args.reps} reps, contenders interleaved in shuffled order after a GPU sleep "
           f"(bench/timing.py). Sustained: CUDA-graph replays of {SUSTAINED_CALLS} back-to-back calls, median of "
           f"{args.sus_reps} interleaved reps ('*': capture failed, back-to-back calls timed by events). "
-          f"max|ours-Flex|: O on one input set, bf16 (MISMATCH above {MISMATCH_TOL}). "
-          "Targets (issue 51): dense/sparse >= 7 at 10%; ours/Flex >= 1.3 everywhere.", "",
+          + err_how +
+          f"Targets (issue 51): dense/sparse >= 7 at 10%; ours/Flex >= {flex_target} everywhere.", "",
           f"partial/full split vs create_block_mask (small problem): {split_check}", "",
           "## Single calls", "",
           "| pattern | d | causal | seqlen | batch x heads | density | ms ours sparse | ms Flex | ms ours dense | "
           "ms cuDNN dense | eff. TFLOP/s ours | eff. TFLOP/s Flex | TFLOP/s ours dense | TFLOP/s cuDNN | ours/Flex | "
-          "dense/sparse | max abs diff vs Flex | check |",
+          f"dense/sparse | {'rel. diff vs Flex dQ/dK/dV' if bwd else 'max abs diff vs Flex'} | check |",
           "|" + " --- |" * 18]
 
     def star(r, k):
@@ -564,7 +810,8 @@ def main():
                   f"{fmt(r['ms_flex'], '.3f')} | {fmt(r['ms_dense'], '.3f')} | {fmt(r['ms_cudnn'], '.3f')} | "
                   f"{fmt(r['tf_sparse'], '.0f')} | {fmt(r['tf_flex'], '.0f')} | {fmt(r['tf_dense'], '.0f')} | "
                   f"{fmt(r['tf_cudnn'], '.0f')} | {fmt(r['ms_flex'] / r['ms_sparse'], '.2f')} | "
-                  f"{fmt(r['ms_dense'] / r['ms_sparse'], '.2f')} | {fmt(r['err'], '.1e')} | {status} |")
+                  f"{fmt(r['ms_dense'] / r['ms_sparse'], '.2f')} | "
+                  f"{'/'.join(fmt(e, '.1e') for e in r['errs']) if bwd else fmt(r['err'], '.1e')} | {status} |")
     if not args.no_sustained:
         md += ["", f"## Sustained: {SUSTAINED_CALLS} back-to-back calls", "",
                "(effective) TFLOP/s as above; '*': timed without a CUDA graph (its capture failed).", "",
@@ -578,7 +825,7 @@ def main():
                       f"{fmt(r['sus_us_flex'] / r['sus_us_sparse'], '.2f')} | "
                       f"{fmt(r['sus_us_dense'] / r['sus_us_sparse'], '.2f')} |")
     docs = [r for r in rows if r["pattern"] == "document"]
-    if docs:
+    if docs and not bwd:
         md += ["", "Document mask, ours with cu_seqlens (varlen, causal) on the same data:", "",
                "| d | documents | ms varlen | eff. TFLOP/s varlen | ms ours sparse | sustained varlen | "
                "max abs diff varlen vs sparse |", "|" + " --- |" * 7]
@@ -597,9 +844,19 @@ def main():
         xs = [x for x in xs if x == x]
         return fmt(min(xs), ".2f") if xs else "-"
 
+    per_d = ""
+    if bwd:   # the lowest ours/Flex per head dim, and the points under the target
+        per_d = " By head dim: " + ", ".join(
+            f"d{d} {lo([r['ms_flex'] / r['ms_sparse'] for r in rows if r['d'] == d])} / "
+            f"{lo([r['sus_us_flex'] / r['sus_us_sparse'] for r in rows if r['d'] == d])}"
+            for d in sorted({r["d"] for r in rows})) + " (single / sustained). Under the target (single calls): " + (
+            ", ".join(f"{r['pattern']} d{r['d']} {'causal ' if r['causal'] else ''}"
+                      f"{str(r['s'] // 1024) + 'k' if r['s'] >= 1024 else r['s']} "
+                      f"{r['density'] * 100:.0f}%" for r in rows
+                      if not r["ms_flex"] / r["ms_sparse"] >= flex_target) or "none") + "."
     md += ["", f"Targets: dense/sparse at 10% of blocks, lowest: {lo(at10)} single calls, "
                f"{lo(at10_sus)} sustained (>= 7); ours/Flex, lowest over all "
-               f"points: {lo(vs_flex)} single calls, {lo(vs_flex_sus)} sustained (>= 1.3). "
+               f"points: {lo(vs_flex)} single calls, {lo(vs_flex_sus)} sustained (>= {flex_target}).{per_d} "
                f"Rows marked MISMATCH: {sum('MISMATCH' in r['status'] for r in rows)}; EMPTY-ROWS: "
                f"{sum('EMPTY-ROWS' in r['status'] for r in rows)}."]
     with open(os.path.join(args.out, tag + ".md"), "w") as f:
@@ -649,7 +906,7 @@ def main():
                 ax.set_ylim(bottom=0)
                 ax.grid(alpha=0.3)
                 ax.legend(fontsize=7)
-        fig.suptitle(f"flashattn block-sparse forward vs FlexAttention (same BlockMask), bf16\n{name}, {date}")
+        fig.suptitle(f"flashattn block-sparse {what} vs FlexAttention (same BlockMask), bf16\n{name}, {date}")
         fig.tight_layout()
         fig.savefig(os.path.join(args.out, tag + ".png"), dpi=90)
     except Exception as e:  # noqa: BLE001

@@ -28,6 +28,14 @@ class FaTensor(ctypes.Structure):
                 ("seq_stride", ctypes.c_int64), ("head_stride", ctypes.c_int64)]
 
 
+class FaBlockMask(ctypes.Structure):
+    _fields_ = [("block_q", ctypes.c_int), ("block_k", ctypes.c_int), ("batch", ctypes.c_int),
+                ("heads", ctypes.c_int), ("kv_num_blocks", ctypes.c_void_p), ("kv_indices", ctypes.c_void_p),
+                ("full_kv_num_blocks", ctypes.c_void_p), ("full_kv_indices", ctypes.c_void_p)]
+
+
+# fa_problem of flashattn.h, field for field: the library reads the whole struct, so a field missing
+# here would be read from whatever memory follows (checked against the library's sizeof below).
 class FaProblem(ctypes.Structure):
     _fields_ = [("batch", ctypes.c_int), ("seqlen_q", ctypes.c_int), ("seqlen_k", ctypes.c_int),
                 ("heads_q", ctypes.c_int), ("heads_kv", ctypes.c_int), ("head_dim", ctypes.c_int),
@@ -41,7 +49,9 @@ class FaProblem(ctypes.Structure):
                 ("dropout_p", ctypes.c_float), ("dropout_seed", ctypes.c_uint64),
                 ("dropout_offset", ctypes.c_uint64), ("num_splits", ctypes.c_int),
                 ("deterministic", ctypes.c_int), ("descale_q", ctypes.c_float),
-                ("descale_k", ctypes.c_float), ("descale_v", ctypes.c_float)]
+                ("descale_k", ctypes.c_float), ("descale_v", ctypes.c_float),
+                ("descale_q_block", ctypes.c_void_p), ("descale_k_block", ctypes.c_void_p),
+                ("descale_v_block", ctypes.c_void_p), ("block_mask", FaBlockMask)]
 
 
 FA_BF16 = 2
@@ -69,6 +79,9 @@ def main():
         lib.fa_backward_cuda.restype = ctypes.c_int
         lib.fa_backward_cuda_workspace_size.restype = ctypes.c_int
         lib.fa_last_error.restype = ctypes.c_char_p
+        if hasattr(lib, "fa_bench_sizeof_problem") and lib.fa_bench_sizeof_problem() != ctypes.sizeof(FaProblem):
+            sys.exit(f"{path}: sizeof(fa_problem) {lib.fa_bench_sizeof_problem()} != FaProblem's "
+                     f"{ctypes.sizeof(FaProblem)}: update FaProblem to flashattn.h")
         return lib
     lib = load(a.lib)
     variants = [(v.split("=", 1)[0], load(v.split("=", 1)[1])) for v in a.variant]
