@@ -407,6 +407,20 @@ def point_setup(args, pt):
     return (n, lists, bmask, ours_lists, density, flops, flops_dense)
 
 
+def time_contenders(fns, errors, args, stream=None):
+    """Single calls (interleaved medians, ms) and, unless --no-sustained, the sustained loop
+    (us per call, and how it was timed) of the contenders fns; the failures printed."""
+    ms, failed = interleaved(fns, args.reps)
+    failed.update(errors)
+    for key, e in failed.items():
+        print(f"    {key} failed: {str(e).splitlines()[0][:160]}", flush=True)
+    live = {k: f for k, f in fns.items() if k in ms}
+    if args.no_sustained:
+        return ms, {}, {}
+    us, how = sustained(live, args.sus_reps, stream=stream)
+    return ms, us, how
+
+
 def run_point(lib, flex_c, args, pt, dev):
     """Times one point; returns its row (dict)."""
     d, heads, batch, s, causal = pt["d"], pt["heads"], pt["batch"], pt["s"], pt["causal"]
@@ -450,15 +464,7 @@ def run_point(lib, flex_c, args, pt, dev):
                                                    1, 1, cur()), "fa_forward_cuda (cu_seqlens)")
         fns["varlen"] = run_varlen
 
-    ms, failed = interleaved(fns, args.reps)
-    failed.update(errors)
-    for key, e in failed.items():
-        print(f"    {key} failed: {str(e).splitlines()[0][:160]}", flush=True)
-    live = {k: f for k, f in fns.items() if k in ms}
-    if args.no_sustained:
-        us, how = {}, {}
-    else:
-        us, how = sustained(live, args.sus_reps)
+    ms, us, how = time_contenders(fns, errors, args)
     nan = float("nan")
     for key in ("sparse", "flex", "dense", "cudnn", "varlen"):
         row["ms_" + key] = ms.get(key, nan)
@@ -577,15 +583,7 @@ def _run_point_bwd(lib, flex_c, args, pt, dev, stream):
         errors["cudnn"] = e
     torch.cuda.synchronize()
 
-    ms, failed = interleaved(fns, args.reps)
-    failed.update(errors)
-    for key, e in failed.items():
-        print(f"    {key} failed: {str(e).splitlines()[0][:160]}", flush=True)
-    live = {k: f for k, f in fns.items() if k in ms}
-    if args.no_sustained:
-        us, how = {}, {}
-    else:
-        us, how = sustained(live, args.sus_reps, stream=stream)
+    ms, us, how = time_contenders(fns, errors, args, stream=stream)
     nan = float("nan")
     for key in ("sparse", "flex", "dense", "cudnn"):
         row["ms_" + key] = ms.get(key, nan)
