@@ -438,6 +438,11 @@ typedef struct fa__bmask {
     int q_blocks, k_blocks, batch1, heads, hdiv;
     const uint32_t *bits; /* [rows][words] */
     int words;            /* (k_blocks + 31) / 32 */
+    /* the same bits by key block: [masks][k_blocks][qwords], bit I % 32 of
+       word I / 32 set when query block I lists the key block (the
+       backward's walk over a key block's query blocks: fa__bm_next_q) */
+    const uint32_t *cbits;
+    int qwords; /* (q_blocks + 31) / 32 */
 } fa__bmask;
 
 /* Does the mask list key block J (128 keys) for query block I (128 rows)
@@ -446,6 +451,18 @@ static __device__ __forceinline__ bool fa__bm_visited(const fa__bmask &m, int b,
 {
     const int64_t row = ((int64_t)(m.batch1 ? 0 : b) * m.heads + h / m.hdiv) * m.q_blocks + I;
     return (m.bits[row * m.words + J / 32] >> (J % 32)) & 1u;
+}
+/* The first query block I' >= I of query head h, sequence b, that lists
+   key block J (INT_MAX: none): 32 query blocks a load. */
+static __device__ __forceinline__ int fa__bm_next_q(const fa__bmask &m, int b, int h, int J, int I)
+{
+    const int64_t col = ((int64_t)(m.batch1 ? 0 : b) * m.heads + h / m.hdiv) * m.k_blocks + J;
+    const uint32_t *w = m.cbits + col * m.qwords;
+    for (int i = I / 32; i < m.qwords; i++) {
+        const uint32_t x = i == I / 32 ? w[i] & (~0u << (I % 32)) : w[i];
+        if (x) return 32 * i + __ffs((int)x) - 1;
+    }
+    return INT_MAX;
 }
 
 #ifndef FLASHATTN_CUDA_EMU /* the emulated backward needs none of the forward */
@@ -3673,20 +3690,23 @@ static fa_status fa__check_rows_aligned(const char *fn, const char *name, const 
    (mask, query block) row sets the row's key blocks in a bitmap (repeats
    merge; entries outside [0, k_blocks) and counts outside [0, k_blocks]
    are dropped or clamped, so no list can send a kernel out of bounds),
-   then writes the set bits out in order. Workspace: the counts, the lists,
-   the bitmaps and the sm_90a kernel's tile order (fa__bm_order_kernel),
-   each 256-byte aligned. */
+   then writes the set bits out in order; the same bits go by key block
+   into a second bitmap (the backward's walk). Workspace: the counts, the
+   lists, the bitmaps by query block, the sm_90a kernel's tile order
+   (fa__bm_order_kernel) and the bitmaps by key block, each 256-byte
+   aligned. */
 typedef struct fa__bm_src {
     const int32_t *cnt[2], *idx[2]; /* kv_*, full_kv_* (NULL: not given) */
     int k_blocks;
     int64_t rows;
     int32_t *out_cnt, *out_idx; /* the workspace's counts, lists, bitmaps */
-    uint32_t *bits;
+    uint32_t *bits, *cbits;     /* (cbits zeroed before the kernel) */
+    int q_blocks;
 } fa__bm_src;
 static size_t fa__bm_align(size_t n) { return (n + 255) & ~(size_t)255; }
-/* bytes of: the counts, the lists, the bitmaps, the tile order; rows and
-   k_blocks of resolved r */
-static void fa__bm_sizes(const fa_problem *r, size_t sz[4], int64_t *rows, int *k_blocks)
+/* bytes of: the counts, the lists, the bitmaps, the tile order, the
+   bitmaps by key block; rows and k_blocks of resolved r */
+static void fa__bm_sizes(const fa_problem *r, size_t sz[5], int64_t *rows, int *k_blocks)
 {
     const fa_block_mask *m = &r->block_mask;
     const int q_blocks = fa__blocks(r->seqlen_q, m->block_q);
@@ -3696,6 +3716,7 @@ static void fa__bm_sizes(const fa_problem *r, size_t sz[4], int64_t *rows, int *
     sz[1] = fa__bm_align((size_t)*rows * (size_t)*k_blocks * 4);
     sz[2] = fa__bm_align((size_t)*rows * (size_t)((*k_blocks + 31) / 32) * 4);
     sz[3] = fa__bm_align((size_t)q_blocks * (size_t)r->heads_q * (size_t)r->batch * 4);
+    sz[4] = fa__bm_align((size_t)m->batch * m->heads * (size_t)*k_blocks * (size_t)((q_blocks + 31) / 32) * 4);
 }
 __global__ void __launch_bounds__(256) fa__bm_rows_kernel(const fa__bm_src src)
 {
@@ -3712,7 +3733,11 @@ __global__ void __launch_bounds__(256) fa__bm_rows_kernel(const fa__bm_src src)
         const int n = min(max(src.cnt[l][row], 0), kb);
         for (int j = lane; j < n; j += 32) {
             const int e = src.idx[l][row * kb + j];
-            if (e >= 0 && e < kb) atomicOr(w + e / 32, 1u << (e % 32));
+            if (e < 0 || e >= kb) continue;
+            atomicOr(w + e / 32, 1u << (e % 32));
+            /* (by key block: mask row / q_blocks, query block row % q_blocks) */
+            const int64_t mask = row / src.q_blocks, I = row % src.q_blocks;
+            atomicOr(src.cbits + (mask * kb + e) * ((src.q_blocks + 31) / 32) + I / 32, 1u << (I % 32));
         }
     }
     __syncwarp(); /* every lane's bits are set before any lane reads a word */
@@ -3783,12 +3808,12 @@ __global__ void __launch_bounds__(1024) fa__bm_order_kernel(const fa__bmask m, i
    and the tile order */
 static size_t fa__fwd_workspace(const fa_problem *r)
 {
-    size_t sz[4];
+    size_t sz[5];
     int64_t rows;
     int kb;
     if (!fa__has_block_mask(r)) return 0;
     fa__bm_sizes(r, sz, &rows, &kb);
-    return sz[0] + sz[1] + sz[2] + sz[3];
+    return sz[0] + sz[1] + sz[2] + sz[3] + sz[4];
 }
 /* The block mask's checks fa_forward_cuda makes (resolved r, e4m3 or not). */
 static fa_status fa__check_bm_cuda(const char *fn, const fa_problem *r, int fp8)
@@ -3810,7 +3835,7 @@ static fa_status fa__check_bm_cuda(const char *fn, const fa_problem *r, int fp8)
 static cudaError_t fa__bm_prepare(const fa_problem *r, void *ws, cudaStream_t st, fa__bmask *bm)
 {
     const fa_block_mask *m = &r->block_mask;
-    size_t sz[4];
+    size_t sz[5];
     fa__bm_src src;
     cudaError_t e;
     fa__bm_sizes(r, sz, &src.rows, &src.k_blocks);
@@ -3819,12 +3844,17 @@ static cudaError_t fa__bm_prepare(const fa_problem *r, void *ws, cudaStream_t st
     src.out_cnt = (int32_t *)ws;
     src.out_idx = (int32_t *)((char *)ws + sz[0]);
     src.bits = (uint32_t *)((char *)src.out_idx + sz[1]);
+    src.cbits = (uint32_t *)((char *)ws + sz[0] + sz[1] + sz[2] + sz[3]);
+    src.q_blocks = fa__blocks(r->seqlen_q, m->block_q);
+    if ((e = cudaMemsetAsync(src.cbits, 0, sz[4], st)) != cudaSuccess) return e;
     FA__BWD_LAUNCH(fa__bm_rows_kernel, (unsigned)((src.rows * 32 + 255) / 256), 256, 0, st, src);
     bm->cnt = src.out_cnt;
     bm->idx = src.out_idx;
     bm->order = (int32_t *)((char *)ws + sz[0] + sz[1] + sz[2]);
     bm->bits = src.bits;
     bm->words = (src.k_blocks + 31) / 32;
+    bm->cbits = src.cbits;
+    bm->qwords = (src.q_blocks + 31) / 32;
     bm->q_blocks = fa__blocks(r->seqlen_q, m->block_q);
     bm->k_blocks = src.k_blocks;
     bm->batch1 = m->batch == 1;
@@ -5949,9 +5979,18 @@ __device__ __forceinline__ void fa__bwd_q_range(const fa__bwd_params &p, int sq,
 __device__ __forceinline__ int fa__bwd_next_step(const fa__bwd_params &p, int b, int hk, int j0, int ib0, int nib,
                                                  int iters, int br, int it) {
     if (!p.bm.bits) return it;
-    for (; it < iters; ++it)
-        if (fa__bm_visited(p.bm, b, hk * p.group + it / nib, (ib0 + it % nib) * br / 128, j0 / 128)) break;
-    return it;
+    /* step it is head it / nib of the group, query block row ib0 + it % nib
+       (br rows): from the key block's column of bits, 32 query blocks a
+       load (fa__bm_next_q), not a load a step */
+    while (it < iters) {
+        const int hh = it / nib, ib = ib0 + it % nib, I = ib * br / 128;
+        const int next = fa__bm_next_q(p.bm, b, hk * p.group + hh, j0 / 128, I);
+        if (next == I) return it;
+        const int64_t ib_next = (int64_t)next * 128 / br; /* that block's first step (INT_MAX: none) */
+        if (ib_next < ib0 + nib) return hh * nib + (int)(ib_next - ib0);
+        it = (hh + 1) * nib; /* none left for this head: the next one's first step */
+    }
+    return iters;
 }
 
 /* ---- kernel 1: D = rowsum(dO * O), zero the dQ accumulator ----------------- */

@@ -49,6 +49,7 @@ cudaError_t CUDARTAPI cudaMemset(void *d, int v, size_t n) {
     memset(d, v, n);
     return cudaSuccess;
 }
+cudaError_t CUDARTAPI cudaMemsetAsync(void *d, int v, size_t n, cudaStream_t) { return cudaMemset(d, v, n); }
 cudaError_t CUDARTAPI cudaMemcpy(void *d, const void *s, size_t n, enum cudaMemcpyKind) {
     memcpy(d, s, n);
     return cudaSuccess;

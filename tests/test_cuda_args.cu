@@ -291,8 +291,8 @@ static void error_cases(const arrays *a)
 }
 
 /* ---- block masks, with the lists unreadable (none may be read on the host) ----
-   The forward's query sizes the sorted lists (counts, lists, bitmaps and
-   the tile order, each rounded up to 256 bytes); the forward refuses blocks other than 128 x
+   The forward's query sizes the sorted lists (counts, lists, bitmaps by
+   query and by key block and the tile order, each rounded up to 256 bytes); the forward refuses blocks other than 128 x
    128 (FA_ERROR_UNSUPPORTED) and a short workspace (FA_ERROR_INVALID_ARGUMENT),
    each by name; the backward and decode refuse block masks
    (FA_ERROR_UNSUPPORTED naming block_mask; issue 51). */
@@ -315,8 +315,10 @@ static void block_mask_cases(void)
         const int64_t rows = (int64_t)B * HQ * ((SQ + 127) / 128), kb = (SK + 127) / 128;
         const fa_status s = fa_forward_cuda_workspace_size(&p, &bytes);
         char detail[200];
+        const int64_t masks = (int64_t)B * HQ, qwords = ((SQ + 127) / 128 + 31) / 32;
         want = ((size_t)rows * 4 + 255) / 256 * 256 + ((size_t)(rows * kb) * 4 + 255) / 256 * 256 +
-               ((size_t)(rows * ((kb + 31) / 32)) * 4 + 255) / 256 * 256 + ((size_t)rows * 4 + 255) / 256 * 256;
+               ((size_t)(rows * ((kb + 31) / 32)) * 4 + 255) / 256 * 256 + ((size_t)rows * 4 + 255) / 256 * 256 +
+               ((size_t)(masks * kb * qwords) * 4 + 255) / 256 * 256;
         announce("fa_forward_cuda_workspace_size with a block mask");
         snprintf(detail, sizeof detail, "status %d, %zu bytes (want FA_OK, %zu)", (int)s, bytes, want);
         check(s == FA_OK && bytes == want, "fa_forward_cuda_workspace_size with a block mask", detail);
