@@ -23,6 +23,8 @@ check_all() { # DIR SUFFIX
     run "online_softmax$2" "$1/online_softmax" '^all agree to .*: yes$' 'merged by fa_merge: L = -?[0-9]'
     run "decode_paged$2" "$1/decode_paged" '^cache contents: match the appended K/V$' \
         '^max \|decode - forward\| over [0-9]+ tokens x [0-9]+ heads: .* -> OK$' '^step +[0-9]+: '
+    run "block_sparse$2" "$1/block_sparse" '^max \|block-sparse - masked reference\| = .* -> OK$' \
+        '^  query block 7 sees key blocks 0 6 7$'
 }
 check_all "$bin" ""
 [ -n "$san" ] && check_all "$san" " (ASan+UBSan)"
