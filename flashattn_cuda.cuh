@@ -445,18 +445,23 @@ typedef struct fa__bmask {
     int qwords; /* (q_blocks + 31) / 32 */
 } fa__bmask;
 
+/* The mask query head h of sequence b reads (flashattn.h section 5) */
+static __device__ __forceinline__ int64_t fa__bm_mask(const fa__bmask &m, int b, int h)
+{
+    return (int64_t)(m.batch1 ? 0 : b) * m.heads + h / m.hdiv;
+}
 /* Does the mask list key block J (128 keys) for query block I (128 rows)
    of query head h, sequence b? */
 static __device__ __forceinline__ bool fa__bm_visited(const fa__bmask &m, int b, int h, int I, int J)
 {
-    const int64_t row = ((int64_t)(m.batch1 ? 0 : b) * m.heads + h / m.hdiv) * m.q_blocks + I;
+    const int64_t row = fa__bm_mask(m, b, h) * m.q_blocks + I;
     return (m.bits[row * m.words + J / 32] >> (J % 32)) & 1u;
 }
 /* The first query block I' >= I of query head h, sequence b, that lists
    key block J (INT_MAX: none): 32 query blocks a load. */
 static __device__ __forceinline__ int fa__bm_next_q(const fa__bmask &m, int b, int h, int J, int I)
 {
-    const int64_t col = ((int64_t)(m.batch1 ? 0 : b) * m.heads + h / m.hdiv) * m.k_blocks + J;
+    const int64_t col = fa__bm_mask(m, b, h) * m.k_blocks + J;
     const uint32_t *w = m.cbits + col * m.qwords;
     for (int i = I / 32; i < m.qwords; i++) {
         const uint32_t x = i == I / 32 ? w[i] & (~0u << (I % 32)) : w[i];
@@ -601,7 +606,7 @@ typedef struct fa__bm_run {
    Every lane of the warp calls it and gets the same answer. */
 static __device__ __forceinline__ fa__bm_run fa__bm_find(const fa__bmask &m, int b, int h, int qb, int n0, int n1)
 {
-    const int64_t row = ((int64_t)(m.batch1 ? 0 : b) * m.heads + h / m.hdiv) * m.q_blocks + qb;
+    const int64_t row = fa__bm_mask(m, b, h) * m.q_blocks + qb;
     const int32_t *l = m.idx + row * m.k_blocks;
     const int n = m.cnt[row], lane = (int)(threadIdx.x % 32);
     int below0 = 0, below1 = 0; /* entries < n0, < n1 */
@@ -1305,11 +1310,12 @@ __host__ __device__ constexpr int fa__sm90_q_bufs(int WG, bool persist, bool o_o
 }
 /* Does a persistent block of WG consumer warpgroups walk single tiles
    (else pairs of tiles; the kernel's unit())? The three- (and four-) warpgroup shapes
-   without a causal / window mask. The kernel walks and the launch sizes
-   the grid by it. */
-__host__ __device__ inline bool fa__sm90_walk1(int WG, const fa__fwd_params &p)
+   without a causal / window mask, and the block-sparse kernel (sparse,
+   in the order of fa__bm_order_kernel). The kernel walks and the launch
+   sizes the grid by it. */
+__host__ __device__ inline bool fa__sm90_walk1(int WG, const fa__fwd_params &p, bool sparse = false)
 {
-    return WG >= 3 && !p.has_left && !p.has_right;
+    return sparse || (WG >= 3 && !p.has_left && !p.has_right);
 }
 /* Division by a number fixed at launch without the division's instruction
    sequence, whose reciprocal waits on the MUFU pipe that the softmax's
@@ -1861,7 +1867,7 @@ struct fa__sm90_sched {
     {
         tiles = FLAT ? (m_blocks * p.heads_q * batch + WG - 1) / WG : m_blocks * p.heads_q * batch;
         one_tile = !PERSIST || (int)gridDim.x >= tiles;
-        walk1 = SPARSE || fa__sm90_walk1(WG, p);
+        walk1 = fa__sm90_walk1(WG, p, SPARSE);
         pairs_m = (m_blocks + 1) / 2, pairs = pairs_m * p.heads_q * batch;
         /* (a block per tile: one unit, known at compile time without PERSIST,
            so no state is carried in registers from tile to tile) */
@@ -2711,7 +2717,7 @@ fa__sm90_consumer(const fa__tma_maps &tm, const fa__fwd_params &p, int batch, co
                 const uint64_t qd = fa__wg_desc(QB == 1 ? qw0 : q_tile(q_uses) + qw, 16, 1024);
                 const auto kd = kv_descs(sm.sK + landed(sm.k_full(at(it) % STAGES), it), 16);
                 if constexpr (FP8) { /* (read here, used by the softmax after S) */
-                    const int blk = (x.n_begin + it) * BN / FLASHATTN_FP8_BLOCK_K;
+                    const int blk = block_of(it) * BN / FLASHATTN_FP8_BLOCK_K;
                     dk8 = dk_row ? dk_row[blk] : p.ds_k;
                     dv8 = dv_row ? dv_row[blk] : p.ds_v;
                 }
@@ -3156,6 +3162,25 @@ static fa_status fa__cuda_fail(const char *fn, cudaError_t e, const char *what)
                     cudaGetErrorName(e));
 }
 
+/* A workspace the caller did not give, allocated stream-ordered (no
+   device-wide synchronization), and freed after the call's last kernel:
+   fa__ws_free returns s, the call's status, or the free's error after a
+   call that succeeded. */
+static fa_status fa__ws_alloc(const char *fn, void **ws, size_t bytes, cudaStream_t st)
+{
+    const cudaError_t e = cudaMallocAsync(ws, bytes, st);
+    if (e == cudaSuccess) return FA_OK;
+    (void)cudaGetLastError();
+    return e == cudaErrorMemoryAllocation
+               ? fa__fail(FA_ERROR_OUT_OF_MEMORY, "%s: cudaMallocAsync of %zu workspace bytes failed", fn, bytes)
+               : fa__cuda_fail(fn, e, "cudaMallocAsync (workspace)");
+}
+static fa_status fa__ws_free(const char *fn, void *ws, cudaStream_t st, fa_status s)
+{
+    const cudaError_t e = cudaFreeAsync(ws, st);
+    return s == FA_OK && e != cudaSuccess ? fa__cuda_fail(fn, e, "cudaFreeAsync (workspace)") : s;
+}
+
 /* What fa_forward_cuda learns of the device, once a call, for the dispatch
    below: its family (the table above), the shared-memory opt-in limit per
    block, and the SM count (the persistent sm_90a grid). */
@@ -3514,7 +3539,7 @@ static fa_status fa__launch_fwd_sm90(const char *fn, const fa__fwd_params &p, in
        allows no second block on an SM) */
     /* what a persistent block walks (the kernel's unit()): single tiles
        or pairs of them, per_head of them per (head, batch) */
-    const bool walk1 = SPARSE || fa__sm90_walk1(WG, p);
+    const bool walk1 = fa__sm90_walk1(WG, p, SPARSE);
     const int per_head = walk1 ? m_blocks : (m_blocks + 1) / 2;
     const int64_t units = flat ? tiles : (int64_t)per_head * p.heads_q * batch;
     const bool persistent = PERSIST && fa__sm90_can_persist(p, tiles0, gpu.sms);
@@ -3778,8 +3803,7 @@ __global__ void __launch_bounds__(1024) fa__bm_order_kernel(const fa__bmask m, i
     }
     auto bin_of = [&](int t) { /* 0: the most blocks */
         const int I = m.q_blocks - 1 - t % m.q_blocks, hb = t / m.q_blocks, h = hb % heads_q, b = hb / heads_q;
-        const int64_t row = ((int64_t)(m.batch1 ? 0 : b) * m.heads + h / m.hdiv) * m.q_blocks + I;
-        return nb - 1 - min(m.cnt[row], nb - 1);
+        return nb - 1 - min(m.cnt[fa__bm_mask(m, b, h) * m.q_blocks + I], nb - 1);
     };
     for (int i = tid; i < nb; i += 1024) bin[i] = 0;
     __syncthreads(); /* the bins are clear */
@@ -3855,7 +3879,7 @@ static cudaError_t fa__bm_prepare(const fa_problem *r, void *ws, cudaStream_t st
     bm->words = (src.k_blocks + 31) / 32;
     bm->cbits = src.cbits;
     bm->qwords = (src.q_blocks + 31) / 32;
-    bm->q_blocks = fa__blocks(r->seqlen_q, m->block_q);
+    bm->q_blocks = src.q_blocks;
     bm->k_blocks = src.k_blocks;
     bm->batch1 = m->batch == 1;
     bm->heads = m->heads;
@@ -4042,19 +4066,12 @@ FLASHATTN_DEF fa_status fa_forward_cuda(const fa_problem *p, fa_tensor q, fa_ten
         return fa__dispatch_head_dim<0>(fn, kp, r.batch, need, q.dtype == FA_BF16, gpu, (cudaStream_t)stream);
     /* a block mask: its lists sorted into the workspace first (>>gpu-bsparse-host;
        one not given is allocated and freed stream-ordered) */
-    if (!ws && (e = cudaMallocAsync(&ws, ws_need, (cudaStream_t)stream)) != cudaSuccess) {
-        (void)cudaGetLastError();
-        return e == cudaErrorMemoryAllocation
-                   ? fa__fail(FA_ERROR_OUT_OF_MEMORY, "%s: cudaMallocAsync of %zu workspace bytes failed", fn, ws_need)
-                   : fa__cuda_fail(fn, e, "cudaMallocAsync (workspace)");
-    }
+    if (!ws && (s = fa__ws_alloc(fn, &ws, ws_need, (cudaStream_t)stream)) != FA_OK) return s;
     if ((e = fa__bm_prepare(&r, ws, (cudaStream_t)stream, &kp.bm)) != cudaSuccess)
         s = fa__cuda_fail(fn, e, "the block mask's sorting kernel");
     else
         s = fa__dispatch_head_dim<0>(fn, kp, r.batch, need, q.dtype == FA_BF16, gpu, (cudaStream_t)stream);
-    if (!workspace && (e = cudaFreeAsync(ws, (cudaStream_t)stream)) != cudaSuccess && s == FA_OK)
-        s = fa__cuda_fail(fn, e, "cudaFreeAsync (workspace)");
-    return s;
+    return workspace ? s : fa__ws_free(fn, ws, (cudaStream_t)stream, s);
 }
 
 #ifdef __cplusplus
@@ -7213,15 +7230,7 @@ FLASHATTN_DEF fa_status fa_backward_cuda(const fa_problem *p, fa_tensor q, fa_te
 
     cudaStream_t st = (cudaStream_t)stream;
     void *ws = workspace;
-    if (!ws) {
-        cudaError_t e = cudaMallocAsync(&ws, ws_need, st);
-        if (e != cudaSuccess) {
-            (void)cudaGetLastError();
-            return e == cudaErrorMemoryAllocation
-                       ? fa__fail(FA_ERROR_OUT_OF_MEMORY, "%s: cudaMallocAsync of %zu workspace bytes failed", fn, ws_need)
-                       : fa__cuda_fail(fn, e, "cudaMallocAsync (workspace)");
-        }
-    }
+    if (!ws && (s = fa__ws_alloc(fn, &ws, ws_need, st)) != FA_OK) return s;
     kp.dsum = (float *)ws;
     kp.lse2 = (float *)((char *)ws + pl.dsum_bytes);
     kp.dq_acc = (float *)((char *)ws + 2 * pl.dsum_bytes);
@@ -7231,11 +7240,7 @@ FLASHATTN_DEF fa_status fa_backward_cuda(const fa_problem *p, fa_tensor q, fa_te
     if (bm_bytes) bm_e = fa__bm_prepare(&r, (char *)ws + pl.total_bytes, st, &kp.bm);
     if (bm_e != cudaSuccess) s = fa__cuda_fail(fn, bm_e, "the block mask's sorting kernel");
     else s = q.dtype == FA_F16 ? fa__bwd_run<false>(kp, pl, gpu, st) : fa__bwd_run<true>(kp, pl, gpu, st);
-    if (!workspace) {
-        cudaError_t e = cudaFreeAsync(ws, st);
-        if (s == FA_OK && e != cudaSuccess) return fa__cuda_fail(fn, e, "cudaFreeAsync (workspace)");
-    }
-    return s;
+    return workspace ? s : fa__ws_free(fn, ws, st, s);
 }
 #endif /* FLASHATTN_NO_BACKWARD */
 
