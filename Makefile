@@ -363,17 +363,17 @@ test-gpu-knobs: $(GPU_KNOBS_RESULTS)
 SANITIZER      ?= compute-sanitizer
 CUOBJDUMP      ?= $(shell command -v cuobjdump 2>/dev/null || echo $(dir $(NVCC))cuobjdump)
 
-$(BUILD)/test_gpu: tests/test_gpu.cu tests/reference.h flashattn.h flashattn_cuda.cuh | $(BUILD)
+$(BUILD)/test_gpu: tests/test_gpu.cu tests/reference.h tests/bmask_lists.h flashattn.h flashattn_cuda.cuh | $(BUILD)
 	$(NVCC) $(NVCC_FLAGS) $(call gencode,$(GPU_ARCHS)) -Xcompiler -fopenmp $< -o $@ -lgomp
 
 # backward (issue 5): fa_backward_cuda vs the fp64 reference and the CPU backward
-$(BUILD)/test_gpu_backward: tests/test_gpu_backward.cu tests/reference.h tests/test_util.h flashattn.h flashattn_cuda.cuh | $(BUILD)
+$(BUILD)/test_gpu_backward: tests/test_gpu_backward.cu tests/reference.h tests/bmask_lists.h tests/test_util.h flashattn.h flashattn_cuda.cuh | $(BUILD)
 	$(NVCC) $(NVCC_FLAGS) $(call gencode,$(GPU_ARCHS)) $< -o $@
 
 # The same backward test with the kernels run on the CPU (no GPU needed; slow:
 # every CUDA thread is an OS thread), see tests/emu_cuda.h.
 CUDA_INC ?= $(dir $(NVCC))../include
-$(BUILD)/test_gpu_backward_emu: tests/test_gpu_backward.cu tests/emu_cuda.h flashattn_cuda.cuh tests/reference.h tests/test_util.h flashattn.h | $(BUILD)
+$(BUILD)/test_gpu_backward_emu: tests/test_gpu_backward.cu tests/emu_cuda.h tests/bmask_lists.h flashattn_cuda.cuh tests/reference.h tests/test_util.h flashattn.h | $(BUILD)
 	$(CXX) -std=c++20 -O2 -DFA_EMU -x c++ -I$(CUDA_INC) -o $@ $< -lpthread
 .PHONY: test-gpu-emu
 test-gpu-emu: $(BUILD)/test_gpu_backward_emu

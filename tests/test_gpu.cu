@@ -15,6 +15,7 @@
 #define FLASHATTN_TEST_HOOKS /* count sm_90a launches; run each case on the sm_80 kernel too */
 #include "../flashattn.h"
 #include "reference.h"
+#include "bmask_lists.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -74,44 +75,8 @@ typedef struct tcase {
     int bmask, bm_heads, bm_batch1, bm_no_ws;
 } tcase;
 
-/* A block mask's host lists and their device copies (tcase.bmask). */
-typedef struct tbmask {
-    std::vector<int32_t> cnt, idx, fcnt, fidx;
-    int32_t *d[4];
-} tbmask;
-static void make_bmask(tbmask *m, const tcase *c, fa_block_mask *host, fa_block_mask *dev)
-{
-    const int qb = (c->sq + 127) / 128, kb = (c->sk + 127) / 128;
-    const int masks = (c->bm_batch1 ? 1 : c->batch) * (c->bm_heads ? c->bm_heads : c->hq);
-    const int split = !c->causal && !c->window;
-    m->cnt.assign((size_t)masks * qb, 0); m->fcnt = m->cnt;
-    m->idx.assign((size_t)masks * qb * kb, -1); m->fidx = m->idx;
-    for (int r = 0; r < masks * qb; r++) {
-        std::vector<int32_t> row;
-        for (int j = 0; j < kb; j++)
-            if (irand(100) < c->bmask - 1) row.push_back(j);
-        for (size_t i = row.size(); i > 1; i--) std::swap(row[i - 1], row[(size_t)irand((int)i)]);
-        for (int32_t j : row) {
-            const int full = split && irand(3) == 0;
-            std::vector<int32_t> &cnt = full ? m->fcnt : m->cnt, &idx = full ? m->fidx : m->idx;
-            idx[(size_t)r * kb + cnt[(size_t)r]++] = j;
-        }
-    }
-    memset(host, 0, sizeof *host);
-    host->block_q = host->block_k = 128;
-    host->heads = c->bm_heads;
-    host->batch = c->bm_batch1;
-    std::vector<int32_t> *v[4] = {&m->cnt, &m->idx, &m->fcnt, &m->fidx};
-    for (int i = 0; i < 4; i++) {
-        CUDA_OK(cudaMalloc(&m->d[i], v[i]->size() * 4));
-        CUDA_OK(cudaMemcpy(m->d[i], v[i]->data(), v[i]->size() * 4, cudaMemcpyHostToDevice));
-    }
-    host->kv_num_blocks = m->cnt.data(); host->kv_indices = m->idx.data();
-    if (split) { host->full_kv_num_blocks = m->fcnt.data(); host->full_kv_indices = m->fidx.data(); }
-    *dev = *host;
-    dev->kv_num_blocks = m->d[0]; dev->kv_indices = m->d[1];
-    if (split) { dev->full_kv_num_blocks = m->d[2]; dev->full_kv_indices = m->d[3]; }
-}
+/* tcase.bmask's lists (tests/bmask_lists.h), from this file's random numbers */
+static int bm_rnd(void *, int n) { return irand(n); }
 
 /* A host tensor [rows, heads, dim] (rows = batch * seq, or total tokens) with
    optional padded strides, its device copy and its view. */
@@ -266,11 +231,13 @@ static void run_case(const tcase *c)
 
     fa_problem pd = p; /* device arrays */
     pd.cu_seqlens_q = d_cuq; pd.cu_seqlens_k = d_cuk; pd.seqlens_k = d_lk; pd.alibi_slopes = d_alibi;
-    tbmask bm = {};
+    tbm_lists bm = {};
     void *d_ws = NULL;
     size_t ws_bytes = 0;
     if (c->bmask) {
-        make_bmask(&bm, c, &p.block_mask, &pd.block_mask);
+        tbm_make(&bm, (c->bm_batch1 ? 1 : c->batch) * (c->bm_heads ? c->bm_heads : c->hq), c->sq, c->sk,
+                 c->bmask - 1, !c->causal && !c->window, c->bm_heads, c->bm_batch1, bm_rnd, NULL, &p.block_mask,
+                 &pd.block_mask);
         check(fa_forward_cuda_workspace_size(&pd, &ws_bytes) == FA_OK && ws_bytes > 0, c->name,
               "fa_forward_cuda_workspace_size with a block mask");
         if (!c->bm_no_ws) {
@@ -369,8 +336,7 @@ static void run_case(const tcase *c)
 done:
     cudaFree(q.dev); cudaFree(k.dev); cudaFree(v.dev); cudaFree(o.dev); cudaFree(d_lse);
     cudaFree(d_cuq); cudaFree(d_cuk); cudaFree(d_lk); cudaFree(d_alibi);
-    if (c->bmask)
-        for (int i = 0; i < 4; i++) cudaFree(bm.d[i]);
+    if (c->bmask) tbm_free(&bm);
     cudaFree(d_ws);
 }
 

@@ -29,6 +29,7 @@
 #endif
 
 #include "cuda_check.h"
+#include "bmask_lists.h"
 
 typedef struct bcase {
     const char *name;
@@ -52,50 +53,8 @@ typedef struct bcase {
     int bmask, bm_heads, bm_batch1;
 } bcase;
 
-/* A block mask's host lists (counts and indices, kv_ and full_kv_) and
-   their device copies (bcase.bmask); the reference and the CPU backward
-   read the host lists, fa_backward_cuda the device ones. */
-typedef struct bmask_lists {
-    int32_t *h[4], *d[4];
-} bmask_lists;
-static void *to_device(const void *h, size_t bytes);
-static void make_bmask(bmask_lists *m, const bcase *c, uint64_t *rng, fa_block_mask *host, fa_block_mask *dev)
-{
-    const int qb = (c->sq + 127) / 128, kb = (c->sk + 127) / 128;
-    const int masks = (c->bm_batch1 ? 1 : c->batch) * (c->bm_heads ? c->bm_heads : c->hq);
-    const int split = !c->causal && !c->window;
-    const size_t n[4] = {(size_t)masks * qb, (size_t)masks * qb * kb, (size_t)masks * qb, (size_t)masks * qb * kb};
-    int32_t *row = (int32_t *)malloc(sizeof(int32_t) * (size_t)kb);
-    for (int i = 0; i < 4; i++) {
-        m->h[i] = (int32_t *)malloc(sizeof(int32_t) * n[i]);
-        for (size_t x = 0; x < n[i]; x++) m->h[i][x] = i % 2 ? -1 : 0;
-    }
-    for (int r = 0; r < masks * qb; r++) {
-        int len = 0;
-        for (int j = 0; j < kb; j++)
-            if (rng_int(rng, 0, 99) < c->bmask - 1) row[len++] = j;
-        for (int x = len; x > 1; x--) { /* shuffled: the lists need no order */
-            const int y = rng_int(rng, 0, x - 1), t = row[x - 1];
-            row[x - 1] = row[y]; row[y] = t;
-        }
-        for (int x = 0; x < len; x++) {
-            const int full = split && rng_int(rng, 0, 2) == 0;
-            int32_t *cnt = m->h[full ? 2 : 0], *idx = m->h[full ? 3 : 1];
-            idx[(size_t)r * kb + cnt[r]++] = row[x];
-        }
-    }
-    free(row);
-    memset(host, 0, sizeof *host);
-    host->block_q = host->block_k = 128;
-    host->heads = c->bm_heads;
-    host->batch = c->bm_batch1;
-    for (int i = 0; i < 4; i++) m->d[i] = (int32_t *)to_device(m->h[i], sizeof(int32_t) * n[i]);
-    host->kv_num_blocks = m->h[0]; host->kv_indices = m->h[1];
-    if (split) { host->full_kv_num_blocks = m->h[2]; host->full_kv_indices = m->h[3]; }
-    *dev = *host;
-    dev->kv_num_blocks = m->d[0]; dev->kv_indices = m->d[1];
-    if (split) { dev->full_kv_num_blocks = m->d[2]; dev->full_kv_indices = m->d[3]; }
-}
+/* bcase.bmask's lists (tests/bmask_lists.h), from the case's random numbers */
+static int bm_rnd(void *rng, int n) { return rng_int((uint64_t *)rng, 0, n - 1); }
 
 static double rel_l2(const tens *x, const double *ref, int64_t *nan_count)
 {
@@ -185,10 +144,13 @@ static void run_case(const bcase *c, uint64_t seed, const char *path)
         for (i = 0; i < c->hq; i++) slopes[i] = (float)pow(2.0, -8.0 * (i + 1) / c->hq);
         p.alibi_slopes = slopes;
     }
-    bmask_lists bml;
+    tbm_lists bml;
     fa_block_mask bm_dev;
     memset(&bml, 0, sizeof bml);
-    if (c->bmask) make_bmask(&bml, c, &rng, &p.block_mask, &bm_dev); /* p: host lists */
+    if (c->bmask) /* p: host lists */
+        tbm_make(&bml, (c->bm_batch1 ? 1 : c->batch) * (c->bm_heads ? c->bm_heads : c->hq), c->sq, c->sk,
+                 c->bmask - 1, !c->causal && !c->window, c->bm_heads, c->bm_batch1, bm_rnd, &rng, &p.block_mask,
+                 &bm_dev);
     char ctx[256];
     snprintf(ctx, sizeof ctx, "%s%s [%s d=%d b=%d sq=%d sk=%d hq=%d hkv=%d seed=%llu]", c->name, path,
              dt_name(c->dt), c->d, c->batch, c->sq, c->sk, c->hq, c->hkv, (unsigned long long)seed);
@@ -314,7 +276,7 @@ static void run_case(const bcase *c, uint64_t seed, const char *path)
     cudaFree(d_dq); cudaFree(d_dk); cudaFree(d_dv); cudaFree(d_lse); cudaFree(d_ws);
     if (c->varlen) { cudaFree((void *)pd.cu_seqlens_q); cudaFree((void *)pd.cu_seqlens_k); }
     if (c->alibi) cudaFree((void *)pd.alibi_slopes);
-    for (int x = 0; x < 4; x++) { free(bml.h[x]); if (bml.d[x]) cudaFree(bml.d[x]); }
+    if (c->bmask) tbm_free(&bml);
     tens_free(&q); tens_free(&k); tens_free(&v); tens_free(&o); tens_free(&dout);
     tens_free(&dq); tens_free(&dk); tens_free(&dv);
     free(o_ref); free(l_ref); free(lse); free(gq); free(gk); free(gv);
