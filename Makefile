@@ -363,17 +363,17 @@ test-gpu-knobs: $(GPU_KNOBS_RESULTS)
 SANITIZER      ?= compute-sanitizer
 CUOBJDUMP      ?= $(shell command -v cuobjdump 2>/dev/null || echo $(dir $(NVCC))cuobjdump)
 
-$(BUILD)/test_gpu: tests/test_gpu.cu tests/reference.h tests/bmask_lists.h flashattn.h flashattn_cuda.cuh | $(BUILD)
+$(BUILD)/test_gpu: tests/test_gpu.cu tests/reference.h tests/bmask_lists.h tests/shard.h flashattn.h flashattn_cuda.cuh | $(BUILD)
 	$(NVCC) $(NVCC_FLAGS) $(call gencode,$(GPU_ARCHS)) -Xcompiler -fopenmp $< -o $@ -lgomp
 
 # backward (issue 5): fa_backward_cuda vs the fp64 reference and the CPU backward
-$(BUILD)/test_gpu_backward: tests/test_gpu_backward.cu tests/reference.h tests/bmask_lists.h tests/test_util.h flashattn.h flashattn_cuda.cuh | $(BUILD)
+$(BUILD)/test_gpu_backward: tests/test_gpu_backward.cu tests/reference.h tests/bmask_lists.h tests/shard.h tests/test_util.h flashattn.h flashattn_cuda.cuh | $(BUILD)
 	$(NVCC) $(NVCC_FLAGS) $(call gencode,$(GPU_ARCHS)) $< -o $@
 
 # The same backward test with the kernels run on the CPU (no GPU needed; slow:
 # every CUDA thread is an OS thread), see tests/emu_cuda.h.
 CUDA_INC ?= $(dir $(NVCC))../include
-$(BUILD)/test_gpu_backward_emu: tests/test_gpu_backward.cu tests/emu_cuda.h tests/bmask_lists.h flashattn_cuda.cuh tests/reference.h tests/test_util.h flashattn.h | $(BUILD)
+$(BUILD)/test_gpu_backward_emu: tests/test_gpu_backward.cu tests/emu_cuda.h tests/bmask_lists.h tests/shard.h flashattn_cuda.cuh tests/reference.h tests/test_util.h flashattn.h | $(BUILD)
 	$(CXX) -std=c++20 -O2 -DFA_EMU -x c++ -I$(CUDA_INC) -o $@ $< -lpthread
 .PHONY: test-gpu-emu
 test-gpu-emu: $(BUILD)/test_gpu_backward_emu
@@ -395,8 +395,11 @@ $(BUILD)/test_gpu_decode: tests/test_gpu_decode.cu tests/reference.h tests/test_
 # racecheck and synccheck, all nine sanitizer runs at once (they are bound by
 # the host CPU, not the GPU). SAN_SHARDS=n splits each of test_gpu's three
 # into n runs side by side, run k taking the cases k modulo n
-# (FA_TEST_SHARD=k/n), for a host with the cores. Logs:
-# $(BUILD)/sanitize-<program>-<tool>-<k>.log.
+# (FA_TEST_SHARD=k/n, tests/shard.h), for a host with the cores. Logs:
+# $(BUILD)/sanitize-<program>-<tool>-<k>.log. GPU_SHARDS=n does the same for
+# the full suites: every program at once, test_gpu and test_gpu_backward (whose
+# fp64 references take the time) in n runs each (logs
+# $(BUILD)/test-<program>-<k>.log; each run's summary line is printed).
 # Then tests/check_sass.py on each program's SASS ($(BUILD)/sass-<program>.txt):
 # no cp.async may read a uniform register that nothing writes (a ptxas 13.0
 # miscompile seen in trial builds; flashattn_cuda.cuh, >>decode-prims).
@@ -406,10 +409,22 @@ $(BUILD)/test_gpu_decode: tests/test_gpu_decode.cu tests/reference.h tests/test_
 GPU_TEST_PROGS := test_gpu test_gpu_decode test_gpu_backward
 SANITIZERS     := memcheck racecheck synccheck
 SAN_SHARDS     := 1
+GPU_SHARDS     := 1
 GPU_TEST_RUN   := yes
 test-gpu: $(addprefix $(BUILD)/,$(GPU_TEST_PROGS))
 	@set -e; f=0; n=0; \
-	if [ "$(GPU_TEST_RUN)" != no ]; then for p in $(GPU_TEST_PROGS); do n=$$((n+1)); $(BUILD)/$$p || f=$$((f+1)); done; fi; \
+	if [ "$(GPU_TEST_RUN)" != no ] && [ $(GPU_SHARDS) -le 1 ]; then \
+	  for p in $(GPU_TEST_PROGS); do n=$$((n+1)); $(BUILD)/$$p || f=$$((f+1)); done; fi; \
+	if [ "$(GPU_TEST_RUN)" != no ] && [ $(GPU_SHARDS) -gt 1 ]; then \
+	  runs() { case $$1 in test_gpu|test_gpu_backward) echo $(GPU_SHARDS);; *) echo 1;; esac; }; \
+	  for p in $(GPU_TEST_PROGS); do r=$$(runs $$p); for k in $$(seq 0 $$((r - 1))); do \
+	    ( FA_TEST_SHARD=$$k/$$r $(BUILD)/$$p > $(BUILD)/test-$$p-$$k.log 2>&1; echo $$? > $(BUILD)/test-$$p-$$k.rc ) & \
+	  done; done; wait; \
+	  for p in $(GPU_TEST_PROGS); do r=$$(runs $$p); for k in $$(seq 0 $$((r - 1))); do \
+	    n=$$((n+1)); echo "== $$p (run $$k of $$r): exit $$(cat $(BUILD)/test-$$p-$$k.rc)"; \
+	    grep -E "^FAIL|ran on the sm_90a|^[0-9]+ passed, [0-9]+ failed" $(BUILD)/test-$$p-$$k.log || true; \
+	    [ "$$(cat $(BUILD)/test-$$p-$$k.rc)" = 0 ] || f=$$((f+1)); \
+	  done; done; fi; \
 	shards() { if [ $$1 = test_gpu ]; then seq 0 $$(($(SAN_SHARDS) - 1)); else echo 0; fi; }; \
 	for p in $(GPU_TEST_PROGS); do for t in $(SANITIZERS); do for k in $$(shards $$p); do \
 	  ( FA_TEST_SHARD=$$k/$(SAN_SHARDS) $(SANITIZER) --tool $$t --error-exitcode 3 $(BUILD)/$$p --quick \

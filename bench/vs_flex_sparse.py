@@ -501,8 +501,8 @@ def run_point(lib, flex_c, args, pt, dev):
         fns["varlen"](0)
         torch.cuda.synchronize()
         row["err_varlen"] = (sets[0]["o_s"].float() - sets[0]["o_v"].float()).abs().max().item()
-    row["failed"] = sorted(failed)
-    del sets, fns, live, bmask, om
+    row["failed"] = sorted((set(fns) | set(errors)) - set(ms))
+    del sets, fns, bmask, om
     torch.cuda.empty_cache()
     return row
 
@@ -619,8 +619,8 @@ def _run_point_bwd(lib, flex_c, args, pt, dev, stream):
         else:
             row["empty_rows"] = 0
         del ref
-    row["failed"] = sorted(failed)
-    del sets, fns, live, bmask, om, od
+    row["failed"] = sorted((set(fns) | set(errors)) - set(ms))
+    del sets, fns, bmask, om, od
     torch.cuda.synchronize()
     torch.cuda.empty_cache()
     return row

@@ -16,6 +16,7 @@
 #include "../flashattn.h"
 #include "reference.h"
 #include "bmask_lists.h"
+#include "shard.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -680,17 +681,8 @@ int main(int argc, char **argv)
         }
         return false;
     };
-    /* FA_TEST_SHARD=k/n: only the cases whose index is k modulo n (a
-       sanitizer run split over the host's cores: make test-gpu SAN_SHARDS=n;
-       each case keeps its index, as above) */
-    int shard_k = 0, shard_n = 1;
-    if (const char *sh = getenv("FA_TEST_SHARD")) {
-        char rest;
-        if (sscanf(sh, "%d/%d%c", &shard_k, &shard_n, &rest) != 2 || shard_n < 1 || shard_k < 0 || shard_k >= shard_n) {
-            fprintf(stderr, "FA_TEST_SHARD=%s: want k/n with 0 <= k < n\n", sh);
-            return 2;
-        }
-    }
+    int shard_k, shard_n; /* FA_TEST_SHARD (tests/shard.h) */
+    if (!test_shard(&shard_k, &shard_n)) return 2;
     for (size_t i = 0; i < cs.size(); i++) {
         if (!chosen(cs[i].name) || (int)(i % shard_n) != shard_k) continue;
         const int before = fa__sm90_launches;

@@ -15,7 +15,8 @@
           -o build/test_gpu_backward tests/test_gpu_backward.cu
    Run:   build/test_gpu_backward          (all cases)
           build/test_gpu_backward --quick   (or FA_QUICK=1; small cases: for compute-sanitizer)
-          FA_BMASK=1 build/test_gpu_backward   (the block-mask cases only; FA_CASE=i: case i)
+          FA_BMASK=1 build/test_gpu_backward   (the block-mask cases only; FA_CASE=i: case i;
+                                                FA_TEST_SHARD=k/n: tests/shard.h)
    Ends with the line "N passed, M failed". */
 #define FLASHATTN_IMPLEMENTATION
 #define FLASHATTN_TEST_HOOKS /* count sm_90a backward launches; run those cases on the sm_80 kernel too */
@@ -30,6 +31,7 @@
 
 #include "cuda_check.h"
 #include "bmask_lists.h"
+#include "shard.h"
 
 typedef struct bcase {
     const char *name;
@@ -307,6 +309,8 @@ int main(int argc, char **argv)
     const int quick = getenv("FA_QUICK") != NULL || (argc > 1 && !strcmp(argv[1], "--quick"));
     const int only = getenv("FA_CASE") ? atoi(getenv("FA_CASE")) : -1; /* run one case by index */
     const int bm_only = getenv("FA_BMASK") != NULL; /* only the block-mask cases */
+    int shard_k, shard_n; /* FA_TEST_SHARD (tests/shard.h) */
+    if (!test_shard(&shard_k, &shard_n)) return 2;
     const fa_dtype BF = FA_BF16, F16 = FA_F16;
     const int P = LAYOUT_PACKED, S = LAYOUT_PADDED;
     /* name, dtype, d, batch, sq, sk, hq, hkv, causal, window, wl, wr, softcap, alibi,
@@ -408,6 +412,7 @@ int main(int argc, char **argv)
         bcase c = cases[x];
         if (only >= 0 && x != only) continue;
         if (bm_only && !c.bmask) continue;
+        if (x % shard_n != shard_k) continue;
         if (only < 0 && quick && (c.bmask ? c.sq > 450 || c.sk > 450 : c.sq > 203 || c.sk > 203 || x % 3))
             continue; /* a spread of small cases; the small block-mask ones */
         if (quick) c.cpu = 0;
