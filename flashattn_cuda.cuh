@@ -910,9 +910,11 @@ fa__fwd_kernel_sm80(const fa__fwd_params p)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     /* a shape only sm_80 / sm_86 / sm_89 launch: no code for sm_90 and later
-       (a third of the sm_80 kernels' compile time for sm_90a) */
-    if (!fa__sm80_shape_used<D, BM, BN, WARPS>::on_sm90) return;
+       (a third of the sm_80 kernels' compile time for sm_90a; if constexpr:
+       the body below is not even instantiated) */
+    if constexpr (!fa__sm80_shape_used<D, BM, BN, WARPS>::on_sm90) return; else
 #endif
+    { /* (the body, for that else) */
     constexpr int NT = WARPS * 32;     /* threads */
     constexpr int MT = BM / (16 * WARPS); /* 16-row tiles per warp */
     constexpr int NS = BN / 8;          /* 8-key tiles of S per row tile */
@@ -1086,6 +1088,7 @@ fa__fwd_kernel_sm80(const fa__fwd_params p)
 
     /* ---- epilogue: the one final rescale, O = O~ / l, and L = m + log l ---- */
     fa__store_o_lse<BF16>(p, acc_o, m_run, l_run, go, wrow0, sq, h, b, q_tok0, gridDim.z, g, t);
+    }
 }
 
 /* ============================================================================
@@ -3602,9 +3605,11 @@ static fa_status fa__dispatch_family(const char *fn, const fa__fwd_params &p, in
                 const int sh = fa__sm90_shape_for<D>(p, persist64);
                 if (sh == 2) /* (only at d 64, the one head dim with that shape: D == 64 ? 2 : 0) */
                     s = fa__launch_fwd_sm90<BF16, D, D == 64 ? 2 : 0, P>(fn, p, batch, gpu, stream, &ran);
-                else if (sh == 1 && D == 64 && !persist64)
-                    s = fa__launch_fwd_sm90<BF16, D, 1, false>(fn, p, batch, gpu, stream, &ran);
-                else if (sh == 1)
+                else if (sh == 1 && D == 64 && !persist64) {
+                    /* (if constexpr: d 128's long-row shape runs with PERSIST only, so no kernel without it) */
+                    if constexpr (D == 64) s = fa__launch_fwd_sm90<BF16, D, 1, false>(fn, p, batch, gpu, stream, &ran);
+                    else s = FA_OK;
+                } else if (sh == 1)
                     s = fa__launch_fwd_sm90<BF16, D, 1, P>(fn, p, batch, gpu, stream, &ran);
                 else
                     s = fa__launch_fwd_sm90<BF16, D, 0, P>(fn, p, batch, gpu, stream, &ran);
@@ -5044,7 +5049,7 @@ static int fa__decode_num_splits(int64_t ctas, int slots, int tiles, int max_spl
 /* A CTA of 4 warps at d64 spends more of its time on the math of each
    byte than one at d128 and streams slower (>>decode 9): the grid splits
    it sooner (fa__decode_grid) and pairs its heads (fa__decode_pairs). */
-static int fa__dec_light_cta(int d) { return d < 128; }
+static constexpr int fa__dec_light_cta(int d) { return d < 128; }
 
 /* The grid: how many CTAs share an SM (*cps: 1, or `blocks`, what fits)
    and the split count, from `units` = CTAs of one KV head (row block) each
@@ -5191,8 +5196,20 @@ static cudaError_t fa__decode_setup(int dev, fa__dec_setup *out)
     return cudaSuccess;
 }
 
+/* Is head dim d's head-pair kernel (HP = 2) for a paged / contiguous cache
+   compiled? Where fa__decode_pairs can take it (a light CTA, a contiguous
+   cache); with FLASHATTN_TEST_HOOKS wherever a pair fits (fa__dec_pairs). */
+static constexpr bool fa__dec_pair_kernel(int d, bool paged)
+{
+#ifdef FLASHATTN_TEST_HOOKS
+    return (void)paged, fa__dec_max_warps_m(d) >= 2;
+#else
+    return fa__dec_max_warps_m(d) >= 2 && fa__dec_light_cta(d) && !paged;
+#endif
+}
 /* Set up the kernel this problem will use (fa__decode_setup): hp = 2 only
-   where fa__dec_max_warps_m allows two warp rows (d <= 128). Only the head
+   where fa__dec_max_warps_m allows two warp rows (d <= 128),
+   and its kernel only where fa__dec_pair_kernel says. Only the head
    dims FLASHATTN_HEAD_DIMS lists are compiled (if constexpr). */
 static cudaError_t fa__decode_setup_any(int dev, int d, int wm, int hp, int bf16, int paged, fa__dec_setup *out)
 {
@@ -5200,7 +5217,11 @@ static cudaError_t fa__decode_setup_any(int dev, int d, int wm, int hp, int bf16
     if constexpr (fa__head_dim_compiled(D_))                                        \
     if (d == D_ && !paged == !P_) {                                                 \
         constexpr int M2_ = fa__dec_max_warps_m(D_) < 2 ? 1 : 2, K_ = fa__dec_kv(D_, P_); \
-        if (hp == 2) return fa__decode_setup<D_, M2_, T_, M2_, K_>(dev, out);      \
+        if (hp == 2) {                                                              \
+            if constexpr (fa__dec_pair_kernel(D_, P_))                              \
+                return fa__decode_setup<D_, M2_, T_, M2_, K_>(dev, out);            \
+            return cudaErrorInvalidDeviceFunction; /* (fa__decode_pairs: never) */  \
+        }                                                                           \
         if (wm == 1) return fa__decode_setup<D_, 1, T_, 1, K_>(dev, out);           \
         if (wm == 2) return fa__decode_setup<D_, M2_, T_, 1, K_>(dev, out);         \
         return fa__decode_setup<D_, fa__dec_max_warps_m(D_), T_, 1, K_>(dev, out);  \
