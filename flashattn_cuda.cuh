@@ -1493,6 +1493,19 @@ static __device__ __forceinline__ void fa__tma_store(const CUtensorMap *map, uin
                  "@p cp.async.bulk.tensor.4d.global.shared::cta.tile.bulk_group [%0, {%2, %3, %4, %5}], [%1];\n}\n"
                  ::"l"((uint64_t)map), "r"(src), "r"(col), "r"(row), "r"(head), "r"(batch), "r"((int)issue) : "memory");
 }
+/* `bytes` of fp32 in shared memory added to global memory (done in L2) or,
+   !ADD, copied there, in this thread's bulk group (a multiple of 16 bytes,
+   both addresses 16-byte aligned). */
+template <bool ADD>
+static __device__ __forceinline__ void fa__bulk_store(float *dst, uint32_t src, uint32_t bytes)
+{
+    if (ADD)
+        asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;\n"
+                     ::"l"(dst), "r"(src), "r"(bytes) : "memory");
+    else
+        asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;\n"
+                     ::"l"(dst), "r"(src), "r"(bytes) : "memory");
+}
 static __device__ __forceinline__ void fa__bulk_commit(void)
 {
     asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
@@ -1545,6 +1558,11 @@ static __device__ __forceinline__ void fa__named_arrive(int id, int threads)
 static __device__ __forceinline__ void fa__st_shared32(uint32_t addr, uint32_t v)
 {
     asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory");
+}
+static __device__ __forceinline__ void fa__st_shared_f4(uint32_t addr, float x, float y, float z, float w)
+{
+    asm volatile("st.shared.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "f"(x), "f"(y), "f"(z), "f"(w)
+                 : "memory");
 }
 static __device__ __forceinline__ uint32_t fa__ld_shared32(uint32_t addr)
 {
@@ -5908,6 +5926,8 @@ typedef struct fa__bwd_params {
     uint64_t seed, offset;
     int deterministic;
     int br, bc;            /* the main kernel's tile, for the convert kernel */
+    int acc_tiled;         /* the accumulator's 64-row blocks in the sm_90a kernel's
+                              order (fa__bwd_acc_off), for the convert kernel */
     fa__bmask bm;          /* a block mask (bits NULL: none), >>bwd-bsparse */
 } fa__bwd_params;
 
@@ -6080,17 +6100,47 @@ __global__ void __launch_bounds__(256) fa__bwd_preprocess_kernel(const fa__bwd_p
 
 /* ---- kernel 3: dQ = scale * accumulator (sum of slices in fixed order) ------ */
 
+/* Where element (r, c) of a head's accumulator rows lies, from the head's
+   first. Row-major, or (acc_tiled: the sm_90a kernel at D = 64 and 128)
+   each 64-row block as that kernel's consumer threads hold it, so that a
+   block leaves shared memory as one contiguous bulk add: float4 i of
+   consumer thread T at (256 i + T) * 4, thread T = 128 cw + 32 wq + 4 g + t
+   holding rows 16 wq + g (+8), columns cw D/2 + 8 i + 2 t (+1). */
+static __device__ __forceinline__ int64_t fa__bwd_acc_off(const fa__bwd_params &p, int64_t r, int c)
+{
+    if (!p.acc_tiled) return r * p.acc_d + c;
+    const int dq = p.acc_d / 2, rb = (int)(r % 64), i = c % dq / 8;
+    const int T = c / dq * 128 + rb / 16 * 32 + rb % 8 * 4 + c % 8 / 2, e = rb % 16 / 8 * 2 + c % 2;
+    return (r - rb) * p.acc_d + (256 * i + T) * 4 + e;
+}
+/* 8 columns from c0 (a multiple of 8) of accumulator row r of head h */
+static __device__ __forceinline__ void fa__bwd_acc_load8(const fa__bwd_params &p, const float *head, int64_t r, int c0,
+                                                         float (&x)[8])
+{
+    if (!p.acc_tiled) {
+        const float4 u = reinterpret_cast<const float4 *>(head + r * p.acc_d + c0)[0],
+                     w = reinterpret_cast<const float4 *>(head + r * p.acc_d + c0)[1];
+        x[0] = u.x; x[1] = u.y; x[2] = u.z; x[3] = u.w; x[4] = w.x; x[5] = w.y; x[6] = w.z; x[7] = w.w;
+        return;
+    }
+#pragma unroll
+    for (int k = 0; k < 8; k += 2) { /* (columns 2t, 2t + 1: one float2) */
+        const float2 v = *reinterpret_cast<const float2 *>(head + fa__bwd_acc_off(p, r, c0 + k));
+        x[k] = v.x; x[k + 1] = v.y;
+    }
+}
+
 template <bool BF16>
 __global__ void __launch_bounds__(256) fa__bwd_dq_convert_kernel(const fa__bwd_params p) {
     const int lane = threadIdx.x % 32;
     const int t = blockIdx.x * 8 + threadIdx.x / 32, h = blockIdx.y, b = blockIdx.z;
     fa__bwd_seq s = fa__bwd_seq_info(p, b);
     if (t >= s.sq || lane * 8 >= p.d) return;
-    const float *a = p.dq_acc + ((int64_t)h * p.acc_rows + s.acc_row0 + t) * p.acc_d + lane * 8;
+    const float *a = p.dq_acc + (int64_t)h * p.acc_rows * p.acc_d; /* the head's rows */
+    const int64_t r = s.acc_row0 + t;
     float x[8];
     if (!p.deterministic) {
-        float4 u = reinterpret_cast<const float4 *>(a)[0], w = reinterpret_cast<const float4 *>(a)[1];
-        x[0] = u.x; x[1] = u.y; x[2] = u.z; x[3] = u.w; x[4] = w.x; x[5] = w.y; x[6] = w.z; x[7] = w.w;
+        fa__bwd_acc_load8(p, a, r, lane * 8, x);
     } else {
         /* Sum the partial dQ of every K/V block j that wrote one for this row,
            always in the order j = 0, 1, 2, ...: the same rounding every run. */
@@ -6103,10 +6153,10 @@ __global__ void __launch_bounds__(256) fa__bwd_dq_convert_kernel(const fa__bwd_p
             if (ib < ib0 || ib >= ib1) continue;
             /* a step the block mask skips wrote no slice (>>bwd-bsparse) */
             if (p.bm.bits && !fa__bm_visited(p.bm, b, h, ib * p.br / 128, j * p.bc / 128)) continue;
-            const float *aj = a + (int64_t)j * p.acc_slice;
-            float4 u = reinterpret_cast<const float4 *>(aj)[0], w = reinterpret_cast<const float4 *>(aj)[1];
-            x[0] += u.x; x[1] += u.y; x[2] += u.z; x[3] += u.w;
-            x[4] += w.x; x[5] += w.y; x[6] += w.z; x[7] += w.w;
+            float y[8];
+            fa__bwd_acc_load8(p, a + (int64_t)j * p.acc_slice, r, lane * 8, y);
+#pragma unroll
+            for (int e = 0; e < 8; ++e) x[e] += y[e];
         }
     }
     uint4 out;
@@ -6625,12 +6675,14 @@ typedef struct fa__bwd_maps { CUtensorMap q, k, v, dout; } fa__bwd_maps;
    32 KB per stage) leave room for one K/V buffer only. */
 template <int D> struct fa__bwd_sm90_layout {
     static constexpr bool split = D > 128;
-    static constexpr int bc = split ? 64 : 128, br = 64, kv_bufs = split ? 1 : 2;
+    static constexpr bool dq_tile = !split; /* dQ leaves as one bulk add a step (fa__bwd_acc_off) */
+    static constexpr int bc = split ? 64 : 128, br = 64, kv_bufs = D == 64 ? 2 : 1;
     static constexpr int dkv = split ? D / 2 : D; /* the dK, dV columns of a warpgroup */
     static constexpr uint32_t kv_bytes = bc * D * 2, q_bytes = br * D * 2, ds_bytes = bc * br * 2,
-                              ld_bytes = 2 * br * 4;
+                              ld_bytes = 2 * br * 4, dq_bytes = dq_tile ? br * D * 4 : 0;
     static constexpr uint32_t kv = 0, q = 2 * kv_bufs * kv_bytes, dout = q + 2 * q_bytes, ds = dout + 2 * q_bytes,
-                              ld = ds + 2 * ds_bytes, bars = ld + 2 * ld_bytes, total = bars + 8 * 8;
+                              dq = ds + 2 * ds_bytes, ld = dq + dq_bytes, bars = ld + 2 * ld_bytes,
+                              total = bars + 8 * 8;
 };
 
 /* The units of work and who takes which: (key block jb, KV head hk, batch
@@ -6697,7 +6749,7 @@ __device__ __forceinline__ bool fa__bwd_sm90_work(const fa__bwd_params &p, const
 
 /* The shared-memory addresses both roles use (fa__bwd_sm90_layout). */
 struct fa__bwd_sm90_smem {
-    uint32_t sKV, sQ, sdO, sdS, sLD;        /* K/V buffers, Q, dO, dS^T, L and D stages */
+    uint32_t sKV, sQ, sdO, sdS, sdQ, sLD;   /* K/V buffers, Q, dO, dS^T, dQ tile, L and D stages */
     uint32_t kv_full, kv_empty, full, empty; /* mbarriers: K/V buffers, Q/dO stages */
     const float *gLD;                        /* the L, D stages as a generic pointer */
 };
@@ -6764,7 +6816,7 @@ __device__ __forceinline__ void fa__bwd_sm90_consumer(const fa__bwd_params &p, c
     constexpr bool SPLIT = L::split;
     constexpr int BC = L::bc, BR = L::br, NQ = BR / 8, DQ = D / 2, DKV = L::dkv, KVB = L::kv_bufs;
     constexpr uint32_t KV_BYTES = L::kv_bytes, Q_BYTES = L::q_bytes, DS_BYTES = L::ds_bytes;
-    const uint32_t sKV = sm.sKV, sQ = sm.sQ, sdO = sm.sdO, sdS = sm.sdS, kv_full = sm.kv_full, kv_empty = sm.kv_empty,
+    const uint32_t sKV = sm.sKV, sQ = sm.sQ, sdO = sm.sdO, sdS = sm.sdS, sdQ = sm.sdQ, kv_full = sm.kv_full, kv_empty = sm.kv_empty,
                    full = sm.full, empty = sm.empty;
     const float *gLD = sm.gLD;
     const int cw = warp / 4 - 1, wq = warp % 4, g = lane / 4, t = lane % 4;
@@ -6874,6 +6926,8 @@ __device__ __forceinline__ void fa__bwd_sm90_consumer(const fa__bwd_params &p, c
                generic-proxy stores visible to wgmma's async proxy, the barrier
                waits for the other warpgroup's rows. */
             asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+            /* (and the dQ tile of the step before is read: it may be rewritten) */
+            if (L::dq_tile && cw == 0 && warp % 4 == 0 && lane == 0) fa__bulk_wait<true>();
             fa__named_sync(1, 256);
 
             /* (7) dQ_i[:, cw D/2 ..] = dS K_j[:, cw D/2 ..], k running over all BC keys */
@@ -6897,19 +6951,40 @@ __device__ __forceinline__ void fa__bwd_sm90_consumer(const fa__bwd_params &p, c
                the refill when lane 0 arrived for its warp). */
             fa__mbar_arrive(empty + 8 * st);
 
-            /* the fp32 partial dQ: atomics (deterministic: block j's own slice) */
-            float *acc = p.dq_acc + (p.deterministic ? (int64_t)w.jb * p.acc_slice : 0) +
-                         ((int64_t)h * p.acc_rows + w.s.acc_row0 + i0 + 16 * wq + g) * p.acc_d + cw * DQ + 2 * t;
+            /* the fp32 partial dQ: added to the accumulator (deterministic:
+               written to block j's own slice) */
+            const int64_t blk = (p.deterministic ? (int64_t)w.jb * p.acc_slice : 0) +
+                                ((int64_t)h * p.acc_rows + w.s.acc_row0 + i0) * p.acc_d; /* the 64-row block */
+            if constexpr (L::dq_tile) {
+                /* the tile into shared memory in the accumulator's order
+                   (fa__bwd_acc_off), then one bulk add of all of it, done in
+                   L2: no atomics in the consumers' loop. The fence makes the
+                   stores visible to the bulk copy, the barrier has them all
+                   done before thread 0 sends the tile. */
+                const int T = 128 * cw + 32 * wq + lane;
 #pragma unroll
-            for (int n = 0; n < DQ / 8; n++)
-#pragma unroll
-                for (int hh = 0; hh < 2; hh++) {
-                    float2 *a = reinterpret_cast<float2 *>(acc + hh * 8 * p.acc_d + 8 * n);
-                    const float2 v2 = make_float2(dq[0][n][2 * hh], dq[0][n][2 * hh + 1]);
-                    if (p.deterministic) *a = v2;
-                    else atomicAdd(a, v2);
+                for (int n = 0; n < DQ / 8; n++)
+                    fa__st_shared_f4(sdQ + (256 * n + T) * 16, dq[0][n][0], dq[0][n][1], dq[0][n][2], dq[0][n][3]);
+                asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+                fa__named_sync(2, 256);
+                if (T == 0) {
+                    if (p.deterministic) fa__bulk_store<false>(p.dq_acc + blk, sdQ, BR * D * 4);
+                    else fa__bulk_store<true>(p.dq_acc + blk, sdQ, BR * D * 4);
+                    fa__bulk_commit();
                 }
+            } else {
+                float *acc = p.dq_acc + blk + (int64_t)(16 * wq + g) * p.acc_d + cw * DQ + 2 * t;
+#pragma unroll
+                for (int n = 0; n < DQ / 8; n++)
+#pragma unroll
+                    for (int hh = 0; hh < 2; hh++) {
+                        float2 *a = reinterpret_cast<float2 *>(acc + hh * 8 * p.acc_d + 8 * n);
+                        const float2 v2 = make_float2(dq[0][n][2 * hh], dq[0][n][2 * hh + 1]);
+                        if (p.deterministic) *a = v2;
+                        else atomicAdd(a, v2);
+                    }
             }
+        }
         if (w.first < w.iters) {
             /* every product that reads K_j, V_j is done: the buffer may be refilled */
             __syncwarp();
@@ -6921,6 +6996,8 @@ __device__ __forceinline__ void fa__bwd_sm90_consumer(const fa__bwd_params &p, c
 
         fa__bwd_store_dkdv<BF16, DKV / 8>(p, w.s, w.b, w.hk, w.j0, krow, SPLIT ? cw * DKV : 0, t, dk[0], dv[0]);
     }
+    /* the last bulk add is done before the block's shared memory goes */
+    if (L::dq_tile && cw == 0 && warp % 4 == 0 && lane == 0) fa__bulk_wait<false>();
 }
 
 #endif /* FA__SM90A */
@@ -6938,7 +7015,7 @@ fa__bwd_kernel_sm90(const __grid_constant__ fa__bwd_maps tm, const fa__bwd_param
     extern __shared__ uint8_t fa__smem90b[];
     const uint32_t base = (uint32_t)__cvta_generic_to_shared(fa__smem90b), aligned = (base + 1023u) & ~1023u;
     fa__bwd_sm90_smem sm;
-    sm.sKV = aligned + L::kv; sm.sQ = aligned + L::q; sm.sdO = aligned + L::dout; sm.sdS = aligned + L::ds;
+    sm.sKV = aligned + L::kv; sm.sQ = aligned + L::q; sm.sdO = aligned + L::dout; sm.sdS = aligned + L::ds; sm.sdQ = aligned + L::dq;
     sm.sLD = aligned + L::ld; sm.kv_full = aligned + L::bars; sm.kv_empty = sm.kv_full + 16;
     sm.full = sm.kv_empty + 16; sm.empty = sm.full + 16;
     sm.gLD = (const float *)(fa__smem90b + (sm.sLD - base));
@@ -7156,7 +7233,9 @@ static fa_status fa__bwd_run(const fa__bwd_params &kp, const fa__bwd_plan &pl, c
     FA__BWD_MAIN(32, 64, 128) FA__BWD_MAIN(64, 64, 128) FA__BWD_MAIN(128, 64, 128) FA__BWD_MAIN(256, 32, 64)
 #undef FA__BWD_MAIN
     if (s != FA_OK) return s;
-    FA__BWD_LAUNCH(fa__bwd_dq_convert_kernel<BF16>, rows_grid, 256, 0, st, kp);
+    fa__bwd_params kc = kp; /* the sm_90a kernel at D 64, 128 left the accumulator tiled */
+    kc.acc_tiled = ran && pl.D <= 128;
+    FA__BWD_LAUNCH(fa__bwd_dq_convert_kernel<BF16>, rows_grid, 256, 0, st, kc);
     FA__BWD_CUDA_TRY(cudaGetLastError());
     return FA_OK;
 }
