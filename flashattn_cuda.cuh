@@ -6750,6 +6750,42 @@ __device__ __forceinline__ void fa__bwd_sm90_producer(const fa__bwd_maps &tm, co
     }
 }
 
+/* dS^T of a step into its shared-memory buffer ds_s: this thread's rows
+   krow, krow + 8, query pairs 16 kk + 2t (+8), chunk c of row r at
+   c ^ (r % 8) (split: both warpgroups hold the whole tile, and each writes
+   half its query columns). */
+template <bool SPLIT, int NQ>
+__device__ __forceinline__ void fa__bwd_sm90_store_ds(const uint32_t (&da)[NQ / 2][1][4], uint32_t ds_s, int krow,
+                                                      int cw, int t)
+{
+#pragma unroll
+    for (int kk = 0; kk < NQ / 2; kk++)
+#pragma unroll
+        for (int x = 0; x < 4; x++) {
+            if (SPLIT && kk / (NQ / 4) != cw) continue;
+            const int r = krow + (x & 1) * 8, c = 16 * kk + (x >> 1) * 8;
+            /* (query columns < 64: one column block) */
+            fa__st_shared32(ds_s + fa__sm90_chunk(r, c / 8, 0) + 4 * t, da[kk][0][x]);
+        }
+}
+
+/* This thread's part of a step's fp32 partial dQ (rows g, g + 8 of its
+   warp's 16, column pairs 8n + 2t) added at acc, its first element: atomics,
+   or plain stores into the key block's own slice (deterministic). */
+template <int N>
+__device__ __forceinline__ void fa__bwd_sm90_add_dq(const fa__bwd_params &p, const float (&dq)[N][4], float *acc)
+{
+#pragma unroll
+    for (int n = 0; n < N; n++)
+#pragma unroll
+        for (int hh = 0; hh < 2; hh++) {
+            float2 *a = reinterpret_cast<float2 *>(acc + hh * 8 * p.acc_d + 8 * n);
+            const float2 v2 = make_float2(dq[n][2 * hh], dq[n][2 * hh + 1]);
+            if (p.deterministic) *a = v2;
+            else atomicAdd(a, v2);
+        }
+}
+
 /* The consumers: warpgroup cw owns keys j0 + 64 cw .. + 63 (split: all 64
    keys of the block, and dK, dV columns cw D/2 .. + D/2 - 1), walks the
    block's units as the producer does, and writes dK_j, dV_j of each.
@@ -6849,19 +6885,7 @@ __device__ __forceinline__ void fa__bwd_sm90_consumer(const fa__bwd_params &p, c
                 for (int e = 0; e < 4; e++) dsT[0][n][e] = pT[0][n][e] * (dpT[0][n][e] - ((e & 1) ? d2.y : d2.x));
             }
             fa__pack_p<BF16>(dsT, da);
-            /* dS^T rows krow, krow + 8, query pairs 16 kk + 2t (+8) into this
-               step's buffer, chunk c of row r at c ^ (r % 8) (split: both
-               warpgroups hold the whole tile, and each writes half its
-               query columns) */
-#pragma unroll
-            for (int kk = 0; kk < NQ / 2; kk++)
-#pragma unroll
-                for (int x = 0; x < 4; x++) {
-                    if (SPLIT && kk / (NQ / 4) != cw) continue;
-                    const int r = krow + (x & 1) * 8, c = 16 * kk + (x >> 1) * 8;
-                    /* (query columns < 64: one column block) */
-                    fa__st_shared32(ds_s + fa__sm90_chunk(r, c / 8, 0) + 4 * t, da[kk][0][x]);
-                }
+            fa__bwd_sm90_store_ds<SPLIT, NQ>(da, ds_s, krow, cw, t);
 
             /* (6) dK += dS^T Q_i (the scale is applied once at the end) */
             fa__wgmma_fence();
@@ -6898,18 +6922,10 @@ __device__ __forceinline__ void fa__bwd_sm90_consumer(const fa__bwd_params &p, c
             fa__mbar_arrive(empty + 8 * st);
 
             /* the fp32 partial dQ: atomics (deterministic: block j's own slice) */
-            float *acc = p.dq_acc + (p.deterministic ? (int64_t)w.jb * p.acc_slice : 0) +
-                         ((int64_t)h * p.acc_rows + w.s.acc_row0 + i0 + 16 * wq + g) * p.acc_d + cw * DQ + 2 * t;
-#pragma unroll
-            for (int n = 0; n < DQ / 8; n++)
-#pragma unroll
-                for (int hh = 0; hh < 2; hh++) {
-                    float2 *a = reinterpret_cast<float2 *>(acc + hh * 8 * p.acc_d + 8 * n);
-                    const float2 v2 = make_float2(dq[0][n][2 * hh], dq[0][n][2 * hh + 1]);
-                    if (p.deterministic) *a = v2;
-                    else atomicAdd(a, v2);
-                }
-            }
+            fa__bwd_sm90_add_dq<DQ / 8>(p, dq[0], p.dq_acc + (p.deterministic ? (int64_t)w.jb * p.acc_slice : 0) +
+                                                      ((int64_t)h * p.acc_rows + w.s.acc_row0 + i0 + 16 * wq + g) * p.acc_d +
+                                                      cw * DQ + 2 * t);
+        }
         if (w.first < w.iters) {
             /* every product that reads K_j, V_j is done: the buffer may be refilled */
             __syncwarp();
