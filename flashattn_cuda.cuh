@@ -5820,7 +5820,8 @@ FLASHATTN_DEF fa_status fa_quantize_cuda(const fa_quant *p, fa_tensor x, fa_tens
         stay in registers, and the CTA walks every Q block i (of every query
         head of the KV head's group, which is how GQA/MQA sums dK/dV without
         copies) that can see block j. dQ_i gets a partial sum from every j, so
-        it goes to an fp32 accumulator: atomicAdd by default; in deterministic
+        it goes to an fp32 accumulator: added (atomics; the sm_90a kernel a
+        tile at a time, as a bulk reduce-add) by default; in deterministic
         mode each j writes its own slice and kernel 3 sums them in order j = 0,
         1, 2, ... (bit-identical run to run). With a block mask the CTA
         visits only the (query head, query block) steps whose 128 x 128
@@ -6624,10 +6625,18 @@ __global__ void __launch_bounds__(NWARPS * 32, 1) fa__bwd_kernel_sm80(const fa__
    keys: each warpgroup writes its dS^T rows to shared memory ([key][query],
    128-byte rows, the swizzle TMA would give), the two warpgroups meet at a
    named barrier, and each computes half of dQ's columns (64 queries x D/2,
-   wgmma reading dS^T transposed) and adds it to the fp32 accumulator. The
-   dS buffer alternates with the step, so a warpgroup that runs ahead never
-   overwrites dS that the other is still reading: at step it + 2 both have
-   passed the barrier of step it + 1, after their dQ of step it was done.
+   wgmma reading dS^T transposed). The dS buffer alternates with the step,
+   so a warpgroup that runs ahead never overwrites dS that the other is
+   still reading: at step it + 2 both have passed the barrier of step it + 1,
+   after their dQ of step it was done.
+
+   dQ_i's partial sums go to the fp32 accumulator as a whole 64 x D tile:
+   the consumers store their fragments into shared memory in the order they
+   hold them, which is the accumulator's order (fa__bwd_acc_off), and one
+   thread sends the tile with one bulk reduce-add (cp.reduce.async.bulk),
+   summed in L2. A thread's 16 fp32 atomics a step instead held a quarter of
+   the consumers' time, and the same sums sent as a bulk add a row were
+   little faster: [bwd-dq]. (At D = 256 there is no room: atomics.)
 
    Products of one step are issued as soon as their inputs exist and waited
    for only when their result is needed: S^T and dP^T together, P (softmax
@@ -6639,8 +6648,9 @@ __global__ void __launch_bounds__(NWARPS * 32, 1) fa__bwd_kernel_sm80(const fa__
    Persistent blocks. With more units (key block, KV head, batch) than SMs
    the grid is one block per SM and each walks pairs of units, key blocks
    i and nblk - 1 - i of one head (equal work under a causal mask, as the
-   forward pairs its query blocks). K and V have two buffers, so the next
-   unit's K_j, V_j land while the current unit finishes, and the Q/dO ring
+   forward pairs its query blocks). At D = 64 K and V have two buffers, so
+   the next unit's K_j, V_j land while the current unit finishes (at D = 128
+   the dQ tile takes that room), and the Q/dO ring
    runs on across units: a block per unit would start every unit with an
    empty pipeline and one CTA per SM to hide it (at 512 tokens a unit is 2
    to 8 steps): faster at short causal sequences, the long ones unchanged.
@@ -6661,7 +6671,7 @@ typedef struct fa__bwd_maps { CUtensorMap q, k, v, dout; } fa__bwd_maps;
 /* Its shared memory, byte offsets from a 1024-byte aligned base (every tile
    on the swizzle's period): kv_bufs K, V buffers (with two, a persistent
    block loads its next unit's while it finishes one), Q[2], dO[2], dS^T[2],
-   then L and D of each stage, then 8 barriers: K/V full and empty per
+   the dQ tile (D <= 128), then L and D of each stage, then 8 barriers: K/V full and empty per
    buffer, Q/dO full and empty per stage. The host asks for 1024 + total.
 
    split (D = 256): a warpgroup owning 64 keys would hold dK and dV of
@@ -6802,6 +6812,64 @@ __device__ __forceinline__ void fa__bwd_sm90_producer(const fa__bwd_maps &tm, co
     }
 }
 
+/* dS^T of a step into its shared-memory buffer ds_s: this thread's rows
+   krow, krow + 8, query pairs 16 kk + 2t (+8), chunk c of row r at
+   c ^ (r % 8) (split: both warpgroups hold the whole tile, and each writes
+   half its query columns). */
+template <bool SPLIT, int NQ>
+__device__ __forceinline__ void fa__bwd_sm90_store_ds(const uint32_t (&da)[NQ / 2][1][4], uint32_t ds_s, int krow,
+                                                      int cw, int t)
+{
+#pragma unroll
+    for (int kk = 0; kk < NQ / 2; kk++)
+#pragma unroll
+        for (int x = 0; x < 4; x++) {
+            if (SPLIT && kk / (NQ / 4) != cw) continue;
+            const int r = krow + (x & 1) * 8, c = 16 * kk + (x >> 1) * 8;
+            /* (query columns < 64: one column block) */
+            fa__st_shared32(ds_s + fa__sm90_chunk(r, c / 8, 0) + 4 * t, da[kk][0][x]);
+        }
+}
+
+/* This thread's part of a step's fp32 partial dQ (rows g, g + 8 of its
+   warp's 16, column pairs 8n + 2t) added at acc, its first element: atomics,
+   or plain stores into the key block's own slice (deterministic). */
+template <int N>
+__device__ __forceinline__ void fa__bwd_sm90_add_dq(const fa__bwd_params &p, const float (&dq)[N][4], float *acc)
+{
+#pragma unroll
+    for (int n = 0; n < N; n++)
+#pragma unroll
+        for (int hh = 0; hh < 2; hh++) {
+            float2 *a = reinterpret_cast<float2 *>(acc + hh * 8 * p.acc_d + 8 * n);
+            const float2 v2 = make_float2(dq[n][2 * hh], dq[n][2 * hh + 1]);
+            if (p.deterministic) *a = v2;
+            else atomicAdd(a, v2);
+        }
+}
+
+/* A step's fp32 partial dQ, the 64-row tile at p.dq_acc + blk, as one bulk add (copy:
+   deterministic): each consumer thread T's fragments into shared memory at
+   sdq in the accumulator's order (fa__bwd_acc_off), then thread 0 sends the
+   whole tile, added in L2: no atomics in the consumers' loop. The fence
+   makes the stores visible to the bulk copy; the barrier has them all done
+   before thread 0 sends. (Thread 0 waits for the copy to have read the tile
+   before the next step's barrier 1 lets anyone rewrite it.) */
+template <int N>
+__device__ __forceinline__ void fa__bwd_sm90_send_dq(const fa__bwd_params &p, const float (&dq)[N][4], uint32_t sdq,
+                                                     int T, int64_t blk, uint32_t bytes)
+{
+#pragma unroll
+    for (int n = 0; n < N; n++) fa__st_shared_f4(sdq + (256 * n + T) * 16, dq[n][0], dq[n][1], dq[n][2], dq[n][3]);
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+    fa__named_sync(2, 256);
+    if (T == 0) {
+        if (p.deterministic) fa__bulk_store<false>(p.dq_acc + blk, sdq, bytes);
+        else fa__bulk_store<true>(p.dq_acc + blk, sdq, bytes);
+        fa__bulk_commit();
+    }
+}
+
 /* The consumers: warpgroup cw owns keys j0 + 64 cw .. + 63 (split: all 64
    keys of the block, and dK, dV columns cw D/2 .. + D/2 - 1), walks the
    block's units as the producer does, and writes dK_j, dV_j of each.
@@ -6816,9 +6884,8 @@ __device__ __forceinline__ void fa__bwd_sm90_consumer(const fa__bwd_params &p, c
     constexpr bool SPLIT = L::split;
     constexpr int BC = L::bc, BR = L::br, NQ = BR / 8, DQ = D / 2, DKV = L::dkv, KVB = L::kv_bufs;
     constexpr uint32_t KV_BYTES = L::kv_bytes, Q_BYTES = L::q_bytes, DS_BYTES = L::ds_bytes;
-    const uint32_t sKV = sm.sKV, sQ = sm.sQ, sdO = sm.sdO, sdS = sm.sdS, sdQ = sm.sdQ, kv_full = sm.kv_full, kv_empty = sm.kv_empty,
-                   full = sm.full, empty = sm.empty;
-    const float *gLD = sm.gLD;
+    const uint32_t sKV = sm.sKV, sQ = sm.sQ, sdO = sm.sdO, sdS = sm.sdS, sdQ = sm.sdQ, kv_full = sm.kv_full,
+                   kv_empty = sm.kv_empty, full = sm.full, empty = sm.empty;
     const int cw = warp / 4 - 1, wq = warp % 4, g = lane / 4, t = lane % 4;
     const int kw0 = SPLIT ? 0 : 64 * cw;   /* the warpgroup's first key row */
     const int krow = kw0 + 16 * wq + g;    /* this thread's key rows krow, krow + 8 */
@@ -6843,7 +6910,7 @@ __device__ __forceinline__ void fa__bwd_sm90_consumer(const fa__bwd_params &p, c
              it = fa__bwd_next_step(p, w.b, w.hk, w.j0, w.ib0, w.nib, w.iters, BR, it + 1), ring++) {
             const int st = ring & 1, h = w.hk * p.group + it / w.nib, i0 = (w.ib0 + it % w.nib) * BR;
             const uint32_t q_s = sQ + st * Q_BYTES, do_s = sdO + st * Q_BYTES, ds_s = sdS + st * DS_BYTES;
-            const float *sL = gLD + st * 2 * BR, *sD = sL + BR;
+            const float *sL = sm.gLD + st * 2 * BR, *sD = sL + BR;
             /* (1) S^T = K_w Q_i^T and (4) dP^T = V_w dO_i^T, issued together */
             float sT[1][NQ][4], dpT[1][NQ][4];
             float(&s_flat)[BR / 2] = reinterpret_cast<float(&)[BR / 2]>(sT);
@@ -6901,19 +6968,7 @@ __device__ __forceinline__ void fa__bwd_sm90_consumer(const fa__bwd_params &p, c
                 for (int e = 0; e < 4; e++) dsT[0][n][e] = pT[0][n][e] * (dpT[0][n][e] - ((e & 1) ? d2.y : d2.x));
             }
             fa__pack_p<BF16>(dsT, da);
-            /* dS^T rows krow, krow + 8, query pairs 16 kk + 2t (+8) into this
-               step's buffer, chunk c of row r at c ^ (r % 8) (split: both
-               warpgroups hold the whole tile, and each writes half its
-               query columns) */
-#pragma unroll
-            for (int kk = 0; kk < NQ / 2; kk++)
-#pragma unroll
-                for (int x = 0; x < 4; x++) {
-                    if (SPLIT && kk / (NQ / 4) != cw) continue;
-                    const int r = krow + (x & 1) * 8, c = 16 * kk + (x >> 1) * 8;
-                    /* (query columns < 64: one column block) */
-                    fa__st_shared32(ds_s + fa__sm90_chunk(r, c / 8, 0) + 4 * t, da[kk][0][x]);
-                }
+            fa__bwd_sm90_store_ds<SPLIT, NQ>(da, ds_s, krow, cw, t);
 
             /* (6) dK += dS^T Q_i (the scale is applied once at the end) */
             fa__wgmma_fence();
@@ -6926,8 +6981,7 @@ __device__ __forceinline__ void fa__bwd_sm90_consumer(const fa__bwd_params &p, c
                generic-proxy stores visible to wgmma's async proxy, the barrier
                waits for the other warpgroup's rows. */
             asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-            /* (and the dQ tile of the step before is read: it may be rewritten) */
-            if (L::dq_tile && cw == 0 && warp % 4 == 0 && lane == 0) fa__bulk_wait<true>();
+            if (L::dq_tile && cw == 0 && warp % 4 == 0 && lane == 0) fa__bulk_wait<true>(); /* (last dQ tile sent) */
             fa__named_sync(1, 256);
 
             /* (7) dQ_i[:, cw D/2 ..] = dS K_j[:, cw D/2 ..], k running over all BC keys */
@@ -6951,39 +7005,13 @@ __device__ __forceinline__ void fa__bwd_sm90_consumer(const fa__bwd_params &p, c
                the refill when lane 0 arrived for its warp). */
             fa__mbar_arrive(empty + 8 * st);
 
-            /* the fp32 partial dQ: added to the accumulator (deterministic:
-               written to block j's own slice) */
+            /* the fp32 partial dQ (deterministic: block j's own slice) */
             const int64_t blk = (p.deterministic ? (int64_t)w.jb * p.acc_slice : 0) +
-                                ((int64_t)h * p.acc_rows + w.s.acc_row0 + i0) * p.acc_d; /* the 64-row block */
-            if constexpr (L::dq_tile) {
-                /* the tile into shared memory in the accumulator's order
-                   (fa__bwd_acc_off), then one bulk add of all of it, done in
-                   L2: no atomics in the consumers' loop. The fence makes the
-                   stores visible to the bulk copy, the barrier has them all
-                   done before thread 0 sends the tile. */
-                const int T = 128 * cw + 32 * wq + lane;
-#pragma unroll
-                for (int n = 0; n < DQ / 8; n++)
-                    fa__st_shared_f4(sdQ + (256 * n + T) * 16, dq[0][n][0], dq[0][n][1], dq[0][n][2], dq[0][n][3]);
-                asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-                fa__named_sync(2, 256);
-                if (T == 0) {
-                    if (p.deterministic) fa__bulk_store<false>(p.dq_acc + blk, sdQ, BR * D * 4);
-                    else fa__bulk_store<true>(p.dq_acc + blk, sdQ, BR * D * 4);
-                    fa__bulk_commit();
-                }
-            } else {
-                float *acc = p.dq_acc + blk + (int64_t)(16 * wq + g) * p.acc_d + cw * DQ + 2 * t;
-#pragma unroll
-                for (int n = 0; n < DQ / 8; n++)
-#pragma unroll
-                    for (int hh = 0; hh < 2; hh++) {
-                        float2 *a = reinterpret_cast<float2 *>(acc + hh * 8 * p.acc_d + 8 * n);
-                        const float2 v2 = make_float2(dq[0][n][2 * hh], dq[0][n][2 * hh + 1]);
-                        if (p.deterministic) *a = v2;
-                        else atomicAdd(a, v2);
-                    }
-            }
+                                ((int64_t)h * p.acc_rows + w.s.acc_row0 + i0) * p.acc_d; /* its 64-row block */
+            if constexpr (L::dq_tile)
+                fa__bwd_sm90_send_dq<DQ / 8>(p, dq[0], sdQ, 128 * cw + 32 * wq + lane, blk, BR * D * 4);
+            else
+                fa__bwd_sm90_add_dq<DQ / 8>(p, dq[0], p.dq_acc + blk + (int64_t)(16 * wq + g) * p.acc_d + cw * DQ + 2 * t);
         }
         if (w.first < w.iters) {
             /* every product that reads K_j, V_j is done: the buffer may be refilled */
@@ -6996,8 +7024,7 @@ __device__ __forceinline__ void fa__bwd_sm90_consumer(const fa__bwd_params &p, c
 
         fa__bwd_store_dkdv<BF16, DKV / 8>(p, w.s, w.b, w.hk, w.j0, krow, SPLIT ? cw * DKV : 0, t, dk[0], dv[0]);
     }
-    /* the last bulk add is done before the block's shared memory goes */
-    if (L::dq_tile && cw == 0 && warp % 4 == 0 && lane == 0) fa__bulk_wait<false>();
+    if (L::dq_tile && cw == 0 && warp % 4 == 0 && lane == 0) fa__bulk_wait<false>(); /* (before smem goes) */
 }
 
 #endif /* FA__SM90A */
