@@ -6671,8 +6671,9 @@ typedef struct fa__bwd_maps { CUtensorMap q, k, v, dout; } fa__bwd_maps;
 /* Its shared memory, byte offsets from a 1024-byte aligned base (every tile
    on the swizzle's period): kv_bufs K, V buffers (with two, a persistent
    block loads its next unit's while it finishes one), Q[2], dO[2], dS^T[2],
-   the dQ tile (D <= 128), then L and D of each stage, then 8 barriers: K/V full and empty per
-   buffer, Q/dO full and empty per stage. The host asks for 1024 + total.
+   the dQ tile (D <= 128), then L and D of each stage, then 8 barriers: K/V
+   full and empty per buffer, Q/dO full and empty per stage. The host asks
+   for 1024 + total.
 
    split (D = 256): a warpgroup owning 64 keys would hold dK and dV of
    64 x 256, all 256 of its registers per thread. So the block takes 64 keys
