@@ -1493,6 +1493,19 @@ static __device__ __forceinline__ void fa__tma_store(const CUtensorMap *map, uin
                  "@p cp.async.bulk.tensor.4d.global.shared::cta.tile.bulk_group [%0, {%2, %3, %4, %5}], [%1];\n}\n"
                  ::"l"((uint64_t)map), "r"(src), "r"(col), "r"(row), "r"(head), "r"(batch), "r"((int)issue) : "memory");
 }
+/* `bytes` of fp32 in shared memory added to global memory (done in L2) or,
+   !ADD, copied there, in this thread's bulk group (a multiple of 16 bytes,
+   both addresses 16-byte aligned). */
+template <bool ADD>
+static __device__ __forceinline__ void fa__bulk_store(float *dst, uint32_t src, uint32_t bytes)
+{
+    if (ADD)
+        asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;\n"
+                     ::"l"(dst), "r"(src), "r"(bytes) : "memory");
+    else
+        asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;\n"
+                     ::"l"(dst), "r"(src), "r"(bytes) : "memory");
+}
 static __device__ __forceinline__ void fa__bulk_commit(void)
 {
     asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
@@ -1545,6 +1558,11 @@ static __device__ __forceinline__ void fa__named_arrive(int id, int threads)
 static __device__ __forceinline__ void fa__st_shared32(uint32_t addr, uint32_t v)
 {
     asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory");
+}
+static __device__ __forceinline__ void fa__st_shared_f4(uint32_t addr, float x, float y, float z, float w)
+{
+    asm volatile("st.shared.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "f"(x), "f"(y), "f"(z), "f"(w)
+                 : "memory");
 }
 static __device__ __forceinline__ uint32_t fa__ld_shared32(uint32_t addr)
 {
@@ -5802,7 +5820,8 @@ FLASHATTN_DEF fa_status fa_quantize_cuda(const fa_quant *p, fa_tensor x, fa_tens
         stay in registers, and the CTA walks every Q block i (of every query
         head of the KV head's group, which is how GQA/MQA sums dK/dV without
         copies) that can see block j. dQ_i gets a partial sum from every j, so
-        it goes to an fp32 accumulator: atomicAdd by default; in deterministic
+        it goes to an fp32 accumulator: added (atomics; the sm_90a kernel a
+        tile at a time, as a bulk reduce-add) by default; in deterministic
         mode each j writes its own slice and kernel 3 sums them in order j = 0,
         1, 2, ... (bit-identical run to run). With a block mask the CTA
         visits only the (query head, query block) steps whose 128 x 128
@@ -5908,6 +5927,8 @@ typedef struct fa__bwd_params {
     uint64_t seed, offset;
     int deterministic;
     int br, bc;            /* the main kernel's tile, for the convert kernel */
+    int acc_tiled;         /* the accumulator's 64-row blocks in the sm_90a kernel's
+                              order (fa__bwd_acc_off), for the convert kernel */
     fa__bmask bm;          /* a block mask (bits NULL: none), >>bwd-bsparse */
 } fa__bwd_params;
 
@@ -6080,17 +6101,47 @@ __global__ void __launch_bounds__(256) fa__bwd_preprocess_kernel(const fa__bwd_p
 
 /* ---- kernel 3: dQ = scale * accumulator (sum of slices in fixed order) ------ */
 
+/* Where element (r, c) of a head's accumulator rows lies, from the head's
+   first. Row-major, or (acc_tiled: the sm_90a kernel at D = 64 and 128)
+   each 64-row block as that kernel's consumer threads hold it, so that a
+   block leaves shared memory as one contiguous bulk add: float4 i of
+   consumer thread T at (256 i + T) * 4, thread T = 128 cw + 32 wq + 4 g + t
+   holding rows 16 wq + g (+8), columns cw D/2 + 8 i + 2 t (+1). */
+static __device__ __forceinline__ int64_t fa__bwd_acc_off(const fa__bwd_params &p, int64_t r, int c)
+{
+    if (!p.acc_tiled) return r * p.acc_d + c;
+    const int dq = p.acc_d / 2, rb = (int)(r % 64), i = c % dq / 8;
+    const int T = c / dq * 128 + rb / 16 * 32 + rb % 8 * 4 + c % 8 / 2, e = rb % 16 / 8 * 2 + c % 2;
+    return (r - rb) * p.acc_d + (256 * i + T) * 4 + e;
+}
+/* 8 columns from c0 (a multiple of 8) of accumulator row r of head h */
+static __device__ __forceinline__ void fa__bwd_acc_load8(const fa__bwd_params &p, const float *head, int64_t r, int c0,
+                                                         float (&x)[8])
+{
+    if (!p.acc_tiled) {
+        const float4 u = reinterpret_cast<const float4 *>(head + r * p.acc_d + c0)[0],
+                     w = reinterpret_cast<const float4 *>(head + r * p.acc_d + c0)[1];
+        x[0] = u.x; x[1] = u.y; x[2] = u.z; x[3] = u.w; x[4] = w.x; x[5] = w.y; x[6] = w.z; x[7] = w.w;
+        return;
+    }
+#pragma unroll
+    for (int k = 0; k < 8; k += 2) { /* (columns 2t, 2t + 1: one float2) */
+        const float2 v = *reinterpret_cast<const float2 *>(head + fa__bwd_acc_off(p, r, c0 + k));
+        x[k] = v.x; x[k + 1] = v.y;
+    }
+}
+
 template <bool BF16>
 __global__ void __launch_bounds__(256) fa__bwd_dq_convert_kernel(const fa__bwd_params p) {
     const int lane = threadIdx.x % 32;
     const int t = blockIdx.x * 8 + threadIdx.x / 32, h = blockIdx.y, b = blockIdx.z;
     fa__bwd_seq s = fa__bwd_seq_info(p, b);
     if (t >= s.sq || lane * 8 >= p.d) return;
-    const float *a = p.dq_acc + ((int64_t)h * p.acc_rows + s.acc_row0 + t) * p.acc_d + lane * 8;
+    const float *a = p.dq_acc + (int64_t)h * p.acc_rows * p.acc_d; /* the head's rows */
+    const int64_t r = s.acc_row0 + t;
     float x[8];
     if (!p.deterministic) {
-        float4 u = reinterpret_cast<const float4 *>(a)[0], w = reinterpret_cast<const float4 *>(a)[1];
-        x[0] = u.x; x[1] = u.y; x[2] = u.z; x[3] = u.w; x[4] = w.x; x[5] = w.y; x[6] = w.z; x[7] = w.w;
+        fa__bwd_acc_load8(p, a, r, lane * 8, x);
     } else {
         /* Sum the partial dQ of every K/V block j that wrote one for this row,
            always in the order j = 0, 1, 2, ...: the same rounding every run. */
@@ -6103,10 +6154,10 @@ __global__ void __launch_bounds__(256) fa__bwd_dq_convert_kernel(const fa__bwd_p
             if (ib < ib0 || ib >= ib1) continue;
             /* a step the block mask skips wrote no slice (>>bwd-bsparse) */
             if (p.bm.bits && !fa__bm_visited(p.bm, b, h, ib * p.br / 128, j * p.bc / 128)) continue;
-            const float *aj = a + (int64_t)j * p.acc_slice;
-            float4 u = reinterpret_cast<const float4 *>(aj)[0], w = reinterpret_cast<const float4 *>(aj)[1];
-            x[0] += u.x; x[1] += u.y; x[2] += u.z; x[3] += u.w;
-            x[4] += w.x; x[5] += w.y; x[6] += w.z; x[7] += w.w;
+            float y[8];
+            fa__bwd_acc_load8(p, a + (int64_t)j * p.acc_slice, r, lane * 8, y);
+#pragma unroll
+            for (int e = 0; e < 8; ++e) x[e] += y[e];
         }
     }
     uint4 out;
@@ -6574,10 +6625,18 @@ __global__ void __launch_bounds__(NWARPS * 32, 1) fa__bwd_kernel_sm80(const fa__
    keys: each warpgroup writes its dS^T rows to shared memory ([key][query],
    128-byte rows, the swizzle TMA would give), the two warpgroups meet at a
    named barrier, and each computes half of dQ's columns (64 queries x D/2,
-   wgmma reading dS^T transposed) and adds it to the fp32 accumulator. The
-   dS buffer alternates with the step, so a warpgroup that runs ahead never
-   overwrites dS that the other is still reading: at step it + 2 both have
-   passed the barrier of step it + 1, after their dQ of step it was done.
+   wgmma reading dS^T transposed). The dS buffer alternates with the step,
+   so a warpgroup that runs ahead never overwrites dS that the other is
+   still reading: at step it + 2 both have passed the barrier of step it + 1,
+   after their dQ of step it was done.
+
+   dQ_i's partial sums go to the fp32 accumulator as a whole 64 x D tile:
+   the consumers store their fragments into shared memory in the order they
+   hold them, which is the accumulator's order (fa__bwd_acc_off), and one
+   thread sends the tile with one bulk reduce-add (cp.reduce.async.bulk),
+   summed in L2. A thread's 16 fp32 atomics a step instead held a quarter of
+   the consumers' time, and the same sums sent as a bulk add a row were
+   little faster: [bwd-dq]. (At D = 256 there is no room: atomics.)
 
    Products of one step are issued as soon as their inputs exist and waited
    for only when their result is needed: S^T and dP^T together, P (softmax
@@ -6589,8 +6648,9 @@ __global__ void __launch_bounds__(NWARPS * 32, 1) fa__bwd_kernel_sm80(const fa__
    Persistent blocks. With more units (key block, KV head, batch) than SMs
    the grid is one block per SM and each walks pairs of units, key blocks
    i and nblk - 1 - i of one head (equal work under a causal mask, as the
-   forward pairs its query blocks). K and V have two buffers, so the next
-   unit's K_j, V_j land while the current unit finishes, and the Q/dO ring
+   forward pairs its query blocks). At D = 64 K and V have two buffers, so
+   the next unit's K_j, V_j land while the current unit finishes (at D = 128
+   the dQ tile takes that room), and the Q/dO ring
    runs on across units: a block per unit would start every unit with an
    empty pipeline and one CTA per SM to hide it (at 512 tokens a unit is 2
    to 8 steps): faster at short causal sequences, the long ones unchanged.
@@ -6611,8 +6671,9 @@ typedef struct fa__bwd_maps { CUtensorMap q, k, v, dout; } fa__bwd_maps;
 /* Its shared memory, byte offsets from a 1024-byte aligned base (every tile
    on the swizzle's period): kv_bufs K, V buffers (with two, a persistent
    block loads its next unit's while it finishes one), Q[2], dO[2], dS^T[2],
-   then L and D of each stage, then 8 barriers: K/V full and empty per
-   buffer, Q/dO full and empty per stage. The host asks for 1024 + total.
+   the dQ tile (D <= 128), then L and D of each stage, then 8 barriers: K/V
+   full and empty per buffer, Q/dO full and empty per stage. The host asks
+   for 1024 + total.
 
    split (D = 256): a warpgroup owning 64 keys would hold dK and dV of
    64 x 256, all 256 of its registers per thread. So the block takes 64 keys
@@ -6625,12 +6686,14 @@ typedef struct fa__bwd_maps { CUtensorMap q, k, v, dout; } fa__bwd_maps;
    32 KB per stage) leave room for one K/V buffer only. */
 template <int D> struct fa__bwd_sm90_layout {
     static constexpr bool split = D > 128;
-    static constexpr int bc = split ? 64 : 128, br = 64, kv_bufs = split ? 1 : 2;
+    static constexpr bool dq_tile = !split; /* dQ leaves as one bulk add a step (fa__bwd_acc_off) */
+    static constexpr int bc = split ? 64 : 128, br = 64, kv_bufs = D == 64 ? 2 : 1;
     static constexpr int dkv = split ? D / 2 : D; /* the dK, dV columns of a warpgroup */
     static constexpr uint32_t kv_bytes = bc * D * 2, q_bytes = br * D * 2, ds_bytes = bc * br * 2,
-                              ld_bytes = 2 * br * 4;
+                              ld_bytes = 2 * br * 4, dq_bytes = dq_tile ? br * D * 4 : 0;
     static constexpr uint32_t kv = 0, q = 2 * kv_bufs * kv_bytes, dout = q + 2 * q_bytes, ds = dout + 2 * q_bytes,
-                              ld = ds + 2 * ds_bytes, bars = ld + 2 * ld_bytes, total = bars + 8 * 8;
+                              dq = ds + 2 * ds_bytes, ld = dq + dq_bytes, bars = ld + 2 * ld_bytes,
+                              total = bars + 8 * 8;
 };
 
 /* The units of work and who takes which: (key block jb, KV head hk, batch
@@ -6697,7 +6760,7 @@ __device__ __forceinline__ bool fa__bwd_sm90_work(const fa__bwd_params &p, const
 
 /* The shared-memory addresses both roles use (fa__bwd_sm90_layout). */
 struct fa__bwd_sm90_smem {
-    uint32_t sKV, sQ, sdO, sdS, sLD;        /* K/V buffers, Q, dO, dS^T, L and D stages */
+    uint32_t sKV, sQ, sdO, sdS, sdQ, sLD;   /* K/V buffers, Q, dO, dS^T, dQ tile, L and D stages */
     uint32_t kv_full, kv_empty, full, empty; /* mbarriers: K/V buffers, Q/dO stages */
     const float *gLD;                        /* the L, D stages as a generic pointer */
 };
@@ -6786,6 +6849,28 @@ __device__ __forceinline__ void fa__bwd_sm90_add_dq(const fa__bwd_params &p, con
         }
 }
 
+/* A step's fp32 partial dQ, the 64-row tile at p.dq_acc + blk, as one bulk add (copy:
+   deterministic): each consumer thread T's fragments into shared memory at
+   sdq in the accumulator's order (fa__bwd_acc_off), then thread 0 sends the
+   whole tile, added in L2: no atomics in the consumers' loop. The fence
+   makes the stores visible to the bulk copy; the barrier has them all done
+   before thread 0 sends. (Thread 0 waits for the copy to have read the tile
+   before the next step's barrier 1 lets anyone rewrite it.) */
+template <int N>
+__device__ __forceinline__ void fa__bwd_sm90_send_dq(const fa__bwd_params &p, const float (&dq)[N][4], uint32_t sdq,
+                                                     int T, int64_t blk, uint32_t bytes)
+{
+#pragma unroll
+    for (int n = 0; n < N; n++) fa__st_shared_f4(sdq + (256 * n + T) * 16, dq[n][0], dq[n][1], dq[n][2], dq[n][3]);
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+    fa__named_sync(2, 256);
+    if (T == 0) {
+        if (p.deterministic) fa__bulk_store<false>(p.dq_acc + blk, sdq, bytes);
+        else fa__bulk_store<true>(p.dq_acc + blk, sdq, bytes);
+        fa__bulk_commit();
+    }
+}
+
 /* The consumers: warpgroup cw owns keys j0 + 64 cw .. + 63 (split: all 64
    keys of the block, and dK, dV columns cw D/2 .. + D/2 - 1), walks the
    block's units as the producer does, and writes dK_j, dV_j of each.
@@ -6800,9 +6885,8 @@ __device__ __forceinline__ void fa__bwd_sm90_consumer(const fa__bwd_params &p, c
     constexpr bool SPLIT = L::split;
     constexpr int BC = L::bc, BR = L::br, NQ = BR / 8, DQ = D / 2, DKV = L::dkv, KVB = L::kv_bufs;
     constexpr uint32_t KV_BYTES = L::kv_bytes, Q_BYTES = L::q_bytes, DS_BYTES = L::ds_bytes;
-    const uint32_t sKV = sm.sKV, sQ = sm.sQ, sdO = sm.sdO, sdS = sm.sdS, kv_full = sm.kv_full, kv_empty = sm.kv_empty,
-                   full = sm.full, empty = sm.empty;
-    const float *gLD = sm.gLD;
+    const uint32_t sKV = sm.sKV, sQ = sm.sQ, sdO = sm.sdO, sdS = sm.sdS, sdQ = sm.sdQ, kv_full = sm.kv_full,
+                   kv_empty = sm.kv_empty, full = sm.full, empty = sm.empty;
     const int cw = warp / 4 - 1, wq = warp % 4, g = lane / 4, t = lane % 4;
     const int kw0 = SPLIT ? 0 : 64 * cw;   /* the warpgroup's first key row */
     const int krow = kw0 + 16 * wq + g;    /* this thread's key rows krow, krow + 8 */
@@ -6827,7 +6911,7 @@ __device__ __forceinline__ void fa__bwd_sm90_consumer(const fa__bwd_params &p, c
              it = fa__bwd_next_step(p, w.b, w.hk, w.j0, w.ib0, w.nib, w.iters, BR, it + 1), ring++) {
             const int st = ring & 1, h = w.hk * p.group + it / w.nib, i0 = (w.ib0 + it % w.nib) * BR;
             const uint32_t q_s = sQ + st * Q_BYTES, do_s = sdO + st * Q_BYTES, ds_s = sdS + st * DS_BYTES;
-            const float *sL = gLD + st * 2 * BR, *sD = sL + BR;
+            const float *sL = sm.gLD + st * 2 * BR, *sD = sL + BR;
             /* (1) S^T = K_w Q_i^T and (4) dP^T = V_w dO_i^T, issued together */
             float sT[1][NQ][4], dpT[1][NQ][4];
             float(&s_flat)[BR / 2] = reinterpret_cast<float(&)[BR / 2]>(sT);
@@ -6898,6 +6982,7 @@ __device__ __forceinline__ void fa__bwd_sm90_consumer(const fa__bwd_params &p, c
                generic-proxy stores visible to wgmma's async proxy, the barrier
                waits for the other warpgroup's rows. */
             asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+            if (L::dq_tile && cw == 0 && warp % 4 == 0 && lane == 0) fa__bulk_wait<true>(); /* (last dQ tile sent) */
             fa__named_sync(1, 256);
 
             /* (7) dQ_i[:, cw D/2 ..] = dS K_j[:, cw D/2 ..], k running over all BC keys */
@@ -6921,10 +7006,13 @@ __device__ __forceinline__ void fa__bwd_sm90_consumer(const fa__bwd_params &p, c
                the refill when lane 0 arrived for its warp). */
             fa__mbar_arrive(empty + 8 * st);
 
-            /* the fp32 partial dQ: atomics (deterministic: block j's own slice) */
-            fa__bwd_sm90_add_dq<DQ / 8>(p, dq[0], p.dq_acc + (p.deterministic ? (int64_t)w.jb * p.acc_slice : 0) +
-                                                      ((int64_t)h * p.acc_rows + w.s.acc_row0 + i0 + 16 * wq + g) * p.acc_d +
-                                                      cw * DQ + 2 * t);
+            /* the fp32 partial dQ (deterministic: block j's own slice) */
+            const int64_t blk = (p.deterministic ? (int64_t)w.jb * p.acc_slice : 0) +
+                                ((int64_t)h * p.acc_rows + w.s.acc_row0 + i0) * p.acc_d; /* its 64-row block */
+            if constexpr (L::dq_tile)
+                fa__bwd_sm90_send_dq<DQ / 8>(p, dq[0], sdQ, 128 * cw + 32 * wq + lane, blk, BR * D * 4);
+            else
+                fa__bwd_sm90_add_dq<DQ / 8>(p, dq[0], p.dq_acc + blk + (int64_t)(16 * wq + g) * p.acc_d + cw * DQ + 2 * t);
         }
         if (w.first < w.iters) {
             /* every product that reads K_j, V_j is done: the buffer may be refilled */
@@ -6937,6 +7025,7 @@ __device__ __forceinline__ void fa__bwd_sm90_consumer(const fa__bwd_params &p, c
 
         fa__bwd_store_dkdv<BF16, DKV / 8>(p, w.s, w.b, w.hk, w.j0, krow, SPLIT ? cw * DKV : 0, t, dk[0], dv[0]);
     }
+    if (L::dq_tile && cw == 0 && warp % 4 == 0 && lane == 0) fa__bulk_wait<false>(); /* (before smem goes) */
 }
 
 #endif /* FA__SM90A */
@@ -6954,7 +7043,7 @@ fa__bwd_kernel_sm90(const __grid_constant__ fa__bwd_maps tm, const fa__bwd_param
     extern __shared__ uint8_t fa__smem90b[];
     const uint32_t base = (uint32_t)__cvta_generic_to_shared(fa__smem90b), aligned = (base + 1023u) & ~1023u;
     fa__bwd_sm90_smem sm;
-    sm.sKV = aligned + L::kv; sm.sQ = aligned + L::q; sm.sdO = aligned + L::dout; sm.sdS = aligned + L::ds;
+    sm.sKV = aligned + L::kv; sm.sQ = aligned + L::q; sm.sdO = aligned + L::dout; sm.sdS = aligned + L::ds; sm.sdQ = aligned + L::dq;
     sm.sLD = aligned + L::ld; sm.kv_full = aligned + L::bars; sm.kv_empty = sm.kv_full + 16;
     sm.full = sm.kv_empty + 16; sm.empty = sm.full + 16;
     sm.gLD = (const float *)(fa__smem90b + (sm.sLD - base));
@@ -7172,7 +7261,9 @@ static fa_status fa__bwd_run(const fa__bwd_params &kp, const fa__bwd_plan &pl, c
     FA__BWD_MAIN(32, 64, 128) FA__BWD_MAIN(64, 64, 128) FA__BWD_MAIN(128, 64, 128) FA__BWD_MAIN(256, 32, 64)
 #undef FA__BWD_MAIN
     if (s != FA_OK) return s;
-    FA__BWD_LAUNCH(fa__bwd_dq_convert_kernel<BF16>, rows_grid, 256, 0, st, kp);
+    fa__bwd_params kc = kp; /* the sm_90a kernel at D 64, 128 left the accumulator tiled */
+    kc.acc_tiled = ran && pl.D <= 128;
+    FA__BWD_LAUNCH(fa__bwd_dq_convert_kernel<BF16>, rows_grid, 256, 0, st, kc);
     FA__BWD_CUDA_TRY(cudaGetLastError());
     return FA_OK;
 }
