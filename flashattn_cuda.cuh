@@ -904,6 +904,76 @@ template <int D, int BM, int BN, int WARPS> struct fa__sm80_shape_used;
 /* ---- >>sm80-kernel  the sm_80 forward kernel: course items 1-3 in code ----
    S, O~: per warp, MT row tiles of 16; per thread, [MT][tiles][4] floats in
    the C-fragment layout (course item 5). */
+
+/* m = -inf, l = 0, O~ = 0: the rows before their first key block. */
+template <int MT, int NO>
+static __device__ __forceinline__ void fa__sm80_init_rows(float (&m_run)[MT][2], float (&l_run)[MT][2],
+                                                          float (&acc_o)[MT][NO][4])
+{
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++) {
+        m_run[mt][0] = m_run[mt][1] = -INFINITY;
+        l_run[mt][0] = l_run[mt][1] = 0.0f;
+#pragma unroll
+        for (int n = 0; n < NO; n++) acc_o[mt][n][0] = acc_o[mt][n][1] = acc_o[mt][n][2] = acc_o[mt][n][3] = 0.0f;
+    }
+}
+
+/* S = Q K_n^T, raw dot products, for the warp's MT row tiles: Q at sQ, the
+   stage of K_n at sK, through the ldmatrix offsets aq, ak (course item 6);
+   qa, kb: the fragments of Q and K (the arrays of these steps are the
+   kernel's [sm80-split]). */
+template <bool BF16, int D, int MT, int NS>
+static __device__ __forceinline__ void fa__sm80_qk(float (&s)[MT][NS][4], uint32_t (&qa)[MT][4], uint32_t (&kb)[4],
+                                                   uint32_t sQ, uint32_t sK, const fa__ldsm_addr<D> &aq,
+                                                   const fa__ldsm_addr<D> &ak, int warp, int lane)
+{
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int j = 0; j < NS; j++) s[mt][j][0] = s[mt][j][1] = s[mt][j][2] = s[mt][j][3] = 0.0f;
+#pragma unroll
+    for (int ks = 0; ks < D / 16; ks++) {
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++)
+            fa__ldmatrix_x4(qa[mt], sQ + aq.at(warp * 16 * MT + mt * 16 + (lane & 15), ks));
+#pragma unroll
+        for (int np = 0; np < NS / 2; np++) {
+            fa__ldmatrix_x4(kb, sK + ak.at(np * 16 + ((lane >> 4) << 3) + (lane & 7), ks));
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++) {
+                fa__mma16816<BF16>(s[mt][2 * np], qa[mt], kb[0], kb[1]);
+                fa__mma16816<BF16>(s[mt][2 * np + 1], qa[mt], kb[2], kb[3]);
+            }
+        }
+    }
+}
+
+/* O~ += P V_n, P = s from registers (course item 7), the stage of V_n at sV
+   read transposed through the offsets av; pa, vb: the fragments of P and V. */
+template <bool BF16, int D, int MT, int NS, int NO>
+static __device__ __forceinline__ void fa__sm80_pv(float (&acc_o)[MT][NO][4], const float (&s)[MT][NS][4],
+                                                   uint32_t (&pa)[NS / 2][MT][4], uint32_t (&vb)[4], uint32_t sV,
+                                                   const fa__ldsm_addr<D> &av, int lane)
+{
+    /* Round P to 16 bits once, up front: half the registers of S. */
+    fa__pack_p<BF16>(s, pa);
+#pragma unroll
+    for (int ks = 0; ks < NS / 2; ks++) {
+#pragma unroll
+        for (int dp = 0; dp < NO / 2; dp++) {
+            fa__ldmatrix_x4_trans(vb, sV + av.at(ks * 16 + (lane & 15), dp));
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++) {
+                fa__mma16816<BF16>(acc_o[mt][2 * dp], pa[ks][mt], vb[0], vb[1]);
+                fa__mma16816<BF16>(acc_o[mt][2 * dp + 1], pa[ks][mt], vb[2], vb[3]);
+            }
+        }
+    }
+}
+
+/* The kernel: one block of BM query rows of head h, batch b, walking its key
+   blocks through two K / V stages. */
 template <bool BF16, int D, int BM, int BN, int WARPS, bool EXTRAS>
 __global__ void __launch_bounds__(WARPS * 32)
 fa__fwd_kernel_sm80(const fa__fwd_params p)
@@ -950,13 +1020,7 @@ fa__fwd_kernel_sm80(const fa__fwd_params p)
 
     float m_run[MT][2], l_run[MT][2]; /* running max (base-2 units) and partial sum */
     float acc_o[MT][NO][4];           /* O~, unscaled */
-#pragma unroll
-    for (int mt = 0; mt < MT; mt++) {
-        m_run[mt][0] = m_run[mt][1] = -INFINITY;
-        l_run[mt][0] = l_run[mt][1] = 0.0f;
-#pragma unroll
-        for (int n = 0; n < NO; n++) acc_o[mt][n][0] = acc_o[mt][n][1] = acc_o[mt][n][2] = acc_o[mt][n][3] = 0.0f;
-    }
+    fa__sm80_init_rows(m_run, l_run, acc_o);
 
     /* The key blocks walked, block_of(0 .. count - 1): n_begin .. n_end - 1,
        or with a block mask the listed ones among them (>>gpu-bsparse; the
@@ -1003,27 +1067,8 @@ fa__fwd_kernel_sm80(const fa__fwd_params p)
 
             /* ---- S = Q K_n^T (raw dot products) ---- */
             float s[MT][NS][4];
-#pragma unroll
-            for (int mt = 0; mt < MT; mt++)
-#pragma unroll
-                for (int j = 0; j < NS; j++) s[mt][j][0] = s[mt][j][1] = s[mt][j][2] = s[mt][j][3] = 0.0f;
-#pragma unroll
-            for (int ks = 0; ks < D / 16; ks++) {
-                uint32_t qa[MT][4];
-#pragma unroll
-                for (int mt = 0; mt < MT; mt++)
-                    fa__ldmatrix_x4(qa[mt], sQ + aq.at(warp * 16 * MT + mt * 16 + (lane & 15), ks));
-#pragma unroll
-                for (int np = 0; np < NS / 2; np++) {
-                    uint32_t kb[4];
-                    fa__ldmatrix_x4(kb, sK + stage + ak.at(np * 16 + ((lane >> 4) << 3) + (lane & 7), ks));
-#pragma unroll
-                    for (int mt = 0; mt < MT; mt++) {
-                        fa__mma16816<BF16>(s[mt][2 * np], qa[mt], kb[0], kb[1]);
-                        fa__mma16816<BF16>(s[mt][2 * np + 1], qa[mt], kb[2], kb[3]);
-                    }
-                }
-            }
+            uint32_t qa[MT][4], kb[4];
+            fa__sm80_qk<BF16, D>(s, qa, kb, sQ, sK + stage, aq, ak, warp, lane);
 
             /* Prefetch the next block's K into the other stage (its readers, the previous block's S,
                all passed this iteration's first barrier). Always commit, so
@@ -1057,22 +1102,8 @@ fa__fwd_kernel_sm80(const fa__fwd_params p)
             __syncthreads();
 
             /* ---- O~ += P V_n, P from registers (course item 7) ---- */
-            /* Round P to 16 bits once, up front: half the registers of S. */
-            uint32_t pa[BN / 16][MT][4];
-            fa__pack_p<BF16>(s, pa);
-#pragma unroll
-            for (int ks = 0; ks < BN / 16; ks++) {
-#pragma unroll
-                for (int dp = 0; dp < NO / 2; dp++) {
-                    uint32_t vb[4];
-                    fa__ldmatrix_x4_trans(vb, sV + stage + av.at(ks * 16 + (lane & 15), dp));
-#pragma unroll
-                    for (int mt = 0; mt < MT; mt++) {
-                        fa__mma16816<BF16>(acc_o[mt][2 * dp], pa[ks][mt], vb[0], vb[1]);
-                        fa__mma16816<BF16>(acc_o[mt][2 * dp + 1], pa[ks][mt], vb[2], vb[3]);
-                    }
-                }
-            }
+            uint32_t pa[BN / 16][MT][4], vb[4];
+            fa__sm80_pv<BF16, D>(acc_o, s, pa, vb, sV + stage, av, lane);
 
             /* Prefetch the next block's V into the other stage (its readers, the previous block's P V,
                all passed this iteration's first barrier). */
@@ -2219,11 +2250,11 @@ fa__sm90_producer(const fa__fwd_params &p, const fa__tma_maps &tm, const fa__sm9
    4 and 5): with FA__SM90_OVERLAP, S_it = Q K_it^T issued beside O~ +=
    P_{it-1} V_{it-1}, the softmax of S_it under the product, and the last
    P V beside the epilogue's first part; else S and P V in turns of their
-   own. The callables are the kernel's, bound to the tile: the turns
-   (my_turn, end_turn), the products (issue_qk, issue_pv), the stages'
-   releases (release_k, release_v), needs_mask, softmax
-   (fa__sm90_softmax_step), pack (P as the A fragments of P V) and
-   epilogue_begin (fa__sm90_epilogue_begin). tk: the tile, for
+   own. The callables are fa__sm90_consumer_mainloop's, bound to the
+   tile: the turns (my_turn, end_turn), the products (issue_qk,
+   issue_pv), the stages' releases (release_k, release_v), needs_mask,
+   softmax (fa__sm90_softmax_step), pack (P as the A fragments of P V)
+   and epilogue_begin (fa__sm90_epilogue_begin). tk: the tile, for
    FLASHATTN_TRACE (the events: bench/sm90_trace/trace.cu). */
 template <bool BF16, bool LAZY_MAX, bool SHORT_PATH, int NS, int NO, class MyTurn, class EndTurn, class IssueQK,
           class IssuePV, class NeedsMask, class ReleaseK, class ReleaseV, class Softmax, class Pack, class EpilogueBegin>
@@ -2542,13 +2573,382 @@ static __device__ __forceinline__ float fa__ds_q8(const fa__fwd_params &p, int b
     return p.dsb_q[((int64_t)b * p.heads_q + h) * p.blk_q + row / FLASHATTN_FP8_BLOCK_Q];
 }
 
+/* A consumer thread (fa__sm90_consumer): tid, warp, lane (consumers
+   numbered from 128), its warpgroup cw, the fragment coordinates g =
+   lane / 4 and t = lane % 4, and its warpgroup's rows in a Q tile, qw
+   bytes in (qw0: their address in the first tile), all found once before
+   the tiles' loop. Functions take it by reference [sm90-split]. */
+struct fa__sm90_cthread {
+    int tid, warp, lane, cw, g, t;
+    uint32_t qw, qw0;
+};
+
+/* A consumer warpgroup's tile (fa__sm90_consumer_next): tile k of its
+   walk, rows from m_block's (FLAT: from frow0) of head h, batch b; (FLAT)
+   this warpgroup's segment seg of the tile, their number nseg, and mult,
+   the arrivals it makes on each stage's empty barriers: its own, and the
+   other segment's warpgroups' when it is the first of its own; (HANDOFF)
+   count_pub, the key blocks its own rows see, as the producer published
+   them. */
+struct fa__sm90_ctile {
+    int k, m_block, h, b, count_pub, seg, nseg, frow0;
+    uint32_t mult;
+};
+
+/* (FP8, >>hopper-fp8) a consumer's descales in a tile: its rows' Q
+   descales dq8, the current key block's K and V descales dk8, dv8 (read by
+   issue_qk), O~'s unit c8 and P's multiplier pmul8, and K's and V's block
+   descales of (b, h / group), dk_row and dv_row (NULL: per tensor). */
+struct fa__sm90_scales8 {
+    float dq8[2], dk8, dv8, c8, pmul8;
+    const float *dk_row, *dv_row;
+};
+
+/* Tile k of a consumer warpgroup's walk: with HANDOFF the producer's slot
+   q_uses, once it and the tile's Q have landed (the slot comes alone when
+   the tile has no keys, or with done after the last); else sched's unit
+   k. Sets m_block .. mult (fa__sm90_ctile's, for the defaults the caller
+   gives); returns 1 for a tile, 0 for none this round, -1 after the
+   last. */
+template <class C, class Sched, class QFull, class QPhase, class Slot>
+static __device__ __forceinline__ int
+fa__sm90_consumer_next(const Sched &sched, const QFull &q_full, const QPhase &q_phase, const Slot &slot, int k,
+                       int q_uses, const fa__sm90_cthread &th, int &m_block, int &h, int &b, int &count_pub, int &seg,
+                       int &nseg, int &frow0, uint32_t &mult)
+{
+    constexpr bool FLAT = C::FLAT, HANDOFF = C::HANDOFF;
+    constexpr int WG = C::WG;
+    const int cw = th.cw;
+    if (HANDOFF) {
+        FLASHATTN_TRACE(22, k, 0);
+        fa__mbar_wait(q_full(q_uses), q_phase(q_uses));
+        FLASHATTN_TRACE(19, k, 0);
+        const fa__tile_slot *t = slot(q_uses);
+        auto word = [&](const int &v) { return __shfl_sync(0xffffffffu, v, 0); };
+        if (word(t->done)) return -1;
+        if constexpr (FLAT) {
+            const int split = word(t->split);
+            seg = cw >= split;
+            nseg = split < WG ? 2 : 1;
+            mult = nseg == 1 ? 1u : cw == 0 ? 1u + WG - split : cw == split ? 1u + split : 1u;
+            h = word(seg ? t->h1 : t->h);
+            b = word(seg ? t->b1 : t->b);
+            frow0 = word(seg ? t->row0_1 : t->row0);
+        } else {
+            m_block = word(t->m_block);
+            h = word(t->h);
+            b = word(t->b);
+        }
+        count_pub = word(t->count_w[cw]);
+        return 1;
+    }
+    return sched.unit(k, m_block, h, b) ? 1 : 0;
+}
+
+/* The descriptors of a K or V stage at `base`: d(off), the one `off` bytes
+   in (KV_STEP: stepped from the first, fa__wg_desc_step) */
+template <bool KV_STEP> static __device__ __forceinline__ auto fa__sm90_kv_descs(uint32_t base, uint32_t lbo)
+{
+    const uint64_t d0 = fa__wg_desc(base, lbo, 1024);
+    return [=](uint32_t off) { return KV_STEP ? fa__wg_desc_step(d0, off) : fa__wg_desc(base + off, lbo, 1024); };
+}
+
+/* (FP8) after the softmax of key block it: O~ into units of its V descale
+   (a zero descale: V is 0, P V adds nothing, c8 stays), and P's
+   multiplier */
+static __device__ __forceinline__ void fa__sm90_unit8(float (&alpha)[1][2], fa__sm90_scales8 &f8, int it)
+{
+    const float c_new = f8.dv8 > 0.0f ? f8.dv8 : f8.c8, r = it == 0 ? 1.0f : __fdividef(f8.c8, c_new);
+    alpha[0][0] *= r;
+    alpha[0][1] *= r;
+    f8.c8 = c_new;
+    f8.pmul8 = f8.dv8 > 0.0f ? FA__P8_MUL : 0.0f;
+}
+
+/* (FA__SM90_WARPSPEC = 0) the loader's first copies of tile k (head h,
+   batch b): where they read from (src), the tile's Q, the q_uses-th, and
+   its first STAGES key blocks from ring position ring */
+template <int STAGES, class BlockOf, class TileSrc, class CopyQ, class CopyKV>
+static __device__ __forceinline__ void fa__sm90_load_first(fa__src &src, const fa__extent &x, int k, int h, int b,
+                                                           int group, int q_uses, int ring, int count,
+                                                           const BlockOf &block_of, const TileSrc &tile_src,
+                                                           const CopyQ &copy_q, const CopyKV &copy_kv)
+{
+    src = tile_src(x, h, h / group, b);
+    src.tk = k;
+    copy_q(src, x, h, q_uses);
+    for (int it = 0; it < count && it < STAGES; it++) copy_kv(src, x, block_of(it), ring + it);
+}
+
+/* A consumer warpgroup's key blocks of tile tl, then its epilogue (items
+   4, 5 and 7): the first count_w blocks through fa__sm90_key_loop, S =
+   Q K^T, the softmax and O~ += P V, and the rest, past its rows, only
+   their turns and stages (pass); the ring's stages from position ring,
+   the tile's Q the q_uses-th. x, wrow0, count, count_w, idle, block_of:
+   the tile's (fa__sm90_consumer_tile); s: S; m_run, l_run, alpha, acc_o:
+   m, l, alpha and O~ (fa__softmax_tile); f8: the FP8 descales;
+   epilogue_begin, epilogue: the epilogue's two parts. Advances q_uses and
+   ring past the tile. An idle warpgroup stores nothing. */
+template <class C, class Bufs, class BlockOf, class EpilogueBegin, class Epilogue, class QTile, class QFull,
+          class QEmpty, class QPhase, class TileSrc, class CopyQ, class CopyKV>
+static __device__ __forceinline__ void
+fa__sm90_consumer_mainloop(const fa__fwd_params &p, const Bufs &sm, const fa__sm90_cthread &th,
+                           const fa__sm90_ctile &tl, const fa__extent &x, int wrow0, int count, int count_w,
+                           bool idle, int &q_uses, int &ring, const BlockOf &block_of, float (&s)[1][C::NS][4],
+                           float (&m_run)[1][2], float (&l_run)[1][2], float (&alpha)[1][2],
+                           float (&acc_o)[1][C::NO][4], fa__sm90_scales8 &f8, const EpilogueBegin &epilogue_begin,
+                           const Epilogue &epilogue, const QTile &q_tile, const QFull &q_full, const QEmpty &q_empty,
+                           const QPhase &q_phase, const TileSrc &tile_src, const CopyQ &copy_q, const CopyKV &copy_kv)
+{
+    constexpr bool BF16 = C::BF16, FLAT = C::FLAT, FP8 = C::FP8, KV_STEP = C::KV_STEP, HANDOFF = C::HANDOFF;
+    constexpr int D = C::D, BN = C::BN, STAGES = C::STAGES, WG = C::WG, BM = C::BM, DW = C::DW;
+    constexpr uint32_t VT_BYTES = C::VT_BYTES, KV_BYTES = C::KV_BYTES;
+    constexpr bool Q_AFTER_O = C::Q_AFTER_O, Q_RELEASE_ALL = C::Q_RELEASE_ALL, WG_STOP = C::WG_STOP;
+    constexpr bool PINGPONG = C::PINGPONG, LAZY_MAX = C::LAZY_MAX, SHORT_PATH = C::SHORT_PATH;
+    const int lane = th.lane, cw = th.cw, k = tl.k, h = tl.h, b = tl.b, seg = tl.seg, nseg = tl.nseg;
+    if (count > 0) {
+        float(&s_flat)[BN / 2] = reinterpret_cast<float(&)[BN / 2]>(s);
+        float(&o_flat)[D / 2] = reinterpret_cast<float(&)[D / 2]>(acc_o);
+        uint32_t pa[C::NS / 2][1][4]; /* P as the A fragments of P V */
+        /* Without the producer (FA__SM90_WARPSPEC = 0, the ablation) the
+           loader (warp 4) copies Q and the first STAGES key blocks here
+           (fa__sm90_load_first), and block it + STAGES once it has
+           released block it (release_v). */
+        const bool loader = !FA__SM90_WARPSPEC && th.warp == 4;
+        fa__src src = {};
+        if (loader) fa__sm90_load_first<STAGES>(src, x, k, h, b, p.group, q_uses, ring, count, block_of, tile_src,
+                                                copy_q, copy_kv);
+        /* Iteration it (0 .. count - 1) of this tile is ring position
+           at(it): ring + it (FLAT: ring + it nseg + seg). Wait until its
+           K or V (full barrier bar) has landed; the byte offset of its
+           stage. */
+        auto at = [&](int it) { return FLAT ? ring + it * nseg + seg : ring + it; };
+        auto landed = [&](uint32_t bar, int it) {
+            fa__mbar_wait(bar, (uint32_t)((at(it) / STAGES) & 1));
+            return (uint32_t)(at(it) % STAGES) * KV_BYTES;
+        };
+        auto arrive_kv = [&](uint32_t bar) {
+            if (FLAT) fa__mbar_arrive_n(bar, tl.mult);
+            else fa__mbar_arrive(bar);
+        };
+        /* issue S = Q K_it^T once K_it has landed (no wait for the
+           result) */
+        auto issue_qk = [&](int it) {
+            /* Q's and K's descriptors (K-major), one built and then
+               stepped a product (fa__wg_desc_step; K's where KV_STEP),
+               which measured faster than each built whole [sm90-desc-step] */
+            const uint64_t qd = fa__wg_desc(C::QB == 1 ? th.qw0 : q_tile(q_uses) + th.qw, 16, 1024);
+            const auto kd = fa__sm90_kv_descs<KV_STEP>(sm.sK + landed(sm.k_full(at(it) % STAGES), it), 16);
+            if constexpr (FP8) { /* (read here, used by the softmax after S) */
+                const int blk = block_of(it) * BN / FLASHATTN_FP8_BLOCK_K;
+                f8.dk8 = f8.dk_row ? f8.dk_row[blk] : p.ds_k;
+                f8.dv8 = f8.dv_row ? f8.dv_row[blk] : p.ds_v;
+            }
+            fa__sm90_issue_qk<DW, BN, BM, BF16, decltype(kd), FP8>(s_flat, qd, kd);
+        };
+        /* V_it ready for P V: landed, and in FP8 transposed (Vt) */
+        auto v_ready = [&](int it) {
+            if constexpr (FP8) fa__mbar_wait(sm.vt_full(at(it) % STAGES), (uint32_t)((at(it) / STAGES) & 1));
+            else landed(sm.v_full(at(it) % STAGES), it);
+        };
+        /* issue O~ += P V_it once V_it has landed */
+        auto issue_pv = [&](int it) {
+            if constexpr (FP8) {
+                v_ready(it);
+                const uint64_t v0 = fa__vt_desc<BN>(sm.sVt + (uint32_t)(at(it) % STAGES) * VT_BYTES);
+                fa__sm90_issue_pv8<D, BN>(o_flat, pa, [=](uint32_t off) { return fa__wg_desc_step(v0, off); });
+            } else {
+                const auto vd = fa__sm90_kv_descs<KV_STEP>(sm.sV + landed(sm.v_full(at(it) % STAGES), it), BN * 128);
+                fa__sm90_issue_pv<D, BN, BF16>(o_flat, pa, vd);
+            }
+        };
+        const fa__mask_cut cut = fa__mask_cut_for<FLAT>(p, x.sk, x.row0 + 64 * cw, x.row0 + 64 * cw + 63, x.shift);
+        auto needs_mask = [&](int it) { return fa__block_needs_mask(cut, block_of(it) * BN, BN); };
+        /* S_it is complete: masks, then the online softmax (alpha for O~).
+           early_mask: needs_mask(it), asked before the wait under
+           SHORT_PATH (else unused: asked here) */
+        auto softmax = [&](int it, bool early_mask) {
+            if constexpr (FP8) fa__scale_s8(s, f8.dq8[0] * f8.dk8, f8.dq8[1] * f8.dk8); /* S = Ŝ s_q s_k */
+            fa__sm90_softmax_step<C::NS, BN, LAZY_MAX, SHORT_PATH>(s, m_run, l_run, alpha, p, x, cut, block_of(it),
+                                                               early_mask, wrow0, h, th.g, th.t);
+            if constexpr (FP8) fa__sm90_unit8(alpha, f8, it);
+        };
+        /* P as the A fragments of P V */
+        auto pack = [&]() {
+            if constexpr (FP8) fa__pack_p8(s, pa, f8.pmul8);
+            else fa__pack_p<BF16>(s, pa);
+        };
+        /* S_it is done: K_it may be overwritten, and after the tile's
+           last S, Q too (the next tile's Q copy overlaps this tile's end;
+           with Q_AFTER_O, after the epilogue instead) */
+        auto release_k = [&](int it) {
+            if (lane == 0) {
+                arrive_kv(sm.k_empty(at(it) % STAGES));
+                if (it == count - 1 && !Q_RELEASE_ALL) fa__mbar_arrive(q_empty(q_uses));
+            }
+            /* (HANDOFF: every thread read the tile's slot, and each
+               releases it after its own reads) */
+            if (HANDOFF && it == count - 1) fa__mbar_arrive(q_empty(q_uses));
+        };
+        /* O~ += P_it V_it is done: V_it may be overwritten */
+        auto release_v = [&](int it) {
+            if (lane == 0) arrive_kv(sm.v_empty(at(it) % STAGES));
+            if (loader && it + STAGES < count) copy_kv(src, x, block_of(it + STAGES), ring + it + STAGES);
+        };
+        auto my_turn = [&]() {
+            FLASHATTN_TRACE(18, k, 0);
+            if (PINGPONG) fa__named_sync(1 + cw, 256);
+            FLASHATTN_TRACE(12, k, 0);
+        };
+        auto end_turn = [&]() { if (PINGPONG) fa__named_arrive(1 + (cw + 1) % WG, 256); };
+
+        /* key block it >= count_w, past this warpgroup's rows: its
+           turn(s) and its stages, released once landed */
+        auto pass = [&](int it) {
+            my_turn();
+            end_turn();
+            if (!FA__SM90_OVERLAP) { my_turn(); end_turn(); } /* S and P V in turns of their own */
+            landed(sm.k_full(at(it) % STAGES), it);
+            release_k(it);
+            v_ready(it);
+            release_v(it);
+        };
+        if (WG_STOP && count_w == 0) { /* idle, or rows that see none of the tile's keys */
+            for (int it = 0; it < count; it++) pass(it);
+            if (FA__SM90_OVERLAP) { my_turn(); end_turn(); } /* the last P V's turn */
+            q_uses++;
+            ring += FLAT ? count * nseg : count;
+            if (idle) {
+                if (Q_AFTER_O) fa__mbar_arrive(q_empty(q_uses - 1)); /* (d 256) */
+                return;
+            }
+            /* O = 0 and L = -inf below; staged in Q's rows (Q_AFTER_O)
+               only once this tile's Q has landed there */
+            if (Q_AFTER_O) fa__mbar_wait(q_full(q_uses - 1), q_phase(q_uses - 1));
+        } else {
+            if (!HANDOFF) fa__mbar_wait(q_full(q_uses), q_phase(q_uses));
+            FLASHATTN_TRACE(11, k, 0);
+            fa__sm90_key_loop<BF16, LAZY_MAX, SHORT_PATH>(k, count_w, s, pa, acc_o, alpha, my_turn, end_turn,
+                                                          issue_qk, issue_pv, needs_mask, release_k, release_v,
+                                                          softmax, pack, epilogue_begin);
+            if (WG_STOP)
+                for (int it = count_w; it < count; it++) pass(it); /* (WG_STOP) */
+            q_uses++;
+            ring += FLAT ? count * nseg : count;
+        }
+    }
+    epilogue();
+}
+
+/* A consumer warpgroup's tile tl (fa__sm90_consumer_next): its rows' extent,
+   m = -inf, l = 0 and O~ = 0, the FP8 descales, its key blocks (block_of,
+   count_w), then fa__sm90_consumer_mainloop: the key blocks and the
+   epilogue (item 7). alpha, inv, s: alpha, 1 / l and S (the consumer's
+   [sm90-split]); q_uses, ring: the consumer's running counts; the rest as
+   fa__sm90_consumer's. */
+template <class C, class Sched, class Bufs, class QTile, class QFull, class QEmpty, class QPhase, class TileSrc,
+          class CopyQ, class CopyKV>
+static __device__ __forceinline__ void
+fa__sm90_consumer_tile(const fa__sm90_cthread &th, const fa__sm90_ctile &tl, const fa__tma_maps &tm,
+                       const fa__fwd_params &p, int batch, const Sched &sched, const Bufs &sm, int &q_uses, int &ring,
+                       float (&alpha)[1][2], float (&inv)[1][2], float (&s)[1][C::NS][4], const QTile &q_tile,
+                       const QFull &q_full, const QEmpty &q_empty, const QPhase &q_phase, const TileSrc &tile_src,
+                       const CopyQ &copy_q, const CopyKV &copy_kv)
+{
+    constexpr bool BF16 = C::BF16, FLAT = C::FLAT, FP8 = C::FP8;
+    constexpr int D = C::D, BN = C::BN, WG = C::WG, BM = C::BM, NO = C::NO;
+    constexpr bool O_OWN = C::O_OWN, O_STAGED = C::O_STAGED, Q_AFTER_O = C::Q_AFTER_O, HANDOFF = C::HANDOFF;
+    constexpr bool WG_STOP = C::WG_STOP, LSE_EARLY = C::LSE_EARLY, SPARSE = C::SPARSE;
+    const int tid = th.tid, warp = th.warp, lane = th.lane, cw = th.cw, g = th.g, t = th.t;
+    const int k = tl.k, h = tl.h, b = tl.b;
+    /* (FLAT: no mask and one length, fa__fwd_extent's PLAIN) */
+    const fa__extent x = fa__fwd_extent<FLAT>(p, b, FLAT ? tl.frow0 : sched.tile_row0(tl.m_block), BM, BN);
+    if (!HANDOFF && x.row0 >= x.sq) return; /* (the producer hands over only tiles with rows) */
+    const int wrow0 = x.row0 + 64 * cw + 16 * (warp % 4); /* this warp's first row */
+    FLASHATTN_TRACE(10, k, x.n_end - x.n_begin);
+    float m_run[1][2] = {{-INFINITY, -INFINITY}}, l_run[1][2] = {{0.0f, 0.0f}};
+    float acc_o[1][NO][4];
+#pragma unroll
+    for (int c = 0; c < NO; c++) acc_o[0][c][0] = acc_o[0][c][1] = acc_o[0][c][2] = acc_o[0][c][3] = 0.0f;
+    fa__sm90_scales8 f8 = {{1.0f, 1.0f}, 1.0f, 1.0f, 1.0f, FA__P8_MUL, NULL, NULL};
+    if constexpr (FP8) {
+        f8.dq8[0] = fa__ds_q8(p, b, h, wrow0 + g, x.sq);
+        f8.dq8[1] = fa__ds_q8(p, b, h, wrow0 + g + 8, x.sq);
+        const int64_t row = ((int64_t)b * (p.heads_q / p.group) + h / p.group) * p.blk_k;
+        f8.dk_row = p.dsb_k ? p.dsb_k + row : NULL;
+        f8.dv_row = p.dsb_v ? p.dsb_v + row : NULL;
+    }
+    /* The epilogue's first part, which needs no O (fa__sm90_epilogue_begin),
+       in the shadow of the tile's last P V, where the warpgroup would
+       only wait [sm90-epilogue]. */
+    auto epilogue_begin = [&]() {
+        fa__sm90_epilogue_begin<LSE_EARLY, O_STAGED, WG>(p, m_run, l_run, inv, x, wrow0, h, b, batch, g, t, cw);
+        if constexpr (FP8) { /* O = c8 O~ / (256 l) */
+            inv[0][0] *= f8.c8 * (1.0f / FA__P8_MUL);
+            inv[0][1] *= f8.c8 * (1.0f / FA__P8_MUL);
+        }
+    };
+
+    /* the key blocks walked, block_of(0 .. count - 1): n_begin ..
+       n_end - 1, or (SPARSE) the run of them the block mask lists
+       (fa__bm_find; the producer finds the same) */
+    fa__bm_run run = {NULL, x.n_end - x.n_begin};
+    int chunk = 0, mine = 0; /* (SPARSE) entry 32 chunk + lane of the run, this lane's */
+    if constexpr (SPARSE) {
+        run = fa__bm_find(p.bm, b, h, x.row0 / 128, x.n_begin, x.n_end);
+        mine = lane < run.count ? run.at[lane] : 0;
+    }
+    /* (SPARSE: from the lanes, not from global memory, whose latency
+       fell in the softmax's path; `it` is warp-uniform) */
+    auto block_of = [&](int it) {
+        if constexpr (!SPARSE) return x.n_begin + it;
+        if (it / 32 != chunk) {
+            chunk = it / 32;
+            mine = 32 * chunk + lane < run.count ? run.at[32 * chunk + lane] : 0;
+        }
+        return __shfl_sync(0xffffffffu, mine, it % 32);
+    };
+    const int count = run.count;
+    /* count_w: the key blocks this warpgroup's own rows see (WG_STOP;
+       else count). A warpgroup with no row in the sequence (idle)
+       computes and stores nothing; one whose rows end before the
+       tile's last blocks (a causal diagonal) stops after its count_w-th
+       and only takes its turns and releases the stages of the rest
+       (pass, fa__sm90_consumer_mainloop): the turns must still go round
+       [sm90-wg-stop]. */
+    const int wfirst = x.row0 + 64 * cw; /* this warpgroup's first row */
+    const bool idle = WG_STOP && (wfirst >= x.sq || wfirst + 64 <= 0); /* (rows below 0: tile_row0) */
+    int count_w = count;
+    if (HANDOFF) {
+        count_w = tl.count_pub;
+        if (count <= 0) { /* a slot without Q: released here */
+            fa__mbar_arrive(q_empty(q_uses));
+            q_uses++;
+        }
+    } else if (WG_STOP) {
+        count_w = __shfl_sync(0xffffffffu, sched.warpgroup_blocks(x, b, cw), 0); /* warp-uniform, as cw */
+    }
+    if (idle && count <= 0) return;
+    /* The epilogue: its first part unless the key loop ran it, then the
+       second (no key block: O = 0, L = -inf) */
+    auto epilogue = [&]() {
+        if (!FA__SM90_OVERLAP || count_w == 0) epilogue_begin();
+        fa__sm90_epilogue_end<BF16, D, BM, WG, LSE_EARLY, O_STAGED, O_OWN, Q_AFTER_O>(
+            k, p, tm, acc_o, m_run, l_run, inv, x, wrow0, h, b, batch, g, t, cw, tid, count, sm.sO,
+            [&]() { fa__mbar_arrive(q_empty(q_uses - 1)); });
+    };
+    fa__sm90_consumer_mainloop<C>(p, sm, th, tl, x, wrow0, count, count_w, idle, q_uses, ring, block_of, s, m_run,
+                                  l_run, alpha, acc_o, f8, epilogue_begin, epilogue, q_tile, q_full, q_empty, q_phase,
+                                  tile_src, copy_q, copy_kv);
+}
+
 /* A consumer warpgroup of the sm_90a forward (items 4, 5 and 7), C its
    configuration (fa__sm90_cfg): walks the block's tiles (sched) as the
-   producer does, and for each its key blocks (fa__sm90_key_loop) and the
-   epilogue, with the kernel's buffers and barriers (sm, q_tile .. slot)
-   and, without the producer (FA__SM90_WARPSPEC = 0), its copies (tile_src,
-   copy_q, copy_kv). tid, warp, lane: the thread's, consumers numbered
-   from 128. */
+   producer does (fa__sm90_consumer_next), and for each its key blocks and
+   the epilogue (fa__sm90_consumer_tile), with the kernel's buffers and
+   barriers (sm, q_tile .. slot) and, without the producer
+   (FA__SM90_WARPSPEC = 0), its copies (tile_src, copy_q, copy_kv). tid,
+   warp, lane: the thread's, consumers numbered from 128. */
 template <class C, class Sched, class Bufs, class QTile, class QFull, class QEmpty, class QPhase, class Slot,
           class TileSrc, class CopyQ, class CopyKV>
 static __device__ __forceinline__ void
@@ -2557,20 +2957,15 @@ fa__sm90_consumer(const fa__tma_maps &tm, const fa__fwd_params &p, int batch, co
                   const QPhase &q_phase, const Slot &slot, const TileSrc &tile_src, const CopyQ &copy_q,
                   const CopyKV &copy_kv)
 {
-    constexpr bool BF16 = C::BF16, FLAT = C::FLAT, FP8 = C::FP8;
-    constexpr int D = C::D, BN = C::BN, STAGES = C::STAGES, WG = C::WG;
-    constexpr int BM = C::BM, NS = C::NS, NO = C::NO, DW = C::DW, QB = C::QB;
-    constexpr uint32_t VT_BYTES = C::VT_BYTES, KV_BYTES = C::KV_BYTES;
-    constexpr bool O_OWN = C::O_OWN, O_STAGED = C::O_STAGED, Q_AFTER_O = C::Q_AFTER_O, HANDOFF = C::HANDOFF;
-    constexpr bool Q_RELEASE_ALL = C::Q_RELEASE_ALL, WG_STOP = C::WG_STOP, PINGPONG = C::PINGPONG;
-    constexpr bool CW_UNIFORM = C::CW_UNIFORM, LSE_EARLY = C::LSE_EARLY, KV_STEP = C::KV_STEP;
-    constexpr bool LAZY_MAX = C::LAZY_MAX, SHORT_PATH = C::SHORT_PATH, SPARSE = C::SPARSE;
+    constexpr bool FP8 = C::FP8, O_STAGED = C::O_STAGED, PINGPONG = C::PINGPONG, CW_UNIFORM = C::CW_UNIFORM;
+    constexpr int WG = C::WG, NS = C::NS;
     if (FA__SM90_WARPSPEC) fa__setmaxnreg_inc<fa__sm90_consumer_regs(WG, fa__sm90_producer_regs(FP8))>();
     /* cw, the consumer warpgroup (from lane 0 where CW_UNIFORM) */
     const int cw = CW_UNIFORM ? __shfl_sync(0xffffffffu, warp / 4 - 1, 0) : warp / 4 - 1;
     const int g = lane / 4, t = lane % 4;
     const uint32_t qw = (uint32_t)cw * 64 * 128; /* this warpgroup's rows of each Q tile */
     const uint32_t qw0 = sm.sQ + qw; /* with one Q tile (QB = 1): found once, before the tiles' loop */
+    const fa__sm90_cthread th = {tid, warp, lane, cw, g, t, qw, qw0};
     int q_uses = 0, ring = 0;
     /* Pingpong turns (item 5): barrier 1 + cw is this warpgroup's turn, and
        ending a turn arrives on the next one's (cw + 1, round the WG
@@ -2586,268 +2981,19 @@ fa__sm90_consumer(const fa__tma_maps &tm, const fa__fwd_params &p, int batch, co
        bytes) */
     for (int k = 0; k < sched.rounds; k++) {
         int m_block = 0, h, b, count_pub = 0;
-        /* (FLAT) this warpgroup's segment of the tile, their number, its
-           segment's first row, and the arrivals it makes on each stage's
-           empty barriers: its own, and the other segment's warpgroups'
-           when it is the first of its own */
-        int seg = 0, nseg = 1, frow0 = 0;
+        int seg = 0, nseg = 1, frow0 = 0; /* (FLAT) */
         uint32_t mult = 1;
-        if (HANDOFF) {
-            /* the tile's slot, and its Q, have landed (the slot comes alone
-               when the tile has no keys, or with done after the last) */
-            FLASHATTN_TRACE(22, k, 0);
-            fa__mbar_wait(q_full(q_uses), q_phase(q_uses));
-            FLASHATTN_TRACE(19, k, 0);
-            const fa__tile_slot *t = slot(q_uses);
-            auto word = [&](const int &v) { return __shfl_sync(0xffffffffu, v, 0); };
-            if (word(t->done)) break;
-            if constexpr (FLAT) {
-                const int split = word(t->split);
-                seg = cw >= split;
-                nseg = split < WG ? 2 : 1;
-                mult = nseg == 1 ? 1u : cw == 0 ? 1u + WG - split : cw == split ? 1u + split : 1u;
-                h = word(seg ? t->h1 : t->h);
-                b = word(seg ? t->b1 : t->b);
-                frow0 = word(seg ? t->row0_1 : t->row0);
-            } else {
-                m_block = word(t->m_block);
-                h = word(t->h);
-                b = word(t->b);
-            }
-            count_pub = word(t->count_w[cw]);
-        } else if (!sched.unit(k, m_block, h, b)) {
-            continue;
-        }
-        /* (FLAT: no mask and one length, fa__fwd_extent's PLAIN) */
-        const fa__extent x = fa__fwd_extent<FLAT>(p, b, FLAT ? frow0 : sched.tile_row0(m_block), BM, BN);
-        if (!HANDOFF && x.row0 >= x.sq) continue; /* (the producer hands over only tiles with rows) */
-        const int wrow0 = x.row0 + 64 * cw + 16 * (warp % 4); /* this warp's first row */
-        FLASHATTN_TRACE(10, k, x.n_end - x.n_begin);
-        float m_run[1][2] = {{-INFINITY, -INFINITY}}, l_run[1][2] = {{0.0f, 0.0f}}, alpha[1][2];
-        float acc_o[1][NO][4];
-#pragma unroll
-        for (int c = 0; c < NO; c++) acc_o[0][c][0] = acc_o[0][c][1] = acc_o[0][c][2] = acc_o[0][c][3] = 0.0f;
-        float(&o_flat)[D / 2] = reinterpret_cast<float(&)[D / 2]>(acc_o);
-        /* (FP8) the rows' Q descales, the current key block's K and V
-           descales (read by issue_qk), O~'s unit c8 and P's multiplier
-           (>>hopper-fp8) */
-        float dq8[2] = {1.0f, 1.0f}, dk8 = 1.0f, dv8 = 1.0f, c8 = 1.0f, pmul8 = FA__P8_MUL;
-        const float *dk_row = NULL, *dv_row = NULL; /* (FP8) K's and V's block descales of (b, h / group) */
-        if constexpr (FP8) {
-            dq8[0] = fa__ds_q8(p, b, h, wrow0 + g, x.sq);
-            dq8[1] = fa__ds_q8(p, b, h, wrow0 + g + 8, x.sq);
-            const int64_t row = ((int64_t)b * (p.heads_q / p.group) + h / p.group) * p.blk_k;
-            dk_row = p.dsb_k ? p.dsb_k + row : NULL;
-            dv_row = p.dsb_v ? p.dsb_v + row : NULL;
-        }
-        /* The epilogue's first part, which needs no O (fa__sm90_epilogue_begin),
-           in the shadow of the tile's last P V, where the warpgroup would
-           only wait [sm90-epilogue]. */
-        float inv[1][2];
-        auto epilogue_begin = [&]() {
-            fa__sm90_epilogue_begin<LSE_EARLY, O_STAGED, WG>(p, m_run, l_run, inv, x, wrow0, h, b, batch, g, t, cw);
-            if constexpr (FP8) { /* O = c8 O~ / (256 l) */
-                inv[0][0] *= c8 * (1.0f / FA__P8_MUL);
-                inv[0][1] *= c8 * (1.0f / FA__P8_MUL);
-            }
-        };
-
-        /* the key blocks walked, block_of(0 .. count - 1): n_begin ..
-           n_end - 1, or (SPARSE) the run of them the block mask lists
-           (fa__bm_find; the producer finds the same) */
-        fa__bm_run run = {NULL, x.n_end - x.n_begin};
-        int chunk = 0, mine = 0; /* (SPARSE) entry 32 chunk + lane of the run, this lane's */
-        if constexpr (SPARSE) {
-            run = fa__bm_find(p.bm, b, h, x.row0 / 128, x.n_begin, x.n_end);
-            mine = lane < run.count ? run.at[lane] : 0;
-        }
-        /* (SPARSE: from the lanes, not from global memory, whose latency
-           fell in the softmax's path; `it` is warp-uniform) */
-        auto block_of = [&](int it) {
-            if constexpr (!SPARSE) return x.n_begin + it;
-            if (it / 32 != chunk) {
-                chunk = it / 32;
-                mine = 32 * chunk + lane < run.count ? run.at[32 * chunk + lane] : 0;
-            }
-            return __shfl_sync(0xffffffffu, mine, it % 32);
-        };
-        const int count = run.count;
-        /* count_w: the key blocks this warpgroup's own rows see (WG_STOP;
-           else count). A warpgroup with no row in the sequence (idle)
-           computes and stores nothing; one whose rows end before the
-           tile's last blocks (a causal diagonal) stops after its count_w-th
-           and only takes its turns and releases the stages of the rest
-           (pass, below): the turns must still go round [sm90-wg-stop]. */
-        const int wfirst = x.row0 + 64 * cw; /* this warpgroup's first row */
-        const bool idle = WG_STOP && (wfirst >= x.sq || wfirst + 64 <= 0); /* (rows below 0: tile_row0) */
-        int count_w = count;
-        if (HANDOFF) {
-            count_w = count_pub;
-            if (count <= 0) { /* a slot without Q: released here */
-                fa__mbar_arrive(q_empty(q_uses));
-                q_uses++;
-            }
-        } else if (WG_STOP) {
-            count_w = __shfl_sync(0xffffffffu, sched.warpgroup_blocks(x, b, cw), 0); /* warp-uniform, as cw */
-        }
-        if (idle && count <= 0) continue;
-        if (count > 0) {
-            float s[1][NS][4];
-            float(&s_flat)[BN / 2] = reinterpret_cast<float(&)[BN / 2]>(s);
-            uint32_t pa[NS / 2][1][4];
-
-            /* Without the producer (FA__SM90_WARPSPEC = 0, the ablation) the
-               loader (warp 4) copies Q and the first STAGES key blocks here,
-               and block it + STAGES once it has released block it (release_v). */
-            const bool loader = !FA__SM90_WARPSPEC && warp == 4;
-            fa__src src = {};
-            if (loader) {
-                src = tile_src(x, h, h / p.group, b);
-                src.tk = k;
-                copy_q(src, x, h, q_uses);
-                for (int it = 0; it < count && it < STAGES; it++) copy_kv(src, x, block_of(it), ring + it);
-            }
-
-            /* Iteration it (0 .. count - 1) of this tile is ring position
-               at(it): ring + it (FLAT: ring + it nseg + seg). Wait until its
-               K or V (full barrier bar) has landed; the byte offset of its
-               stage. */
-            auto at = [&](int it) { return FLAT ? ring + it * nseg + seg : ring + it; };
-            auto landed = [&](uint32_t bar, int it) {
-                fa__mbar_wait(bar, (uint32_t)((at(it) / STAGES) & 1));
-                return (uint32_t)(at(it) % STAGES) * KV_BYTES;
-            };
-            auto arrive_kv = [&](uint32_t bar) {
-                if (FLAT) fa__mbar_arrive_n(bar, mult);
-                else fa__mbar_arrive(bar);
-            };
-            /* The descriptors of a K or V stage at `base`: d(off), the one
-               `off` bytes in (KV_STEP) */
-            auto kv_descs = [](uint32_t base, uint32_t lbo) {
-                const uint64_t d0 = fa__wg_desc(base, lbo, 1024);
-                return [=](uint32_t off) {
-                    return KV_STEP ? fa__wg_desc_step(d0, off) : fa__wg_desc(base + off, lbo, 1024);
-                };
-            };
-            /* issue S = Q K_it^T once K_it has landed (no wait for the
-               result) */
-            auto issue_qk = [&](int it) {
-                /* Q's and K's descriptors (K-major), one built and then
-                   stepped a product (fa__wg_desc_step; K's where KV_STEP),
-                   which measured faster than each built whole [sm90-desc-step] */
-                const uint64_t qd = fa__wg_desc(QB == 1 ? qw0 : q_tile(q_uses) + qw, 16, 1024);
-                const auto kd = kv_descs(sm.sK + landed(sm.k_full(at(it) % STAGES), it), 16);
-                if constexpr (FP8) { /* (read here, used by the softmax after S) */
-                    const int blk = block_of(it) * BN / FLASHATTN_FP8_BLOCK_K;
-                    dk8 = dk_row ? dk_row[blk] : p.ds_k;
-                    dv8 = dv_row ? dv_row[blk] : p.ds_v;
-                }
-                fa__sm90_issue_qk<DW, BN, BM, BF16, decltype(kd), FP8>(s_flat, qd, kd);
-            };
-            /* V_it ready for P V: landed, and in FP8 transposed (Vt) */
-            auto v_ready = [&](int it) {
-                if constexpr (FP8) fa__mbar_wait(sm.vt_full(at(it) % STAGES), (uint32_t)((at(it) / STAGES) & 1));
-                else landed(sm.v_full(at(it) % STAGES), it);
-            };
-            /* issue O~ += P V_it once V_it has landed */
-            auto issue_pv = [&](int it) {
-                if constexpr (FP8) {
-                    v_ready(it);
-                    const uint64_t v0 = fa__vt_desc<BN>(sm.sVt + (uint32_t)(at(it) % STAGES) * VT_BYTES);
-                    fa__sm90_issue_pv8<D, BN>(o_flat, pa, [=](uint32_t off) { return fa__wg_desc_step(v0, off); });
-                } else {
-                    const auto vd = kv_descs(sm.sV + landed(sm.v_full(at(it) % STAGES), it), BN * 128);
-                    fa__sm90_issue_pv<D, BN, BF16>(o_flat, pa, vd);
-                }
-            };
-            const fa__mask_cut cut = fa__mask_cut_for<FLAT>(p, x.sk, x.row0 + 64 * cw, x.row0 + 64 * cw + 63, x.shift);
-            auto needs_mask = [&](int it) { return fa__block_needs_mask(cut, block_of(it) * BN, BN); };
-            /* S_it is complete: masks, then the online softmax (alpha for O~).
-               early_mask: needs_mask(it), asked before the wait under
-               SHORT_PATH (else unused: asked here) */
-            auto softmax = [&](int it, bool early_mask) {
-                if constexpr (FP8) fa__scale_s8(s, dq8[0] * dk8, dq8[1] * dk8); /* S = Ŝ s_q s_k */
-                fa__sm90_softmax_step<NS, BN, LAZY_MAX, SHORT_PATH>(s, m_run, l_run, alpha, p, x, cut, block_of(it), early_mask,
-                                                                   wrow0, h, g, t);
-                if constexpr (FP8) {
-                    /* O~ into units of this block's V descale (a zero
-                       descale: V is 0, P V adds nothing, c8 stays) */
-                    const float c_new = dv8 > 0.0f ? dv8 : c8, r = it == 0 ? 1.0f : __fdividef(c8, c_new);
-                    alpha[0][0] *= r;
-                    alpha[0][1] *= r;
-                    c8 = c_new;
-                    pmul8 = dv8 > 0.0f ? FA__P8_MUL : 0.0f;
-                }
-            };
-            /* P as the A fragments of P V */
-            auto pack = [&]() {
-                if constexpr (FP8) fa__pack_p8(s, pa, pmul8);
-                else fa__pack_p<BF16>(s, pa);
-            };
-            /* S_it is done: K_it may be overwritten, and after the tile's
-               last S, Q too (the next tile's Q copy overlaps this tile's end;
-               with Q_AFTER_O, after the epilogue instead) */
-            auto release_k = [&](int it) {
-                if (lane == 0) {
-                    arrive_kv(sm.k_empty(at(it) % STAGES));
-                    if (it == count - 1 && !Q_RELEASE_ALL) fa__mbar_arrive(q_empty(q_uses));
-                }
-                /* (HANDOFF: every thread read the tile's slot, and each
-                   releases it after its own reads) */
-                if (HANDOFF && it == count - 1) fa__mbar_arrive(q_empty(q_uses));
-            };
-            /* O~ += P_it V_it is done: V_it may be overwritten */
-            auto release_v = [&](int it) {
-                if (lane == 0) arrive_kv(sm.v_empty(at(it) % STAGES));
-                if (loader && it + STAGES < count) copy_kv(src, x, block_of(it + STAGES), ring + it + STAGES);
-            };
-
-            auto my_turn = [&]() {
-                FLASHATTN_TRACE(18, k, 0);
-                if (PINGPONG) fa__named_sync(1 + cw, 256);
-                FLASHATTN_TRACE(12, k, 0);
-            };
-            auto end_turn = [&]() { if (PINGPONG) fa__named_arrive(1 + (cw + 1) % WG, 256); };
-
-            /* key block it >= count_w, past this warpgroup's rows: its
-               turn(s) and its stages, released once landed */
-            auto pass = [&](int it) {
-                my_turn();
-                end_turn();
-                if (!FA__SM90_OVERLAP) { my_turn(); end_turn(); } /* S and P V in turns of their own */
-                landed(sm.k_full(at(it) % STAGES), it);
-                release_k(it);
-                v_ready(it);
-                release_v(it);
-            };
-            if (WG_STOP && count_w == 0) { /* idle, or rows that see none of the tile's keys */
-                for (int it = 0; it < count; it++) pass(it);
-                if (FA__SM90_OVERLAP) { my_turn(); end_turn(); } /* the last P V's turn */
-                q_uses++;
-                ring += FLAT ? count * nseg : count;
-                if (idle) {
-                    if (Q_AFTER_O) fa__mbar_arrive(q_empty(q_uses - 1)); /* (d 256) */
-                    continue;
-                }
-                /* O = 0 and L = -inf below; staged in Q's rows (Q_AFTER_O)
-                   only once this tile's Q has landed there */
-                if (Q_AFTER_O) fa__mbar_wait(q_full(q_uses - 1), q_phase(q_uses - 1));
-            } else {
-                if (!HANDOFF) fa__mbar_wait(q_full(q_uses), q_phase(q_uses));
-                FLASHATTN_TRACE(11, k, 0);
-                fa__sm90_key_loop<BF16, LAZY_MAX, SHORT_PATH>(k, count_w, s, pa, acc_o, alpha, my_turn, end_turn,
-                                                              issue_qk, issue_pv, needs_mask, release_k, release_v,
-                                                              softmax, pack, epilogue_begin);
-                if (WG_STOP)
-                    for (int it = count_w; it < count; it++) pass(it); /* (WG_STOP) */
-                q_uses++;
-                ring += FLAT ? count * nseg : count;
-            }
-        }
-        if (!FA__SM90_OVERLAP || count_w == 0) epilogue_begin(); /* (no key block: O = 0, L = -inf) */
-        fa__sm90_epilogue_end<BF16, D, BM, WG, LSE_EARLY, O_STAGED, O_OWN, Q_AFTER_O>(
-            k, p, tm, acc_o, m_run, l_run, inv, x, wrow0, h, b, batch, g, t, cw, tid, count, sm.sO,
-            [&]() { fa__mbar_arrive(q_empty(q_uses - 1)); });
+        const int next = fa__sm90_consumer_next<C>(sched, q_full, q_phase, slot, k, q_uses, th, m_block, h, b,
+                                                   count_pub, seg, nseg, frow0, mult);
+        if (next < 0) break;
+        if (next == 0) continue;
+        const fa__sm90_ctile tl = {k, m_block, h, b, count_pub, seg, nseg, frow0, mult};
+        /* alpha, 1 / l and S of the tile, declared in this loop as before
+           the split into functions: the compiler carries them from tile
+           to tile [sm90-split] */
+        float alpha[1][2], inv[1][2], s[1][NS][4];
+        fa__sm90_consumer_tile<C>(th, tl, tm, p, batch, sched, sm, q_uses, ring, alpha, inv, s, q_tile, q_full,
+                                  q_empty, q_phase, tile_src, copy_q, copy_kv);
     }
     if (PINGPONG && cw == 0) fa__named_sync(1, 256);
     /* the last TMA store of O has written global memory (and read the
@@ -6377,6 +6523,39 @@ __device__ __forceinline__ uint32_t fa__bwd_keep_bits(const fa__bwd_params &p, i
     return keep;
 }
 
+/* (3) dV += P_dropped^T dO (lines 15-16). The C fragments of S^T n-tiles
+   2kk, 2kk+1 are the A fragment of k-step kk (k = queries). bo: this step's
+   dO buffer; a, bb: the operands' registers (the arrays of this step and
+   dQ's are the kernel's [bwd-codegen]). */
+template <class T, bool BF16>
+__device__ __forceinline__ void fa__bwd_dv_step(float (&dv)[T::DW / 8][4], uint32_t (&a)[4], uint32_t (&bb)[4],
+                                                const fa__bwd_params &p, const float (&st)[T::NQ][4], uint32_t keep,
+                                                uint32_t bo, const fa__bwd_lane &ln)
+{
+#pragma unroll
+    for (int kk = 0; kk < T::NQ / 2; ++kk) {
+#pragma unroll
+        for (int hlf = 0; hlf < 2; ++hlf) {
+            const int n = 2 * kk + hlf;
+            float q0 = st[n][0], q1 = st[n][1], q2 = st[n][2], q3 = st[n][3];
+            if (p.dropout) {
+                q0 = (keep >> (n * 4 + 0) & 1) ? q0 * p.rp_drop : 0.f;
+                q1 = (keep >> (n * 4 + 1) & 1) ? q1 * p.rp_drop : 0.f;
+                q2 = (keep >> (n * 4 + 2) & 1) ? q2 * p.rp_drop : 0.f;
+                q3 = (keep >> (n * 4 + 3) & 1) ? q3 * p.rp_drop : 0.f;
+            }
+            a[2 * hlf] = fa__pack2<BF16>(q0, q1);
+            a[2 * hlf + 1] = fa__pack2<BF16>(q2, q3);
+        }
+#pragma unroll
+        for (int np = 0; np < T::DW / 16; ++np) {
+            fa__ldmatrix_x4_trans(bb, fa__bwd_at<T::CH>(ln.adOT + bo + kk * 16 * T::ROWB, 2 * np));
+            fa__mma16816<BF16>(dv[2 * np], a, bb[0], bb[1]);
+            fa__mma16816<BF16>(dv[2 * np + 1], a, bb[2], bb[3]);
+        }
+    }
+}
+
 /* (5) dS = P * (dP * Z - D) (lines 18-20), times 1 - tanh^2 under softcap,
    in place of dP^T. */
 template <class T, bool SOFTCAP>
@@ -6432,6 +6611,55 @@ __device__ __forceinline__ void fa__bwd_dk_step(float (&dk)[T::DW / 8][4], const
     }
 }
 
+/* (6) dQ_i += dS K_j (line 21), dS^T from shared memory: warp = (row strip)
+   x (column group), in passes of at most 64 columns; the fp32 partial
+   leaves by atomicAdd (deterministic: plain stores into block jb's own
+   slice). dq, a, bb: the product's registers (the kernel's). */
+template <class T, bool BF16>
+__device__ __forceinline__ void fa__bwd_dq_step(float (&dq)[T::QCH / 8][4], uint32_t (&a)[4], uint32_t (&bb)[4],
+                                                const fa__bwd_params &p, const fa__bwd_seq &s, const fa__bwd_lane &ln,
+                                                int h, int i0, int jb)
+{
+    constexpr int CH = T::CH, CHS = T::CHS, QC = T::QC, QCH = T::QCH, BC = T::BC;
+    const int qa = i0 + ln.strip * 16 + ln.g, qb = qa + 8;
+    float *acc = p.dq_acc + (p.deterministic ? (int64_t)jb * p.acc_slice : 0) +
+                 ((int64_t)h * p.acc_rows + s.acc_row0) * p.acc_d;
+#pragma unroll
+    for (int c0 = 0; c0 < QC; c0 += QCH) {
+#pragma unroll
+        for (int n = 0; n < QCH / 8; ++n)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) dq[n][e] = 0.f;
+#pragma unroll
+        for (int kk = 0; kk < BC / 16; ++kk) {
+            fa__ldmatrix_x4_trans(a, ln.adS + kk * 16 * CHS * 16);
+#pragma unroll
+            for (int np = 0; np < QCH / 16; ++np) {
+                fa__ldmatrix_x4_trans(bb, fa__bwd_at<CH>(ln.aKT + kk * 16 * T::ROWB, (c0 + np * 16) / 8));
+                fa__mma16816<BF16>(dq[2 * np], a, bb[0], bb[1]);
+                fa__mma16816<BF16>(dq[2 * np + 1], a, bb[2], bb[3]);
+            }
+        }
+#pragma unroll
+        for (int n = 0; n < QCH / 8; ++n) {
+            const int col = ln.cg * QC + c0 + n * 8 + 2 * ln.t4;
+            float *ra = acc + (int64_t)qa * p.acc_d + col, *rb = acc + (int64_t)qb * p.acc_d + col;
+            if (p.deterministic) {
+                if (qa < s.sq) *reinterpret_cast<float2 *>(ra) = make_float2(dq[n][0], dq[n][1]);
+                if (qb < s.sq) *reinterpret_cast<float2 *>(rb) = make_float2(dq[n][2], dq[n][3]);
+            } else {
+#if __CUDA_ARCH__ >= 900
+                if (qa < s.sq) atomicAdd(reinterpret_cast<float2 *>(ra), make_float2(dq[n][0], dq[n][1]));
+                if (qb < s.sq) atomicAdd(reinterpret_cast<float2 *>(rb), make_float2(dq[n][2], dq[n][3]));
+#else
+                if (qa < s.sq) { atomicAdd(ra, dq[n][0]); atomicAdd(ra + 1, dq[n][1]); }
+                if (qb < s.sq) { atomicAdd(rb, dq[n][2]); atomicAdd(rb + 1, dq[n][3]); }
+#endif
+            }
+        }
+    }
+}
+
 /* Kernel 2 on sm_80: for key block j (K_j, V_j in shared memory, dK_j, dV_j
    in registers), every query block i and head of the group that sees it:
    Alg. 4 lines 8-22, in the FlashAttention-2 loop order. */
@@ -6439,7 +6667,7 @@ template <bool BF16, int D, int BR, int BC, int NWARPS, int WD, bool SOFTCAP>
 __global__ void __launch_bounds__(NWARPS * 32, 1) fa__bwd_kernel_sm80(const fa__bwd_params p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     typedef fa__bwd_traits<D, BR, BC, NWARPS, WD> T;
-    constexpr int NT = T::NT, CH = T::CH, CHS = T::CHS, NQ = T::NQ, DW = T::DW, QC = T::QC, QCH = T::QCH;
+    constexpr int NT = T::NT, CH = T::CH, NQ = T::NQ, DW = T::DW, QCH = T::QCH;
     typedef fa__bwd_smem_layout<D, BR, BC> L;
     static_assert(128 % BR == 0 && 128 % BC == 0, "a tile lies in one 128 x 128 block of a block mask");
 
@@ -6511,33 +6739,10 @@ __global__ void __launch_bounds__(NWARPS * 32, 1) fa__bwd_kernel_sm80(const fa__
         float dcap[SOFTCAP ? NQ : 1][4];
         fa__bwd_recompute_p<T, SOFTCAP>(p, s, st, dcap, sLb, h, i0, j0, ln);
         const uint32_t keep = fa__bwd_keep_bits<T>(p, b, h, i0, j0, ln);
-        /* (3) dV += P_dropped^T dO (lines 15-16). The C fragments of S^T n-tiles
-           2kk, 2kk+1 are the A fragment of k-step kk (k = queries). (This step
-           and dQ's stay in the kernel: as functions their operand arrays went
-           to local memory. [bwd-codegen]) */
-#pragma unroll
-        for (int kk = 0; kk < NQ / 2; ++kk) {
-            uint32_t a[4];
-#pragma unroll
-            for (int hlf = 0; hlf < 2; ++hlf) {
-                const int n = 2 * kk + hlf;
-                float q0 = st[n][0], q1 = st[n][1], q2 = st[n][2], q3 = st[n][3];
-                if (p.dropout) {
-                    q0 = (keep >> (n * 4 + 0) & 1) ? q0 * p.rp_drop : 0.f;
-                    q1 = (keep >> (n * 4 + 1) & 1) ? q1 * p.rp_drop : 0.f;
-                    q2 = (keep >> (n * 4 + 2) & 1) ? q2 * p.rp_drop : 0.f;
-                    q3 = (keep >> (n * 4 + 3) & 1) ? q3 * p.rp_drop : 0.f;
-                }
-                a[2 * hlf] = fa__pack2<BF16>(q0, q1);
-                a[2 * hlf + 1] = fa__pack2<BF16>(q2, q3);
-            }
-#pragma unroll
-            for (int np = 0; np < DW / 16; ++np) {
-                uint32_t bb[4];
-                fa__ldmatrix_x4_trans(bb, fa__bwd_at<CH>(ln.adOT + bo + kk * 16 * T::ROWB, 2 * np));
-                fa__mma16816<BF16>(dv[2 * np], a, bb[0], bb[1]);
-                fa__mma16816<BF16>(dv[2 * np + 1], a, bb[2], bb[3]);
-            }
+        /* (3) dV += P_dropped^T dO (lines 15-16) */
+        {
+            uint32_t a[4], bb[4];
+            fa__bwd_dv_step<T, BF16>(dv, a, bb, p, st, keep, bo, ln);
         }
         /* (4) dP^T = V_j dO_i^T (line 17). */
         float dpt[NQ][4];
@@ -6549,50 +6754,11 @@ __global__ void __launch_bounds__(NWARPS * 32, 1) fa__bwd_kernel_sm80(const fa__
            any warp reads it for dQ; it also closes every read of this step's
            Q/dO/L/D buffer, which the next step's prefetch overwrites. */
         __syncthreads();
-        /* (6) dQ_i += dS K_j (line 21): warp = (row strip) x (column group),
-           in passes of at most 64 columns; the fp32 partial leaves by
-           atomicAdd (deterministic: plain stores into block jb's own slice). */
+        /* (6) dQ_i += dS K_j (line 21) */
         {
-            const int qa = i0 + ln.strip * 16 + ln.g, qb = qa + 8;
-            float *acc = p.dq_acc + (p.deterministic ? (int64_t)jb * p.acc_slice : 0) +
-                         ((int64_t)h * p.acc_rows + s.acc_row0) * p.acc_d;
-#pragma unroll
-            for (int c0 = 0; c0 < QC; c0 += QCH) {
-                float dq[QCH / 8][4];
-#pragma unroll
-                for (int n = 0; n < QCH / 8; ++n)
-#pragma unroll
-                    for (int e = 0; e < 4; ++e) dq[n][e] = 0.f;
-#pragma unroll
-                for (int kk = 0; kk < BC / 16; ++kk) {
-                    uint32_t a[4];
-                    fa__ldmatrix_x4_trans(a, ln.adS + kk * 16 * CHS * 16);
-#pragma unroll
-                    for (int np = 0; np < QCH / 16; ++np) {
-                        uint32_t bb[4];
-                        fa__ldmatrix_x4_trans(bb, fa__bwd_at<CH>(ln.aKT + kk * 16 * T::ROWB, (c0 + np * 16) / 8));
-                        fa__mma16816<BF16>(dq[2 * np], a, bb[0], bb[1]);
-                        fa__mma16816<BF16>(dq[2 * np + 1], a, bb[2], bb[3]);
-                    }
-                }
-#pragma unroll
-                for (int n = 0; n < QCH / 8; ++n) {
-                    const int col = ln.cg * QC + c0 + n * 8 + 2 * ln.t4;
-                    float *ra = acc + (int64_t)qa * p.acc_d + col, *rb = acc + (int64_t)qb * p.acc_d + col;
-                    if (p.deterministic) {
-                        if (qa < s.sq) *reinterpret_cast<float2 *>(ra) = make_float2(dq[n][0], dq[n][1]);
-                        if (qb < s.sq) *reinterpret_cast<float2 *>(rb) = make_float2(dq[n][2], dq[n][3]);
-                    } else {
-        #if __CUDA_ARCH__ >= 900
-                        if (qa < s.sq) atomicAdd(reinterpret_cast<float2 *>(ra), make_float2(dq[n][0], dq[n][1]));
-                        if (qb < s.sq) atomicAdd(reinterpret_cast<float2 *>(rb), make_float2(dq[n][2], dq[n][3]));
-        #else
-                        if (qa < s.sq) { atomicAdd(ra, dq[n][0]); atomicAdd(ra + 1, dq[n][1]); }
-                        if (qb < s.sq) { atomicAdd(rb, dq[n][2]); atomicAdd(rb + 1, dq[n][3]); }
-        #endif
-                    }
-                }
-            }
+            float dq[QCH / 8][4];
+            uint32_t a[4], bb[4];
+            fa__bwd_dq_step<T, BF16>(dq, a, bb, p, s, ln, h, i0, jb);
         }
         walk = 2 * fa__bwd_next_step(p, b, hk, j0, ib0, nib, iters, BR, it + 1) + (buf ^ 1);
     }
