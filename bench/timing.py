@@ -1,7 +1,8 @@
 """bench/timing.py - CUDA-event timing of several contenders, interleaved.
 
-Used by vs_torch.py (forward), vs_torch_backward.py and vs_torch_decode.py;
-event_ms is the one place a call is timed.
+Used by vs_torch.py (forward), vs_torch_backward.py, vs_torch_decode.py and
+vs_flex_sparse.py; event_ms is the one place a call is timed, sustained() the
+one sustained loop.
 
 A long run of one kernel heats the GPU and its clock drops (power capping), so a contender timed in one
 block right after another contender's block inherits that state. On the H100
@@ -111,3 +112,33 @@ def interleaved_graphs(graphs, reps=15):
     call of each, the replays interleaved as in interleaved()."""
     return _interleave(list(graphs), reps,
                        lambda label, it: event_ms(graphs[label][0].replay) * 1e3 / graphs[label][1])
+
+
+def sustained(fns, reps, calls=8, stream=None):
+    """us per call of each contender in a loop of `calls` back-to-back calls: CUDA-graph replays,
+    interleaved as in interleaved(); a contender whose capture fails is timed as `calls` plain
+    calls between two events (host launch time then counts if the host falls behind). stream:
+    the capture stream (an autograd backward: the stream its retained forward ran on, see
+    capture()). Returns ({label: us}, {label: 'graph' | 'events'})."""
+    graphs, plain, how = {}, {}, {}
+    for label, fn in fns.items():
+        try:
+            graphs[label] = capture(fn, calls, stream=stream)
+            how[label] = "graph"
+        except Exception as e:  # noqa: BLE001 - reported, timed without a graph
+            print(f"    sustained {label}: capture failed ({str(e).splitlines()[0][:100]}); back-to-back calls",
+                  flush=True)
+            torch.cuda.synchronize()
+            plain[label] = fn
+            how[label] = "events"
+
+    def one(label, it):
+        if label in graphs:
+            g, n = graphs[label]
+            return event_ms(g.replay) * 1e3 / n
+        fn = plain[label]
+        return event_ms(lambda: [fn(i) for i in range(calls)]) * 1e3 / calls
+
+    us = _interleave(list(fns), reps, one)
+    del graphs
+    return us, how

@@ -90,7 +90,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import timing  # noqa: E402 (bench/timing.py; its SLEEP_CYCLES, set for --backward)
-from timing import _interleave, capture, event_ms, interleaved  # noqa: E402
+from timing import interleaved, sustained  # noqa: E402
 from torch.nn.attention import SDPBackend, sdpa_kernel  # noqa: E402
 
 try:
@@ -347,36 +347,6 @@ def make_sets(batch, s, heads, d, dev):
     return sets
 
 
-def sustained(fns, reps, stream=None):
-    """us per call of each contender in a loop of SUSTAINED_CALLS back-to-back calls: CUDA-graph
-    replays, interleaved; a contender whose capture fails is timed as SUSTAINED_CALLS plain calls
-    between two events (host launch time then counts if the host falls behind). stream: the capture
-    stream (--backward: the stream the retained forwards ran on). Returns
-    ({label: us}, {label: 'graph' | 'events'})."""
-    graphs, plain, how = {}, {}, {}
-    for label, fn in fns.items():
-        try:
-            graphs[label] = capture(fn, SUSTAINED_CALLS, stream=stream)
-            how[label] = "graph"
-        except Exception as e:  # noqa: BLE001 - reported, timed without a graph
-            print(f"    sustained {label}: capture failed ({str(e).splitlines()[0][:100]}); back-to-back calls",
-                  flush=True)
-            torch.cuda.synchronize()
-            plain[label] = fn
-            how[label] = "events"
-
-    def one(label, it):
-        if label in graphs:
-            g, calls = graphs[label]
-            return event_ms(g.replay) * 1e3 / calls
-        fn = plain[label]
-        return event_ms(lambda: [fn(i) for i in range(SUSTAINED_CALLS)]) * 1e3 / SUSTAINED_CALLS
-
-    us = _interleave(list(fns), reps, one)
-    del graphs
-    return us, how
-
-
 def point_setup(args, pt):
     """The point's lists, BlockMask, our lists and block counts (forward and backward alike)."""
     d, heads, batch, s, causal, bitmap = pt["d"], pt["heads"], pt["batch"], pt["s"], pt["causal"], pt["bitmap"]
@@ -417,7 +387,7 @@ def time_contenders(fns, errors, args, stream=None):
     live = {k: f for k, f in fns.items() if k in ms}
     if args.no_sustained:
         return ms, {}, {}
-    us, how = sustained(live, args.sus_reps, stream=stream)
+    us, how = sustained(live, args.sus_reps, calls=SUSTAINED_CALLS, stream=stream)
     return ms, us, how
 
 

@@ -11,7 +11,9 @@ backward of SDPA is timed as autograd.grad of its output (its backward kernels
 only).
 
 Usage: python3 bench/vs_torch_backward.py [--lib build/libfa_bench.so] [--quick]
-       [--dims 64,128] [--seqlens 512,2048] [--variant label=other/libfa_bench.so ...]
+       [--dims 64,128] [--seqlens 512,2048] [--variant label=other/libfa_bench.so ...] [--sustained]
+(--sustained: also CUDA-graph replays of 8 back-to-back calls, interleaved, bench/timing.py's
+sustained(); columns sus:*)
 (make build/libfa_bench.so: the library as a shared object)."""
 import argparse, ctypes, datetime, os, sys
 
@@ -20,7 +22,7 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from timing import interleaved  # noqa: E402  (bench/timing.py)
+from timing import interleaved, sustained  # noqa: E402  (bench/timing.py)
 
 
 class FaTensor(ctypes.Structure):
@@ -70,6 +72,8 @@ def main():
     ap.add_argument("--deterministic", action="store_true")
     ap.add_argument("--dims", default="64,128,256", help="head dims, comma-separated")
     ap.add_argument("--seqlens", default=None, help="seqlens, comma-separated (default: 512 .. 16384)")
+    ap.add_argument("--sustained", action="store_true",
+                    help="also a sustained loop: CUDA-graph replays of 8 back-to-back calls, interleaved")
     ap.add_argument("--variant", action="append", default=[],
                     help="label=path: another build of the library, timed in the same run (extra column)")
     a = ap.parse_args()
@@ -89,7 +93,10 @@ def main():
     print(f"# flashattn backward vs SDPA, bf16, {dev}, torch {torch.__version__}, "
           f"{datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}")
     print(f"{'d':>4} {'causal':>6} {'seqlen':>6} {'batch':>5} | {'ours':>7} {'sdpa-flash':>10} {'cudnn':>7}"
-          f" | {'ours/flash':>10} {'maxrel-diff':>11}" + "".join(f" {n:>8}" for n, _ in variants) + "   (TFLOP/s)")
+          f" | {'ours/flash':>10} {'maxrel-diff':>11}" + "".join(f" {n:>8}" for n, _ in variants) +
+          ("".join(f" {'sus:' + n:>10}" for n in ["ours", "flash", "cudnn"] + [n for n, _ in variants])
+           if a.sustained else "") + "   (TFLOP/s)")
+    side = torch.cuda.Stream()
     seqlens = [512, 1024, 2048, 4096, 8192, 16384]
     if a.quick:
         seqlens = [2048, 8192]
@@ -99,62 +106,66 @@ def main():
     for d in (int(x) for x in a.dims.split(",")):
         for causal in (False, True):
             for sq in seqlens:
-                b, h = 16384 // sq, 2048 // d
-                q, k, v, do = (torch.randn(b, sq, h, d, device="cuda", dtype=torch.bfloat16) for _ in range(4))
-                qt, kt, vt = (x.transpose(1, 2).detach().requires_grad_() for x in (q, k, v))
-                dot = do.transpose(1, 2)
-                flops = 2.5 * 4 * sq * sq * d * h * b / (2 if causal else 1)
-                fns = {}
-                for name, be in (("flash", SDPBackend.FLASH_ATTENTION), ("cudnn", SDPBackend.CUDNN_ATTENTION)):
-                    try:
-                        with sdpa_kernel([be]):  # the forward picks the backend; its graph keeps it
-                            out_b = F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal)
-                        fns[name] = lambda it, out_b=out_b: torch.autograd.grad(
-                            out_b, (qt, kt, vt), dot, retain_graph=True)
-                    except Exception:  # backend unavailable for this shape
-                        pass
-                # O and L from SDPA's flash forward (its logsumexp is [b, h, sq], natural log).
-                with torch.no_grad():
-                    o, lse = torch.ops.aten._scaled_dot_product_flash_attention(qt, kt, vt, 0.0, causal)[:2]
-                o = o.transpose(1, 2)  # [b, sq, h, d] view
-                lse = lse[..., :sq].contiguous()
-                dq, dk, dv = (torch.empty_like(x) for x in (q, k, v))
-                p = FaProblem()
-                p.batch, p.seqlen_q, p.seqlen_k, p.heads_q, p.head_dim = b, sq, sq, h, d
-                p.causal = int(causal)
-                p.deterministic = int(a.deterministic)
-                ws_bytes = ctypes.c_size_t(0)
-                assert lib.fa_backward_cuda_workspace_size(ctypes.byref(p), ctypes.byref(ws_bytes)) == 0
-                ws = torch.empty(ws_bytes.value, dtype=torch.uint8, device="cuda")
-                stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
-                args = (ctypes.byref(p), view(q), view(k), view(v), view(o), view(do),
-                        ctypes.c_void_p(lse.data_ptr()), view(dq), view(dk), view(dv),
-                        ctypes.c_void_p(ws.data_ptr()), ctypes.c_size_t(ws_bytes.value), stream)
+                with torch.cuda.stream(side):  # (the point on one side stream: its graphs are captured there)
+                    b, h = 16384 // sq, 2048 // d
+                    q, k, v, do = (torch.randn(b, sq, h, d, device="cuda", dtype=torch.bfloat16) for _ in range(4))
+                    qt, kt, vt = (x.transpose(1, 2).detach().requires_grad_() for x in (q, k, v))
+                    dot = do.transpose(1, 2)
+                    flops = 2.5 * 4 * sq * sq * d * h * b / (2 if causal else 1)
+                    fns = {}
+                    for name, be in (("flash", SDPBackend.FLASH_ATTENTION), ("cudnn", SDPBackend.CUDNN_ATTENTION)):
+                        try:
+                            with sdpa_kernel([be]):  # the forward picks the backend; its graph keeps it
+                                out_b = F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal)
+                            fns[name] = lambda it, out_b=out_b: torch.autograd.grad(
+                                out_b, (qt, kt, vt), dot, retain_graph=True)
+                        except Exception:  # backend unavailable for this shape
+                            pass
+                    # O and L from SDPA's flash forward (its logsumexp is [b, h, sq], natural log).
+                    with torch.no_grad():
+                        o, lse = torch.ops.aten._scaled_dot_product_flash_attention(qt, kt, vt, 0.0, causal)[:2]
+                    o = o.transpose(1, 2)  # [b, sq, h, d] view
+                    lse = lse[..., :sq].contiguous()
+                    dq, dk, dv = (torch.empty_like(x) for x in (q, k, v))
+                    p = FaProblem()
+                    p.batch, p.seqlen_q, p.seqlen_k, p.heads_q, p.head_dim = b, sq, sq, h, d
+                    p.causal = int(causal)
+                    p.deterministic = int(a.deterministic)
+                    ws_bytes = ctypes.c_size_t(0)
+                    assert lib.fa_backward_cuda_workspace_size(ctypes.byref(p), ctypes.byref(ws_bytes)) == 0
+                    ws = torch.empty(ws_bytes.value, dtype=torch.uint8, device="cuda")
+                    stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
+                    args = (ctypes.byref(p), view(q), view(k), view(v), view(o), view(do),
+                            ctypes.c_void_p(lse.data_ptr()), view(dq), view(dk), view(dv),
+                            ctypes.c_void_p(ws.data_ptr()), ctypes.c_size_t(ws_bytes.value), stream)
 
-                def run(l):
-                    s = l.fa_backward_cuda(*args)
-                    if s != 0:
-                        raise RuntimeError(l.fa_last_error().decode())
-                fns["ours"] = lambda it: run(lib)
-                for label, l in variants:
-                    fns[label] = lambda it, l=l: run(l)
-                ms, _ = interleaved(fns)  # a backend that fails is nan below
-                res = {key: flops / ms[key] / 1e9 if key in ms else float("nan")
-                       for key in ["flash", "cudnn", "ours"] + [label for label, _ in variants]}
-                extra = "".join(f" {res[label]:8.1f}" for label, _ in variants)
-                del fns
-                out_b = None  # frees the SDPA graphs
-                run(lib)  # the checked result below is the main build's
-                # sanity: our dQ against SDPA flash's
-                with sdpa_kernel([SDPBackend.FLASH_ATTENTION]):
-                    out = F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal)
-                    gq, gk, gv = torch.autograd.grad(out, (qt, kt, vt), dot)
-                err = max((a - g.transpose(1, 2)).abs().max().item() / g.abs().max().item()
-                          for a, g in ((dq, gq), (dk, gk), (dv, gv)))
-                print(f"{d:>4} {str(causal):>6} {sq:>6} {b:>5} | {res['ours']:7.1f} {res['flash']:10.1f} "
-                      f"{res['cudnn']:7.1f} | {res['ours'] / res['flash']:10.2f} {err:11.2e}{extra}", flush=True)
-                del q, k, v, do, qt, kt, vt, o, lse, dq, dk, dv, ws, out, gq, gk, gv
-                torch.cuda.empty_cache()
+                    def run(l):
+                        s = l.fa_backward_cuda(*args)
+                        if s != 0:
+                            raise RuntimeError(l.fa_last_error().decode())
+                    fns["ours"] = lambda it: run(lib)
+                    for label, l in variants:
+                        fns[label] = lambda it, l=l: run(l)
+                    ms, _ = interleaved(fns)  # a backend that fails is nan below
+                    keys = ["ours", "flash", "cudnn"] + [label for label, _ in variants]
+                    res = {key: flops / ms[key] / 1e9 if key in ms else float("nan") for key in keys}
+                    extra = "".join(f" {res[label]:8.1f}" for label, _ in variants)
+                    if a.sustained:  # us per call in a loop of 8 calls (the same contenders)
+                        us, _ = sustained({k: f for k, f in fns.items() if k in ms}, reps=7, stream=side)
+                        extra += "".join(f" {flops / us[k] / 1e6 if k in us else float('nan'):10.1f}" for k in keys)
+                    del fns
+                    out_b = None  # frees the SDPA graphs
+                    run(lib)  # the checked result below is the main build's
+                    # sanity: our dQ against SDPA flash's
+                    with sdpa_kernel([SDPBackend.FLASH_ATTENTION]):
+                        out = F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal)
+                        gq, gk, gv = torch.autograd.grad(out, (qt, kt, vt), dot)
+                    err = max((a - g.transpose(1, 2)).abs().max().item() / g.abs().max().item()
+                              for a, g in ((dq, gq), (dk, gk), (dv, gv)))
+                    print(f"{d:>4} {str(causal):>6} {sq:>6} {b:>5} | {res['ours']:7.1f} {res['flash']:10.1f} "
+                          f"{res['cudnn']:7.1f} | {res['ours'] / res['flash']:10.2f} {err:11.2e}{extra}", flush=True)
+                    del q, k, v, do, qt, kt, vt, o, lse, dq, dk, dv, ws, out, gq, gk, gv
+                    torch.cuda.empty_cache()
 
 
 if __name__ == "__main__":
