@@ -7144,11 +7144,11 @@ __device__ __forceinline__ void fa__bwd_sm90_consumer(const fa__bwd_params &p, c
                 fa__wgmma<DKV, BF16>::rs(dk_flat, da[kk][0], fa__wg_desc(q_s + kvcol + kk * 2048, BR * 128, 1024), 1);
             fa__wgmma_commit();
 
-            /* Both warpgroups' dS^T are in shared memory: the fence makes the
-               generic-proxy stores visible to wgmma's async proxy, the barrier
-               waits for the other warpgroup's rows. */
+            /* Both warpgroups' dS^T are in shared memory (the fence: visible to
+               wgmma's async proxy); the barrier also waits for thread 0's bulk
+               add of the last dQ tile to have read it (the tile is rewritten). */
             asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-            if (L::dq_tile && cw == 0 && warp % 4 == 0 && lane == 0) fa__bulk_wait<true>(); /* (last dQ tile sent) */
+            if (L::dq_tile && cw == 0 && warp % 4 == 0 && lane == 0) fa__bulk_wait<true>();
             fa__named_sync(1, 256);
 
             /* (7) dQ_i[:, cw D/2 ..] = dS K_j[:, cw D/2 ..], k running over all BC keys */
@@ -7191,7 +7191,7 @@ __device__ __forceinline__ void fa__bwd_sm90_consumer(const fa__bwd_params &p, c
 
         fa__bwd_store_dkdv<BF16, DKV / 8>(p, w.s, w.b, w.hk, w.j0, krow, SPLIT ? cw * DKV : 0, t, dk[0], dv[0]);
     }
-    if (L::dq_tile && cw == 0 && warp % 4 == 0 && lane == 0) fa__bulk_wait<false>(); /* (before smem goes) */
+    if (L::dq_tile && cw == 0 && warp % 4 == 0 && lane == 0) fa__bulk_wait<false>(); /* (done: smem goes) */
 }
 
 #endif /* FA__SM90A */
