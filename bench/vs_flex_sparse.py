@@ -391,6 +391,25 @@ def time_contenders(fns, errors, args, stream=None):
     return ms, us, how
 
 
+def record_times(row, ms, us, how, f_of):
+    """The row's times and TFLOP/s of each contender in f_of ({key: its FLOPs}): single calls (ms),
+    the sustained loop (us) and how it was timed; NaN where a contender did not run."""
+    nan = float("nan")
+    for key, fl in f_of.items():
+        row["ms_" + key] = ms.get(key, nan)
+        row["sus_us_" + key] = us.get(key, nan)
+        row["how_" + key] = how.get(key, "")
+        row["tf_" + key] = fl / row["ms_" + key] * 1e-9
+        row["sus_tf_" + key] = fl / row["sus_us_" + key] * 1e-6
+
+
+def empty_rows(lists, batch, heads, n):
+    """The query rows [b, h, s] of query blocks that list no key block (None if there are none)."""
+    nb = lists[0] + lists[2]                                         # [B_, H_, n]
+    empty = (nb == 0).expand(batch, heads, n)                        # [b, h, n]
+    return empty.repeat_interleave(BLOCK, dim=-1) if empty.any() else None
+
+
 def run_point(lib, flex_c, args, pt, dev):
     """Times one point; returns its row (dict)."""
     d, heads, batch, s, causal = pt["d"], pt["heads"], pt["batch"], pt["s"], pt["causal"]
@@ -436,14 +455,8 @@ def run_point(lib, flex_c, args, pt, dev):
 
     ms, us, how = time_contenders(fns, errors, args)
     nan = float("nan")
-    for key in ("sparse", "flex", "dense", "cudnn", "varlen"):
-        row["ms_" + key] = ms.get(key, nan)
-        row["sus_us_" + key] = us.get(key, nan)
-        row["how_" + key] = how.get(key, "")
-    f_of = {"sparse": flops, "flex": flops, "varlen": flops, "dense": flops_dense, "cudnn": flops_dense}
-    for key, fl in f_of.items():
-        row["tf_" + key] = fl / row["ms_" + key] * 1e-9
-        row["sus_tf_" + key] = fl / row["sus_us_" + key] * 1e-6
+    record_times(row, ms, us, how,
+                 {"sparse": flops, "flex": flops, "varlen": flops, "dense": flops_dense, "cudnn": flops_dense})
 
     # correctness: ours against Flex on set 0; ours' empty rows
     row["err"], row["err_varlen"], row["status"] = nan, nan, []
@@ -455,17 +468,13 @@ def run_point(lib, flex_c, args, pt, dev):
         if not row["err"] <= MISMATCH_TOL:   # (NaN too)
             row["status"].append("MISMATCH")
         # query blocks with no listed block: O = 0, L = -inf
-        nb = lists[0] + lists[2]                                     # [B_, H_, n]
-        empty = (nb == 0).expand(batch, heads, n)                    # [b, h, n]
-        if empty.any():
-            rows_empty = empty.repeat_interleave(BLOCK, dim=-1)      # [b, h, s]
+        rows_empty = empty_rows(lists, batch, heads, n)
+        row["empty_rows"] = 0 if rows_empty is None else int(rows_empty.sum().item())
+        if rows_empty is not None:
             o_bad = (sets[0]["o_s"].permute(0, 2, 1, 3)[rows_empty] != 0).any().item()
             l_bad = (sets[0]["lse_s"][rows_empty] != float("-inf")).any().item()
-            row["empty_rows"] = int(rows_empty.sum().item())
             if o_bad or l_bad:
                 row["status"].append("EMPTY-ROWS")
-        else:
-            row["empty_rows"] = 0
         del ref
     if "varlen" in ms and "sparse" in ms:
         fns["varlen"](0)
@@ -555,14 +564,7 @@ def _run_point_bwd(lib, flex_c, args, pt, dev, stream):
 
     ms, us, how = time_contenders(fns, errors, args, stream=stream)
     nan = float("nan")
-    for key in ("sparse", "flex", "dense", "cudnn"):
-        row["ms_" + key] = ms.get(key, nan)
-        row["sus_us_" + key] = us.get(key, nan)
-        row["how_" + key] = how.get(key, "")
-    f_of = {"sparse": flops, "flex": flops, "dense": flops_dense, "cudnn": flops_dense}
-    for key, fl in f_of.items():
-        row["tf_" + key] = fl / row["ms_" + key] * 1e-9
-        row["sus_tf_" + key] = fl / row["sus_us_" + key] * 1e-6
+    record_times(row, ms, us, how, {"sparse": flops, "flex": flops, "dense": flops_dense, "cudnn": flops_dense})
 
     # correctness: dQ, dK, dV of ours against Flex's on set 0, relative to Flex's largest; ours' empty rows
     row["err"], row["errs"], row["status"] = nan, (nan, nan, nan), []
@@ -579,15 +581,10 @@ def _run_point_bwd(lib, flex_c, args, pt, dev, stream):
         row["err"] = max(errs) if all(e == e for e in errs) else nan
         if not row["err"] <= MISMATCH_TOL_BWD:   # (NaN too)
             row["status"].append("MISMATCH")
-        nb = lists[0] + lists[2]                                     # [B_, H_, n]
-        empty = (nb == 0).expand(batch, heads, n)                    # [b, h, n]
-        if empty.any():
-            rows_empty = empty.repeat_interleave(BLOCK, dim=-1)      # [b, h, s]
-            row["empty_rows"] = int(rows_empty.sum().item())
-            if (st["dq_s"].permute(0, 2, 1, 3)[rows_empty] != 0).any().item():
-                row["status"].append("EMPTY-ROWS")
-        else:
-            row["empty_rows"] = 0
+        rows_empty = empty_rows(lists, batch, heads, n)             # (dQ = 0 there)
+        row["empty_rows"] = 0 if rows_empty is None else int(rows_empty.sum().item())
+        if rows_empty is not None and (st["dq_s"].permute(0, 2, 1, 3)[rows_empty] != 0).any().item():
+            row["status"].append("EMPTY-ROWS")
         del ref
     row["failed"] = sorted((set(fns) | set(errors)) - set(ms))
     del sets, fns, bmask, om, od
