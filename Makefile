@@ -398,8 +398,8 @@ $(BUILD)/test_gpu_decode: tests/test_gpu_decode.cu tests/reference.h tests/test_
 # into n runs side by side, run k taking the cases k modulo n
 # (FA_TEST_SHARD=k/n, tests/shard.h), for a host with the cores. Logs:
 # $(BUILD)/sanitize-<program>-<tool>-<k>.log. GPU_SHARDS=n does the same for
-# the full suites: every program at once, test_gpu and test_gpu_backward (whose
-# fp64 references take the time) in n runs each (logs
+# the full suites: every program at once, test_gpu, test_gpu_decode and
+# test_gpu_backward (whose fp64 references take the time) in n runs each (logs
 # $(BUILD)/test-<program>-<k>.log; each run's summary line is printed).
 # Then tests/check_sass.py on each program's SASS ($(BUILD)/sass-<program>.txt):
 # no cp.async may read a uniform register that nothing writes (a ptxas 13.0
@@ -417,7 +417,7 @@ test-gpu: $(addprefix $(BUILD)/,$(GPU_TEST_PROGS))
 	if [ "$(GPU_TEST_RUN)" != no ] && [ $(GPU_SHARDS) -le 1 ]; then \
 	  for p in $(GPU_TEST_PROGS); do n=$$((n+1)); $(BUILD)/$$p || f=$$((f+1)); done; fi; \
 	if [ "$(GPU_TEST_RUN)" != no ] && [ $(GPU_SHARDS) -gt 1 ]; then \
-	  runs() { case $$1 in test_gpu|test_gpu_backward) echo $(GPU_SHARDS);; *) echo 1;; esac; }; \
+	  runs() { case $$1 in test_gpu|test_gpu_backward|test_gpu_decode) echo $(GPU_SHARDS);; *) echo 1;; esac; }; \
 	  for p in $(GPU_TEST_PROGS); do r=$$(runs $$p); for k in $$(seq 0 $$((r - 1))); do \
 	    ( FA_TEST_SHARD=$$k/$$r $(BUILD)/$$p > $(BUILD)/test-$$p-$$k.log 2>&1; echo $$? > $(BUILD)/test-$$p-$$k.rc ) & \
 	  done; done; wait; \

@@ -12,6 +12,10 @@ only).
 
 Usage: python3 bench/vs_torch_backward.py [--lib build/libfa_bench.so] [--quick]
        [--dims 64,128] [--seqlens 512,2048] [--variant label=other/libfa_bench.so ...] [--sustained]
+       [--det-column] [--train-step]
+(--train-step: also a training step, forward + backward, ours (fa_bench_forward then
+fa_backward_cuda) beside SDPA flash's and cuDNN's (the forward with autograd, then its
+backward), interleaved; columns step:*, TFLOP/s of 3.5x the forward FLOPs)
 (--sustained: also CUDA-graph replays of 8 back-to-back calls, interleaved, bench/timing.py's
 sustained(); columns sus:*)
 (make build/libfa_bench.so: the library as a shared object)."""
@@ -70,6 +74,10 @@ def main():
     ap.add_argument("--lib", default="build/libfa_bench.so")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--deterministic", action="store_true")
+    ap.add_argument("--train-step", action="store_true",
+                    help="also forward + backward, ours beside SDPA flash and cuDNN (columns step:*)")
+    ap.add_argument("--det-column", action="store_true",
+                    help="also our deterministic mode, timed in the same run (column det)")
     ap.add_argument("--dims", default="64,128,256", help="head dims, comma-separated")
     ap.add_argument("--seqlens", default=None, help="seqlens, comma-separated (default: 512 .. 16384)")
     ap.add_argument("--sustained", action="store_true",
@@ -81,6 +89,7 @@ def main():
     def load(path):
         lib = ctypes.CDLL(path)
         lib.fa_backward_cuda.restype = ctypes.c_int
+        lib.fa_bench_forward.restype = ctypes.c_int
         lib.fa_backward_cuda_workspace_size.restype = ctypes.c_int
         lib.fa_last_error.restype = ctypes.c_char_p
         if hasattr(lib, "fa_bench_sizeof_problem") and lib.fa_bench_sizeof_problem() != ctypes.sizeof(FaProblem):
@@ -89,13 +98,17 @@ def main():
         return lib
     lib = load(a.lib)
     variants = [(v.split("=", 1)[0], load(v.split("=", 1)[1])) for v in a.variant]
+    if a.det_column:  # the main build again, deterministic (a problem and workspace of its own below)
+        variants.append(("det", lib))
     dev = torch.cuda.get_device_name()
     print(f"# flashattn backward vs SDPA, bf16, {dev}, torch {torch.__version__}, "
           f"{datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}")
     print(f"{'d':>4} {'causal':>6} {'seqlen':>6} {'batch':>5} | {'ours':>7} {'sdpa-flash':>10} {'cudnn':>7}"
           f" | {'ours/flash':>10} {'maxrel-diff':>11}" + "".join(f" {n:>8}" for n, _ in variants) +
           ("".join(f" {'sus:' + n:>10}" for n in ["ours", "flash", "cudnn"] + [n for n, _ in variants])
-           if a.sustained else "") + "   (TFLOP/s)")
+           if a.sustained else "") +
+          ("".join(f" {'step:' + n:>10}" for n in ["ours", "flash", "cudnn"]) if a.train_step else "") +
+          "   (TFLOP/s)")
     side = torch.cuda.Stream()
     seqlens = [512, 1024, 2048, 4096, 8192, 16384]
     if a.quick:
@@ -139,13 +152,22 @@ def main():
                             ctypes.c_void_p(lse.data_ptr()), view(dq), view(dk), view(dv),
                             ctypes.c_void_p(ws.data_ptr()), ctypes.c_size_t(ws_bytes.value), stream)
 
-                    def run(l):
+                    if a.det_column:
+                        pd = FaProblem.from_buffer_copy(p)
+                        pd.deterministic = 1
+                        wsd_bytes = ctypes.c_size_t(0)
+                        assert lib.fa_backward_cuda_workspace_size(ctypes.byref(pd), ctypes.byref(wsd_bytes)) == 0
+                        wsd = torch.empty(wsd_bytes.value, dtype=torch.uint8, device="cuda")
+                        args_det = (ctypes.byref(pd),) + args[1:10] + (
+                            ctypes.c_void_p(wsd.data_ptr()), ctypes.c_size_t(wsd_bytes.value), stream)
+
+                    def run(l, args=args):
                         s = l.fa_backward_cuda(*args)
                         if s != 0:
                             raise RuntimeError(l.fa_last_error().decode())
                     fns["ours"] = lambda it: run(lib)
                     for label, l in variants:
-                        fns[label] = lambda it, l=l: run(l)
+                        fns[label] = (lambda it: run(lib, args_det)) if label == "det" else (lambda it, l=l: run(l))
                     ms, _ = interleaved(fns)  # a backend that fails is nan below
                     keys = ["ours", "flash", "cudnn"] + [label for label, _ in variants]
                     res = {key: flops / ms[key] / 1e9 if key in ms else float("nan") for key in keys}
@@ -155,6 +177,9 @@ def main():
                         extra += "".join(f" {flops / us[k] / 1e6 if k in us else float('nan'):10.1f}" for k in keys)
                     del fns
                     out_b = None  # frees the SDPA graphs
+                    if a.train_step:
+                        extra += "".join(f" {x:10.1f}" for x in train_step(lib, a, q, k, v, do, qt, kt, vt, dot, causal,
+                                                                            args, flops * 3.5 / 2.5))
                     run(lib)  # the checked result below is the main build's
                     # sanity: our dQ against SDPA flash's
                     with sdpa_kernel([SDPBackend.FLASH_ATTENTION]):
@@ -165,7 +190,37 @@ def main():
                     print(f"{d:>4} {str(causal):>6} {sq:>6} {b:>5} | {res['ours']:7.1f} {res['flash']:10.1f} "
                           f"{res['cudnn']:7.1f} | {res['ours'] / res['flash']:10.2f} {err:11.2e}{extra}", flush=True)
                     del q, k, v, do, qt, kt, vt, o, lse, dq, dk, dv, ws, out, gq, gk, gv
+                    wsd = None
                     torch.cuda.empty_cache()
+
+
+def train_step(lib, a, q, k, v, do, qt, kt, vt, dot, causal, args, flops):
+    """TFLOP/s of forward + backward: ours (fa_bench_forward writing O and L, then
+    fa_backward_cuda with the same workspace as the backward's timing), SDPA flash's and
+    cuDNN's (the forward under autograd, then the gradients), interleaved single calls."""
+    b, sq, h, d = q.shape
+    o2 = torch.empty_like(q)
+    lse2 = torch.empty(b, h, sq, device="cuda", dtype=torch.float32)
+    stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
+    bargs = list(args)
+    bargs[4], bargs[6] = view(o2), ctypes.c_void_p(lse2.data_ptr())
+
+    def ours(it):
+        s = lib.fa_bench_forward(ctypes.c_void_p(q.data_ptr()), ctypes.c_void_p(k.data_ptr()),
+                                 ctypes.c_void_p(v.data_ptr()), ctypes.c_void_p(o2.data_ptr()),
+                                 ctypes.c_void_p(lse2.data_ptr()), b, sq, sq, h, h, d, int(causal), 1, stream)
+        s = s or lib.fa_backward_cuda(*bargs)
+        if s != 0:
+            raise RuntimeError(lib.fa_last_error().decode())
+    fns = {"ours": ours}
+    for name, be in (("flash", SDPBackend.FLASH_ATTENTION), ("cudnn", SDPBackend.CUDNN_ATTENTION)):
+        def sdpa(it, be=be):
+            with sdpa_kernel([be]):
+                out = F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal)
+            torch.autograd.grad(out, (qt, kt, vt), dot)
+        fns[name] = sdpa
+    ms, _ = interleaved(fns)
+    return [flops / ms[key] / 1e9 if key in ms else float("nan") for key in ("ours", "flash", "cudnn")]
 
 
 if __name__ == "__main__":

@@ -438,6 +438,7 @@ int main(int argc, char **argv)
 {
     int quick = argc > 1 && strcmp(argv[1], "--quick") == 0;
     cudaDeviceProp prop;
+    setvbuf(stdout, NULL, _IOLBF, 0); /* a log cut short still shows what ran */
     CUDA_OK(cudaGetDeviceProperties(&prop, 0));
     printf("device: %s (sm_%d%d)%s\n", prop.name, prop.major, prop.minor, quick ? ", quick size list" : "");
     std::vector<tcase> cs;

@@ -21,6 +21,7 @@
 static int QUICK = 0;
 
 #include "cuda_check.h"
+#include "shard.h"
 
 static uint64_t case_seed(int section, int index) { return 7000003ull * (uint64_t)section + (uint64_t)index * 7919ull + 101; }
 
@@ -57,7 +58,20 @@ typedef struct dcase {
     int pairs;           /* 1: two KV heads per CTA wherever they fit (fa__dec_pairs), 0: the plan's rule */
 } dcase;
 
-static void run_decode(const dcase *c, uint64_t seed)
+/* FA_TEST_SHARD=k/n (tests/shard.h): run_decode call i runs when i % n == k
+   (each keeps its seed, case_seed) */
+static int g_shard_k, g_shard_n = 1, g_calls;
+
+static void run_decode_case(const dcase *c, uint64_t seed);
+/* 1 if the case ran in this shard */
+static int run_decode(const dcase *c, uint64_t seed)
+{
+    if (g_calls++ % g_shard_n != g_shard_k) return 0;
+    run_decode_case(c, seed);
+    return 1;
+}
+
+static void run_decode_case(const dcase *c, uint64_t seed)
 {
     uint64_t rng = seed;
     fa_problem p;
@@ -399,10 +413,10 @@ static void test_waves(void)
         c.hq = 32; c.hkv = 8; c.d = dims[di]; c.batch = 2 * sms / c.hkv - 4;
         c.sq = 1 + di; c.cap = QUICK ? 100 : 200 + 77 * di; c.dt = di ? FA_BF16 : FA_F16;
         c.causal = 1; c.append = di; c.layout = di; c.vs_cpu = di == 0;
-        run_decode(&c, case_seed(5, n++));
-        check(fa__dec_pair_launches == before_pairs + (c.d == 64),
-              "waves: batch %d x %d KV heads (d %d) ran the head-pair kernel %d times",
-              c.batch, c.hkv, c.d, fa__dec_pair_launches - before_pairs);
+        if (run_decode(&c, case_seed(5, n++)))
+            check(fa__dec_pair_launches == before_pairs + (c.d == 64),
+                  "waves: batch %d x %d KV heads (d %d) ran the head-pair kernel %d times",
+                  c.batch, c.hkv, c.d, fa__dec_pair_launches - before_pairs);
     }
     printf("waves (more CTAs than SMs): %d cases, %d failures\n", n, T_COUNT.failed - before);
 }
@@ -535,15 +549,19 @@ int main(int argc, char **argv)
     (void)rms; (void)tens_fill_outliers; /* shared helpers this file does not need */
     for (i = 1; i < argc; i++) if (!strcmp(argv[i], "--quick")) QUICK = 1;
     if (getenv("FA_TEST_QUICK") && atoi(getenv("FA_TEST_QUICK"))) QUICK = 1;
+    setvbuf(stdout, NULL, _IOLBF, 0); /* a log cut short still shows what ran */
+    if (!test_shard(&g_shard_k, &g_shard_n)) return 2;
     CK(cudaGetDevice(&dev));
     CK(cudaGetDeviceProperties(&prop, dev));
     printf("test_gpu_decode on %s (sm_%d%d, %d SMs)%s\n", prop.name, prop.major, prop.minor,
            prop.multiProcessorCount, QUICK ? " --quick" : "");
-    test_grid_rule();
-    test_errors();
+    if (g_shard_k == 0) { /* (the checks that are not cases: in one shard) */
+        test_grid_rule();
+        test_errors();
+    }
     test_lengths();
     test_features();
     test_waves();
-    if (!QUICK) test_determinism();
+    if (!QUICK && g_shard_k == 0) test_determinism();
     return summary("test_gpu_decode");
 }
