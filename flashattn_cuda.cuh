@@ -6957,10 +6957,16 @@ __device__ __forceinline__ void fa__bwd_sm90_ds(const fa__bwd_params &p, const f
    Covered: f16 / bf16, D = 64, 128 and 256 (head dims 33 .. 256, zero-filled
    columns past the head dim), causal / sliding window, GQA / MQA, arbitrary
    16-byte-aligned strides, deterministic mode, block masks (both roles
-   walk the visited steps only, >>bwd-bsparse). Variable length, dropout,
-   softcap and ALiBi run the sm_80 kernel. Rows past seqlen_q / seqlen_k
-   read as zeros (TMA fills a box outside the tensor with zeros), and the
-   padded L = +inf (kernel 1) makes P = 0 on query rows past the sequence. */
+   walk the visited steps only, >>bwd-bsparse), softcap, ALiBi and dropout.
+   The last three take kernels of their own, EXTRAS (ALiBi and dropout
+   switched at run time, as in the sm_80 kernel) and SOFTCAP (tanh and its
+   derivative), so that the plain kernels keep their code: the P and dS
+   steps run the sm_80 kernel's per-element helpers (fa__bwd_sm90_p, _ds),
+   and the dropout keep bits are made while S^T and dP^T run, one Philox
+   call per 4 elements (fa__bwd_sm90_keep). Variable length runs the sm_80
+   kernel. Rows past seqlen_q / seqlen_k read as zeros (TMA fills a box
+   outside the tensor with zeros), and the padded L = +inf (kernel 1) makes
+   P = 0 on query rows past the sequence. */
 typedef struct fa__bwd_maps { CUtensorMap q, k, v, dout; } fa__bwd_maps;
 
 /* Its shared memory, byte offsets from a 1024-byte aligned base (every tile
@@ -7246,7 +7252,7 @@ __device__ __forceinline__ void fa__bwd_sm90_consumer(const fa__bwd_params &p, c
             fa__wgmma_wait<1>(); /* dP^T is done (dV may still run) */
             fa__fence_regs(dp_flat);
 
-            /* (5) dS^T = P^T * (dP^T - D) */
+            /* (5) dS^T = P^T * (dP^T - D) (dropout: dP^T Z / (1 - p)) */
             fa__bwd_sm90_ds<EXTRAS, NQ>(p, dpT[0], pT[0], dsT[0], sD, keep, t);
             fa__pack_p<BF16>(dsT, da);
             fa__bwd_sm90_store_ds<SPLIT, NQ>(da, ds_s, krow, cw, t);
@@ -7520,9 +7526,8 @@ static fa_status fa__bwd_run(const fa__bwd_params &kp, const fa__bwd_plan &pl, c
     int ran = 0;
 #ifndef FLASHATTN_NO_HOPPER
     /* the sm_90a kernel's coverage (see its comment); the rest runs below.
-       Softcap, ALiBi and dropout (the extras) take its EXTRAS kernels, at
-       D = 64 and 128. (if constexpr: only the head dims compiled in,
-       fa__bwd_dim_compiled) */
+       Softcap, ALiBi and dropout (the extras) take its EXTRAS kernels.
+       (if constexpr: only the head dims compiled in, fa__bwd_dim_compiled) */
     const bool extras = kp.dropout || kp.softcap > 0.f || kp.alibi, cap = kp.softcap > 0.f;
     if (!FA__BWD_SM90_OFF && !kp.cu_q && pl.D >= 64) {
 #define FA__BWD_SM90(D_)                                                                         \
@@ -7531,10 +7536,8 @@ static fa_status fa__bwd_run(const fa__bwd_params &kp, const fa__bwd_plan &pl, c
             s = !extras ? fa__bwd_launch_sm90<BF16, D_, false, false>(kp, gpu, st, &ran)         \
                 : cap   ? fa__bwd_launch_sm90<BF16, D_, true, true>(kp, gpu, st, &ran)           \
                         : fa__bwd_launch_sm90<BF16, D_, true, false>(kp, gpu, st, &ran);
-        FA__BWD_SM90(64) FA__BWD_SM90(128)
+        FA__BWD_SM90(64) FA__BWD_SM90(128) FA__BWD_SM90(256)
 #undef FA__BWD_SM90
-        if constexpr (fa__bwd_dim_compiled(256))
-            if (pl.D == 256 && !extras) s = fa__bwd_launch_sm90<BF16, 256, false, false>(kp, gpu, st, &ran);
         if (s != FA_OK) return s;
     }
 #endif /* FLASHATTN_NO_HOPPER (backward dispatch) */
