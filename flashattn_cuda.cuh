@@ -6963,10 +6963,11 @@ __device__ __forceinline__ void fa__bwd_sm90_ds(const fa__bwd_params &p, const f
    derivative), so that the plain kernels keep their code: the P and dS
    steps run the sm_80 kernel's per-element helpers (fa__bwd_sm90_p, _ds),
    and the dropout keep bits are made while S^T and dP^T run, one Philox
-   call per 4 elements (fa__bwd_sm90_keep). Variable length runs the sm_80
-   kernel. Rows past seqlen_q / seqlen_k read as zeros (TMA fills a box
-   outside the tensor with zeros), and the padded L = +inf (kernel 1) makes
-   P = 0 on query rows past the sequence. */
+   call per 4 elements (fa__bwd_sm90_keep) [bwd-sm90-extras]. Variable
+   length runs the sm_80 kernel (why: the same note). Rows past seqlen_q /
+   seqlen_k read as zeros (TMA fills a box outside the tensor with zeros),
+   and the padded L = +inf (kernel 1) makes P = 0 on query rows past the
+   sequence. */
 typedef struct fa__bwd_maps { CUtensorMap q, k, v, dout; } fa__bwd_maps;
 
 /* Its shared memory, byte offsets from a 1024-byte aligned base (every tile
