@@ -5960,8 +5960,9 @@ FLASHATTN_DEF fa_status fa_quantize_cuda(const fa_quant *p, fa_tensor x, fa_tens
    Three kernels, all on the caller's stream:
      1. fa__bwd_preprocess_kernel: D = rowsum(dO * O) per (row, head) into the
         workspace, and zero the fp32 dQ accumulator (non-deterministic mode).
-     2. fa__bwd_kernel_sm80 (or, on an H100 at D = 64 / 128 / 256, its wgmma twin
-        fa__bwd_kernel_sm90, below): one CTA per (K/V block j, KV head, batch) - the FA2
+     2. fa__bwd_kernel_sm80 (or, on an H100 at D = 64 / 128 / 256 without
+        cu_seqlens, its wgmma twin fa__bwd_kernel_sm90, below): one CTA per
+        (K/V block j, KV head, batch) - the FA2
         loop order of the backward: K_j, V_j stay in shared memory, dK_j, dV_j
         stay in registers, and the CTA walks every Q block i (of every query
         head of the KV head's group, which is how GQA/MQA sums dK/dV without
