@@ -344,7 +344,8 @@ __global__ void sm90_steps_kernel(const steps_args a)
             dpT[n][e] = steps_dp(k, q);
         }
     for (int r = 0; r < 32; r++) {
-        sL2[r] = make_float2(steps_l(a.i0 + 2 * r) * 1.4426950408889634f, steps_l(a.i0 + 2 * r + 1) * 1.4426950408889634f);
+        const float LOG2E = 1.4426950408889634f;
+        sL2[r] = make_float2(steps_l(a.i0 + 2 * r) * LOG2E, steps_l(a.i0 + 2 * r + 1) * LOG2E);
         sD2[r] = make_float2(steps_d(a.i0 + 2 * r), steps_d(a.i0 + 2 * r + 1));
     }
     const uint32_t keep = fa__bwd_sm90_keep<8>(a.p, a.b, a.h, a.i0, kj, t, lane);
