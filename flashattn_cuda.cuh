@@ -5960,8 +5960,9 @@ FLASHATTN_DEF fa_status fa_quantize_cuda(const fa_quant *p, fa_tensor x, fa_tens
    Three kernels, all on the caller's stream:
      1. fa__bwd_preprocess_kernel: D = rowsum(dO * O) per (row, head) into the
         workspace, and zero the fp32 dQ accumulator (non-deterministic mode).
-     2. fa__bwd_kernel_sm80 (or, on an H100 at D = 64 / 128 / 256, its wgmma twin
-        fa__bwd_kernel_sm90, below): one CTA per (K/V block j, KV head, batch) - the FA2
+     2. fa__bwd_kernel_sm80 (or, on an H100 at D = 64 / 128 / 256 without
+        cu_seqlens, its wgmma twin fa__bwd_kernel_sm90, below): one CTA per
+        (K/V block j, KV head, batch) - the FA2
         loop order of the backward: K_j, V_j stay in shared memory, dK_j, dV_j
         stay in registers, and the CTA walks every Q block i (of every query
         head of the KV head's group, which is how GQA/MQA sums dK/dV without
@@ -6076,6 +6077,7 @@ typedef struct fa__bwd_params {
     int acc_tiled;         /* the accumulator's 64-row blocks in the sm_90a kernel's
                               order (fa__bwd_acc_off), for the convert kernel */
     fa__bmask bm;          /* a block mask (bits NULL: none), >>bwd-bsparse */
+    float scale_cap;       /* scale / softcap (softcap > 0), fa__bwd_score's MUL */
 } fa__bwd_params;
 
 /* Where sequence b lives: rows sq x sk, and the element offset of its row 0
@@ -6469,6 +6471,36 @@ __device__ __forceinline__ void fa__bwd_load_step(const fa__bwd_params &p, const
     }
 }
 
+/* The score in log2 units of query qi and key kj from their dot product x
+   (Alg. 4 line 11): times the scale, softcap's c tanh(x scale / c) with its
+   derivative 1 - tanh^2 into dcap, minus ALiBi's slope2 |qi + off - kj|
+   (slope2: the slope times log2(e); off = sk - sq). The per-element step
+   of both backward kernels. MUL: tanh's argument as x times scale / c
+   (p.scale_cap), where a division per score costs the sm_90a kernel
+   registers it does not have (its slow path spilled at D = 128). */
+template <bool SOFTCAP, bool MUL = false>
+__device__ __forceinline__ float fa__bwd_score(const fa__bwd_params &p, float x, float slope2, int qi, int kj, int off,
+                                               float &dcap)
+{
+    const float LOG2E = 1.4426950408889634f;
+    float y;
+    if (SOFTCAP) {
+        const float th = tanhf(MUL ? x * p.scale_cap : x * p.scale / p.softcap);
+        dcap = 1.f - th * th;
+        y = th * p.softcap * LOG2E;
+    } else {
+        y = x * p.scale_log2;
+    }
+    if (p.alibi) y -= slope2 * fabsf((float)(qi + off - kj));
+    return y;
+}
+/* Dropout (lines 14-18): x / (1 - p) where bit `bit` of the keep bits Z is
+   set, else 0. */
+__device__ __forceinline__ float fa__bwd_drop(const fa__bwd_params &p, uint32_t keep, int bit, float x)
+{
+    return (keep >> bit & 1) ? x * p.rp_drop : 0.f;
+}
+
 /* (2) P^T = exp(S^T - L) with softcap, ALiBi and masks (Alg. 4 lines 11-13),
    in place of S^T; dcap = 1 - tanh^2, softcap's derivative. Element (n, e)
    is key kj = j0 + krow + g (+8 for e >= 2), query qi = i0 + 8n + 2*t4 +
@@ -6489,15 +6521,7 @@ __device__ __forceinline__ void fa__bwd_recompute_p(const fa__bwd_params &p, con
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
             const int kj = j0 + ln.krow + ln.g + (e >> 1) * 8, qi = i0 + n * 8 + 2 * ln.t4 + (e & 1);
-            float x; /* the score in log2 units */
-            if (SOFTCAP) {
-                const float th = tanhf(st[n][e] * p.scale / p.softcap);
-                dcap[SOFTCAP ? n : 0][e] = 1.f - th * th;
-                x = p.softcap * th * LOG2E;
-            } else {
-                x = st[n][e] * p.scale_log2;
-            }
-            if (p.alibi) x -= slope * fabsf((float)(qi + off - kj));
+            float x = fa__bwd_score<SOFTCAP>(p, st[n][e], slope, qi, kj, off, dcap[SOFTCAP ? n : 0][e]);
             if (need_mask && !fa__bwd_visible(p, s.sq, s.sk, qi, kj)) x = -INFINITY;
             st[n][e] = fa__exp2(x - ((e & 1) ? l2.y : l2.x));
         }
@@ -6539,10 +6563,10 @@ __device__ __forceinline__ void fa__bwd_dv_step(float (&dv)[T::DW / 8][4], uint3
             const int n = 2 * kk + hlf;
             float q0 = st[n][0], q1 = st[n][1], q2 = st[n][2], q3 = st[n][3];
             if (p.dropout) {
-                q0 = (keep >> (n * 4 + 0) & 1) ? q0 * p.rp_drop : 0.f;
-                q1 = (keep >> (n * 4 + 1) & 1) ? q1 * p.rp_drop : 0.f;
-                q2 = (keep >> (n * 4 + 2) & 1) ? q2 * p.rp_drop : 0.f;
-                q3 = (keep >> (n * 4 + 3) & 1) ? q3 * p.rp_drop : 0.f;
+                q0 = fa__bwd_drop(p, keep, n * 4 + 0, q0);
+                q1 = fa__bwd_drop(p, keep, n * 4 + 1, q1);
+                q2 = fa__bwd_drop(p, keep, n * 4 + 2, q2);
+                q3 = fa__bwd_drop(p, keep, n * 4 + 3, q3);
             }
             a[2 * hlf] = fa__pack2<BF16>(q0, q1);
             a[2 * hlf + 1] = fa__pack2<BF16>(q2, q3);
@@ -6569,7 +6593,7 @@ __device__ __forceinline__ void fa__bwd_ds(const fa__bwd_params &p, float (&dpt)
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
             float dp = dpt[n][e];
-            if (p.dropout) dp = (keep >> (n * 4 + e) & 1) ? dp * p.rp_drop : 0.f;
+            if (p.dropout) dp = fa__bwd_drop(p, keep, n * 4 + e, dp);
             float ds = st[n][e] * (dp - ((e & 1) ? d2.y : d2.x));
             if (SOFTCAP) ds *= dcap[SOFTCAP ? n : 0][e];
             dpt[n][e] = ds;
@@ -6769,6 +6793,112 @@ __global__ void __launch_bounds__(NWARPS * 32, 1) fa__bwd_kernel_sm80(const fa__
 #endif
 }
 
+/* ---- the sm_90a kernel's per-element steps (below), on the sm_80 kernel's
+   helpers. A consumer thread holds S^T and dP^T as 8 n8-tiles of the wgmma
+   accumulator: element (n, e) is key kj + 8 (e >> 1), query i0 + 8n + 2t +
+   (e & 1), with kj = j0 + krow its first key (g = lane / 4, t = lane % 4).
+   (Plain CUDA, outside the Hopper guard: tests/test_gpu_backward.cu checks
+   them in the emulator too.) */
+
+/* Dropout keep bits Z of those elements (line 14), bit 4n + e, the Philox
+   rule of fa__dropout_keep: one Philox call gives the words of 4 keys
+   4m .. 4m + 3, which here belong to 4 lanes (g % 4 = 0..3, the same t).
+   So lane r = g % 4 makes the calls of element e = r only (key half r / 2,
+   query parity r % 2) for every n, keeps all 4 keys' bits of each (bit
+   4n + key % 4), and each lane gathers its key's bits from the 4: a quarter
+   of the Philox work of a call per element. */
+template <int NQ>
+__device__ __forceinline__ uint32_t fa__bwd_sm90_keep(const fa__bwd_params &p, int b, int h, int i0, int kj, int t,
+                                                      int lane)
+{
+    static_assert(NQ == 8, "32 elements, one bit each");
+    if (!p.dropout) return 0xffffffffu;
+    const int r = (lane >> 2) & 3; /* = kj % 4: kj - r is the first key of the call */
+    uint32_t mine = 0, keep = 0;
+#pragma unroll 1 /* (10 rounds a call: unrolled, 8 calls bloat the code) */
+    for (int n = 0; n < NQ; n++) {
+        uint32_t z[4];
+        fa__dropout_bits(p.seed, p.offset, b, h, p.hq, i0 + 8 * n + 2 * t + (r & 1), kj - r + 8 * (r >> 1), z);
+#pragma unroll
+        for (int c = 0; c < 4; c++) mine |= (uint32_t)(z[c] >= p.drop_threshold) << (4 * n + c);
+    }
+#pragma unroll
+    for (int e = 0; e < 4; e++) { /* element e's calls were made by lane r = e of the four */
+        const uint32_t m = (uint32_t)__shfl_sync(0xffffffffu, (int)mine, (lane & ~12) | (e << 2));
+        keep |= ((m >> r) & 0x11111111u) << e;
+    }
+    return keep;
+}
+
+/* (2) P^T = exp2(score - L) (lines 11-13): the score from S^T by
+   fa__bwd_score (EXTRAS: softcap, ALiBi), masked on tiles that need it;
+   P^T (dropped: dV's A operand) packed into pa. pT keeps the undropped
+   P^T, times softcap's derivative 1 - tanh^2 under SOFTCAP: dS^T =
+   P^T dcap (dP^T - D) needs only the product, so dcap takes no registers
+   of its own. */
+template <bool BF16, bool EXTRAS, bool SOFTCAP, int NQ>
+__device__ __forceinline__ void fa__bwd_sm90_p(const fa__bwd_params &p, const fa__bwd_seq &s, const float (&sT)[NQ][4],
+                                               float (&pT)[NQ][4], uint32_t (&pa)[NQ / 2][1][4], const float *sL,
+                                               uint32_t keep, bool need_mask, int h, int i0, int kj, int t)
+{
+    if (!EXTRAS) {
+#pragma unroll
+        for (int n = 0; n < NQ; n++) {
+            const float2 l2 = *reinterpret_cast<const float2 *>(sL + 8 * n + 2 * t);
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                float x = sT[n][e] * p.scale_log2;
+                if (need_mask && !fa__bwd_visible(p, s.sq, s.sk, i0 + 8 * n + 2 * t + (e & 1), kj + (e >> 1) * 8))
+                    x = -INFINITY;
+                pT[n][e] = fa__exp2(x - ((e & 1) ? l2.y : l2.x));
+            }
+        }
+#pragma unroll
+        for (int n = 0; n < NQ; n++) { /* (fa__pack_p's order) */
+            pa[n / 2][0][2 * (n % 2)] = fa__pack2<BF16>(pT[n][0], pT[n][1]);
+            pa[n / 2][0][2 * (n % 2) + 1] = fa__pack2<BF16>(pT[n][2], pT[n][3]);
+        }
+        return;
+    }
+    const float slope2 = p.alibi ? p.alibi[h] * 1.4426950408889634f : 0.f;
+#pragma unroll
+    for (int n = 0; n < NQ; n++) {
+        const float2 l2 = *reinterpret_cast<const float2 *>(sL + 8 * n + 2 * t);
+        float q[4]; /* P^T dropped */
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            const int qi = i0 + 8 * n + 2 * t + (e & 1), kje = kj + (e >> 1) * 8;
+            float dcap = 1.f;
+            float x = fa__bwd_score<SOFTCAP, true>(p, sT[n][e], slope2, qi, kje, s.sk - s.sq, dcap);
+            if (need_mask && !fa__bwd_visible(p, s.sq, s.sk, qi, kje)) x = -INFINITY;
+            const float pe = fa__exp2(x - ((e & 1) ? l2.y : l2.x));
+            q[e] = p.dropout ? fa__bwd_drop(p, keep, 4 * n + e, pe) : pe;
+            pT[n][e] = SOFTCAP ? pe * dcap : pe;
+        }
+        pa[n / 2][0][2 * (n % 2)] = fa__pack2<BF16>(q[0], q[1]);
+        pa[n / 2][0][2 * (n % 2) + 1] = fa__pack2<BF16>(q[2], q[3]);
+    }
+}
+
+/* (5) dS^T = P^T (dP^T Z / (1 - p) - D) (lines 18-20), pT from
+   fa__bwd_sm90_p (with softcap's derivative in it). */
+template <bool EXTRAS, int NQ>
+__device__ __forceinline__ void fa__bwd_sm90_ds(const fa__bwd_params &p, const float (&dpT)[NQ][4],
+                                                const float (&pT)[NQ][4], float (&dsT)[NQ][4], const float *sD,
+                                                uint32_t keep, int t)
+{
+#pragma unroll
+    for (int n = 0; n < NQ; n++) {
+        const float2 d2 = *reinterpret_cast<const float2 *>(sD + 8 * n + 2 * t);
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            float dp = dpT[n][e];
+            if (EXTRAS && p.dropout) dp = fa__bwd_drop(p, keep, 4 * n + e, dp);
+            dsT[n][e] = pT[n][e] * (dp - ((e & 1) ? d2.y : d2.x));
+        }
+    }
+}
+
 #ifndef FLASHATTN_NO_HOPPER
 /* ---- kernel 2 on sm_90a: the same loop with wgmma (>>hopper) ------------
 
@@ -6828,10 +6958,17 @@ __global__ void __launch_bounds__(NWARPS * 32, 1) fa__bwd_kernel_sm80(const fa__
    Covered: f16 / bf16, D = 64, 128 and 256 (head dims 33 .. 256, zero-filled
    columns past the head dim), causal / sliding window, GQA / MQA, arbitrary
    16-byte-aligned strides, deterministic mode, block masks (both roles
-   walk the visited steps only, >>bwd-bsparse). Variable length, dropout,
-   softcap and ALiBi run the sm_80 kernel. Rows past seqlen_q / seqlen_k
-   read as zeros (TMA fills a box outside the tensor with zeros), and the
-   padded L = +inf (kernel 1) makes P = 0 on query rows past the sequence. */
+   walk the visited steps only, >>bwd-bsparse), softcap, ALiBi and dropout.
+   The last three take kernels of their own, EXTRAS (ALiBi and dropout
+   switched at run time, as in the sm_80 kernel) and SOFTCAP (tanh and its
+   derivative), so that the plain kernels keep their code: the P and dS
+   steps run the sm_80 kernel's per-element helpers (fa__bwd_sm90_p, _ds),
+   and the dropout keep bits are made while S^T and dP^T run, one Philox
+   call per 4 elements (fa__bwd_sm90_keep) [bwd-sm90-extras]. Variable
+   length runs the sm_80 kernel (why: the same note). Rows past seqlen_q /
+   seqlen_k read as zeros (TMA fills a box outside the tensor with zeros),
+   and the padded L = +inf (kernel 1) makes P = 0 on query rows past the
+   sequence. */
 typedef struct fa__bwd_maps { CUtensorMap q, k, v, dout; } fa__bwd_maps;
 
 /* Its shared memory, byte offsets from a 1024-byte aligned base (every tile
@@ -7043,7 +7180,7 @@ __device__ __forceinline__ void fa__bwd_sm90_send_dq(const fa__bwd_params &p, co
    Products of a step are issued as soon as their inputs exist and waited
    for only when their result is needed. (The step stays in this loop: as
    a function of its own it changed the code nvcc makes.) */
-template <bool BF16, int D>
+template <bool BF16, int D, bool EXTRAS, bool SOFTCAP>
 __device__ __forceinline__ void fa__bwd_sm90_consumer(const fa__bwd_params &p, const fa__bwd_sm90_sched &sc,
                                                       const fa__bwd_sm90_smem &sm, int warp, int lane)
 {
@@ -7094,29 +7231,19 @@ __device__ __forceinline__ void fa__bwd_sm90_consumer(const fa__bwd_params &p, c
                 fa__wgmma<BR, BF16>::ss(dp_flat, fa__wg_desc(vw + (kk / 4) * BC * 128 + (kk % 4) * 32, 16, 1024),
                                         fa__wg_desc(do_s + (kk / 4) * BR * 128 + (kk % 4) * 32, 16, 1024), kk > 0);
             fa__wgmma_commit();
+            /* the dropout keep bits while S^T and dP^T run (they need neither) */
+            const uint32_t keep = EXTRAS ? fa__bwd_sm90_keep<NQ>(p, w.b, h, i0, w.j0 + krow, t, lane) : 0u;
             fa__wgmma_wait<1>(); /* groups retire in order: S^T is done (dP^T may run) */
             fa__fence_regs(s_flat);
 
-            /* (2) P^T = exp2(S^T scale log2(e) - L): element (n, e) is key
-               j0 + krow (+8 for e >= 2), query i0 + 8n + 2t (+1 for odd e) */
-            /* (P and dS in registers of their own: the accumulators are written
-               by wgmma only) */
+            /* (2) P^T from S^T and L, P^T dropped packed as dV's A operand
+               (P and dS in registers of their own: the accumulators are
+               written by wgmma only) */
             float pT[1][NQ][4], dsT[1][NQ][4];
-            const bool need_mask = fa__bwd_tile_needs_mask(p, w.s, i0, w.j0, BR, BC);
-#pragma unroll
-            for (int n = 0; n < NQ; n++) {
-                const float2 l2 = *reinterpret_cast<const float2 *>(sL + 8 * n + 2 * t);
-#pragma unroll
-                for (int e = 0; e < 4; e++) {
-                    float x = sT[0][n][e] * p.scale_log2;
-                    if (need_mask && !fa__bwd_visible(p, w.s.sq, w.s.sk, i0 + 8 * n + 2 * t + (e & 1),
-                                                      w.j0 + krow + (e >> 1) * 8))
-                        x = -INFINITY;
-                    pT[0][n][e] = fa__exp2(x - ((e & 1) ? l2.y : l2.x));
-                }
-            }
             uint32_t pa[NQ / 2][1][4], da[NQ / 2][1][4];
-            fa__pack_p<BF16>(pT, pa);
+            fa__bwd_sm90_p<BF16, EXTRAS, SOFTCAP, NQ>(p, w.s, sT[0], pT[0], pa, sL, keep,
+                                                      fa__bwd_tile_needs_mask(p, w.s, i0, w.j0, BR, BC), h, i0,
+                                                      w.j0 + krow, t);
 
             /* (3) dV += P^T dO_i */
             fa__wgmma_fence();
@@ -7127,13 +7254,8 @@ __device__ __forceinline__ void fa__bwd_sm90_consumer(const fa__bwd_params &p, c
             fa__wgmma_wait<1>(); /* dP^T is done (dV may still run) */
             fa__fence_regs(dp_flat);
 
-            /* (5) dS^T = P^T * (dP^T - D) */
-#pragma unroll
-            for (int n = 0; n < NQ; n++) {
-                const float2 d2 = *reinterpret_cast<const float2 *>(sD + 8 * n + 2 * t);
-#pragma unroll
-                for (int e = 0; e < 4; e++) dsT[0][n][e] = pT[0][n][e] * (dpT[0][n][e] - ((e & 1) ? d2.y : d2.x));
-            }
+            /* (5) dS^T = P^T * (dP^T - D) (dropout: dP^T Z / (1 - p)) */
+            fa__bwd_sm90_ds<EXTRAS, NQ>(p, dpT[0], pT[0], dsT[0], sD, keep, t);
             fa__pack_p<BF16>(dsT, da);
             fa__bwd_sm90_store_ds<SPLIT, NQ>(da, ds_s, krow, cw, t);
 
@@ -7198,7 +7320,7 @@ __device__ __forceinline__ void fa__bwd_sm90_consumer(const fa__bwd_params &p, c
 
 /* Kernel 2 on sm_90a: a producer warpgroup and two consumer warpgroups
    (FlashAttention-3's warp specialization) over the block's units. */
-template <bool BF16, int D>
+template <bool BF16, int D, bool EXTRAS, bool SOFTCAP>
 __global__ void __launch_bounds__(384, 1)
 fa__bwd_kernel_sm90(const __grid_constant__ fa__bwd_maps tm, const fa__bwd_params p)
 {
@@ -7237,7 +7359,7 @@ fa__bwd_kernel_sm90(const __grid_constant__ fa__bwd_maps tm, const fa__bwd_param
     }
 
     fa__setmaxnreg_inc<240>();
-    fa__bwd_sm90_consumer<BF16, D>(p, sc, sm, warp, lane);
+    fa__bwd_sm90_consumer<BF16, D, EXTRAS, SOFTCAP>(p, sc, sm, warp, lane);
 #else
     /* no wgmma in this device pass: the host's marker (see the forward) */
     __shared__ volatile int fa__sm90_missing;
@@ -7354,11 +7476,11 @@ static int fa__bwd_sm90_launches, fa__bwd_sm90_disable, fa__bwd_sm90_grid_cap; /
 /* Run the main kernel on sm_90a when it can; *ran = 0 (and FA_OK) leaves
    the problem to the sm_80 kernel: no sm_90a code for this GPU, a view TMA
    cannot describe, or too little shared memory. */
-template <bool BF16, int D>
+template <bool BF16, int D, bool EXTRAS, bool SOFTCAP>
 static fa_status fa__bwd_launch_sm90(const fa__bwd_params &kp, const fa__gpu &gpu, cudaStream_t st, int *ran) {
     constexpr int BC = fa__bwd_sm90_layout<D>::bc, BR = fa__bwd_sm90_layout<D>::br;
     const size_t smem = 1024 + fa__bwd_sm90_layout<D>::total;
-    void (*kern)(const fa__bwd_maps, const fa__bwd_params) = fa__bwd_kernel_sm90<BF16, D>;
+    void (*kern)(const fa__bwd_maps, const fa__bwd_params) = fa__bwd_kernel_sm90<BF16, D, EXTRAS, SOFTCAP>;
     cudaFuncAttributes fa;
     fa__bwd_maps tm;
     const int sms = gpu.sms;
@@ -7405,16 +7527,19 @@ static fa_status fa__bwd_run(const fa__bwd_params &kp, const fa__bwd_plan &pl, c
     fa_status s = FA_OK;
     int ran = 0;
 #ifndef FLASHATTN_NO_HOPPER
-    /* the sm_90a kernel's coverage (see its comment); the rest runs below */
-    /* (if constexpr: only the head dims compiled in, fa__bwd_dim_compiled) */
-    if (!FA__BWD_SM90_OFF && !kp.cu_q && !kp.dropout && kp.softcap == 0.f && !kp.alibi &&
-        pl.D >= 64) {
-        if constexpr (fa__bwd_dim_compiled(64))
-            if (pl.D == 64) s = fa__bwd_launch_sm90<BF16, 64>(kp, gpu, st, &ran);
-        if constexpr (fa__bwd_dim_compiled(128))
-            if (pl.D == 128) s = fa__bwd_launch_sm90<BF16, 128>(kp, gpu, st, &ran);
-        if constexpr (fa__bwd_dim_compiled(256))
-            if (pl.D == 256) s = fa__bwd_launch_sm90<BF16, 256>(kp, gpu, st, &ran);
+    /* the sm_90a kernel's coverage (see its comment); the rest runs below.
+       Softcap, ALiBi and dropout (the extras) take its EXTRAS kernels.
+       (if constexpr: only the head dims compiled in, fa__bwd_dim_compiled) */
+    const bool extras = kp.dropout || kp.softcap > 0.f || kp.alibi, cap = kp.softcap > 0.f;
+    if (!FA__BWD_SM90_OFF && !kp.cu_q && pl.D >= 64) {
+#define FA__BWD_SM90(D_)                                                                         \
+    if constexpr (fa__bwd_dim_compiled(D_))                                                      \
+        if (pl.D == D_)                                                                          \
+            s = !extras ? fa__bwd_launch_sm90<BF16, D_, false, false>(kp, gpu, st, &ran)         \
+                : cap   ? fa__bwd_launch_sm90<BF16, D_, true, true>(kp, gpu, st, &ran)           \
+                        : fa__bwd_launch_sm90<BF16, D_, true, false>(kp, gpu, st, &ran);
+        FA__BWD_SM90(64) FA__BWD_SM90(128) FA__BWD_SM90(256)
+#undef FA__BWD_SM90
         if (s != FA_OK) return s;
     }
 #endif /* FLASHATTN_NO_HOPPER (backward dispatch) */
@@ -7509,6 +7634,7 @@ FLASHATTN_DEF fa_status fa_backward_cuda(const fa_problem *p, fa_tensor q, fa_te
     kp.scale = p->scale;
     kp.scale_log2 = kp.scale * 1.4426950408889634f;
     kp.softcap = p->softcap;
+    kp.scale_cap = p->softcap > 0.f ? p->scale / p->softcap : 0.f;
     kp.causal = p->causal != 0;
     kp.window = p->sliding_window != 0;
     kp.wl = p->window_left;

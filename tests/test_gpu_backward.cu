@@ -9,13 +9,18 @@
    output. Deterministic cases run three times and must agree bit for bit.
    A case that ran on the sm_90a kernel runs again with its grid capped at
    3 persistent blocks ("[3 blocks]": each walks many units) and on the
-   sm_80 kernel ("[sm80]"), so one H100 tests every path.
+   sm_80 kernel ("[sm80]"), so one H100 tests every path; on an H100 every
+   case must take the sm_90a kernel but variable-length ones and those of
+   the d 32 kernel. First, the sm_90a kernel's per-element steps for
+   softcap, ALiBi and dropout are checked on their own (test_sm90_steps,
+   which the emulator runs too).
 
    Build: nvcc -std=c++17 -O2 -gencode arch=compute_90a,code=sm_90a \
           -o build/test_gpu_backward tests/test_gpu_backward.cu
    Run:   build/test_gpu_backward          (all cases)
           build/test_gpu_backward --quick   (or FA_QUICK=1; small cases: for compute-sanitizer)
-          FA_BMASK=1 build/test_gpu_backward   (the block-mask cases only; FA_CASE=i: case i;
+          FA_BMASK=1 build/test_gpu_backward   (the block-mask cases only; FA_CASE=i: case i,
+                                                FA_CASE=i-j: cases i to j;
                                                 FA_TEST_SHARD=k/n: tests/shard.h)
    Ends with the line "N passed, M failed". */
 #define FLASHATTN_IMPLEMENTATION
@@ -303,11 +308,142 @@ static void test_errors(void)
           "NULL tensors are an invalid argument");
 }
 
+/* ---- the sm_90a kernel's per-element steps with softcap, ALiBi and dropout
+   (fa__bwd_sm90_keep, fa__bwd_sm90_p, fa__bwd_sm90_ds; plain CUDA, so the
+   emulator runs them too): one warpgroup's S^T and dP^T fragments filled
+   with known values of (key, query), every element checked against the
+   definitions, the keep bits against fa__dropout_keep. A wrong key or
+   query in the fragment mapping (ALiBi's distance, the mask, the Philox
+   coordinates, the lanes that share a Philox call) shows here without a
+   Hopper GPU. */
+typedef struct steps_args {
+    fa__bwd_params p;
+    fa__bwd_seq s;
+    int b, h, i0, j0;
+    float *out; /* per thread: pT[32], P^T dropped [32] (unpacked), dS^T[32], keep bits */
+} steps_args;
+enum { STEPS_OUT = 97 };
+
+static FLASHATTN_HD float steps_s(int k, int q) { return 3.0f * sinf(0.37f * (float)k + 0.91f * (float)q); }
+static FLASHATTN_HD float steps_dp(int k, int q) { return 2.0f * cosf(0.53f * (float)k - 0.29f * (float)q); }
+static FLASHATTN_HD float steps_l(int q) { return 1.5f + 0.01f * (float)q; } /* L, natural log */
+static FLASHATTN_HD float steps_d(int q) { return 0.25f - 0.005f * (float)q; }
+
+template <bool SOFTCAP>
+__global__ void sm90_steps_kernel(const steps_args a)
+{
+    const int tid = threadIdx.x, lane = tid % 32, g = lane / 4, t = lane % 4;
+    const int kj = a.j0 + 16 * (tid / 32) + g; /* the thread's first key (krow = 16 wq + g) */
+    float sT[8][4], dpT[8][4], pT[8][4], dsT[8][4];
+    float2 sL2[32], sD2[32]; /* L (log2 units) and D of the 64 queries */
+    uint32_t pa[4][1][4];
+    for (int n = 0; n < 8; n++)
+        for (int e = 0; e < 4; e++) {
+            const int k = kj + 8 * (e >> 1), q = a.i0 + 8 * n + 2 * t + (e & 1);
+            sT[n][e] = steps_s(k, q);
+            dpT[n][e] = steps_dp(k, q);
+        }
+    for (int r = 0; r < 32; r++) {
+        const float LOG2E = 1.4426950408889634f;
+        sL2[r] = make_float2(steps_l(a.i0 + 2 * r) * LOG2E, steps_l(a.i0 + 2 * r + 1) * LOG2E);
+        sD2[r] = make_float2(steps_d(a.i0 + 2 * r), steps_d(a.i0 + 2 * r + 1));
+    }
+    const uint32_t keep = fa__bwd_sm90_keep<8>(a.p, a.b, a.h, a.i0, kj, t, lane);
+    fa__bwd_sm90_p<false, true, SOFTCAP, 8>(a.p, a.s, sT, pT, pa, (const float *)sL2, keep, true, a.h, a.i0, kj, t);
+    fa__bwd_sm90_ds<true, 8>(a.p, dpT, pT, dsT, (const float *)sD2, keep, t);
+    float *o = a.out + tid * STEPS_OUT;
+    for (int n = 0; n < 8; n++)
+        for (int e = 0; e < 4; e++) {
+            const uint32_t w = pa[n / 2][0][2 * (n % 2) + e / 2];
+            o[4 * n + e] = pT[n][e];
+            o[32 + 4 * n + e] = __half2float(__ushort_as_half((unsigned short)(e % 2 ? w >> 16 : w & 0xffff)));
+            o[64 + 4 * n + e] = dsT[n][e];
+        }
+    memcpy(&o[96], &keep, 4);
+}
+
+static void test_sm90_steps(int softcap)
+{
+    /* queries 64..127 of 150, keys 64..127 of 120: the causal mask (key <=
+       query - 30) and the last key cut the tile */
+    steps_args a;
+    float slopes[3] = {0.5f, 0.125f, 0.0625f};
+    memset(&a, 0, sizeof a);
+    fa__bwd_params &p = a.p;
+    p.hq = 3;
+    p.scale = 0.5f;
+    p.scale_log2 = p.scale * 1.4426950408889634f;
+    p.softcap = softcap ? 2.0f : 0.f;
+    p.scale_cap = softcap ? p.scale / p.softcap : 0.f;
+    p.causal = 1;
+    p.dropout = 1;
+    p.rp_drop = 1.f / (1.f - 0.3f);
+    p.drop_threshold = fa__dropout_threshold(0.3f);
+    p.seed = 0x1234567890abcdefull;
+    p.offset = 0x123456789ull;
+    p.alibi = (const float *)to_device(slopes, sizeof slopes);
+    a.s.sq = 150;
+    a.s.sk = 120;
+    a.b = 1;
+    a.h = 1;
+    a.i0 = 64;
+    a.j0 = 64;
+    const size_t bytes = sizeof(float) * 128 * STEPS_OUT;
+    float *out = (float *)malloc(bytes);
+    CK(cudaMalloc((void **)&a.out, bytes));
+    if (softcap) FA__BWD_LAUNCH(sm90_steps_kernel<true>, dim3(1), dim3(128), 0, 0, a);
+    else FA__BWD_LAUNCH(sm90_steps_kernel<false>, dim3(1), dim3(128), 0, 0, a);
+    CK(cudaGetLastError());
+    CK(cudaMemcpy(out, a.out, bytes, cudaMemcpyDeviceToHost));
+    int bad_keep = 0, bad = 0;
+    double worst = 0;
+    for (int tid = 0; tid < 128; tid++) {
+        const int lane = tid % 32, kj = a.j0 + 16 * (tid / 32) + lane / 4, t = lane % 4;
+        const float *o = out + tid * STEPS_OUT;
+        uint32_t keep;
+        memcpy(&keep, &o[96], 4);
+        for (int n = 0; n < 8; n++)
+            for (int e = 0; e < 4; e++) {
+                const int k = kj + 8 * (e >> 1), q = a.i0 + 8 * n + 2 * t + (e & 1), x = 4 * n + e;
+                const int kept = fa__dropout_keep(p.seed, p.offset, a.b, a.h, p.hq, q, k, p.drop_threshold);
+                bad_keep += (int)((keep >> x) & 1) != kept;
+                /* the definitions: score = c tanh(s scale / c) - slope |q + sk - sq - k|,
+                   P = exp(score - L) on visible keys, dS = P dcap (dP Z / (1 - p) - D) */
+                double sc = steps_s(k, q) * (double)p.scale, dcap = 1;
+                if (softcap) {
+                    const double th = tanh(sc / p.softcap);
+                    sc = p.softcap * th;
+                    dcap = 1 - th * th;
+                }
+                sc -= slopes[a.h] * fabs((double)(q + a.s.sk - a.s.sq - k));
+                const int vis = k < a.s.sk && k <= q + a.s.sk - a.s.sq;
+                const double P = vis ? exp(sc - steps_l(q)) : 0, pd = kept ? P * p.rp_drop : 0;
+                const double dp = kept ? steps_dp(k, q) * (double)p.rp_drop : 0;
+                const double want[3] = {P * dcap, pd, P * dcap * (dp - steps_d(q))};
+                for (int w = 0; w < 3; w++) {
+                    const double got = o[32 * w + x], tol = (w == 1 ? 1e-3 : 1e-4) * fabs(want[w]) + 1e-6;
+                    if (!(fabs(got - want[w]) <= tol)) bad++;
+                    worst = fmax(worst, fabs(got - want[w]) / tol);
+                }
+            }
+    }
+    printf("%-10s %-62s keep bits wrong %d, values off %d (worst err/tol %.2f)\n", bad_keep + bad ? "BAD" : "",
+           softcap ? "sm_90a steps: softcap, ALiBi, dropout, causal" : "sm_90a steps: ALiBi, dropout, causal",
+           bad_keep, bad, worst);
+    check(bad_keep == 0, "sm_90a steps (softcap %d): %d keep bits differ from fa__dropout_keep", softcap, bad_keep);
+    check(bad == 0, "sm_90a steps (softcap %d): %d of P, P dropped, dS off the definitions", softcap, bad);
+    cudaFree(a.out);
+    cudaFree((void *)p.alibi);
+    free(out);
+}
+
 int main(int argc, char **argv)
 {
     (void)compare; (void)compare_lse; (void)rms; (void)tens_fill_outliers; /* test_util.h, unused here */
     const int quick = getenv("FA_QUICK") != NULL || (argc > 1 && !strcmp(argv[1], "--quick"));
-    const int only = getenv("FA_CASE") ? atoi(getenv("FA_CASE")) : -1; /* run one case by index */
+    /* FA_CASE=i or i-j: run cases i to j only (by index) */
+    int only = -1, only_hi = -1;
+    if (getenv("FA_CASE") && sscanf(getenv("FA_CASE"), "%d-%d", &only, &only_hi) == 1) only_hi = only;
     const int bm_only = getenv("FA_BMASK") != NULL; /* only the block-mask cases */
     int shard_k, shard_n; /* FA_TEST_SHARD (tests/shard.h) */
     if (!test_shard(&shard_k, &shard_n)) return 2;
@@ -396,6 +532,17 @@ int main(int argc, char **argv)
         {"bm40 small causal gqa", F16, 128, 1, 450, 300, 4, 2, 1, 0, 0, 0, 0, 0, 0, 0, P, 0, 0, 1, 41, 0, 0},
         {"bm40 small d32 softcap", BF, 32, 2, 300, 300, 2, 2, 0, 0, 0, 0, 2.0f, 0, 0, 0, P, 1, 0, 1, 41, 0, 0},
         {"bm40 small d256 varlen", F16, 256, 2, 300, 450, 2, 1, 1, 0, 0, 0, 0, 0, 0, 1, P, 1, 0, 1, 41, 0, 1},
+        /* softcap, ALiBi and dropout on the sm_90a kernel (its EXTRAS and SOFTCAP
+           kernels; d 64, 128, 256): GQA / MQA, causal and not, query rows
+           without keys, several key blocks, all three together, with a window,
+           strided, deterministic; two small ones for quick mode */
+        {"softcap gqa", BF, 128, 1, 333, 517, 4, 2, 1, 0, 0, 0, 3.0f, 0, 0, 0, P, 0, 0, 0, 0, 0, 0},
+        {"extras small", F16, 128, 1, 113, 203, 4, 2, 1, 0, 0, 0, 4.0f, 1, 0.2f, 0, P, 0, 0, 1, 0, 0, 0},
+        {"alibi dropout gqa", F16, 64, 2, 203, 333, 6, 2, 0, 0, 0, 0, 0, 1, 0.2f, 0, P, 0, 0, 1, 0, 0, 0},
+        {"extras det", BF, 128, 1, 391, 257, 4, 4, 1, 0, 0, 0, 2.5f, 1, 0.15f, 0, P, 1, 1, 0, 0, 0, 0},
+        {"extras window mqa", F16, 64, 1, 203, 113, 4, 1, 0, 1, 37, 11, 5.0f, 1, 0.1f, 0, S, 0, 0, 1, 0, 0, 0},
+        {"softcap dropout", BF, 256, 1, 203, 333, 4, 2, 1, 0, 0, 0, 3.0f, 0, 0.1f, 0, P, 0, 0, 0, 0, 0, 0},
+        {"alibi", F16, 256, 1, 113, 203, 2, 2, 0, 0, 0, 0, 0, 1, 0, 0, P, 0, 0, 1, 0, 0, 0},
     };
     const int n = (int)(sizeof cases / sizeof cases[0]);
     int dev = 0;
@@ -404,13 +551,28 @@ int main(int argc, char **argv)
     CK(cudaGetDeviceProperties(&prop, dev));
     printf("test_gpu_backward on %s (sm_%d%d)%s\n", prop.name, prop.major, prop.minor, quick ? ", quick" : "");
     test_errors();
+    test_sm90_steps(0);
+    test_sm90_steps(1);
     int sm90_cases = 0;
 #ifndef FA_EMU
     (void)fa__sm90_launches; (void)fa__sm90_disable; (void)fa__sm90_grid_cap; (void)fa__sm90_shape_sel; /* forward hooks */
+    /* The sm_90a backward can run here: a device of compute capability 9.0
+       and sm_90a code in this binary (the launcher's own test). Then every
+       case must take it but variable-length ones and those on the d 32
+       kernel: softcap, ALiBi and dropout too. */
+    int sm90 = 0;
+    {
+        constexpr int D90 = fa__bwd_kernel_dim(64) ? fa__bwd_kernel_dim(64) : 64;
+        cudaFuncAttributes fa;
+        sm90 = prop.major == 9 && prop.minor == 0 &&
+               cudaFuncGetAttributes(&fa, fa__bwd_kernel_sm90<true, D90, false, false>) == cudaSuccess &&
+               fa.binaryVersion == 90 && fa.sharedSizeBytes == 0;
+        (void)cudaGetLastError();
+    }
 #endif
     for (int x = 0; x < n; x++) {
         bcase c = cases[x];
-        if (only >= 0 && x != only) continue;
+        if (only >= 0 && (x < only || x > only_hi)) continue;
         if (bm_only && !c.bmask) continue;
         if (x % shard_n != shard_k) continue;
         if (only < 0 && quick && (c.bmask ? c.sq > 450 || c.sk > 450 : c.sq > 203 || c.sk > 203 || x % 3))
@@ -419,7 +581,11 @@ int main(int argc, char **argv)
 #ifndef FA_EMU
         const int before = fa__bwd_sm90_launches;
         run_case(&c, 0x5eed0000ull + (uint64_t)x * 7919u, "");
-        if (fa__bwd_sm90_launches != before) { /* it ran on sm_90a: now on 3 persistent blocks, */
+        const int ran90 = fa__bwd_sm90_launches != before;
+        if (sm90)
+            check(ran90 == (!c.varlen && fa__bwd_kernel_dim(c.d) >= 64), "case %d (%s d=%d): ran on the %s kernel", x,
+                  c.name, c.d, ran90 ? "sm_90a" : "sm_80");
+        if (ran90) { /* it ran on sm_90a: now on 3 persistent blocks, */
             sm90_cases++;                         /* then on the sm_80 kernel */
             fa__bwd_sm90_grid_cap = 3;
             run_case(&c, 0x5eed0000ull + (uint64_t)x * 7919u, " [3 blocks]");
