@@ -5959,7 +5959,7 @@ FLASHATTN_DEF fa_status fa_quantize_cuda(const fa_quant *p, fa_tensor x, fa_tens
 
    Three kernels, all on the caller's stream:
      1. fa__bwd_preprocess_kernel: D = rowsum(dO * O) per (row, head) into the
-        workspace, and zero the fp32 dQ accumulator (non-deterministic mode).
+        workspace, and zero the fp32 dQ accumulator (its first slice).
      2. fa__bwd_kernel_sm80 (or, on an H100 at D = 64 / 128 / 256 without
         cu_seqlens, its wgmma twin fa__bwd_kernel_sm90, below): one CTA per
         (K/V block j, KV head, batch) - the FA2
@@ -5969,8 +5969,10 @@ FLASHATTN_DEF fa_status fa_quantize_cuda(const fa_quant *p, fa_tensor x, fa_tens
         copies) that can see block j. dQ_i gets a partial sum from every j, so
         it goes to an fp32 accumulator: added (atomics; the sm_90a kernel a
         tile at a time, as a bulk reduce-add) by default; in deterministic
-        mode each j writes its own slice and kernel 3 sums them in order j = 0,
-        1, 2, ... (bit-identical run to run). With a block mask the CTA
+        mode the sm_90a kernel (D 64, 128) makes each tile's adds in a fixed
+        order (fa__bwd_sm90_send_dq), and elsewhere each j writes its own
+        slice and kernel 3 sums them in order j = 0, 1, 2, ... (bit-identical
+        run to run either way). With a block mask the CTA
         visits only the (query head, query block) steps whose 128 x 128
         block the mask lists (>>bwd-bsparse; its bitmap, built first by
         fa__bm_rows_kernel).
@@ -5984,9 +5986,13 @@ FLASHATTN_DEF fa_status fa_quantize_cuda(const fa_quant *p, fa_tensor x, fa_tens
 
    Workspace (fa_backward_cuda_workspace_size): L and D, 4 bytes per query
    row and head each, plus the fp32 dQ accumulator, 4 * D bytes per query row
-   and head (rows per sequence rounded up to 64 without cu_seqlens) - times ceil(seqlen_k / Bc) in deterministic mode, where every K/V
-   block owns a slice (large for long sequences: 16k x 16 heads x d128 is
-   4 GB; the default atomic mode needs 1/128 of that).
+   and head (rows per sequence rounded up to 64 without cu_seqlens) - times
+   ceil(seqlen_k / Bc) in deterministic mode, where every K/V block of the
+   sm_80 kernel owns a slice (large for long sequences: 16k x 16 heads x
+   d128 is 4 GB; the default atomic mode needs 1/128 of that), plus a count
+   per 64-row tile. The size does not depend on the GPU, so it covers the
+   sm_80 path even where the sm_90a kernel, whose ordered adds use the first
+   slice only, runs.
 
    Warp layout. Warp w owns 16 keys (rows 16*(w/WD) .. of K_j) and, when WD = 2
    (d = 256, where dK and dV of 16 x 256 would need 256 registers), half of the
@@ -6058,6 +6064,8 @@ typedef struct fa__bwd_params {
     float *dsum;           /* D = rowsum(dO * O), [hq][acc_rows] */
     float *lse2;           /* L * log2(e) (+inf where L = -inf), [hq][acc_rows] */
     float *dq_acc;         /* fp32 dQ accumulator [slices][hq][acc_rows][acc_d] */
+    int *dq_sem;           /* deterministic: adds done per 64-row tile [hq][acc_rows / 64]
+                              (the sm_90a kernel's ordered adds, fa__bwd_sm90_send_dq) */
     const int32_t *cu_q, *cu_k;
     const float *alibi;    /* [hq] or NULL */
     int batch, seqlen_q, seqlen_k, hq, hkv, group, d, acc_d;
@@ -6239,7 +6247,10 @@ __global__ void __launch_bounds__(256) fa__bwd_preprocess_kernel(const fa__bwd_p
         p.dsum[r] = acc;
         p.lse2[r] = l == -INFINITY ? INFINITY : l * 1.4426950408889634f;
     }
-    if (!p.deterministic && lane * 8 < p.acc_d) {
+    /* (deterministic: slice 0 and the tile counts too, for the sm_90a
+       kernel's ordered adds; the sm_80 kernel overwrites its slices) */
+    if (p.deterministic && lane == 0 && t % 64 == 0) p.dq_sem[((int64_t)h * p.acc_rows + s.acc_row0 + t) / 64] = 0;
+    if (lane * 8 < p.acc_d) {
         float4 z = make_float4(0.f, 0.f, 0.f, 0.f);
         float *a = p.dq_acc + ((int64_t)h * p.acc_rows + s.acc_row0 + t) * p.acc_d + lane * 8;
         reinterpret_cast<float4 *>(a)[0] = z;
@@ -6964,7 +6975,9 @@ __device__ __forceinline__ void fa__bwd_sm90_ds(const fa__bwd_params &p, const f
    derivative), so that the plain kernels keep their code: the P and dS
    steps run the sm_80 kernel's per-element helpers (fa__bwd_sm90_p, _ds),
    and the dropout keep bits are made while S^T and dP^T run, one Philox
-   call per 4 elements (fa__bwd_sm90_keep) [bwd-sm90-extras]. Variable
+   call per 4 elements (fa__bwd_sm90_keep) [bwd-sm90-extras]. The
+   deterministic mode at D 64, 128 takes DET kernels (ordered dQ adds,
+   fa__bwd_sm90_send_dq); with the extras it runs the sm_80 kernel. Variable
    length runs the sm_80 kernel (why: the same note). Rows past seqlen_q /
    seqlen_k read as zeros (TMA fills a box outside the tensor with zeros),
    and the padded L = +inf (kernel 1) makes P = 0 on query rows past the
@@ -7010,9 +7023,10 @@ template <int D> struct fa__bwd_sm90_layout {
    second half of the middle pair when nblk is odd). */
 struct fa__bwd_sm90_sched {
     int nblk, pairs_j, units, pairs, rounds;
-    bool one_unit;
-    __device__ __forceinline__ void init(const fa__bwd_params &p, int bc)
+    bool one_unit, descending; /* descending: the deterministic kernel's order (fa__bwd_sm90_send_dq) */
+    __device__ __forceinline__ void init(const fa__bwd_params &p, int bc, bool det)
     {
+        descending = det;
         nblk = (p.seqlen_k + bc - 1) / bc;
         pairs_j = (nblk + 1) / 2;
         units = nblk * p.hkv * p.batch;
@@ -7023,7 +7037,7 @@ struct fa__bwd_sm90_sched {
     __device__ __forceinline__ bool unit(const fa__bwd_params &p, int k, int &jb, int &hk, int &b) const
     {
         if (one_unit) {
-            jb = (int)blockIdx.x % nblk;
+            jb = descending ? nblk - 1 - (int)blockIdx.x % nblk : (int)blockIdx.x % nblk;
             hk = (int)blockIdx.x / nblk % p.hkv;
             b = (int)blockIdx.x / nblk / p.hkv;
             return true;
@@ -7152,25 +7166,70 @@ __device__ __forceinline__ void fa__bwd_sm90_add_dq(const fa__bwd_params &p, con
         }
 }
 
-/* A step's fp32 partial dQ, the 64-row tile at p.dq_acc + blk, as one bulk add (copy:
-   deterministic): each consumer thread T's fragments into shared memory at
-   sdq in the accumulator's order (fa__bwd_acc_off), then thread 0 sends the
-   whole tile, added in L2: no atomics in the consumers' loop. The fence
-   makes the stores visible to the bulk copy; the barrier has them all done
-   before thread 0 sends. (Thread 0 waits for the copy to have read the tile
-   before the next step's barrier 1 lets anyone rewrite it.) */
-template <int N>
+/* Deterministic mode: the key blocks that add to a dQ tile (query head h,
+   query block ib) add in a fixed order, descending key block, counted by
+   the tile's p.dq_sem. Descending, because under a causal or window mask
+   key block j + 1 reaches the tile's query block two steps before j does
+   (its first query block is two further on), so in the usual case the
+   count is already there; and the one-unit grid puts key block j + 1
+   first (fa__bwd_sm90_sched), so a unit only ever waits for units that
+   started before it: no deadlock. Its place: how many key blocks above jb
+   add to the tile (the rule of fa__bwd_q_range and the block mask, as the
+   sm_80 path's sum of slices in fa__bwd_dq_convert_kernel), a warp's
+   ballot per 32 key blocks. */
+template <int BR, int BC>
+__device__ __forceinline__ int fa__bwd_det_rank(const fa__bwd_params &p, const fa__bwd_seq &s, int b, int h,
+                                                int jb, int ib, int lane)
+{
+    const int nblk = (s.sk + BC - 1) / BC;
+    int rank = 0;
+    for (int j0 = jb + 1; j0 < nblk; j0 += 32) {
+        const int j = j0 + lane;
+        bool adds = false;
+        if (j < nblk) {
+            int ib0, ib1;
+            fa__bwd_q_range(p, s.sq, s.sk, j * BC, BR, BC, &ib0, &ib1);
+            adds = ib >= ib0 && ib < ib1 && (!p.bm.bits || fa__bm_visited(p.bm, b, h, ib * BR / 128, j * BC / 128));
+        }
+        rank += __popc(__ballot_sync(0xffffffffu, adds));
+    }
+    return rank;
+}
+
+/* A step's fp32 partial dQ, the 64-row tile at p.dq_acc + blk, as one bulk
+   add: each consumer thread T's fragments into shared memory at sdq in the
+   accumulator's order (fa__bwd_acc_off), then thread 0 sends the whole
+   tile, added in L2: no atomics in the consumers' loop. The fence makes
+   the stores visible to the bulk copy; the barrier has them all done before
+   thread 0 sends. (Thread 0 waits for the copy to have read the tile before
+   the next step's barrier 1 lets anyone rewrite it.) Deterministic: rank is
+   the unit's place among the tile's adders (fa__bwd_det_rank); thread 0
+   waits for the tile's count to reach it, adds, waits for its add to be
+   done in memory, and counts it (release), so the next adder's add comes
+   after it. The proxy fences order the bulk copies (async proxy) with the
+   count (generic proxy). */
+template <int N, bool DET>
 __device__ __forceinline__ void fa__bwd_sm90_send_dq(const fa__bwd_params &p, const float (&dq)[N][4], uint32_t sdq,
-                                                     int T, int64_t blk, uint32_t bytes)
+                                                     int T, int64_t blk, uint32_t bytes, int rank)
 {
 #pragma unroll
     for (int n = 0; n < N; n++) fa__st_shared_f4(sdq + (256 * n + T) * 16, dq[n][0], dq[n][1], dq[n][2], dq[n][3]);
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
     fa__named_sync(2, 256);
-    if (T == 0) {
-        if (p.deterministic) fa__bulk_store<false>(p.dq_acc + blk, sdq, bytes);
-        else fa__bulk_store<true>(p.dq_acc + blk, sdq, bytes);
-        fa__bulk_commit();
+    if (T != 0) return;
+    int *const sem = p.dq_sem + blk / (64 * p.acc_d); /* (blk: the tile's first element) */
+    if (DET) {
+        int n;
+        do asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(n) : "l"(sem) : "memory");
+        while (n < rank);
+        asm volatile("fence.proxy.async.global;\n" ::: "memory");
+    }
+    fa__bulk_store<true>(p.dq_acc + blk, sdq, bytes);
+    fa__bulk_commit();
+    if (DET) {
+        fa__bulk_wait<false>();
+        asm volatile("fence.proxy.async.global;\n" ::: "memory");
+        asm volatile("red.release.gpu.global.add.s32 [%0], 1;\n" ::"l"(sem) : "memory");
     }
 }
 
@@ -7180,7 +7239,7 @@ __device__ __forceinline__ void fa__bwd_sm90_send_dq(const fa__bwd_params &p, co
    Products of a step are issued as soon as their inputs exist and waited
    for only when their result is needed. (The step stays in this loop: as
    a function of its own it changed the code nvcc makes.) */
-template <bool BF16, int D, bool EXTRAS, bool SOFTCAP>
+template <bool BF16, int D, bool EXTRAS, bool SOFTCAP, bool DET>
 __device__ __forceinline__ void fa__bwd_sm90_consumer(const fa__bwd_params &p, const fa__bwd_sm90_sched &sc,
                                                       const fa__bwd_sm90_smem &sm, int warp, int lane)
 {
@@ -7214,6 +7273,9 @@ __device__ __forceinline__ void fa__bwd_sm90_consumer(const fa__bwd_params &p, c
              it = fa__bwd_next_step(p, w.b, w.hk, w.j0, w.ib0, w.nib, w.iters, BR, it + 1), ring++) {
             const int st = ring & 1, h = w.hk * p.group + it / w.nib, i0 = (w.ib0 + it % w.nib) * BR;
             const uint32_t q_s = sQ + st * Q_BYTES, do_s = sdO + st * Q_BYTES, ds_s = sdS + st * DS_BYTES;
+            /* (deterministic: found here, where few registers are live) */
+            const int rank = DET && cw == 0 && wq == 0
+                                 ? fa__bwd_det_rank<BR, BC>(p, w.s, w.b, h, w.jb, i0 / BR, lane) : 0;
             const float *sL = sm.gLD + st * 2 * BR, *sD = sL + BR;
             /* (1) S^T = K_w Q_i^T and (4) dP^T = V_w dO_i^T, issued together */
             float sT[1][NQ][4], dpT[1][NQ][4];
@@ -7294,11 +7356,11 @@ __device__ __forceinline__ void fa__bwd_sm90_consumer(const fa__bwd_params &p, c
                the refill when lane 0 arrived for its warp). */
             fa__mbar_arrive(empty + 8 * st);
 
-            /* the fp32 partial dQ (deterministic: block j's own slice) */
-            const int64_t blk = (p.deterministic ? (int64_t)w.jb * p.acc_slice : 0) +
+            /* the fp32 partial dQ (deterministic: in order, or block j's own slice at D = 256) */
+            const int64_t blk = (p.deterministic && !L::dq_tile ? (int64_t)w.jb * p.acc_slice : 0) +
                                 ((int64_t)h * p.acc_rows + w.s.acc_row0 + i0) * p.acc_d; /* its 64-row block */
             if constexpr (L::dq_tile)
-                fa__bwd_sm90_send_dq<DQ / 8>(p, dq[0], sdQ, 128 * cw + 32 * wq + lane, blk, BR * D * 4);
+                fa__bwd_sm90_send_dq<DQ / 8, DET>(p, dq[0], sdQ, 128 * cw + 32 * wq + lane, blk, BR * D * 4, rank);
             else
                 fa__bwd_sm90_add_dq<DQ / 8>(p, dq[0], p.dq_acc + blk + (int64_t)(16 * wq + g) * p.acc_d + cw * DQ + 2 * t);
         }
@@ -7319,8 +7381,10 @@ __device__ __forceinline__ void fa__bwd_sm90_consumer(const fa__bwd_params &p, c
 #endif /* FA__SM90A */
 
 /* Kernel 2 on sm_90a: a producer warpgroup and two consumer warpgroups
-   (FlashAttention-3's warp specialization) over the block's units. */
-template <bool BF16, int D, bool EXTRAS, bool SOFTCAP>
+   (FlashAttention-3's warp specialization) over the block's units. DET:
+   deterministic mode at D 64, 128 (the ordered dQ adds of
+   fa__bwd_sm90_send_dq; at D 256 each key block's slice, p.deterministic). */
+template <bool BF16, int D, bool EXTRAS, bool SOFTCAP, bool DET>
 __global__ void __launch_bounds__(384, 1)
 fa__bwd_kernel_sm90(const __grid_constant__ fa__bwd_maps tm, const fa__bwd_params p)
 {
@@ -7339,7 +7403,7 @@ fa__bwd_kernel_sm90(const __grid_constant__ fa__bwd_maps tm, const fa__bwd_param
 
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
     fa__bwd_sm90_sched sc;
-    sc.init(p, L::bc);
+    sc.init(p, L::bc, DET);
 
     if (tid == 0) {
         for (int x = 0; x < 2; x++) {
@@ -7359,7 +7423,7 @@ fa__bwd_kernel_sm90(const __grid_constant__ fa__bwd_maps tm, const fa__bwd_param
     }
 
     fa__setmaxnreg_inc<240>();
-    fa__bwd_sm90_consumer<BF16, D, EXTRAS, SOFTCAP>(p, sc, sm, warp, lane);
+    fa__bwd_sm90_consumer<BF16, D, EXTRAS, SOFTCAP, DET>(p, sc, sm, warp, lane);
 #else
     /* no wgmma in this device pass: the host's marker (see the forward) */
     __shared__ volatile int fa__sm90_missing;
@@ -7377,7 +7441,7 @@ typedef struct fa__bwd_plan {
     int acc_sq;             /* fa__bwd_params.acc_sq, acc_rows */
     int64_t acc_rows;
     size_t smem;            /* dynamic shared memory of the main kernel */
-    size_t dsum_bytes, acc_bytes, total_bytes;
+    size_t dsum_bytes, acc_bytes, sem_bytes, total_bytes;
 } fa__bwd_plan;
 
 #define FA__BWD_CUDA_TRY(call)                                                        \
@@ -7431,7 +7495,8 @@ static fa_status fa__bwd_make_plan(const char *fn, const fa_problem *r, fa__bwd_
     const size_t slices = r->deterministic ? (size_t)(r->seqlen_k + pl->bc - 1) / pl->bc : 1;
     pl->dsum_bytes = fa__bwd_round256(rows * sizeof(float));
     pl->acc_bytes = fa__bwd_round256(slices * rows * pl->D * sizeof(float));
-    pl->total_bytes = 2 * pl->dsum_bytes + pl->acc_bytes;
+    pl->sem_bytes = r->deterministic ? fa__bwd_round256((rows + 63) / 64 * sizeof(int)) : 0;
+    pl->total_bytes = 2 * pl->dsum_bytes + pl->acc_bytes + pl->sem_bytes;
     return FA_OK;
 }
 
@@ -7476,11 +7541,11 @@ static int fa__bwd_sm90_launches, fa__bwd_sm90_disable, fa__bwd_sm90_grid_cap; /
 /* Run the main kernel on sm_90a when it can; *ran = 0 (and FA_OK) leaves
    the problem to the sm_80 kernel: no sm_90a code for this GPU, a view TMA
    cannot describe, or too little shared memory. */
-template <bool BF16, int D, bool EXTRAS, bool SOFTCAP>
+template <bool BF16, int D, bool EXTRAS, bool SOFTCAP, bool DET>
 static fa_status fa__bwd_launch_sm90(const fa__bwd_params &kp, const fa__gpu &gpu, cudaStream_t st, int *ran) {
     constexpr int BC = fa__bwd_sm90_layout<D>::bc, BR = fa__bwd_sm90_layout<D>::br;
     const size_t smem = 1024 + fa__bwd_sm90_layout<D>::total;
-    void (*kern)(const fa__bwd_maps, const fa__bwd_params) = fa__bwd_kernel_sm90<BF16, D, EXTRAS, SOFTCAP>;
+    void (*kern)(const fa__bwd_maps, const fa__bwd_params) = fa__bwd_kernel_sm90<BF16, D, EXTRAS, SOFTCAP, DET>;
     cudaFuncAttributes fa;
     fa__bwd_maps tm;
     const int sms = gpu.sms;
@@ -7503,9 +7568,10 @@ static fa_status fa__bwd_launch_sm90(const fa__bwd_params &kp, const fa__gpu &gp
     const int64_t nblk = (kp.seqlen_k + BC - 1) / BC, units = nblk * kp.hkv * kp.batch;
     const int64_t pairs = (nblk + 1) / 2 * kp.hkv * kp.batch;
     if (units > INT32_MAX) return FA_OK; /* int unit indexes: the sm_80 grid takes it */
-    int grid = units > sms ? (int)(pairs < sms ? pairs : sms) : (int)units;
+    /* (deterministic: a block per unit, in the order the ordered dQ adds need) */
+    int grid = units > sms && !DET ? (int)(pairs < sms ? pairs : sms) : (int)units;
 #ifdef FLASHATTN_TEST_HOOKS
-    if (fa__bwd_sm90_grid_cap > 0 && grid > fa__bwd_sm90_grid_cap) grid = fa__bwd_sm90_grid_cap;
+    if (fa__bwd_sm90_grid_cap > 0 && grid > fa__bwd_sm90_grid_cap && !DET) grid = fa__bwd_sm90_grid_cap;
 #endif
     kern<<<grid, 384, smem, st>>>(tm, kp);
     FA__BWD_CUDA_TRY(cudaGetLastError());
@@ -7514,6 +7580,23 @@ static fa_status fa__bwd_launch_sm90(const fa__bwd_params &kp, const fa__gpu &gp
 #endif
     *ran = 1;
     return FA_OK;
+}
+/* Which sm_90a kernel: softcap, ALiBi and dropout (the extras) take its
+   EXTRAS kernels, the deterministic mode at D 64 and 128 its DET kernels;
+   both at once run the sm_80 kernel (*ran = 0). */
+template <bool BF16, int D>
+static fa_status fa__bwd_sm90_pick(const fa__bwd_params &kp, const fa__gpu &gpu, cudaStream_t st, int *ran) {
+    const bool extras = kp.dropout || kp.softcap > 0.f || kp.alibi, cap = kp.softcap > 0.f;
+    constexpr bool TILE = fa__bwd_sm90_layout<D>::dq_tile; /* (D 256: slices, any kernel) */
+    *ran = 0;
+    if (TILE && kp.deterministic) {
+        if constexpr (TILE)
+            if (!extras) return fa__bwd_launch_sm90<BF16, D, false, false, true>(kp, gpu, st, ran);
+        return FA_OK;
+    }
+    return !extras ? fa__bwd_launch_sm90<BF16, D, false, false, false>(kp, gpu, st, ran)
+         : cap     ? fa__bwd_launch_sm90<BF16, D, true, true, false>(kp, gpu, st, ran)
+                   : fa__bwd_launch_sm90<BF16, D, true, false, false>(kp, gpu, st, ran);
 }
 #endif /* FLASHATTN_NO_HOPPER (backward launch) */
 
@@ -7528,18 +7611,14 @@ static fa_status fa__bwd_run(const fa__bwd_params &kp, const fa__bwd_plan &pl, c
     int ran = 0;
 #ifndef FLASHATTN_NO_HOPPER
     /* the sm_90a kernel's coverage (see its comment); the rest runs below.
-       Softcap, ALiBi and dropout (the extras) take its EXTRAS kernels.
        (if constexpr: only the head dims compiled in, fa__bwd_dim_compiled) */
-    const bool extras = kp.dropout || kp.softcap > 0.f || kp.alibi, cap = kp.softcap > 0.f;
     if (!FA__BWD_SM90_OFF && !kp.cu_q && pl.D >= 64) {
-#define FA__BWD_SM90(D_)                                                                         \
-    if constexpr (fa__bwd_dim_compiled(D_))                                                      \
-        if (pl.D == D_)                                                                          \
-            s = !extras ? fa__bwd_launch_sm90<BF16, D_, false, false>(kp, gpu, st, &ran)         \
-                : cap   ? fa__bwd_launch_sm90<BF16, D_, true, true>(kp, gpu, st, &ran)           \
-                        : fa__bwd_launch_sm90<BF16, D_, true, false>(kp, gpu, st, &ran);
-        FA__BWD_SM90(64) FA__BWD_SM90(128) FA__BWD_SM90(256)
-#undef FA__BWD_SM90
+        if constexpr (fa__bwd_dim_compiled(64))
+            if (pl.D == 64) s = fa__bwd_sm90_pick<BF16, 64>(kp, gpu, st, &ran);
+        if constexpr (fa__bwd_dim_compiled(128))
+            if (pl.D == 128) s = fa__bwd_sm90_pick<BF16, 128>(kp, gpu, st, &ran);
+        if constexpr (fa__bwd_dim_compiled(256))
+            if (pl.D == 256) s = fa__bwd_sm90_pick<BF16, 256>(kp, gpu, st, &ran);
         if (s != FA_OK) return s;
     }
 #endif /* FLASHATTN_NO_HOPPER (backward dispatch) */
@@ -7552,8 +7631,9 @@ static fa_status fa__bwd_run(const fa__bwd_params &kp, const fa__bwd_plan &pl, c
     FA__BWD_MAIN(32, 64, 128) FA__BWD_MAIN(64, 64, 128) FA__BWD_MAIN(128, 64, 128) FA__BWD_MAIN(256, 32, 64)
 #undef FA__BWD_MAIN
     if (s != FA_OK) return s;
-    fa__bwd_params kc = kp; /* the sm_90a kernel at D 64, 128 left the accumulator tiled */
+    fa__bwd_params kc = kp; /* the sm_90a kernel at D 64, 128 left the accumulator tiled, */
     kc.acc_tiled = ran && pl.D <= 128;
+    kc.deterministic = kp.deterministic && !kc.acc_tiled; /* and summed in order: slice 0 holds dQ */
     FA__BWD_LAUNCH(fa__bwd_dq_convert_kernel<BF16>, rows_grid, 256, 0, st, kc);
     FA__BWD_CUDA_TRY(cudaGetLastError());
     return FA_OK;
@@ -7654,6 +7734,7 @@ FLASHATTN_DEF fa_status fa_backward_cuda(const fa_problem *p, fa_tensor q, fa_te
     kp.dsum = (float *)ws;
     kp.lse2 = (float *)((char *)ws + pl.dsum_bytes);
     kp.dq_acc = (float *)((char *)ws + 2 * pl.dsum_bytes);
+    kp.dq_sem = pl.sem_bytes ? (int *)((char *)ws + 2 * pl.dsum_bytes + pl.acc_bytes) : NULL;
     /* a block mask: its bitmap built after the backward's own parts, on the
        stream before the kernels that read it (>>bwd-bsparse) */
     cudaError_t bm_e = cudaSuccess;

@@ -10,8 +10,10 @@
    A case that ran on the sm_90a kernel runs again with its grid capped at
    3 persistent blocks ("[3 blocks]": each walks many units) and on the
    sm_80 kernel ("[sm80]"), so one H100 tests every path; on an H100 every
-   case must take the sm_90a kernel but variable-length ones and those of
-   the d 32 kernel. First, the sm_90a kernel's per-element steps for
+   case must take the sm_90a kernel but variable-length ones, those of
+   the d 32 kernel and deterministic ones with softcap, ALiBi or dropout
+   at d <= 128. (Deterministic cases on the sm_90a kernel: "[3 blocks]"
+   caps nothing there, the kernel takes a block per unit.) First, the sm_90a kernel's per-element steps for
    softcap, ALiBi and dropout are checked on their own (test_sm90_steps,
    which the emulator runs too).
 
@@ -558,14 +560,15 @@ int main(int argc, char **argv)
     (void)fa__sm90_launches; (void)fa__sm90_disable; (void)fa__sm90_grid_cap; (void)fa__sm90_shape_sel; /* forward hooks */
     /* The sm_90a backward can run here: a device of compute capability 9.0
        and sm_90a code in this binary (the launcher's own test). Then every
-       case must take it but variable-length ones and those on the d 32
-       kernel: softcap, ALiBi and dropout too. */
+       case must take it but variable-length ones, those on the d 32 kernel
+       and, at d <= 128, deterministic ones with softcap, ALiBi or dropout:
+       softcap, ALiBi and dropout too, and the deterministic mode. */
     int sm90 = 0;
     {
         constexpr int D90 = fa__bwd_kernel_dim(64) ? fa__bwd_kernel_dim(64) : 64;
         cudaFuncAttributes fa;
         sm90 = prop.major == 9 && prop.minor == 0 &&
-               cudaFuncGetAttributes(&fa, fa__bwd_kernel_sm90<true, D90, false, false>) == cudaSuccess &&
+               cudaFuncGetAttributes(&fa, fa__bwd_kernel_sm90<true, D90, false, false, false>) == cudaSuccess &&
                fa.binaryVersion == 90 && fa.sharedSizeBytes == 0;
         (void)cudaGetLastError();
     }
@@ -583,8 +586,9 @@ int main(int argc, char **argv)
         run_case(&c, 0x5eed0000ull + (uint64_t)x * 7919u, "");
         const int ran90 = fa__bwd_sm90_launches != before;
         if (sm90)
-            check(ran90 == (!c.varlen && fa__bwd_kernel_dim(c.d) >= 64), "case %d (%s d=%d): ran on the %s kernel", x,
-                  c.name, c.d, ran90 ? "sm_90a" : "sm_80");
+            check(ran90 == (!c.varlen && fa__bwd_kernel_dim(c.d) >= 64 &&
+                            !(c.det && fa__bwd_kernel_dim(c.d) <= 128 && (c.softcap > 0.f || c.alibi || c.dropout > 0.f))),
+                  "case %d (%s d=%d): ran on the %s kernel", x, c.name, c.d, ran90 ? "sm_90a" : "sm_80");
         if (ran90) { /* it ran on sm_90a: now on 3 persistent blocks, */
             sm90_cases++;                         /* then on the sm_80 kernel */
             fa__bwd_sm90_grid_cap = 3;
