@@ -666,6 +666,10 @@ static __device__ __forceinline__ void fa__mask_scores(float (&s)[MT][NS][4], co
             /* offsets c from `first` with lo_c <= c < hi_c are visible (c < 8 NS) */
             const int hi_c = (int)(hi - first < 0 ? 0 : hi - first > 8 * NS ? 8 * NS : hi - first);
             const int lo_c = LEFT ? (int)(lo - first < 0 ? 0 : lo - first > 8 * NS ? 8 * NS : lo - first) : 0;
+            /* ALiBi's distance ip - key in 32 bits: exact for every visible
+               key (0 <= key < sk and sk - sq <= ip < sk); the others become
+               -inf below whatever it is */
+            const int dist0 = (int)(ip - first);
 #pragma unroll
             for (int j = 0; j < NS; j++)
 #pragma unroll
@@ -675,10 +679,7 @@ static __device__ __forceinline__ void fa__mask_scores(float (&s)[MT][NS][4], co
                     if (EXTRAS) {
                         x *= p.scale;
                         if (p.softcap > 0.0f) x = p.softcap * tanhf(x / p.softcap);
-                        if (p.alibi_slopes) {
-                            const int64_t dist = ip - (first + c);
-                            x -= p.alibi_slopes[h] * (float)(dist < 0 ? -dist : dist);
-                        }
+                        if (p.alibi_slopes) x -= p.alibi_slopes[h] * (float)abs(dist0 - c);
                         x *= FA__GPU_LOG2E;
                     }
                     s[mt][j][half * 2 + e] = c >= lo_c && c < hi_c ? x : -INFINITY;
