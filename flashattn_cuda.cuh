@@ -4491,13 +4491,17 @@ __device__ __forceinline__ int64_t fa__dec_cache_offset(const fa__decode_params 
    page 16 and up one table read per thread and tile. A contiguous cache
    runs one without the paged code at d64 and d256; at d128 it runs the
    instance compiled for both kinds (EITHER: the block table decides at
-   run time, and is never given to it now), because the same kernel
-   compiled without the paged code ran batch 32 slightly slower. The
-   separate instances measured faster than one for both. [decode-kv-instances] */
+   run time), because the same kernel compiled without the paged code ran
+   batch 32 slightly slower. The separate instances measured faster than
+   one for both (one query row block of 16: WM = 1, or a head pair). More
+   rows (WM > 1, one head a CTA: several query tokens, or large groups)
+   run the instance for both kinds at every head dim: four fewer kernels a
+   dtype and head dim to compile, where more math per byte read hides the
+   copy's extra instructions [decode-kv-instances]. */
 enum { FA__DEC_EITHER = 0, FA__DEC_CONTIG = 1, FA__DEC_PAGED = 2 };
-__host__ __device__ constexpr int fa__dec_kv(int D, bool paged)
+__host__ __device__ constexpr int fa__dec_kv(int D, int WM, int HP, bool paged)
 {
-    return paged ? FA__DEC_PAGED : D == 128 ? FA__DEC_EITHER : FA__DEC_CONTIG;
+    return WM > 1 && HP == 1 ? FA__DEC_EITHER : paged ? FA__DEC_PAGED : D == 128 ? FA__DEC_EITHER : FA__DEC_CONTIG;
 }
 
 /* ---- >>decode-kernel  one CTA = (sequence b, KV heads, row block, split) --
@@ -5406,15 +5410,15 @@ static cudaError_t fa__decode_setup_any(int dev, int d, int wm, int hp, int bf16
 #define FA__DEC_SETUP(D_, T_, P_)                                                   \
     if constexpr (fa__head_dim_compiled(D_))                                        \
     if (d == D_ && !paged == !P_) {                                                 \
-        constexpr int M2_ = fa__dec_max_warps_m(D_) < 2 ? 1 : 2, K_ = fa__dec_kv(D_, P_); \
+        constexpr int M2_ = fa__dec_max_warps_m(D_) < 2 ? 1 : 2, MX_ = fa__dec_max_warps_m(D_); \
         if (hp == 2) {                                                              \
             if constexpr (fa__dec_pair_kernel(D_, P_))                              \
-                return fa__decode_setup<D_, M2_, T_, M2_, K_>(dev, out);            \
+                return fa__decode_setup<D_, M2_, T_, M2_, fa__dec_kv(D_, M2_, M2_, P_)>(dev, out); \
             return cudaErrorInvalidDeviceFunction; /* (fa__decode_pairs: never) */  \
         }                                                                           \
-        if (wm == 1) return fa__decode_setup<D_, 1, T_, 1, K_>(dev, out);           \
-        if (wm == 2) return fa__decode_setup<D_, M2_, T_, 1, K_>(dev, out);         \
-        return fa__decode_setup<D_, fa__dec_max_warps_m(D_), T_, 1, K_>(dev, out);  \
+        if (wm == 2) return fa__decode_setup<D_, M2_, T_, 1, fa__dec_kv(D_, M2_, 1, P_)>(dev, out); \
+        if (wm > 2) return fa__decode_setup<D_, MX_, T_, 1, fa__dec_kv(D_, MX_, 1, P_)>(dev, out); \
+        return fa__decode_setup<D_, 1, T_, 1, fa__dec_kv(D_, 1, 1, P_)>(dev, out);  \
     }
 #define FA__DEC_SETUP_D(T_, P_) FA__DEC_SETUP(64, T_, P_) FA__DEC_SETUP(128, T_, P_) FA__DEC_SETUP(256, T_, P_)
     if (bf16) { FA__DEC_SETUP_D(true, false) FA__DEC_SETUP_D(true, true) }
