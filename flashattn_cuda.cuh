@@ -902,6 +902,19 @@ static __device__ __forceinline__ void fa__store_o_lse(const fa__fwd_params &p,
    tile shape (>>gpu-host, after the shapes' table). */
 template <int D, int BM, int BN, int WARPS> struct fa__sm80_shape_used;
 
+/* FA__SM80_PLAIN_STUB(D): in an sm_90a pass, the plain kernel (EXTRAS =
+   false) of a head dim the sm_90a kernel runs (64, 128, 256) is a marked
+   empty body. Compute capability 9.0 takes that kernel there; what it
+   declines (a view TMA cannot describe, 2^31 tiles) runs the EXTRAS kernel
+   (fa__sm80_plain_stubbed): 3% less to compile [ctime-sm90]. Kept with
+   FLASHATTN_TEST_HOOKS, whose tests run it on the H100 (fa__sm90_disable). */
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL) && \
+    !defined(FLASHATTN_NO_HOPPER) && !defined(FLASHATTN_TEST_HOOKS)
+#define FA__SM80_PLAIN_STUB(D) ((D) == 64 || (D) == 128 || (D) == 256)
+#else
+#define FA__SM80_PLAIN_STUB(D) 0
+#endif
+
 /* ---- >>sm80-kernel  the sm_80 forward kernel: course items 1-3 in code ----
    S, O~: per warp, MT row tiles of 16; per thread, [MT][tiles][4] floats in
    the C-fragment layout (course item 5). */
@@ -1015,6 +1028,11 @@ fa__fwd_kernel_sm80(const fa__fwd_params p)
        the body below is not even instantiated) */
     if constexpr (!fa__sm80_shape_used<D, BM, BN, WARPS>::on_sm90) return; else
 #endif
+    if constexpr (!EXTRAS && FA__SM80_PLAIN_STUB(D)) {
+        __shared__ volatile int fa__sm80_stub; /* the marker: static shared memory */
+        fa__sm80_stub = 0;
+        (void)p;
+    } else
     { /* (the body, for that else) */
     constexpr int NT = WARPS * 32;     /* threads */
     constexpr int MT = BM / (16 * WARPS); /* 16-row tiles per warp */
@@ -3389,6 +3407,18 @@ template <int D, int BM, int BN, int WARPS> struct fa__sm80_shape_used {
         fa__config_for(D, 0).bm == BM && fa__config_for(D, 0).bn == BN && fa__config_for(D, 0).warps == WARPS;
 };
 
+/* Is the plain kernel of head dim D an empty body in the code this device
+   runs (FA__SM80_PLAIN_STUB)? Its marker, static shared memory, says so. */
+template <bool BF16, int D, int BM, int BN, int WARPS> static bool fa__sm80_plain_stubbed()
+{
+    cudaFuncAttributes fa;
+    if (cudaFuncGetAttributes(&fa, fa__fwd_kernel_sm80<BF16, D, BM, BN, WARPS, false>) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return false; /* (the launch reports it) */
+    }
+    return fa.sharedSizeBytes != 0;
+}
+
 /* Launch one instantiation: check its shared memory against the device's
    opt-in limit, raise the kernel's own limit (needed above 48 KB), launch. */
 template <bool BF16, int D, int BM, int BN, int WARPS, bool EXTRAS>
@@ -3809,8 +3839,14 @@ static fa_status fa__dispatch_family(const char *fn, const fa__fwd_params &p, in
     }
 #endif
     /* (identical shapes are one instantiation: templates are deduplicated;
-       a block mask takes the EXTRAS kernel, the one that walks its lists) */
-    const bool extras = p.extras || p.bm.idx;
+       a block mask takes the EXTRAS kernel, the one that walks its lists;
+       so does what the sm_90a kernel declined, where the plain kernel has
+       no sm_90a code) */
+    bool extras = p.extras || p.bm.idx;
+#if !defined(FLASHATTN_NO_HOPPER) && !defined(FLASHATTN_TEST_HOOKS)
+    if constexpr (D == 64 || D == 128 || D == 256)
+        if (family == 3 && !extras) extras = fa__sm80_plain_stubbed<BF16, D, c0.bm, c0.bn, c0.warps>();
+#endif
     if (family == 1) {
         if (extras)
             return fa__launch_fwd<BF16, D, c1.bm, c1.bn, c1.warps, true>(fn, p, batch, smem_optin, stream);
