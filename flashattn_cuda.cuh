@@ -666,6 +666,10 @@ static __device__ __forceinline__ void fa__mask_scores(float (&s)[MT][NS][4], co
             /* offsets c from `first` with lo_c <= c < hi_c are visible (c < 8 NS) */
             const int hi_c = (int)(hi - first < 0 ? 0 : hi - first > 8 * NS ? 8 * NS : hi - first);
             const int lo_c = LEFT ? (int)(lo - first < 0 ? 0 : lo - first > 8 * NS ? 8 * NS : lo - first) : 0;
+            /* ALiBi's distance ip - key in 32 bits: exact for every visible
+               key (0 <= key < sk and sk - sq <= ip < sk); the others become
+               -inf below whatever it is */
+            const int dist0 = (int)(ip - first);
 #pragma unroll
             for (int j = 0; j < NS; j++)
 #pragma unroll
@@ -675,10 +679,7 @@ static __device__ __forceinline__ void fa__mask_scores(float (&s)[MT][NS][4], co
                     if (EXTRAS) {
                         x *= p.scale;
                         if (p.softcap > 0.0f) x = p.softcap * tanhf(x / p.softcap);
-                        if (p.alibi_slopes) {
-                            const int64_t dist = ip - (first + c);
-                            x -= p.alibi_slopes[h] * (float)(dist < 0 ? -dist : dist);
-                        }
+                        if (p.alibi_slopes) x -= p.alibi_slopes[h] * (float)abs(dist0 - c);
                         x *= FA__GPU_LOG2E;
                     }
                     s[mt][j][half * 2 + e] = c >= lo_c && c < hi_c ? x : -INFINITY;
@@ -901,6 +902,19 @@ static __device__ __forceinline__ void fa__store_o_lse(const fa__fwd_params &p,
    tile shape (>>gpu-host, after the shapes' table). */
 template <int D, int BM, int BN, int WARPS> struct fa__sm80_shape_used;
 
+/* FA__SM80_PLAIN_STUB(D): in an sm_90a pass, the plain kernel (EXTRAS =
+   false) of a head dim the sm_90a kernel runs (64, 128, 256) is a marked
+   empty body. Compute capability 9.0 takes that kernel there; what it
+   declines (a view TMA cannot describe, 2^31 tiles) runs the EXTRAS kernel
+   (fa__sm80_plain_stubbed): 3% less to compile [ctime-sm90]. Kept with
+   FLASHATTN_TEST_HOOKS, whose tests run it on the H100 (fa__sm90_disable). */
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL) && \
+    !defined(FLASHATTN_NO_HOPPER) && !defined(FLASHATTN_TEST_HOOKS)
+#define FA__SM80_PLAIN_STUB(D) ((D) == 64 || (D) == 128 || (D) == 256)
+#else
+#define FA__SM80_PLAIN_STUB(D) 0
+#endif
+
 /* ---- >>sm80-kernel  the sm_80 forward kernel: course items 1-3 in code ----
    S, O~: per warp, MT row tiles of 16; per thread, [MT][tiles][4] floats in
    the C-fragment layout (course item 5). */
@@ -972,6 +986,36 @@ static __device__ __forceinline__ void fa__sm80_pv(float (&acc_o)[MT][NO][4], co
     }
 }
 
+/* Dropout (course item 10): zero the P_ij that fa__dropout_keep drops, with
+   one Philox call per lane and (row tile, 8-key tile) instead of one per
+   score. A call gives the words of 4 keys (fa__dropout_bits); lanes t and
+   t ^ 1 of a quad hold keys 2t, 2t + 1 of the same 4, in rows g and g + 8:
+   lane t computes row g + 8 (t & 1) and hands its partner the two words the
+   partner needs. The same bits; a quarter of the Philox code, which set the
+   EXTRAS kernels' compile time [sm80-dropout]. */
+template <int MT, int NS>
+static __device__ __forceinline__ void fa__sm80_dropout(float (&s)[MT][NS][4], const fa__fwd_params &p, int b,
+                                                        int h, int wrow0, int k0, int g, int t)
+{
+    const bool odd = t & 1; /* computes row g + 8; its keys are words 2, 3 of the call */
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int j = 0; j < NS; j++) {
+            uint32_t r[4];
+            fa__dropout_bits(p.dropout_seed, p.dropout_offset, b, h, p.heads_q, wrow0 + mt * 16 + g + (odd ? 8 : 0),
+                             k0 + j * 8 + 2 * t, r);
+            const uint32_t own0 = odd ? r[2] : r[0], own1 = odd ? r[3] : r[1];
+            const uint32_t got0 = __shfl_xor_sync(0xffffffffu, odd ? r[0] : r[2], 1);
+            const uint32_t got1 = __shfl_xor_sync(0xffffffffu, odd ? r[1] : r[3], 1);
+            /* element e: row g + 8 (e >> 1), key 2t + (e & 1) (fa__each_score) */
+            const uint32_t w[4] = {odd ? got0 : own0, odd ? got1 : own1, odd ? own0 : got0, odd ? own1 : got1};
+#pragma unroll
+            for (int e = 0; e < 4; e++)
+                if (w[e] < p.dropout_threshold) s[mt][j][e] = 0.0f; /* fa__dropout_keep's rule */
+        }
+}
+
 /* The kernel: one block of BM query rows of head h, batch b, walking its key
    blocks through two K / V stages. */
 template <bool BF16, int D, int BM, int BN, int WARPS, bool EXTRAS>
@@ -984,6 +1028,11 @@ fa__fwd_kernel_sm80(const fa__fwd_params p)
        the body below is not even instantiated) */
     if constexpr (!fa__sm80_shape_used<D, BM, BN, WARPS>::on_sm90) return; else
 #endif
+    if constexpr (!EXTRAS && FA__SM80_PLAIN_STUB(D)) {
+        __shared__ volatile int fa__sm80_stub; /* the marker: static shared memory */
+        fa__sm80_stub = 0;
+        (void)p;
+    } else
     { /* (the body, for that else) */
     constexpr int NT = WARPS * 32;     /* threads */
     constexpr int MT = BM / (16 * WARPS); /* 16-row tiles per warp */
@@ -1089,12 +1138,7 @@ fa__fwd_kernel_sm80(const fa__fwd_params p)
                 fa__rescale_o(acc_o, alpha);
             }
 
-            if (EXTRAS && p.dropout)
-                fa__each_score(s, wrow0, k0, g, t, [&](int i, int kj, float &score) {
-                    if (!fa__dropout_keep(p.dropout_seed, p.dropout_offset, b, h, p.heads_q, i, kj,
-                                          p.dropout_threshold))
-                        score = 0.0f;
-                });
+            if (EXTRAS && p.dropout) fa__sm80_dropout(s, p, b, h, wrow0, k0, g, t);
 
             /* V_n has landed (only K_{n+1} may still be in flight); the
                barrier publishes every thread's copies. */
@@ -3363,6 +3407,18 @@ template <int D, int BM, int BN, int WARPS> struct fa__sm80_shape_used {
         fa__config_for(D, 0).bm == BM && fa__config_for(D, 0).bn == BN && fa__config_for(D, 0).warps == WARPS;
 };
 
+/* Is the plain kernel of head dim D an empty body in the code this device
+   runs (FA__SM80_PLAIN_STUB)? Its marker, static shared memory, says so. */
+template <bool BF16, int D, int BM, int BN, int WARPS> static bool fa__sm80_plain_stubbed()
+{
+    cudaFuncAttributes fa;
+    if (cudaFuncGetAttributes(&fa, fa__fwd_kernel_sm80<BF16, D, BM, BN, WARPS, false>) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return false; /* (the launch reports it) */
+    }
+    return fa.sharedSizeBytes != 0;
+}
+
 /* Launch one instantiation: check its shared memory against the device's
    opt-in limit, raise the kernel's own limit (needed above 48 KB), launch. */
 template <bool BF16, int D, int BM, int BN, int WARPS, bool EXTRAS>
@@ -3783,8 +3839,14 @@ static fa_status fa__dispatch_family(const char *fn, const fa__fwd_params &p, in
     }
 #endif
     /* (identical shapes are one instantiation: templates are deduplicated;
-       a block mask takes the EXTRAS kernel, the one that walks its lists) */
-    const bool extras = p.extras || p.bm.idx;
+       a block mask takes the EXTRAS kernel, the one that walks its lists;
+       so does what the sm_90a kernel declined, where the plain kernel has
+       no sm_90a code) */
+    bool extras = p.extras || p.bm.idx;
+#if !defined(FLASHATTN_NO_HOPPER) && !defined(FLASHATTN_TEST_HOOKS)
+    if constexpr (D == 64 || D == 128 || D == 256)
+        if (family == 3 && !extras) extras = fa__sm80_plain_stubbed<BF16, D, c0.bm, c0.bn, c0.warps>();
+#endif
     if (family == 1) {
         if (extras)
             return fa__launch_fwd<BF16, D, c1.bm, c1.bn, c1.warps, true>(fn, p, batch, smem_optin, stream);
@@ -4465,13 +4527,17 @@ __device__ __forceinline__ int64_t fa__dec_cache_offset(const fa__decode_params 
    page 16 and up one table read per thread and tile. A contiguous cache
    runs one without the paged code at d64 and d256; at d128 it runs the
    instance compiled for both kinds (EITHER: the block table decides at
-   run time, and is never given to it now), because the same kernel
-   compiled without the paged code ran batch 32 slightly slower. The
-   separate instances measured faster than one for both. [decode-kv-instances] */
+   run time), because the same kernel compiled without the paged code ran
+   batch 32 slightly slower. The separate instances measured faster than
+   one for both (one query row block of 16: WM = 1, or a head pair). More
+   rows (WM > 1, one head a CTA: several query tokens, or large groups)
+   run the instance for both kinds at every head dim: four fewer kernels a
+   dtype and head dim to compile, where more math per byte read hides the
+   copy's extra instructions [decode-kv-instances]. */
 enum { FA__DEC_EITHER = 0, FA__DEC_CONTIG = 1, FA__DEC_PAGED = 2 };
-__host__ __device__ constexpr int fa__dec_kv(int D, bool paged)
+__host__ __device__ constexpr int fa__dec_kv(int D, int WM, int HP, bool paged)
 {
-    return paged ? FA__DEC_PAGED : D == 128 ? FA__DEC_EITHER : FA__DEC_CONTIG;
+    return WM > 1 && HP == 1 ? FA__DEC_EITHER : paged ? FA__DEC_PAGED : D == 128 ? FA__DEC_EITHER : FA__DEC_CONTIG;
 }
 
 /* ---- >>decode-kernel  one CTA = (sequence b, KV heads, row block, split) --
@@ -5380,15 +5446,15 @@ static cudaError_t fa__decode_setup_any(int dev, int d, int wm, int hp, int bf16
 #define FA__DEC_SETUP(D_, T_, P_)                                                   \
     if constexpr (fa__head_dim_compiled(D_))                                        \
     if (d == D_ && !paged == !P_) {                                                 \
-        constexpr int M2_ = fa__dec_max_warps_m(D_) < 2 ? 1 : 2, K_ = fa__dec_kv(D_, P_); \
+        constexpr int M2_ = fa__dec_max_warps_m(D_) < 2 ? 1 : 2, MX_ = fa__dec_max_warps_m(D_); \
         if (hp == 2) {                                                              \
             if constexpr (fa__dec_pair_kernel(D_, P_))                              \
-                return fa__decode_setup<D_, M2_, T_, M2_, K_>(dev, out);            \
+                return fa__decode_setup<D_, M2_, T_, M2_, fa__dec_kv(D_, M2_, M2_, P_)>(dev, out); \
             return cudaErrorInvalidDeviceFunction; /* (fa__decode_pairs: never) */  \
         }                                                                           \
-        if (wm == 1) return fa__decode_setup<D_, 1, T_, 1, K_>(dev, out);           \
-        if (wm == 2) return fa__decode_setup<D_, M2_, T_, 1, K_>(dev, out);         \
-        return fa__decode_setup<D_, fa__dec_max_warps_m(D_), T_, 1, K_>(dev, out);  \
+        if (wm == 2) return fa__decode_setup<D_, M2_, T_, 1, fa__dec_kv(D_, M2_, 1, P_)>(dev, out); \
+        if (wm > 2) return fa__decode_setup<D_, MX_, T_, 1, fa__dec_kv(D_, MX_, 1, P_)>(dev, out); \
+        return fa__decode_setup<D_, 1, T_, 1, fa__dec_kv(D_, 1, 1, P_)>(dev, out);  \
     }
 #define FA__DEC_SETUP_D(T_, P_) FA__DEC_SETUP(64, T_, P_) FA__DEC_SETUP(128, T_, P_) FA__DEC_SETUP(256, T_, P_)
     if (bf16) { FA__DEC_SETUP_D(true, false) FA__DEC_SETUP_D(true, true) }
