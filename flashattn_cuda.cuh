@@ -7242,7 +7242,7 @@ __device__ __forceinline__ void fa__bwd_sm90_add_dq(const fa__bwd_params &p, con
    started before it: no deadlock. Its place: how many key blocks above jb
    add to the tile (the rule of fa__bwd_q_range and the block mask, as the
    sm_80 path's sum of slices in fa__bwd_dq_convert_kernel), a warp's
-   ballot per 32 key blocks. */
+   ballot per 32 key blocks. [bwd-det] */
 template <int BR, int BC>
 __device__ __forceinline__ int fa__bwd_det_rank(const fa__bwd_params &p, const fa__bwd_seq &s, int b, int h,
                                                 int jb, int ib, int lane)
