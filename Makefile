@@ -395,7 +395,7 @@ $(BUILD)/test_gpu_decode: tests/test_gpu_decode.cu tests/reference.h tests/test_
 # Full suites one after another, then the --quick size lists under memcheck,
 # racecheck and synccheck, all nine sanitizer runs at once (they are bound by
 # the host CPU, not the GPU). SAN_SHARDS=n splits each of test_gpu's three
-# into n runs side by side, run k taking the cases k modulo n
+# (and only those: the other programs run whole) into n runs side by side, run k taking the cases k modulo n
 # (FA_TEST_SHARD=k/n, tests/shard.h), for a host with the cores. Logs:
 # $(BUILD)/sanitize-<program>-<tool>-<k>.log. GPU_SHARDS=n does the same for
 # the full suites: every program at once, test_gpu, test_gpu_decode and
@@ -428,7 +428,8 @@ test-gpu: $(addprefix $(BUILD)/,$(GPU_TEST_PROGS))
 	  done; done; fi; \
 	shards() { if [ $$1 = test_gpu ]; then seq 0 $$(($(SAN_SHARDS) - 1)); else echo 0; fi; }; \
 	for p in $(GPU_TEST_PROGS); do for t in $(SANITIZERS); do for k in $$(shards $$p); do \
-	  ( FA_TEST_SHARD=$$k/$(SAN_SHARDS) $(SANITIZER) --tool $$t --error-exitcode 3 $(BUILD)/$$p --quick \
+	  ns=1; [ $$p = test_gpu ] && ns=$(SAN_SHARDS); \
+	  ( FA_TEST_SHARD=$$k/$$ns $(SANITIZER) --tool $$t --error-exitcode 3 $(BUILD)/$$p --quick \
 	      > $(BUILD)/sanitize-$$p-$$t-$$k.log 2>&1; echo $$? > $(BUILD)/sanitize-$$p-$$t-$$k.rc ) & \
 	done; done; done; wait; \
 	for p in $(GPU_TEST_PROGS); do for t in $(SANITIZERS); do for k in $$(shards $$p); do \
