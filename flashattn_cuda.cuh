@@ -899,20 +899,21 @@ static __device__ __forceinline__ void fa__store_o_lse(const fa__fwd_params &p,
 }
 
 /* on_sm90: whether a GPU of compute capability 9.0 or later launches this
-   tile shape (>>gpu-host, after the shapes' table). */
+   tile shape; sm90_kernel: whether it takes the sm_90a kernel for head dim
+   D's plain work (>>gpu-host, after the shapes' table). */
 template <int D, int BM, int BN, int WARPS> struct fa__sm80_shape_used;
 
-/* FA__SM80_PLAIN_STUB(D): in an sm_90a pass, the plain kernel (EXTRAS =
-   false) of a head dim the sm_90a kernel runs (64, 128, 256) is a marked
+/* FA__SM80_PLAIN_STUB: in an sm_90a pass, the plain kernel (EXTRAS =
+   false) of a head dim the sm_90a kernel runs (fa__sm90_dim) is a marked
    empty body. Compute capability 9.0 takes that kernel there; what it
    declines (a view TMA cannot describe, 2^31 tiles) runs the EXTRAS kernel
    (fa__sm80_plain_stubbed): 3% less to compile [ctime-sm90]. Kept with
    FLASHATTN_TEST_HOOKS, whose tests run it on the H100 (fa__sm90_disable). */
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL) && \
     !defined(FLASHATTN_NO_HOPPER) && !defined(FLASHATTN_TEST_HOOKS)
-#define FA__SM80_PLAIN_STUB(D) ((D) == 64 || (D) == 128 || (D) == 256)
+#define FA__SM80_PLAIN_STUB 1
 #else
-#define FA__SM80_PLAIN_STUB(D) 0
+#define FA__SM80_PLAIN_STUB 0
 #endif
 
 /* ---- >>sm80-kernel  the sm_80 forward kernel: course items 1-3 in code ----
@@ -1028,7 +1029,7 @@ fa__fwd_kernel_sm80(const fa__fwd_params p)
        the body below is not even instantiated) */
     if constexpr (!fa__sm80_shape_used<D, BM, BN, WARPS>::on_sm90) return; else
 #endif
-    if constexpr (!EXTRAS && FA__SM80_PLAIN_STUB(D)) {
+    if constexpr (!EXTRAS && FA__SM80_PLAIN_STUB && fa__sm80_shape_used<D, BM, BN, WARPS>::sm90_kernel) {
         __shared__ volatile int fa__sm80_stub; /* the marker: static shared memory */
         fa__sm80_stub = 0;
         (void)p;
@@ -1292,11 +1293,12 @@ fa__fwd_kernel_sm80(const fa__fwd_params p)
    per row; every d 256 problem has a tail tile, as 80 keys divide no power
    of two [sm90-tail].)
 
-   Coverage. f16 / bf16, head dims that run in D = 64, 128 or 256 (head_dim
-   and head_dim_v up to D), causal / sliding window, GQA / MQA, variable
+   Coverage. f16 / bf16, head dims up to 256 in D = 64, 128 or 256 (head_dim
+   and head_dim_v up to D; 32, 96 and 192 run the next D up when it is
+   compiled in, fa__sm90_dim), causal / sliding window, GQA / MQA, variable
    length, KV-cache lengths, L. Softcap, ALiBi, dropout and a negative scale
-   (the "extras"), other head dims, strides TMA cannot describe, and GPUs
-   other than compute capability 9.0 run the sm_80 kernel. The kernel needs
+   (the "extras"), strides TMA cannot describe, and GPUs other than compute
+   capability 9.0 run the sm_80 kernel. The kernel needs
    the sm_90a target (-gencode arch=compute_90a,code=sm_90a); without it, or
    with FLASHATTN_NO_HOPPER defined, the sm_80 kernel runs everywhere.
 */
@@ -3367,6 +3369,16 @@ static constexpr bool fa__head_dim_compiled(int d)
     return false;
 }
 
+/* The sm_90a forward kernel's head dim for head dim d: d itself at 64, 128
+   and 256; else the next of those if it is compiled in (its columns past the
+   head dim are zeros; on the H200 it outruns the sm_80 kernel of d
+   [sm90-dims]); 0 where there is none. */
+static constexpr int fa__sm90_dim(int d)
+{
+    const int k = d <= 64 ? 64 : d <= 128 ? 128 : d <= 256 ? 256 : 0;
+    return k != 0 && (k == d || fa__head_dim_compiled(k)) ? k : 0;
+}
+
 static fa_status fa__cuda_fail(const char *fn, cudaError_t e, const char *what)
 {
     return fa__fail(FA_ERROR_CUDA, "%s: %s: %s (%s)", fn, what, cudaGetErrorString(e),
@@ -3405,6 +3417,7 @@ typedef struct fa__gpu {
 template <int D, int BM, int BN, int WARPS> struct fa__sm80_shape_used {
     static constexpr bool on_sm90 =
         fa__config_for(D, 0).bm == BM && fa__config_for(D, 0).bn == BN && fa__config_for(D, 0).warps == WARPS;
+    static constexpr bool sm90_kernel = fa__sm90_dim(D) != 0; /* its plain work runs the sm_90a kernel */
 };
 
 /* Is the plain kernel of head dim D an empty body in the code this device
@@ -3796,6 +3809,43 @@ static fa_status fa__launch_fwd_sm90(const char *fn, const fa__fwd_params &p, in
 }
 #endif /* FLASHATTN_NO_HOPPER */
 
+#ifndef FLASHATTN_NO_HOPPER
+/* The sm_90a kernel of head dim D (64, 128 or 256), with its shape and grid
+   for this problem; *ran = 0 where it declines. */
+template <bool BF16, int D>
+static fa_status fa__try_sm90(const char *fn, const fa__fwd_params &p, int batch, const fa__gpu &gpu,
+                              cudaStream_t stream, int *ran)
+{
+    fa_status s;
+    constexpr bool P = FA__SM90_PERSISTENT;
+    const bool persist64 = D == 64 && P && fa__sm90_persist_d64(p, batch, gpu.sms);
+    if (p.bm.idx) { /* a block mask (>>gpu-bsparse): the base shape's, d 64 and 128 */
+        if constexpr (D != 256 && P)
+            s = fa__launch_fwd_sm90<BF16, D, 0, true, false, true>(fn, p, batch, gpu, stream, ran);
+        else
+            s = FA_OK;
+    } else if constexpr (D == 256) {
+        if (P && fa__sm90_persist_d256(p, batch, gpu.sms))
+            s = fa__launch_fwd_sm90<BF16, D, 0, P>(fn, p, batch, gpu, stream, ran);
+        else
+            s = fa__launch_fwd_sm90<BF16, D, 0, false>(fn, p, batch, gpu, stream, ran);
+    } else {
+        const int sh = fa__sm90_shape_for<D>(p, persist64);
+        if (sh == 2) /* (only at d 64, the one head dim with that shape: D == 64 ? 2 : 0) */
+            s = fa__launch_fwd_sm90<BF16, D, D == 64 ? 2 : 0, P>(fn, p, batch, gpu, stream, ran);
+        else if (sh == 1 && D == 64 && !persist64) {
+            /* (if constexpr: d 128's long-row shape runs with PERSIST only, so no kernel without it) */
+            if constexpr (D == 64) s = fa__launch_fwd_sm90<BF16, D, 1, false>(fn, p, batch, gpu, stream, ran);
+            else s = FA_OK;
+        } else if (sh == 1)
+            s = fa__launch_fwd_sm90<BF16, D, 1, P>(fn, p, batch, gpu, stream, ran);
+        else
+            s = fa__launch_fwd_sm90<BF16, D, 0, P>(fn, p, batch, gpu, stream, ran);
+    }
+    return s;
+}
+#endif
+
 /* Pick the family's tile shape for head dim D at compile time. */
 template <bool BF16, int D>
 static fa_status fa__dispatch_family(const char *fn, const fa__fwd_params &p, int batch,
@@ -3804,36 +3854,12 @@ static fa_status fa__dispatch_family(const char *fn, const fa__fwd_params &p, in
     const int family = gpu.family, smem_optin = gpu.smem_optin;
     constexpr fa__config c0 = fa__config_for(D, 0), c1 = fa__config_for(D, 1), c2 = fa__config_for(D, 2);
 #ifndef FLASHATTN_NO_HOPPER
-    /* compute capability 9.0, no extras, D = 64 / 128 / 256: try sm_90a first */
-    if constexpr (D == 64 || D == 128 || D == 256) {
+    /* compute capability 9.0, no extras: the sm_90a kernel first */
+    constexpr int DH = fa__sm90_dim(D);
+    if constexpr (DH != 0) {
         if (family == 3 && !p.extras && !FA__SM90_OFF) {
             int ran = 0;
-            fa_status s;
-            constexpr bool P = FA__SM90_PERSISTENT;
-            const bool persist64 = D == 64 && P && fa__sm90_persist_d64(p, batch, gpu.sms);
-            if (p.bm.idx) { /* a block mask (>>gpu-bsparse): the base shape's, d 64 and 128 */
-                if constexpr (D != 256 && P)
-                    s = fa__launch_fwd_sm90<BF16, D, 0, true, false, true>(fn, p, batch, gpu, stream, &ran);
-                else
-                    s = FA_OK;
-            } else if constexpr (D == 256) {
-                if (P && fa__sm90_persist_d256(p, batch, gpu.sms))
-                    s = fa__launch_fwd_sm90<BF16, D, 0, P>(fn, p, batch, gpu, stream, &ran);
-                else
-                    s = fa__launch_fwd_sm90<BF16, D, 0, false>(fn, p, batch, gpu, stream, &ran);
-            } else {
-                const int sh = fa__sm90_shape_for<D>(p, persist64);
-                if (sh == 2) /* (only at d 64, the one head dim with that shape: D == 64 ? 2 : 0) */
-                    s = fa__launch_fwd_sm90<BF16, D, D == 64 ? 2 : 0, P>(fn, p, batch, gpu, stream, &ran);
-                else if (sh == 1 && D == 64 && !persist64) {
-                    /* (if constexpr: d 128's long-row shape runs with PERSIST only, so no kernel without it) */
-                    if constexpr (D == 64) s = fa__launch_fwd_sm90<BF16, D, 1, false>(fn, p, batch, gpu, stream, &ran);
-                    else s = FA_OK;
-                } else if (sh == 1)
-                    s = fa__launch_fwd_sm90<BF16, D, 1, P>(fn, p, batch, gpu, stream, &ran);
-                else
-                    s = fa__launch_fwd_sm90<BF16, D, 0, P>(fn, p, batch, gpu, stream, &ran);
-            }
+            const fa_status s = fa__try_sm90<BF16, DH>(fn, p, batch, gpu, stream, &ran);
             if (s != FA_OK || ran) return s;
         }
     }
@@ -3844,7 +3870,7 @@ static fa_status fa__dispatch_family(const char *fn, const fa__fwd_params &p, in
        no sm_90a code) */
     bool extras = p.extras || p.bm.idx;
 #if !defined(FLASHATTN_NO_HOPPER) && !defined(FLASHATTN_TEST_HOOKS)
-    if constexpr (D == 64 || D == 128 || D == 256)
+    if constexpr (fa__sm90_dim(D) != 0)
         if (family == 3 && !extras) extras = fa__sm80_plain_stubbed<BF16, D, c0.bm, c0.bn, c0.warps>();
 #endif
     if (family == 1) {
