@@ -12,7 +12,8 @@ only).
 
 Usage: python3 bench/vs_torch_backward.py [--lib build/libfa_bench.so] [--quick]
        [--dims 64,128] [--seqlens 512,2048] [--variant label=other/libfa_bench.so ...] [--sustained]
-       [--det-column] [--train-step]
+       [--det-column] [--train-step]   (with --det-column a --variant labelled det-NAME runs
+       deterministic too: e.g. another build's deterministic mode beside ours)
 (--train-step: also a training step, forward + backward, ours (fa_bench_forward then
 fa_backward_cuda) beside SDPA flash's and cuDNN's (the forward with autograd, then its
 backward), interleaved; columns step:*, TFLOP/s of 3.5x the forward FLOPs)
@@ -167,7 +168,8 @@ def main():
                             raise RuntimeError(l.fa_last_error().decode())
                     fns["ours"] = lambda it: run(lib)
                     for label, l in variants:
-                        fns[label] = (lambda it: run(lib, args_det)) if label == "det" else (lambda it, l=l: run(l))
+                        # "det", and with --det-column every variant labelled det-*: deterministic
+                        fns[label] = (lambda it, l=l: run(l, args_det)) if label.startswith("det") else (lambda it, l=l: run(l))
                     ms, _ = interleaved(fns)  # a backend that fails is nan below
                     keys = ["ours", "flash", "cudnn"] + [label for label, _ in variants]
                     res = {key: flops / ms[key] / 1e9 if key in ms else float("nan") for key in keys}
