@@ -499,6 +499,7 @@ typedef struct fa__fwd_params {
     uint32_t dropout_threshold;
     uint64_t dropout_seed, dropout_offset;
     float out_scale; /* 1 / (1 - dropout_p) */
+    int o_bf16;      /* O is bf16: read by the FP8 kernel only, one kernel for both O types */
     /* FP8 (the sm_90a kernel's FP8; section 5 of flashattn.h): Q, K and V
        are e4m3, seen by the copies as rows of 16-bit words (d and the
        strides above count words, v_words V's row), and their descales,
@@ -861,7 +862,15 @@ static __device__ __forceinline__ void fa__store_lse_rows(const fa__fwd_params &
                           nbatch);
     }
 }
-template <bool BF16, int MT, int NO>
+/* Two O values in 16 bits: O's type is BF16's, or with O_RT (the FP8
+   kernel, one for both O types) p.o_bf16's, a select in the epilogue. */
+template <bool BF16, bool O_RT>
+static __device__ __forceinline__ uint32_t fa__pack2_o(const fa__fwd_params &p, float lo, float hi)
+{
+    if (O_RT) return p.o_bf16 ? fa__pack2<true>(lo, hi) : fa__pack2<false>(lo, hi);
+    return fa__pack2<BF16>(lo, hi);
+}
+template <bool BF16, int MT, int NO, bool O_RT = false>
 static __device__ __forceinline__ void fa__store_o_rows(const fa__fwd_params &p, const float (&acc_o)[MT][NO][4],
                                                         const float (&inv)[MT][2], uint16_t *go, int wrow0, int sq,
                                                         int g, int t)
@@ -876,8 +885,8 @@ static __device__ __forceinline__ void fa__store_o_rows(const fa__fwd_params &p,
 #pragma unroll
             for (int c = 0; c < NO; c++) {
                 const int col = c * 8 + 2 * t;
-                const uint32_t v2 = fa__pack2<BF16>(acc_o[mt][c][2 * hf] * inv[mt][hf],
-                                                    acc_o[mt][c][2 * hf + 1] * inv[mt][hf]);
+                const uint32_t v2 = fa__pack2_o<BF16, O_RT>(p, acc_o[mt][c][2 * hf] * inv[mt][hf],
+                                                            acc_o[mt][c][2 * hf + 1] * inv[mt][hf]);
                 if (col + 1 < p.dv)
                     *(uint32_t *)(orow + col) = v2; /* 4-byte aligned: even col, aligned rows */
                 else if (col < p.dv)
@@ -1832,7 +1841,7 @@ static __device__ __forceinline__ void fa__sm90_load(uint32_t dst, uint32_t bar,
    the staging to be free (every thread of the warpgroup has read the
    previous tile's rows out, and the previous TMA store, thread 0's bulk
    group, has too; staging in Q: there is no previous tile). */
-template <bool BF16, int D>
+template <bool BF16, int D, bool O_RT>
 static __device__ __forceinline__ void fa__sm90_store_o(const fa__fwd_params &p, const float (&acc_o)[1][D / 8][4],
                                                         const float (&inv)[1][2], uint32_t st, uint32_t blk,
                                                         uint16_t *go, int row0, int sq, int h, int b,
@@ -1860,7 +1869,7 @@ static __device__ __forceinline__ void fa__sm90_store_o(const fa__fwd_params &p,
 #pragma unroll
         for (int q = 0; q < 4; q++) {
             const int hf = q % 2, c = 2 * j + q / 2;
-            w[q] = fa__pack2<BF16>(acc_o[0][c][2 * hf] * inv[0][hf], acc_o[0][c][2 * hf + 1] * inv[0][hf]);
+            w[q] = fa__pack2_o<BF16, O_RT>(p, acc_o[0][c][2 * hf] * inv[0][hf], acc_o[0][c][2 * hf + 1] * inv[0][hf]);
         }
         fa__stmatrix_x4(st + fa__sm90_chunk(rs, 2 * j + lane / 16, blk), w);
     }
@@ -2108,7 +2117,8 @@ static __device__ __forceinline__ void fa__sm90_epilogue_begin(const fa__fwd_par
    before its keys were known (EARLY). count is never below 0, windows
    being >= 0.) release_q: the arrival on the tile's Q empty barrier
    (Q_AFTER_O); tk: the tile, for FLASHATTN_TRACE. */
-template <bool BF16, int D, int BM, int WG, bool LSE_EARLY, bool O_STAGED, bool O_OWN, bool Q_AFTER_O, class QRelease>
+template <bool BF16, bool O_RT, int D, int BM, int WG, bool LSE_EARLY, bool O_STAGED, bool O_OWN, bool Q_AFTER_O,
+          class QRelease>
 static __device__ __forceinline__ void fa__sm90_epilogue_end(int tk, const fa__fwd_params &p, const fa__tma_maps &tm,
                                                              float (&acc_o)[1][D / 8][4], float (&m_run)[1][2],
                                                              float (&l_run)[1][2], float (&inv)[1][2],
@@ -2121,8 +2131,8 @@ static __device__ __forceinline__ void fa__sm90_epilogue_end(int tk, const fa__f
     FLASHATTN_TRACE(16, tk, 0);
     uint16_t *go = p.o + (p.cu_seqlens_q ? x.q_tok0 * p.o_seq : b * p.o_batch) + h * p.o_head;
     if (O_STAGED && (O_OWN || count > 0)) {
-        fa__sm90_store_o<BF16, D>(p, acc_o, inv, sO + (uint32_t)cw * 64 * 128, BM * 128, go, x.row0 + 64 * cw,
-                                  x.sq, h, b, x.q_tok0, tid % 128, 1 + WG + cw, tm);
+        fa__sm90_store_o<BF16, D, O_RT>(p, acc_o, inv, sO + (uint32_t)cw * 64 * 128, BM * 128, go,
+                                        x.row0 + 64 * cw, x.sq, h, b, x.q_tok0, tid % 128, 1 + WG + cw, tm);
         if (Q_AFTER_O) {
             /* Q's rows are free once the TMA store (thread 0's bulk
                group) has read them, and every thread its own staging
@@ -2132,7 +2142,7 @@ static __device__ __forceinline__ void fa__sm90_epilogue_end(int tk, const fa__f
             release_q();
         }
     } else
-        fa__store_o_rows<BF16>(p, acc_o, inv, go, wrow0, x.sq, g, t);
+        fa__store_o_rows<BF16, 1, D / 8, O_RT>(p, acc_o, inv, go, wrow0, x.sq, g, t);
     FLASHATTN_TRACE(17, tk, 0);
 }
 
@@ -2977,7 +2987,7 @@ fa__sm90_consumer_tile(const fa__sm90_cthread &th, const fa__sm90_ctile &tl, con
        second (no key block: O = 0, L = -inf) */
     auto epilogue = [&]() {
         if (!FA__SM90_OVERLAP || count_w == 0) epilogue_begin();
-        fa__sm90_epilogue_end<BF16, D, BM, WG, LSE_EARLY, O_STAGED, O_OWN, Q_AFTER_O>(
+        fa__sm90_epilogue_end<BF16, FP8, D, BM, WG, LSE_EARLY, O_STAGED, O_OWN, Q_AFTER_O>(
             k, p, tm, acc_o, m_run, l_run, inv, x, wrow0, h, b, batch, g, t, cw, tid, count, sm.sO,
             [&]() { fa__mbar_arrive(q_empty(q_uses - 1)); });
     };
@@ -3748,7 +3758,7 @@ static fa_status fa__launch_fwd_sm90(const char *fn, const fa__fwd_params &p, in
        a multiple of 8: TMA clips a store to the map's columns in 16-byte
        pieces, and at head_dim_v 100 it wrote columns 100-103 of every row
        (into the stride gap a test checks). */
-    tm.o_ok = p.dv % 8 == 0 && !fa__tma_map(&tm.o, p.o, BF16, p.dv, rows_q, p.heads_q, vq ? 1 : batch, p.o_seq,
+    tm.o_ok = p.dv % 8 == 0 && !fa__tma_map(&tm.o, p.o, FP8 ? p.o_bf16 : BF16, p.dv, rows_q, p.heads_q, vq ? 1 : batch, p.o_seq,
                                             p.o_head, vq ? p.o_seq : p.o_batch, 64);
     e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (e != cudaSuccess) return fa__cuda_fail(fn, e, "cudaFuncSetAttribute");
@@ -3886,13 +3896,15 @@ static fa_status fa__dispatch_head_dim(const char *fn, const fa__fwd_params &p, 
 #if !defined(FLASHATTN_NO_HOPPER) && !defined(FLASHATTN_NO_FP8)
 /* The FP8 forward (e4m3 Q, K and V; >>hopper-fp8): the sm_90a kernel's
    FP8 at the smallest of the compiled head dims 64, 128 and 256 that holds
-   need. It has no sm_80 twin: where it cannot run, a named error. */
+   need. It has no sm_80 twin: where it cannot run, a named error. One
+   kernel for both O types (BF16 false; p.o_bf16 picks O's at run time, in
+   the epilogue only): 3 kernels fewer to compile [ctime-fp8-o]. */
 template <int I>
-static fa_status fa__dispatch_fp8(const char *fn, const fa__fwd_params &p, int batch, int need, int bf16,
+static fa_status fa__dispatch_fp8(const char *fn, const fa__fwd_params &p, int batch, int need,
                                   const fa__gpu &gpu, cudaStream_t stream)
 {
     if constexpr (I >= fa__n_head_dims) {
-        (void)p; (void)batch; (void)bf16; (void)gpu; (void)stream;
+        (void)p; (void)batch; (void)gpu; (void)stream;
         return fa__fail(FA_ERROR_UNSUPPORTED, "%s: FP8: no head dim 64, 128 or 256 of at least %d is compiled "
                         "in (FLASHATTN_HEAD_DIMS)", fn, need);
     } else {
@@ -3900,15 +3912,14 @@ static fa_status fa__dispatch_fp8(const char *fn, const fa__fwd_params &p, int b
         if constexpr ((D == 64 || D == 128 || D == 256) && FA__SM90_WARPSPEC) { /* (its V transpose is the producer's) */
             if (need <= D) {
                 int ran = 0;
-                const fa_status s = bf16 ? fa__launch_fwd_sm90<true, D, 0, true, true>(fn, p, batch, gpu, stream, &ran)
-                                         : fa__launch_fwd_sm90<false, D, 0, true, true>(fn, p, batch, gpu, stream, &ran);
+                const fa_status s = fa__launch_fwd_sm90<false, D, 0, true, true>(fn, p, batch, gpu, stream, &ran);
                 if (s != FA_OK || ran) return s;
                 return fa__fail(FA_ERROR_UNSUPPORTED, "%s: FP8: the sm_90a kernel cannot run here (this binary "
                                 "needs -gencode arch=compute_90a,code=sm_90a, and q, k, v and o views that TMA "
                                 "can describe)", fn);
             }
         }
-        return fa__dispatch_fp8<I + 1>(fn, p, batch, need, bf16, gpu, stream);
+        return fa__dispatch_fp8<I + 1>(fn, p, batch, need, gpu, stream);
     }
 }
 #endif
@@ -4280,6 +4291,7 @@ FLASHATTN_DEF fa_status fa_forward_cuda(const fa_problem *p, fa_tensor q, fa_ten
     kp.dropout_threshold = kp.dropout ? fa__dropout_threshold(r.dropout_p) : 0u;
     kp.dropout_seed = r.dropout_seed; kp.dropout_offset = r.dropout_offset;
     kp.out_scale = kp.dropout ? 1.0f / (1.0f - r.dropout_p) : 1.0f;
+    kp.o_bf16 = o.dtype == FA_BF16;
     kp.extras = kp.softcap > 0.0f || kp.alibi_slopes != NULL || kp.dropout || r.scale < 0.0f;
     kp.dsb_q = kp.dsb_k = kp.dsb_v = NULL;
     kp.ds_q = kp.ds_k = kp.ds_v = 1.0f;
@@ -4290,7 +4302,7 @@ FLASHATTN_DEF fa_status fa_forward_cuda(const fa_problem *p, fa_tensor q, fa_ten
 #if !defined(FLASHATTN_NO_HOPPER) && !defined(FLASHATTN_NO_FP8)
     if (fp8) {
         fa__fwd_params_fp8(&kp, &r);
-        return fa__dispatch_fp8<0>(fn, kp, r.batch, need, o.dtype == FA_BF16, gpu, (cudaStream_t)stream);
+        return fa__dispatch_fp8<0>(fn, kp, r.batch, need, gpu, (cudaStream_t)stream);
     }
 #endif
     if (!ws_need)
