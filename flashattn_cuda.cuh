@@ -5768,6 +5768,8 @@ struct fa__quant_params {
     uint64_t seed;
     float inv_sqrt_d;
     int mode; /* 0: per block; per tensor: 1 the amax pass, 2 the rounding pass */
+    int bf16; /* x is bf16 (else f16) */
+    int vec;  /* 16-byte accesses: aligned, d % 16 == 0 (fa_quantize_cuda) */
 };
 
 /* Two e4m3 codes, lo in the low byte: the hardware's round-to-nearest-even,
@@ -5861,10 +5863,25 @@ static __device__ __forceinline__ void fa__quant_store(uint8_t *dst, const float
     }
 }
 
+/* Every row slot's E elements of a lane (G slots, R rows a warp, RPG of
+   them side by side), all loads in flight at once. */
+template <int E, int LPR, int R, int G, bool BF16, bool VEC>
+static __device__ __forceinline__ void fa__quant_load_rows(float (&y)[G][E], const fa__quant_params &p,
+                                                           const uint16_t *x0, int rbase, int lane, int j0, int len)
+{
+#pragma unroll
+    for (int g = 0; g < G; ++g) {
+        const int r = g * (32 / LPR) + lane / LPR, n = rbase + r;
+        fa__quant_load<E, BF16, VEC>(y[g], x0 + n * p.x_seq, r < R && n < len, j0, p.d);
+    }
+}
+
 /* B rows per block, each in LPR lanes of E elements (E LPR >= d). With one
    row slot per lane (d <= 128) two CTAs fit an SM: one loads while the
-   other stores. */
-template <int E, int LPR, int B, bool BF16, bool VEC>
+   other stores. x's type and the access width are run-time values (p.bf16,
+   p.vec), a branch around the loads and the stores: 5 kernels instead of
+   20 to compile [ctime-quant]. */
+template <int E, int LPR, int B>
 __global__ void __launch_bounds__(FA__QUANT_WARPS * 32, (B / FA__QUANT_WARPS) * LPR <= 32 ? 2 : 1)
 fa__quantize_kernel(const fa__quant_params p)
 {
@@ -5880,12 +5897,15 @@ fa__quantize_kernel(const fa__quant_params p)
     float y[G][E], amax = 0.0f, s, inv;
     if (p.hadamard && (int)threadIdx.x < p.d)
         mul[threadIdx.x + threadIdx.x / 32] = fa__hadamard_mul(p.seed, (int)threadIdx.x, p.inv_sqrt_d);
-    /* ---- load (every slot's loads in flight at once), rotate, amax ---- */
-#pragma unroll
-    for (int g = 0; g < G; ++g) {
-        const int r = g * RPG + lane / LPR, n = k * B + warp * R + r;
-        fa__quant_load<E, BF16, VEC>(y[g], p.x + bi * p.x_batch + (row0 + n) * p.x_seq + (int64_t)h * p.x_head,
-                                     r < R && n < len, j0, p.d);
+    /* ---- load, rotate, amax ---- */
+    const uint16_t *x0 = p.x + bi * p.x_batch + row0 * p.x_seq + (int64_t)h * p.x_head;
+    const int rbase = k * B + warp * R; /* the warp's first row */
+    if (p.bf16) {
+        if (p.vec) fa__quant_load_rows<E, LPR, R, G, true, true>(y, p, x0, rbase, lane, j0, len);
+        else fa__quant_load_rows<E, LPR, R, G, true, false>(y, p, x0, rbase, lane, j0, len);
+    } else {
+        if (p.vec) fa__quant_load_rows<E, LPR, R, G, false, true>(y, p, x0, rbase, lane, j0, len);
+        else fa__quant_load_rows<E, LPR, R, G, false, false>(y, p, x0, rbase, lane, j0, len);
     }
     if (p.hadamard)
         __syncthreads(); /* mul is written */
@@ -5921,10 +5941,12 @@ fa__quantize_kernel(const fa__quant_params p)
     /* ---- store: each row as e4m3(y * inv) ---- */
 #pragma unroll
     for (int g = 0; g < G; ++g) {
-        const int r = g * RPG + lane / LPR, n = k * B + warp * R + r;
-        if (r < R && n < len)
-            fa__quant_store<E, VEC>(p.out + bi * p.o_batch + (row0 + n) * p.o_seq + (int64_t)h * p.o_head, y[g],
-                                    inv, j0, p.d);
+        const int r = g * RPG + lane / LPR, n = rbase + r;
+        if (r < R && n < len) {
+            uint8_t *dst = p.out + bi * p.o_batch + (row0 + n) * p.o_seq + (int64_t)h * p.o_head;
+            if (p.vec) fa__quant_store<E, true>(dst, y[g], inv, j0, p.d);
+            else fa__quant_store<E, false>(dst, y[g], inv, j0, p.d);
+        }
     }
 }
 
@@ -5936,29 +5958,16 @@ __global__ void fa__quantize_finish_kernel(float *descale)
     descale[0] = s;
 }
 
-/* The row layout for d (E LPR = d rounded up to a power of two, at least 16)
-   and the load width (VEC: 16-byte accesses are aligned, d % 16 == 0). */
-template <int B, bool BF16, bool VEC>
-static void fa__quantize_launch_vec(const fa__quant_params &kp, int batch, cudaStream_t st)
+/* The row layout for d (E LPR = d rounded up to a power of two, at least 16). */
+template <int B>
+static void fa__quantize_launch(const fa__quant_params &kp, int batch, cudaStream_t st)
 {
     const dim3 grid((unsigned)kp.nblk, (unsigned)kp.heads, (unsigned)batch), block(FA__QUANT_WARPS * 32);
-    if (kp.d <= 16) fa__quantize_kernel<16, 1, B, BF16, VEC><<<grid, block, 0, st>>>(kp);
-    else if (kp.d <= 32) fa__quantize_kernel<32, 1, B, BF16, VEC><<<grid, block, 0, st>>>(kp);
-    else if (kp.d <= 64) fa__quantize_kernel<32, 2, B, BF16, VEC><<<grid, block, 0, st>>>(kp);
-    else if (kp.d <= 128) fa__quantize_kernel<32, 4, B, BF16, VEC><<<grid, block, 0, st>>>(kp);
-    else fa__quantize_kernel<32, 8, B, BF16, VEC><<<grid, block, 0, st>>>(kp);
-}
-
-template <int B>
-static void fa__quantize_launch(const fa__quant_params &kp, int batch, bool bf16, bool vec, cudaStream_t st)
-{
-    if (bf16) {
-        if (vec) fa__quantize_launch_vec<B, true, true>(kp, batch, st);
-        else fa__quantize_launch_vec<B, true, false>(kp, batch, st);
-    } else {
-        if (vec) fa__quantize_launch_vec<B, false, true>(kp, batch, st);
-        else fa__quantize_launch_vec<B, false, false>(kp, batch, st);
-    }
+    if (kp.d <= 16) fa__quantize_kernel<16, 1, B><<<grid, block, 0, st>>>(kp);
+    else if (kp.d <= 32) fa__quantize_kernel<32, 1, B><<<grid, block, 0, st>>>(kp);
+    else if (kp.d <= 64) fa__quantize_kernel<32, 2, B><<<grid, block, 0, st>>>(kp);
+    else if (kp.d <= 128) fa__quantize_kernel<32, 4, B><<<grid, block, 0, st>>>(kp);
+    else fa__quantize_kernel<32, 8, B><<<grid, block, 0, st>>>(kp);
 }
 
 #ifdef __cplusplus
@@ -5973,7 +5982,6 @@ FLASHATTN_DEF fa_status fa_quantize_cuda(const fa_quant *p, fa_tensor x, fa_tens
     fa__quant_params kp;
     cudaError_t e = cudaSuccess;
     int mode;
-    bool bf16 = x.dtype == FA_BF16, vec;
     fa_status s = fa__check_quant(fn, p, &x, &out, descale, 0);
     if (s != FA_OK) return s;
     if (x.dtype != FA_F16 && x.dtype != FA_BF16)
@@ -5990,14 +5998,15 @@ FLASHATTN_DEF fa_status fa_quantize_cuda(const fa_quant *p, fa_tensor x, fa_tens
     kp.nblk = (int)FA__FP8_BLOCKS(p->seqlen, p->role);
     kp.hadamard = p->hadamard; kp.seed = p->seed;
     kp.inv_sqrt_d = (float)(1.0 / sqrt((double)p->head_dim)); /* as fa_quantize computes it */
-    vec = p->head_dim % 16 == 0 && ((uintptr_t)x.data & 15u) == 0 && ((uintptr_t)out.data & 15u) == 0 &&
+    kp.bf16 = x.dtype == FA_BF16;
+    kp.vec = p->head_dim % 16 == 0 && ((uintptr_t)x.data & 15u) == 0 && ((uintptr_t)out.data & 15u) == 0 &&
           (x.batch_stride | x.seq_stride | x.head_stride) % 8 == 0 &&
           (out.batch_stride | out.seq_stride | out.head_stride) % 16 == 0;
     if (p->per_tensor) e = cudaMemsetAsync(descale, 0, sizeof(float), st); /* amax 0, as bits */
     for (mode = p->per_tensor ? 1 : 0; e == cudaSuccess && mode <= (p->per_tensor ? 2 : 0); ++mode) {
         kp.mode = mode;
-        if (p->role == FA_QUANT_Q) fa__quantize_launch<FLASHATTN_FP8_BLOCK_Q>(kp, p->batch, bf16, vec, st);
-        else fa__quantize_launch<FLASHATTN_FP8_BLOCK_K>(kp, p->batch, bf16, vec, st);
+        if (p->role == FA_QUANT_Q) fa__quantize_launch<FLASHATTN_FP8_BLOCK_Q>(kp, p->batch, st);
+        else fa__quantize_launch<FLASHATTN_FP8_BLOCK_K>(kp, p->batch, st);
         e = cudaGetLastError();
     }
     if (e == cudaSuccess && p->per_tensor) {
