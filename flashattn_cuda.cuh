@@ -491,6 +491,7 @@ typedef struct fa__fwd_params {
     float scale;      /* natural units */
     float scale_log2; /* scale * log2(e) */
     float softcap;    /* 0 = off */
+    float scale_cap;  /* scale / softcap (softcap > 0): the extras' tanh argument is s scale_cap */
     const float *alibi_slopes;
     int has_left, has_right; /* window / causal bounds active */
     int left, right;         /* visible keys: i' - left <= j <= i' + right */
@@ -677,9 +678,8 @@ static __device__ __forceinline__ void fa__mask_scores(float (&s)[MT][NS][4], co
                 for (int e = 0; e < 2; e++) {
                     const int c = j * 8 + e;
                     float x = s[mt][j][half * 2 + e];
-                    if (EXTRAS) {
-                        x *= p.scale;
-                        if (p.softcap > 0.0f) x = p.softcap * tanhf(x / p.softcap);
+                    if (EXTRAS) { /* (softcap: c tanh(x scale / c), a multiply, not a division) */
+                        x = p.softcap > 0.0f ? p.softcap * tanhf(x * p.scale_cap) : x * p.scale;
                         if (p.alibi_slopes) x -= p.alibi_slopes[h] * (float)abs(dist0 - c);
                         x *= FA__GPU_LOG2E;
                     }
@@ -4282,6 +4282,7 @@ FLASHATTN_DEF fa_status fa_forward_cuda(const fa_problem *p, fa_tensor q, fa_ten
     kp.scale = r.scale;
     kp.scale_log2 = r.scale * FA__GPU_LOG2E;
     kp.softcap = r.softcap > 0.0f ? r.softcap : 0.0f;
+    kp.scale_cap = kp.softcap > 0.0f ? r.scale / kp.softcap : 0.0f;
     kp.alibi_slopes = r.alibi_slopes;
     kp.has_right = r.causal || r.sliding_window;
     kp.right = r.causal ? 0 : r.window_right; /* causal within a window: j <= i' */
@@ -6172,7 +6173,7 @@ typedef struct fa__bwd_params {
     int acc_tiled;         /* the accumulator's 64-row blocks in the sm_90a kernel's
                               order (fa__bwd_acc_off), for the convert kernel */
     fa__bmask bm;          /* a block mask (bits NULL: none), >>bwd-bsparse */
-    float scale_cap;       /* scale / softcap (softcap > 0), fa__bwd_score's MUL */
+    float scale_cap;       /* scale / softcap (softcap > 0): tanh's factor in fa__bwd_score */
 } fa__bwd_params;
 
 /* Where sequence b lives: rows sq x sk, and the element offset of its row 0
@@ -6573,17 +6574,18 @@ __device__ __forceinline__ void fa__bwd_load_step(const fa__bwd_params &p, const
    (Alg. 4 line 11): times the scale, softcap's c tanh(x scale / c) with its
    derivative 1 - tanh^2 into dcap, minus ALiBi's slope2 |qi + off - kj|
    (slope2: the slope times log2(e); off = sk - sq). The per-element step
-   of both backward kernels. MUL: tanh's argument as x times scale / c
-   (p.scale_cap), where a division per score costs the sm_90a kernel
-   registers it does not have (its slow path spilled at D = 128). */
-template <bool SOFTCAP, bool MUL = false>
+   of both backward kernels (and the sm_80 forward's, fa__mask_scores):
+   tanh's argument as x times scale / c (p.scale_cap), as a division per
+   score cost the sm_90a kernel registers it does not have (its slow path
+   spilled at D = 128). */
+template <bool SOFTCAP>
 __device__ __forceinline__ float fa__bwd_score(const fa__bwd_params &p, float x, float slope2, int qi, int kj, int off,
                                                float &dcap)
 {
     const float LOG2E = 1.4426950408889634f;
     float y;
     if (SOFTCAP) {
-        const float th = tanhf(MUL ? x * p.scale_cap : x * p.scale / p.softcap);
+        const float th = tanhf(x * p.scale_cap);
         dcap = 1.f - th * th;
         y = th * p.softcap * LOG2E;
     } else {
@@ -6967,7 +6969,7 @@ __device__ __forceinline__ void fa__bwd_sm90_p(const fa__bwd_params &p, const fa
         for (int e = 0; e < 4; e++) {
             const int qi = i0 + 8 * n + 2 * t + (e & 1), kje = kj + (e >> 1) * 8;
             float dcap = 1.f;
-            float x = fa__bwd_score<SOFTCAP, true>(p, sT[n][e], slope2, qi, kje, s.sk - s.sq, dcap);
+            float x = fa__bwd_score<SOFTCAP>(p, sT[n][e], slope2, qi, kje, s.sk - s.sq, dcap);
             if (need_mask && !fa__bwd_visible(p, s.sq, s.sk, qi, kje)) x = -INFINITY;
             const float pe = fa__exp2(x - ((e & 1) ? l2.y : l2.x));
             q[e] = p.dropout ? fa__bwd_drop(p, keep, 4 * n + e, pe) : pe;
