@@ -999,30 +999,40 @@ static __device__ __forceinline__ void fa__sm80_pv(float (&acc_o)[MT][NO][4], co
    one Philox call per lane and (row tile, 8-key tile) instead of one per
    score. A call gives the words of 4 keys (fa__dropout_bits); lanes t and
    t ^ 1 of a quad hold keys 2t, 2t + 1 of the same 4, in rows g and g + 8:
-   lane t computes row g + 8 (t & 1) and hands its partner the two words the
-   partner needs. The same bits; a quarter of the Philox code, which set the
-   EXTRAS kernels' compile time [sm80-dropout]. */
+   lane t computes row g + 8 (t & 1). Per row tile the NS calls' verdicts
+   are gathered as bits first, the lane's own keys and its partner's, and
+   the partner's go over in one shuffle: no words live across the calls,
+   which then overlap (EXTRAS spills [sm80-dropout]). The same bits as
+   fa__dropout_keep's. */
 template <int MT, int NS>
 static __device__ __forceinline__ void fa__sm80_dropout(float (&s)[MT][NS][4], const fa__fwd_params &p, int b,
                                                         int h, int wrow0, int k0, int g, int t)
 {
+    static_assert(NS <= 16, "2 NS keep bits in a word");
     const bool odd = t & 1; /* computes row g + 8; its keys are words 2, 3 of the call */
 #pragma unroll
-    for (int mt = 0; mt < MT; mt++)
+    for (int mt = 0; mt < MT; mt++) {
+        uint32_t own = 0, give = 0; /* bit 2 j + c: key 2t + c of tile j kept, in the computed row / for the partner */
 #pragma unroll
         for (int j = 0; j < NS; j++) {
             uint32_t r[4];
             fa__dropout_bits(p.dropout_seed, p.dropout_offset, b, h, p.heads_q, wrow0 + mt * 16 + g + (odd ? 8 : 0),
                              k0 + j * 8 + 2 * t, r);
-            const uint32_t own0 = odd ? r[2] : r[0], own1 = odd ? r[3] : r[1];
-            const uint32_t got0 = __shfl_xor_sync(0xffffffffu, odd ? r[0] : r[2], 1);
-            const uint32_t got1 = __shfl_xor_sync(0xffffffffu, odd ? r[1] : r[3], 1);
-            /* element e: row g + 8 (e >> 1), key 2t + (e & 1) (fa__each_score) */
-            const uint32_t w[4] = {odd ? got0 : own0, odd ? got1 : own1, odd ? own0 : got0, odd ? own1 : got1};
+#pragma unroll
+            for (int c = 0; c < 2; c++) { /* fa__dropout_keep's rule */
+                own |= (uint32_t)((odd ? r[2 + c] : r[c]) >= p.dropout_threshold) << (2 * j + c);
+                give |= (uint32_t)((odd ? r[c] : r[2 + c]) >= p.dropout_threshold) << (2 * j + c);
+            }
+        }
+        const uint32_t got = __shfl_xor_sync(0xffffffffu, give, 1);
+        const uint32_t row_g = odd ? got : own, row_g8 = odd ? own : got;
+        /* element e: row g + 8 (e >> 1), key 2t + (e & 1) (fa__each_score) */
+#pragma unroll
+        for (int j = 0; j < NS; j++)
 #pragma unroll
             for (int e = 0; e < 4; e++)
-                if (w[e] < p.dropout_threshold) s[mt][j][e] = 0.0f; /* fa__dropout_keep's rule */
-        }
+                if (!((e >> 1 ? row_g8 : row_g) >> (2 * j + (e & 1)) & 1u)) s[mt][j][e] = 0.0f;
+    }
 }
 
 /* The kernel: one block of BM query rows of head h, batch b, walking its key
