@@ -678,7 +678,7 @@ static __device__ __forceinline__ void fa__mask_scores(float (&s)[MT][NS][4], co
                 for (int e = 0; e < 2; e++) {
                     const int c = j * 8 + e;
                     float x = s[mt][j][half * 2 + e];
-                    if (EXTRAS) { /* (softcap: c tanh(x scale / c), a multiply, not a division) */
+                    if (EXTRAS) { /* softcap: c tanh(x (scale / c)), no division [ctime-softcap] */
                         x = p.softcap > 0.0f ? p.softcap * tanhf(x * p.scale_cap) : x * p.scale;
                         if (p.alibi_slopes) x -= p.alibi_slopes[h] * (float)abs(dist0 - c);
                         x *= FA__GPU_LOG2E;
@@ -862,15 +862,7 @@ static __device__ __forceinline__ void fa__store_lse_rows(const fa__fwd_params &
                           nbatch);
     }
 }
-/* Two O values in 16 bits: O's type is BF16's, or with O_RT (the FP8
-   kernel, one for both O types) p.o_bf16's, a select in the epilogue. */
-template <bool BF16, bool O_RT>
-static __device__ __forceinline__ uint32_t fa__pack2_o(const fa__fwd_params &p, float lo, float hi)
-{
-    if (O_RT) return p.o_bf16 ? fa__pack2<true>(lo, hi) : fa__pack2<false>(lo, hi);
-    return fa__pack2<BF16>(lo, hi);
-}
-template <bool BF16, int MT, int NO, bool O_RT = false>
+template <bool BF16, int MT, int NO>
 static __device__ __forceinline__ void fa__store_o_rows(const fa__fwd_params &p, const float (&acc_o)[MT][NO][4],
                                                         const float (&inv)[MT][2], uint16_t *go, int wrow0, int sq,
                                                         int g, int t)
@@ -885,8 +877,8 @@ static __device__ __forceinline__ void fa__store_o_rows(const fa__fwd_params &p,
 #pragma unroll
             for (int c = 0; c < NO; c++) {
                 const int col = c * 8 + 2 * t;
-                const uint32_t v2 = fa__pack2_o<BF16, O_RT>(p, acc_o[mt][c][2 * hf] * inv[mt][hf],
-                                                            acc_o[mt][c][2 * hf + 1] * inv[mt][hf]);
+                const uint32_t v2 = fa__pack2<BF16>(acc_o[mt][c][2 * hf] * inv[mt][hf],
+                                                    acc_o[mt][c][2 * hf + 1] * inv[mt][hf]);
                 if (col + 1 < p.dv)
                     *(uint32_t *)(orow + col) = v2; /* 4-byte aligned: even col, aligned rows */
                 else if (col < p.dv)
@@ -1826,6 +1818,23 @@ static __device__ __forceinline__ void fa__sm90_load(uint32_t dst, uint32_t bar,
     if (lane == 0) fa__mbar_arrive(bar);
 }
 
+/* A warpgroup's O = O~ inv into its staging tile st as 16-bit BF16 values,
+   rs its row (fa__sm90_store_o) */
+template <bool BF16, int D>
+static __device__ __forceinline__ void fa__sm90_stage_o(const float (&acc_o)[1][D / 8][4], const float (&inv)[1][2],
+                                                        uint32_t st, uint32_t blk, int rs, int lane)
+{
+#pragma unroll
+    for (int j = 0; j < D / 16; j++) {
+        uint32_t w[4];
+#pragma unroll
+        for (int q = 0; q < 4; q++) {
+            const int hf = q % 2, c = 2 * j + q / 2;
+            w[q] = fa__pack2<BF16>(acc_o[0][c][2 * hf] * inv[0][hf], acc_o[0][c][2 * hf + 1] * inv[0][hf]);
+        }
+        fa__stmatrix_x4(st + fa__sm90_chunk(rs, 2 * j + lane / 16, blk), w);
+    }
+}
 /* The epilogue of one consumer warpgroup: its 64 rows of O = O~ / l (and
    L), staged through shared memory. Stored straight from the accumulator
    fragments, as the sm_80 kernel does, each store instruction of a warp
@@ -1873,15 +1882,11 @@ static __device__ __forceinline__ void fa__sm90_store_o(const fa__fwd_params &p,
        matrix l / 8. A 32-bit store per row and chunk took 16 stores and
        their addresses at d 64 [sm90-epilogue] */
     const int rs = 16 * (wtid / 32) + lane % 8 + 8 * ((lane / 8) % 2);
-#pragma unroll
-    for (int j = 0; j < CH / 2; j++) {
-        uint32_t w[4];
-#pragma unroll
-        for (int q = 0; q < 4; q++) {
-            const int hf = q % 2, c = 2 * j + q / 2;
-            w[q] = fa__pack2_o<BF16, O_RT>(p, acc_o[0][c][2 * hf] * inv[0][hf], acc_o[0][c][2 * hf + 1] * inv[0][hf]);
-        }
-        fa__stmatrix_x4(st + fa__sm90_chunk(rs, 2 * j + lane / 16, blk), w);
+    if constexpr (O_RT) { /* (the FP8 kernel: O's type at run time, one branch) */
+        if (p.o_bf16) fa__sm90_stage_o<true, D>(acc_o, inv, st, blk, rs, lane);
+        else fa__sm90_stage_o<false, D>(acc_o, inv, st, blk, rs, lane);
+    } else {
+        fa__sm90_stage_o<BF16, D>(acc_o, inv, st, blk, rs, lane);
     }
     /* the rows written above, made visible to the copy engine (the async
        proxy) before thread 0 hands them to it */
@@ -2151,8 +2156,11 @@ static __device__ __forceinline__ void fa__sm90_epilogue_end(int tk, const fa__f
             if (tid % 128 == 0) fa__bulk_wait<true>();
             release_q();
         }
+    } else if constexpr (O_RT) { /* (the FP8 kernel: O's type at run time, one branch) */
+        if (p.o_bf16) fa__store_o_rows<true>(p, acc_o, inv, go, wrow0, x.sq, g, t);
+        else fa__store_o_rows<false>(p, acc_o, inv, go, wrow0, x.sq, g, t);
     } else
-        fa__store_o_rows<BF16, 1, D / 8, O_RT>(p, acc_o, inv, go, wrow0, x.sq, g, t);
+        fa__store_o_rows<BF16>(p, acc_o, inv, go, wrow0, x.sq, g, t);
     FLASHATTN_TRACE(17, tk, 0);
 }
 
