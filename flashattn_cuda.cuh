@@ -3776,8 +3776,8 @@ static fa_status fa__launch_fwd_sm90(const char *fn, const fa__fwd_params &p, in
        a multiple of 8: TMA clips a store to the map's columns in 16-byte
        pieces, and at head_dim_v 100 it wrote columns 100-103 of every row
        (into the stride gap a test checks). */
-    tm.o_ok = p.dv % 8 == 0 && !fa__tma_map(&tm.o, p.o, FP8 ? p.o_bf16 : BF16, p.dv, rows_q, p.heads_q, vq ? 1 : batch, p.o_seq,
-                                            p.o_head, vq ? p.o_seq : p.o_batch, 64);
+    tm.o_ok = p.dv % 8 == 0 && !fa__tma_map(&tm.o, p.o, FP8 ? p.o_bf16 : BF16, p.dv, rows_q, p.heads_q,
+                                            vq ? 1 : batch, p.o_seq, p.o_head, vq ? p.o_seq : p.o_batch, 64);
     e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (e != cudaSuccess) return fa__cuda_fail(fn, e, "cudaFuncSetAttribute");
     /* (FLAT: m_blocks counts a sequence's warpgroup rows, and a tile is WG of
