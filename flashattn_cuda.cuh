@@ -491,6 +491,7 @@ typedef struct fa__fwd_params {
     float scale;      /* natural units */
     float scale_log2; /* scale * log2(e) */
     float softcap;    /* 0 = off */
+    float scale_cap;  /* scale / softcap (softcap > 0): the extras' tanh argument is s scale_cap */
     const float *alibi_slopes;
     int has_left, has_right; /* window / causal bounds active */
     int left, right;         /* visible keys: i' - left <= j <= i' + right */
@@ -499,6 +500,7 @@ typedef struct fa__fwd_params {
     uint32_t dropout_threshold;
     uint64_t dropout_seed, dropout_offset;
     float out_scale; /* 1 / (1 - dropout_p) */
+    int o_bf16;      /* O is bf16: read by the FP8 kernel only, one kernel for both O types */
     /* FP8 (the sm_90a kernel's FP8; section 5 of flashattn.h): Q, K and V
        are e4m3, seen by the copies as rows of 16-bit words (d and the
        strides above count words, v_words V's row), and their descales,
@@ -676,9 +678,8 @@ static __device__ __forceinline__ void fa__mask_scores(float (&s)[MT][NS][4], co
                 for (int e = 0; e < 2; e++) {
                     const int c = j * 8 + e;
                     float x = s[mt][j][half * 2 + e];
-                    if (EXTRAS) {
-                        x *= p.scale;
-                        if (p.softcap > 0.0f) x = p.softcap * tanhf(x / p.softcap);
+                    if (EXTRAS) { /* softcap: c tanh(x (scale / c)), no division [ctime-softcap] */
+                        x = p.softcap > 0.0f ? p.softcap * tanhf(x * p.scale_cap) : x * p.scale;
                         if (p.alibi_slopes) x -= p.alibi_slopes[h] * (float)abs(dist0 - c);
                         x *= FA__GPU_LOG2E;
                     }
@@ -991,30 +992,40 @@ static __device__ __forceinline__ void fa__sm80_pv(float (&acc_o)[MT][NO][4], co
    one Philox call per lane and (row tile, 8-key tile) instead of one per
    score. A call gives the words of 4 keys (fa__dropout_bits); lanes t and
    t ^ 1 of a quad hold keys 2t, 2t + 1 of the same 4, in rows g and g + 8:
-   lane t computes row g + 8 (t & 1) and hands its partner the two words the
-   partner needs. The same bits; a quarter of the Philox code, which set the
-   EXTRAS kernels' compile time [sm80-dropout]. */
+   lane t computes row g + 8 (t & 1). Per row tile the NS calls' verdicts
+   are gathered as bits first, the lane's own keys and its partner's, and
+   the partner's go over in one shuffle: no words live across the calls,
+   which then overlap (EXTRAS spills [sm80-dropout]). The same bits as
+   fa__dropout_keep's. */
 template <int MT, int NS>
 static __device__ __forceinline__ void fa__sm80_dropout(float (&s)[MT][NS][4], const fa__fwd_params &p, int b,
                                                         int h, int wrow0, int k0, int g, int t)
 {
+    static_assert(NS <= 16, "2 NS keep bits in a word");
     const bool odd = t & 1; /* computes row g + 8; its keys are words 2, 3 of the call */
 #pragma unroll
-    for (int mt = 0; mt < MT; mt++)
+    for (int mt = 0; mt < MT; mt++) {
+        uint32_t own = 0, give = 0; /* bit 2 j + c: key 2t + c of tile j kept, in the computed row / for the partner */
 #pragma unroll
         for (int j = 0; j < NS; j++) {
             uint32_t r[4];
             fa__dropout_bits(p.dropout_seed, p.dropout_offset, b, h, p.heads_q, wrow0 + mt * 16 + g + (odd ? 8 : 0),
                              k0 + j * 8 + 2 * t, r);
-            const uint32_t own0 = odd ? r[2] : r[0], own1 = odd ? r[3] : r[1];
-            const uint32_t got0 = __shfl_xor_sync(0xffffffffu, odd ? r[0] : r[2], 1);
-            const uint32_t got1 = __shfl_xor_sync(0xffffffffu, odd ? r[1] : r[3], 1);
-            /* element e: row g + 8 (e >> 1), key 2t + (e & 1) (fa__each_score) */
-            const uint32_t w[4] = {odd ? got0 : own0, odd ? got1 : own1, odd ? own0 : got0, odd ? own1 : got1};
+#pragma unroll
+            for (int c = 0; c < 2; c++) { /* fa__dropout_keep's rule */
+                own |= (uint32_t)((odd ? r[2 + c] : r[c]) >= p.dropout_threshold) << (2 * j + c);
+                give |= (uint32_t)((odd ? r[c] : r[2 + c]) >= p.dropout_threshold) << (2 * j + c);
+            }
+        }
+        const uint32_t got = __shfl_xor_sync(0xffffffffu, give, 1);
+        const uint32_t row_g = odd ? got : own, row_g8 = odd ? own : got;
+        /* element e: row g + 8 (e >> 1), key 2t + (e & 1) (fa__each_score) */
+#pragma unroll
+        for (int j = 0; j < NS; j++)
 #pragma unroll
             for (int e = 0; e < 4; e++)
-                if (w[e] < p.dropout_threshold) s[mt][j][e] = 0.0f; /* fa__dropout_keep's rule */
-        }
+                if (!((e >> 1 ? row_g8 : row_g) >> (2 * j + (e & 1)) & 1u)) s[mt][j][e] = 0.0f;
+    }
 }
 
 /* The kernel: one block of BM query rows of head h, batch b, walking its key
@@ -1809,6 +1820,23 @@ static __device__ __forceinline__ void fa__sm90_load(uint32_t dst, uint32_t bar,
     if (lane == 0) fa__mbar_arrive(bar);
 }
 
+/* A warpgroup's O = O~ inv into its staging tile st as 16-bit BF16 values,
+   rs its row (fa__sm90_store_o) */
+template <bool BF16, int D>
+static __device__ __forceinline__ void fa__sm90_stage_o(const float (&acc_o)[1][D / 8][4], const float (&inv)[1][2],
+                                                        uint32_t st, uint32_t blk, int rs, int lane)
+{
+#pragma unroll
+    for (int j = 0; j < D / 16; j++) {
+        uint32_t w[4];
+#pragma unroll
+        for (int q = 0; q < 4; q++) {
+            const int hf = q % 2, c = 2 * j + q / 2;
+            w[q] = fa__pack2<BF16>(acc_o[0][c][2 * hf] * inv[0][hf], acc_o[0][c][2 * hf + 1] * inv[0][hf]);
+        }
+        fa__stmatrix_x4(st + fa__sm90_chunk(rs, 2 * j + lane / 16, blk), w);
+    }
+}
 /* The epilogue of one consumer warpgroup: its 64 rows of O = O~ / l (and
    L), staged through shared memory. Stored straight from the accumulator
    fragments, as the sm_80 kernel does, each store instruction of a warp
@@ -1834,7 +1862,7 @@ static __device__ __forceinline__ void fa__sm90_load(uint32_t dst, uint32_t bar,
    the staging to be free (every thread of the warpgroup has read the
    previous tile's rows out, and the previous TMA store, thread 0's bulk
    group, has too; staging in Q: there is no previous tile). */
-template <bool BF16, int D>
+template <bool BF16, int D, bool O_RT>
 static __device__ __forceinline__ void fa__sm90_store_o(const fa__fwd_params &p, const float (&acc_o)[1][D / 8][4],
                                                         const float (&inv)[1][2], uint32_t st, uint32_t blk,
                                                         uint16_t *go, int row0, int sq, int h, int b,
@@ -1856,15 +1884,11 @@ static __device__ __forceinline__ void fa__sm90_store_o(const fa__fwd_params &p,
        matrix l / 8. A 32-bit store per row and chunk took 16 stores and
        their addresses at d 64 [sm90-epilogue] */
     const int rs = 16 * (wtid / 32) + lane % 8 + 8 * ((lane / 8) % 2);
-#pragma unroll
-    for (int j = 0; j < CH / 2; j++) {
-        uint32_t w[4];
-#pragma unroll
-        for (int q = 0; q < 4; q++) {
-            const int hf = q % 2, c = 2 * j + q / 2;
-            w[q] = fa__pack2<BF16>(acc_o[0][c][2 * hf] * inv[0][hf], acc_o[0][c][2 * hf + 1] * inv[0][hf]);
-        }
-        fa__stmatrix_x4(st + fa__sm90_chunk(rs, 2 * j + lane / 16, blk), w);
+    if constexpr (O_RT) { /* (the FP8 kernel: O's type at run time, one branch) */
+        if (p.o_bf16) fa__sm90_stage_o<true, D>(acc_o, inv, st, blk, rs, lane);
+        else fa__sm90_stage_o<false, D>(acc_o, inv, st, blk, rs, lane);
+    } else {
+        fa__sm90_stage_o<BF16, D>(acc_o, inv, st, blk, rs, lane);
     }
     /* the rows written above, made visible to the copy engine (the async
        proxy) before thread 0 hands them to it */
@@ -2110,7 +2134,8 @@ static __device__ __forceinline__ void fa__sm90_epilogue_begin(const fa__fwd_par
    before its keys were known (EARLY). count is never below 0, windows
    being >= 0.) release_q: the arrival on the tile's Q empty barrier
    (Q_AFTER_O); tk: the tile, for FLASHATTN_TRACE. */
-template <bool BF16, int D, int BM, int WG, bool LSE_EARLY, bool O_STAGED, bool O_OWN, bool Q_AFTER_O, class QRelease>
+template <bool BF16, bool O_RT, int D, int BM, int WG, bool LSE_EARLY, bool O_STAGED, bool O_OWN, bool Q_AFTER_O,
+          class QRelease>
 static __device__ __forceinline__ void fa__sm90_epilogue_end(int tk, const fa__fwd_params &p, const fa__tma_maps &tm,
                                                              float (&acc_o)[1][D / 8][4], float (&m_run)[1][2],
                                                              float (&l_run)[1][2], float (&inv)[1][2],
@@ -2123,8 +2148,8 @@ static __device__ __forceinline__ void fa__sm90_epilogue_end(int tk, const fa__f
     FLASHATTN_TRACE(16, tk, 0);
     uint16_t *go = p.o + (p.cu_seqlens_q ? x.q_tok0 * p.o_seq : b * p.o_batch) + h * p.o_head;
     if (O_STAGED && (O_OWN || count > 0)) {
-        fa__sm90_store_o<BF16, D>(p, acc_o, inv, sO + (uint32_t)cw * 64 * 128, BM * 128, go, x.row0 + 64 * cw,
-                                  x.sq, h, b, x.q_tok0, tid % 128, 1 + WG + cw, tm);
+        fa__sm90_store_o<BF16, D, O_RT>(p, acc_o, inv, sO + (uint32_t)cw * 64 * 128, BM * 128, go,
+                                        x.row0 + 64 * cw, x.sq, h, b, x.q_tok0, tid % 128, 1 + WG + cw, tm);
         if (Q_AFTER_O) {
             /* Q's rows are free once the TMA store (thread 0's bulk
                group) has read them, and every thread its own staging
@@ -2133,6 +2158,9 @@ static __device__ __forceinline__ void fa__sm90_epilogue_end(int tk, const fa__f
             if (tid % 128 == 0) fa__bulk_wait<true>();
             release_q();
         }
+    } else if constexpr (O_RT) { /* (the FP8 kernel: O's type at run time, one branch) */
+        if (p.o_bf16) fa__store_o_rows<true>(p, acc_o, inv, go, wrow0, x.sq, g, t);
+        else fa__store_o_rows<false>(p, acc_o, inv, go, wrow0, x.sq, g, t);
     } else
         fa__store_o_rows<BF16>(p, acc_o, inv, go, wrow0, x.sq, g, t);
     FLASHATTN_TRACE(17, tk, 0);
@@ -2979,7 +3007,7 @@ fa__sm90_consumer_tile(const fa__sm90_cthread &th, const fa__sm90_ctile &tl, con
        second (no key block: O = 0, L = -inf) */
     auto epilogue = [&]() {
         if (!FA__SM90_OVERLAP || count_w == 0) epilogue_begin();
-        fa__sm90_epilogue_end<BF16, D, BM, WG, LSE_EARLY, O_STAGED, O_OWN, Q_AFTER_O>(
+        fa__sm90_epilogue_end<BF16, FP8, D, BM, WG, LSE_EARLY, O_STAGED, O_OWN, Q_AFTER_O>(
             k, p, tm, acc_o, m_run, l_run, inv, x, wrow0, h, b, batch, g, t, cw, tid, count, sm.sO,
             [&]() { fa__mbar_arrive(q_empty(q_uses - 1)); });
     };
@@ -3761,8 +3789,8 @@ static fa_status fa__launch_fwd_sm90(const char *fn, const fa__fwd_params &p, in
        a multiple of 8: TMA clips a store to the map's columns in 16-byte
        pieces, and at head_dim_v 100 it wrote columns 100-103 of every row
        (into the stride gap a test checks). */
-    tm.o_ok = p.dv % 8 == 0 && !fa__tma_map(&tm.o, p.o, BF16, p.dv, rows_q, p.heads_q, vq ? 1 : batch, p.o_seq,
-                                            p.o_head, vq ? p.o_seq : p.o_batch, 64);
+    tm.o_ok = p.dv % 8 == 0 && !fa__tma_map(&tm.o, p.o, FP8 ? p.o_bf16 : BF16, p.dv, rows_q, p.heads_q,
+                                            vq ? 1 : batch, p.o_seq, p.o_head, vq ? p.o_seq : p.o_batch, 64);
     e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (e != cudaSuccess) return fa__cuda_fail(fn, e, "cudaFuncSetAttribute");
     /* (FLAT: m_blocks counts a sequence's warpgroup rows, and a tile is WG of
@@ -3912,13 +3940,15 @@ static fa_status fa__dispatch_head_dim(const char *fn, const fa__fwd_params &p, 
 #if !defined(FLASHATTN_NO_HOPPER) && !defined(FLASHATTN_NO_FP8)
 /* The FP8 forward (e4m3 Q, K and V; >>hopper-fp8): the sm_90a kernel's
    FP8 at the smallest of the compiled head dims 64, 128 and 256 that holds
-   need. It has no sm_80 twin: where it cannot run, a named error. */
+   need. It has no sm_80 twin: where it cannot run, a named error. One
+   kernel for both O types (BF16 false; p.o_bf16 picks O's at run time, in
+   the epilogue only): 3 kernels fewer to compile [ctime-fp8-o]. */
 template <int I>
-static fa_status fa__dispatch_fp8(const char *fn, const fa__fwd_params &p, int batch, int need, int bf16,
+static fa_status fa__dispatch_fp8(const char *fn, const fa__fwd_params &p, int batch, int need,
                                   const fa__gpu &gpu, cudaStream_t stream)
 {
     if constexpr (I >= fa__n_head_dims) {
-        (void)p; (void)batch; (void)bf16; (void)gpu; (void)stream;
+        (void)p; (void)batch; (void)gpu; (void)stream;
         return fa__fail(FA_ERROR_UNSUPPORTED, "%s: FP8: no head dim 64, 128 or 256 of at least %d is compiled "
                         "in (FLASHATTN_HEAD_DIMS)", fn, need);
     } else {
@@ -3926,15 +3956,14 @@ static fa_status fa__dispatch_fp8(const char *fn, const fa__fwd_params &p, int b
         if constexpr ((D == 64 || D == 128 || D == 256) && FA__SM90_WARPSPEC) { /* (its V transpose is the producer's) */
             if (need <= D) {
                 int ran = 0;
-                const fa_status s = bf16 ? fa__launch_fwd_sm90<true, D, 0, true, true>(fn, p, batch, gpu, stream, &ran)
-                                         : fa__launch_fwd_sm90<false, D, 0, true, true>(fn, p, batch, gpu, stream, &ran);
+                const fa_status s = fa__launch_fwd_sm90<false, D, 0, true, true>(fn, p, batch, gpu, stream, &ran);
                 if (s != FA_OK || ran) return s;
                 return fa__fail(FA_ERROR_UNSUPPORTED, "%s: FP8: the sm_90a kernel cannot run here (this binary "
                                 "needs -gencode arch=compute_90a,code=sm_90a, and q, k, v and o views that TMA "
                                 "can describe)", fn);
             }
         }
-        return fa__dispatch_fp8<I + 1>(fn, p, batch, need, bf16, gpu, stream);
+        return fa__dispatch_fp8<I + 1>(fn, p, batch, need, gpu, stream);
     }
 }
 #endif
@@ -4297,6 +4326,7 @@ FLASHATTN_DEF fa_status fa_forward_cuda(const fa_problem *p, fa_tensor q, fa_ten
     kp.scale = r.scale;
     kp.scale_log2 = r.scale * FA__GPU_LOG2E;
     kp.softcap = r.softcap > 0.0f ? r.softcap : 0.0f;
+    kp.scale_cap = kp.softcap > 0.0f ? r.scale / kp.softcap : 0.0f;
     kp.alibi_slopes = r.alibi_slopes;
     kp.has_right = r.causal || r.sliding_window;
     kp.right = r.causal ? 0 : r.window_right; /* causal within a window: j <= i' */
@@ -4306,6 +4336,7 @@ FLASHATTN_DEF fa_status fa_forward_cuda(const fa_problem *p, fa_tensor q, fa_ten
     kp.dropout_threshold = kp.dropout ? fa__dropout_threshold(r.dropout_p) : 0u;
     kp.dropout_seed = r.dropout_seed; kp.dropout_offset = r.dropout_offset;
     kp.out_scale = kp.dropout ? 1.0f / (1.0f - r.dropout_p) : 1.0f;
+    kp.o_bf16 = o.dtype == FA_BF16;
     kp.extras = kp.softcap > 0.0f || kp.alibi_slopes != NULL || kp.dropout || r.scale < 0.0f;
     kp.dsb_q = kp.dsb_k = kp.dsb_v = NULL;
     kp.ds_q = kp.ds_k = kp.ds_v = 1.0f;
@@ -4316,7 +4347,7 @@ FLASHATTN_DEF fa_status fa_forward_cuda(const fa_problem *p, fa_tensor q, fa_ten
 #if !defined(FLASHATTN_NO_HOPPER) && !defined(FLASHATTN_NO_FP8)
     if (fp8) {
         fa__fwd_params_fp8(&kp, &r);
-        return fa__dispatch_fp8<0>(fn, kp, r.batch, need, o.dtype == FA_BF16, gpu, (cudaStream_t)stream);
+        return fa__dispatch_fp8<0>(fn, kp, r.batch, need, gpu, (cudaStream_t)stream);
     }
 #endif
     if (!ws_need)
@@ -5782,6 +5813,8 @@ struct fa__quant_params {
     uint64_t seed;
     float inv_sqrt_d;
     int mode; /* 0: per block; per tensor: 1 the amax pass, 2 the rounding pass */
+    int bf16; /* x is bf16 (else f16) */
+    int vec;  /* 16-byte accesses: aligned, d % 16 == 0 (fa_quantize_cuda) */
 };
 
 /* Two e4m3 codes, lo in the low byte: the hardware's round-to-nearest-even,
@@ -5875,10 +5908,25 @@ static __device__ __forceinline__ void fa__quant_store(uint8_t *dst, const float
     }
 }
 
+/* Every row slot's E elements of a lane (G slots, R rows a warp, RPG of
+   them side by side), all loads in flight at once. */
+template <int E, int LPR, int R, int G, bool BF16, bool VEC>
+static __device__ __forceinline__ void fa__quant_load_rows(float (&y)[G][E], const fa__quant_params &p,
+                                                           const uint16_t *x0, int rbase, int lane, int j0, int len)
+{
+#pragma unroll
+    for (int g = 0; g < G; ++g) {
+        const int r = g * (32 / LPR) + lane / LPR, n = rbase + r;
+        fa__quant_load<E, BF16, VEC>(y[g], x0 + n * p.x_seq, r < R && n < len, j0, p.d);
+    }
+}
+
 /* B rows per block, each in LPR lanes of E elements (E LPR >= d). With one
    row slot per lane (d <= 128) two CTAs fit an SM: one loads while the
-   other stores. */
-template <int E, int LPR, int B, bool BF16, bool VEC>
+   other stores. x's type and the access width are run-time values (p.bf16,
+   p.vec), a branch around the loads and the stores: 5 kernels instead of
+   20 to compile [ctime-quant]. */
+template <int E, int LPR, int B>
 __global__ void __launch_bounds__(FA__QUANT_WARPS * 32, (B / FA__QUANT_WARPS) * LPR <= 32 ? 2 : 1)
 fa__quantize_kernel(const fa__quant_params p)
 {
@@ -5894,12 +5942,15 @@ fa__quantize_kernel(const fa__quant_params p)
     float y[G][E], amax = 0.0f, s, inv;
     if (p.hadamard && (int)threadIdx.x < p.d)
         mul[threadIdx.x + threadIdx.x / 32] = fa__hadamard_mul(p.seed, (int)threadIdx.x, p.inv_sqrt_d);
-    /* ---- load (every slot's loads in flight at once), rotate, amax ---- */
-#pragma unroll
-    for (int g = 0; g < G; ++g) {
-        const int r = g * RPG + lane / LPR, n = k * B + warp * R + r;
-        fa__quant_load<E, BF16, VEC>(y[g], p.x + bi * p.x_batch + (row0 + n) * p.x_seq + (int64_t)h * p.x_head,
-                                     r < R && n < len, j0, p.d);
+    /* ---- load, rotate, amax ---- */
+    const uint16_t *x0 = p.x + bi * p.x_batch + row0 * p.x_seq + (int64_t)h * p.x_head;
+    const int rbase = k * B + warp * R; /* the warp's first row */
+    if (p.bf16) {
+        if (p.vec) fa__quant_load_rows<E, LPR, R, G, true, true>(y, p, x0, rbase, lane, j0, len);
+        else fa__quant_load_rows<E, LPR, R, G, true, false>(y, p, x0, rbase, lane, j0, len);
+    } else {
+        if (p.vec) fa__quant_load_rows<E, LPR, R, G, false, true>(y, p, x0, rbase, lane, j0, len);
+        else fa__quant_load_rows<E, LPR, R, G, false, false>(y, p, x0, rbase, lane, j0, len);
     }
     if (p.hadamard)
         __syncthreads(); /* mul is written */
@@ -5935,10 +5986,12 @@ fa__quantize_kernel(const fa__quant_params p)
     /* ---- store: each row as e4m3(y * inv) ---- */
 #pragma unroll
     for (int g = 0; g < G; ++g) {
-        const int r = g * RPG + lane / LPR, n = k * B + warp * R + r;
-        if (r < R && n < len)
-            fa__quant_store<E, VEC>(p.out + bi * p.o_batch + (row0 + n) * p.o_seq + (int64_t)h * p.o_head, y[g],
-                                    inv, j0, p.d);
+        const int r = g * RPG + lane / LPR, n = rbase + r;
+        if (r < R && n < len) {
+            uint8_t *dst = p.out + bi * p.o_batch + (row0 + n) * p.o_seq + (int64_t)h * p.o_head;
+            if (p.vec) fa__quant_store<E, true>(dst, y[g], inv, j0, p.d);
+            else fa__quant_store<E, false>(dst, y[g], inv, j0, p.d);
+        }
     }
 }
 
@@ -5950,29 +6003,16 @@ __global__ void fa__quantize_finish_kernel(float *descale)
     descale[0] = s;
 }
 
-/* The row layout for d (E LPR = d rounded up to a power of two, at least 16)
-   and the load width (VEC: 16-byte accesses are aligned, d % 16 == 0). */
-template <int B, bool BF16, bool VEC>
-static void fa__quantize_launch_vec(const fa__quant_params &kp, int batch, cudaStream_t st)
+/* The row layout for d (E LPR = d rounded up to a power of two, at least 16). */
+template <int B>
+static void fa__quantize_launch(const fa__quant_params &kp, int batch, cudaStream_t st)
 {
     const dim3 grid((unsigned)kp.nblk, (unsigned)kp.heads, (unsigned)batch), block(FA__QUANT_WARPS * 32);
-    if (kp.d <= 16) fa__quantize_kernel<16, 1, B, BF16, VEC><<<grid, block, 0, st>>>(kp);
-    else if (kp.d <= 32) fa__quantize_kernel<32, 1, B, BF16, VEC><<<grid, block, 0, st>>>(kp);
-    else if (kp.d <= 64) fa__quantize_kernel<32, 2, B, BF16, VEC><<<grid, block, 0, st>>>(kp);
-    else if (kp.d <= 128) fa__quantize_kernel<32, 4, B, BF16, VEC><<<grid, block, 0, st>>>(kp);
-    else fa__quantize_kernel<32, 8, B, BF16, VEC><<<grid, block, 0, st>>>(kp);
-}
-
-template <int B>
-static void fa__quantize_launch(const fa__quant_params &kp, int batch, bool bf16, bool vec, cudaStream_t st)
-{
-    if (bf16) {
-        if (vec) fa__quantize_launch_vec<B, true, true>(kp, batch, st);
-        else fa__quantize_launch_vec<B, true, false>(kp, batch, st);
-    } else {
-        if (vec) fa__quantize_launch_vec<B, false, true>(kp, batch, st);
-        else fa__quantize_launch_vec<B, false, false>(kp, batch, st);
-    }
+    if (kp.d <= 16) fa__quantize_kernel<16, 1, B><<<grid, block, 0, st>>>(kp);
+    else if (kp.d <= 32) fa__quantize_kernel<32, 1, B><<<grid, block, 0, st>>>(kp);
+    else if (kp.d <= 64) fa__quantize_kernel<32, 2, B><<<grid, block, 0, st>>>(kp);
+    else if (kp.d <= 128) fa__quantize_kernel<32, 4, B><<<grid, block, 0, st>>>(kp);
+    else fa__quantize_kernel<32, 8, B><<<grid, block, 0, st>>>(kp);
 }
 
 #ifdef __cplusplus
@@ -5987,7 +6027,6 @@ FLASHATTN_DEF fa_status fa_quantize_cuda(const fa_quant *p, fa_tensor x, fa_tens
     fa__quant_params kp;
     cudaError_t e = cudaSuccess;
     int mode;
-    bool bf16 = x.dtype == FA_BF16, vec;
     fa_status s = fa__check_quant(fn, p, &x, &out, descale, 0);
     if (s != FA_OK) return s;
     if (x.dtype != FA_F16 && x.dtype != FA_BF16)
@@ -6004,14 +6043,15 @@ FLASHATTN_DEF fa_status fa_quantize_cuda(const fa_quant *p, fa_tensor x, fa_tens
     kp.nblk = (int)FA__FP8_BLOCKS(p->seqlen, p->role);
     kp.hadamard = p->hadamard; kp.seed = p->seed;
     kp.inv_sqrt_d = (float)(1.0 / sqrt((double)p->head_dim)); /* as fa_quantize computes it */
-    vec = p->head_dim % 16 == 0 && ((uintptr_t)x.data & 15u) == 0 && ((uintptr_t)out.data & 15u) == 0 &&
+    kp.bf16 = x.dtype == FA_BF16;
+    kp.vec = p->head_dim % 16 == 0 && ((uintptr_t)x.data & 15u) == 0 && ((uintptr_t)out.data & 15u) == 0 &&
           (x.batch_stride | x.seq_stride | x.head_stride) % 8 == 0 &&
           (out.batch_stride | out.seq_stride | out.head_stride) % 16 == 0;
     if (p->per_tensor) e = cudaMemsetAsync(descale, 0, sizeof(float), st); /* amax 0, as bits */
     for (mode = p->per_tensor ? 1 : 0; e == cudaSuccess && mode <= (p->per_tensor ? 2 : 0); ++mode) {
         kp.mode = mode;
-        if (p->role == FA_QUANT_Q) fa__quantize_launch<FLASHATTN_FP8_BLOCK_Q>(kp, p->batch, bf16, vec, st);
-        else fa__quantize_launch<FLASHATTN_FP8_BLOCK_K>(kp, p->batch, bf16, vec, st);
+        if (p->role == FA_QUANT_Q) fa__quantize_launch<FLASHATTN_FP8_BLOCK_Q>(kp, p->batch, st);
+        else fa__quantize_launch<FLASHATTN_FP8_BLOCK_K>(kp, p->batch, st);
         e = cudaGetLastError();
     }
     if (e == cudaSuccess && p->per_tensor) {
@@ -6177,7 +6217,7 @@ typedef struct fa__bwd_params {
     int acc_tiled;         /* the accumulator's 64-row blocks in the sm_90a kernel's
                               order (fa__bwd_acc_off), for the convert kernel */
     fa__bmask bm;          /* a block mask (bits NULL: none), >>bwd-bsparse */
-    float scale_cap;       /* scale / softcap (softcap > 0), fa__bwd_score's MUL */
+    float scale_cap;       /* scale / softcap (softcap > 0): tanh's factor in fa__bwd_score */
 } fa__bwd_params;
 
 /* Where sequence b lives: rows sq x sk, and the element offset of its row 0
@@ -6578,17 +6618,18 @@ __device__ __forceinline__ void fa__bwd_load_step(const fa__bwd_params &p, const
    (Alg. 4 line 11): times the scale, softcap's c tanh(x scale / c) with its
    derivative 1 - tanh^2 into dcap, minus ALiBi's slope2 |qi + off - kj|
    (slope2: the slope times log2(e); off = sk - sq). The per-element step
-   of both backward kernels. MUL: tanh's argument as x times scale / c
-   (p.scale_cap), where a division per score costs the sm_90a kernel
-   registers it does not have (its slow path spilled at D = 128). */
-template <bool SOFTCAP, bool MUL = false>
+   of both backward kernels (and the sm_80 forward's, fa__mask_scores):
+   tanh's argument as x times scale / c (p.scale_cap), as a division per
+   score cost the sm_90a kernel registers it does not have (its slow path
+   spilled at D = 128). */
+template <bool SOFTCAP>
 __device__ __forceinline__ float fa__bwd_score(const fa__bwd_params &p, float x, float slope2, int qi, int kj, int off,
                                                float &dcap)
 {
     const float LOG2E = 1.4426950408889634f;
     float y;
     if (SOFTCAP) {
-        const float th = tanhf(MUL ? x * p.scale_cap : x * p.scale / p.softcap);
+        const float th = tanhf(x * p.scale_cap);
         dcap = 1.f - th * th;
         y = th * p.softcap * LOG2E;
     } else {
@@ -6972,7 +7013,7 @@ __device__ __forceinline__ void fa__bwd_sm90_p(const fa__bwd_params &p, const fa
         for (int e = 0; e < 4; e++) {
             const int qi = i0 + 8 * n + 2 * t + (e & 1), kje = kj + (e >> 1) * 8;
             float dcap = 1.f;
-            float x = fa__bwd_score<SOFTCAP, true>(p, sT[n][e], slope2, qi, kje, s.sk - s.sq, dcap);
+            float x = fa__bwd_score<SOFTCAP>(p, sT[n][e], slope2, qi, kje, s.sk - s.sq, dcap);
             if (need_mask && !fa__bwd_visible(p, s.sq, s.sk, qi, kje)) x = -INFINITY;
             const float pe = fa__exp2(x - ((e & 1) ? l2.y : l2.x));
             q[e] = p.dropout ? fa__bwd_drop(p, keep, 4 * n + e, pe) : pe;

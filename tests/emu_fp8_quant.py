@@ -32,14 +32,13 @@ e = e[:tail] + '#include "../build/emu_backward.inc"\n\n#endif\n'  # the quantiz
 e = e.replace('#include "../build/emu_backward.inc"', """
 static inline float __uint_as_float(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
 static inline uint32_t __float_as_uint(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
+/* (cudaMemset and cudaMemsetAsync: emu_cuda.h's own) */
 static inline unsigned atomicMax(unsigned *p, unsigned v) {
     std::lock_guard<std::mutex> g(emu_atomic_mu);
     unsigned o = *p;
     if (v > o) *p = v;
     return o;
 }
-cudaError_t CUDARTAPI cudaMemset(void *p, int v, size_t n) { memset(p, v, n); return cudaSuccess; }
-cudaError_t CUDARTAPI cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t) { memset(p, v, n); return cudaSuccess; }
 cudaError_t CUDARTAPI cudaDeviceSynchronize(void) { return cudaSuccess; }
 static fa_status fa__cuda_fail(const char *fn, cudaError_t, const char *what) {
     return fa__fail(FA_ERROR_CUDA, "%s: %s", fn, what);
