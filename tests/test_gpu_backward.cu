@@ -545,6 +545,20 @@ int main(int argc, char **argv)
         {"extras window mqa", F16, 64, 1, 203, 113, 4, 1, 0, 1, 37, 11, 5.0f, 1, 0.1f, 0, S, 0, 0, 1, 0, 0, 0},
         {"softcap dropout", BF, 256, 1, 203, 333, 4, 2, 1, 0, 0, 0, 3.0f, 0, 0.1f, 0, P, 0, 0, 0, 0, 0, 0},
         {"alibi", F16, 256, 1, 113, 203, 2, 2, 0, 0, 0, 0, 0, 1, 0, 0, P, 0, 0, 1, 0, 0, 0},
+        /* the deterministic mode's ordered dQ adds on the sm_90a kernel (its DET
+           kernels, d 64 and 128): several key blocks add to each 64-row dQ tile,
+           in order (fa__bwd_sm90_send_dq); causal,
+           not, window, GQA / MQA, odd lengths, sq != sk. A lost add shows
+           against the fp64 reference, an add out of order as runs that differ.
+           "det small" (indices 75, 78, 81): quick mode, 2 key blocks */
+        {"det small", BF, 64, 1, 203, 203, 4, 2, 1, 0, 0, 0, 0, 0, 0, 0, P, 1, 0, 0, 0, 0, 0},
+        {"det order", BF, 64, 2, 517, 645, 6, 2, 1, 0, 0, 0, 0, 0, 0, 0, P, 1, 0, 0, 0, 0, 0},
+        {"det order", F16, 64, 1, 645, 391, 4, 4, 0, 0, 0, 0, 0, 0, 0, 0, P, 1, 1, 0, 0, 0, 0},
+        {"det small", F16, 128, 1, 113, 203, 4, 1, 0, 0, 0, 0, 0, 0, 0, 0, P, 1, 0, 0, 0, 0, 0},
+        {"det order", BF, 128, 1, 391, 771, 8, 2, 0, 0, 0, 0, 0, 0, 0, 0, P, 1, 0, 0, 0, 0, 0},
+        {"det order", F16, 128, 2, 771, 517, 4, 1, 1, 0, 0, 0, 0, 0, 0, 0, S, 1, 0, 0, 0, 0, 0}, /* L = -inf rows */
+        {"det small window", BF, 128, 1, 203, 203, 2, 2, 0, 1, 100, 20, 0, 0, 0, 0, P, 1, 0, 0, 0, 0, 0},
+        {"det order window", BF, 64, 1, 900, 900, 2, 2, 0, 1, 200, 64, 0, 0, 0, 0, P, 1, 1, 0, 0, 0, 0},
     };
     const int n = (int)(sizeof cases / sizeof cases[0]);
     int dev = 0;
