@@ -908,7 +908,7 @@ template <int D, int BM, int BN, int WARPS> struct fa__sm80_shape_used;
    false) of a head dim the sm_90a kernel runs (fa__sm90_dim) is a marked
    empty body. Compute capability 9.0 takes that kernel there; what it
    declines (a view TMA cannot describe, 2^31 tiles) runs the EXTRAS kernel
-   (fa__sm80_plain_stubbed): 3% less to compile [ctime-sm90]. Kept with
+   (fa__sm80_plain_stubbed): less to compile [ctime-sm90]. Kept with
    FLASHATTN_TEST_HOOKS, whose tests run it on the H100 (fa__sm90_disable). */
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL) && \
     !defined(FLASHATTN_NO_HOPPER) && !defined(FLASHATTN_TEST_HOOKS)
