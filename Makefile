@@ -470,7 +470,7 @@ fp8-calibrate: $(BUILD)/fp8_calibrate
 	$(BUILD)/fp8_calibrate $(FP8_CAL_FLAGS)
 # The same test with the quantizer's kernels run on the CPU (tests/emu_fp8_quant.py; slow:
 # every CUDA thread is an OS thread, so --quick sizes).
-$(BUILD)/test_gpu_fp8_emu: tests/test_gpu_fp8.cu tests/emu_fp8_quant.py tests/emu_cuda.h tests/cuda_check.h $(TEST_DEPS) flashattn_cuda.cuh | $(BUILD)
+$(BUILD)/test_gpu_fp8_emu: tests/test_gpu_fp8.cu tests/emu_fp8_quant.py tests/emu_common.py tests/emu_cuda.h tests/cuda_check.h $(TEST_DEPS) flashattn_cuda.cuh | $(BUILD)
 	mkdir -p $(BUILD)/emu_fp8 && python3 tests/emu_fp8_quant.py $(BUILD)/emu_fp8
 	$(CXX) -std=c++20 -O1 -I$(CUDA_INC) -o $@ $(BUILD)/emu_fp8/test_gpu_fp8_emu.cpp -lpthread
 .PHONY: test-gpu-emu-fp8
@@ -478,7 +478,7 @@ test-gpu-emu-fp8: $(BUILD)/test_gpu_fp8_emu
 	$(BUILD)/test_gpu_fp8_emu --quick
 # The sm_80 forward's dropout step (fa__sm80_dropout) on a warp of 32 OS threads, its keep bits
 # against fa__dropout_keep (tests/emu_fwd_dropout.py; seconds).
-$(BUILD)/test_fwd_dropout_emu: tests/emu_fwd_dropout.py flashattn_cuda.cuh flashattn.h | $(BUILD)
+$(BUILD)/test_fwd_dropout_emu: tests/emu_fwd_dropout.py tests/emu_common.py tests/emu_cuda.h flashattn_cuda.cuh flashattn.h | $(BUILD)
 	mkdir -p $(BUILD)/emu_dropout && python3 tests/emu_fwd_dropout.py $(BUILD)/emu_dropout
 	$(CXX) -std=c++20 -O1 -I$(CUDA_INC) -o $@ $(BUILD)/emu_dropout/test_fwd_dropout_emu.cpp -lpthread
 .PHONY: test-gpu-emu-dropout

@@ -27,6 +27,7 @@
 #include <cuda_bf16.h>
 
 #include <barrier>
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>

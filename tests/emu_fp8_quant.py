@@ -10,9 +10,10 @@ OUTDIR/fp8_quant.inc and OUTDIR/test_gpu_fp8_emu.cpp; build the last with
 (make test-gpu-emu-fp8 does it all)."""
 import os, re, sys
 
+from emu_common import HERE as here, cuda_header, thread_model
+
 out = sys.argv[1]
-here = os.path.dirname(os.path.abspath(__file__))
-s = open(os.path.join(here, "..", "flashattn_cuda.cuh")).read()
+s = cuda_header()
 a = s.index("#define FA__QUANT_WARPS")
 b = s.index("#endif /* FLASHATTN_CUDA_EMU */", a)  # the section ends at the emulator's fence
 sec = s[a:b]
@@ -25,11 +26,8 @@ sec = sec.replace("#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890", "#if 0")
 assert sec.count("emu_launch") >= 6 and "__shared__" not in sec
 open(os.path.join(out, "fp8_quant.inc"), "w").write(sec)
 
-e = open(os.path.join(here, "emu_cuda.h")).read()
-e = e.replace("#define __CUDA_ARCH__ 900\n", "")
-tail = e.index("/* the backward section itself */")
-e = e[:tail] + '#include "../build/emu_backward.inc"\n\n#endif\n'  # the quantizer instead of the backward
-e = e.replace('#include "../build/emu_backward.inc"', """
+# the quantizer instead of the backward
+e = thread_model("""
 static inline float __uint_as_float(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
 static inline uint32_t __float_as_uint(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
 /* (cudaMemset and cudaMemsetAsync: emu_cuda.h's own) */

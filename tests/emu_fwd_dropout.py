@@ -1,36 +1,30 @@
 #!/usr/bin/env python3
 """tests/emu_fwd_dropout.py OUTDIR - the sm_80 forward's dropout step (fa__sm80_dropout, cut out
-of flashattn_cuda.cuh) run on the CPU by a warp of 32 OS threads, against fa__dropout_keep (the
-CPU rule) for every score of a thread's fragments: the same keep bits, no GPU needed. Writes
-OUTDIR/test_fwd_dropout_emu.cpp; build it with
+of flashattn_cuda.cuh) run on the CPU by a warp of 32 OS threads (tests/emu_cuda.h's), against
+fa__dropout_keep (the CPU rule) for every score of a thread's fragments: the same keep bits, no
+GPU needed. Writes OUTDIR/emu_cuda_warp.h and OUTDIR/test_fwd_dropout_emu.cpp; build the last with
   c++ -std=c++20 -O1 -I<cuda include> -o OUT OUTDIR/test_fwd_dropout_emu.cpp -lpthread
 (make test-gpu-emu-dropout does it all)."""
 import os, sys
 
+from emu_common import HERE as here, cuda_header, thread_model
+
 out = sys.argv[1]
-here = os.path.dirname(os.path.abspath(__file__))
-s = open(os.path.join(here, "..", "flashattn_cuda.cuh")).read()
+s = cuda_header()
 a = s.index("template <int MT, int NS>\nstatic __device__ __forceinline__ void fa__sm80_dropout(")
 b = s.index("\n}\n", a) + 3
 fn = s[a:b].replace("static __device__ __forceinline__", "static inline")
 
-src = r'''#define FLASHATTN_IMPLEMENTATION
-#include "%(h)s"
-#include <barrier>
-#include <cstdio>
-#include <thread>
+# emu_cuda.h's warp (its shuffle takes floats: the keep bits are words)
+open(os.path.join(out, "emu_cuda_warp.h"), "w").write(thread_model("""
+static inline uint32_t __shfl_xor_sync(unsigned, uint32_t v, int m) { return (uint32_t)emu_shfl((int)v, emu_lane() ^ m); }
+"""))
 
-/* a warp: 32 OS threads, __shfl_xor_sync through a scratch row and a barrier */
-static thread_local int emu_lane_id;
-static uint32_t emu_scratch[32];
-static std::barrier<> *emu_bar;
-static inline uint32_t __shfl_xor_sync(unsigned, uint32_t v, int m) {
-    emu_scratch[emu_lane_id] = v;
-    emu_bar->arrive_and_wait();
-    const uint32_t r = emu_scratch[emu_lane_id ^ m];
-    emu_bar->arrive_and_wait();
-    return r;
-}
+src = r'''#include "emu_cuda_warp.h"
+#define FLASHATTN_IMPLEMENTATION
+#include "%(h)s"
+#include <cstdio>
+
 /* the fields the step reads */
 struct fa__fwd_params {
     int heads_q;
@@ -39,21 +33,23 @@ struct fa__fwd_params {
 };
 
 %(fn)s
+/* one warp's call: lane l's scores all 1 before */
+template <int MT, int NS> struct warp_args {
+    fa__fwd_params p;
+    int b, h, wrow0, k0;
+    float (*s)[MT][NS][4];
+};
+template <int MT, int NS> static void warp_kernel(const warp_args<MT, NS> &a) {
+    const int l = (int)threadIdx.x;
+    for (int mt = 0; mt < MT; mt++)
+        for (int j = 0; j < NS; j++)
+            for (int e = 0; e < 4; e++) a.s[l][mt][j][e] = 1.0f;
+    fa__sm80_dropout<MT, NS>(a.s[l], a.p, a.b, a.h, a.wrow0, a.k0, l / 4, l %% 4);
+}
 template <int MT, int NS> static int run(const fa__fwd_params &p, int b, int h, int wrow0, int k0) {
     static float s[32][MT][NS][4];
     int bad = 0;
-    std::barrier<> bar(32);
-    emu_bar = &bar;
-    std::thread th[32];
-    for (int l = 0; l < 32; l++)
-        th[l] = std::thread([&, l]() {
-            emu_lane_id = l;
-            for (int mt = 0; mt < MT; mt++)
-                for (int j = 0; j < NS; j++)
-                    for (int e = 0; e < 4; e++) s[l][mt][j][e] = 1.0f;
-            fa__sm80_dropout<MT, NS>(s[l], p, b, h, wrow0, k0, l / 4, l %% 4);
-        });
-    for (int l = 0; l < 32; l++) th[l].join();
+    emu_launch(warp_kernel<MT, NS>, dim3(1), dim3(32), 0, 0, warp_args<MT, NS>{p, b, h, wrow0, k0, s});
     for (int l = 0; l < 32; l++)
         for (int mt = 0; mt < MT; mt++)
             for (int j = 0; j < NS; j++)
