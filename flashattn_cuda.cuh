@@ -3835,44 +3835,40 @@ static fa_status fa__launch_fwd_sm90(const char *fn, const fa__fwd_params &p, in
     *ran = 1;
     return FA_OK;
 }
-#endif /* FLASHATTN_NO_HOPPER */
 
-#ifndef FLASHATTN_NO_HOPPER
 /* The sm_90a kernel of head dim D (64, 128 or 256), with its shape and grid
    for this problem; *ran = 0 where it declines. */
 template <bool BF16, int D>
 static fa_status fa__try_sm90(const char *fn, const fa__fwd_params &p, int batch, const fa__gpu &gpu,
                               cudaStream_t stream, int *ran)
 {
-    fa_status s;
     constexpr bool P = FA__SM90_PERSISTENT;
     const bool persist64 = D == 64 && P && fa__sm90_persist_d64(p, batch, gpu.sms);
     if (p.bm.idx) { /* a block mask (>>gpu-bsparse): the base shape's, d 64 and 128 */
         if constexpr (D != 256 && P)
-            s = fa__launch_fwd_sm90<BF16, D, 0, true, false, true>(fn, p, batch, gpu, stream, ran);
+            return fa__launch_fwd_sm90<BF16, D, 0, true, false, true>(fn, p, batch, gpu, stream, ran);
         else
-            s = FA_OK;
+            return FA_OK;
     } else if constexpr (D == 256) {
         if (P && fa__sm90_persist_d256(p, batch, gpu.sms))
-            s = fa__launch_fwd_sm90<BF16, D, 0, P>(fn, p, batch, gpu, stream, ran);
+            return fa__launch_fwd_sm90<BF16, D, 0, P>(fn, p, batch, gpu, stream, ran);
         else
-            s = fa__launch_fwd_sm90<BF16, D, 0, false>(fn, p, batch, gpu, stream, ran);
+            return fa__launch_fwd_sm90<BF16, D, 0, false>(fn, p, batch, gpu, stream, ran);
     } else {
         const int sh = fa__sm90_shape_for<D>(p, persist64);
         if (sh == 2) /* (only at d 64, the one head dim with that shape: D == 64 ? 2 : 0) */
-            s = fa__launch_fwd_sm90<BF16, D, D == 64 ? 2 : 0, P>(fn, p, batch, gpu, stream, ran);
+            return fa__launch_fwd_sm90<BF16, D, D == 64 ? 2 : 0, P>(fn, p, batch, gpu, stream, ran);
         else if (sh == 1 && D == 64 && !persist64) {
             /* (if constexpr: d 128's long-row shape runs with PERSIST only, so no kernel without it) */
-            if constexpr (D == 64) s = fa__launch_fwd_sm90<BF16, D, 1, false>(fn, p, batch, gpu, stream, ran);
-            else s = FA_OK;
+            if constexpr (D == 64) return fa__launch_fwd_sm90<BF16, D, 1, false>(fn, p, batch, gpu, stream, ran);
+            else return FA_OK;
         } else if (sh == 1)
-            s = fa__launch_fwd_sm90<BF16, D, 1, P>(fn, p, batch, gpu, stream, ran);
+            return fa__launch_fwd_sm90<BF16, D, 1, P>(fn, p, batch, gpu, stream, ran);
         else
-            s = fa__launch_fwd_sm90<BF16, D, 0, P>(fn, p, batch, gpu, stream, ran);
+            return fa__launch_fwd_sm90<BF16, D, 0, P>(fn, p, batch, gpu, stream, ran);
     }
-    return s;
 }
-#endif
+#endif /* FLASHATTN_NO_HOPPER */
 
 /* Pick the family's tile shape for head dim D at compile time. */
 template <bool BF16, int D>
