@@ -4,7 +4,8 @@ and the device's measured copy bandwidth, in one run on one GPU.
 
 Grid: batch 1, 8, 32 x cache 4k, 32k, 128k; 32 query heads, 8 KV heads,
 d 128, bf16, one query token; our cache contiguous and paged (page 16, 256;
-pages in a random order). Reported: GB/s of K+V read = 2 * b * L * hkv * d * 2
+pages in a random order). --hq, --hkv, --d, --sq, --batches, --caches give
+other shapes (the query rows of a KV head, sq * hq / hkv, pick the kernel). Reported: GB/s of K+V read = 2 * b * L * hkv * d * 2
 bytes / time. Each kernel is timed as CUDA-graph replays (a graph of several
 calls, so launch gaps of Python and the host code are out of the numbers),
 median of several replays, the contenders' replays interleaved (each rep
@@ -71,7 +72,16 @@ def main():
     ap.add_argument("--variant", action="append", default=[], metavar="LABEL=LIB",
                     help="another build of the bench library, timed in the same run (repeatable)")
     ap.add_argument("--reps", type=int, default=15, help="replays of each contender's graph (median)")
+    ap.add_argument("--hq", type=int, default=HQ, help="query heads")
+    ap.add_argument("--hkv", type=int, default=HKV, help="KV heads")
+    ap.add_argument("--d", type=int, default=D, choices=(64, 128, 256), help="head dim")
+    ap.add_argument("--sq", type=int, default=1, help="new query tokens a sequence")
+    ap.add_argument("--batches", default="1,8,32", help="comma-separated batch sizes")
+    ap.add_argument("--caches", default="4096,32768,131072", help="comma-separated cache lengths (tokens)")
     args = ap.parse_args()
+    hq, hkv, d, sq = args.hq, args.hkv, args.d, args.sq
+    batches = [int(x) for x in args.batches.split(",")]
+    caches = [int(x) for x in args.caches.split(",")]
 
     lib = load(args.lib)
     variants = [(v.split("=", 1)[0], load(v.split("=", 1)[1])) for v in args.variant]
@@ -87,7 +97,7 @@ def main():
     date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     out(f"# decode: fa_decode_cuda vs PyTorch {torch.__version__} SDPA (cuDNN {torch.backends.cudnn.version()})")
     out(f"# device: {dev}, {props.multi_processor_count} SMs; {date}")
-    out(f"# q len 1, {HQ} q heads / {HKV} KV heads, d {D}, bf16; GB/s of K+V read; graph replays, median")
+    out(f"# q len {sq}, {hq} q heads / {hkv} KV heads, d {d}, bf16; GB/s of K+V read; graph replays, median")
     cbw = copy_bandwidth()
     out(f"# measured device copy bandwidth (read + write): {cbw:.0f} GB/s")
     out("")
@@ -97,15 +107,15 @@ def main():
     out("-" * len(hdr))
     gen = torch.Generator(device="cuda")
     gen.manual_seed(0)
-    for batch in (1, 8, 32):
-        for L in (4096, 32768, 131072):
-            kv_bytes = 2 * batch * L * HKV * D * 2
+    for batch in batches:
+        for L in caches:
+            kv_bytes = 2 * batch * L * hkv * d * 2
             copies = max(1, min(16, (256 << 20) // kv_bytes + 1)) if kv_bytes < (256 << 20) else 1
             sets = []
             for _ in range(copies):
-                k = torch.randn(batch, L, HKV, D, device="cuda", dtype=torch.bfloat16, generator=gen)
-                v = torch.randn(batch, L, HKV, D, device="cuda", dtype=torch.bfloat16, generator=gen)
-                q = torch.randn(batch, 1, HQ, D, device="cuda", dtype=torch.bfloat16, generator=gen)
+                k = torch.randn(batch, L, hkv, d, device="cuda", dtype=torch.bfloat16, generator=gen)
+                v = torch.randn(batch, L, hkv, d, device="cuda", dtype=torch.bfloat16, generator=gen)
+                q = torch.randn(batch, sq, hq, d, device="cuda", dtype=torch.bfloat16, generator=gen)
                 o = torch.empty_like(q)
                 sets.append((q, k, v, o))
             seqlens = torch.full((batch,), L, dtype=torch.int32, device="cuda")
@@ -120,18 +130,18 @@ def main():
                         npages = batch * pps
                         # the same bytes seen as a pool of pages, handed out in a random order
                         table = torch.randperm(npages, device="cuda", generator=gen).to(torch.int32).reshape(batch, pps)
-                    ws_bytes = vlib.fa_bench_decode_ws(batch, 1, HQ, HKV, D, L, 0, table.data_ptr() if page else None,
+                    ws_bytes = vlib.fa_bench_decode_ws(batch, sq, hq, hkv, d, L, 0, table.data_ptr() if page else None,
                                                        page, pps, npages)
                     ws = torch.empty(max(ws_bytes, 16), dtype=torch.uint8, device="cuda")
                     if not vlabel:
                         # the workspace is splits * rows * (d + 1) floats + 256 bytes (none for one split)
-                        splits[name] = (ws_bytes - 256) // (batch * HQ * (D + 1) * 4) if ws_bytes else 1
+                        splits[name] = (ws_bytes - 256) // (batch * hq * sq * (d + 1) * 4) if ws_bytes else 1
 
                     def call(i, page=page, table=table, pps=pps, npages=npages, vlib=vlib, ws=ws, ws_bytes=ws_bytes):
                         q, k, v, o = sets[i % copies]
                         st = vlib.fa_bench_decode(q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(),
                                                   seqlens.data_ptr(), table.data_ptr() if page else None,
-                                                  batch, 1, HQ, HKV, D, L, page, pps, npages, BF16, 0,
+                                                  batch, sq, hq, hkv, d, L, page, pps, npages, BF16, 0,
                                                   ws.data_ptr(), ws_bytes, torch.cuda.current_stream().cuda_stream)
                         if st != 0:
                             raise RuntimeError(vlib.fa_bench_last_error().decode())
