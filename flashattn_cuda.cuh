@@ -3461,10 +3461,13 @@ template <bool BF16, int D, int BM, int BN, int WARPS> static bool fa__sm80_plai
 }
 
 /* Launch one instantiation: check its shared memory against the device's
-   opt-in limit, raise the kernel's own limit (needed above 48 KB), launch. */
-template <bool BF16, int D, int BM, int BN, int WARPS, bool EXTRAS>
-static fa_status fa__launch_fwd(const char *fn, const fa__fwd_params &p, int batch,
-                                int smem_optin, cudaStream_t stream)
+   opt-in limit, raise the kernel's own limit (needed above 48 KB), launch.
+   The work is a plain function of the kernel and its shape; the template
+   only names the kernel, so its body is compiled once, not once per
+   kernel [ctime-host]. */
+static fa_status fa__launch_fwd_kernel(const char *fn, const fa__fwd_params &p, int batch, int smem_optin,
+                                       cudaStream_t stream, void (*kern)(const fa__fwd_params), int D, int BM,
+                                       int BN, int WARPS)
 {
     const size_t smem = 2u * (size_t)D * (BM + 4 * BN); /* Q + 2 stages of K and V */
     const dim3 grid((unsigned)((p.seqlen_q + BM - 1) / BM), (unsigned)p.heads_q, (unsigned)batch);
@@ -3475,13 +3478,19 @@ static fa_status fa__launch_fwd(const char *fn, const fa__fwd_params &p, int bat
                         "device allows %d per block (see FLASHATTN_BLOCK_M / FLASHATTN_BLOCK_N)",
                         fn, D, BM, BN, smem, smem_optin);
     /* Idempotent and cheap; set on every call rather than cached per device. */
-    e = cudaFuncSetAttribute(fa__fwd_kernel_sm80<BF16, D, BM, BN, WARPS, EXTRAS>,
-                             cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (e != cudaSuccess) return fa__cuda_fail(fn, e, "cudaFuncSetAttribute");
-    fa__fwd_kernel_sm80<BF16, D, BM, BN, WARPS, EXTRAS><<<grid, WARPS * 32, smem, stream>>>(p);
+    kern<<<grid, WARPS * 32, smem, stream>>>(p);
     e = cudaGetLastError();
     if (e != cudaSuccess) return fa__cuda_fail(fn, e, "kernel launch");
     return FA_OK;
+}
+template <bool BF16, int D, int BM, int BN, int WARPS, bool EXTRAS>
+static fa_status fa__launch_fwd(const char *fn, const fa__fwd_params &p, int batch,
+                                int smem_optin, cudaStream_t stream)
+{
+    return fa__launch_fwd_kernel(fn, p, batch, smem_optin, stream, fa__fwd_kernel_sm80<BF16, D, BM, BN, WARPS, EXTRAS>,
+                                 D, BM, BN, WARPS);
 }
 
 #ifndef FLASHATTN_NO_HOPPER
@@ -3737,32 +3746,29 @@ static bool fa__sm90_flat(int WG, const fa__fwd_params &p, int64_t tiles0, int s
            (fa__sm90_can_persist(p, tiles0, sms) || fa__sm90_tests_persist()) && (p.seqlen_q + 63) / 64 >= WG;
 }
 
+/* One sm_90a kernel's compile-time shape, as values, and its kernels: the
+   launch below is a plain function of them, compiled once rather than once
+   per kernel [ctime-host]. */
+typedef void (*fa__sm90_kern)(const fa__tma_maps, const fa__fwd_params, int, int, const fa__sm90_walk);
+typedef struct fa__sm90_launch {
+    fa__sm90_kern kern, kern_flat; /* kern_flat: the FLAT kernel (flat_stages), or 0 */
+    int d, bn, stages, flat_stages, wg, bm;
+    bool bf16, persist, o_own, can_flat, fp8, sparse;
+} fa__sm90_launch;
+
 /* Run the problem on the sm_90a kernel when it can: *ran = 0 (and FA_OK)
    sends it to the sm_80 kernel instead: a binary without sm_90a code, a
    view TMA cannot describe, or too little shared memory. */
-template <bool BF16, int D, int SH, bool ALLOW_PERSIST, bool FP8 = false, bool SPARSE = false>
-static fa_status fa__launch_fwd_sm90(const char *fn, const fa__fwd_params &p, int batch,
-                                     const fa__gpu &gpu, cudaStream_t stream, int *ran)
+static fa_status fa__launch_fwd_sm90_kernel(const char *fn, const fa__fwd_params &p, int batch, const fa__gpu &gpu,
+                                            cudaStream_t stream, int *ran, const fa__sm90_launch &k)
 {
-    typedef typename fa__sm90_shape_of<D, SH, FP8>::type S;
-    constexpr int BN = S::bn, ST = S::stages, WG = S::wgs, BM = 64 * WG;
-    constexpr bool PERSIST = ALLOW_PERSIST && S::persist; /* the shape may rule it out */
-    constexpr bool O_OWN = FP8 ? fa__sm90_o_own8(D, BM, BN, ST) : fa__sm90_o_own(D, BM, BN, ST);
-    /* the flat walk (FLAT in the kernel) where it applies: the three-warpgroup
-       shape, persistent, no mask, one length for all (fa__sm90_flat) */
-    constexpr bool CAN_FLAT = PERSIST && WG == 3 && FA__SM90_WARPSPEC && O_OWN && !FP8;
-    constexpr int FST = CAN_FLAT ? FA__SM90_FLAT_STAGES : ST;
+    const int D = k.d, BN = k.bn, ST = k.stages, FST = k.flat_stages, WG = k.wg, BM = k.bm;
+    const bool BF16 = k.bf16, PERSIST = k.persist, O_OWN = k.o_own, FP8 = k.fp8, SPARSE = k.sparse;
     const int64_t tiles0 = fa__sm90_tiles(p, batch, BM);
-    const bool flat = CAN_FLAT && !SPARSE && fa__sm90_flat(WG, p, tiles0, gpu.sms);
+    const bool flat = k.can_flat && !SPARSE && fa__sm90_flat(WG, p, tiles0, gpu.sms);
     const size_t smem = FP8 ? fa__sm90_smem8(D, BM, BN, ST, O_OWN)
                             : fa__sm90_smem(D, BM, BN, flat ? FST : ST, O_OWN, fa__sm90_q_bufs(WG, PERSIST, O_OWN));
-    void (*kern)(const fa__tma_maps, const fa__fwd_params, int, int, const fa__sm90_walk);
-    if constexpr (FP8)
-        kern = fa__fwd_kernel_sm90<BF16, D, BN, ST, PERSIST, WG, false, true>;
-    else if constexpr (SPARSE)
-        kern = fa__fwd_kernel_sm90<BF16, D, BN, ST, PERSIST, WG, false, false, true>;
-    else
-        kern = flat ? fa__fwd_kernel_sm90<BF16, D, BN, FST, PERSIST, WG, CAN_FLAT> : fa__fwd_kernel_sm90<BF16, D, BN, ST, PERSIST, WG>;
+    const fa__sm90_kern kern = flat ? k.kern_flat : k.kern;
     const int vq = p.cu_seqlens_q != NULL, vk = p.cu_seqlens_k != NULL;
     const int64_t rows_q = vq ? (int64_t)batch * p.seqlen_q : p.seqlen_q; /* with cu_seqlens: */
     const int64_t rows_k = vk ? (int64_t)batch * p.seqlen_k : p.seqlen_k; /* [1][h][token][col] */
@@ -3834,6 +3840,34 @@ static fa_status fa__launch_fwd_sm90(const char *fn, const fa__fwd_params &p, in
 #endif
     *ran = 1;
     return FA_OK;
+}
+
+template <bool BF16, int D, int SH, bool ALLOW_PERSIST, bool FP8 = false, bool SPARSE = false>
+static fa_status fa__launch_fwd_sm90(const char *fn, const fa__fwd_params &p, int batch,
+                                     const fa__gpu &gpu, cudaStream_t stream, int *ran)
+{
+    typedef typename fa__sm90_shape_of<D, SH, FP8>::type S;
+    constexpr int BN = S::bn, ST = S::stages, WG = S::wgs, BM = 64 * WG;
+    constexpr bool PERSIST = ALLOW_PERSIST && S::persist; /* the shape may rule it out */
+    constexpr bool O_OWN = FP8 ? fa__sm90_o_own8(D, BM, BN, ST) : fa__sm90_o_own(D, BM, BN, ST);
+    /* the flat walk (FLAT in the kernel) where it applies: the three-warpgroup
+       shape, persistent, no mask, one length for all (fa__sm90_flat) */
+    constexpr bool CAN_FLAT = PERSIST && WG == 3 && FA__SM90_WARPSPEC && O_OWN && !FP8;
+    constexpr int FST = CAN_FLAT ? FA__SM90_FLAT_STAGES : ST;
+    fa__sm90_launch k;
+    if constexpr (FP8)
+        k.kern = fa__fwd_kernel_sm90<BF16, D, BN, ST, PERSIST, WG, false, true>;
+    else if constexpr (SPARSE)
+        k.kern = fa__fwd_kernel_sm90<BF16, D, BN, ST, PERSIST, WG, false, false, true>;
+    else
+        k.kern = fa__fwd_kernel_sm90<BF16, D, BN, ST, PERSIST, WG>;
+    if constexpr (CAN_FLAT && !FP8 && !SPARSE)
+        k.kern_flat = fa__fwd_kernel_sm90<BF16, D, BN, FST, PERSIST, WG, CAN_FLAT>;
+    else
+        k.kern_flat = 0;
+    k.d = D; k.bn = BN; k.stages = ST; k.flat_stages = FST; k.wg = WG; k.bm = BM;
+    k.bf16 = BF16; k.persist = PERSIST; k.o_own = O_OWN; k.can_flat = CAN_FLAT; k.fp8 = FP8; k.sparse = SPARSE;
+    return fa__launch_fwd_sm90_kernel(fn, p, batch, gpu, stream, ran, k);
 }
 
 /* The sm_90a kernel of head dim D (64, 128 or 256), with its shape and grid
