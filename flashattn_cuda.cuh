@@ -5115,8 +5115,10 @@ fa__decode_kernel(const fa__decode_params p)
     int pages[T::RPT]; /* block-table entries of this thread's rows of the next tile */
     kv.init(p, keys, pages, tid);
 
-    /* ---- prologue: STAGES - 1 tiles in flight before any math ---- */
-#pragma unroll
+    /* ---- prologue: STAGES - 1 tiles in flight before any math (a loop,
+       not unrolled: each copy of fetch_pages and issue is large, and it
+       runs once a CTA [ctime-dec-prologue]) ---- */
+#pragma unroll 1
     for (int s = 0; s < STAGES - 1; s++) {
         kv.fetch_pages(p, pages, s);
         if (s < my_tiles) kv.issue(p, pages, s, ks, vs);
