@@ -4429,7 +4429,7 @@ FLASHATTN_DEF fa_status fa_forward_cuda(const fa_problem *p, fa_tensor q, fa_ten
       K/V tile. WARPS_M = 1 (<= 16 rows: each warp takes 16 of the tile's 64
       keys) or 4 (more: the FlashAttention-2 layout, each warp all 64 keys;
       17-32 rows leave two warps on zero rows, the same bytes for twice the
-      math, one kernel fewer to compile [ctime-dec-wm]); the head pairs of 9
+      math, one kernel fewer to compile [ctime-dec-wm]); item 9's head pairs
       have 2. Each warp keeps its own online-softmax state (m, l, O)
       and the warps of one row block merge at the end through shared memory,
       by the same log-sum-exp rule the splits use.
