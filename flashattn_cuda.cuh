@@ -6617,14 +6617,14 @@ __device__ __forceinline__ void fa__bwd_load_step(const fa__bwd_params &p, const
    of both backward kernels (and the sm_80 forward's, fa__mask_scores):
    tanh's argument as x times scale / c (p.scale_cap), as a division per
    score cost the sm_90a kernel registers it does not have (its slow path
-   spilled at D = 128). */
-template <bool SOFTCAP>
+   spilled at D = 128). cap: a constant in the sm_80 kernel, p.softcap > 0
+   in the sm_90a EXTRAS kernels [ctime-softcap]. */
 __device__ __forceinline__ float fa__bwd_score(const fa__bwd_params &p, float x, float slope2, int qi, int kj, int off,
-                                               float &dcap)
+                                               float &dcap, bool cap)
 {
     const float LOG2E = 1.4426950408889634f;
     float y;
-    if (SOFTCAP) {
+    if (cap) {
         const float th = tanhf(x * p.scale_cap);
         dcap = 1.f - th * th;
         y = th * p.softcap * LOG2E;
@@ -6661,7 +6661,7 @@ __device__ __forceinline__ void fa__bwd_recompute_p(const fa__bwd_params &p, con
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
             const int kj = j0 + ln.krow + ln.g + (e >> 1) * 8, qi = i0 + n * 8 + 2 * ln.t4 + (e & 1);
-            float x = fa__bwd_score<SOFTCAP>(p, st[n][e], slope, qi, kj, off, dcap[SOFTCAP ? n : 0][e]);
+            float x = fa__bwd_score(p, st[n][e], slope, qi, kj, off, dcap[SOFTCAP ? n : 0][e], SOFTCAP);
             if (need_mask && !fa__bwd_visible(p, s.sq, s.sk, qi, kj)) x = -INFINITY;
             st[n][e] = fa__exp2(x - ((e & 1) ? l2.y : l2.x));
         }
@@ -6971,12 +6971,12 @@ __device__ __forceinline__ uint32_t fa__bwd_sm90_keep(const fa__bwd_params &p, i
 }
 
 /* (2) P^T = exp2(score - L) (lines 11-13): the score from S^T by
-   fa__bwd_score (EXTRAS: softcap, ALiBi), masked on tiles that need it;
-   P^T (dropped: dV's A operand) packed into pa. pT keeps the undropped
-   P^T, times softcap's derivative 1 - tanh^2 under SOFTCAP: dS^T =
-   P^T dcap (dP^T - D) needs only the product, so dcap takes no registers
-   of its own. */
-template <bool BF16, bool EXTRAS, bool SOFTCAP, int NQ>
+   fa__bwd_score (EXTRAS: softcap, ALiBi, each switched at run time),
+   masked on tiles that need it; P^T (dropped: dV's A operand) packed into
+   pa. pT keeps the undropped P^T, times softcap's derivative 1 - tanh^2
+   (1 without softcap): dS^T = P^T dcap (dP^T - D) needs only the product,
+   so dcap takes no registers of its own. */
+template <bool BF16, bool EXTRAS, int NQ>
 __device__ __forceinline__ void fa__bwd_sm90_p(const fa__bwd_params &p, const fa__bwd_seq &s, const float (&sT)[NQ][4],
                                                float (&pT)[NQ][4], uint32_t (&pa)[NQ / 2][1][4], const float *sL,
                                                uint32_t keep, bool need_mask, int h, int i0, int kj, int t)
@@ -7009,11 +7009,11 @@ __device__ __forceinline__ void fa__bwd_sm90_p(const fa__bwd_params &p, const fa
         for (int e = 0; e < 4; e++) {
             const int qi = i0 + 8 * n + 2 * t + (e & 1), kje = kj + (e >> 1) * 8;
             float dcap = 1.f;
-            float x = fa__bwd_score<SOFTCAP>(p, sT[n][e], slope2, qi, kje, s.sk - s.sq, dcap);
+            float x = fa__bwd_score(p, sT[n][e], slope2, qi, kje, s.sk - s.sq, dcap, p.softcap > 0.f);
             if (need_mask && !fa__bwd_visible(p, s.sq, s.sk, qi, kje)) x = -INFINITY;
             const float pe = fa__exp2(x - ((e & 1) ? l2.y : l2.x));
             q[e] = p.dropout ? fa__bwd_drop(p, keep, 4 * n + e, pe) : pe;
-            pT[n][e] = SOFTCAP ? pe * dcap : pe;
+            pT[n][e] = pe * dcap;
         }
         pa[n / 2][0][2 * (n % 2)] = fa__pack2<BF16>(q[0], q[1]);
         pa[n / 2][0][2 * (n % 2) + 1] = fa__pack2<BF16>(q[2], q[3]);
@@ -7099,12 +7099,12 @@ __device__ __forceinline__ void fa__bwd_sm90_ds(const fa__bwd_params &p, const f
    columns past the head dim), causal / sliding window, GQA / MQA, arbitrary
    16-byte-aligned strides, deterministic mode, block masks (both roles
    walk the visited steps only, >>bwd-bsparse), softcap, ALiBi and dropout.
-   The last three take kernels of their own, EXTRAS (ALiBi and dropout
-   switched at run time, as in the sm_80 kernel) and SOFTCAP (tanh and its
-   derivative), so that the plain kernels keep their code: the P and dS
-   steps run the sm_80 kernel's per-element helpers (fa__bwd_sm90_p, _ds),
-   and the dropout keep bits are made while S^T and dP^T run, one Philox
-   call per 4 elements (fa__bwd_sm90_keep) [bwd-sm90-extras]. The
+   The last three take a kernel of their own, EXTRAS (each feature switched
+   at run time [ctime-softcap]), so that the plain kernels keep their code:
+   the P and dS steps run the sm_80 kernel's per-element helpers
+   (fa__bwd_sm90_p, _ds), and the dropout keep bits are made while S^T and
+   dP^T run, one Philox call per 4 elements (fa__bwd_sm90_keep)
+   [bwd-sm90-extras]. The
    deterministic mode at D 64, 128 takes DET kernels (ordered dQ adds,
    fa__bwd_sm90_send_dq); with the extras it runs the sm_80 kernel. Variable
    length runs the sm_80 kernel (why: the same note). Rows past seqlen_q /
@@ -7368,7 +7368,7 @@ __device__ __forceinline__ void fa__bwd_sm90_send_dq(const fa__bwd_params &p, co
    Products of a step are issued as soon as their inputs exist and waited
    for only when their result is needed. (The step stays in this loop: as
    a function of its own it changed the code nvcc makes.) */
-template <bool BF16, int D, bool EXTRAS, bool SOFTCAP, bool DET>
+template <bool BF16, int D, bool EXTRAS, bool DET>
 __device__ __forceinline__ void fa__bwd_sm90_consumer(const fa__bwd_params &p, const fa__bwd_sm90_sched &sc,
                                                       const fa__bwd_sm90_smem &sm, int warp, int lane)
 {
@@ -7432,9 +7432,9 @@ __device__ __forceinline__ void fa__bwd_sm90_consumer(const fa__bwd_params &p, c
                written by wgmma only) */
             float pT[1][NQ][4], dsT[1][NQ][4];
             uint32_t pa[NQ / 2][1][4], da[NQ / 2][1][4];
-            fa__bwd_sm90_p<BF16, EXTRAS, SOFTCAP, NQ>(p, w.s, sT[0], pT[0], pa, sL, keep,
-                                                      fa__bwd_tile_needs_mask(p, w.s, i0, w.j0, BR, BC), h, i0,
-                                                      w.j0 + krow, t);
+            fa__bwd_sm90_p<BF16, EXTRAS, NQ>(p, w.s, sT[0], pT[0], pa, sL, keep,
+                                             fa__bwd_tile_needs_mask(p, w.s, i0, w.j0, BR, BC), h, i0, w.j0 + krow,
+                                             t);
 
             /* (3) dV += P^T dO_i */
             fa__wgmma_fence();
@@ -7513,7 +7513,7 @@ __device__ __forceinline__ void fa__bwd_sm90_consumer(const fa__bwd_params &p, c
    (FlashAttention-3's warp specialization) over the block's units. DET:
    deterministic mode at D 64, 128 (the ordered dQ adds of
    fa__bwd_sm90_send_dq; at D 256 each key block's slice, p.deterministic). */
-template <bool BF16, int D, bool EXTRAS, bool SOFTCAP, bool DET>
+template <bool BF16, int D, bool EXTRAS, bool DET>
 __global__ void __launch_bounds__(384, 1)
 fa__bwd_kernel_sm90(const __grid_constant__ fa__bwd_maps tm, const fa__bwd_params p)
 {
@@ -7552,7 +7552,7 @@ fa__bwd_kernel_sm90(const __grid_constant__ fa__bwd_maps tm, const fa__bwd_param
     }
 
     fa__setmaxnreg_inc<240>();
-    fa__bwd_sm90_consumer<BF16, D, EXTRAS, SOFTCAP, DET>(p, sc, sm, warp, lane);
+    fa__bwd_sm90_consumer<BF16, D, EXTRAS, DET>(p, sc, sm, warp, lane);
 #else
     /* no wgmma in this device pass: the host's marker (see the forward) */
     __shared__ volatile int fa__sm90_missing;
@@ -7670,11 +7670,11 @@ static int fa__bwd_sm90_launches, fa__bwd_sm90_disable, fa__bwd_sm90_grid_cap; /
 /* Run the main kernel on sm_90a when it can; *ran = 0 (and FA_OK) leaves
    the problem to the sm_80 kernel: no sm_90a code for this GPU, a view TMA
    cannot describe, or too little shared memory. */
-template <bool BF16, int D, bool EXTRAS, bool SOFTCAP, bool DET>
+template <bool BF16, int D, bool EXTRAS, bool DET>
 static fa_status fa__bwd_launch_sm90(const fa__bwd_params &kp, const fa__gpu &gpu, cudaStream_t st, int *ran) {
     constexpr int BC = fa__bwd_sm90_layout<D>::bc, BR = fa__bwd_sm90_layout<D>::br;
     const size_t smem = 1024 + fa__bwd_sm90_layout<D>::total;
-    void (*kern)(const fa__bwd_maps, const fa__bwd_params) = fa__bwd_kernel_sm90<BF16, D, EXTRAS, SOFTCAP, DET>;
+    void (*kern)(const fa__bwd_maps, const fa__bwd_params) = fa__bwd_kernel_sm90<BF16, D, EXTRAS, DET>;
     cudaFuncAttributes fa;
     fa__bwd_maps tm;
     const int sms = gpu.sms;
@@ -7711,21 +7711,20 @@ static fa_status fa__bwd_launch_sm90(const fa__bwd_params &kp, const fa__gpu &gp
     return FA_OK;
 }
 /* Which sm_90a kernel: softcap, ALiBi and dropout (the extras) take its
-   EXTRAS kernels, the deterministic mode at D 64 and 128 its DET kernels;
+   EXTRAS kernel, the deterministic mode at D 64 and 128 its DET kernels;
    both at once run the sm_80 kernel (*ran = 0). */
 template <bool BF16, int D>
 static fa_status fa__bwd_sm90_pick(const fa__bwd_params &kp, const fa__gpu &gpu, cudaStream_t st, int *ran) {
-    const bool extras = kp.dropout || kp.softcap > 0.f || kp.alibi, cap = kp.softcap > 0.f;
+    const bool extras = kp.dropout || kp.softcap > 0.f || kp.alibi;
     constexpr bool TILE = fa__bwd_sm90_layout<D>::dq_tile; /* (D 256: slices, any kernel) */
     *ran = 0;
     if (TILE && kp.deterministic) {
         if constexpr (TILE)
-            if (!extras) return fa__bwd_launch_sm90<BF16, D, false, false, true>(kp, gpu, st, ran);
+            if (!extras) return fa__bwd_launch_sm90<BF16, D, false, true>(kp, gpu, st, ran);
         return FA_OK;
     }
-    return !extras ? fa__bwd_launch_sm90<BF16, D, false, false, false>(kp, gpu, st, ran)
-         : cap     ? fa__bwd_launch_sm90<BF16, D, true, true, false>(kp, gpu, st, ran)
-                   : fa__bwd_launch_sm90<BF16, D, true, false, false>(kp, gpu, st, ran);
+    return extras ? fa__bwd_launch_sm90<BF16, D, true, false>(kp, gpu, st, ran)
+                  : fa__bwd_launch_sm90<BF16, D, false, false>(kp, gpu, st, ran);
 }
 #endif /* FLASHATTN_NO_HOPPER (backward launch) */
 
