@@ -19,6 +19,11 @@ fa_backward_cuda) beside SDPA flash's and cuDNN's (the forward with autograd, th
 backward), interleaved; columns step:*, TFLOP/s of 3.5x the forward FLOPs)
 (--sustained: also CUDA-graph replays of 8 back-to-back calls, interleaved, bench/timing.py's
 sustained(); columns sus:*)
+(--softcap C, --alibi, --dropout P: our backward (and every --variant) with that feature: softcap
+C (0 = off), ALiBi slopes 2^(-8 (i + 1) / heads), dropout probability P (fixed seed). O and L
+then come from our own forward with the same feature; SDPA has no softcap, so its columns stay
+the PLAIN baseline (no feature) and say so, and maxrel-diff compares ours with the first
+--variant on the same feature (nan without one). Not with --train-step.)
 (make build/libfa_bench.so: the library as a shared object)."""
 import argparse, ctypes, datetime, os, sys
 
@@ -85,11 +90,18 @@ def main():
                     help="also a sustained loop: CUDA-graph replays of 8 back-to-back calls, interleaved")
     ap.add_argument("--variant", action="append", default=[],
                     help="label=path: another build of the library, timed in the same run (extra column)")
+    ap.add_argument("--softcap", type=float, default=0.0, help="softcap C for ours and the variants (0 = off)")
+    ap.add_argument("--alibi", action="store_true", help="ALiBi for ours and the variants")
+    ap.add_argument("--dropout", type=float, default=0.0, help="dropout probability for ours and the variants")
     a = ap.parse_args()
+    feat = a.softcap > 0 or a.alibi or a.dropout > 0
+    if feat and a.train_step:
+        sys.exit("--train-step times the plain forward: not with --softcap / --alibi / --dropout")
 
     def load(path):
         lib = ctypes.CDLL(path)
         lib.fa_backward_cuda.restype = ctypes.c_int
+        lib.fa_forward_cuda.restype = ctypes.c_int
         lib.fa_bench_forward.restype = ctypes.c_int
         lib.fa_backward_cuda_workspace_size.restype = ctypes.c_int
         lib.fa_last_error.restype = ctypes.c_char_p
@@ -104,6 +116,12 @@ def main():
     dev = torch.cuda.get_device_name()
     print(f"# flashattn backward vs SDPA, bf16, {dev}, torch {torch.__version__}, "
           f"{datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}")
+    # with a feature, ours is checked against the first variant that is not a det-* one
+    ref = next(((n, l) for n, l in variants if not n.startswith("det")), None)
+    if feat:
+        print(f"# features (ours and every variant): softcap {a.softcap}, alibi {int(a.alibi)}, dropout {a.dropout}; "
+              f"sdpa-flash, cudnn and ours/flash: SDPA WITHOUT the features (plain baseline); maxrel-diff: ours vs "
+              f"{ref[0] if ref else '(no variant: nan)'} on the same feature")
     print(f"{'d':>4} {'causal':>6} {'seqlen':>6} {'batch':>5} | {'ours':>7} {'sdpa-flash':>10} {'cudnn':>7}"
           f" | {'ours/flash':>10} {'maxrel-diff':>11}" + "".join(f" {n:>8}" for n, _ in variants) +
           ("".join(f" {'sus:' + n:>10}" for n in ["ours", "flash", "cudnn"] + [n for n, _ in variants])
@@ -145,6 +163,20 @@ def main():
                     p.batch, p.seqlen_q, p.seqlen_k, p.heads_q, p.head_dim = b, sq, sq, h, d
                     p.causal = int(causal)
                     p.deterministic = int(a.deterministic)
+                    slopes = None
+                    if feat:
+                        p.softcap, p.dropout_p, p.dropout_seed = a.softcap, a.dropout, 1234
+                        if a.alibi:
+                            slopes = torch.tensor([2.0 ** (-8.0 * (i + 1) / h) for i in range(h)], device="cuda")
+                            p.alibi_slopes = slopes.data_ptr()
+                        # O and L of the featured problem: our forward (its workspace allocated by itself)
+                        o = torch.empty_like(q)
+                        lse = torch.empty(b, h, sq, device="cuda", dtype=torch.float32)
+                        s = lib.fa_forward_cuda(ctypes.byref(p), view(q), view(k), view(v), view(o),
+                                                ctypes.c_void_p(lse.data_ptr()), None, ctypes.c_size_t(0),
+                                                ctypes.c_void_p(torch.cuda.current_stream().cuda_stream))
+                        if s != 0:
+                            raise RuntimeError(lib.fa_last_error().decode())
                     ws_bytes = ctypes.c_size_t(0)
                     assert lib.fa_backward_cuda_workspace_size(ctypes.byref(p), ctypes.byref(ws_bytes)) == 0
                     ws = torch.empty(ws_bytes.value, dtype=torch.uint8, device="cuda")
@@ -182,17 +214,28 @@ def main():
                     if a.train_step:
                         extra += "".join(f" {x:10.1f}" for x in train_step(lib, a, q, k, v, do, qt, kt, vt, dot, causal,
                                                                             args, flops * 3.5 / 2.5))
-                    run(lib)  # the checked result below is the main build's
-                    # sanity: our dQ against SDPA flash's
-                    with sdpa_kernel([SDPBackend.FLASH_ATTENTION]):
-                        out = F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal)
-                        gq, gk, gv = torch.autograd.grad(out, (qt, kt, vt), dot)
-                    err = max((a - g.transpose(1, 2)).abs().max().item() / g.abs().max().item()
-                              for a, g in ((dq, gq), (dk, gk), (dv, gv)))
+                    if feat:  # sanity: ours against the first variant, the same feature and seed
+                        err = float("nan")
+                        if ref:
+                            run(ref[1])
+                            gq, gk, gv = (x.clone() for x in (dq, dk, dv))
+                        run(lib)
+                        if ref:
+                            err = max((a - g).abs().max().item() / g.abs().max().item()
+                                      for a, g in ((dq, gq), (dk, gk), (dv, gv)))
+                        out = gq = gk = gv = None
+                    else:
+                        run(lib)  # the checked result below is the main build's
+                        # sanity: our dQ against SDPA flash's
+                        with sdpa_kernel([SDPBackend.FLASH_ATTENTION]):
+                            out = F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal)
+                            gq, gk, gv = torch.autograd.grad(out, (qt, kt, vt), dot)
+                        err = max((a - g.transpose(1, 2)).abs().max().item() / g.abs().max().item()
+                                  for a, g in ((dq, gq), (dk, gk), (dv, gv)))
                     print(f"{d:>4} {str(causal):>6} {sq:>6} {b:>5} | {res['ours']:7.1f} {res['flash']:10.1f} "
                           f"{res['cudnn']:7.1f} | {res['ours'] / res['flash']:10.2f} {err:11.2e}{extra}", flush=True)
                     del q, k, v, do, qt, kt, vt, o, lse, dq, dk, dv, ws, out, gq, gk, gv
-                    wsd = None
+                    wsd = slopes = None
                     torch.cuda.empty_cache()
 
 
