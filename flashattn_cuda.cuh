@@ -7139,6 +7139,8 @@ template <int D> struct fa__bwd_sm90_layout {
     static constexpr uint32_t kv = 0, q = 2 * kv_bufs * kv_bytes, dout = q + 2 * q_bytes, ds = dout + 2 * q_bytes,
                               dq = ds + 2 * ds_bytes, ld = dq + dq_bytes, bars = ld + 2 * ld_bytes,
                               total = bars + 8 * 8;
+    /* the deterministic kernels' dQ writer: two mbarriers and a mailbox */
+    static constexpr uint32_t det = total, total_det = det + 48;
 };
 
 /* The units of work and who takes which: (key block jb, KV head hk, batch
@@ -7209,6 +7211,8 @@ struct fa__bwd_sm90_smem {
     uint32_t sKV, sQ, sdO, sdS, sdQ, sLD;   /* K/V buffers, Q, dO, dS^T, dQ tile, L and D stages */
     uint32_t kv_full, kv_empty, full, empty; /* mbarriers: K/V buffers, Q/dO stages */
     const float *gLD;                        /* the L, D stages as a generic pointer */
+    uint32_t dq_full, dq_empty;              /* DET: the dQ tile handed to the writer and back */
+    uint32_t mail;                           /* DET: the tile's address, count and place (fa__bwd_sm90_dq_writer) */
 };
 
 #if FA__SM90A /* (the wgmma, mbarrier and TMA wrappers exist in sm_90a device passes only) */
@@ -7225,7 +7229,7 @@ __device__ __forceinline__ void fa__bwd_sm90_producer(const fa__bwd_maps &tm, co
     typedef fa__bwd_sm90_layout<D> L;
     constexpr int BR = L::br, KVB = L::kv_bufs;
     constexpr uint32_t KV_BYTES = L::kv_bytes, Q_BYTES = L::q_bytes, LD_BYTES = L::ld_bytes;
-    int ring = 0, kv_uses = 0;
+    int ring = 0, kv_uses = 0, sends = 0;
     for (int k = 0; k < sc.rounds; k++) {
         fa__bwd_work w;
         /* (a unit without a step walked loads nothing, as the consumers expect) */
@@ -7325,37 +7329,80 @@ __device__ __forceinline__ int fa__bwd_det_rank(const fa__bwd_params &p, const f
     return rank;
 }
 
+/* The deterministic kernels' mailbox: a dQ tile's address (blk < 0: no
+   more tiles), its count in p.dq_sem and the unit's place among its adders. */
+__device__ __forceinline__ void fa__bwd_sm90_post(uint32_t mail, int64_t blk, int tile, int rank)
+{
+    asm volatile("st.shared.u64 [%0], %1;\nst.shared.v2.u32 [%0+8], {%2, %3};\n"
+                 ::"r"(mail), "l"(blk), "r"(tile), "r"(rank) : "memory");
+}
 /* A step's fp32 partial dQ, the 64-row tile at p.dq_acc + blk, as one bulk
    add: each consumer thread T's fragments into shared memory at sdq in the
    accumulator's order (fa__bwd_acc_off), then thread 0 sends the whole
    tile, added in L2: no atomics in the consumers' loop. The fence makes
    the stores visible to the bulk copy; the barrier has them all done before
    thread 0 sends. (Thread 0 waits for the copy to have read the tile before
-   the next step's barrier 1 lets anyone rewrite it.) Deterministic: rank is
-   the unit's place among the tile's adders (fa__bwd_det_rank); thread 0
-   waits for the tile's count to reach it, adds, waits for its add to be
-   done in memory, and counts it (release), so the next adder's add comes
-   after it. The proxy fences order the bulk copies (async proxy) with the
-   count (generic proxy). */
+   the next step's barrier 1 lets anyone rewrite it.) Deterministic: the
+   tile goes to the dQ writer instead (fa__bwd_sm90_dq_writer) with rank,
+   the unit's place among the tile's adders (fa__bwd_det_rank), and the
+   consumers wait only for the writer to have read the last tile before
+   they rewrite it; `sends` counts the tiles handed over (the barriers'
+   parity). */
 template <int N, bool DET>
-__device__ __forceinline__ void fa__bwd_sm90_send_dq(const fa__bwd_params &p, const float (&dq)[N][4], uint32_t sdq,
-                                                     int T, int64_t blk, uint32_t bytes, int rank)
+__device__ __forceinline__ void fa__bwd_sm90_send_dq(const fa__bwd_params &p, const float (&dq)[N][4],
+                                                     const fa__bwd_sm90_smem &sm, int T, int64_t blk,
+                                                     uint32_t bytes, int rank, int &sends)
 {
+    const uint32_t sdq = sm.sdQ;
+    if (DET) fa__mbar_wait(sm.dq_empty, (uint32_t)((sends & 1) ^ 1)); /* (first: the phase before) */
 #pragma unroll
     for (int n = 0; n < N; n++) fa__st_shared_f4(sdq + (256 * n + T) * 16, dq[n][0], dq[n][1], dq[n][2], dq[n][3]);
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
     fa__named_sync(2, 256);
-    if (T != 0) return;
-    int *const sem = p.dq_sem + blk / (64 * p.acc_d); /* (blk: the tile's first element) */
     if (DET) {
+        if (T == 0) {
+            fa__bwd_sm90_post(sm.mail, blk, (int)(blk / (64 * p.acc_d)), rank); /* (the tile's count) */
+            fa__mbar_arrive(sm.dq_full); /* (release: the mailbox is seen with it) */
+        }
+        sends++;
+        return;
+    }
+    if (T != 0) return;
+    fa__bulk_store<true>(p.dq_acc + blk, sdq, bytes);
+    fa__bulk_commit();
+}
+
+/* The deterministic kernels' dQ writer, lane 0 of the producer's warp 1:
+   per tile the consumers hand over (dq_full), it waits for the tile's count
+   in p.dq_sem to reach the unit's place, adds the tile, gives the buffer
+   back (dq_empty) once the copy has read it, and counts the add (release)
+   once it is done in memory, so that the next adder's add comes after it.
+   The consumers meanwhile go on with the next step: they wait for the
+   writer only before they rewrite the buffer (the previous tile not yet
+   read, its predecessor's add more than a step late), never for an add's
+   round trip. The proxy fences order the bulk copies (async
+   proxy) with the count (generic proxy). blk < 0: no more tiles. [bwd-det] */
+template <int D>
+__device__ __forceinline__ void fa__bwd_sm90_dq_writer(const fa__bwd_params &p, uint32_t aligned)
+{
+    typedef fa__bwd_sm90_layout<D> L;
+    const uint32_t dq_full = aligned + L::det, dq_empty = dq_full + 8, mail = dq_full + 16;
+    for (uint32_t k = 0;; k++) {
+        int64_t blk;
+        int tile, rank;
+        fa__mbar_wait(dq_full, k & 1);
+        asm volatile("ld.shared.u64 %0, [%3];\nld.shared.v2.u32 {%1, %2}, [%3+8];\n"
+                     : "=l"(blk), "=r"(tile), "=r"(rank) : "r"(mail) : "memory");
+        if (blk < 0) return;
+        int *const sem = p.dq_sem + tile;
         int n;
         do asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(n) : "l"(sem) : "memory");
         while (n < rank);
         asm volatile("fence.proxy.async.global;\n" ::: "memory");
-    }
-    fa__bulk_store<true>(p.dq_acc + blk, sdq, bytes);
-    fa__bulk_commit();
-    if (DET) {
+        fa__bulk_store<true>(p.dq_acc + blk, aligned + L::dq, L::dq_bytes);
+        fa__bulk_commit();
+        fa__bulk_wait<true>();
+        fa__mbar_arrive(dq_empty);
         fa__bulk_wait<false>();
         asm volatile("fence.proxy.async.global;\n" ::: "memory");
         asm volatile("red.release.gpu.global.add.s32 [%0], 1;\n" ::"l"(sem) : "memory");
@@ -7385,7 +7432,7 @@ __device__ __forceinline__ void fa__bwd_sm90_consumer(const fa__bwd_params &p, c
     float dk[1][DKV / 8][4], dv[1][DKV / 8][4];
     float(&dk_flat)[DKV / 2] = reinterpret_cast<float(&)[DKV / 2]>(dk);
     float(&dv_flat)[DKV / 2] = reinterpret_cast<float(&)[DKV / 2]>(dv);
-    int ring = 0, kv_uses = 0;
+    int ring = 0, kv_uses = 0, sends = 0;
     for (int k = 0; k < sc.rounds; k++) {
         fa__bwd_work w;
         if (!fa__bwd_sm90_work<BR, BC>(p, sc, k, w)) continue; /* (a unit no query sees still writes dK = dV = 0) */
@@ -7489,7 +7536,8 @@ __device__ __forceinline__ void fa__bwd_sm90_consumer(const fa__bwd_params &p, c
             const int64_t blk = (p.deterministic && !L::dq_tile ? (int64_t)w.jb * p.acc_slice : 0) +
                                 ((int64_t)h * p.acc_rows + w.s.acc_row0 + i0) * p.acc_d; /* its 64-row block */
             if constexpr (L::dq_tile)
-                fa__bwd_sm90_send_dq<DQ / 8, DET>(p, dq[0], sdQ, 128 * cw + 32 * wq + lane, blk, BR * D * 4, rank);
+                fa__bwd_sm90_send_dq<DQ / 8, DET>(p, dq[0], sm, 128 * cw + 32 * wq + lane, blk, BR * D * 4, rank,
+                                                  sends);
             else
                 fa__bwd_sm90_add_dq<DQ / 8>(p, dq[0], p.dq_acc + blk + (int64_t)(16 * wq + g) * p.acc_d + cw * DQ + 2 * t);
         }
@@ -7505,6 +7553,11 @@ __device__ __forceinline__ void fa__bwd_sm90_consumer(const fa__bwd_params &p, c
         fa__bwd_store_dkdv<BF16, DKV / 8>(p, w.s, w.b, w.hk, w.j0, krow, SPLIT ? cw * DKV : 0, t, dk[0], dv[0]);
     }
     if (L::dq_tile && cw == 0 && warp % 4 == 0 && lane == 0) fa__bulk_wait<false>(); /* (done: smem goes) */
+    if (DET && cw == 0 && warp % 4 == 0 && lane == 0) { /* the writer's last message: no more tiles */
+        fa__mbar_wait(sm.dq_empty, (uint32_t)((sends & 1) ^ 1));
+        fa__bwd_sm90_post(sm.mail, -1, 0, 0);
+        fa__mbar_arrive(sm.dq_full);
+    }
 }
 
 #endif /* FA__SM90A */
@@ -7528,6 +7581,10 @@ fa__bwd_kernel_sm90(const __grid_constant__ fa__bwd_maps tm, const fa__bwd_param
     sm.sLD = aligned + L::ld; sm.kv_full = aligned + L::bars; sm.kv_empty = sm.kv_full + 16;
     sm.full = sm.kv_empty + 16; sm.empty = sm.full + 16;
     sm.gLD = (const float *)(fa__smem90b + (sm.sLD - base));
+    if (DET) {
+        sm.dq_full = aligned + L::det; sm.dq_empty = sm.dq_full + 8;
+        sm.mail = sm.dq_full + 16;
+    }
     const uint32_t kv_full = sm.kv_full, kv_empty = sm.kv_empty, full = sm.full, empty = sm.empty;
 
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
@@ -7541,6 +7598,10 @@ fa__bwd_kernel_sm90(const __grid_constant__ fa__bwd_maps tm, const fa__bwd_param
             fa__mbar_init(full + 8 * x, 1);
             fa__mbar_init(empty + 8 * x, 256); /* every consumer thread (each read L, D) */
         }
+        if (DET) {
+            fa__mbar_init(sm.dq_full, 1);  /* consumer thread 0, a tile's place and address in the mailbox */
+            fa__mbar_init(sm.dq_empty, 1); /* the writer: the copy has read the tile */
+        }
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
     __syncthreads(); /* the barriers exist before anyone uses them; the roles part here */
@@ -7548,6 +7609,13 @@ fa__bwd_kernel_sm90(const __grid_constant__ fa__bwd_maps tm, const fa__bwd_param
     if (warp < 4) {
         fa__setmaxnreg_dec<24>(); /* the producer needs few registers: the consumers take them */
         if (tid == 0) fa__bwd_sm90_producer<D>(tm, p, sc, sm);
+        else if (DET && tid == 32) {
+            /* (its addresses found again: a value of the kernel's live into
+               this branch is one more register for the producer's 24 too) */
+            uint32_t b = (uint32_t)__cvta_generic_to_shared(fa__smem90b);
+            asm volatile("" : "+r"(b));
+            fa__bwd_sm90_dq_writer<D>(p, (b + 1023u) & ~1023u);
+        }
         return;
     }
 
@@ -7673,7 +7741,7 @@ static int fa__bwd_sm90_launches, fa__bwd_sm90_disable, fa__bwd_sm90_grid_cap; /
 template <bool BF16, int D, bool EXTRAS, bool SOFTCAP, bool DET>
 static fa_status fa__bwd_launch_sm90(const fa__bwd_params &kp, const fa__gpu &gpu, cudaStream_t st, int *ran) {
     constexpr int BC = fa__bwd_sm90_layout<D>::bc, BR = fa__bwd_sm90_layout<D>::br;
-    const size_t smem = 1024 + fa__bwd_sm90_layout<D>::total;
+    const size_t smem = 1024 + (DET ? fa__bwd_sm90_layout<D>::total_det : fa__bwd_sm90_layout<D>::total);
     void (*kern)(const fa__bwd_maps, const fa__bwd_params) = fa__bwd_kernel_sm90<BF16, D, EXTRAS, SOFTCAP, DET>;
     cudaFuncAttributes fa;
     fa__bwd_maps tm;
