@@ -7139,8 +7139,9 @@ template <int D> struct fa__bwd_sm90_layout {
     static constexpr uint32_t kv = 0, q = 2 * kv_bufs * kv_bytes, dout = q + 2 * q_bytes, ds = dout + 2 * q_bytes,
                               dq = ds + 2 * ds_bytes, ld = dq + dq_bytes, bars = ld + 2 * ld_bytes,
                               total = bars + 8 * 8;
-    /* the deterministic kernels' dQ writer: two mbarriers and a mailbox */
-    static constexpr uint32_t det = total, total_det = det + 48;
+    /* the deterministic kernels: per dQ buffer two mbarriers and a mailbox
+       (fa__bwd_sm90_dq_writer), then the second buffer */
+    static constexpr uint32_t det = total, dq2 = det + 128, total_det = dq2 + dq_bytes;
 };
 
 /* The units of work and who takes which: (key block jb, KV head hk, batch
@@ -7211,8 +7212,9 @@ struct fa__bwd_sm90_smem {
     uint32_t sKV, sQ, sdO, sdS, sdQ, sLD;   /* K/V buffers, Q, dO, dS^T, dQ tile, L and D stages */
     uint32_t kv_full, kv_empty, full, empty; /* mbarriers: K/V buffers, Q/dO stages */
     const float *gLD;                        /* the L, D stages as a generic pointer */
-    uint32_t dq_full, dq_empty;              /* DET: the dQ tile handed to the writer and back */
-    uint32_t mail;                           /* DET: the tile's address, count and place (fa__bwd_sm90_dq_writer) */
+    uint32_t sdQ2, dq_full, dq_empty, mail;  /* DET: dQ buffer 1; per buffer b (+ 8 b, mail + 16 b) its
+                                                tile handed to a writer and back, and the tile's address,
+                                                count and place (fa__bwd_sm90_dq_writer) */
 };
 
 #if FA__SM90A /* (the wgmma, mbarrier and TMA wrappers exist in sm_90a device passes only) */
@@ -7229,7 +7231,7 @@ __device__ __forceinline__ void fa__bwd_sm90_producer(const fa__bwd_maps &tm, co
     typedef fa__bwd_sm90_layout<D> L;
     constexpr int BR = L::br, KVB = L::kv_bufs;
     constexpr uint32_t KV_BYTES = L::kv_bytes, Q_BYTES = L::q_bytes, LD_BYTES = L::ld_bytes;
-    int ring = 0, kv_uses = 0, sends = 0;
+    int ring = 0, kv_uses = 0;
     for (int k = 0; k < sc.rounds; k++) {
         fa__bwd_work w;
         /* (a unit without a step walked loads nothing, as the consumers expect) */
@@ -7329,6 +7331,10 @@ __device__ __forceinline__ int fa__bwd_det_rank(const fa__bwd_params &p, const f
     return rank;
 }
 
+/* The deterministic kernels' dQ writers: 1, or 2 taking the buffers in turn */
+#ifndef FA__BWD_DQ_WRITERS
+#define FA__BWD_DQ_WRITERS 2
+#endif
 /* The deterministic kernels' mailbox: a dQ tile's address (blk < 0: no
    more tiles), its count in p.dq_sem and the unit's place among its adders. */
 __device__ __forceinline__ void fa__bwd_sm90_post(uint32_t mail, int64_t blk, int tile, int rank)
@@ -7353,16 +7359,17 @@ __device__ __forceinline__ void fa__bwd_sm90_send_dq(const fa__bwd_params &p, co
                                                      const fa__bwd_sm90_smem &sm, int T, int64_t blk,
                                                      uint32_t bytes, int rank, int &sends)
 {
-    const uint32_t sdq = sm.sdQ;
-    if (DET) fa__mbar_wait(sm.dq_empty, (uint32_t)((sends & 1) ^ 1)); /* (first: the phase before) */
+    const int b = sends & 1; /* DET: buffers in turn */
+    const uint32_t sdq = DET && b ? sm.sdQ2 : sm.sdQ;
+    if (DET) fa__mbar_wait(sm.dq_empty + 8 * b, (uint32_t)((sends >> 1 & 1) ^ 1)); /* (first use: the phase before) */
 #pragma unroll
     for (int n = 0; n < N; n++) fa__st_shared_f4(sdq + (256 * n + T) * 16, dq[n][0], dq[n][1], dq[n][2], dq[n][3]);
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
     fa__named_sync(2, 256);
     if (DET) {
         if (T == 0) {
-            fa__bwd_sm90_post(sm.mail, blk, (int)(blk / (64 * p.acc_d)), rank); /* (the tile's count) */
-            fa__mbar_arrive(sm.dq_full); /* (release: the mailbox is seen with it) */
+            fa__bwd_sm90_post(sm.mail + 16 * b, blk, (int)(blk / (64 * p.acc_d)), rank); /* (the tile's count) */
+            fa__mbar_arrive(sm.dq_full + 8 * b); /* (release: the mailbox is seen with it) */
         }
         sends++;
         return;
@@ -7383,26 +7390,27 @@ __device__ __forceinline__ void fa__bwd_sm90_send_dq(const fa__bwd_params &p, co
    round trip. The proxy fences order the bulk copies (async
    proxy) with the count (generic proxy). blk < 0: no more tiles. [bwd-det] */
 template <int D>
-__device__ __forceinline__ void fa__bwd_sm90_dq_writer(const fa__bwd_params &p, uint32_t aligned)
+__device__ __forceinline__ void fa__bwd_sm90_dq_writer(const fa__bwd_params &p, uint32_t aligned, int w)
 {
     typedef fa__bwd_sm90_layout<D> L;
-    const uint32_t dq_full = aligned + L::det, dq_empty = dq_full + 8, mail = dq_full + 16;
-    for (uint32_t k = 0;; k++) {
+    const uint32_t dq_full = aligned + L::det, dq_empty = dq_full + 16, mail = dq_full + 32;
+    for (uint32_t k = w;; k += FA__BWD_DQ_WRITERS) {
+        const uint32_t b = k & 1;
         int64_t blk;
         int tile, rank;
-        fa__mbar_wait(dq_full, k & 1);
+        fa__mbar_wait(dq_full + 8 * b, k >> 1 & 1);
         asm volatile("ld.shared.u64 %0, [%3];\nld.shared.v2.u32 {%1, %2}, [%3+8];\n"
-                     : "=l"(blk), "=r"(tile), "=r"(rank) : "r"(mail) : "memory");
+                     : "=l"(blk), "=r"(tile), "=r"(rank) : "r"(mail + 16 * b) : "memory");
         if (blk < 0) return;
         int *const sem = p.dq_sem + tile;
         int n;
         do asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(n) : "l"(sem) : "memory");
         while (n < rank);
         asm volatile("fence.proxy.async.global;\n" ::: "memory");
-        fa__bulk_store<true>(p.dq_acc + blk, aligned + L::dq, L::dq_bytes);
+        fa__bulk_store<true>(p.dq_acc + blk, aligned + (b ? L::dq2 : L::dq), L::dq_bytes);
         fa__bulk_commit();
         fa__bulk_wait<true>();
-        fa__mbar_arrive(dq_empty);
+        fa__mbar_arrive(dq_empty + 8 * b);
         fa__bulk_wait<false>();
         asm volatile("fence.proxy.async.global;\n" ::: "memory");
         asm volatile("red.release.gpu.global.add.s32 [%0], 1;\n" ::"l"(sem) : "memory");
@@ -7423,7 +7431,7 @@ __device__ __forceinline__ void fa__bwd_sm90_consumer(const fa__bwd_params &p, c
     constexpr bool SPLIT = L::split;
     constexpr int BC = L::bc, BR = L::br, NQ = BR / 8, DQ = D / 2, DKV = L::dkv, KVB = L::kv_bufs;
     constexpr uint32_t KV_BYTES = L::kv_bytes, Q_BYTES = L::q_bytes, DS_BYTES = L::ds_bytes;
-    const uint32_t sKV = sm.sKV, sQ = sm.sQ, sdO = sm.sdO, sdS = sm.sdS, sdQ = sm.sdQ, kv_full = sm.kv_full,
+    const uint32_t sKV = sm.sKV, sQ = sm.sQ, sdO = sm.sdO, sdS = sm.sdS, kv_full = sm.kv_full,
                    kv_empty = sm.kv_empty, full = sm.full, empty = sm.empty;
     const int cw = warp / 4 - 1, wq = warp % 4, g = lane / 4, t = lane % 4;
     const int kw0 = SPLIT ? 0 : 64 * cw;   /* the warpgroup's first key row */
@@ -7553,11 +7561,13 @@ __device__ __forceinline__ void fa__bwd_sm90_consumer(const fa__bwd_params &p, c
         fa__bwd_store_dkdv<BF16, DKV / 8>(p, w.s, w.b, w.hk, w.j0, krow, SPLIT ? cw * DKV : 0, t, dk[0], dv[0]);
     }
     if (L::dq_tile && cw == 0 && warp % 4 == 0 && lane == 0) fa__bulk_wait<false>(); /* (done: smem goes) */
-    if (DET && cw == 0 && warp % 4 == 0 && lane == 0) { /* the writer's last message: no more tiles */
-        fa__mbar_wait(sm.dq_empty, (uint32_t)((sends & 1) ^ 1));
-        fa__bwd_sm90_post(sm.mail, -1, 0, 0);
-        fa__mbar_arrive(sm.dq_full);
-    }
+    if (DET && cw == 0 && warp % 4 == 0 && lane == 0)
+        for (int x = 0; x < FA__BWD_DQ_WRITERS; x++, sends++) { /* each writer's last message: no more tiles */
+            const int b = sends & 1;
+            fa__mbar_wait(sm.dq_empty + 8 * b, (uint32_t)((sends >> 1 & 1) ^ 1));
+            fa__bwd_sm90_post(sm.mail + 16 * b, -1, 0, 0);
+            fa__mbar_arrive(sm.dq_full + 8 * b);
+        }
 }
 
 #endif /* FA__SM90A */
@@ -7582,8 +7592,8 @@ fa__bwd_kernel_sm90(const __grid_constant__ fa__bwd_maps tm, const fa__bwd_param
     sm.full = sm.kv_empty + 16; sm.empty = sm.full + 16;
     sm.gLD = (const float *)(fa__smem90b + (sm.sLD - base));
     if (DET) {
-        sm.dq_full = aligned + L::det; sm.dq_empty = sm.dq_full + 8;
-        sm.mail = sm.dq_full + 16;
+        sm.sdQ2 = aligned + L::dq2; sm.dq_full = aligned + L::det; sm.dq_empty = sm.dq_full + 16;
+        sm.mail = sm.dq_full + 32;
     }
     const uint32_t kv_full = sm.kv_full, kv_empty = sm.kv_empty, full = sm.full, empty = sm.empty;
 
@@ -7599,8 +7609,10 @@ fa__bwd_kernel_sm90(const __grid_constant__ fa__bwd_maps tm, const fa__bwd_param
             fa__mbar_init(empty + 8 * x, 256); /* every consumer thread (each read L, D) */
         }
         if (DET) {
-            fa__mbar_init(sm.dq_full, 1);  /* consumer thread 0, a tile's place and address in the mailbox */
-            fa__mbar_init(sm.dq_empty, 1); /* the writer: the copy has read the tile */
+            for (int x = 0; x < 2; x++) {
+                fa__mbar_init(sm.dq_full + 8 * x, 1);  /* consumer thread 0, the tile's mail posted */
+                fa__mbar_init(sm.dq_empty + 8 * x, 1); /* a writer: the copy has read the tile */
+            }
         }
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
@@ -7609,12 +7621,12 @@ fa__bwd_kernel_sm90(const __grid_constant__ fa__bwd_maps tm, const fa__bwd_param
     if (warp < 4) {
         fa__setmaxnreg_dec<24>(); /* the producer needs few registers: the consumers take them */
         if (tid == 0) fa__bwd_sm90_producer<D>(tm, p, sc, sm);
-        else if (DET && tid == 32) {
+        else if (DET && (tid == 32 || (FA__BWD_DQ_WRITERS == 2 && tid == 64))) {
             /* (its addresses found again: a value of the kernel's live into
                this branch is one more register for the producer's 24 too) */
             uint32_t b = (uint32_t)__cvta_generic_to_shared(fa__smem90b);
             asm volatile("" : "+r"(b));
-            fa__bwd_sm90_dq_writer<D>(p, (b + 1023u) & ~1023u);
+            fa__bwd_sm90_dq_writer<D>(p, (b + 1023u) & ~1023u, tid / 32 - 1);
         }
         return;
     }
