@@ -7331,16 +7331,13 @@ __device__ __forceinline__ int fa__bwd_det_rank(const fa__bwd_params &p, const f
     return rank;
 }
 
-/* The deterministic kernels' dQ writers: 1, or 2 taking the buffers in turn */
-#ifndef FA__BWD_DQ_WRITERS
-#define FA__BWD_DQ_WRITERS 2
-#endif
-/* The deterministic kernels' mailbox: a dQ tile's address (blk < 0: no
-   more tiles), its count in p.dq_sem and the unit's place among its adders. */
-__device__ __forceinline__ void fa__bwd_sm90_post(uint32_t mail, int64_t blk, int tile, int rank)
+/* The deterministic kernels' mailbox (32 bytes a dQ buffer): the tile's
+   address (blk < 0: no more tiles) and count in p.dq_sem, and the step that
+   made it: key block jb, query block ib, query head h, sequence b. */
+__device__ __forceinline__ void fa__bwd_sm90_post(uint32_t mail, int64_t blk, int tile, int jb, int ib, int h, int b)
 {
-    asm volatile("st.shared.u64 [%0], %1;\nst.shared.v2.u32 [%0+8], {%2, %3};\n"
-                 ::"r"(mail), "l"(blk), "r"(tile), "r"(rank) : "memory");
+    asm volatile("st.shared.u64 [%0], %1;\nst.shared.v4.u32 [%0+8], {%2, %3, %4, %5};\nst.shared.u32 [%0+24], %6;\n"
+                 ::"r"(mail), "l"(blk), "r"(tile), "r"(jb), "r"(ib), "r"(h), "r"(b) : "memory");
 }
 /* A step's fp32 partial dQ, the 64-row tile at p.dq_acc + blk, as one bulk
    add: each consumer thread T's fragments into shared memory at sdq in the
@@ -7349,15 +7346,15 @@ __device__ __forceinline__ void fa__bwd_sm90_post(uint32_t mail, int64_t blk, in
    the stores visible to the bulk copy; the barrier has them all done before
    thread 0 sends. (Thread 0 waits for the copy to have read the tile before
    the next step's barrier 1 lets anyone rewrite it.) Deterministic: the
-   tile goes to the dQ writer instead (fa__bwd_sm90_dq_writer) with rank,
-   the unit's place among the tile's adders (fa__bwd_det_rank), and the
-   consumers wait only for the writer to have read the last tile before
-   they rewrite it; `sends` counts the tiles handed over (the barriers'
-   parity). */
+   tile goes to the dQ writer instead (fa__bwd_sm90_dq_writer), in two
+   buffers taken in turn, with the step that made it (key block jb, query
+   block ib, head h, sequence b); the consumers wait only for the writer to
+   have read a buffer's last tile before they rewrite it. `sends` counts
+   the tiles handed over (the buffer and the barriers' parity). */
 template <int N, bool DET>
 __device__ __forceinline__ void fa__bwd_sm90_send_dq(const fa__bwd_params &p, const float (&dq)[N][4],
                                                      const fa__bwd_sm90_smem &sm, int T, int64_t blk,
-                                                     uint32_t bytes, int rank, int &sends)
+                                                     uint32_t bytes, int &sends, int jb, int ib, int h, int bt)
 {
     const int b = sends & 1; /* DET: buffers in turn */
     const uint32_t sdq = DET && b ? sm.sdQ2 : sm.sdQ;
@@ -7368,7 +7365,7 @@ __device__ __forceinline__ void fa__bwd_sm90_send_dq(const fa__bwd_params &p, co
     fa__named_sync(2, 256);
     if (DET) {
         if (T == 0) {
-            fa__bwd_sm90_post(sm.mail + 16 * b, blk, (int)(blk / (64 * p.acc_d)), rank); /* (the tile's count) */
+            fa__bwd_sm90_post(sm.mail + 32 * b, blk, (int)(blk / (64 * p.acc_d)), jb, ib, h, bt); /* (its count) */
             fa__mbar_arrive(sm.dq_full + 8 * b); /* (release: the mailbox is seen with it) */
         }
         sends++;
@@ -7379,41 +7376,45 @@ __device__ __forceinline__ void fa__bwd_sm90_send_dq(const fa__bwd_params &p, co
     fa__bulk_commit();
 }
 
-/* The deterministic kernels' dQ writer, lane 0 of the producer's warp 1:
-   per tile the consumers hand over (dq_full), it waits for the tile's count
-   in p.dq_sem to reach the unit's place, adds the tile, gives the buffer
+/* The deterministic kernels' dQ writer, the producer's warp 1: per tile
+   the consumers hand over (dq_full), it finds the unit's place among the
+   tile's adders (fa__bwd_det_rank, the warp's ballot), and lane 0 waits for
+   the tile's count in p.dq_sem to reach it, adds the tile, gives the buffer
    back (dq_empty) once the copy has read it, and counts the add (release)
    once it is done in memory, so that the next adder's add comes after it.
-   The consumers meanwhile go on with the next step: they wait for the
-   writer only before they rewrite the buffer (the previous tile not yet
-   read, its predecessor's add more than a step late), never for an add's
-   round trip. The proxy fences order the bulk copies (async
-   proxy) with the count (generic proxy). blk < 0: no more tiles. [bwd-det] */
+   The consumers meanwhile go on with the next steps: they wait for the
+   writer only before they rewrite a buffer (its last tile not yet read:
+   the tile's previous adder more than a step late), never for an add's
+   round trip or the place. The proxy fences order the bulk copies (async
+   proxy) with the count (generic proxy). [bwd-det] */
 template <int D>
-__device__ __forceinline__ void fa__bwd_sm90_dq_writer(const fa__bwd_params &p, uint32_t aligned, int w)
+__device__ __forceinline__ void fa__bwd_sm90_dq_writer(const fa__bwd_params &p, const fa__bwd_sm90_smem &sm, int lane)
 {
     typedef fa__bwd_sm90_layout<D> L;
-    const uint32_t dq_full = aligned + L::det, dq_empty = dq_full + 16, mail = dq_full + 32;
-    for (uint32_t k = w;; k += FA__BWD_DQ_WRITERS) {
+    for (uint32_t k = 0;; k++) {
         const uint32_t b = k & 1;
         int64_t blk;
-        int tile, rank;
-        fa__mbar_wait(dq_full + 8 * b, k >> 1 & 1);
-        asm volatile("ld.shared.u64 %0, [%3];\nld.shared.v2.u32 {%1, %2}, [%3+8];\n"
-                     : "=l"(blk), "=r"(tile), "=r"(rank) : "r"(mail + 16 * b) : "memory");
+        int tile, jb, ib, h, bt;
+        fa__mbar_wait(sm.dq_full + 8 * b, k >> 1 & 1);
+        asm volatile("ld.shared.u64 %0, [%6];\nld.shared.v4.u32 {%1, %2, %3, %4}, [%6+8];\nld.shared.u32 %5, [%6+24];\n"
+                     : "=l"(blk), "=r"(tile), "=r"(jb), "=r"(ib), "=r"(h), "=r"(bt) : "r"(sm.mail + 32 * b) : "memory");
         if (blk < 0) return;
-        int *const sem = p.dq_sem + tile;
-        int n;
-        do asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(n) : "l"(sem) : "memory");
-        while (n < rank);
-        asm volatile("fence.proxy.async.global;\n" ::: "memory");
-        fa__bulk_store<true>(p.dq_acc + blk, aligned + (b ? L::dq2 : L::dq), L::dq_bytes);
-        fa__bulk_commit();
-        fa__bulk_wait<true>();
-        fa__mbar_arrive(dq_empty + 8 * b);
-        fa__bulk_wait<false>();
-        asm volatile("fence.proxy.async.global;\n" ::: "memory");
-        asm volatile("red.release.gpu.global.add.s32 [%0], 1;\n" ::"l"(sem) : "memory");
+        const int rank = fa__bwd_det_rank<L::br, L::bc>(p, fa__bwd_seq_info(p, bt), bt, h, jb, ib, lane);
+        if (lane == 0) {
+            int *const sem = p.dq_sem + tile;
+            int n;
+            do asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(n) : "l"(sem) : "memory");
+            while (n < rank);
+            asm volatile("fence.proxy.async.global;\n" ::: "memory");
+            fa__bulk_store<true>(p.dq_acc + blk, b ? sm.sdQ2 : sm.sdQ, L::dq_bytes);
+            fa__bulk_commit();
+            fa__bulk_wait<true>();
+            fa__mbar_arrive(sm.dq_empty + 8 * b);
+            fa__bulk_wait<false>();
+            asm volatile("fence.proxy.async.global;\n" ::: "memory");
+            asm volatile("red.release.gpu.global.add.s32 [%0], 1;\n" ::"l"(sem) : "memory");
+        }
+        __syncwarp();
     }
 }
 
@@ -7457,9 +7458,6 @@ __device__ __forceinline__ void fa__bwd_sm90_consumer(const fa__bwd_params &p, c
              it = fa__bwd_next_step(p, w.b, w.hk, w.j0, w.ib0, w.nib, w.iters, BR, it + 1), ring++) {
             const int st = ring & 1, h = w.hk * p.group + it / w.nib, i0 = (w.ib0 + it % w.nib) * BR;
             const uint32_t q_s = sQ + st * Q_BYTES, do_s = sdO + st * Q_BYTES, ds_s = sdS + st * DS_BYTES;
-            /* (deterministic: found here, where few registers are live) */
-            const int rank = DET && cw == 0 && wq == 0
-                                 ? fa__bwd_det_rank<BR, BC>(p, w.s, w.b, h, w.jb, i0 / BR, lane) : 0;
             const float *sL = sm.gLD + st * 2 * BR, *sD = sL + BR;
             /* (1) S^T = K_w Q_i^T and (4) dP^T = V_w dO_i^T, issued together */
             float sT[1][NQ][4], dpT[1][NQ][4];
@@ -7544,8 +7542,8 @@ __device__ __forceinline__ void fa__bwd_sm90_consumer(const fa__bwd_params &p, c
             const int64_t blk = (p.deterministic && !L::dq_tile ? (int64_t)w.jb * p.acc_slice : 0) +
                                 ((int64_t)h * p.acc_rows + w.s.acc_row0 + i0) * p.acc_d; /* its 64-row block */
             if constexpr (L::dq_tile)
-                fa__bwd_sm90_send_dq<DQ / 8, DET>(p, dq[0], sm, 128 * cw + 32 * wq + lane, blk, BR * D * 4, rank,
-                                                  sends);
+                fa__bwd_sm90_send_dq<DQ / 8, DET>(p, dq[0], sm, 128 * cw + 32 * wq + lane, blk, BR * D * 4, sends,
+                                                  w.jb, i0 / BR, h, w.b);
             else
                 fa__bwd_sm90_add_dq<DQ / 8>(p, dq[0], p.dq_acc + blk + (int64_t)(16 * wq + g) * p.acc_d + cw * DQ + 2 * t);
         }
@@ -7561,13 +7559,12 @@ __device__ __forceinline__ void fa__bwd_sm90_consumer(const fa__bwd_params &p, c
         fa__bwd_store_dkdv<BF16, DKV / 8>(p, w.s, w.b, w.hk, w.j0, krow, SPLIT ? cw * DKV : 0, t, dk[0], dv[0]);
     }
     if (L::dq_tile && cw == 0 && warp % 4 == 0 && lane == 0) fa__bulk_wait<false>(); /* (done: smem goes) */
-    if (DET && cw == 0 && warp % 4 == 0 && lane == 0)
-        for (int x = 0; x < FA__BWD_DQ_WRITERS; x++, sends++) { /* each writer's last message: no more tiles */
-            const int b = sends & 1;
-            fa__mbar_wait(sm.dq_empty + 8 * b, (uint32_t)((sends >> 1 & 1) ^ 1));
-            fa__bwd_sm90_post(sm.mail + 16 * b, -1, 0, 0);
-            fa__mbar_arrive(sm.dq_full + 8 * b);
-        }
+    if (DET && cw == 0 && warp % 4 == 0 && lane == 0) { /* the writer's last message: no more tiles */
+        const int b = sends & 1;
+        fa__mbar_wait(sm.dq_empty + 8 * b, (uint32_t)((sends >> 1 & 1) ^ 1));
+        fa__bwd_sm90_post(sm.mail + 32 * b, -1, 0, 0, 0, 0, 0);
+        fa__mbar_arrive(sm.dq_full + 8 * b);
+    }
 }
 
 #endif /* FA__SM90A */
@@ -7619,15 +7616,11 @@ fa__bwd_kernel_sm90(const __grid_constant__ fa__bwd_maps tm, const fa__bwd_param
     __syncthreads(); /* the barriers exist before anyone uses them; the roles part here */
 
     if (warp < 4) {
-        fa__setmaxnreg_dec<24>(); /* the producer needs few registers: the consumers take them */
+        /* the producer needs few registers: the consumers take them (DET:
+           32, for the dQ writer's place; 128 x 32 + 256 x 240 = 65536) */
+        fa__setmaxnreg_dec<DET ? 32 : 24>();
         if (tid == 0) fa__bwd_sm90_producer<D>(tm, p, sc, sm);
-        else if (DET && (tid == 32 || (FA__BWD_DQ_WRITERS == 2 && tid == 64))) {
-            /* (its addresses found again: a value of the kernel's live into
-               this branch is one more register for the producer's 24 too) */
-            uint32_t b = (uint32_t)__cvta_generic_to_shared(fa__smem90b);
-            asm volatile("" : "+r"(b));
-            fa__bwd_sm90_dq_writer<D>(p, (b + 1023u) & ~1023u, tid / 32 - 1);
-        }
+        else if (DET && warp == 1) fa__bwd_sm90_dq_writer<D>(p, sm, lane);
         return;
     }
 
