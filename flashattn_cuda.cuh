@@ -7616,15 +7616,16 @@ fa__bwd_kernel_sm90(const __grid_constant__ fa__bwd_maps tm, const fa__bwd_param
     __syncthreads(); /* the barriers exist before anyone uses them; the roles part here */
 
     if (warp < 4) {
-        /* the producer needs few registers: the consumers take them (DET:
-           32, for the dQ writer's place; 128 x 32 + 256 x 240 = 65536) */
+        /* the producer needs few registers: the consumers take them. The
+           block holds 384 x 168 = 64512 (launch bounds): 128 x 24 + 256 x 240
+           fits, and DET's 128 x 32 (the dQ writer's place) + 256 x 232. */
         fa__setmaxnreg_dec<DET ? 32 : 24>();
         if (tid == 0) fa__bwd_sm90_producer<D>(tm, p, sc, sm);
         else if (DET && warp == 1) fa__bwd_sm90_dq_writer<D>(p, sm, lane);
         return;
     }
 
-    fa__setmaxnreg_inc<240>();
+    fa__setmaxnreg_inc<DET ? 232 : 240>(); /* (more than the block holds would hang) */
     fa__bwd_sm90_consumer<BF16, D, EXTRAS, SOFTCAP, DET>(p, sc, sm, warp, lane);
 #else
     /* no wgmma in this device pass: the host's marker (see the forward) */
