@@ -7205,6 +7205,9 @@ template <int D> struct fa__bwd_sm90_layout {
     static constexpr uint32_t kv = 0, q = 2 * kv_bufs * kv_bytes, dout = q + 2 * q_bytes, ds = dout + 2 * q_bytes,
                               dq = ds + 2 * ds_bytes, ld = dq + dq_bytes, bars = ld + 2 * ld_bytes,
                               total = bars + 8 * 8;
+    /* the deterministic kernels: per dQ buffer two mbarriers and a mailbox
+       (fa__bwd_sm90_dq_writer), then the second buffer */
+    static constexpr uint32_t det = total, dq2 = det + 128, total_det = dq2 + dq_bytes;
 };
 
 /* The units of work and who takes which: (key block jb, KV head hk, batch
@@ -7275,6 +7278,9 @@ struct fa__bwd_sm90_smem {
     uint32_t sKV, sQ, sdO, sdS, sdQ, sLD;   /* K/V buffers, Q, dO, dS^T, dQ tile, L and D stages */
     uint32_t kv_full, kv_empty, full, empty; /* mbarriers: K/V buffers, Q/dO stages */
     const float *gLD;                        /* the L, D stages as a generic pointer */
+    uint32_t sdQ2, dq_full, dq_empty, mail;  /* DET: dQ buffer 1; per buffer b (+ 8 b, mail + 16 b) its
+                                                tile handed to a writer and back, and the tile's address,
+                                                count and place (fa__bwd_sm90_dq_writer) */
 };
 
 #if FA__SM90A /* (the wgmma, mbarrier and TMA wrappers exist in sm_90a device passes only) */
@@ -7391,40 +7397,90 @@ __device__ __forceinline__ int fa__bwd_det_rank(const fa__bwd_params &p, const f
     return rank;
 }
 
+/* The deterministic kernels' mailbox (32 bytes a dQ buffer): the tile's
+   address (blk < 0: no more tiles) and count in p.dq_sem, and the step that
+   made it: key block jb, query block ib, query head h, sequence b. */
+__device__ __forceinline__ void fa__bwd_sm90_post(uint32_t mail, int64_t blk, int tile, int jb, int ib, int h, int b)
+{
+    asm volatile("st.shared.u64 [%0], %1;\nst.shared.v4.u32 [%0+8], {%2, %3, %4, %5};\nst.shared.u32 [%0+24], %6;\n"
+                 ::"r"(mail), "l"(blk), "r"(tile), "r"(jb), "r"(ib), "r"(h), "r"(b) : "memory");
+}
 /* A step's fp32 partial dQ, the 64-row tile at p.dq_acc + blk, as one bulk
    add: each consumer thread T's fragments into shared memory at sdq in the
    accumulator's order (fa__bwd_acc_off), then thread 0 sends the whole
    tile, added in L2: no atomics in the consumers' loop. The fence makes
    the stores visible to the bulk copy; the barrier has them all done before
    thread 0 sends. (Thread 0 waits for the copy to have read the tile before
-   the next step's barrier 1 lets anyone rewrite it.) Deterministic: rank is
-   the unit's place among the tile's adders (fa__bwd_det_rank); thread 0
-   waits for the tile's count to reach it, adds, waits for its add to be
-   done in memory, and counts it (release), so the next adder's add comes
-   after it. The proxy fences order the bulk copies (async proxy) with the
-   count (generic proxy). */
+   the next step's barrier 1 lets anyone rewrite it.) Deterministic: the
+   tile goes to the dQ writer instead (fa__bwd_sm90_dq_writer), in two
+   buffers taken in turn, with the step that made it (key block jb, query
+   block ib, head h, sequence b); the consumers wait only for the writer to
+   have read a buffer's last tile before they rewrite it. `sends` counts
+   the tiles handed over (the buffer and the barriers' parity). */
 template <int N, bool DET>
-__device__ __forceinline__ void fa__bwd_sm90_send_dq(const fa__bwd_params &p, const float (&dq)[N][4], uint32_t sdq,
-                                                     int T, int64_t blk, uint32_t bytes, int rank)
+__device__ __forceinline__ void fa__bwd_sm90_send_dq(const fa__bwd_params &p, const float (&dq)[N][4],
+                                                     const fa__bwd_sm90_smem &sm, int T, int64_t blk,
+                                                     uint32_t bytes, int &sends, int jb, int ib, int h, int bt)
 {
+    const int b = sends & 1; /* DET: buffers in turn */
+    const uint32_t sdq = DET && b ? sm.sdQ2 : sm.sdQ;
+    if (DET) fa__mbar_wait(sm.dq_empty + 8 * b, (uint32_t)((sends >> 1 & 1) ^ 1)); /* (first use: the phase before) */
 #pragma unroll
     for (int n = 0; n < N; n++) fa__st_shared_f4(sdq + (256 * n + T) * 16, dq[n][0], dq[n][1], dq[n][2], dq[n][3]);
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
     fa__named_sync(2, 256);
-    if (T != 0) return;
-    int *const sem = p.dq_sem + blk / (64 * p.acc_d); /* (blk: the tile's first element) */
     if (DET) {
-        int n;
-        do asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(n) : "l"(sem) : "memory");
-        while (n < rank);
-        asm volatile("fence.proxy.async.global;\n" ::: "memory");
+        if (T == 0) {
+            fa__bwd_sm90_post(sm.mail + 32 * b, blk, (int)(blk / (64 * p.acc_d)), jb, ib, h, bt); /* (its count) */
+            fa__mbar_arrive(sm.dq_full + 8 * b); /* (release: the mailbox is seen with it) */
+        }
+        sends++;
+        return;
     }
+    if (T != 0) return;
     fa__bulk_store<true>(p.dq_acc + blk, sdq, bytes);
     fa__bulk_commit();
-    if (DET) {
-        fa__bulk_wait<false>();
-        asm volatile("fence.proxy.async.global;\n" ::: "memory");
-        asm volatile("red.release.gpu.global.add.s32 [%0], 1;\n" ::"l"(sem) : "memory");
+}
+
+/* The deterministic kernels' dQ writer, the producer's warp 1: per tile
+   the consumers hand over (dq_full), it finds the unit's place among the
+   tile's adders (fa__bwd_det_rank, the warp's ballot), and lane 0 waits for
+   the tile's count in p.dq_sem to reach it, adds the tile, gives the buffer
+   back (dq_empty) once the copy has read it, and counts the add (release)
+   once it is done in memory, so that the next adder's add comes after it.
+   The consumers meanwhile go on with the next steps: they wait for the
+   writer only before they rewrite a buffer (its last tile not yet read:
+   the tile's previous adder more than a step late), never for an add's
+   round trip or the place. The proxy fences order the bulk copies (async
+   proxy) with the count (generic proxy). [bwd-det] */
+template <int D>
+__device__ __forceinline__ void fa__bwd_sm90_dq_writer(const fa__bwd_params &p, const fa__bwd_sm90_smem &sm, int lane)
+{
+    typedef fa__bwd_sm90_layout<D> L;
+    for (uint32_t k = 0;; k++) {
+        const uint32_t b = k & 1;
+        int64_t blk;
+        int tile, jb, ib, h, bt;
+        fa__mbar_wait(sm.dq_full + 8 * b, k >> 1 & 1);
+        asm volatile("ld.shared.u64 %0, [%6];\nld.shared.v4.u32 {%1, %2, %3, %4}, [%6+8];\nld.shared.u32 %5, [%6+24];\n"
+                     : "=l"(blk), "=r"(tile), "=r"(jb), "=r"(ib), "=r"(h), "=r"(bt) : "r"(sm.mail + 32 * b) : "memory");
+        if (blk < 0) return;
+        const int rank = fa__bwd_det_rank<L::br, L::bc>(p, fa__bwd_seq_info(p, bt), bt, h, jb, ib, lane);
+        if (lane == 0) {
+            int *const sem = p.dq_sem + tile;
+            int n;
+            do asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(n) : "l"(sem) : "memory");
+            while (n < rank);
+            asm volatile("fence.proxy.async.global;\n" ::: "memory");
+            fa__bulk_store<true>(p.dq_acc + blk, b ? sm.sdQ2 : sm.sdQ, L::dq_bytes);
+            fa__bulk_commit();
+            fa__bulk_wait<true>();
+            fa__mbar_arrive(sm.dq_empty + 8 * b);
+            fa__bulk_wait<false>();
+            asm volatile("fence.proxy.async.global;\n" ::: "memory");
+            asm volatile("red.release.gpu.global.add.s32 [%0], 1;\n" ::"l"(sem) : "memory");
+        }
+        __syncwarp();
     }
 }
 
@@ -7442,7 +7498,7 @@ __device__ __forceinline__ void fa__bwd_sm90_consumer(const fa__bwd_params &p, c
     constexpr bool SPLIT = L::split;
     constexpr int BC = L::bc, BR = L::br, NQ = BR / 8, DQ = D / 2, DKV = L::dkv, KVB = L::kv_bufs;
     constexpr uint32_t KV_BYTES = L::kv_bytes, Q_BYTES = L::q_bytes, DS_BYTES = L::ds_bytes;
-    const uint32_t sKV = sm.sKV, sQ = sm.sQ, sdO = sm.sdO, sdS = sm.sdS, sdQ = sm.sdQ, kv_full = sm.kv_full,
+    const uint32_t sKV = sm.sKV, sQ = sm.sQ, sdO = sm.sdO, sdS = sm.sdS, kv_full = sm.kv_full,
                    kv_empty = sm.kv_empty, full = sm.full, empty = sm.empty;
     const int cw = warp / 4 - 1, wq = warp % 4, g = lane / 4, t = lane % 4;
     const int kw0 = SPLIT ? 0 : 64 * cw;   /* the warpgroup's first key row */
@@ -7451,7 +7507,7 @@ __device__ __forceinline__ void fa__bwd_sm90_consumer(const fa__bwd_params &p, c
     float dk[1][DKV / 8][4], dv[1][DKV / 8][4];
     float(&dk_flat)[DKV / 2] = reinterpret_cast<float(&)[DKV / 2]>(dk);
     float(&dv_flat)[DKV / 2] = reinterpret_cast<float(&)[DKV / 2]>(dv);
-    int ring = 0, kv_uses = 0;
+    int ring = 0, kv_uses = 0, sends = 0;
     for (int k = 0; k < sc.rounds; k++) {
         fa__bwd_work w;
         if (!fa__bwd_sm90_work<BR, BC>(p, sc, k, w)) continue; /* (a unit no query sees still writes dK = dV = 0) */
@@ -7468,9 +7524,6 @@ __device__ __forceinline__ void fa__bwd_sm90_consumer(const fa__bwd_params &p, c
              it = fa__bwd_next_step(p, w.b, w.hk, w.j0, w.ib0, w.nib, w.iters, BR, it + 1), ring++) {
             const int st = ring & 1, h = w.hk * p.group + it / w.nib, i0 = (w.ib0 + it % w.nib) * BR;
             const uint32_t q_s = sQ + st * Q_BYTES, do_s = sdO + st * Q_BYTES, ds_s = sdS + st * DS_BYTES;
-            /* (deterministic: found here, where few registers are live) */
-            const int rank = DET && cw == 0 && wq == 0
-                                 ? fa__bwd_det_rank<BR, BC>(p, w.s, w.b, h, w.jb, i0 / BR, lane) : 0;
             const float *sL = sm.gLD + st * 2 * BR, *sD = sL + BR;
             /* (1) S^T = K_w Q_i^T and (4) dP^T = V_w dO_i^T, issued together */
             float sT[1][NQ][4], dpT[1][NQ][4];
@@ -7555,7 +7608,8 @@ __device__ __forceinline__ void fa__bwd_sm90_consumer(const fa__bwd_params &p, c
             const int64_t blk = (p.deterministic && !L::dq_tile ? (int64_t)w.jb * p.acc_slice : 0) +
                                 ((int64_t)h * p.acc_rows + w.s.acc_row0 + i0) * p.acc_d; /* its 64-row block */
             if constexpr (L::dq_tile)
-                fa__bwd_sm90_send_dq<DQ / 8, DET>(p, dq[0], sdQ, 128 * cw + 32 * wq + lane, blk, BR * D * 4, rank);
+                fa__bwd_sm90_send_dq<DQ / 8, DET>(p, dq[0], sm, 128 * cw + 32 * wq + lane, blk, BR * D * 4, sends,
+                                                  w.jb, i0 / BR, h, w.b);
             else
                 fa__bwd_sm90_add_dq<DQ / 8>(p, dq[0], p.dq_acc + blk + (int64_t)(16 * wq + g) * p.acc_d + cw * DQ + 2 * t);
         }
@@ -7571,6 +7625,12 @@ __device__ __forceinline__ void fa__bwd_sm90_consumer(const fa__bwd_params &p, c
         fa__bwd_store_dkdv<BF16, DKV / 8>(p, w.s, w.b, w.hk, w.j0, krow, SPLIT ? cw * DKV : 0, t, dk[0], dv[0]);
     }
     if (L::dq_tile && cw == 0 && warp % 4 == 0 && lane == 0) fa__bulk_wait<false>(); /* (done: smem goes) */
+    if (DET && cw == 0 && warp % 4 == 0 && lane == 0) { /* the writer's last message: no more tiles */
+        const int b = sends & 1;
+        fa__mbar_wait(sm.dq_empty + 8 * b, (uint32_t)((sends >> 1 & 1) ^ 1));
+        fa__bwd_sm90_post(sm.mail + 32 * b, -1, 0, 0, 0, 0, 0);
+        fa__mbar_arrive(sm.dq_full + 8 * b);
+    }
 }
 
 #endif /* FA__SM90A */
@@ -7594,6 +7654,10 @@ fa__bwd_kernel_sm90(const __grid_constant__ fa__bwd_maps tm, const fa__bwd_param
     sm.sLD = aligned + L::ld; sm.kv_full = aligned + L::bars; sm.kv_empty = sm.kv_full + 16;
     sm.full = sm.kv_empty + 16; sm.empty = sm.full + 16;
     sm.gLD = (const float *)(fa__smem90b + (sm.sLD - base));
+    if (DET) {
+        sm.sdQ2 = aligned + L::dq2; sm.dq_full = aligned + L::det; sm.dq_empty = sm.dq_full + 16;
+        sm.mail = sm.dq_full + 32;
+    }
     const uint32_t kv_full = sm.kv_full, kv_empty = sm.kv_empty, full = sm.full, empty = sm.empty;
 
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
@@ -7607,17 +7671,27 @@ fa__bwd_kernel_sm90(const __grid_constant__ fa__bwd_maps tm, const fa__bwd_param
             fa__mbar_init(full + 8 * x, 1);
             fa__mbar_init(empty + 8 * x, 256); /* every consumer thread (each read L, D) */
         }
+        if (DET) {
+            for (int x = 0; x < 2; x++) {
+                fa__mbar_init(sm.dq_full + 8 * x, 1);  /* consumer thread 0, the tile's mail posted */
+                fa__mbar_init(sm.dq_empty + 8 * x, 1); /* a writer: the copy has read the tile */
+            }
+        }
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
     __syncthreads(); /* the barriers exist before anyone uses them; the roles part here */
 
     if (warp < 4) {
-        fa__setmaxnreg_dec<24>(); /* the producer needs few registers: the consumers take them */
+        /* the producer needs few registers: the consumers take them. The
+           block holds 384 x 168 = 64512 (launch bounds): 128 x 24 + 256 x 240
+           fits, and DET's 128 x 32 (the dQ writer's place) + 256 x 232. */
+        fa__setmaxnreg_dec<DET ? 32 : 24>();
         if (tid == 0) fa__bwd_sm90_producer<D>(tm, p, sc, sm);
+        else if (DET && warp == 1) fa__bwd_sm90_dq_writer<D>(p, sm, lane);
         return;
     }
 
-    fa__setmaxnreg_inc<240>();
+    fa__setmaxnreg_inc<DET ? 232 : 240>(); /* (more than the block holds would hang) */
     fa__bwd_sm90_consumer<BF16, D, EXTRAS, DET>(p, sc, sm, warp, lane);
 #else
     /* no wgmma in this device pass: the host's marker (see the forward) */
@@ -7739,7 +7813,7 @@ static int fa__bwd_sm90_launches, fa__bwd_sm90_disable, fa__bwd_sm90_grid_cap; /
 template <bool BF16, int D, bool EXTRAS, bool DET>
 static fa_status fa__bwd_launch_sm90(const fa__bwd_params &kp, const fa__gpu &gpu, cudaStream_t st, int *ran) {
     constexpr int BC = fa__bwd_sm90_layout<D>::bc, BR = fa__bwd_sm90_layout<D>::br;
-    const size_t smem = 1024 + fa__bwd_sm90_layout<D>::total;
+    const size_t smem = 1024 + (DET ? fa__bwd_sm90_layout<D>::total_det : fa__bwd_sm90_layout<D>::total);
     void (*kern)(const fa__bwd_maps, const fa__bwd_params) = fa__bwd_kernel_sm90<BF16, D, EXTRAS, DET>;
     cudaFuncAttributes fa;
     fa__bwd_maps tm;
