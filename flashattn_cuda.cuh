@@ -4434,10 +4434,9 @@ FLASHATTN_DEF fa_status fa_forward_cuda(const fa_problem *p, fa_tensor q, fa_ten
    3. Warps split the KEYS when rows are few. A CTA has 4 warps; warp (wm, wn)
       owns query rows 16*wm..16*wm+15 of the CTA and the key slice wn of every
       K/V tile. WARPS_M = 1 (<= 16 rows: each warp takes 16 of the tile's 64
-      keys) or 4 (more: the FlashAttention-2 layout, each warp all 64 keys;
-      17-32 rows leave two warps on zero rows, the same bytes for twice the
-      math, one kernel fewer to compile [ctime-dec-wm]); item 9's head pairs
-      have 2. Each warp keeps its own online-softmax state (m, l, O)
+      keys), 2 (<= 32 rows; 4 here measured 1.3-1.9x slower [ctime-dec-wm])
+      or 4 (> 32 rows: the FlashAttention-2 layout, each warp all 64 keys).
+      Each warp keeps its own online-softmax state (m, l, O)
       and the warps of one row block merge at the end through shared memory,
       by the same log-sum-exp rule the splits use.
 
@@ -5550,7 +5549,8 @@ static cudaError_t fa__decode_setup_any(int dev, int d, int wm, int hp, int bf16
                 return fa__decode_setup<D_, M2_, T_, M2_, fa__dec_kv(D_, M2_, M2_, P_)>(dev, out); \
             return cudaErrorInvalidDeviceFunction; /* (fa__decode_pairs: never) */  \
         }                                                                           \
-        if (wm > 1) return fa__decode_setup<D_, MX_, T_, 1, fa__dec_kv(D_, MX_, 1, P_)>(dev, out); \
+        if (wm == 2) return fa__decode_setup<D_, M2_, T_, 1, fa__dec_kv(D_, M2_, 1, P_)>(dev, out); \
+        if (wm > 2) return fa__decode_setup<D_, MX_, T_, 1, fa__dec_kv(D_, MX_, 1, P_)>(dev, out); \
         return fa__decode_setup<D_, 1, T_, 1, fa__dec_kv(D_, 1, 1, P_)>(dev, out);  \
     }
 #define FA__DEC_SETUP_D(T_, P_) FA__DEC_SETUP(64, T_, P_) FA__DEC_SETUP(128, T_, P_) FA__DEC_SETUP(256, T_, P_)
@@ -5650,7 +5650,7 @@ static fa_status fa__decode_cuda_prepare(const char *fn, const fa_problem *p, fa
 
     /* Plan: rows per CTA, then splits from the SM count and the work. */
     plan->d = d;
-    plan->warps_m = rows <= 16 ? 1 : 4; /* (no kernel of 2 warp rows but the head pair's: [ctime-dec-wm]) */
+    plan->warps_m = rows <= 16 ? 1 : rows <= 32 ? 2 : 4;
     if (plan->warps_m > fa__dec_max_warps_m(d)) plan->warps_m = fa__dec_max_warps_m(d);
     plan->row_blocks = (rows + 16 * plan->warps_m - 1) / (16 * plan->warps_m);
     const int bf16 = !have_tensors || q.dtype == FA_BF16;
