@@ -7208,6 +7208,7 @@ template <int D> struct fa__bwd_sm90_layout {
     /* the deterministic kernels: per dQ buffer two mbarriers and a mailbox
        (fa__bwd_sm90_dq_writer), then the second buffer */
     static constexpr uint32_t det = total, dq2 = det + 128, total_det = dq2 + dq_bytes;
+    static_assert(det % 16 == 0 && dq2 % 16 == 0, "the mailbox's vectors, the bulk copy's source: 16-aligned");
 };
 
 /* The units of work and who takes which: (key block jb, KV head hk, batch
@@ -7397,12 +7398,13 @@ __device__ __forceinline__ int fa__bwd_det_rank(const fa__bwd_params &p, const f
     return rank;
 }
 
-/* The deterministic kernels' mailbox (32 bytes a dQ buffer): the tile's
-   address (blk < 0: no more tiles) and count in p.dq_sem, and the step that
-   made it: key block jb, query block ib, query head h, sequence b. */
+/* The deterministic kernels' mailbox (32 bytes a dQ buffer, 16-aligned):
+   the tile's count in p.dq_sem, the step that made it (key block jb, query
+   block ib, query head h; sequence b at +16) and the tile's address at +24
+   (blk < 0: no more tiles). (The vector access wants its 16-byte alignment.) */
 __device__ __forceinline__ void fa__bwd_sm90_post(uint32_t mail, int64_t blk, int tile, int jb, int ib, int h, int b)
 {
-    asm volatile("st.shared.u64 [%0], %1;\nst.shared.v4.u32 [%0+8], {%2, %3, %4, %5};\nst.shared.u32 [%0+24], %6;\n"
+    asm volatile("st.shared.v4.u32 [%0], {%2, %3, %4, %5};\nst.shared.u32 [%0+16], %6;\nst.shared.u64 [%0+24], %1;\n"
                  ::"r"(mail), "l"(blk), "r"(tile), "r"(jb), "r"(ib), "r"(h), "r"(b) : "memory");
 }
 /* A step's fp32 partial dQ, the 64-row tile at p.dq_acc + blk, as one bulk
@@ -7462,7 +7464,7 @@ __device__ __forceinline__ void fa__bwd_sm90_dq_writer(const fa__bwd_params &p, 
         int64_t blk;
         int tile, jb, ib, h, bt;
         fa__mbar_wait(sm.dq_full + 8 * b, k >> 1 & 1);
-        asm volatile("ld.shared.u64 %0, [%6];\nld.shared.v4.u32 {%1, %2, %3, %4}, [%6+8];\nld.shared.u32 %5, [%6+24];\n"
+        asm volatile("ld.shared.v4.u32 {%1, %2, %3, %4}, [%6];\nld.shared.u32 %5, [%6+16];\nld.shared.u64 %0, [%6+24];\n"
                      : "=l"(blk), "=r"(tile), "=r"(jb), "=r"(ib), "=r"(h), "=r"(bt) : "r"(sm.mail + 32 * b) : "memory");
         if (blk < 0) return;
         const int rank = fa__bwd_det_rank<L::br, L::bc>(p, fa__bwd_seq_info(p, bt), bt, h, jb, ib, lane);
