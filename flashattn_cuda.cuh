@@ -344,13 +344,6 @@ static __device__ __forceinline__ float fa__exp2(float x)
     asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
     return y;
 }
-/* log2(x) on the special-function unit (one MUFU.LG2); log2(0) = -inf. */
-static __device__ __forceinline__ float fa__log2(float x)
-{
-    float y;
-    asm("lg2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-    return y;
-}
 #endif /* FLASHATTN_CUDA_EMU */
 
 /* ============================================================================
@@ -6258,7 +6251,6 @@ typedef struct fa__bwd_params {
                               order (fa__bwd_acc_off), for the convert kernel */
     fa__bmask bm;          /* a block mask (bits NULL: none), >>bwd-bsparse */
     float scale_cap;       /* scale / softcap (softcap > 0): tanh's factor in fa__bwd_score */
-    float cap_rlog2;       /* 1 / (softcap log2(e)) (softcap > 0): tanh from the score, fa__bwd_ds */
 } fa__bwd_params;
 
 /* Where sequence b lives: rows sq x sk, and the element offset of its row 0
@@ -6662,14 +6654,14 @@ __device__ __forceinline__ void fa__bwd_load_step(const fa__bwd_params &p, const
    of both backward kernels (and the sm_80 forward's, fa__mask_scores):
    tanh's argument as x times scale / c (p.scale_cap), as a division per
    score cost the sm_90a kernel registers it does not have (its slow path
-   spilled at D = 128). cap: p.softcap > 0, switched at run time
-   [ctime-softcap]. */
+   spilled at D = 128). */
+template <bool SOFTCAP>
 __device__ __forceinline__ float fa__bwd_score(const fa__bwd_params &p, float x, float slope2, int qi, int kj, int off,
-                                               float &dcap, bool cap)
+                                               float &dcap)
 {
     const float LOG2E = 1.4426950408889634f;
     float y;
-    if (cap) {
+    if (SOFTCAP) {
         const float th = tanhf(x * p.scale_cap);
         dcap = 1.f - th * th;
         y = th * p.softcap * LOG2E;
@@ -6687,14 +6679,14 @@ __device__ __forceinline__ float fa__bwd_drop(const fa__bwd_params &p, uint32_t 
 }
 
 /* (2) P^T = exp(S^T - L) with softcap, ALiBi and masks (Alg. 4 lines 11-13),
-   in place of S^T (softcap's derivative is found again from P^T, in
-   fa__bwd_ds). Element (n, e) is key kj = j0 + krow + g (+8 for e >= 2),
-   query qi = i0 + 8n + 2*t4 + (e & 1). The element mask runs only on tiles
-   that the mask cuts (or that reach past the last key). */
-template <class T>
+   in place of S^T; dcap = 1 - tanh^2, softcap's derivative. Element (n, e)
+   is key kj = j0 + krow + g (+8 for e >= 2), query qi = i0 + 8n + 2*t4 +
+   (e & 1). The element mask runs only on tiles that the mask cuts (or that
+   reach past the last key). */
+template <class T, bool SOFTCAP>
 __device__ __forceinline__ void fa__bwd_recompute_p(const fa__bwd_params &p, const fa__bwd_seq &s,
-                                                    float (&st)[T::NQ][4], const float *sLb, int h, int i0, int j0,
-                                                    const fa__bwd_lane &ln)
+                                                    float (&st)[T::NQ][4], float (&dcap)[SOFTCAP ? T::NQ : 1][4],
+                                                    const float *sLb, int h, int i0, int j0, const fa__bwd_lane &ln)
 {
     const float LOG2E = 1.4426950408889634f;
     const int off = s.sk - s.sq;
@@ -6706,8 +6698,7 @@ __device__ __forceinline__ void fa__bwd_recompute_p(const fa__bwd_params &p, con
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
             const int kj = j0 + ln.krow + ln.g + (e >> 1) * 8, qi = i0 + n * 8 + 2 * ln.t4 + (e & 1);
-            float dcap; /* (not kept: see fa__bwd_ds) */
-            float x = fa__bwd_score(p, st[n][e], slope, qi, kj, off, dcap, p.softcap > 0.f);
+            float x = fa__bwd_score<SOFTCAP>(p, st[n][e], slope, qi, kj, off, dcap[SOFTCAP ? n : 0][e]);
             if (need_mask && !fa__bwd_visible(p, s.sq, s.sk, qi, kj)) x = -INFINITY;
             st[n][e] = fa__exp2(x - ((e & 1) ? l2.y : l2.x));
         }
@@ -6767,43 +6758,22 @@ __device__ __forceinline__ void fa__bwd_dv_step(float (&dv)[T::DW / 8][4], uint3
 }
 
 /* (5) dS = P * (dP * Z - D) (lines 18-20), times 1 - tanh^2 under softcap,
-   in place of dP^T. tanh comes back from P alone: the score in log2 units
-   is log2 P + L = c log2(e) tanh - ALiBi's term, so no register carries
-   the derivative from step (2) to here, and the kernel without softcap
-   keeps its registers [ctime-softcap]. P = 0 (masked, or a row that sees
-   no key) gives dS = 0. */
-template <class T>
-__device__ __forceinline__ void fa__bwd_ds(const fa__bwd_params &p, const fa__bwd_seq &s, float (&dpt)[T::NQ][4],
-                                           const float (&st)[T::NQ][4], uint32_t keep, const float *sLb,
-                                           const float *sDb, int h, int i0, int j0, const fa__bwd_lane &ln)
+   in place of dP^T. */
+template <class T, bool SOFTCAP>
+__device__ __forceinline__ void fa__bwd_ds(const fa__bwd_params &p, float (&dpt)[T::NQ][4],
+                                           const float (&st)[T::NQ][4], const float (&dcap)[SOFTCAP ? T::NQ : 1][4],
+                                           uint32_t keep, const float *sDb, int t4)
 {
-    const float LOG2E = 1.4426950408889634f;
 #pragma unroll
     for (int n = 0; n < T::NQ; ++n) {
-        const float2 d2 = *reinterpret_cast<const float2 *>(sDb + n * 8 + 2 * ln.t4);
+        const float2 d2 = *reinterpret_cast<const float2 *>(sDb + n * 8 + 2 * t4);
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
             float dp = dpt[n][e];
             if (p.dropout) dp = fa__bwd_drop(p, keep, n * 4 + e, dp);
-            dpt[n][e] = st[n][e] * (dp - ((e & 1) ? d2.y : d2.x));
-        }
-    }
-    if (p.softcap > 0.f) {
-        const float slope = p.alibi ? p.alibi[h] * LOG2E : 0.f;
-#pragma unroll
-        for (int n = 0; n < T::NQ; ++n) {
-            const float2 l2 = *reinterpret_cast<const float2 *>(sLb + n * 8 + 2 * ln.t4);
-#pragma unroll
-            for (int e = 0; e < 4; ++e) {
-                const float pe = st[n][e];
-                float y = fa__log2(pe) + ((e & 1) ? l2.y : l2.x);
-                if (p.alibi) {
-                    const int kj = j0 + ln.krow + ln.g + (e >> 1) * 8, qi = i0 + n * 8 + 2 * ln.t4 + (e & 1);
-                    y += slope * fabsf((float)(qi + s.sk - s.sq - kj));
-                }
-                const float th = y * p.cap_rlog2;
-                dpt[n][e] = pe > 0.f ? dpt[n][e] * (1.f - th * th) : 0.f;
-            }
+            float ds = st[n][e] * (dp - ((e & 1) ? d2.y : d2.x));
+            if (SOFTCAP) ds *= dcap[SOFTCAP ? n : 0][e];
+            dpt[n][e] = ds;
         }
     }
 }
@@ -6894,7 +6864,7 @@ __device__ __forceinline__ void fa__bwd_dq_step(float (&dq)[T::QCH / 8][4], uint
 /* Kernel 2 on sm_80: for key block j (K_j, V_j in shared memory, dK_j, dV_j
    in registers), every query block i and head of the group that sees it:
    Alg. 4 lines 8-22, in the FlashAttention-2 loop order. */
-template <bool BF16, int D, int BR, int BC, int NWARPS, int WD>
+template <bool BF16, int D, int BR, int BC, int NWARPS, int WD, bool SOFTCAP>
 __global__ void __launch_bounds__(NWARPS * 32, 1) fa__bwd_kernel_sm80(const fa__bwd_params p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     typedef fa__bwd_traits<D, BR, BC, NWARPS, WD> T;
@@ -6967,7 +6937,8 @@ __global__ void __launch_bounds__(NWARPS * 32, 1) fa__bwd_kernel_sm80(const fa__
         float st[NQ][4];
         fa__bwd_mma_abt<BF16, D, NQ, CH, T::ROWB>(st, ln.aK, ln.aQB + bo);
         /* (2) P^T, recomputed from L */
-        fa__bwd_recompute_p<T>(p, s, st, sLb, h, i0, j0, ln);
+        float dcap[SOFTCAP ? NQ : 1][4];
+        fa__bwd_recompute_p<T, SOFTCAP>(p, s, st, dcap, sLb, h, i0, j0, ln);
         const uint32_t keep = fa__bwd_keep_bits<T>(p, b, h, i0, j0, ln);
         /* (3) dV += P_dropped^T dO (lines 15-16) */
         {
@@ -6978,7 +6949,7 @@ __global__ void __launch_bounds__(NWARPS * 32, 1) fa__bwd_kernel_sm80(const fa__
         float dpt[NQ][4];
         fa__bwd_mma_abt<BF16, D, NQ, CH, T::ROWB>(dpt, ln.aV, ln.adOB + bo);
         /* (5) dS, then dK += dS^T Q and dS^T to shared memory */
-        fa__bwd_ds<T>(p, s, dpt, st, keep, sLb, sDb, h, i0, j0, ln);
+        fa__bwd_ds<T, SOFTCAP>(p, dpt, st, dcap, keep, sDb, ln.t4);
         fa__bwd_dk_step<T, BF16>(dk, dpt, sdS, (warp % WD) == 0, bo, ln);
         /* Barrier 2: dS^T of this step is complete in shared memory before
            any warp reads it for dQ; it also closes every read of this step's
@@ -7037,12 +7008,12 @@ __device__ __forceinline__ uint32_t fa__bwd_sm90_keep(const fa__bwd_params &p, i
 }
 
 /* (2) P^T = exp2(score - L) (lines 11-13): the score from S^T by
-   fa__bwd_score (EXTRAS: softcap, ALiBi, each switched at run time),
-   masked on tiles that need it; P^T (dropped: dV's A operand) packed into
-   pa. pT keeps the undropped P^T, times softcap's derivative 1 - tanh^2
-   (1 without softcap): dS^T = P^T dcap (dP^T - D) needs only the product,
-   so dcap takes no registers of its own. */
-template <bool BF16, bool EXTRAS, int NQ>
+   fa__bwd_score (EXTRAS: softcap, ALiBi), masked on tiles that need it;
+   P^T (dropped: dV's A operand) packed into pa. pT keeps the undropped
+   P^T, times softcap's derivative 1 - tanh^2 under SOFTCAP: dS^T =
+   P^T dcap (dP^T - D) needs only the product, so dcap takes no registers
+   of its own. */
+template <bool BF16, bool EXTRAS, bool SOFTCAP, int NQ>
 __device__ __forceinline__ void fa__bwd_sm90_p(const fa__bwd_params &p, const fa__bwd_seq &s, const float (&sT)[NQ][4],
                                                float (&pT)[NQ][4], uint32_t (&pa)[NQ / 2][1][4], const float *sL,
                                                uint32_t keep, bool need_mask, int h, int i0, int kj, int t)
@@ -7075,11 +7046,11 @@ __device__ __forceinline__ void fa__bwd_sm90_p(const fa__bwd_params &p, const fa
         for (int e = 0; e < 4; e++) {
             const int qi = i0 + 8 * n + 2 * t + (e & 1), kje = kj + (e >> 1) * 8;
             float dcap = 1.f;
-            float x = fa__bwd_score(p, sT[n][e], slope2, qi, kje, s.sk - s.sq, dcap, p.softcap > 0.f);
+            float x = fa__bwd_score<SOFTCAP>(p, sT[n][e], slope2, qi, kje, s.sk - s.sq, dcap);
             if (need_mask && !fa__bwd_visible(p, s.sq, s.sk, qi, kje)) x = -INFINITY;
             const float pe = fa__exp2(x - ((e & 1) ? l2.y : l2.x));
             q[e] = p.dropout ? fa__bwd_drop(p, keep, 4 * n + e, pe) : pe;
-            pT[n][e] = pe * dcap;
+            pT[n][e] = SOFTCAP ? pe * dcap : pe;
         }
         pa[n / 2][0][2 * (n % 2)] = fa__pack2<BF16>(q[0], q[1]);
         pa[n / 2][0][2 * (n % 2) + 1] = fa__pack2<BF16>(q[2], q[3]);
@@ -7165,12 +7136,12 @@ __device__ __forceinline__ void fa__bwd_sm90_ds(const fa__bwd_params &p, const f
    columns past the head dim), causal / sliding window, GQA / MQA, arbitrary
    16-byte-aligned strides, deterministic mode, block masks (both roles
    walk the visited steps only, >>bwd-bsparse), softcap, ALiBi and dropout.
-   The last three take a kernel of their own, EXTRAS (each feature switched
-   at run time [ctime-softcap]), so that the plain kernels keep their code:
-   the P and dS steps run the sm_80 kernel's per-element helpers
-   (fa__bwd_sm90_p, _ds), and the dropout keep bits are made while S^T and
-   dP^T run, one Philox call per 4 elements (fa__bwd_sm90_keep)
-   [bwd-sm90-extras]. The
+   The last three take kernels of their own, EXTRAS (ALiBi and dropout
+   switched at run time, as in the sm_80 kernel) and SOFTCAP (tanh and its
+   derivative), so that the plain kernels keep their code: the P and dS
+   steps run the sm_80 kernel's per-element helpers (fa__bwd_sm90_p, _ds),
+   and the dropout keep bits are made while S^T and dP^T run, one Philox
+   call per 4 elements (fa__bwd_sm90_keep) [bwd-sm90-extras]. The
    deterministic mode at D 64, 128 takes DET kernels (ordered dQ adds,
    fa__bwd_sm90_send_dq); with the extras it runs the sm_80 kernel. Variable
    length runs the sm_80 kernel (why: the same note). Rows past seqlen_q /
@@ -7492,7 +7463,7 @@ __device__ __forceinline__ void fa__bwd_sm90_dq_writer(const fa__bwd_params &p, 
    Products of a step are issued as soon as their inputs exist and waited
    for only when their result is needed. (The step stays in this loop: as
    a function of its own it changed the code nvcc makes.) */
-template <bool BF16, int D, bool EXTRAS, bool DET>
+template <bool BF16, int D, bool EXTRAS, bool SOFTCAP, bool DET>
 __device__ __forceinline__ void fa__bwd_sm90_consumer(const fa__bwd_params &p, const fa__bwd_sm90_sched &sc,
                                                       const fa__bwd_sm90_smem &sm, int warp, int lane)
 {
@@ -7553,9 +7524,9 @@ __device__ __forceinline__ void fa__bwd_sm90_consumer(const fa__bwd_params &p, c
                written by wgmma only) */
             float pT[1][NQ][4], dsT[1][NQ][4];
             uint32_t pa[NQ / 2][1][4], da[NQ / 2][1][4];
-            fa__bwd_sm90_p<BF16, EXTRAS, NQ>(p, w.s, sT[0], pT[0], pa, sL, keep,
-                                             fa__bwd_tile_needs_mask(p, w.s, i0, w.j0, BR, BC), h, i0, w.j0 + krow,
-                                             t);
+            fa__bwd_sm90_p<BF16, EXTRAS, SOFTCAP, NQ>(p, w.s, sT[0], pT[0], pa, sL, keep,
+                                                      fa__bwd_tile_needs_mask(p, w.s, i0, w.j0, BR, BC), h, i0,
+                                                      w.j0 + krow, t);
 
             /* (3) dV += P^T dO_i */
             fa__wgmma_fence();
@@ -7641,7 +7612,7 @@ __device__ __forceinline__ void fa__bwd_sm90_consumer(const fa__bwd_params &p, c
    (FlashAttention-3's warp specialization) over the block's units. DET:
    deterministic mode at D 64, 128 (the ordered dQ adds of
    fa__bwd_sm90_send_dq; at D 256 each key block's slice, p.deterministic). */
-template <bool BF16, int D, bool EXTRAS, bool DET>
+template <bool BF16, int D, bool EXTRAS, bool SOFTCAP, bool DET>
 __global__ void __launch_bounds__(384, 1)
 fa__bwd_kernel_sm90(const __grid_constant__ fa__bwd_maps tm, const fa__bwd_params p)
 {
@@ -7694,7 +7665,7 @@ fa__bwd_kernel_sm90(const __grid_constant__ fa__bwd_maps tm, const fa__bwd_param
     }
 
     fa__setmaxnreg_inc<DET ? 232 : 240>(); /* (more than the block holds would hang) */
-    fa__bwd_sm90_consumer<BF16, D, EXTRAS, DET>(p, sc, sm, warp, lane);
+    fa__bwd_sm90_consumer<BF16, D, EXTRAS, SOFTCAP, DET>(p, sc, sm, warp, lane);
 #else
     /* no wgmma in this device pass: the host's marker (see the forward) */
     __shared__ volatile int fa__sm90_missing;
@@ -7787,11 +7758,11 @@ static fa_status fa__bwd_view_make(const char *fn, const char *name, const fa_te
     return FA_OK;
 }
 
-template <bool BF16, int D, int BR, int BC>
+template <bool BF16, int D, int BR, int BC, bool SOFTCAP>
 static fa_status fa__bwd_launch_main(const fa__bwd_params &kp, const fa__bwd_plan &pl,
                                      cudaStream_t st) {
     constexpr int NWARPS = 8, WD = D <= 128 ? 1 : 2;
-    void (*kern)(const fa__bwd_params) = fa__bwd_kernel_sm80<BF16, D, BR, BC, NWARPS, WD>;
+    void (*kern)(const fa__bwd_params) = fa__bwd_kernel_sm80<BF16, D, BR, BC, NWARPS, WD, SOFTCAP>;
     FA__BWD_CUDA_TRY(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)pl.smem));
     dim3 grid((kp.seqlen_k + BC - 1) / BC, kp.hkv, kp.batch);
     FA__BWD_LAUNCH(kern, grid, NWARPS * 32, pl.smem, st, kp);
@@ -7812,11 +7783,11 @@ static int fa__bwd_sm90_launches, fa__bwd_sm90_disable, fa__bwd_sm90_grid_cap; /
 /* Run the main kernel on sm_90a when it can; *ran = 0 (and FA_OK) leaves
    the problem to the sm_80 kernel: no sm_90a code for this GPU, a view TMA
    cannot describe, or too little shared memory. */
-template <bool BF16, int D, bool EXTRAS, bool DET>
+template <bool BF16, int D, bool EXTRAS, bool SOFTCAP, bool DET>
 static fa_status fa__bwd_launch_sm90(const fa__bwd_params &kp, const fa__gpu &gpu, cudaStream_t st, int *ran) {
     constexpr int BC = fa__bwd_sm90_layout<D>::bc, BR = fa__bwd_sm90_layout<D>::br;
     const size_t smem = 1024 + (DET ? fa__bwd_sm90_layout<D>::total_det : fa__bwd_sm90_layout<D>::total);
-    void (*kern)(const fa__bwd_maps, const fa__bwd_params) = fa__bwd_kernel_sm90<BF16, D, EXTRAS, DET>;
+    void (*kern)(const fa__bwd_maps, const fa__bwd_params) = fa__bwd_kernel_sm90<BF16, D, EXTRAS, SOFTCAP, DET>;
     cudaFuncAttributes fa;
     fa__bwd_maps tm;
     const int sms = gpu.sms;
@@ -7853,20 +7824,21 @@ static fa_status fa__bwd_launch_sm90(const fa__bwd_params &kp, const fa__gpu &gp
     return FA_OK;
 }
 /* Which sm_90a kernel: softcap, ALiBi and dropout (the extras) take its
-   EXTRAS kernel, the deterministic mode at D 64 and 128 its DET kernels;
+   EXTRAS kernels, the deterministic mode at D 64 and 128 its DET kernels;
    both at once run the sm_80 kernel (*ran = 0). */
 template <bool BF16, int D>
 static fa_status fa__bwd_sm90_pick(const fa__bwd_params &kp, const fa__gpu &gpu, cudaStream_t st, int *ran) {
-    const bool extras = kp.dropout || kp.softcap > 0.f || kp.alibi;
+    const bool extras = kp.dropout || kp.softcap > 0.f || kp.alibi, cap = kp.softcap > 0.f;
     constexpr bool TILE = fa__bwd_sm90_layout<D>::dq_tile; /* (D 256: slices, any kernel) */
     *ran = 0;
     if (TILE && kp.deterministic) {
         if constexpr (TILE)
-            if (!extras) return fa__bwd_launch_sm90<BF16, D, false, true>(kp, gpu, st, ran);
+            if (!extras) return fa__bwd_launch_sm90<BF16, D, false, false, true>(kp, gpu, st, ran);
         return FA_OK;
     }
-    return extras ? fa__bwd_launch_sm90<BF16, D, true, false>(kp, gpu, st, ran)
-                  : fa__bwd_launch_sm90<BF16, D, false, false>(kp, gpu, st, ran);
+    return !extras ? fa__bwd_launch_sm90<BF16, D, false, false, false>(kp, gpu, st, ran)
+         : cap     ? fa__bwd_launch_sm90<BF16, D, true, true, false>(kp, gpu, st, ran)
+                   : fa__bwd_launch_sm90<BF16, D, true, false, false>(kp, gpu, st, ran);
 }
 #endif /* FLASHATTN_NO_HOPPER (backward launch) */
 
@@ -7892,9 +7864,12 @@ static fa_status fa__bwd_run(const fa__bwd_params &kp, const fa__bwd_plan &pl, c
         if (s != FA_OK) return s;
     }
 #endif /* FLASHATTN_NO_HOPPER (backward dispatch) */
+    const bool sc = kp.softcap > 0.f;
 #define FA__BWD_MAIN(D_, BR_, BC_)                                                           \
     if constexpr (fa__bwd_dim_compiled(D_))                                                  \
-        if (!ran && pl.D == D_) s = fa__bwd_launch_main<BF16, D_, BR_, BC_>(kp, pl, st);
+        if (!ran && pl.D == D_)                                                              \
+            s = sc ? fa__bwd_launch_main<BF16, D_, BR_, BC_, true>(kp, pl, st)               \
+                   : fa__bwd_launch_main<BF16, D_, BR_, BC_, false>(kp, pl, st);
     FA__BWD_MAIN(32, 64, 128) FA__BWD_MAIN(64, 64, 128) FA__BWD_MAIN(128, 64, 128) FA__BWD_MAIN(256, 32, 64)
 #undef FA__BWD_MAIN
     if (s != FA_OK) return s;
@@ -7982,7 +7957,6 @@ FLASHATTN_DEF fa_status fa_backward_cuda(const fa_problem *p, fa_tensor q, fa_te
     kp.scale_log2 = kp.scale * 1.4426950408889634f;
     kp.softcap = p->softcap;
     kp.scale_cap = p->softcap > 0.f ? p->scale / p->softcap : 0.f;
-    kp.cap_rlog2 = p->softcap > 0.f ? 1.f / (p->softcap * 1.4426950408889634f) : 0.f;
     kp.causal = p->causal != 0;
     kp.window = p->sliding_window != 0;
     kp.wl = p->window_left;

@@ -266,7 +266,6 @@ static inline void fa__bwd_cp_async4(uint32_t dst, const void *src, int n) {
 static inline void fa__cp_async_commit() {}
 template <int N> static inline void fa__cp_async_wait() {}
 static inline float fa__exp2(float x) { return exp2f(x); }
-static inline float fa__log2(float x) { return log2f(x); }
 static inline uint32_t fa__bwd_smem_u32(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
 
 #define FA__BWD_LAUNCH(kern, grid, block, smem, stream, arg) emu_launch(kern, grid, block, smem, stream, arg)

@@ -331,6 +331,7 @@ static FLASHATTN_HD float steps_dp(int k, int q) { return 2.0f * cosf(0.53f * (f
 static FLASHATTN_HD float steps_l(int q) { return 1.5f + 0.01f * (float)q; } /* L, natural log */
 static FLASHATTN_HD float steps_d(int q) { return 0.25f - 0.005f * (float)q; }
 
+template <bool SOFTCAP>
 __global__ void sm90_steps_kernel(const steps_args a)
 {
     const int tid = threadIdx.x, lane = tid % 32, g = lane / 4, t = lane % 4;
@@ -350,7 +351,7 @@ __global__ void sm90_steps_kernel(const steps_args a)
         sD2[r] = make_float2(steps_d(a.i0 + 2 * r), steps_d(a.i0 + 2 * r + 1));
     }
     const uint32_t keep = fa__bwd_sm90_keep<8>(a.p, a.b, a.h, a.i0, kj, t, lane);
-    fa__bwd_sm90_p<false, true, 8>(a.p, a.s, sT, pT, pa, (const float *)sL2, keep, true, a.h, a.i0, kj, t);
+    fa__bwd_sm90_p<false, true, SOFTCAP, 8>(a.p, a.s, sT, pT, pa, (const float *)sL2, keep, true, a.h, a.i0, kj, t);
     fa__bwd_sm90_ds<true, 8>(a.p, dpT, pT, dsT, (const float *)sD2, keep, t);
     float *o = a.out + tid * STEPS_OUT;
     for (int n = 0; n < 8; n++)
@@ -392,7 +393,8 @@ static void test_sm90_steps(int softcap)
     const size_t bytes = sizeof(float) * 128 * STEPS_OUT;
     float *out = (float *)malloc(bytes);
     CK(cudaMalloc((void **)&a.out, bytes));
-    FA__BWD_LAUNCH(sm90_steps_kernel, dim3(1), dim3(128), 0, 0, a); /* (softcap: p.softcap > 0) */
+    if (softcap) FA__BWD_LAUNCH(sm90_steps_kernel<true>, dim3(1), dim3(128), 0, 0, a);
+    else FA__BWD_LAUNCH(sm90_steps_kernel<false>, dim3(1), dim3(128), 0, 0, a);
     CK(cudaGetLastError());
     CK(cudaMemcpy(out, a.out, bytes, cudaMemcpyDeviceToHost));
     int bad_keep = 0, bad = 0;
@@ -532,8 +534,8 @@ int main(int argc, char **argv)
         {"bm40 small causal gqa", F16, 128, 1, 450, 300, 4, 2, 1, 0, 0, 0, 0, 0, 0, 0, P, 0, 0, 1, 41, 0, 0},
         {"bm40 small d32 softcap", BF, 32, 2, 300, 300, 2, 2, 0, 0, 0, 0, 2.0f, 0, 0, 0, P, 1, 0, 1, 41, 0, 0},
         {"bm40 small d256 varlen", F16, 256, 2, 300, 450, 2, 1, 1, 0, 0, 0, 0, 0, 0, 1, P, 1, 0, 1, 41, 0, 1},
-        /* softcap, ALiBi and dropout on the sm_90a kernel (its EXTRAS kernels,
-           each feature switched at run time; d 64, 128, 256): GQA / MQA, causal and not, query rows
+        /* softcap, ALiBi and dropout on the sm_90a kernel (its EXTRAS and SOFTCAP
+           kernels; d 64, 128, 256): GQA / MQA, causal and not, query rows
            without keys, several key blocks, all three together, with a window,
            strided, deterministic; two small ones for quick mode */
         {"softcap gqa", BF, 128, 1, 333, 517, 4, 2, 1, 0, 0, 0, 3.0f, 0, 0, 0, P, 0, 0, 0, 0, 0, 0},
@@ -580,7 +582,7 @@ int main(int argc, char **argv)
         constexpr int D90 = fa__bwd_kernel_dim(64) ? fa__bwd_kernel_dim(64) : 64;
         cudaFuncAttributes fa;
         sm90 = prop.major == 9 && prop.minor == 0 &&
-               cudaFuncGetAttributes(&fa, fa__bwd_kernel_sm90<true, D90, false, false>) == cudaSuccess &&
+               cudaFuncGetAttributes(&fa, fa__bwd_kernel_sm90<true, D90, false, false, false>) == cudaSuccess &&
                fa.binaryVersion == 90 && fa.sharedSizeBytes == 0;
         (void)cudaGetLastError();
     }
