@@ -540,7 +540,13 @@ $(BUILD)/gpu-compile/ablation/sm90_trace.ok: bench/sm90_trace/trace.cu flashattn
 	@if $(NVCC) $(NVCC_FLAGS) -I. -DFLASHATTN_HEAD_DIMS=64 $(call gencode,90a) -c $< -o $(@:.ok=.o) > $(@:.ok=.log) 2>&1; \
 	 then echo "PASS gpu-compile sm_90a bench/sm90_trace/trace.cu" > $@; \
 	 else echo "FAIL gpu-compile sm_90a bench/sm90_trace/trace.cu (see $(@:.ok=.log))" > $@; fi
-ablation_oks = $(if $(filter 90a,$(1)),$(addprefix $(BUILD)/gpu-compile/ablation/,tma.ok nows.ok sm90_trace.ok))
+# The same for the backward's trace (bench/sm90_trace/trace_bwd.cu: the deterministic dQ path).
+$(BUILD)/gpu-compile/ablation/sm90_trace_bwd.ok: bench/sm90_trace/trace_bwd.cu flashattn.h flashattn_cuda.cuh
+	@mkdir -p $(@D)
+	@if $(NVCC) $(NVCC_FLAGS) -I. -DFLASHATTN_HEAD_DIMS=64 $(call gencode,90a) -c $< -o $(@:.ok=.o) > $(@:.ok=.log) 2>&1; \
+	 then echo "PASS gpu-compile sm_90a bench/sm90_trace/trace_bwd.cu" > $@; \
+	 else echo "FAIL gpu-compile sm_90a bench/sm90_trace/trace_bwd.cu (see $(@:.ok=.log))" > $@; fi
+ablation_oks = $(if $(filter 90a,$(1)),$(addprefix $(BUILD)/gpu-compile/ablation/,tma.ok nows.ok sm90_trace.ok sm90_trace_bwd.ok))
 
 test-gpu-compile: $(call gpu_check_oks,$(GPU_ARCHS)) $(call ablation_oks,$(GPU_ARCHS))
 	@cat $^; p=$$(cat $^ | grep -c '^PASS' || true); f=$$(cat $^ | grep -c '^FAIL' || true); \

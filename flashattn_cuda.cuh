@@ -219,8 +219,10 @@
                            (empty, 0) trace points of the sm_90a forward: event
                            ev of tile `tile`, key block `it`, at each phase of
                            a warpgroup; bench/sm90_trace/trace.cu defines them
-                           to record clock() timestamps (see there). For
-                           measuring, not for use.
+                           to record clock() timestamps (see there). The sm_90a
+                           backward's deterministic dQ path has events 40-46
+                           (bench/sm90_trace/trace_bwd.cu). For measuring, not
+                           for use.
      FLASHATTN_TEST_HOOKS  (undefined) FOR THE TESTS ONLY, not an API: file-
                            level counters of sm_90a launches and switches that
                            send every case to the sm_80 kernel, cap the
@@ -7397,7 +7399,11 @@ __device__ __forceinline__ void fa__bwd_sm90_send_dq(const fa__bwd_params &p, co
 {
     const int b = sends & 1; /* DET: buffers in turn */
     const uint32_t sdq = DET && b ? sm.sdQ2 : sm.sdQ;
-    if (DET) fa__mbar_wait(sm.dq_empty + 8 * b, (uint32_t)((sends >> 1 & 1) ^ 1)); /* (first use: the phase before) */
+    if (DET) { /* (first use: the phase before) */
+        FLASHATTN_TRACE(43, ib, jb); /* (the trace: the wait for the writer) */
+        fa__mbar_wait(sm.dq_empty + 8 * b, (uint32_t)((sends >> 1 & 1) ^ 1));
+        FLASHATTN_TRACE(44, ib, jb);
+    }
 #pragma unroll
     for (int n = 0; n < N; n++) fa__st_shared_f4(sdq + (256 * n + T) * 16, dq[n][0], dq[n][1], dq[n][2], dq[n][3]);
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
@@ -7442,8 +7448,10 @@ __device__ __forceinline__ void fa__bwd_sm90_dq_writer(const fa__bwd_params &p, 
         if (lane == 0) {
             int *const sem = p.dq_sem + tile;
             int n;
+            FLASHATTN_TRACE(40, tile, rank); /* (the trace: the spin, the add's round trip) */
             do asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(n) : "l"(sem) : "memory");
             while (n < rank);
+            FLASHATTN_TRACE(41, tile, rank);
             asm volatile("fence.proxy.async.global;\n" ::: "memory");
             fa__bulk_store<true>(p.dq_acc + blk, b ? sm.sdQ2 : sm.sdQ, L::dq_bytes);
             fa__bulk_commit();
@@ -7452,6 +7460,7 @@ __device__ __forceinline__ void fa__bwd_sm90_dq_writer(const fa__bwd_params &p, 
             fa__bulk_wait<false>();
             asm volatile("fence.proxy.async.global;\n" ::: "memory");
             asm volatile("red.release.gpu.global.add.s32 [%0], 1;\n" ::"l"(sem) : "memory");
+            FLASHATTN_TRACE(42, tile, rank);
         }
         __syncwarp();
     }
@@ -7484,6 +7493,7 @@ __device__ __forceinline__ void fa__bwd_sm90_consumer(const fa__bwd_params &p, c
     for (int k = 0; k < sc.rounds; k++) {
         fa__bwd_work w;
         if (!fa__bwd_sm90_work<BR, BC>(p, sc, k, w)) continue; /* (a unit no query sees still writes dK = dV = 0) */
+        FLASHATTN_TRACE(45, w.jb, w.hk); /* (the trace: the unit's start and end) */
         const int kb = kv_uses % KVB;
         const uint32_t sK = sKV + kb * 2 * KV_BYTES, sV = sK + KV_BYTES;
         const uint32_t kw = sK + kw0 * 128, vw = sV + kw0 * 128; /* this warpgroup's keys */
@@ -7596,6 +7606,7 @@ __device__ __forceinline__ void fa__bwd_sm90_consumer(const fa__bwd_params &p, c
         fa__fence_regs(dv_flat);
 
         fa__bwd_store_dkdv<BF16, DKV / 8>(p, w.s, w.b, w.hk, w.j0, krow, SPLIT ? cw * DKV : 0, t, dk[0], dv[0]);
+        FLASHATTN_TRACE(46, w.jb, w.hk);
     }
     if (L::dq_tile && cw == 0 && warp % 4 == 0 && lane == 0) fa__bulk_wait<false>(); /* (done: smem goes) */
     if (DET && cw == 0 && warp % 4 == 0 && lane == 0) { /* the writer's last message: no more tiles */
