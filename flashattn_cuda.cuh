@@ -4429,8 +4429,8 @@ FLASHATTN_DEF fa_status fa_forward_cuda(const fa_problem *p, fa_tensor q, fa_ten
    3. Warps split the KEYS when rows are few. A CTA has 4 warps; warp (wm, wn)
       owns query rows 16*wm..16*wm+15 of the CTA and the key slice wn of every
       K/V tile. WARPS_M = 1 (<= 16 rows: each warp takes 16 of the tile's 64
-      keys), 2 (<= 32 rows; 4 here measured 1.3-1.9x slower [ctime-dec-wm])
-      or 4 (> 32 rows: the FlashAttention-2 layout, each warp all 64 keys).
+      keys), 2 (<= 32 rows; faster here than 4 [ctime-dec-wm]) or 4 (> 32
+      rows: the FlashAttention-2 layout, each warp all 64 keys).
       Each warp keeps its own online-softmax state (m, l, O)
       and the warps of one row block merge at the end through shared memory,
       by the same log-sum-exp rule the splits use.
@@ -7178,10 +7178,12 @@ template <int D> struct fa__bwd_sm90_layout {
     static constexpr uint32_t kv = 0, q = 2 * kv_bufs * kv_bytes, dout = q + 2 * q_bytes, ds = dout + 2 * q_bytes,
                               dq = ds + 2 * ds_bytes, ld = dq + dq_bytes, bars = ld + 2 * ld_bytes,
                               total = bars + 8 * 8;
-    /* the deterministic kernels: per dQ buffer two mbarriers and a mailbox
-       (fa__bwd_sm90_dq_writer), then the second buffer */
-    static constexpr uint32_t det = total, dq2 = det + 128, total_det = dq2 + dq_bytes;
-    static_assert(det % 16 == 0 && dq2 % 16 == 0, "the mailbox's vectors, the bulk copy's source: 16-aligned");
+    /* the deterministic kernels: per dQ buffer b a full and an empty mbarrier
+       (+ 8 b) and a 32-byte mailbox (+ 32 b) (fa__bwd_sm90_dq_writer), then
+       the second buffer */
+    static constexpr uint32_t dq_full = total, dq_empty = dq_full + 16, mail = dq_full + 32, dq2 = dq_full + 128,
+                              total_det = dq2 + dq_bytes;
+    static_assert(mail % 16 == 0 && dq2 % 16 == 0, "the mailbox's vectors, the bulk copy's source: 16-aligned");
 };
 
 /* The units of work and who takes which: (key block jb, KV head hk, batch
@@ -7252,9 +7254,9 @@ struct fa__bwd_sm90_smem {
     uint32_t sKV, sQ, sdO, sdS, sdQ, sLD;   /* K/V buffers, Q, dO, dS^T, dQ tile, L and D stages */
     uint32_t kv_full, kv_empty, full, empty; /* mbarriers: K/V buffers, Q/dO stages */
     const float *gLD;                        /* the L, D stages as a generic pointer */
-    uint32_t sdQ2, dq_full, dq_empty, mail;  /* DET: dQ buffer 1; per buffer b (+ 8 b, mail + 16 b) its
-                                                tile handed to a writer and back, and the tile's address,
-                                                count and place (fa__bwd_sm90_dq_writer) */
+    uint32_t sdQ2, dq_full, dq_empty, mail;  /* DET: dQ buffer 1; per buffer b (+ 8 b, mail + 32 b) its
+                                                tile handed to the writer and back, and the step that
+                                                made it (fa__bwd_sm90_post) */
 };
 
 #if FA__SM90A /* (the wgmma, mbarrier and TMA wrappers exist in sm_90a device passes only) */
@@ -7380,6 +7382,13 @@ __device__ __forceinline__ void fa__bwd_sm90_post(uint32_t mail, int64_t blk, in
     asm volatile("st.shared.v4.u32 [%0], {%2, %3, %4, %5};\nst.shared.u32 [%0+16], %6;\nst.shared.u64 [%0+24], %1;\n"
                  ::"r"(mail), "l"(blk), "r"(tile), "r"(jb), "r"(ib), "r"(h), "r"(b) : "memory");
 }
+/* The deterministic kernels: waits until the writer has given back dQ
+   buffer sends & 1, the buffer of the consumers' hand-over number `sends`
+   (buffers in turn; on first use the phase before, which counts as done). */
+__device__ __forceinline__ void fa__bwd_sm90_dq_wait(const fa__bwd_sm90_smem &sm, int sends)
+{
+    fa__mbar_wait(sm.dq_empty + 8 * (sends & 1), (uint32_t)((sends >> 1 & 1) ^ 1));
+}
 /* A step's fp32 partial dQ, the 64-row tile at p.dq_acc + blk, as one bulk
    add: each consumer thread T's fragments into shared memory at sdq in the
    accumulator's order (fa__bwd_acc_off), then thread 0 sends the whole
@@ -7399,9 +7408,9 @@ __device__ __forceinline__ void fa__bwd_sm90_send_dq(const fa__bwd_params &p, co
 {
     const int b = sends & 1; /* DET: buffers in turn */
     const uint32_t sdq = DET && b ? sm.sdQ2 : sm.sdQ;
-    if (DET) { /* (first use: the phase before) */
+    if (DET) {
         FLASHATTN_TRACE(43, ib, jb); /* (the trace: the wait for the writer) */
-        fa__mbar_wait(sm.dq_empty + 8 * b, (uint32_t)((sends >> 1 & 1) ^ 1));
+        fa__bwd_sm90_dq_wait(sm, sends);
         FLASHATTN_TRACE(44, ib, jb);
     }
 #pragma unroll
@@ -7611,7 +7620,7 @@ __device__ __forceinline__ void fa__bwd_sm90_consumer(const fa__bwd_params &p, c
     if (L::dq_tile && cw == 0 && warp % 4 == 0 && lane == 0) fa__bulk_wait<false>(); /* (done: smem goes) */
     if (DET && cw == 0 && warp % 4 == 0 && lane == 0) { /* the writer's last message: no more tiles */
         const int b = sends & 1;
-        fa__mbar_wait(sm.dq_empty + 8 * b, (uint32_t)((sends >> 1 & 1) ^ 1));
+        fa__bwd_sm90_dq_wait(sm, sends);
         fa__bwd_sm90_post(sm.mail + 32 * b, -1, 0, 0, 0, 0, 0);
         fa__mbar_arrive(sm.dq_full + 8 * b);
     }
@@ -7639,8 +7648,8 @@ fa__bwd_kernel_sm90(const __grid_constant__ fa__bwd_maps tm, const fa__bwd_param
     sm.full = sm.kv_empty + 16; sm.empty = sm.full + 16;
     sm.gLD = (const float *)(fa__smem90b + (sm.sLD - base));
     if (DET) {
-        sm.sdQ2 = aligned + L::dq2; sm.dq_full = aligned + L::det; sm.dq_empty = sm.dq_full + 16;
-        sm.mail = sm.dq_full + 32;
+        sm.sdQ2 = aligned + L::dq2; sm.dq_full = aligned + L::dq_full; sm.dq_empty = aligned + L::dq_empty;
+        sm.mail = aligned + L::mail;
     }
     const uint32_t kv_full = sm.kv_full, kv_empty = sm.kv_empty, full = sm.full, empty = sm.empty;
 
