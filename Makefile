@@ -532,20 +532,14 @@ $(BUILD)/gpu-compile/ablation/$(1).ok: bench/fa_bench_lib.cu flashattn.h flashat
 endef
 $(foreach v,tma nows,$(eval $(call ABLATION_RULE,$(v))))
 
-# The clock() trace of the sm_90a forward (bench/sm90_trace/trace.cu defines
-# FLASHATTN_TRACE before the header): compiled for sm_90a, d 64's kernels
-# alone (one template for every head dim; the test programs compile them all).
-$(BUILD)/gpu-compile/ablation/sm90_trace.ok: bench/sm90_trace/trace.cu flashattn.h flashattn_cuda.cuh
+# The clock() traces of the sm_90a forward and backward (bench/sm90_trace/trace.cu,
+# trace_bwd.cu define FLASHATTN_TRACE before the header): compiled for sm_90a, d 64's
+# kernels alone (one template for every head dim; the test programs compile them all).
+$(BUILD)/gpu-compile/ablation/sm90_%.ok: bench/sm90_trace/%.cu flashattn.h flashattn_cuda.cuh
 	@mkdir -p $(@D)
 	@if $(NVCC) $(NVCC_FLAGS) -I. -DFLASHATTN_HEAD_DIMS=64 $(call gencode,90a) -c $< -o $(@:.ok=.o) > $(@:.ok=.log) 2>&1; \
-	 then echo "PASS gpu-compile sm_90a bench/sm90_trace/trace.cu" > $@; \
-	 else echo "FAIL gpu-compile sm_90a bench/sm90_trace/trace.cu (see $(@:.ok=.log))" > $@; fi
-# The same for the backward's trace (bench/sm90_trace/trace_bwd.cu: the deterministic dQ path).
-$(BUILD)/gpu-compile/ablation/sm90_trace_bwd.ok: bench/sm90_trace/trace_bwd.cu flashattn.h flashattn_cuda.cuh
-	@mkdir -p $(@D)
-	@if $(NVCC) $(NVCC_FLAGS) -I. -DFLASHATTN_HEAD_DIMS=64 $(call gencode,90a) -c $< -o $(@:.ok=.o) > $(@:.ok=.log) 2>&1; \
-	 then echo "PASS gpu-compile sm_90a bench/sm90_trace/trace_bwd.cu" > $@; \
-	 else echo "FAIL gpu-compile sm_90a bench/sm90_trace/trace_bwd.cu (see $(@:.ok=.log))" > $@; fi
+	 then echo "PASS gpu-compile sm_90a $<" > $@; \
+	 else echo "FAIL gpu-compile sm_90a $< (see $(@:.ok=.log))" > $@; fi
 ablation_oks = $(if $(filter 90a,$(1)),$(addprefix $(BUILD)/gpu-compile/ablation/,tma.ok nows.ok sm90_trace.ok sm90_trace_bwd.ok))
 
 test-gpu-compile: $(call gpu_check_oks,$(GPU_ARCHS)) $(call ablation_oks,$(GPU_ARCHS))
