@@ -98,6 +98,9 @@ def main():
     if feat and a.train_step:
         sys.exit("--train-step times the plain forward: not with --softcap / --alibi / --dropout")
 
+    def maxrel(pairs):  # the largest |ours - reference| over max |reference|, of dQ, dK, dV
+        return max((x - r).abs().max().item() / r.abs().max().item() for x, r in pairs)
+
     def load(path):
         lib = ctypes.CDLL(path)
         lib.fa_backward_cuda.restype = ctypes.c_int
@@ -221,8 +224,7 @@ def main():
                             gq, gk, gv = (x.clone() for x in (dq, dk, dv))
                         run(lib)
                         if ref:
-                            err = max((a - g).abs().max().item() / g.abs().max().item()
-                                      for a, g in ((dq, gq), (dk, gk), (dv, gv)))
+                            err = maxrel(((dq, gq), (dk, gk), (dv, gv)))
                         out = gq = gk = gv = None
                     else:
                         run(lib)  # the checked result below is the main build's
@@ -230,8 +232,7 @@ def main():
                         with sdpa_kernel([SDPBackend.FLASH_ATTENTION]):
                             out = F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal)
                             gq, gk, gv = torch.autograd.grad(out, (qt, kt, vt), dot)
-                        err = max((a - g.transpose(1, 2)).abs().max().item() / g.abs().max().item()
-                                  for a, g in ((dq, gq), (dk, gk), (dv, gv)))
+                        err = maxrel((a, g.transpose(1, 2)) for a, g in ((dq, gq), (dk, gk), (dv, gv)))
                     print(f"{d:>4} {str(causal):>6} {sq:>6} {b:>5} | {res['ours']:7.1f} {res['flash']:10.1f} "
                           f"{res['cudnn']:7.1f} | {res['ours'] / res['flash']:10.2f} {err:11.2e}{extra}", flush=True)
                     del q, k, v, do, qt, kt, vt, o, lse, dq, dk, dv, ws, out, gq, gk, gv
