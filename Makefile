@@ -149,12 +149,13 @@ $(TEST_RESULTS)/cpu_avx2_nof16c.txt: $(BUILD)/test_cpu_avx2_nof16c FORCE | $(TES
 $(TEST_RESULTS)/bad_input.txt: $(BUILD)/test_bad_input FORCE | $(TEST_RESULTS)
 	@$(RUN_CHECK) $@ "test_bad_input" $(BUILD)/test_bad_input
 
+comma := ,
 SAN_ENV := ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 FA_TEST_QUICK=1
 # (the longest CPU run: its build in its recipe, so that it starts with the
 # first free job slot instead of after every other build)
 $(TEST_RESULTS)/san_cpu.txt: FORCE | $(TEST_RESULTS)
-	@$(RUN_CHECK) $@ "test_cpu under ASan+UBSan (quick)" sh -c '$(MAKE) --no-print-directory \
-	  $(BUILD)/test_cpu_san && env $(SAN_ENV) $(BUILD)/test_cpu_san'
+	@$(RUN_CHECK) $@ "test_cpu under ASan+UBSan (quick$(if $(TEST_QUICK),$(comma) one dtype a case))" sh -c '$(MAKE) --no-print-directory \
+	  $(BUILD)/test_cpu_san && env $(SAN_ENV) FA_TEST_QUICK=$(if $(TEST_QUICK),2,1) $(BUILD)/test_cpu_san'
 
 $(TEST_RESULTS)/threads_tsan.txt: $(BUILD)/test_threads_tsan FORCE | $(TEST_RESULTS)
 	@$(RUN_CHECK) $@ "test_threads under ThreadSanitizer" env TSAN_OPTIONS=halt_on_error=1:exitcode=66 $(BUILD)/test_threads_tsan
