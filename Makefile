@@ -28,12 +28,13 @@ all: examples
 
 help:
 	@echo 'make                the CPU examples (build/examples/); make run: the demo'
-	@echo 'make test           what CI runs, a few minutes: CPU tests (long ones at quick sizes),'
-	@echo '                    the header compiled as C99 / C++11 by gcc and clang, sanitizers,'
+	@echo 'make test           what CI runs, a few minutes: CPU tests at quick sizes, the header'
+	@echo '                    compiled by gcc and clang (a covering part of the matrix), sanitizers,'
 	@echo '                    one nvcc translation unit per architecture (GPU_ARCHS), linked and'
 	@echo '                    run (no GPU needed); last line "N passed, M failed"'
-	@echo 'make test-all       test, the CPU tests at full size, and every GPU source compiled'
-	@echo '                    (tests, examples, benchmarks, ablations, the sm90 trace)'
+	@echo 'make test-all       test at full size: every CPU variant and compile check, the fuzzer'
+	@echo '                    30 s, and every GPU source compiled (tests, examples, benchmarks,'
+	@echo '                    ablations, the sm90 traces)'
 	@echo 'make test-cpu | test-compile | test-sanitize | test-gpu-compile | test-neon'
 	@echo '                    one part of the above'
 	@echo 'make test-gpu       on a machine with a GPU: the GPU tests, the sanitizers, SASS checks'
@@ -55,6 +56,14 @@ $(BUILD):
 	mkdir -p $(BUILD)
 
 # ---- tests (CPU, compile checks, sanitizers) ---------------------------------
+# make test: the quick sizes and parts of the matrices (a few minutes on two
+# cores); make test-all sets TEST_QUICK empty: everything at full size.
+TEST_QUICK ?= FA_TEST_QUICK=1
+# (the results folder made now, not as a job: under -j a job for it would let
+# short builds take the slots before the long nvcc units start)
+ifneq ($(filter test test-all test-all-results,$(MAKECMDGOALS)),)
+$(shell mkdir -p $(BUILD)/results)
+endif
 # `make test` runs every check below, each writing build/results/<name>.txt
 # (one line "N passed, M failed", see tests/run_check.sh), then sums them: the
 # LAST line of its output is the total. It exits non-zero if anything failed.
@@ -117,28 +126,36 @@ $(BUILD)/test_bad_input_san: tests/test_bad_input.c $(TEST_DEPS) | $(BUILD)
 .PHONY: FORCE
 FORCE:
 
-$(TEST_RESULTS)/cpu.txt: $(BUILD)/test_cpu FORCE | $(TEST_RESULTS)
-	@$(RUN_CHECK) $@ "test_cpu" $(BUILD)/test_cpu
-
-# The variants run at the quick sizes in `make test`, at full size in
-# `make test-all` (TEST_QUICK empty).
-TEST_QUICK ?= FA_TEST_QUICK=1
+# The CPU tests run at the quick sizes in `make test`, at full size in
+# `make test-all` (TEST_QUICK empty), which also runs the whole compile
+# matrices and the fuzzer longer (see below).
+# OpenMP's threads sleep at barriers instead of spinning (OMP_ENV): the runs
+# share the cores with other jobs, which a spinning thread slows (on two
+# cores: 3-4 s of CPU a run).
 quick_tag   = $(if $(TEST_QUICK),quick,full size)
+OMP_ENV    := OMP_WAIT_POLICY=passive
+$(TEST_RESULTS)/cpu.txt: $(BUILD)/test_cpu FORCE | $(TEST_RESULTS)
+	@$(RUN_CHECK) $@ "test_cpu ($(quick_tag))" env $(OMP_ENV) $(TEST_QUICK) $(BUILD)/test_cpu
+
 $(TEST_RESULTS)/cpu_portable.txt: $(BUILD)/test_cpu_portable FORCE | $(TEST_RESULTS)
-	@$(RUN_CHECK) $@ "test_cpu, portable loops, Br=5 Bc=3 ($(quick_tag))" env $(TEST_QUICK) $(BUILD)/test_cpu_portable
+	@$(RUN_CHECK) $@ "test_cpu, portable loops, Br=5 Bc=3 ($(quick_tag))" env $(OMP_ENV) $(TEST_QUICK) $(BUILD)/test_cpu_portable
 
 $(TEST_RESULTS)/cpu_avx2.txt: $(BUILD)/test_cpu_avx2 FORCE | $(TEST_RESULTS)
-	@$(RUN_CHECK) $@ "test_cpu, AVX2 + FMA + F16C ($(quick_tag))" env $(TEST_QUICK) $(BUILD)/test_cpu_avx2
+	@$(RUN_CHECK) $@ "test_cpu, AVX2 + FMA + F16C ($(quick_tag))" env $(OMP_ENV) $(TEST_QUICK) $(BUILD)/test_cpu_avx2
 
 $(TEST_RESULTS)/cpu_avx2_nof16c.txt: $(BUILD)/test_cpu_avx2_nof16c FORCE | $(TEST_RESULTS)
-	@$(RUN_CHECK) $@ "test_cpu, AVX2 + FMA without F16C ($(quick_tag))" env $(TEST_QUICK) $(BUILD)/test_cpu_avx2_nof16c
+	@$(RUN_CHECK) $@ "test_cpu, AVX2 + FMA without F16C ($(quick_tag))" env $(OMP_ENV) $(TEST_QUICK) $(BUILD)/test_cpu_avx2_nof16c
 
 $(TEST_RESULTS)/bad_input.txt: $(BUILD)/test_bad_input FORCE | $(TEST_RESULTS)
 	@$(RUN_CHECK) $@ "test_bad_input" $(BUILD)/test_bad_input
 
+comma := ,
 SAN_ENV := ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 FA_TEST_QUICK=1
-$(TEST_RESULTS)/san_cpu.txt: $(BUILD)/test_cpu_san FORCE | $(TEST_RESULTS)
-	@$(RUN_CHECK) $@ "test_cpu under ASan+UBSan (quick)" env $(SAN_ENV) $(BUILD)/test_cpu_san
+# (the longest CPU run: its build in its recipe, so that it starts with the
+# first free job slot instead of after every other build)
+$(TEST_RESULTS)/san_cpu.txt: FORCE | $(TEST_RESULTS)
+	@$(RUN_CHECK) $@ "test_cpu under ASan+UBSan (quick$(if $(TEST_QUICK),$(comma) one dtype a case))" sh -c '$(MAKE) --no-print-directory \
+	  $(BUILD)/test_cpu_san && env $(SAN_ENV) FA_TEST_QUICK=$(if $(TEST_QUICK),2,1) $(BUILD)/test_cpu_san'
 
 $(TEST_RESULTS)/threads_tsan.txt: $(BUILD)/test_threads_tsan FORCE | $(TEST_RESULTS)
 	@$(RUN_CHECK) $@ "test_threads under ThreadSanitizer" env TSAN_OPTIONS=halt_on_error=1:exitcode=66 $(BUILD)/test_threads_tsan
@@ -153,6 +170,12 @@ $(TEST_RESULTS)/san_bad_input.txt: $(BUILD)/test_bad_input_san FORCE | $(TEST_RE
 COMPILE_CCS   := gcc $(if $(CLANG),clang)
 COMPILE_CHECKS := $(foreach cc,$(COMPILE_CCS),$(foreach lang,c99 cxx11,$(foreach link,static extern,\
                   $(foreach omp,noomp omp,$(TEST_RESULTS)/compile-$(cc)-$(lang)-$(link)-$(omp).txt))))
+
+# make test compiles a covering part: each compiler with each language of
+# the plain checks, and every compiler, language, linkage, OpenMP setting and
+# target at least once (TEST_QUICK empty: all of them).
+COMPILE_QUICK := gcc-c99-static-omp gcc-cxx11-extern-noomp clang-c99-extern-noomp clang-cxx11-static-omp
+compile_run    = $(if $(TEST_QUICK),$(filter $(foreach c,$(2),$(TEST_RESULTS)/$(1)-$(c).txt),$(3)),$(3))
 
 compile_driver = $(if $(filter clang,$(1)),$(if $(filter cxx11,$(2)),$(CLANGXX),$(CLANG)),$(if $(filter cxx11,$(2)),g++,gcc))
 compile_std    = $(if $(filter cxx11,$(1)),-x c++ -std=c++11,-std=c99)
@@ -175,6 +198,7 @@ STRICT_WARN   := -Wall -Wextra -Wpedantic -Wshadow -Wconversion -Wsign-conversio
 STRICT_ARCHS  := generic native $(if $(filter x86_64 i686 i386,$(shell uname -m)),avx2)
 STRICT_CHECKS := $(foreach cc,$(COMPILE_CCS),$(foreach lang,c99 c11 cxx17,$(foreach arch,$(STRICT_ARCHS),\
                  $(TEST_RESULTS)/strict-$(cc)-$(lang)-$(arch).txt)))
+STRICT_QUICK  := gcc-c99-native gcc-cxx17-avx2 clang-c11-generic clang-cxx17-native
 strict_std  = $(if $(filter cxx17,$(1)),-x c++ -std=c++17,-std=$(1))
 strict_arch = $(if $(filter native,$(1)),-march=native,$(if $(filter avx2,$(1)),$(AVX2_FLAGS) -mf16c))
 $(TEST_RESULTS)/strict-%.txt: flashattn.h tests/compile_use.c tests/compile_static.c FORCE | $(TEST_RESULTS)
@@ -205,19 +229,6 @@ $(TEST_RESULTS)/gpu_compile.txt: FORCE | $(TEST_RESULTS)
 	  echo "0 passed, 0 failed" > $@; \
 	else $(RUN_CHECK) $@ "GPU compile checks (make test-gpu-compile)" $(MAKE) --no-print-directory test-gpu-compile; fi
 
-# The implementation compiled by nvcc as a user's .cu (GPU half in, d 64's
-# forward kernels for sm_90a alone): nvcc's host pass must build the SIMD loops its
-# host target allows (-Xcompiler -march=native), and the CPU forward must be
-# right. Needs no GPU. Skipped without nvcc.
-$(BUILD)/test_nvcc_host_simd: tests/test_nvcc_host_simd.cu flashattn.h flashattn_cuda.cuh | $(BUILD)
-	$(NVCC) -std=c++17 -O3 -Xcompiler -march=native -DFLASHATTN_HEAD_DIMS=64 -DFLASHATTN_NO_BACKWARD -DFLASHATTN_NO_DECODE \
-	  $(call gencode,90a) $(NVCC_WERROR) \
-	  $< -o $@
-$(TEST_RESULTS)/nvcc_host_simd.txt: FORCE | $(TEST_RESULTS)
-	@if [ -z "$(NVCC)" ]; then echo "nvcc not found: skipping the nvcc host-pass SIMD check"; echo "0 passed, 0 failed" > $@; \
-	else $(RUN_CHECK) $@ "test_nvcc_host_simd (the CPU path of an nvcc build)" \
-	  sh -c '$(MAKE) --no-print-directory $(BUILD)/test_nvcc_host_simd && $(BUILD)/test_nvcc_host_simd'; fi
-
 # NEON compile check: the NEON section's neon-compile when an AArch64 cross
 # compiler with its C library headers exists, else skipped (CI has none, and
 # `make test` installs nothing). `make test-neon` also RUNS the tests, under qemu.
@@ -226,13 +237,17 @@ $(TEST_RESULTS)/neon_compile.txt: FORCE | $(TEST_RESULTS)
 	  echo "NEON compile check skipped ($$why)"; echo "0 passed, 0 failed" > $@; \
 	else $(RUN_CHECK) $@ "NEON compile check (make neon-compile)" $(MAKE) --no-print-directory neon-compile; fi
 
+# (AVX2 without F16C in make test-all only: F16C's absence changes the f16 rows
+# of decode's few-row tiles alone)
 CPU_RESULTS      := $(TEST_RESULTS)/cpu.txt $(TEST_RESULTS)/cpu_portable.txt $(TEST_RESULTS)/cpu_avx2.txt \
-                    $(TEST_RESULTS)/cpu_avx2_nof16c.txt $(TEST_RESULTS)/bad_input.txt
+                    $(if $(TEST_QUICK),,$(TEST_RESULTS)/cpu_avx2_nof16c.txt) $(TEST_RESULTS)/bad_input.txt
 SANITIZE_RESULTS := $(TEST_RESULTS)/san_cpu.txt $(TEST_RESULTS)/san_bad_input.txt $(TEST_RESULTS)/threads_tsan.txt
-# (the nvcc units first: the longest jobs, they start first under -j)
+# (the longest jobs first, as they start under -j: the nvcc units, then the
+# sanitized test_cpu)
 GPU_CHECK_RESULTS := $(foreach a,$(GPU_ARCHS),$(TEST_RESULTS)/gpu_check_$(a).txt)
-ALL_RESULTS      := $(GPU_CHECK_RESULTS) $(TEST_RESULTS)/nvcc_host_simd.txt $(CPU_RESULTS) $(COMPILE_CHECKS) \
-                    $(STRICT_CHECKS) $(SANITIZE_RESULTS) \
+ALL_RESULTS      := $(GPU_CHECK_RESULTS) $(SANITIZE_RESULTS) $(CPU_RESULTS) \
+                    $(call compile_run,compile,$(COMPILE_QUICK),$(COMPILE_CHECKS)) \
+                    $(call compile_run,strict,$(STRICT_QUICK),$(STRICT_CHECKS)) \
                     $(TEST_RESULTS)/neon_compile.txt
 
 # The headers carry no dates, "UTC" or commit hashes (tests/check_headers.sh):
@@ -242,10 +257,11 @@ $(TEST_RESULTS)/check_headers.txt: tests/check_headers.sh flashattn.h flashattn_
 ALL_RESULTS += $(TEST_RESULTS)/check_headers.txt
 
 # ---- examples run, argument fuzzing, the _cuda calls' arguments (issue 47) ----
-#   examples.txt   every CPU example built as `make examples` builds it, and
-#                  the self-checking ones with ASan + UBSan, run, and what
-#                  each prints checked (tests/run_examples.sh)
-#   fuzz.txt       tests/fuzz_args.c for FUZZ_SECONDS (30 s): libFuzzer under
+#   examples.txt   the self-checking CPU examples built with ASan + UBSan
+#                  (make test-all: also as `make examples` builds them) and
+#                  the demo, run, and what each prints checked
+#                  (tests/run_examples.sh)
+#   fuzz.txt       tests/fuzz_args.c for FUZZ_SECONDS (10 s; test-all 30 s): libFuzzer under
 #                  ASan + UBSan when clang has it, else the seeded random
 #                  driver under ASan + UBSan; `make fuzz SECONDS=n` runs longer
 #   gpu_check_<arch>.txt  tests/test_cuda_args.cu, make test's GPU unit
@@ -253,10 +269,10 @@ ALL_RESULTS += $(TEST_RESULTS)/check_headers.txt
 #                  macros, every head dim): every _cuda call and workspace
 #                  query with its pointers unreadable by the host; no GPU
 #                  needed; skipped without nvcc
-FUZZ_SECONDS  ?= 30
+FUZZ_SECONDS  ?= $(if $(TEST_QUICK),10,30)
 SECONDS       ?= 300
-EXAMPLES_RUN  := cpu_simple online_softmax decode_paged block_sparse demo
 EXAMPLES_SAN  := cpu_simple online_softmax decode_paged block_sparse
+EXAMPLES_RUN  := $(if $(TEST_QUICK),,$(EXAMPLES_SAN)) demo
 FUZZ_DEPS     := tests/fuzz_args.c flashattn.h tests/run_fuzz.sh
 
 $(BUILD)/examples-san/%: examples/%.c flashattn.h
@@ -265,8 +281,8 @@ $(BUILD)/examples-san/%: examples/%.c flashattn.h
 
 $(TEST_RESULTS)/examples.txt: $(addprefix $(BUILD)/examples/,$(EXAMPLES_RUN)) \
                               $(addprefix $(BUILD)/examples-san/,$(EXAMPLES_SAN)) tests/run_examples.sh FORCE | $(TEST_RESULTS)
-	@$(RUN_CHECK) $@ "examples, run and their output checked" env $(SAN_ENV) sh tests/run_examples.sh \
-	  $(BUILD)/examples $(BUILD)/examples-san
+	@$(RUN_CHECK) $@ "examples, run and their output checked" env $(SAN_ENV) \
+	  EXAMPLES_PLAIN=$(if $(TEST_QUICK),no,yes) sh tests/run_examples.sh $(BUILD)/examples $(BUILD)/examples-san
 
 # libFuzzer's build can fail (a clang without it): then the file is absent and
 # tests/run_fuzz.sh runs the random driver instead.
@@ -335,13 +351,14 @@ gencode         = $(foreach a,$(1),-gencode arch=compute_$(a),code=sm_$(a))
 GPU_BENCH_SOURCES := $(wildcard bench/*.cu) $(wildcard bench/micro/*.cu)
 GPU_SOURCES    := tests/test_gpu.cu tests/test_gpu_decode.cu tests/test_gpu_backward.cu $(wildcard examples/*.cu) \
                   $(GPU_BENCH_SOURCES)
-# make test's GPU translation unit: the implementation with the default macros.
+# make test's GPU translation unit: the implementation with the default macros,
+# the host pass for this machine (its CPU path must be the SIMD one it allows).
 GPU_CHECK_TU   ?= tests/test_cuda_args.cu
 gpu_check_bin   = $(BUILD)/gpu-check/sm_$(1)/$(basename $(notdir $(GPU_CHECK_TU)))
 define GPU_CHECK_RULE
 $(call gpu_check_bin,$(1)): $(GPU_CHECK_TU) flashattn.h flashattn_cuda.cuh $(wildcard tests/*.h)
 	@mkdir -p $$(@D)
-	$(NVCC) $(NVCC_FLAGS) $(NVCC_WERROR) -I. $(call gencode,$(1)) $$< -o $$@
+	$(NVCC) $(NVCC_FLAGS) $(NVCC_WERROR) -Xcompiler -march=native -I. $(call gencode,$(1)) $$< -o $$@
 endef
 $(foreach a,$(sort $(GPU_ARCHS) $(GPU_ARCHS_ALL)),$(eval $(call GPU_CHECK_RULE,$(a))))
 

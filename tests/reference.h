@@ -60,9 +60,15 @@ REF_FN float ref_f16_to_f32(uint16_t h)
         if (m) return ref_bits_f32((sign ? 0xFFC00000u : 0x7FC00000u) | ((uint32_t)m << 13));
         v = INFINITY;
     } else if (e == 0) {
-        v = ldexp((double)m, -24);              /* subnormal: m * 2^-24 */
-    } else {
-        v = ldexp((double)(m + 1024), e - 25);  /* (1 + m/1024) * 2^(e-15) */
+        v = (double)m / 16777216;               /* subnormal: m * 2^-24 */
+    } else {                                    /* (1 + m/1024) * 2^(e-15): */
+        /* 2^(e-25) for e = 1..30 (a table, not ldexp: the references call this for every product) */
+        static const double pow2[31] = {0, 1.0 / 16777216, 1.0 / 8388608, 1.0 / 4194304,
+            1.0 / 2097152, 1.0 / 1048576, 1.0 / 524288, 1.0 / 262144, 1.0 / 131072, 1.0 / 65536,
+            1.0 / 32768, 1.0 / 16384, 1.0 / 8192, 1.0 / 4096, 1.0 / 2048, 1.0 / 1024, 1.0 / 512,
+            1.0 / 256, 1.0 / 128, 1.0 / 64, 1.0 / 32, 1.0 / 16, 1.0 / 8, 1.0 / 4, 1.0 / 2, 1, 2, 4,
+            8, 16, 32};
+        v = (double)(m + 1024) * pow2[e];
     }
     return (float)(sign ? -v : v);
 }
@@ -391,15 +397,17 @@ REF_FN double ref_row(const fa_problem *p, const ref_dims *r, int b, int h, int6
     int64_t j;
     int c;
     double m = -INFINITY, l = 0.0, L, keep_scale;
+    double *qd = (double *)malloc(sizeof(double) * (size_t)(r->d > 0 ? r->d : 1)); /* Q_i, widened once */
     for (c = 0; c < r->dv; c++) o[c] = 0.0;
+    for (c = 0; c < r->d; c++) qd[c] = ref_get(qt, qoff + c);
     for (j = 0; j < sk; j++) {
         double x = 0.0;
         if (!ref_visible(p, i, j, sq, sk) || !ref_block_visited(p, b, h, i, j)) { s[j] = -INFINITY; continue; }
-        for (c = 0; c < r->d; c++)
-            x += ref_get(qt, qoff + c) * ref_get(kt[j], koff[j] + c);
+        for (c = 0; c < r->d; c++) x += qd[c] * ref_get(kt[j], koff[j] + c);
         s[j] = ref_score(p, h, r->scale * x, i, j, sq, sk, NULL);
         if (s[j] > m) m = s[j];
     }
+    free(qd);
     if (m == -INFINITY) return -INFINITY; /* no visible key: O = 0, L = -inf */
     for (j = 0; j < sk; j++) l += (s[j] == -INFINITY) ? 0.0 : exp(s[j] - m);
     L = m + log(l);
@@ -496,7 +504,7 @@ REF_FN void ref_backward(const fa_problem *p, fa_tensor q, fa_tensor k, fa_tenso
     int64_t q_s[3], k_s[3], v_s[3], do_s[3];
     int64_t maxk = 1, i, j, nq = ref_rows_q(p), nk = ref_rows_k(p);
     int b, h, c;
-    double *s, *pr, *dsdx, *dp, *z;
+    double *s, *pr, *dsdx, *dp, *z, *kd, *vd, *qd, *dod;
     double keep_scale = p->dropout_p > 0.0f ? 1.0 / (1.0 - (double)p->dropout_p) : 1.0;
     for (b = 0; b < p->batch; b++)
         if (ref_len_k(p, b) > maxk) maxk = ref_len_k(p, b);
@@ -512,23 +520,34 @@ REF_FN void ref_backward(const fa_problem *p, fa_tensor q, fa_tensor k, fa_tenso
     dsdx = (double *)malloc(sizeof(double) * (size_t)maxk);
     dp = (double *)malloc(sizeof(double) * (size_t)maxk);
     z = (double *)malloc(sizeof(double) * (size_t)maxk);
+    /* this head's K and V rows, this row's Q and dO, widened to double once */
+    kd = (double *)malloc(sizeof(double) * (size_t)(maxk * r.d));
+    vd = (double *)malloc(sizeof(double) * (size_t)(maxk * r.dv));
+    qd = (double *)malloc(sizeof(double) * (size_t)r.d);
+    dod = (double *)malloc(sizeof(double) * (size_t)r.dv);
     for (b = 0; b < p->batch; b++) {
         int64_t sq = ref_len_q(p, b), sk = ref_len_k(p, b);
         for (h = 0; h < r.hq; h++) {
             int hk = h / r.group;
+            for (j = 0; j < sk; j++) {
+                int64_t ko = ref_offset(k_s, p->cu_seqlens_k, b, j, hk), vo = ref_offset(v_s, p->cu_seqlens_k, b, j, hk);
+                for (c = 0; c < r.d; c++) kd[j * r.d + c] = ref_get(k, ko + c);
+                for (c = 0; c < r.dv; c++) vd[j * r.dv + c] = ref_get(v, vo + c);
+            }
             for (i = 0; i < sq; i++) {
                 int64_t qo = ref_offset(q_s, p->cu_seqlens_q, b, i, h);
                 int64_t doo = ref_offset(do_s, p->cu_seqlens_q, b, i, h);
                 double m = -INFINITY, l = 0.0, L, D = 0.0;
                 double *dqrow = dq + (ref_row_q(p, b, i) * r.hq + h) * r.d;
+                for (c = 0; c < r.d; c++) qd[c] = ref_get(q, qo + c);
+                for (c = 0; c < r.dv; c++) dod[c] = ref_get(dout, doo + c);
                 for (j = 0; j < sk; j++) {
-                    int64_t ko = ref_offset(k_s, p->cu_seqlens_k, b, j, hk);
                     double x = 0.0;
                     if (!ref_visible(p, i, j, sq, sk) || !ref_block_visited(p, b, h, i, j)) {
                         s[j] = -INFINITY;
                         continue;
                     }
-                    for (c = 0; c < r.d; c++) x += ref_get(q, qo + c) * ref_get(k, ko + c);
+                    for (c = 0; c < r.d; c++) x += qd[c] * kd[j * r.d + c];
                     s[j] = ref_score(p, h, r.scale * x, i, j, sq, sk, &dsdx[j]);
                     if (s[j] > m) m = s[j];
                 }
@@ -536,35 +555,33 @@ REF_FN void ref_backward(const fa_problem *p, fa_tensor q, fa_tensor k, fa_tenso
                 for (j = 0; j < sk; j++) l += (s[j] == -INFINITY) ? 0.0 : exp(s[j] - m);
                 L = m + log(l);
                 for (j = 0; j < sk; j++) {
-                    int64_t vo = ref_offset(v_s, p->cu_seqlens_k, b, j, hk);
                     double g = 0.0;
                     pr[j] = (s[j] == -INFINITY) ? 0.0 : exp(s[j] - L);
                     z[j] = 1.0;
                     if (p->dropout_p > 0.0f)
                         z[j] = ref_dropout_keep(p, b, h, (int)i, (int)j) ? keep_scale : 0.0;
                     if (pr[j] == 0.0) { dp[j] = 0.0; continue; }
-                    for (c = 0; c < r.dv; c++) g += ref_get(dout, doo + c) * ref_get(v, vo + c);
+                    for (c = 0; c < r.dv; c++) g += dod[c] * vd[j * r.dv + c];
                     dp[j] = z[j] * g;
                     D += pr[j] * dp[j];
                 }
                 for (j = 0; j < sk; j++) {
-                    int64_t ko, krow;
+                    int64_t krow;
                     double dx;
                     if (pr[j] == 0.0) continue;
-                    ko = ref_offset(k_s, p->cu_seqlens_k, b, j, hk);
                     krow = ref_row_k(p, b, j) * r.hkv + hk;
                     for (c = 0; c < r.dv; c++)
-                        dv[krow * r.dv + c] += pr[j] * z[j] * ref_get(dout, doo + c);
+                        dv[krow * r.dv + c] += pr[j] * z[j] * dod[c];
                     dx = pr[j] * (dp[j] - D) * dsdx[j] * r.scale;
                     for (c = 0; c < r.d; c++) {
-                        dqrow[c] += dx * ref_get(k, ko + c);
-                        dk[krow * r.d + c] += dx * ref_get(q, qo + c);
+                        dqrow[c] += dx * kd[j * r.d + c];
+                        dk[krow * r.d + c] += dx * qd[c];
                     }
                 }
             }
         }
     }
-    free(s); free(pr); free(dsdx); free(dp); free(z);
+    free(s); free(pr); free(dsdx); free(dp); free(z); free(kd); free(vd); free(qd); free(dod);
 }
 
 /* ---- decode ---------------------------------------------------------------------- */

@@ -23,8 +23,13 @@
    fa_forward_cuda checks their shape and workspace, the other calls
    refuse them (FA_ERROR_UNSUPPORTED), none reading the lists on the host.
 
-   Built with the implementation's default macros (every head dim), for
-   sm_80 and sm_90a: nvcc -I. tests/test_cuda_args.cu (see the Makefile). */
+   And the CPU path of this nvcc build (no CUDA call): nvcc's host pass must
+   build the SIMD loops its host target allows (-Xcompiler -march=native), not
+   the portable ones, and the CPU forward must be right.
+
+   Built as a user's translation unit: the implementation's default macros
+   (every head dim), for sm_80 and sm_90a:
+   nvcc -Xcompiler -march=native -I. tests/test_cuda_args.cu (see the Makefile). */
 #define FLASHATTN_IMPLEMENTATION
 #include "../flashattn.h"
 
@@ -364,6 +369,84 @@ static void block_mask_cases(void)
     }
 }
 
+/* ---- the CPU path of an nvcc build (no CUDA call) ----------------------------------
+   A user with a CUDA build and a CPU fallback compiles the implementation with nvcc: its
+   host pass must build the SIMD loops the host compiler targets, and the CPU forward must
+   match an fp64 softmax(Q K^T / sqrt(d)) V. */
+
+/* What the host compiler's target allows (these macros are the host pass's). */
+#if defined(FLASHATTN_NO_SIMD)
+#define HOST_SIMD_EXPECT "portable"
+#elif defined(__AVX512F__) && defined(__AVX2__) && defined(__FMA__)
+#define HOST_SIMD_EXPECT "avx512"
+#elif defined(__AVX2__) && defined(__FMA__)
+#define HOST_SIMD_EXPECT "avx2"
+#elif defined(__aarch64__) && defined(__ARM_NEON)
+#define HOST_SIMD_EXPECT "neon"
+#else
+#define HOST_SIMD_EXPECT "portable"
+#endif
+
+static void cpu_path_cases(void)
+{
+    enum { CN = 100, CH = 2, CD = 64 };
+    static float q[CN * CH * CD], k[CN * CH * CD], v[CN * CH * CD], o[CN * CH * CD];
+    fa_problem p;
+    fa_tensor tq, tk, tv, to;
+    double worst = 0.0;
+    char detail[160];
+    int i, h, j, c;
+    uint32_t z = 1;
+    for (i = 0; i < CN * CH * CD; ++i) { /* values in [-1, 1) */
+        q[i] = (float)((z = z * 1664525u + 1013904223u) >> 8) / 8388608.0f - 1.0f;
+        k[i] = (float)((z = z * 1664525u + 1013904223u) >> 8) / 8388608.0f - 1.0f;
+        v[i] = (float)((z = z * 1664525u + 1013904223u) >> 8) / 8388608.0f - 1.0f;
+    }
+    snprintf(detail, sizeof detail, "nvcc's host pass built the \"%s\" CPU loops; its host target allows \"%s\"",
+             fa_cpu_simd_path(), HOST_SIMD_EXPECT);
+    check(strcmp(fa_cpu_simd_path(), HOST_SIMD_EXPECT) == 0, "CPU path of the nvcc build", detail);
+    memset(&p, 0, sizeof p);
+    memset(&tq, 0, sizeof tq);
+    p.batch = 1;
+    p.seqlen_q = p.seqlen_k = CN;
+    p.heads_q = CH;
+    p.head_dim = CD;
+    p.causal = 1;
+    tk = tv = to = tq;
+    tq.data = q;
+    tk.data = k;
+    tv.data = v;
+    to.data = o;
+    if (fa_forward(&p, tq, tk, tv, to, NULL, NULL, 0) != FA_OK) {
+        check(0, "CPU forward of the nvcc build", fa_last_error());
+        return;
+    }
+    for (h = 0; h < CH; ++h) /* fp64 softmax(q k^T / sqrt(d)) v, causal */
+        for (i = 0; i < CN; ++i) {
+            double s[CN], m = -INFINITY, l = 0.0;
+            for (j = 0; j <= i; ++j) {
+                double acc = 0.0;
+                for (c = 0; c < CD; ++c)
+                    acc += (double)q[(i * CH + h) * CD + c] * (double)k[(j * CH + h) * CD + c];
+                s[j] = acc / sqrt((double)CD);
+                m = s[j] > m ? s[j] : m;
+            }
+            for (j = 0; j <= i; ++j)
+                l += (s[j] = exp(s[j] - m));
+            for (c = 0; c < CD; ++c) {
+                double ref = 0.0, err;
+                for (j = 0; j <= i; ++j)
+                    ref += s[j] / l * (double)v[(j * CH + h) * CD + c];
+                err = fabs(ref - (double)o[(i * CH + h) * CD + c]);
+                worst = err > worst ? err : worst;
+            }
+        }
+    snprintf(detail, sizeof detail, "max abs error %.3g (tolerance 1e-5)", worst);
+    check(worst <= 1e-5, "CPU forward of the nvcc build", detail);
+    printf("CPU path \"%s\" (host target allows \"%s\"), forward max abs error %.2g\n", fa_cpu_simd_path(),
+           HOST_SIMD_EXPECT, worst);
+}
+
 /* ---- with a GPU: the backward at tiny scales (issue 47, item 2) ----------------
    dK = scale dS^T Q must not underflow: the GPU's dK and dQ against the CPU
    backward (itself checked against fp64 in test_bad_input) on the same bf16
@@ -563,6 +646,7 @@ int main(void)
         error_cases(&a);
         block_mask_cases();
     }
+    cpu_path_cases();
     if (on_gpu) {
         gpu_tiny_scales();
         gpu_empty_sequences();
