@@ -81,7 +81,9 @@ endif
 # `make test-all` adds the CPU variants at full size, test-gpu-compile (every
 # GPU source) and test-gpu-knobs.
 TEST_RESULTS := $(BUILD)/results
-TEST_CFLAGS  := $(WARN) -O2 -g
+# (no -g: it is a third of a test build's time; the sanitizer builds keep it
+# for their stack traces)
+TEST_CFLAGS  := $(WARN) -O2
 TEST_DEPS    := flashattn.h tests/reference.h tests/test_util.h
 SAN_FLAGS    := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer -O1 -g
 RUN_CHECK    := sh tests/run_check.sh
