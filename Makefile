@@ -86,6 +86,9 @@ TEST_RESULTS := $(BUILD)/results
 TEST_CFLAGS  := $(WARN) -O2
 TEST_DEPS    := flashattn.h tests/reference.h tests/test_util.h
 SAN_FLAGS    := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer -O1 -g
+# (-O0 for programs whose run takes well under a second: the build is the
+# cost, half of it at -O0, and ASan is at its most precise there)
+SAN_FLAGS_O0 := $(SAN_FLAGS) -O0
 RUN_CHECK    := sh tests/run_check.sh
 CLANG        := $(shell command -v clang 2>/dev/null)
 CLANGXX      := $(shell command -v clang++ 2>/dev/null)
@@ -122,10 +125,8 @@ $(BUILD)/test_threads_tsan: tests/test_threads.c flashattn.h | $(BUILD)
 $(BUILD)/test_cpu_san: tests/test_cpu.c $(TEST_DEPS) | $(BUILD)
 	$(CC) -std=c99 $(WARN) $(SAN_FLAGS) -o $@ tests/test_cpu.c -lm -lpthread
 
-# (-O0 where the run takes well under a second: the build is the cost, half
-# of it at -O0, and ASan is at its most precise there)
 $(BUILD)/test_bad_input_san: tests/test_bad_input.c $(TEST_DEPS) | $(BUILD)
-	$(CC) -std=c99 $(WARN) $(SAN_FLAGS) -O0 -o $@ tests/test_bad_input.c -lm
+	$(CC) -std=c99 $(WARN) $(SAN_FLAGS_O0) -o $@ tests/test_bad_input.c -lm
 
 .PHONY: FORCE
 FORCE:
@@ -153,13 +154,14 @@ $(TEST_RESULTS)/cpu_avx2_nof16c.txt: $(BUILD)/test_cpu_avx2_nof16c FORCE | $(TES
 $(TEST_RESULTS)/bad_input.txt: $(BUILD)/test_bad_input FORCE | $(TEST_RESULTS)
 	@$(RUN_CHECK) $@ "test_bad_input" $(BUILD)/test_bad_input
 
-comma := ,
 SAN_ENV := ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 FA_TEST_QUICK=1
 # (the longest CPU run: its build in its recipe, so that it starts with the
-# first free job slot instead of after every other build)
+# first free job slot instead of after every other build; make test's runs
+# one dtype a case, FA_TEST_QUICK=2)
+SAN_CPU_QUICK := $(if $(TEST_QUICK),2,1)
 $(TEST_RESULTS)/san_cpu.txt: FORCE | $(TEST_RESULTS)
-	@$(RUN_CHECK) $@ "test_cpu under ASan+UBSan (quick$(if $(TEST_QUICK),$(comma) one dtype a case))" sh -c '$(MAKE) --no-print-directory \
-	  $(BUILD)/test_cpu_san && env $(SAN_ENV) FA_TEST_QUICK=$(if $(TEST_QUICK),2,1) $(BUILD)/test_cpu_san'
+	@$(RUN_CHECK) $@ "test_cpu under ASan+UBSan (FA_TEST_QUICK=$(SAN_CPU_QUICK))" sh -c '$(MAKE) --no-print-directory \
+	  $(BUILD)/test_cpu_san && env $(SAN_ENV) FA_TEST_QUICK=$(SAN_CPU_QUICK) $(BUILD)/test_cpu_san'
 
 $(TEST_RESULTS)/threads_tsan.txt: $(BUILD)/test_threads_tsan FORCE | $(TEST_RESULTS)
 	@$(RUN_CHECK) $@ "test_threads under ThreadSanitizer" env TSAN_OPTIONS=halt_on_error=1:exitcode=66 $(BUILD)/test_threads_tsan
@@ -281,7 +283,7 @@ FUZZ_DEPS     := tests/fuzz_args.c flashattn.h tests/run_fuzz.sh
 
 $(BUILD)/examples-san/%: examples/%.c flashattn.h
 	@mkdir -p $(@D)
-	$(CC) $(WARN) $(SAN_FLAGS) -O0 -I. $< -lm -o $@
+	$(CC) $(WARN) $(SAN_FLAGS_O0) -I. $< -lm -o $@
 
 $(TEST_RESULTS)/examples.txt: $(addprefix $(BUILD)/examples/,$(EXAMPLES_RUN)) \
                               $(addprefix $(BUILD)/examples-san/,$(EXAMPLES_SAN)) tests/run_examples.sh FORCE | $(TEST_RESULTS)

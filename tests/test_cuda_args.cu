@@ -39,6 +39,8 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "reference.h" /* ref_forward: the CPU path's fp64 check */
+
 static int n_pass, n_fail;
 
 static void check(int ok, const char *what, const char *detail)
@@ -372,7 +374,7 @@ static void block_mask_cases(void)
 /* ---- the CPU path of an nvcc build (no CUDA call) ----------------------------------
    A user with a CUDA build and a CPU fallback compiles the implementation with nvcc: its
    host pass must build the SIMD loops the host compiler targets, and the CPU forward must
-   match an fp64 softmax(Q K^T / sqrt(d)) V. */
+   match the fp64 reference (tests/reference.h). */
 
 /* What the host compiler's target allows (these macros are the host pass's). */
 #if defined(FLASHATTN_NO_SIMD)
@@ -389,15 +391,16 @@ static void block_mask_cases(void)
 
 static void cpu_path_cases(void)
 {
-    enum { CN = 100, CH = 2, CD = 64 };
-    static float q[CN * CH * CD], k[CN * CH * CD], v[CN * CH * CD], o[CN * CH * CD];
+    enum { CN = 100, CH = 2, CD = 64, NE = CN * CH * CD };
+    static float q[NE], k[NE], v[NE], o[NE];
+    static double ref[NE];
     fa_problem p;
     fa_tensor tq, tk, tv, to;
     double worst = 0.0;
     char detail[160];
-    int i, h, j, c;
+    int i;
     uint32_t z = 1;
-    for (i = 0; i < CN * CH * CD; ++i) { /* values in [-1, 1) */
+    for (i = 0; i < NE; ++i) { /* values in [-1, 1) */
         q[i] = (float)((z = z * 1664525u + 1013904223u) >> 8) / 8388608.0f - 1.0f;
         k[i] = (float)((z = z * 1664525u + 1013904223u) >> 8) / 8388608.0f - 1.0f;
         v[i] = (float)((z = z * 1664525u + 1013904223u) >> 8) / 8388608.0f - 1.0f;
@@ -406,7 +409,7 @@ static void cpu_path_cases(void)
              fa_cpu_simd_path(), HOST_SIMD_EXPECT);
     check(strcmp(fa_cpu_simd_path(), HOST_SIMD_EXPECT) == 0, "CPU path of the nvcc build", detail);
     memset(&p, 0, sizeof p);
-    memset(&tq, 0, sizeof tq);
+    memset(&tq, 0, sizeof tq); /* f32, packed */
     p.batch = 1;
     p.seqlen_q = p.seqlen_k = CN;
     p.heads_q = CH;
@@ -421,26 +424,9 @@ static void cpu_path_cases(void)
         check(0, "CPU forward of the nvcc build", fa_last_error());
         return;
     }
-    for (h = 0; h < CH; ++h) /* fp64 softmax(q k^T / sqrt(d)) v, causal */
-        for (i = 0; i < CN; ++i) {
-            double s[CN], m = -INFINITY, l = 0.0;
-            for (j = 0; j <= i; ++j) {
-                double acc = 0.0;
-                for (c = 0; c < CD; ++c)
-                    acc += (double)q[(i * CH + h) * CD + c] * (double)k[(j * CH + h) * CD + c];
-                s[j] = acc / sqrt((double)CD);
-                m = s[j] > m ? s[j] : m;
-            }
-            for (j = 0; j <= i; ++j)
-                l += (s[j] = exp(s[j] - m));
-            for (c = 0; c < CD; ++c) {
-                double ref = 0.0, err;
-                for (j = 0; j <= i; ++j)
-                    ref += s[j] / l * (double)v[(j * CH + h) * CD + c];
-                err = fabs(ref - (double)o[(i * CH + h) * CD + c]);
-                worst = err > worst ? err : worst;
-            }
-        }
+    ref_forward(&p, tq, tk, tv, ref, NULL); /* fp64 (tests/reference.h) */
+    for (i = 0; i < NE; ++i)
+        worst = fmax(worst, fabs(ref[i] - (double)o[i]));
     snprintf(detail, sizeof detail, "max abs error %.3g (tolerance 1e-5)", worst);
     check(worst <= 1e-5, "CPU forward of the nvcc build", detail);
     printf("CPU path \"%s\" (host target allows \"%s\"), forward max abs error %.2g\n", fa_cpu_simd_path(),
