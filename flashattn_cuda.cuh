@@ -7255,7 +7255,7 @@ struct fa__bwd_sm90_smem {
     uint32_t kv_full, kv_empty, full, empty; /* mbarriers: K/V buffers, Q/dO stages */
     const float *gLD;                        /* the L, D stages as a generic pointer */
     uint32_t sdQ2, dq_full, dq_empty, mail;  /* DET: dQ buffer 1; per buffer b (+ 8 b, mail + 32 b) its
-                                                tile handed to the writer and back, and the step that
+                                                tile handed to its writer and back, and the step that
                                                 made it (fa__bwd_sm90_post) */
 };
 
@@ -7382,7 +7382,7 @@ __device__ __forceinline__ void fa__bwd_sm90_post(uint32_t mail, int64_t blk, in
     asm volatile("st.shared.v4.u32 [%0], {%2, %3, %4, %5};\nst.shared.u32 [%0+16], %6;\nst.shared.u64 [%0+24], %1;\n"
                  ::"r"(mail), "l"(blk), "r"(tile), "r"(jb), "r"(ib), "r"(h), "r"(b) : "memory");
 }
-/* The deterministic kernels: waits until the writer has given back dQ
+/* The deterministic kernels: waits until its writer has given back dQ
    buffer sends & 1, the buffer of the consumers' hand-over number `sends`
    (buffers in turn; on first use the phase before, which counts as done). */
 __device__ __forceinline__ void fa__bwd_sm90_dq_wait(const fa__bwd_sm90_smem &sm, int sends)
@@ -7396,10 +7396,10 @@ __device__ __forceinline__ void fa__bwd_sm90_dq_wait(const fa__bwd_sm90_smem &sm
    the stores visible to the bulk copy; the barrier has them all done before
    thread 0 sends. (Thread 0 waits for the copy to have read the tile before
    the next step's barrier 1 lets anyone rewrite it.) Deterministic: the
-   tile goes to the dQ writer instead (fa__bwd_sm90_dq_writer), in two
-   buffers taken in turn, with the step that made it (key block jb, query
-   block ib, head h, sequence b); the consumers wait only for the writer to
-   have read a buffer's last tile before they rewrite it. `sends` counts
+   tile goes to a dQ writer instead (fa__bwd_sm90_dq_writer), in two
+   buffers taken in turn (a writer each), with the step that made it (key
+   block jb, query block ib, head h, sequence b); the consumers wait only
+   for a writer to have read a buffer's last tile before they rewrite it. `sends` counts
    the tiles handed over (the buffer and the barriers' parity). */
 template <int N, bool DET>
 __device__ __forceinline__ void fa__bwd_sm90_send_dq(const fa__bwd_params &p, const float (&dq)[N][4],
@@ -7430,26 +7430,28 @@ __device__ __forceinline__ void fa__bwd_sm90_send_dq(const fa__bwd_params &p, co
     fa__bulk_commit();
 }
 
-/* The deterministic kernels' dQ writer, the producer's warp 1: per tile
-   the consumers hand over (dq_full), it finds the unit's place among the
-   tile's adders (fa__bwd_det_rank, the warp's ballot), and lane 0 waits for
-   the tile's count in p.dq_sem to reach it, adds the tile, gives the buffer
-   back (dq_empty) once the copy has read it, and counts the add (release)
-   once it is done in memory, so that the next adder's add comes after it.
-   The consumers meanwhile go on with the next steps: they wait for the
-   writer only before they rewrite a buffer (its last tile not yet read:
-   the tile's previous adder more than a step late), never for an add's
-   round trip or the place. The proxy fences order the bulk copies (async
-   proxy) with the count (generic proxy). [bwd-det] */
+/* The deterministic kernels' dQ writers, the producer's warps 1 and 2, one
+   per buffer b: per tile the consumers hand over in it (dq_full), the
+   writer finds the unit's place among the tile's adders (fa__bwd_det_rank,
+   the warp's ballot), and lane 0 waits for the tile's count in p.dq_sem to
+   reach it, adds the tile, gives the buffer back (dq_empty) once the copy
+   has read it, and counts the add (release) once it is done in memory, so
+   that the next adder's add comes after it. Two writers, so that one add's
+   round trip does not hold back the next tile's (a different tile: a unit
+   adds to each once). The consumers meanwhile go on with the next steps:
+   they wait for a writer only before they rewrite its buffer (its last
+   tile not yet read: the tile's previous adder more than a step late),
+   never for an add's round trip or the place. The proxy fences order the
+   bulk copies (async proxy) with the count (generic proxy). [bwd-det] */
 template <int D>
-__device__ __forceinline__ void fa__bwd_sm90_dq_writer(const fa__bwd_params &p, const fa__bwd_sm90_smem &sm, int lane)
+__device__ __forceinline__ void fa__bwd_sm90_dq_writer(const fa__bwd_params &p, const fa__bwd_sm90_smem &sm,
+                                                       uint32_t b, int lane)
 {
     typedef fa__bwd_sm90_layout<D> L;
-    for (uint32_t k = 0;; k++) {
-        const uint32_t b = k & 1;
+    for (uint32_t k = 0;; k++) { /* (the buffer's k-th tile: the barriers' parity k & 1) */
         int64_t blk;
         int tile, jb, ib, h, bt;
-        fa__mbar_wait(sm.dq_full + 8 * b, k >> 1 & 1);
+        fa__mbar_wait(sm.dq_full + 8 * b, k & 1);
         asm volatile("ld.shared.v4.u32 {%1, %2, %3, %4}, [%6];\nld.shared.u32 %5, [%6+16];\nld.shared.u64 %0, [%6+24];\n"
                      : "=l"(blk), "=r"(tile), "=r"(jb), "=r"(ib), "=r"(h), "=r"(bt) : "r"(sm.mail + 32 * b) : "memory");
         if (blk < 0) return;
@@ -7618,12 +7620,13 @@ __device__ __forceinline__ void fa__bwd_sm90_consumer(const fa__bwd_params &p, c
         FLASHATTN_TRACE(46, w.jb, w.hk);
     }
     if (L::dq_tile && cw == 0 && warp % 4 == 0 && lane == 0) fa__bulk_wait<false>(); /* (done: smem goes) */
-    if (DET && cw == 0 && warp % 4 == 0 && lane == 0) { /* the writer's last message: no more tiles */
-        const int b = sends & 1;
-        fa__bwd_sm90_dq_wait(sm, sends);
-        fa__bwd_sm90_post(sm.mail + 32 * b, -1, 0, 0, 0, 0, 0);
-        fa__mbar_arrive(sm.dq_full + 8 * b);
-    }
+    if (DET && cw == 0 && warp % 4 == 0 && lane == 0) /* each writer's last message: no more tiles */
+        for (int x = 0; x < 2; x++, sends++) {
+            const int b = sends & 1;
+            fa__bwd_sm90_dq_wait(sm, sends);
+            fa__bwd_sm90_post(sm.mail + 32 * b, -1, 0, 0, 0, 0, 0);
+            fa__mbar_arrive(sm.dq_full + 8 * b);
+        }
 }
 
 #endif /* FA__SM90A */
@@ -7677,10 +7680,10 @@ fa__bwd_kernel_sm90(const __grid_constant__ fa__bwd_maps tm, const fa__bwd_param
     if (warp < 4) {
         /* the producer needs few registers: the consumers take them. The
            block holds 384 x 168 = 64512 (launch bounds): 128 x 24 + 256 x 240
-           fits, and DET's 128 x 32 (the dQ writer's place) + 256 x 232. */
+           fits, and DET's 128 x 32 (the dQ writers' place) + 256 x 232. */
         fa__setmaxnreg_dec<DET ? 32 : 24>();
         if (tid == 0) fa__bwd_sm90_producer<D>(tm, p, sc, sm);
-        else if (DET && warp == 1) fa__bwd_sm90_dq_writer<D>(p, sm, lane);
+        else if (DET && (warp == 1 || warp == 2)) fa__bwd_sm90_dq_writer<D>(p, sm, warp - 1, lane);
         return;
     }
 

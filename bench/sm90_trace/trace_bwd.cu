@@ -3,8 +3,9 @@
    40-46, FLASHATTN_TRACE defined below before the header):
      45 / 46 a unit (key block jb, KV head hk) starts / has stored dK, dV   (consumer thread 0)
      43 / 44 before / after the consumers' wait for a free dQ buffer        (deterministic only)
-     40 / 41 the dQ writer's spin on the tile's count: before / after        (deterministic only)
+     40 / 41 a dQ writer's spin on the tile's count: before / after         (deterministic only)
      42 the writer's add done in memory and counted                          (deterministic only)
+   (the two writers' spins and adds are summed: each writer has half the tiles)
    Per block it sums clock64() intervals (one SM's clock, so no cross-SM comparison) and keeps
    the span of its units on %globaltimer (ns, comparable across SMs). Printed, for each mode:
    the call's time, the blocks' makespan against their summed spans over the SMs (the grid's
@@ -20,7 +21,7 @@
 #define FA_TRB_MAX 65536 /* blocks recorded (the deterministic grid is one block a unit) */
 enum { TRB_SPIN, TRB_ADD, TRB_CWAIT, TRB_UNIT, TRB_ADDS, TRB_CWAITS, TRB_UNITS, TRB_N };
 __device__ long long fa__trb_c[FA_TRB_MAX][TRB_N];       /* clock64 sums and counts */
-__device__ long long fa__trb_t0[FA_TRB_MAX][2];          /* pending starts: the writer, the consumers */
+__device__ long long fa__trb_t0[FA_TRB_MAX][3];          /* pending starts: writers 1, 2, the consumers */
 __device__ unsigned long long fa__trb_g[FA_TRB_MAX][2];  /* globaltimer: the unit's start, end */
 __device__ int fa__trb_jb[FA_TRB_MAX];
 static __device__ __forceinline__ unsigned long long fa__trb_now(void)
@@ -29,7 +30,7 @@ static __device__ __forceinline__ unsigned long long fa__trb_now(void)
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
     return t;
 }
-/* events 40-42 come from the writer's lane 0 alone; 43-46 from every consumer thread, of which
+/* events 40-42 come from the writers' lane 0 (warps 1, 2); 43-46 from every consumer thread, of which
    thread 128 (consumer warpgroup 0's thread 0) records. The forward's events (< 40) are ignored. */
 static __device__ __forceinline__ void fa__trb(int ev, int a)
 {
@@ -37,10 +38,12 @@ static __device__ __forceinline__ void fa__trb(int ev, int a)
     if (ev < 40 || blk >= FA_TRB_MAX || (ev >= 43 && threadIdx.x != 128)) return;
     const long long c = clock64();
     long long *s = fa__trb_c[blk], *t0 = fa__trb_t0[blk];
+    unsigned long long *u = (unsigned long long *)s; /* (two writers add to the same sums) */
+    const int w = threadIdx.x / 32 == 2; /* writer 2's pending start */
     switch (ev) {
-    case 40: t0[0] = c; break;
-    case 41: s[TRB_SPIN] += c - t0[0]; t0[0] = c; break;
-    case 42: s[TRB_ADD] += c - t0[0]; s[TRB_ADDS]++; break;
+    case 40: t0[2 * w] = c; break;
+    case 41: atomicAdd(u + TRB_SPIN, (unsigned long long)(c - t0[2 * w])); t0[2 * w] = c; break;
+    case 42: atomicAdd(u + TRB_ADD, (unsigned long long)(c - t0[2 * w])); atomicAdd(u + TRB_ADDS, 1ull); break;
     case 43: t0[1] = c; break;
     case 44: s[TRB_CWAIT] += c - t0[1]; s[TRB_CWAITS]++; break;
     case 45: /* (a persistent block's first unit starts its span) */
