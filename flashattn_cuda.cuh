@@ -7454,6 +7454,7 @@ __device__ __forceinline__ void fa__bwd_sm90_dq_writer(const fa__bwd_params &p, 
         fa__mbar_wait(sm.dq_full + 8 * b, k & 1);
         asm volatile("ld.shared.v4.u32 {%1, %2, %3, %4}, [%6];\nld.shared.u32 %5, [%6+16];\nld.shared.u64 %0, [%6+24];\n"
                      : "=l"(blk), "=r"(tile), "=r"(jb), "=r"(ib), "=r"(h), "=r"(bt) : "r"(sm.mail + 32 * b) : "memory");
+        __syncwarp(); /* (every lane has read the mailbox before lane 0 gives the buffer back) */
         if (blk < 0) return;
         const int rank = fa__bwd_det_rank<L::br, L::bc>(p, fa__bwd_seq_info(p, bt), bt, h, jb, ib, lane);
         if (lane == 0) {
