@@ -7449,12 +7449,18 @@ __device__ __forceinline__ void fa__bwd_sm90_dq_writer(const fa__bwd_params &p, 
 {
     typedef fa__bwd_sm90_layout<D> L;
     for (uint32_t k = 0;; k++) { /* (the buffer's k-th tile: the barriers' parity k & 1) */
-        int64_t blk;
-        int tile, jb, ib, h, bt;
+        int64_t blk = 0;
+        int tile = 0, jb = 0, ib = 0, h = 0, bt = 0;
         fa__mbar_wait(sm.dq_full + 8 * b, k & 1);
-        asm volatile("ld.shared.v4.u32 {%1, %2, %3, %4}, [%6];\nld.shared.u32 %5, [%6+16];\nld.shared.u64 %0, [%6+24];\n"
-                     : "=l"(blk), "=r"(tile), "=r"(jb), "=r"(ib), "=r"(h), "=r"(bt) : "r"(sm.mail + 32 * b) : "memory");
-        __syncwarp(); /* (every lane has read the mailbox before lane 0 gives the buffer back) */
+        if (lane == 0) /* (lane 0 alone reads the mailbox, before it gives the buffer back; the shuffles share it) */
+            asm volatile("ld.shared.v4.u32 {%1, %2, %3, %4}, [%6];\nld.shared.u32 %5, [%6+16];\nld.shared.u64 %0, [%6+24];\n"
+                         : "=l"(blk), "=r"(tile), "=r"(jb), "=r"(ib), "=r"(h), "=r"(bt) : "r"(sm.mail + 32 * b) : "memory");
+        blk = __shfl_sync(0xffffffffu, blk, 0);
+        tile = __shfl_sync(0xffffffffu, tile, 0);
+        jb = __shfl_sync(0xffffffffu, jb, 0);
+        ib = __shfl_sync(0xffffffffu, ib, 0);
+        h = __shfl_sync(0xffffffffu, h, 0);
+        bt = __shfl_sync(0xffffffffu, bt, 0);
         if (blk < 0) return;
         const int rank = fa__bwd_det_rank<L::br, L::bc>(p, fa__bwd_seq_info(p, bt), bt, h, jb, ib, lane);
         if (lane == 0) {
