@@ -61,14 +61,9 @@ REF_FN float ref_f16_to_f32(uint16_t h)
         v = INFINITY;
     } else if (e == 0) {
         v = (double)m / 16777216;               /* subnormal: m * 2^-24 */
-    } else {                                    /* (1 + m/1024) * 2^(e-15): */
-        /* 2^(e-25) for e = 1..30 (a table, not ldexp: the references call this for every product) */
-        static const double pow2[31] = {0, 1.0 / 16777216, 1.0 / 8388608, 1.0 / 4194304,
-            1.0 / 2097152, 1.0 / 1048576, 1.0 / 524288, 1.0 / 262144, 1.0 / 131072, 1.0 / 65536,
-            1.0 / 32768, 1.0 / 16384, 1.0 / 8192, 1.0 / 4096, 1.0 / 2048, 1.0 / 1024, 1.0 / 512,
-            1.0 / 256, 1.0 / 128, 1.0 / 64, 1.0 / 32, 1.0 / 16, 1.0 / 8, 1.0 / 4, 1.0 / 2, 1, 2, 4,
-            8, 16, 32};
-        v = (double)(m + 1024) * pow2[e];
+    } else { /* (1 + m/1024) 2^(e-15) = (m + 1024) 2^e / 2^25, every step exact (not ldexp: the
+                references convert every product's operands) */
+        v = (double)((uint64_t)(m + 1024) << e) / 33554432;
     }
     return (float)(sign ? -v : v);
 }
