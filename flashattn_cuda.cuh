@@ -7382,6 +7382,25 @@ __device__ __forceinline__ void fa__bwd_sm90_post(uint32_t mail, int64_t blk, in
     asm volatile("st.shared.v4.u32 [%0], {%2, %3, %4, %5};\nst.shared.u32 [%0+16], %6;\nst.shared.u64 [%0+24], %1;\n"
                  ::"r"(mail), "l"(blk), "r"(tile), "r"(jb), "r"(ib), "r"(h), "r"(b) : "memory");
 }
+/* ... and its reading by a dQ writer warp: lane 0 loads it, the shuffles
+   hand it to the other lanes. (Every lane loading it, racecheck does not
+   count the warp's __syncwarp and lane 0's arrive on dq_empty as ordering
+   their loads before the next post [bwd-det].) */
+__device__ __forceinline__ void fa__bwd_sm90_fetch(uint32_t mail, int lane, int64_t &blk, int &tile, int &jb, int &ib,
+                                                   int &h, int &b)
+{
+    blk = 0;
+    tile = jb = ib = h = b = 0;
+    if (lane == 0)
+        asm volatile("ld.shared.v4.u32 {%1, %2, %3, %4}, [%6];\nld.shared.u32 %5, [%6+16];\nld.shared.u64 %0, [%6+24];\n"
+                     : "=l"(blk), "=r"(tile), "=r"(jb), "=r"(ib), "=r"(h), "=r"(b) : "r"(mail) : "memory");
+    blk = __shfl_sync(0xffffffffu, blk, 0);
+    tile = __shfl_sync(0xffffffffu, tile, 0);
+    jb = __shfl_sync(0xffffffffu, jb, 0);
+    ib = __shfl_sync(0xffffffffu, ib, 0);
+    h = __shfl_sync(0xffffffffu, h, 0);
+    b = __shfl_sync(0xffffffffu, b, 0);
+}
 /* The deterministic kernels: waits until its writer has given back dQ
    buffer sends & 1, the buffer of the consumers' hand-over number `sends`
    (buffers in turn; on first use the phase before, which counts as done). */
@@ -7449,18 +7468,10 @@ __device__ __forceinline__ void fa__bwd_sm90_dq_writer(const fa__bwd_params &p, 
 {
     typedef fa__bwd_sm90_layout<D> L;
     for (uint32_t k = 0;; k++) { /* (the buffer's k-th tile: the barriers' parity k & 1) */
-        int64_t blk = 0;
-        int tile = 0, jb = 0, ib = 0, h = 0, bt = 0;
+        int64_t blk;
+        int tile, jb, ib, h, bt;
         fa__mbar_wait(sm.dq_full + 8 * b, k & 1);
-        if (lane == 0) /* (lane 0 alone reads the mailbox, before it gives the buffer back; the shuffles share it) */
-            asm volatile("ld.shared.v4.u32 {%1, %2, %3, %4}, [%6];\nld.shared.u32 %5, [%6+16];\nld.shared.u64 %0, [%6+24];\n"
-                         : "=l"(blk), "=r"(tile), "=r"(jb), "=r"(ib), "=r"(h), "=r"(bt) : "r"(sm.mail + 32 * b) : "memory");
-        blk = __shfl_sync(0xffffffffu, blk, 0);
-        tile = __shfl_sync(0xffffffffu, tile, 0);
-        jb = __shfl_sync(0xffffffffu, jb, 0);
-        ib = __shfl_sync(0xffffffffu, ib, 0);
-        h = __shfl_sync(0xffffffffu, h, 0);
-        bt = __shfl_sync(0xffffffffu, bt, 0);
+        fa__bwd_sm90_fetch(sm.mail + 32 * b, lane, blk, tile, jb, ib, h, bt);
         if (blk < 0) return;
         const int rank = fa__bwd_det_rank<L::br, L::bc>(p, fa__bwd_seq_info(p, bt), bt, h, jb, ib, lane);
         if (lane == 0) {
