@@ -43,6 +43,12 @@
 
 static int n_pass, n_fail;
 
+/* The tests' random numbers: the next state of a 32-bit linear congruential generator. */
+static uint32_t lcg(uint32_t *x)
+{
+    return *x = *x * 1664525u + 1013904223u;
+}
+
 static void check(int ok, const char *what, const char *detail)
 {
     if (ok) { n_pass++; return; }
@@ -401,9 +407,9 @@ static void cpu_path_cases(void)
     int i;
     uint32_t z = 1;
     for (i = 0; i < NE; ++i) { /* values in [-1, 1) */
-        q[i] = (float)((z = z * 1664525u + 1013904223u) >> 8) / 8388608.0f - 1.0f;
-        k[i] = (float)((z = z * 1664525u + 1013904223u) >> 8) / 8388608.0f - 1.0f;
-        v[i] = (float)((z = z * 1664525u + 1013904223u) >> 8) / 8388608.0f - 1.0f;
+        q[i] = (float)(lcg(&z) >> 8) / 8388608.0f - 1.0f;
+        k[i] = (float)(lcg(&z) >> 8) / 8388608.0f - 1.0f;
+        v[i] = (float)(lcg(&z) >> 8) / 8388608.0f - 1.0f;
     }
     snprintf(detail, sizeof detail, "nvcc's host pass built the \"%s\" CPU loops; its host target allows \"%s\"",
              fa_cpu_simd_path(), HOST_SIMD_EXPECT);
@@ -462,8 +468,7 @@ static void gpu_tiny_scales(void)
     uint32_t x = 12345;
     size_t i, c;
     for (i = 0; i < 4 * (size_t)E; i++) {
-        x = x * 1664525u + 1013904223u;
-        hq[i] = bf16_of((float)((int)(x >> 16) - 32768) / 16384.0f);
+        hq[i] = bf16_of((float)((int)(lcg(&x) >> 16) - 32768) / 16384.0f);
     }
     for (c = 0; c < sizeof scales / sizeof scales[0]; c++) {
         fa_problem p;
@@ -517,8 +522,7 @@ static void *carve_random(size_t elems, uint32_t seed)
     void *d;
     size_t i;
     for (i = 0; i < elems; i++) {
-        seed = seed * 1664525u + 1013904223u;
-        h[i] = bf16_of((float)((int)(seed >> 16) - 32768) / 16384.0f);
+        h[i] = bf16_of((float)((int)(lcg(&seed) >> 16) - 32768) / 16384.0f);
     }
     d = carve(elems * 2, h);
     free(h);
