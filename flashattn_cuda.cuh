@@ -4099,34 +4099,32 @@ __global__ void __launch_bounds__(256) fa__bm_rows_kernel(const fa__bm_src src)
     }
     if (lane == 0) cnt[row] = total;
 }
-#ifndef FLASHATTN_CUDA_EMU /* (the forward's alone) */
-/* The sm_90a kernel's tiles (m_block, h, b; fa__sm90_sched's tile_coords
-   numbering, 128-row tiles) in the order it deals them out under a block
-   mask: by the count of their row's listed blocks, most first, a counting
-   sort in one block (counts past the last bin share it). The count
-   stands for the tile's work: a causal or window bound may cut it, which
-   a mask built for that bound already leaves out. */
+#ifndef FLASHATTN_CUDA_EMU /* (the sm_90a kernels' alone) */
+/* Work items (n of them, item t's work count(t)) in the order a persistent
+   sm_90a kernel deals them out under a block mask: most work first, a
+   counting sort in one block (counts past the last of nb bins share it).
+   The forward's items are its tiles, the backward's its units. A count
+   stands for the item's work: a causal or window bound may cut it, which a
+   mask built for that bound already leaves out. */
 #define FA__BM_ORDER_BINS 4096
 #ifndef FA__BM_ORDER
-#define FA__BM_ORDER 1 /* (0: the tiles in their own order, for measuring) */
+#define FA__BM_ORDER 1 /* (0: the items in their own order, for measuring) */
 #endif
-__global__ void __launch_bounds__(1024) fa__bm_order_kernel(const fa__bmask m, int heads_q, int tiles,
-                                                            int32_t *order)
+template <class Count>
+__global__ void __launch_bounds__(1024) fa__bm_order_kernel(const Count count, int n, int nb, int32_t *order)
 {
     __shared__ int bin[FA__BM_ORDER_BINS];
-    const int nb = min(m.k_blocks + 1, FA__BM_ORDER_BINS), tid = (int)threadIdx.x;
+    const int tid = (int)threadIdx.x;
     if (!FA__BM_ORDER) {
-        for (int t = tid; t < tiles; t += 1024) order[t] = t;
+        for (int t = tid; t < n; t += 1024) order[t] = t;
         return;
     }
-    auto bin_of = [&](int t) { /* 0: the most blocks */
-        const int I = m.q_blocks - 1 - t % m.q_blocks, hb = t / m.q_blocks, h = hb % heads_q, b = hb / heads_q;
-        return nb - 1 - min(m.cnt[fa__bm_mask(m, b, h) * m.q_blocks + I], nb - 1);
-    };
+    nb = min(nb, FA__BM_ORDER_BINS);
+    auto bin_of = [&](int t) { return nb - 1 - min(count(t), nb - 1); }; /* 0: the most work */
     for (int i = tid; i < nb; i += 1024) bin[i] = 0;
     __syncthreads(); /* the bins are clear */
-    for (int t = tid; t < tiles; t += 1024) atomicAdd(&bin[bin_of(t)], 1);
-    __syncthreads(); /* every tile counted */
+    for (int t = tid; t < n; t += 1024) atomicAdd(&bin[bin_of(t)], 1);
+    __syncthreads(); /* every item counted */
     if (tid < 32) { /* the bins' starts: an exclusive scan, a chunk of bins a lane */
         const int chunk = (nb + 31) / 32, lo = min(tid * chunk, nb), hi = min(lo + chunk, nb);
         int sum = 0, upto;
@@ -4137,14 +4135,25 @@ __global__ void __launch_bounds__(1024) fa__bm_order_kernel(const fa__bmask m, i
             if (tid >= o) upto += v;
         }
         for (int i = lo, at = upto - sum; i < hi; i++) {
-            const int n = bin[i];
+            const int c = bin[i];
             bin[i] = at;
-            at += n;
+            at += c;
         }
     }
     __syncthreads(); /* the starts are in place */
-    for (int t = tid; t < tiles; t += 1024) order[atomicAdd(&bin[bin_of(t)], 1)] = t;
+    for (int t = tid; t < n; t += 1024) order[atomicAdd(&bin[bin_of(t)], 1)] = t;
 }
+/* The forward's tiles (m_block, h, b; fa__sm90_sched's tile_coords
+   numbering, 128-row tiles): the count of their row's listed blocks. */
+struct fa__bm_tile_count {
+    fa__bmask m;
+    int heads_q;
+    __device__ int operator()(int t) const
+    {
+        const int I = m.q_blocks - 1 - t % m.q_blocks, hb = t / m.q_blocks, h = hb % heads_q, b = hb / heads_q;
+        return m.cnt[fa__bm_mask(m, b, h) * m.q_blocks + I];
+    }
+};
 #endif
 /* Bytes of workspace fa_forward_cuda needs for resolved r: the sorted lists
    and the tile order */
@@ -4173,8 +4182,9 @@ static fa_status fa__check_bm_cuda(const char *fn, const fa_problem *r, int fp8)
 }
 /* Sort r's lists into the workspace at ws (fa__fwd_workspace bytes) on
    stream st; the kernels' view of them into *bm (the lists for the
-   forward, the bitmap for the backward). */
-static cudaError_t fa__bm_prepare(const fa_problem *r, void *ws, cudaStream_t st, fa__bmask *bm)
+   forward, the bitmap for the backward); fwd_order: the sm_90a forward's
+   tile order too. */
+static cudaError_t fa__bm_prepare(const fa_problem *r, void *ws, cudaStream_t st, fa__bmask *bm, int fwd_order)
 {
     const fa_block_mask *m = &r->block_mask;
     size_t sz[5];
@@ -4206,8 +4216,11 @@ static cudaError_t fa__bm_prepare(const fa_problem *r, void *ws, cudaStream_t st
 #ifndef FLASHATTN_CUDA_EMU /* (the forward's alone) */
     /* (more tiles than an int holds never reach the sm_90a kernel: fa__launch_fwd_sm90) */
     const int64_t tiles = (int64_t)bm->q_blocks * r->heads_q * r->batch;
-    fa__bm_order_kernel<<<1, 1024, 0, st>>>(*bm, r->heads_q, tiles <= INT32_MAX ? (int)tiles : 0,
-                                            (int32_t *)bm->order);
+    if (fwd_order) {
+        const fa__bm_tile_count count = {*bm, r->heads_q};
+        fa__bm_order_kernel<<<1, 1024, 0, st>>>(count, tiles <= INT32_MAX ? (int)tiles : 0, bm->k_blocks + 1,
+                                                (int32_t *)bm->order);
+    }
 #endif
     return cudaGetLastError();
 }
@@ -4387,7 +4400,7 @@ FLASHATTN_DEF fa_status fa_forward_cuda(const fa_problem *p, fa_tensor q, fa_ten
     /* a block mask: its lists sorted into the workspace first (>>gpu-bsparse-host;
        one not given is allocated and freed stream-ordered) */
     if (!ws && (s = fa__ws_alloc(fn, &ws, ws_need, (cudaStream_t)stream)) != FA_OK) return s;
-    if ((e = fa__bm_prepare(&r, ws, (cudaStream_t)stream, &kp.bm)) != cudaSuccess)
+    if ((e = fa__bm_prepare(&r, ws, (cudaStream_t)stream, &kp.bm, 1)) != cudaSuccess)
         s = fa__cuda_fail(fn, e, "the block mask's sorting kernel");
     else
         s = fa__dispatch_head_dim<0>(fn, kp, r.batch, need, q.dtype == FA_BF16, gpu, (cudaStream_t)stream);
@@ -6357,10 +6370,15 @@ __device__ __forceinline__ void fa__bwd_q_range(const fa__bwd_params &p, int sq,
    no visited step writes dK = dV = 0, as one that no query sees. */
 
 /* The first step >= it that the block mask lets through (it itself
-   without one; iters or more: none). br: rows per query block. */
+   without one; iters or more: none). br: rows per query block. Every
+   caller asks for 0 or for the step after one it walked, so step it lies
+   in a listed block when step it - 1 did and both are of one head and one
+   128-row block (br < 128): no load then. */
 __device__ __forceinline__ int fa__bwd_next_step(const fa__bwd_params &p, int b, int hk, int j0, int ib0, int nib,
                                                  int iters, int br, int it) {
     if (!p.bm.bits) return it;
+    if (it > 0 && it < iters && it % nib != 0 && (ib0 + it % nib) * br / 128 == (ib0 + it % nib - 1) * br / 128)
+        return it;
     /* step it is head it / nib of the group, query block row ib0 + it % nib
        (br rows): from the key block's column of bits, 32 query blocks a
        load (fa__bm_next_q), not a load a step */
@@ -7194,10 +7212,16 @@ template <int D> struct fa__bwd_sm90_layout {
    same work for every pair (as in the forward's unit(): static rounds stay
    balanced). Unit k of the block is the heavy (k even) or light (k odd)
    half of pair (k / 2) G + c; false: no unit (past the last pair, or the
-   second half of the middle pair when nblk is odd). */
+   second half of the middle pair when nblk is odd). Under a block mask the
+   units' work differs with their key block's listed query blocks: then
+   the units go in order of that count, most first (p.bm.order, sorted by
+   fa__bm_order_kernel), dealt as a snake (round k takes entry k G + c, or
+   (k + 1) G - 1 - c when k is odd), so that every block's sum of work
+   comes out about even, as the forward deals its tiles [bwd-bsparse-order]. */
 struct fa__bwd_sm90_sched {
     int nblk, pairs_j, units, pairs, rounds;
     bool one_unit, descending; /* descending: the deterministic kernel's order (fa__bwd_sm90_send_dq) */
+    const int32_t *order;      /* a block mask's unit order (persistent grid only), or NULL */
     __device__ __forceinline__ void init(const fa__bwd_params &p, int bc, bool det)
     {
         descending = det;
@@ -7206,7 +7230,10 @@ struct fa__bwd_sm90_sched {
         units = nblk * p.hkv * p.batch;
         pairs = pairs_j * p.hkv * p.batch;
         one_unit = (int)gridDim.x >= units;
-        rounds = one_unit ? 1 : 2 * ((pairs + (int)gridDim.x - 1) / (int)gridDim.x);
+        order = det || one_unit || !p.bm.bits ? NULL : p.bm.order; /* (det: a block per unit) */
+        rounds = one_unit ? 1
+               : order   ? (units + (int)gridDim.x - 1) / (int)gridDim.x
+                         : 2 * ((pairs + (int)gridDim.x - 1) / (int)gridDim.x);
     }
     __device__ __forceinline__ bool unit(const fa__bwd_params &p, int k, int &jb, int &hk, int &b) const
     {
@@ -7214,6 +7241,15 @@ struct fa__bwd_sm90_sched {
             jb = descending ? nblk - 1 - (int)blockIdx.x % nblk : (int)blockIdx.x % nblk;
             hk = (int)blockIdx.x / nblk % p.hkv;
             b = (int)blockIdx.x / nblk / p.hkv;
+            return true;
+        }
+        if (order) { /* unit u = jb + nblk (hk + hkv b) */
+            const int G = (int)gridDim.x, c = (int)blockIdx.x, at = k % 2 ? (k + 1) * G - 1 - c : k * G + c;
+            if (at >= units) return false;
+            const int u = order[at];
+            jb = u % nblk;
+            hk = u / nblk % p.hkv;
+            b = u / nblk / p.hkv;
             return true;
         }
         const int j = (k / 2) * (int)gridDim.x + (int)blockIdx.x, i = j % pairs_j;
@@ -7783,6 +7819,13 @@ static fa_status fa__bwd_make_plan(const char *fn, const fa_problem *r, fa__bwd_
     return FA_OK;
 }
 
+/* Workspace bytes of the sm_90a backward's unit order under a block mask
+   (fa__bwd_sm90_sched; 0 without one): an int per unit. */
+static size_t fa__bwd_order_bytes(const fa_problem *r, const fa__bwd_plan *pl) {
+    if (!fa__has_block_mask(r)) return 0;
+    return fa__bwd_round256((size_t)((r->seqlen_k + pl->bc - 1) / pl->bc) * (size_t)r->heads_kv * (size_t)r->batch * 4);
+}
+
 /* A view for the kernels, after fa__check_tensor resolved its strides: the
    kernels read and write 16 bytes at a time, so base and strides must be
    16-byte multiples. */
@@ -7824,6 +7867,34 @@ static int fa__bwd_sm90_launches, fa__bwd_sm90_disable, fa__bwd_sm90_grid_cap; /
 /* Run the main kernel on sm_90a when it can; *ran = 0 (and FA_OK) leaves
    the problem to the sm_80 kernel: no sm_90a code for this GPU, a view TMA
    cannot describe, or too little shared memory. */
+/* Under a block mask, the sm_90a kernel's units (fa__bwd_sm90_sched: unit
+   u = jb + nblk (hk + hkv b)) sorted by their work, most first: the query
+   blocks listed for key block jb's 128-key block, over the heads of KV
+   head hk's group. */
+struct fa__bwd_unit_count {
+    fa__bmask m;
+    int nblk, bc, hkv, group;
+    __device__ int operator()(int u) const
+    {
+        const int jb = u % nblk, hk = u / nblk % hkv, b = u / nblk / hkv, J = jb * bc / 128;
+        int n = 0;
+        for (int hh = 0; hh < group; hh++) {
+            const uint32_t *w = m.cbits + ((int64_t)fa__bm_mask(m, b, hk * group + hh) * m.k_blocks + J) * m.qwords;
+            for (int i = 0; i < m.qwords; i++) n += __popc(w[i]);
+        }
+        return n;
+    }
+};
+static cudaError_t fa__bwd_sm90_order(const fa__bwd_params &kp, const fa__bwd_plan &pl, int32_t *order,
+                                      cudaStream_t st) {
+    const int nblk = (kp.seqlen_k + pl.bc - 1) / pl.bc;
+    const int64_t units = (int64_t)nblk * kp.hkv * kp.batch;
+    if (units > INT32_MAX) return cudaSuccess; /* (never the sm_90a kernel: fa__bwd_launch_sm90) */
+    const fa__bwd_unit_count count = {kp.bm, nblk, pl.bc, kp.hkv, kp.group};
+    fa__bm_order_kernel<<<1, 1024, 0, st>>>(count, (int)units, kp.bm.q_blocks * kp.group + 1, order);
+    return cudaGetLastError();
+}
+
 template <bool BF16, int D, bool EXTRAS, bool SOFTCAP, bool DET>
 static fa_status fa__bwd_launch_sm90(const fa__bwd_params &kp, const fa__gpu &gpu, cudaStream_t st, int *ran) {
     constexpr int BC = fa__bwd_sm90_layout<D>::bc, BR = fa__bwd_sm90_layout<D>::br;
@@ -7931,7 +8002,7 @@ FLASHATTN_DEF fa_status fa_backward_cuda_workspace_size(const fa_problem *p, siz
         return s;
     if (!bytes) return fa__fail(FA_ERROR_INVALID_ARGUMENT, "%s: bytes is NULL", fn);
     /* a block mask's sorted lists and bitmap follow (>>gpu-bsparse-host; 256-byte multiples) */
-    *bytes = pl.total_bytes + fa__fwd_workspace(&r);
+    *bytes = pl.total_bytes + fa__fwd_workspace(&r) + fa__bwd_order_bytes(&r, &pl);
     return FA_OK;
 }
 
@@ -7950,7 +8021,8 @@ FLASHATTN_DEF fa_status fa_backward_cuda(const fa_problem *p, fa_tensor q, fa_te
     /* a block mask: 128 x 128 blocks, as the forward (>>bwd-bsparse) */
     if (s != FA_OK || (s = fa__check_bm_cuda(fn, &r, 0)) != FA_OK || (s = fa__bwd_make_plan(fn, &r, &pl)) != FA_OK)
         return s;
-    const size_t bm_bytes = fa__fwd_workspace(&r), ws_need = pl.total_bytes + bm_bytes;
+    const size_t bm_bytes = fa__fwd_workspace(&r), order_bytes = fa__bwd_order_bytes(&r, &pl),
+                 ws_need = pl.total_bytes + bm_bytes + order_bytes;
     if (q.dtype != FA_F16 && q.dtype != FA_BF16)
         return fa__fail(FA_ERROR_UNSUPPORTED, "%s: q.dtype must be f16 or bf16 on the GPU", fn);
     fa__bwd_params kp;
@@ -8021,7 +8093,14 @@ FLASHATTN_DEF fa_status fa_backward_cuda(const fa_problem *p, fa_tensor q, fa_te
     /* a block mask: its bitmap built after the backward's own parts, on the
        stream before the kernels that read it (>>bwd-bsparse) */
     cudaError_t bm_e = cudaSuccess;
-    if (bm_bytes) bm_e = fa__bm_prepare(&r, (char *)ws + pl.total_bytes, st, &kp.bm);
+    if (bm_bytes) bm_e = fa__bm_prepare(&r, (char *)ws + pl.total_bytes, st, &kp.bm, 0);
+#ifndef FLASHATTN_NO_HOPPER
+    /* and the sm_90a kernel's unit order (fa__bwd_sm90_sched) */
+    if (bm_bytes && bm_e == cudaSuccess) {
+        kp.bm.order = (const int32_t *)((char *)ws + pl.total_bytes + bm_bytes);
+        bm_e = fa__bwd_sm90_order(kp, pl, (int32_t *)kp.bm.order, st);
+    }
+#endif
     if (bm_e != cudaSuccess) s = fa__cuda_fail(fn, bm_e, "the block mask's sorting kernel");
     else s = q.dtype == FA_F16 ? fa__bwd_run<false>(kp, pl, gpu, st) : fa__bwd_run<true>(kp, pl, gpu, st);
     return workspace ? s : fa__ws_free(fn, ws, st, s);
