@@ -6367,7 +6367,9 @@ __device__ __forceinline__ void fa__bwd_q_range(const fa__bwd_params &p, int sq,
    Every role of a kernel (the sm_90a producer and consumers, the sm_80
    kernel's prefetch) finds the same next step, and the deterministic dQ
    sum (kernel 3) adds exactly the slices of the visited steps. A unit with
-   no visited step writes dK = dV = 0, as one that no query sees. */
+   no visited step writes dK = dV = 0, as one that no query sees. The
+   persistent sm_90a kernel takes its units most work first
+   (fa__bwd_sm90_sched), so that its blocks finish together. */
 
 /* The first step >= it that the block mask lets through (it itself
    without one; iters or more: none). br: rows per query block. Every
