@@ -7866,9 +7866,6 @@ static int fa__bwd_sm90_launches, fa__bwd_sm90_disable, fa__bwd_sm90_grid_cap; /
 #else
 #define FA__BWD_SM90_OFF 0
 #endif
-/* Run the main kernel on sm_90a when it can; *ran = 0 (and FA_OK) leaves
-   the problem to the sm_80 kernel: no sm_90a code for this GPU, a view TMA
-   cannot describe, or too little shared memory. */
 /* Under a block mask, the sm_90a kernel's units (fa__bwd_sm90_sched: unit
    u = jb + nblk (hk + hkv b)) sorted by their work, most first: the query
    blocks listed for key block jb's 128-key block, over the heads of KV
@@ -7897,6 +7894,9 @@ static cudaError_t fa__bwd_sm90_order(const fa__bwd_params &kp, const fa__bwd_pl
     return cudaGetLastError();
 }
 
+/* Run the main kernel on sm_90a when it can; *ran = 0 (and FA_OK) leaves
+   the problem to the sm_80 kernel: no sm_90a code for this GPU, a view TMA
+   cannot describe, or too little shared memory. */
 template <bool BF16, int D, bool EXTRAS, bool SOFTCAP, bool DET>
 static fa_status fa__bwd_launch_sm90(const fa__bwd_params &kp, const fa__gpu &gpu, cudaStream_t st, int *ran) {
     constexpr int BC = fa__bwd_sm90_layout<D>::bc, BR = fa__bwd_sm90_layout<D>::br;
