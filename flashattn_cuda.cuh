@@ -4182,9 +4182,10 @@ static fa_status fa__check_bm_cuda(const char *fn, const fa_problem *r, int fp8)
 }
 /* Sort r's lists into the workspace at ws (fa__fwd_workspace bytes) on
    stream st; the kernels' view of them into *bm (the lists for the
-   forward, the bitmap for the backward); fwd_order: the sm_90a forward's
-   tile order too. */
-static cudaError_t fa__bm_prepare(const fa_problem *r, void *ws, cudaStream_t st, fa__bmask *bm, int fwd_order)
+   forward, the bitmap for the backward). The order the sm_90a kernels
+   deal their work in is each entry point's own (fa__fwd_bm_order,
+   fa__bwd_sm90_order). */
+static cudaError_t fa__bm_prepare(const fa_problem *r, void *ws, cudaStream_t st, fa__bmask *bm)
 {
     const fa_block_mask *m = &r->block_mask;
     size_t sz[5];
@@ -4212,20 +4213,22 @@ static cudaError_t fa__bm_prepare(const fa_problem *r, void *ws, cudaStream_t st
     bm->batch1 = m->batch == 1;
     bm->heads = m->heads;
     bm->hdiv = r->heads_q / m->heads;
-    if ((e = cudaGetLastError()) != cudaSuccess) return e;
-#ifndef FLASHATTN_CUDA_EMU /* (the forward's alone) */
-    /* (more tiles than an int holds never reach the sm_90a kernel: fa__launch_fwd_sm90) */
-    const int64_t tiles = (int64_t)bm->q_blocks * r->heads_q * r->batch;
-    if (fwd_order) {
-        const fa__bm_tile_count count = {*bm, r->heads_q};
-        fa__bm_order_kernel<<<1, 1024, 0, st>>>(count, tiles <= INT32_MAX ? (int)tiles : 0, bm->k_blocks + 1,
-                                                (int32_t *)bm->order);
-    }
-#endif
     return cudaGetLastError();
 }
 
 #ifndef FLASHATTN_CUDA_EMU /* the emulated backward needs none of the rest */
+
+/* The sm_90a forward's tiles under a block mask, most listed blocks first,
+   into the workspace's tile order (bm->order, after fa__bm_prepare). */
+static cudaError_t fa__fwd_bm_order(const fa_problem *r, const fa__bmask *bm, cudaStream_t st)
+{
+    /* (more tiles than an int holds never reach the sm_90a kernel: fa__launch_fwd_sm90) */
+    const int64_t tiles = (int64_t)bm->q_blocks * r->heads_q * r->batch;
+    const fa__bm_tile_count count = {*bm, r->heads_q};
+    fa__bm_order_kernel<<<1, 1024, 0, st>>>(count, tiles <= INT32_MAX ? (int)tiles : 0, bm->k_blocks + 1,
+                                            (int32_t *)bm->order);
+    return cudaGetLastError();
+}
 
 /* What the GPU's FP8 forward takes beyond fa__check_fp8 (e4m3 q, k, v): an
    f16 / bf16 o, none of the extras, even head dims (rows are copied as
@@ -4400,7 +4403,8 @@ FLASHATTN_DEF fa_status fa_forward_cuda(const fa_problem *p, fa_tensor q, fa_ten
     /* a block mask: its lists sorted into the workspace first (>>gpu-bsparse-host;
        one not given is allocated and freed stream-ordered) */
     if (!ws && (s = fa__ws_alloc(fn, &ws, ws_need, (cudaStream_t)stream)) != FA_OK) return s;
-    if ((e = fa__bm_prepare(&r, ws, (cudaStream_t)stream, &kp.bm, 1)) != cudaSuccess)
+    if ((e = fa__bm_prepare(&r, ws, (cudaStream_t)stream, &kp.bm)) != cudaSuccess ||
+        (e = fa__fwd_bm_order(&r, &kp.bm, (cudaStream_t)stream)) != cudaSuccess)
         s = fa__cuda_fail(fn, e, "the block mask's sorting kernel");
     else
         s = fa__dispatch_head_dim<0>(fn, kp, r.batch, need, q.dtype == FA_BF16, gpu, (cudaStream_t)stream);
@@ -8095,12 +8099,13 @@ FLASHATTN_DEF fa_status fa_backward_cuda(const fa_problem *p, fa_tensor q, fa_te
     /* a block mask: its bitmap built after the backward's own parts, on the
        stream before the kernels that read it (>>bwd-bsparse) */
     cudaError_t bm_e = cudaSuccess;
-    if (bm_bytes) bm_e = fa__bm_prepare(&r, (char *)ws + pl.total_bytes, st, &kp.bm, 0);
+    if (bm_bytes) bm_e = fa__bm_prepare(&r, (char *)ws + pl.total_bytes, st, &kp.bm);
 #ifndef FLASHATTN_NO_HOPPER
-    /* and the sm_90a kernel's unit order (fa__bwd_sm90_sched) */
+    /* and the sm_90a kernel's unit order (fa__bwd_sm90_sched), after them */
     if (bm_bytes && bm_e == cudaSuccess) {
-        kp.bm.order = (const int32_t *)((char *)ws + pl.total_bytes + bm_bytes);
-        bm_e = fa__bwd_sm90_order(kp, pl, (int32_t *)kp.bm.order, st);
+        int32_t *order = (int32_t *)((char *)ws + pl.total_bytes + bm_bytes);
+        kp.bm.order = order;
+        bm_e = fa__bwd_sm90_order(kp, pl, order, st);
     }
 #endif
     if (bm_e != cudaSuccess) s = fa__cuda_fail(fn, bm_e, "the block mask's sorting kernel");
