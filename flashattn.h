@@ -159,7 +159,10 @@
    none is; O is f32, f16 or bf16 (fa_forward; fa_forward_cuda on compute
    capability 9.0, O f16 or bf16, no softcap / ALiBi / dropout, even head
    dims, key descale blocks a multiple of 128 keys). A stored value
-   x^ means x^ * s, s its descale (fp32):
+   x^ means x^ * s, s its descale (fp32, finite, >= 0: a scale's size; the
+   GPU folds s_q s_k into the softmax's multiplier, where a sign would turn
+   the row's maximum into its minimum, so it does not check the entries of
+   a device block array and a negative one gives undefined results):
        S = scale * (Q^ s_q)(K^ s_k)^T,   O = softmax(S) (V^ s_v)
    s is per tensor (descale_q/k/v, 0 = 1) or per block (descale_*_block; the
    tensor's per-tensor descale must then be 0): one fp32 per (batch, head,
@@ -1305,8 +1308,14 @@ static fa_status fa__resolve(const char *fn, const fa_problem *p, fa_problem *r,
                         (double)x.dropout_p);
     if (x.num_splits < 0)
         return fa__fail(FA_ERROR_INVALID_ARGUMENT, "%s: num_splits (%d) is negative", fn, x.num_splits);
-    if (!fa__isfinite(x.descale_q) || !fa__isfinite(x.descale_k) || !fa__isfinite(x.descale_v))
-        return fa__fail(FA_ERROR_INVALID_ARGUMENT, "%s: descale_q/k/v must be finite", fn);
+    {
+        const float ds[3] = {x.descale_q, x.descale_k, x.descale_v};
+        int i;
+        for (i = 0; i < 3; ++i)
+            if (!(fa__isfinite(ds[i]) && ds[i] >= 0.0f))
+                return fa__fail(FA_ERROR_INVALID_ARGUMENT, "%s: descale_%c (%g) must be finite and >= 0", fn,
+                                "qkv"[i], (double)ds[i]);
+    }
     if (x.descale_q == 0.0f) x.descale_q = 1.0f;
     if (x.descale_k == 0.0f) x.descale_k = 1.0f;
     if (x.descale_v == 0.0f) x.descale_v = 1.0f;
@@ -1652,7 +1661,8 @@ static float fa__fp8_descale(const fa_problem *r, int role, fa_dtype dt, int b, 
 
 /* The FP8 rules of a forward call (p as given, r resolved): q, k and v all
    e4m3 or none; o never e4m3; a block descale array only for an e4m3
-   tensor whose per-tensor descale is 0; on the host, every entry finite. */
+   tensor whose per-tensor descale is 0; on the host, every entry finite
+   and >= 0. */
 static fa_status fa__check_fp8(const char *fn, const fa_problem *p, const fa_problem *r, const fa_tensor *q,
                                const fa_tensor *k, const fa_tensor *v, const fa_tensor *o, int host_arrays)
 {
@@ -1681,9 +1691,9 @@ static fa_status fa__check_fp8(const char *fn, const fa_problem *p, const fa_pro
             int64_t n = (int64_t)r->batch * (i ? r->heads_kv : r->heads_q) *
                         FA__FP8_BLOCKS(i ? r->seqlen_k : r->seqlen_q, i), j;
             for (j = 0; j < n; ++j)
-                if (!fa__isfinite(blk[i][j]))
-                    return fa__fail(FA_ERROR_INVALID_ARGUMENT, "%s: descale_%s_block[%lld] is not finite", fn,
-                                    name[i], (long long)j);
+                if (!(fa__isfinite(blk[i][j]) && blk[i][j] >= 0.0f))
+                    return fa__fail(FA_ERROR_INVALID_ARGUMENT, "%s: descale_%s_block[%lld] (%g) must be finite "
+                                    "and >= 0", fn, name[i], (long long)j, (double)blk[i][j]);
         }
     }
     if (o->dtype == FA_E4M3)

@@ -719,16 +719,21 @@ template <> struct fa__max_tree<1> {
    TREE: each row's maximum as a tree (fa__max_tree) instead of a chain of
    fmaxf. Every exponential waits for that maximum: the chain puts 2 NS
    dependent instructions in front of the first one, the tree log2(2 NS).
-   (Where it pays: the sm_90a kernel's SHORT_PATH.) */
-template <int MT, int NS, bool LAZY = false, bool TREE = false>
+   (Where it pays: the sm_90a kernel's SHORT_PATH.)
+   mul, mul_hi: the multiplier (> 0) of the lane's first and second row of
+   each 16-row tile: the same but in the FP8 kernel, whose rows have their
+   own descales. LIFT: P is 2^LIFT exp2(s mul - m), and l sums those (the
+   FP8 kernel's e4m3 P is 256 P: LIFT 8 makes it with no multiply). */
+template <int MT, int NS, bool LAZY = false, bool TREE = false, int LIFT = 0>
 static __device__ __forceinline__ void fa__softmax_tile(float (&s)[MT][NS][4], float (&m_run)[MT][2],
                                                         float (&l_run)[MT][2], float (&alpha)[MT][2],
-                                                        float mul)
+                                                        float mul_lo, float mul_hi)
 {
 #pragma unroll
     for (int mt = 0; mt < MT; mt++)
 #pragma unroll
         for (int hf = 0; hf < 2; hf++) {
+            const float mul = hf ? mul_hi : mul_lo;
             float mx = -INFINITY, part[NS];
 #pragma unroll
             for (int j = 0; j < NS; j++)
@@ -744,12 +749,13 @@ static __device__ __forceinline__ void fa__softmax_tile(float (&s)[MT][NS][4], f
             const float m_use = m_new == -INFINITY ? 0.0f : m_new;
             alpha[mt][hf] = keep ? 1.0f : fa__exp2(m_run[mt][hf] - m_use);
             m_run[mt][hf] = m_new;
+            const float bias = LIFT ? (float)LIFT - m_use : -m_use;
             float sum = 0.0f;
 #pragma unroll
             for (int j = 0; j < NS; j++)
 #pragma unroll
                 for (int e = 0; e < 2; e++) {
-                    float pe = fa__exp2(fmaf(s[mt][j][2 * hf + e], mul, -m_use));
+                    float pe = fa__exp2(fmaf(s[mt][j][2 * hf + e], mul, bias));
                     sum += pe;
                     s[mt][j][2 * hf + e] = pe;
                 }
@@ -1148,7 +1154,7 @@ fa__fwd_kernel_sm80(const fa__fwd_params p)
             /* ---- online softmax (FlashAttention-2: m, l, unscaled O~) ---- */
             {
                 float alpha[MT][2];
-                fa__softmax_tile(s, m_run, l_run, alpha, mul);
+                fa__softmax_tile(s, m_run, l_run, alpha, mul, mul);
                 fa__rescale_o(acc_o, alpha);
             }
 
@@ -2088,13 +2094,14 @@ struct fa__sm90_sched {
 /* The sm_90a consumer's softmax step (item 4): S of key block n (keys
    from k0 = n BN) is complete: the mask where the block needs it, then the
    online softmax (alpha for O~). needs_mask: fa__block_needs_mask's answer,
-   asked before the wait for S under SHORT_PATH (the kernel's), else here. */
-template <int NS, int BN, bool LAZY_MAX, bool SHORT_PATH>
+   asked before the wait for S under SHORT_PATH (the kernel's), else here.
+   mul, LIFT: fa__softmax_tile's (FP8: the rows' descales in mul). */
+template <int NS, int BN, bool LAZY_MAX, bool SHORT_PATH, int LIFT = 0>
 static __device__ __forceinline__ void fa__sm90_softmax_step(float (&s)[1][NS][4], float (&m_run)[1][2],
                                                              float (&l_run)[1][2], float (&alpha)[1][2],
                                                              const fa__fwd_params &p, const fa__extent &x,
                                                              const fa__mask_cut &cut, int n, bool early_mask,
-                                                             int wrow0, int h, int g, int t)
+                                                             int wrow0, int h, int g, int t, const float (&mul)[2])
 {
     const int k0 = n * BN;
     /* the mask without a left bound (causal) compares each score
@@ -2106,7 +2113,7 @@ static __device__ __forceinline__ void fa__sm90_softmax_step(float (&s)[1][NS][4
         else
             fa__mask_scores<false, false>(s, p, wrow0, k0, x.sk, x.shift, h, g, t);
     }
-    fa__softmax_tile<1, NS, LAZY_MAX, SHORT_PATH>(s, m_run, l_run, alpha, p.scale_log2);
+    fa__softmax_tile<1, NS, LAZY_MAX, SHORT_PATH, LIFT>(s, m_run, l_run, alpha, mul[0], mul[1]);
 }
 
 /* The sm_90a consumer's epilogue (item 7), in two parts. The first needs
@@ -2490,43 +2497,48 @@ static __device__ __forceinline__ void fa__sm90_issue_pv(float (&o_flat)[D / 2],
       are stored in the accumulator's order instead (column 4t + j holds
       key 2t + j % 2 + 8 (j / 2)), and P's fragment is the accumulator
       packed as it stands, 4 floats to 4 bytes (fa__pack_p8): no shuffles.
-   Scales (section 5's descales s): S's element is Ŝ s_q(row) s_k(block),
-   scaled before the softmax (fa__scale_s8). V's block descale joins O~'s
-   rescale: O~ is kept in units of c, the current key block's s_v, so P is
-   quantized as e4m3(256 P), the top of e4m3's range (448) above P's
-   (<= 1), and the step to the next block multiplies O~ by alpha c_old /
-   c_new beside the softmax's alpha; the epilogue multiplies by c / 256. */
-#define FA__P8_MUL 256.0f
+   Scales (section 5's descales s, >= 0): S's element is Ŝ s_q(row)
+   s_k(block). The softmax multiplies each score once anyway (by scale
+   log2 e), so s_q s_k joins that multiplier, row by row (fa__sm90_mul8),
+   and a max of the unscaled row is the max of the scaled one times it: no
+   multiply an element. V's block descale joins O~'s rescale: O~ is kept in
+   units of c, the current key block's s_v. P is quantized as e4m3(256 P),
+   the top of e4m3's range (448) above P's (<= 1): the exponential's
+   argument lifted by 8 makes 256 P directly (fa__softmax_tile's LIFT), and
+   l sums those. The step to the next block multiplies O~ by alpha c_old /
+   c_new beside the softmax's alpha; the epilogue divides by 256 l and
+   multiplies by c. */
+#define FA__P8_LIFT 8 /* log2 256 */
 
-/* S *= f, row by row: f = s_q(row) s_k(block) */
-template <int NS> static __device__ __forceinline__ void fa__scale_s8(float (&s)[1][NS][4], float f0, float f1)
+/* The softmax's multiplier of the thread's two rows (FP8): scale log2 e
+   s_q(row) s_k(block), kept above 0 (a descale of 0 would make the masked
+   -inf scores NaN; FLT_MIN gives S = 0 to fp32's precision) */
+static __device__ __forceinline__ void fa__sm90_mul8(float (&mul)[2], float scale_log2, const float (&dq8)[2],
+                                                     float dk8)
 {
-#pragma unroll
-    for (int j = 0; j < NS; j++) {
-        s[0][j][0] *= f0;
-        s[0][j][1] *= f0;
-        s[0][j][2] *= f1;
-        s[0][j][3] *= f1;
-    }
+    mul[0] = fmaxf(scale_log2 * dk8 * dq8[0], FLT_MIN);
+    mul[1] = fmaxf(scale_log2 * dk8 * dq8[1], FLT_MIN);
 }
 
 /* two e4m3 codes, lo in the low byte (>>fp8-quant, the quantizer's) */
 static __device__ __forceinline__ uint32_t fa__cvt_e4m3x2(float lo, float hi);
 
-/* P mul as the FP8 A fragments of P V: k-step ks (32 keys) packs the 8-key
-   tiles 4 ks .. 4 ks + 3 as they are (register q: row half q % 2, tiles
-   4 ks + 2 (q / 2) and the next), in Vt's key order (above). */
+/* P (256 P, LIFT) as the FP8 A fragments of P V: k-step ks (32 keys) packs
+   the 8-key tiles 4 ks .. 4 ks + 3 as they are (register q: row half
+   q % 2, tiles 4 ks + 2 (q / 2) and the next), in Vt's key order (above).
+   zero: the key block's s_v is 0, so its V adds nothing (P's codes 0). */
 template <int NS>
 static __device__ __forceinline__ void fa__pack_p8(const float (&s)[1][NS][4], uint32_t (&pa)[NS / 2][1][4],
-                                                   float mul)
+                                                   bool zero)
 {
 #pragma unroll
     for (int ks = 0; ks < NS / 4; ks++)
 #pragma unroll
         for (int q = 0; q < 4; q++) {
             const int hf = q % 2, j = 4 * ks + 2 * (q / 2);
-            pa[ks][0][q] = fa__cvt_e4m3x2(s[0][j][2 * hf] * mul, s[0][j][2 * hf + 1] * mul) |
-                           fa__cvt_e4m3x2(s[0][j + 1][2 * hf] * mul, s[0][j + 1][2 * hf + 1] * mul) << 16;
+            pa[ks][0][q] = zero ? 0u
+                                : fa__cvt_e4m3x2(s[0][j][2 * hf], s[0][j][2 * hf + 1]) |
+                                      fa__cvt_e4m3x2(s[0][j + 1][2 * hf], s[0][j + 1][2 * hf + 1]) << 16;
         }
 }
 
@@ -2673,10 +2685,10 @@ struct fa__sm90_ctile {
 
 /* (FP8, >>hopper-fp8) a consumer's descales in a tile: its rows' Q
    descales dq8, the current key block's K and V descales dk8, dv8 (read by
-   issue_qk), O~'s unit c8 and P's multiplier pmul8, and K's and V's block
-   descales of (b, h / group), dk_row and dv_row (NULL: per tensor). */
+   issue_qk), O~'s unit c8, and K's and V's block descales of
+   (b, h / group), dk_row and dv_row (NULL: per tensor). */
 struct fa__sm90_scales8 {
-    float dq8[2], dk8, dv8, c8, pmul8;
+    float dq8[2], dk8, dv8, c8;
     const float *dk_row, *dv_row;
 };
 
@@ -2730,15 +2742,14 @@ template <bool KV_STEP> static __device__ __forceinline__ auto fa__sm90_kv_descs
 }
 
 /* (FP8) after the softmax of key block it: O~ into units of its V descale
-   (a zero descale: V is 0, P V adds nothing, c8 stays), and P's
-   multiplier */
+   (a zero descale: V is 0, P V adds nothing (fa__pack_p8's zero), c8
+   stays) */
 static __device__ __forceinline__ void fa__sm90_unit8(float (&alpha)[1][2], fa__sm90_scales8 &f8, int it)
 {
     const float c_new = f8.dv8 > 0.0f ? f8.dv8 : f8.c8, r = it == 0 ? 1.0f : __fdividef(f8.c8, c_new);
     alpha[0][0] *= r;
     alpha[0][1] *= r;
     f8.c8 = c_new;
-    f8.pmul8 = f8.dv8 > 0.0f ? FA__P8_MUL : 0.0f;
 }
 
 /* (FA__SM90_WARPSPEC = 0) the loader's first copies of tile k (head h,
@@ -2844,14 +2855,15 @@ fa__sm90_consumer_mainloop(const fa__fwd_params &p, const Bufs &sm, const fa__sm
            early_mask: needs_mask(it), asked before the wait under
            SHORT_PATH (else unused: asked here) */
         auto softmax = [&](int it, bool early_mask) {
-            if constexpr (FP8) fa__scale_s8(s, f8.dq8[0] * f8.dk8, f8.dq8[1] * f8.dk8); /* S = Ŝ s_q s_k */
-            fa__sm90_softmax_step<C::NS, BN, LAZY_MAX, SHORT_PATH>(s, m_run, l_run, alpha, p, x, cut, block_of(it),
-                                                               early_mask, wrow0, h, th.g, th.t);
+            float mul[2] = {p.scale_log2, p.scale_log2};
+            if constexpr (FP8) fa__sm90_mul8(mul, p.scale_log2, f8.dq8, f8.dk8); /* S = Ŝ s_q s_k */
+            fa__sm90_softmax_step<C::NS, BN, LAZY_MAX, SHORT_PATH, FP8 ? FA__P8_LIFT : 0>(
+                s, m_run, l_run, alpha, p, x, cut, block_of(it), early_mask, wrow0, h, th.g, th.t, mul);
             if constexpr (FP8) fa__sm90_unit8(alpha, f8, it);
         };
         /* P as the A fragments of P V */
         auto pack = [&]() {
-            if constexpr (FP8) fa__pack_p8(s, pa, f8.pmul8);
+            if constexpr (FP8) fa__pack_p8(s, pa, !(f8.dv8 > 0.0f));
             else fa__pack_p<BF16>(s, pa);
         };
         /* S_it is done: K_it may be overwritten, and after the tile's
@@ -2946,7 +2958,7 @@ fa__sm90_consumer_tile(const fa__sm90_cthread &th, const fa__sm90_ctile &tl, con
     float acc_o[1][NO][4];
 #pragma unroll
     for (int c = 0; c < NO; c++) acc_o[0][c][0] = acc_o[0][c][1] = acc_o[0][c][2] = acc_o[0][c][3] = 0.0f;
-    fa__sm90_scales8 f8 = {{1.0f, 1.0f}, 1.0f, 1.0f, 1.0f, FA__P8_MUL, NULL, NULL};
+    fa__sm90_scales8 f8 = {{1.0f, 1.0f}, 1.0f, 1.0f, 1.0f, NULL, NULL};
     if constexpr (FP8) {
         f8.dq8[0] = fa__ds_q8(p, b, h, wrow0 + g, x.sq);
         f8.dq8[1] = fa__ds_q8(p, b, h, wrow0 + g + 8, x.sq);
@@ -2958,10 +2970,14 @@ fa__sm90_consumer_tile(const fa__sm90_cthread &th, const fa__sm90_ctile &tl, con
        in the shadow of the tile's last P V, where the warpgroup would
        only wait [sm90-epilogue]. */
     auto epilogue_begin = [&]() {
+        if constexpr (FP8) { /* l_run sums 256 P (LIFT): L = m - 8 + log2 l_run */
+            m_run[0][0] -= FA__P8_LIFT;
+            m_run[0][1] -= FA__P8_LIFT;
+        }
         fa__sm90_epilogue_begin<LSE_EARLY, O_STAGED, WG>(p, m_run, l_run, inv, x, wrow0, h, b, batch, g, t, cw);
-        if constexpr (FP8) { /* O = c8 O~ / (256 l) */
-            inv[0][0] *= f8.c8 * (1.0f / FA__P8_MUL);
-            inv[0][1] *= f8.c8 * (1.0f / FA__P8_MUL);
+        if constexpr (FP8) { /* O = c8 O~ / l_run: O~ sums 256 P V too */
+            inv[0][0] *= f8.c8;
+            inv[0][1] *= f8.c8;
         }
     };
 

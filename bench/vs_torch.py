@@ -133,10 +133,11 @@ class Fp8Set:
         if self.args.fp8_per_tensor:
             self.host_s = [ds.item() for ds in self.ds]
 
-    def forward(self, causal, stream):
+    def forward(self, causal, stream, lib=None):
+        """Our FP8 forward on the codes; lib: another build of ours (--variant), default the --lib one."""
         b, s, h, d = self.codes[0].shape
         blk = [None] * 3 if self.args.fp8_per_tensor else [ds.data_ptr() for ds in self.ds]
-        st = self.lib.fa_bench_forward_fp8(*(c.data_ptr() for c in self.codes), self.o.data_ptr(),
+        st = (lib or self.lib).fa_bench_forward_fp8(*(c.data_ptr() for c in self.codes), self.o.data_ptr(),
                                            self.lse.data_ptr(), *blk, *self.host_s, b, s,
                                            self.codes[1].shape[1], h, self.codes[1].shape[2], d, int(causal), 1,
                                            stream)
@@ -173,7 +174,8 @@ def fp8_point(args, f8, fns, fp8_fns, ms, flops, ours_now):
         row["quant_us"] = ms["quant"] * 1e3
         row["quant_gbs"] = f8[0].bytes_quantized() / (ms["quant"] * 1e-3) / 1e9
     graphs = {}
-    for key, fn in (("ours", ours_now), ("cudnn", fns["cudnn"]), ("fp8", fp8_fns["fp8"]), ("e2e", fp8_fns["e2e"])):
+    keys = ["ours", "cudnn", "fp8", "e2e"] + [k for k in fp8_fns if k.startswith("fp8 ")]  # (variants last)
+    for key, fn in [("ours", ours_now), ("cudnn", fns["cudnn"])] + [(k, fp8_fns[k]) for k in keys[2:]]:
         if key not in ms:
             continue  # refused in the single calls already
         try:
@@ -181,7 +183,7 @@ def fp8_point(args, f8, fns, fp8_fns, ms, flops, ours_now):
         except Exception as e:  # noqa: BLE001 - reported, the column stays empty
             print(f"  sustained {key}: capture failed: {str(e).splitlines()[0][:120]}", flush=True)
     us = interleaved_graphs(graphs, args.reps) if graphs else {}
-    for key in ("ours", "cudnn", "fp8", "e2e"):
+    for key in keys:
         row["sus_" + key] = flops / (us[key] * 1e-6) * 1e-12 if key in us else nan
     return row
 
@@ -284,6 +286,9 @@ def main():
                     fp8_fns = {"fp8": lambda it: f8[it & 1].forward(causal, cur()),
                                "quant": lambda it: f8[it & 1].quantize(cur()),
                                "e2e": lambda it: (f8[it & 1].quantize(cur()), f8[it & 1].forward(causal, cur()))}
+                    for label, vlib in variants:  # the other builds' FP8 on the same codes
+                        if hasattr(vlib, "fa_bench_forward_fp8"):
+                            fp8_fns["fp8 " + label] = lambda it, vlib=vlib: f8[it & 1].forward(causal, cur(), vlib)
                     fns.update(fp8_fns)
                 # every contender once per rep, in shuffled order (bench/timing.py)
                 ms, failed = interleaved(fns, args.reps)
@@ -315,7 +320,9 @@ def main():
                           f"{res['fp8'] / res['cudnn']:.2f}x cudnn)  quant {row['quant_us']:.0f} us "
                           f"({row['quant_gbs']:.0f} GB/s)  quant+attend {res['e2e']:6.1f}  sustained: "
                           f"FP8 {row['sus_fp8']:6.1f} bf16 {row['sus_ours']:6.1f} cudnn {row['sus_cudnn']:6.1f} "
-                          f"quant+attend {row['sus_e2e']:6.1f}  rel. RMSE vs flash {row['rmse']:.2e}", flush=True)
+                          f"quant+attend {row['sus_e2e']:6.1f}  rel. RMSE vs flash {row['rmse']:.2e}" +
+                          "".join(f"  FP8 {k[4:]} {res[k]:6.1f} (sustained {row['sus_' + k]:6.1f})"
+                                  for k in fp8_fns if k.startswith("fp8 ")), flush=True)
                     del f8, fp8_fns, fns  # (their closures hold the FP8 sets)
                 del sets
                 torch.cuda.empty_cache()
@@ -381,14 +388,17 @@ def main():
                              else ""), "",
                "| head dim | causal | seqlen | ours FP8 | ours bf16 | SDPA cuDNN | SDPA flash | FP8/bf16 | FP8/cuDNN | "
                "FP8/e4m3 matmul | quant (us) | quant GB/s | quant + attend | sustained FP8 | sustained bf16 | "
-               "sustained cuDNN | sustained quant + attend | rel. RMSE vs flash |",
-               "|" + " --- |" * 18]
+               "sustained cuDNN | sustained quant + attend | rel. RMSE vs flash |" +
+               "".join(f" FP8 {label} | sustained FP8 {label} |" for label, _ in variants),
+               "|" + " --- |" * (18 + 2 * len(variants))]
         for r in rows:
             md.append(f"| {r['d']} | {'yes' if r['causal'] else 'no'} | {r['seqlen']} | {r['fp8']:.1f} | "
                       f"{r['ours']:.1f} | {r['cudnn']:.1f} | {r['flash']:.1f} | {r['fp8'] / r['ours']:.2f} | "
                       f"{r['fp8'] / r['cudnn']:.2f} | {r['fp8'] / mm8_tf:.2f} | {r['quant_us']:.0f} | "
                       f"{r['quant_gbs']:.0f} | {r['e2e']:.1f} | {r['sus_fp8']:.1f} | {r['sus_ours']:.1f} | "
-                      f"{r['sus_cudnn']:.1f} | {r['sus_e2e']:.1f} | {r['rmse']:.1e} |")
+                      f"{r['sus_cudnn']:.1f} | {r['sus_e2e']:.1f} | {r['rmse']:.1e} |" +
+                      "".join(f" {r.get('fp8 ' + label, float('nan')):.1f} | "
+                              f"{r.get('sus_fp8 ' + label, float('nan')):.1f} |" for label, _ in variants))
     with open(os.path.join(args.out, tag + ".md"), "w") as f:
         f.write("\n".join(md) + "\n")
     print("\n".join(md), flush=True)

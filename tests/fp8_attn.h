@@ -59,6 +59,7 @@ typedef struct fp8_case {
     int outliers;         /* N(0,1) + N(0,100) Bernoulli(0.001), else N(0,1) */
     int lse;              /* ask for L */
     int padded;           /* q, k, v, o with padded strides (16-byte multiples) */
+    int zero_block;       /* per block: Q's, K's and V's first block of head 0, sequence 0, all 0 (descale 0) */
     fa_dtype in_dt;       /* what the quantizer reads: f16 or bf16 */
     fa_dtype out_dt;      /* O: f16 or bf16 */
     uint64_t seed;
@@ -100,6 +101,7 @@ REF_FN int fp8_case_at(int quick, int i, fp8_case *c)
     c->outliers = v == 0 || s % 3 == 0;
     c->lse = (s + v) % 3 != 2;
     c->padded = (s + v) % 5 == 1;
+    c->zero_block = !c->per_tensor && (s + v) % 2 == 0;
     c->in_dt = (s / 2 + v) % 2 ? FA_BF16 : FA_F16;
     c->out_dt = (s + v) % 2 ? FA_BF16 : FA_F16;
     c->seed = 4900 + (uint64_t)i * 7919 + (quick ? 1 : 0);
@@ -151,6 +153,11 @@ REF_FN void fp8_setup(fp8_run *r, const fp8_case *c)
         r->x[i] = tens_make(c->in_dt, nb, seq, heads, c->d, LAYOUT_PACKED, &rng);
         if (c->outliers) tens_fill_outliers(&r->x[i], &rng);
         else tens_fill(&r->x[i], &rng, 1.0);
+        if (c->zero_block) { /* (packed [nb, seq, heads, d]: rows of head 0 from position 0) */
+            int rows = i ? FLASHATTN_FP8_BLOCK_K : FLASHATTN_FP8_BLOCK_Q, n, j;
+            for (n = 0; n < rows && n < (i ? c->sk : c->sq); n++)
+                for (j = 0; j < c->d; j++) ref_put(r->x[i].t, (int64_t)n * heads * c->d + j, 0.0);
+        }
         r->e[i] = tens_make_aligned(FA_E4M3, nb, seq, heads, c->d, c->padded, 16, &rng);
         q->role = (fa_quant_role)i; q->batch = c->batch; q->seqlen = i ? c->sk : c->sq; q->heads = heads;
         q->head_dim = c->d; q->cu_seqlens = c->varlen ? (i ? r->cuk : r->cuq) : NULL;
@@ -161,11 +168,12 @@ REF_FN void fp8_setup(fp8_run *r, const fp8_case *c)
         for (k = 0; k < r->nds[i]; k++) r->ds[i][k] = NAN;
     }
     snprintf(r->ctx, sizeof r->ctx,
-             "fp8 seed=%llu b%d sq%d sk%d hq%d hkv%d d%d%s%s%s %s%s %s->%s%s%s%s",
+             "fp8 seed=%llu b%d sq%d sk%d hq%d hkv%d d%d%s%s%s %s%s %s->%s%s%s%s%s",
              (unsigned long long)c->seed, c->batch, c->sq, c->sk, c->hq, c->hkv, c->d, c->causal ? " causal" : "",
              c->window ? " window" : "", c->varlen ? " varlen" : "", c->per_tensor ? "per-tensor" : "per-block",
              c->hadamard ? "+hadamard" : "", dt_name(c->in_dt), dt_name(c->out_dt),
-             c->outliers ? " outliers" : "", c->lse ? " L" : "", c->padded ? " padded" : "");
+             c->outliers ? " outliers" : "", c->lse ? " L" : "", c->padded ? " padded" : "",
+             c->zero_block ? " zero-block" : "");
 }
 
 /* The descales in p (per tensor: the one value; else the arrays), for the

@@ -410,7 +410,7 @@ static void test_bad_input(void)
     for (i = 0; i < (int)(sizeof x / sizeof x[0]); i++) x[i] = (float)rng_normal(&rng);
     for (i = 0; i < (int)(sizeof blk / sizeof blk[0]); i++) blk[i] = 0.5f;
     for (c = 0; c < 2; c++) { /* 0: fa_forward cases, 1: fa_quantize cases */
-        int k, ncase = c == 0 ? 12 : 13;
+        int k, ncase = c == 0 ? 14 : 13;
         for (k = -1; k < ncase; k++) { /* k = -1: the valid call */
             fa_status want = FA_ERROR_INVALID_ARGUMENT, st;
             const char *field = "";
@@ -436,6 +436,8 @@ static void test_bad_input(void)
             case 9: tq.dtype = tk.dtype = tv.dtype = to.dtype = FA_E4M3; want = FA_ERROR_UNSUPPORTED; field = "o.dtype"; break;
             case 10: p.descale_q_block = blk; p.descale_k_block = blk; p.descale_k = -1.0f; field = "descale_k"; break;
             case 11: tv.dtype = FA_F32; field = "v.dtype"; break;
+            case 12: p.descale_v = -0.5f; field = "descale_v"; break; /* descales are >= 0 */
+            case 13: p.descale_q_block = blk; blk[1] = -1.0f; field = "descale_q_block[1]"; break;
             }
             else switch (k) {
             case 0: qp.role = FA_QUANT_V; field = "hadamard"; break;
