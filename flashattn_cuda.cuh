@@ -1392,7 +1392,7 @@ __host__ __device__ constexpr int fa__sm90_dw8(int D) { return D < 128 ? 64 : D 
 __host__ __device__ constexpr size_t fa__sm90_smem8(int D, int BM, int BN, int ST, bool o_own)
 {
     return 1024 + 2u * (size_t)fa__sm90_dw8(D) * (BM + 2 * ST * BN) + (o_own ? 2u * (size_t)D * BM : 0u) +
-           (size_t)ST * D * BN + 8u * (2 + 4 * ST) + 8u * ST;
+           (size_t)ST * D * BN + 8u * (2 + 4 * ST) + 16u * ST;
 }
 __host__ __device__ constexpr bool fa__sm90_o_own8(int D, int BM, int BN, int ST)
 {
@@ -1955,7 +1955,8 @@ extern __shared__ uint8_t fa__smem90[];
    Q and slot from sQ, sQ1 and bars.
    FP8 (VT_BYTES > 0, one Q tile): the O tile is O_BYTES (O is 16-bit, Q
    e4m3), STAGES transposed V tiles (sVt, fa__sm90_v8) sit before the
-   barriers, and after Q's and the stages' come each stage's Vt full. */
+   barriers, and after Q's and the stages' come each stage's Vt full, then
+   each stage's Vt empty. */
 template <uint32_t Q_BYTES, uint32_t KV_BYTES, int STAGES, int QB, bool O_OWN, uint32_t O_BYTES = Q_BYTES,
           uint32_t VT_BYTES = 0>
 struct fa__sm90_bufs {
@@ -1976,6 +1977,7 @@ struct fa__sm90_bufs {
     __device__ __forceinline__ uint32_t v_empty(int s) const { return bars + 8u * (2 + 3 * STAGES + s); }
     /* (FP8) */
     __device__ __forceinline__ uint32_t vt_full(int s) const { return bars + 8u * (2 + 4 * STAGES + s); }
+    __device__ __forceinline__ uint32_t vt_empty(int s) const { return bars + 8u * (2 + 5 * STAGES + s); }
 };
 
 
@@ -2433,7 +2435,8 @@ fa__sm90_key_loop(int tk, int count_w, float (&s)[1][NS][4], uint32_t (&pa)[NS /
    copy's bytes) and Q empty (each consumer warp's lane 0, or every consumer
    thread: Q_RELEASE_ALL) per Q tile, K / V full (the copy) and empty (each
    consumer warp's lane 0) per stage. q_full, q_empty: the kernel's. */
-template <int QB, int STAGES, int WG, bool Q_RELEASE_ALL, class Bufs, class QFull, class QEmpty, int V_FULL = 1>
+template <int QB, int STAGES, int WG, bool Q_RELEASE_ALL, class Bufs, class QFull, class QEmpty, int V_FULL = 1,
+          int V_EMPTY = 4 * WG>
 static __device__ __forceinline__ void fa__sm90_init_barriers(const Bufs &sm, const QFull &q_full, const QEmpty &q_empty)
 {
     for (int u = 0; u < QB; u++) {
@@ -2444,7 +2447,7 @@ static __device__ __forceinline__ void fa__sm90_init_barriers(const Bufs &sm, co
         fa__mbar_init(sm.k_full(s), 1);
         fa__mbar_init(sm.v_full(s), V_FULL); /* (FP8: 32, fa__sm90_v8) */
         fa__mbar_init(sm.k_empty(s), 4 * WG);
-        fa__mbar_init(sm.v_empty(s), 4 * WG);
+        fa__mbar_init(sm.v_empty(s), V_EMPTY); /* (FP8: 96, the transposers) */
     }
     /* make the initialized barriers visible to the copy engine */
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
@@ -2574,11 +2577,12 @@ static __device__ __forceinline__ void fa__sm90_issue_pv8(float (&o_flat)[D / 2]
 /* The V transpose (FP8), run by warps 1-3 of the producer warpgroup (w:
    the warp, 0 .. 2): for each ring position, once its V has landed
    (v_full), Vt[d][k'] = V[key(k')][d] for the stage's BN keys, k' in P's
-   order (above); then each thread fences its writes for the tensor cores
-   (the async proxy) and arrives on the stage's Vt full barrier (96
-   arrivals). Vt's stage is free to write: its V landed, so the copy
-   waited for the consumers' release of the stage (v_empty), which comes
-   after their P V of its last use. positions: the ring positions the
+   order (above), once the consumers have released the stage's Vt (Vt
+   empty, after their P V of its last use); then each thread fences its
+   writes for the tensor cores (the async proxy) and arrives on the
+   stage's Vt full barrier (96 arrivals) and on its V empty: the consumers
+   read only Vt, so V's stage is free for the next copy as soon as it is
+   transposed, a ring ahead of them. positions: the ring positions the
    producer fills (fa__sm90_positions). V full counts 32 arrivals here, one
    from each lane of the producer warp after its own copies (TMA's lane 0
    or every lane's cp.async of a tail tile), so that each copy's writer
@@ -2609,8 +2613,9 @@ static __device__ __forceinline__ void fa__sm90_v8(const Bufs &sm, int w, int la
     for (int r = 0; r < positions; r++) {
         const int st = r % STAGES;
         fa__mbar_wait(sm.v_full(st), (uint32_t)((r / STAGES) & 1));
+        if (r >= STAGES) fa__mbar_wait(sm.vt_empty(st), (uint32_t)((r / STAGES - 1) & 1));
         const uint32_t src = sm.sV + st * KV_BYTES, dst = sm.sVt + st * VT_BYTES;
-#pragma unroll 1
+#pragma unroll 2
         for (int u = w; u < (BN / 16) * (D / 32); u += 3) {
             const int g = u % (BN / 16), db = u / (BN / 16);
             uint32_t v[4], o[4];
@@ -2625,6 +2630,7 @@ static __device__ __forceinline__ void fa__sm90_v8(const Bufs &sm, int w, int la
         }
         asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
         fa__mbar_arrive(sm.vt_full(st));
+        fa__mbar_arrive(sm.v_empty(st));
     }
 }
 
@@ -2645,10 +2651,13 @@ static __device__ __forceinline__ int fa__sm90_positions(const fa__fwd_params &p
 }
 
 /* The FP8 barriers (before fa__sm90_init_barriers' fence): Vt full, 96
-   arrivals (the transposers). */
-template <int STAGES, class Bufs> static __device__ __forceinline__ void fa__sm90_init_v8(const Bufs &sm)
+   arrivals (the transposers), and Vt empty, one from each consumer warp. */
+template <int STAGES, int WG, class Bufs> static __device__ __forceinline__ void fa__sm90_init_v8(const Bufs &sm)
 {
-    for (int s = 0; s < STAGES; s++) fa__mbar_init(sm.vt_full(s), 96);
+    for (int s = 0; s < STAGES; s++) {
+        fa__mbar_init(sm.vt_full(s), 96);
+        fa__mbar_init(sm.vt_empty(s), 4 * WG);
+    }
 }
 
 /* The descale of the thread's query row `row` (FP8): per tensor, or its
@@ -2878,9 +2887,9 @@ fa__sm90_consumer_mainloop(const fa__fwd_params &p, const Bufs &sm, const fa__sm
                releases it after its own reads) */
             if (HANDOFF && it == count - 1) fa__mbar_arrive(q_empty(q_uses));
         };
-        /* O~ += P_it V_it is done: V_it may be overwritten */
+        /* O~ += P_it V_it is done: V_it (FP8: Vt_it) may be overwritten */
         auto release_v = [&](int it) {
-            if (lane == 0) arrive_kv(sm.v_empty(at(it) % STAGES));
+            if (lane == 0) arrive_kv(FP8 ? sm.vt_empty(at(it) % STAGES) : sm.v_empty(at(it) % STAGES));
             if (loader && it + STAGES < count) copy_kv(src, x, block_of(it + STAGES), ring + it + STAGES);
         };
         auto my_turn = [&]() {
@@ -3264,9 +3273,9 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
     const fa__sm90_sched<WG, BM, BN, PERSIST, FLAT, C::WG_STOP, SPARSE> sched(p, wk, m_blocks, batch);
 
     if (threadIdx.x == 0) {
-        if constexpr (FP8) fa__sm90_init_v8<STAGES>(sm);
+        if constexpr (FP8) fa__sm90_init_v8<STAGES, WG>(sm);
         fa__sm90_init_barriers<QB, STAGES, WG, Q_RELEASE_ALL, decltype(sm), decltype(q_full), decltype(q_empty),
-                               FP8 ? 32 : 1>(sm, q_full, q_empty);
+                               FP8 ? 32 : 1, FP8 ? 96 : 4 * WG>(sm, q_full, q_empty);
     }
     __syncthreads(); /* the last block-wide barrier: the roles part here */
 
@@ -3596,7 +3605,7 @@ template <> struct fa__sm90_shape<256, 0> : fa__sm90_shape_row<2, 80, 2, true> {
    multiple of 128), persistent; 3 stages at d 64. */
 template <int D, int SH, bool FP8> struct fa__sm90_shape_of { typedef fa__sm90_shape<D, SH> type; };
 template <int D, int SH> struct fa__sm90_shape_of<D, SH, true> {
-    typedef fa__sm90_shape_row<2, D == 256 ? 64 : 128, D == 64 ? 3 : 2, true> type;
+    typedef fa__sm90_shape_row<2, D == 256 ? 64 : 128, D == 256 ? 2 : 3, true> type;
 };
 
 #ifdef FLASHATTN_TEST_HOOKS
