@@ -2447,7 +2447,7 @@ static __device__ __forceinline__ void fa__sm90_init_barriers(const Bufs &sm, co
         fa__mbar_init(sm.k_full(s), 1);
         fa__mbar_init(sm.v_full(s), V_FULL); /* (FP8: 32, fa__sm90_v8) */
         fa__mbar_init(sm.k_empty(s), 4 * WG);
-        fa__mbar_init(sm.v_empty(s), V_EMPTY); /* (FP8: 96, the transposers) */
+        fa__mbar_init(sm.v_empty(s), V_EMPTY); /* (FP8: 3, the transposers) */
     }
     /* make the initialized barriers visible to the copy engine */
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
@@ -2579,8 +2579,9 @@ static __device__ __forceinline__ void fa__sm90_issue_pv8(float (&o_flat)[D / 2]
    (v_full), Vt[d][k'] = V[key(k')][d] for the stage's BN keys, k' in P's
    order (above), once the consumers have released the stage's Vt (Vt
    empty, after their P V of its last use); then each thread fences its
-   writes for the tensor cores (the async proxy) and arrives on the
-   stage's Vt full barrier (96 arrivals) and on its V empty: the consumers
+   writes for the tensor cores (the async proxy), and lane 0 of each warp
+   arrives on the stage's Vt full barrier (3 arrivals) and on its V empty
+   (the same): the consumers
    read only Vt, so V's stage is free for the next copy as soon as it is
    transposed, a ring ahead of them. positions: the ring positions the
    producer fills (fa__sm90_positions). V full counts 32 arrivals here, one
@@ -2629,8 +2630,11 @@ static __device__ __forceinline__ void fa__sm90_v8(const Bufs &sm, int w, int la
             fa__stmatrix_x4(dst + fa__vt_at<BN>(32 * db + drow, 16 * g), o);
         }
         asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-        fa__mbar_arrive(sm.vt_full(st));
-        fa__mbar_arrive(sm.v_empty(st));
+        __syncwarp(); /* (the warp's writes and reads, before its lane 0 speaks for it) */
+        if (lane == 0) {
+            fa__mbar_arrive(sm.vt_full(st));
+            fa__mbar_arrive(sm.v_empty(st));
+        }
     }
 }
 
@@ -2650,12 +2654,13 @@ static __device__ __forceinline__ int fa__sm90_positions(const fa__fwd_params &p
     return n;
 }
 
-/* The FP8 barriers (before fa__sm90_init_barriers' fence): Vt full, 96
-   arrivals (the transposers), and Vt empty, one from each consumer warp. */
+/* The FP8 barriers (before fa__sm90_init_barriers' fence): Vt full, one
+   arrival from each transposer warp, and Vt empty, one from each consumer
+   warp. */
 template <int STAGES, int WG, class Bufs> static __device__ __forceinline__ void fa__sm90_init_v8(const Bufs &sm)
 {
     for (int s = 0; s < STAGES; s++) {
-        fa__mbar_init(sm.vt_full(s), 96);
+        fa__mbar_init(sm.vt_full(s), 3);
         fa__mbar_init(sm.vt_empty(s), 4 * WG);
     }
 }
@@ -3275,7 +3280,7 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
     if (threadIdx.x == 0) {
         if constexpr (FP8) fa__sm90_init_v8<STAGES, WG>(sm);
         fa__sm90_init_barriers<QB, STAGES, WG, Q_RELEASE_ALL, decltype(sm), decltype(q_full), decltype(q_empty),
-                               FP8 ? 32 : 1, FP8 ? 96 : 4 * WG>(sm, q_full, q_empty);
+                               FP8 ? 32 : 1, FP8 ? 3 : 4 * WG>(sm, q_full, q_empty);
     }
     __syncthreads(); /* the last block-wide barrier: the roles part here */
 
