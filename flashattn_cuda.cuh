@@ -2447,7 +2447,7 @@ static __device__ __forceinline__ void fa__sm90_init_barriers(const Bufs &sm, co
         fa__mbar_init(sm.k_full(s), 1);
         fa__mbar_init(sm.v_full(s), V_FULL); /* (FP8: 32, fa__sm90_v8) */
         fa__mbar_init(sm.k_empty(s), 4 * WG);
-        fa__mbar_init(sm.v_empty(s), V_EMPTY); /* (FP8: 3, the transposers) */
+        fa__mbar_init(sm.v_empty(s), V_EMPTY); /* (FP8's V_EARLY: 3, the transposers) */
     }
     /* make the initialized barriers visible to the copy engine */
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
@@ -2577,13 +2577,15 @@ static __device__ __forceinline__ void fa__sm90_issue_pv8(float (&o_flat)[D / 2]
 /* The V transpose (FP8), run by warps 1-3 of the producer warpgroup (w:
    the warp, 0 .. 2): for each ring position, once its V has landed
    (v_full), Vt[d][k'] = V[key(k')][d] for the stage's BN keys, k' in P's
-   order (above), once the consumers have released the stage's Vt (Vt
-   empty, after their P V of its last use); then each thread fences its
-   writes for the tensor cores (the async proxy), and lane 0 of each warp
-   arrives on the stage's Vt full barrier (3 arrivals) and on its V empty
-   (the same): the consumers
-   read only Vt, so V's stage is free for the next copy as soon as it is
-   transposed, a ring ahead of them. positions: the ring positions the
+   order (above); then each thread fences its writes for the tensor cores
+   (the async proxy), and lane 0 of each warp arrives on the stage's Vt
+   full barrier (3 arrivals). Vt's stage must be free: with V_EARLY the
+   warps wait for the consumers' release of it (Vt empty, after their P V
+   of its last use) and then release V's stage themselves (V empty, 3
+   arrivals): the consumers read only Vt, so the next V copy need not wait
+   for them. Without, the consumers release V's stage after P V, so V
+   landing means Vt is free too. TR_UNROLL steps in flight a warp.
+   positions: the ring positions the
    producer fills (fa__sm90_positions). V full counts 32 arrivals here, one
    from each lane of the producer warp after its own copies (TMA's lane 0
    or every lane's cp.async of a tail tile), so that each copy's writer
@@ -2602,7 +2604,7 @@ static __device__ __forceinline__ void fa__sm90_issue_pv8(float (&o_flat)[D / 2]
    groups of the 128-byte swizzle. About ten instructions move 512 bytes;
    a 4 x 4 block of bytes a thread, as 32-bit loads and stores, was slower
    [sm90-fp8]. */
-template <int D, int DW, int BN, int STAGES, class Bufs>
+template <int D, int DW, int BN, int STAGES, bool V_EARLY, int TR_UNROLL, class Bufs>
 static __device__ __forceinline__ void fa__sm90_v8(const Bufs &sm, int w, int lane, int positions)
 {
     constexpr uint32_t KV_BYTES = BN * DW * 2, VT_BYTES = D * BN;
@@ -2614,9 +2616,9 @@ static __device__ __forceinline__ void fa__sm90_v8(const Bufs &sm, int w, int la
     for (int r = 0; r < positions; r++) {
         const int st = r % STAGES;
         fa__mbar_wait(sm.v_full(st), (uint32_t)((r / STAGES) & 1));
-        if (r >= STAGES) fa__mbar_wait(sm.vt_empty(st), (uint32_t)((r / STAGES - 1) & 1));
+        if (V_EARLY && r >= STAGES) fa__mbar_wait(sm.vt_empty(st), (uint32_t)((r / STAGES - 1) & 1));
         const uint32_t src = sm.sV + st * KV_BYTES, dst = sm.sVt + st * VT_BYTES;
-#pragma unroll 2
+#pragma unroll TR_UNROLL
         for (int u = w; u < (BN / 16) * (D / 32); u += 3) {
             const int g = u % (BN / 16), db = u / (BN / 16);
             uint32_t v[4], o[4];
@@ -2633,7 +2635,7 @@ static __device__ __forceinline__ void fa__sm90_v8(const Bufs &sm, int w, int la
         __syncwarp(); /* (the warp's writes and reads, before its lane 0 speaks for it) */
         if (lane == 0) {
             fa__mbar_arrive(sm.vt_full(st));
-            fa__mbar_arrive(sm.v_empty(st));
+            if (V_EARLY) fa__mbar_arrive(sm.v_empty(st));
         }
     }
 }
@@ -2894,7 +2896,7 @@ fa__sm90_consumer_mainloop(const fa__fwd_params &p, const Bufs &sm, const fa__sm
         };
         /* O~ += P_it V_it is done: V_it (FP8: Vt_it) may be overwritten */
         auto release_v = [&](int it) {
-            if (lane == 0) arrive_kv(FP8 ? sm.vt_empty(at(it) % STAGES) : sm.v_empty(at(it) % STAGES));
+            if (lane == 0) arrive_kv(C::V_EARLY ? sm.vt_empty(at(it) % STAGES) : sm.v_empty(at(it) % STAGES));
             if (loader && it + STAGES < count) copy_kv(src, x, block_of(it + STAGES), ring + it + STAGES);
         };
         auto my_turn = [&]() {
@@ -3129,6 +3131,13 @@ struct fa__sm90_cfg {
     static constexpr int DW = FP8 ? fa__sm90_dw8(D) : D;
     static constexpr uint32_t Q_BYTES = BM * DW * 2, KV_BYTES = BN * DW * 2, VT_BYTES = FP8 ? D * BN : 0;
     static constexpr bool O_OWN = FP8 ? fa__sm90_o_own8(D, BM, BN, STAGES) : fa__sm90_o_own(D, BM, BN, STAGES);
+    /* (FP8) V_EARLY: the transposers release each V stage once transposed
+       (the consumers then release Vt's), rather than the consumers both
+       after P V; TR_UNROLL: the transpose's steps in flight per warp. Per
+       head dim, as measured: early and 4 below d 256, the consumers' and 2
+       at d 256 (two 64-key stages) [sm90-fp8]. */
+    static constexpr bool V_EARLY = FP8 && D < 256;
+    static constexpr int TR_UNROLL = D < 256 ? 4 : 2;
     /* (FP8 at d 256: no room for an O tile, and Q's is too small) */
     static constexpr bool O_STAGED = O_OWN || (!FP8 && (!PERSIST || D == 256));
     /* O staged in Q by a persistent block: Q is free for the next tile's
@@ -3280,7 +3289,7 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
     if (threadIdx.x == 0) {
         if constexpr (FP8) fa__sm90_init_v8<STAGES, WG>(sm);
         fa__sm90_init_barriers<QB, STAGES, WG, Q_RELEASE_ALL, decltype(sm), decltype(q_full), decltype(q_empty),
-                               FP8 ? 32 : 1, FP8 ? 3 : 4 * WG>(sm, q_full, q_empty);
+                               FP8 ? 32 : 1, C::V_EARLY ? 3 : 4 * WG>(sm, q_full, q_empty);
     }
     __syncthreads(); /* the last block-wide barrier: the roles part here */
 
@@ -3347,7 +3356,8 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
                 p, tm, wk, m_blocks, batch, sched, sm, early_ok, lane, q_tile, q_full, q_empty, q_phase, slot,
                 tile_src, copy_q, copy_kv);
         } else if constexpr (FP8) { /* (warps 1-3: the V transpose) */
-            fa__sm90_v8<D, DW, BN, STAGES>(sm, warp - 1, lane, fa__sm90_positions<BM, BN>(p, sched));
+            fa__sm90_v8<D, DW, BN, STAGES, C::V_EARLY, C::TR_UNROLL>(sm, warp - 1, lane,
+                                                                     fa__sm90_positions<BM, BN>(p, sched));
         }
         return;
     }
