@@ -2097,13 +2097,14 @@ struct fa__sm90_sched {
    from k0 = n BN) is complete: the mask where the block needs it, then the
    online softmax (alpha for O~). needs_mask: fa__block_needs_mask's answer,
    asked before the wait for S under SHORT_PATH (the kernel's), else here.
-   mul, LIFT: fa__softmax_tile's (FP8: the rows' descales in mul). */
+   ds: the thread's two rows' descale products s_q s_k (FP8; else 1), which
+   join the multiplier; LIFT: fa__softmax_tile's. */
 template <int NS, int BN, bool LAZY_MAX, bool SHORT_PATH, int LIFT = 0>
 static __device__ __forceinline__ void fa__sm90_softmax_step(float (&s)[1][NS][4], float (&m_run)[1][2],
                                                              float (&l_run)[1][2], float (&alpha)[1][2],
                                                              const fa__fwd_params &p, const fa__extent &x,
                                                              const fa__mask_cut &cut, int n, bool early_mask,
-                                                             int wrow0, int h, int g, int t, const float (&mul)[2])
+                                                             int wrow0, int h, int g, int t, const float (&ds)[2])
 {
     const int k0 = n * BN;
     /* the mask without a left bound (causal) compares each score
@@ -2114,6 +2115,12 @@ static __device__ __forceinline__ void fa__sm90_softmax_step(float (&s)[1][NS][4
             fa__mask_scores<false>(s, p, wrow0, k0, x.sk, x.shift, h, g, t);
         else
             fa__mask_scores<false, false>(s, p, wrow0, k0, x.sk, x.shift, h, g, t);
+    }
+    float mul[2] = {p.scale_log2 * ds[0], p.scale_log2 * ds[1]};
+    if (LIFT) { /* (FP8) kept above 0: a descale of 0 would make the masked
+                   -inf scores NaN; FLT_MIN gives S = 0 to fp32's precision */
+        mul[0] = fmaxf(mul[0], FLT_MIN);
+        mul[1] = fmaxf(mul[1], FLT_MIN);
     }
     fa__softmax_tile<1, NS, LAZY_MAX, SHORT_PATH, LIFT>(s, m_run, l_run, alpha, mul[0], mul[1]);
 }
@@ -2502,10 +2509,11 @@ static __device__ __forceinline__ void fa__sm90_issue_pv(float (&o_flat)[D / 2],
       packed as it stands, 4 floats to 4 bytes (fa__pack_p8): no shuffles.
    Scales (section 5's descales s, >= 0): S's element is Ŝ s_q(row)
    s_k(block). The softmax multiplies each score once anyway (by scale
-   log2 e), so s_q s_k joins that multiplier, row by row (fa__sm90_mul8),
-   and a max of the unscaled row is the max of the scaled one times it: no
-   multiply an element. V's block descale joins O~'s rescale: O~ is kept in
-   units of c, the current key block's s_v. P is quantized as e4m3(256 P),
+   log2 e), so s_q s_k joins that multiplier, row by row (the ds of
+   fa__sm90_softmax_step), and a max of the unscaled row is the max of the
+   scaled one times it: no multiply an element. V's block descale joins
+   O~'s rescale: O~ is kept in units of c, the current key block's s_v.
+   P is quantized as e4m3(256 P),
    the top of e4m3's range (448) above P's (<= 1): the exponential's
    argument lifted by 8 makes 256 P directly (fa__softmax_tile's LIFT), and
    l sums those. The step to the next block multiplies O~ by alpha c_old /
@@ -2513,15 +2521,6 @@ static __device__ __forceinline__ void fa__sm90_issue_pv(float (&o_flat)[D / 2],
    multiplies by c. */
 #define FA__P8_LIFT 8 /* log2 256 */
 
-/* The softmax's multiplier of the thread's two rows (FP8): scale log2 e
-   s_q(row) s_k(block), kept above 0 (a descale of 0 would make the masked
-   -inf scores NaN; FLT_MIN gives S = 0 to fp32's precision) */
-static __device__ __forceinline__ void fa__sm90_mul8(float (&mul)[2], float scale_log2, const float (&dq8)[2],
-                                                     float dk8)
-{
-    mul[0] = fmaxf(scale_log2 * dk8 * dq8[0], FLT_MIN);
-    mul[1] = fmaxf(scale_log2 * dk8 * dq8[1], FLT_MIN);
-}
 
 /* two e4m3 codes, lo in the low byte (>>fp8-quant, the quantizer's) */
 static __device__ __forceinline__ uint32_t fa__cvt_e4m3x2(float lo, float hi);
@@ -2871,10 +2870,10 @@ fa__sm90_consumer_mainloop(const fa__fwd_params &p, const Bufs &sm, const fa__sm
            early_mask: needs_mask(it), asked before the wait under
            SHORT_PATH (else unused: asked here) */
         auto softmax = [&](int it, bool early_mask) {
-            float mul[2] = {p.scale_log2, p.scale_log2};
-            if constexpr (FP8) fa__sm90_mul8(mul, p.scale_log2, f8.dq8, f8.dk8); /* S = Ŝ s_q s_k */
+            float ds[2] = {1.0f, 1.0f}; /* S = Ŝ s_q s_k */
+            if constexpr (FP8) ds[0] = f8.dq8[0] * f8.dk8, ds[1] = f8.dq8[1] * f8.dk8;
             fa__sm90_softmax_step<C::NS, BN, LAZY_MAX, SHORT_PATH, FP8 ? FA__P8_LIFT : 0>(
-                s, m_run, l_run, alpha, p, x, cut, block_of(it), early_mask, wrow0, h, th.g, th.t, mul);
+                s, m_run, l_run, alpha, p, x, cut, block_of(it), early_mask, wrow0, h, th.g, th.t, ds);
             if constexpr (FP8) fa__sm90_unit8(alpha, f8, it);
         };
         /* P as the A fragments of P V */
