@@ -14,7 +14,7 @@
    schedule across. The timestamps' global stores perturb the kernel a little (about 2%).
    Build and run (on an H100 / H200):
      nvcc -std=c++17 -O3 -I. -gencode arch=compute_90a,code=sm_90a bench/sm90_trace/trace.cu -o trace
-     ./trace D SEQLEN BATCH HEADS CAUSAL > tr.txt; python3 bench/sm90_trace/phases.py tr.txt
+     ./trace D SEQLEN BATCH HEADS CAUSAL [fp8] > tr.txt; python3 bench/sm90_trace/phases.py tr.txt
      python3 bench/sm90_trace/segments.py tr.txt   (where the producer hands tiles over: d 64's long rows) */
 #include <cuda_runtime.h>
 __device__ int4 fa__tr_buf[8 * 8192]; /* (block, role) x 8192 events */
@@ -41,10 +41,11 @@ __device__ int fa__tr_n[8];           /* events so far, per (block, role); event
 #include <cuda_bf16.h>
 int main(int argc, char **argv) {
     if (argc < 6) {
-        fprintf(stderr, "usage: %s D SEQLEN BATCH HEADS CAUSAL\n", argv[0]);
+        fprintf(stderr, "usage: %s D SEQLEN BATCH HEADS CAUSAL [fp8]\n", argv[0]);
         return 2;
     }
     int d = atoi(argv[1]), sq = atoi(argv[2]), batch = atoi(argv[3]), heads = atoi(argv[4]), causal = atoi(argv[5]);
+    const bool fp8 = argc > 6 && !strcmp(argv[6], "fp8"); /* e4m3 Q, K, V (codes of +-[1/64, 1)), per-tensor descales 1 */
     size_t n = (size_t)batch * sq * heads * d;
     std::vector<__nv_bfloat16> h(n);
     srand(1);
@@ -56,11 +57,19 @@ int main(int argc, char **argv) {
     cudaMemcpy(q, h.data(), n * 2, cudaMemcpyHostToDevice);
     cudaMemcpy(k, h.data(), n * 2, cudaMemcpyHostToDevice);
     cudaMemcpy(v, h.data(), n * 2, cudaMemcpyHostToDevice);
+    if (fp8) { /* (the first n bytes of each buffer) */
+        std::vector<unsigned char> e(n);
+        for (size_t i = 0; i < n; i++) e[i] = (unsigned char)((rand() & 0x80) | (0x10 + rand() % 0x28));
+        cudaMemcpy(q, e.data(), n, cudaMemcpyHostToDevice);
+        cudaMemcpy(k, e.data(), n, cudaMemcpyHostToDevice);
+        cudaMemcpy(v, e.data(), n, cudaMemcpyHostToDevice);
+    }
     fa_problem p; fa_tensor tq, tk, tv, to;
     memset(&p, 0, sizeof p); memset(&tq, 0, sizeof tq);
     p.batch = batch; p.seqlen_q = sq; p.seqlen_k = sq; p.heads_q = heads; p.heads_kv = heads; p.head_dim = d; p.causal = causal;
     tk = tv = to = tq; tq.data = q; tk.data = k; tv.data = v; to.data = o;
     tq.dtype = tk.dtype = tv.dtype = to.dtype = FA_BF16;
+    if (fp8) tq.dtype = tk.dtype = tv.dtype = FA_E4M3;
     cudaEvent_t a, b; cudaEventCreate(&a); cudaEventCreate(&b);
     for (int r = 0; r < 5; r++) if (fa_forward_cuda(&p, tq, tk, tv, to, lse, NULL, 0, 0) != FA_OK) { printf("err %s\n", fa_last_error()); return 1; }
     cudaEventRecord(a);
@@ -68,7 +77,8 @@ int main(int argc, char **argv) {
     cudaEventRecord(b); cudaEventSynchronize(b);
     float ms; cudaEventElapsedTime(&ms, a, b); ms /= 10;
     double fl = 4.0 * sq * sq * d * heads * batch * (causal ? 0.5 : 1);
-    printf("# d %d sq %d batch %d heads %d causal %d: %.3f ms %.1f TFLOP/s\n", d, sq, batch, heads, causal, ms, fl / ms / 1e9);
+    printf("# d %d sq %d batch %d heads %d causal %d%s: %.3f ms %.1f TFLOP/s\n", d, sq, batch, heads, causal,
+           fp8 ? " fp8" : "", ms, fl / ms / 1e9);
     std::vector<int4> tr(8 * 8192); /* 2 blocks x (producer + up to 3 consumer warpgroups) */
     cudaMemcpyFromSymbol(tr.data(), fa__tr_buf, tr.size() * sizeof(int4));
     for (int r = 0; r < 8; r++) for (int i = 0; i < 8192; i++) { int4 e = tr[r * 8192 + i]; if (e.x == 0 && e.w == 0) break;
