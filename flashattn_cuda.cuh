@@ -720,7 +720,7 @@ template <> struct fa__max_tree<1> {
    fmaxf. Every exponential waits for that maximum: the chain puts 2 NS
    dependent instructions in front of the first one, the tree log2(2 NS).
    (Where it pays: the sm_90a kernel's SHORT_PATH.)
-   mul, mul_hi: the multiplier (> 0) of the lane's first and second row of
+   mul_lo, mul_hi: the multiplier (> 0) of the lane's first and second row of
    each 16-row tile: the same but in the FP8 kernel, whose rows have their
    own descales. LIFT: P is 2^LIFT exp2(s mul - m), and l sums those (the
    FP8 kernel's e4m3 P is 256 P: LIFT 8 makes it with no multiply). */
@@ -2513,14 +2513,13 @@ static __device__ __forceinline__ void fa__sm90_issue_pv(float (&o_flat)[D / 2],
    fa__sm90_softmax_step), and a max of the unscaled row is the max of the
    scaled one times it: no multiply an element. V's block descale joins
    O~'s rescale: O~ is kept in units of c, the current key block's s_v.
-   P is quantized as e4m3(256 P),
-   the top of e4m3's range (448) above P's (<= 1): the exponential's
-   argument lifted by 8 makes 256 P directly (fa__softmax_tile's LIFT), and
-   l sums those. The step to the next block multiplies O~ by alpha c_old /
-   c_new beside the softmax's alpha; the epilogue divides by 256 l and
-   multiplies by c. */
+   P is quantized as e4m3(256 P), the top of e4m3's range (448) above P's
+   (<= 1): the exponential's argument lifted by 8 makes 256 P directly
+   (fa__softmax_tile's LIFT), and l sums those. The step to the next block
+   multiplies O~ by alpha c_old / c_new beside the softmax's alpha; the
+   epilogue divides by that l (a sum of 256 P, as O~ is) and multiplies by
+   c, and takes m - 8 for L. */
 #define FA__P8_LIFT 8 /* log2 256 */
-
 
 /* two e4m3 codes, lo in the low byte (>>fp8-quant, the quantizer's) */
 static __device__ __forceinline__ uint32_t fa__cvt_e4m3x2(float lo, float hi);
@@ -2584,11 +2583,10 @@ static __device__ __forceinline__ void fa__sm90_issue_pv8(float (&o_flat)[D / 2]
    arrivals): the consumers read only Vt, so the next V copy need not wait
    for them. Without, the consumers release V's stage after P V, so V
    landing means Vt is free too. TR_UNROLL steps in flight a warp.
-   positions: the ring positions the
-   producer fills (fa__sm90_positions). V full counts 32 arrivals here, one
-   from each lane of the producer warp after its own copies (TMA's lane 0
-   or every lane's cp.async of a tail tile), so that each copy's writer
-   releases what the transposers read.
+   positions: the ring positions the producer fills (fa__sm90_positions).
+   V full counts 32 arrivals here, one from each lane of the producer warp
+   after its own copies (TMA's lane 0 or every lane's cp.async of a tail
+   tile), so that each copy's writer releases what the transposers read.
    A warp's step: 16 keys (group g) x 32 bytes of d (block db). ldmatrix
    .trans, V seen as 16-bit words (two d bytes), gives lane (r = lane / 4,
    c = lane % 4), per 8 x 8 matrix of 8 keys x 8 words, the word r of keys
