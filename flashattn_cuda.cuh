@@ -4072,9 +4072,9 @@ static fa_status fa__check_rows_aligned(const char *fn, const char *name, const 
    are dropped or clamped, so no list can send a kernel out of bounds),
    then writes the set bits out in order; the same bits go by key block
    into a second bitmap (the backward's walk). Workspace: the counts, the
-   lists, the bitmaps by query block, the sm_90a kernel's tile order
-   (fa__bm_order_kernel) and the bitmaps by key block, each 256-byte
-   aligned. */
+   lists, the bitmaps by query block, the bitmaps by key block, and the
+   order an sm_90a kernel deals its work in (fa__bm_order_kernel: the
+   forward's tiles, the backward's units), each 256-byte aligned. */
 typedef struct fa__bm_src {
     const int32_t *cnt[2], *idx[2]; /* kv_*, full_kv_* (NULL: not given) */
     int k_blocks;
@@ -4084,9 +4084,9 @@ typedef struct fa__bm_src {
     int q_blocks;
 } fa__bm_src;
 static size_t fa__bm_align(size_t n) { return (n + 255) & ~(size_t)255; }
-/* bytes of: the counts, the lists, the bitmaps, the tile order, the
-   bitmaps by key block; rows and k_blocks of resolved r */
-static void fa__bm_sizes(const fa_problem *r, size_t sz[5], int64_t *rows, int *k_blocks)
+/* bytes of: the counts, the lists, the bitmaps, the bitmaps by key block;
+   rows and k_blocks of resolved r (the work order follows them) */
+static void fa__bm_sizes(const fa_problem *r, size_t sz[4], int64_t *rows, int *k_blocks)
 {
     const fa_block_mask *m = &r->block_mask;
     const int q_blocks = fa__blocks(r->seqlen_q, m->block_q);
@@ -4095,8 +4095,7 @@ static void fa__bm_sizes(const fa_problem *r, size_t sz[5], int64_t *rows, int *
     sz[0] = fa__bm_align((size_t)*rows * 4);
     sz[1] = fa__bm_align((size_t)*rows * (size_t)*k_blocks * 4);
     sz[2] = fa__bm_align((size_t)*rows * (size_t)((*k_blocks + 31) / 32) * 4);
-    sz[3] = fa__bm_align((size_t)q_blocks * (size_t)r->heads_q * (size_t)r->batch * 4);
-    sz[4] = fa__bm_align((size_t)m->batch * m->heads * (size_t)*k_blocks * (size_t)((q_blocks + 31) / 32) * 4);
+    sz[3] = fa__bm_align((size_t)m->batch * m->heads * (size_t)*k_blocks * (size_t)((q_blocks + 31) / 32) * 4);
 }
 __global__ void __launch_bounds__(256) fa__bm_rows_kernel(const fa__bm_src src)
 {
@@ -4192,16 +4191,22 @@ struct fa__bm_tile_count {
     }
 };
 #endif
-/* Bytes of workspace fa_forward_cuda needs for resolved r: the sorted lists
-   and the tile order */
-static size_t fa__fwd_workspace(const fa_problem *r)
+/* Bytes of workspace a block mask of resolved r needs (0 without one):
+   the sorted lists and bitmaps, and the order of `items` work items */
+static size_t fa__bm_workspace(const fa_problem *r, int64_t items)
 {
-    size_t sz[5];
+    size_t sz[4];
     int64_t rows;
     int kb;
     if (!fa__has_block_mask(r)) return 0;
     fa__bm_sizes(r, sz, &rows, &kb);
-    return sz[0] + sz[1] + sz[2] + sz[3] + sz[4];
+    return sz[0] + sz[1] + sz[2] + sz[3] + fa__bm_align((size_t)items * 4);
+}
+/* fa_forward_cuda's: its work items are the sm_90a kernel's 128-row tiles */
+static size_t fa__fwd_workspace(const fa_problem *r)
+{
+    if (!fa__has_block_mask(r)) return 0; /* (block_q is 0 then) */
+    return fa__bm_workspace(r, (int64_t)fa__blocks(r->seqlen_q, r->block_mask.block_q) * r->heads_q * r->batch);
 }
 /* The block mask's checks fa_forward_cuda makes (resolved r, e4m3 or not). */
 static fa_status fa__check_bm_cuda(const char *fn, const fa_problem *r, int fp8)
@@ -4217,7 +4222,7 @@ static fa_status fa__check_bm_cuda(const char *fn, const fa_problem *r, int fp8)
                         m->block_q != 128 ? m->block_q : m->block_k);
     return FA_OK;
 }
-/* Sort r's lists into the workspace at ws (fa__fwd_workspace bytes) on
+/* Sort r's lists into the workspace at ws (fa__bm_workspace bytes) on
    stream st; the kernels' view of them into *bm (the lists for the
    forward, the bitmap for the backward). The order the sm_90a kernels
    deal their work in is each entry point's own (fa__fwd_bm_order,
@@ -4225,7 +4230,7 @@ static fa_status fa__check_bm_cuda(const char *fn, const fa_problem *r, int fp8)
 static cudaError_t fa__bm_prepare(const fa_problem *r, void *ws, cudaStream_t st, fa__bmask *bm)
 {
     const fa_block_mask *m = &r->block_mask;
-    size_t sz[5];
+    size_t sz[4];
     fa__bm_src src;
     cudaError_t e;
     fa__bm_sizes(r, sz, &src.rows, &src.k_blocks);
@@ -4234,13 +4239,13 @@ static cudaError_t fa__bm_prepare(const fa_problem *r, void *ws, cudaStream_t st
     src.out_cnt = (int32_t *)ws;
     src.out_idx = (int32_t *)((char *)ws + sz[0]);
     src.bits = (uint32_t *)((char *)src.out_idx + sz[1]);
-    src.cbits = (uint32_t *)((char *)ws + sz[0] + sz[1] + sz[2] + sz[3]);
+    src.cbits = (uint32_t *)((char *)ws + sz[0] + sz[1] + sz[2]);
     src.q_blocks = fa__blocks(r->seqlen_q, m->block_q);
-    if ((e = cudaMemsetAsync(src.cbits, 0, sz[4], st)) != cudaSuccess) return e;
+    if ((e = cudaMemsetAsync(src.cbits, 0, sz[3], st)) != cudaSuccess) return e;
     FA__BWD_LAUNCH(fa__bm_rows_kernel, (unsigned)((src.rows * 32 + 255) / 256), 256, 0, st, src);
     bm->cnt = src.out_cnt;
     bm->idx = src.out_idx;
-    bm->order = (int32_t *)((char *)ws + sz[0] + sz[1] + sz[2]);
+    bm->order = (int32_t *)((char *)src.cbits + sz[3]);
     bm->bits = src.bits;
     bm->words = (src.k_blocks + 31) / 32;
     bm->cbits = src.cbits;
@@ -7247,6 +7252,16 @@ template <int D> struct fa__bwd_sm90_layout {
     static_assert(mail % 16 == 0 && dq2 % 16 == 0, "the mailbox's vectors, the bulk copy's source: 16-aligned");
 };
 
+/* Unit u of the sm_90a backward: key block jb, KV head hk, batch b, with
+   u = jb + nblk (hk + hkv b); descending: key block nblk - 1 - jb instead. */
+static __device__ __forceinline__ void fa__bwd_unit_of(int u, int nblk, int hkv, int &jb, int &hk, int &b,
+                                                       bool descending = false)
+{
+    jb = descending ? nblk - 1 - u % nblk : u % nblk;
+    hk = u / nblk % hkv;
+    b = u / nblk / hkv;
+}
+
 /* The units of work and who takes which: (key block jb, KV head hk, batch
    b). A block per unit when the grid has one (gridDim.x = units); else
    persistent (the grid is the SM count) and block c takes PAIRS of units
@@ -7281,18 +7296,13 @@ struct fa__bwd_sm90_sched {
     __device__ __forceinline__ bool unit(const fa__bwd_params &p, int k, int &jb, int &hk, int &b) const
     {
         if (one_unit) {
-            jb = descending ? nblk - 1 - (int)blockIdx.x % nblk : (int)blockIdx.x % nblk;
-            hk = (int)blockIdx.x / nblk % p.hkv;
-            b = (int)blockIdx.x / nblk / p.hkv;
+            fa__bwd_unit_of((int)blockIdx.x, nblk, p.hkv, jb, hk, b, descending);
             return true;
         }
-        if (order) { /* unit u = jb + nblk (hk + hkv b) */
+        if (order) {
             const int G = (int)gridDim.x, c = (int)blockIdx.x, at = k % 2 ? (k + 1) * G - 1 - c : k * G + c;
             if (at >= units) return false;
-            const int u = order[at];
-            jb = u % nblk;
-            hk = u / nblk % p.hkv;
-            b = u / nblk / p.hkv;
+            fa__bwd_unit_of(order[at], nblk, p.hkv, jb, hk, b);
             return true;
         }
         const int j = (k / 2) * (int)gridDim.x + (int)blockIdx.x, i = j % pairs_j;
@@ -7862,11 +7872,11 @@ static fa_status fa__bwd_make_plan(const char *fn, const fa_problem *r, fa__bwd_
     return FA_OK;
 }
 
-/* Workspace bytes of the sm_90a backward's unit order under a block mask
-   (fa__bwd_sm90_sched; 0 without one): an int per unit. */
-static size_t fa__bwd_order_bytes(const fa_problem *r, const fa__bwd_plan *pl) {
-    if (!fa__has_block_mask(r)) return 0;
-    return fa__bwd_round256((size_t)((r->seqlen_k + pl->bc - 1) / pl->bc) * (size_t)r->heads_kv * (size_t)r->batch * 4);
+/* Workspace bytes of a block mask's lists and bitmaps and the sm_90a
+   kernel's unit order (fa__bm_workspace; 0 without one): its work items
+   are the units of fa__bwd_sm90_sched. */
+static size_t fa__bwd_bm_workspace(const fa_problem *r, const fa__bwd_plan *pl) {
+    return fa__bm_workspace(r, (int64_t)((r->seqlen_k + pl->bc - 1) / pl->bc) * r->heads_kv * r->batch);
 }
 
 /* A view for the kernels, after fa__check_tensor resolved its strides: the
@@ -7907,8 +7917,8 @@ static int fa__bwd_sm90_launches, fa__bwd_sm90_disable, fa__bwd_sm90_grid_cap; /
 #else
 #define FA__BWD_SM90_OFF 0
 #endif
-/* Under a block mask, the sm_90a kernel's units (fa__bwd_sm90_sched: unit
-   u = jb + nblk (hk + hkv b)) sorted by their work, most first: the query
+/* Under a block mask, the sm_90a kernel's units (fa__bwd_unit_of) sorted
+   by their work, most first: the query
    blocks listed for key block jb's 128-key block, over the heads of KV
    head hk's group. */
 struct fa__bwd_unit_count {
@@ -7916,8 +7926,9 @@ struct fa__bwd_unit_count {
     int nblk, bc, hkv, group;
     __device__ int operator()(int u) const
     {
-        const int jb = u % nblk, hk = u / nblk % hkv, b = u / nblk / hkv, J = jb * bc / 128;
-        int n = 0;
+        int jb, hk, b, n = 0;
+        fa__bwd_unit_of(u, nblk, hkv, jb, hk, b);
+        const int J = jb * bc / 128;
         for (int hh = 0; hh < group; hh++) {
             const uint32_t *w = m.cbits + ((int64_t)fa__bm_mask(m, b, hk * group + hh) * m.k_blocks + J) * m.qwords;
             for (int i = 0; i < m.qwords; i++) n += __popc(w[i]);
@@ -8045,7 +8056,7 @@ FLASHATTN_DEF fa_status fa_backward_cuda_workspace_size(const fa_problem *p, siz
         return s;
     if (!bytes) return fa__fail(FA_ERROR_INVALID_ARGUMENT, "%s: bytes is NULL", fn);
     /* a block mask's sorted lists and bitmap follow (>>gpu-bsparse-host; 256-byte multiples) */
-    *bytes = pl.total_bytes + fa__fwd_workspace(&r) + fa__bwd_order_bytes(&r, &pl);
+    *bytes = pl.total_bytes + fa__bwd_bm_workspace(&r, &pl);
     return FA_OK;
 }
 
@@ -8064,8 +8075,7 @@ FLASHATTN_DEF fa_status fa_backward_cuda(const fa_problem *p, fa_tensor q, fa_te
     /* a block mask: 128 x 128 blocks, as the forward (>>bwd-bsparse) */
     if (s != FA_OK || (s = fa__check_bm_cuda(fn, &r, 0)) != FA_OK || (s = fa__bwd_make_plan(fn, &r, &pl)) != FA_OK)
         return s;
-    const size_t bm_bytes = fa__fwd_workspace(&r), order_bytes = fa__bwd_order_bytes(&r, &pl),
-                 ws_need = pl.total_bytes + bm_bytes + order_bytes;
+    const size_t bm_bytes = fa__bwd_bm_workspace(&r, &pl), ws_need = pl.total_bytes + bm_bytes;
     if (q.dtype != FA_F16 && q.dtype != FA_BF16)
         return fa__fail(FA_ERROR_UNSUPPORTED, "%s: q.dtype must be f16 or bf16 on the GPU", fn);
     fa__bwd_params kp;
@@ -8138,12 +8148,8 @@ FLASHATTN_DEF fa_status fa_backward_cuda(const fa_problem *p, fa_tensor q, fa_te
     cudaError_t bm_e = cudaSuccess;
     if (bm_bytes) bm_e = fa__bm_prepare(&r, (char *)ws + pl.total_bytes, st, &kp.bm);
 #ifndef FLASHATTN_NO_HOPPER
-    /* and the sm_90a kernel's unit order (fa__bwd_sm90_sched), after them */
-    if (bm_bytes && bm_e == cudaSuccess) {
-        int32_t *order = (int32_t *)((char *)ws + pl.total_bytes + bm_bytes);
-        kp.bm.order = order;
-        bm_e = fa__bwd_sm90_order(kp, pl, order, st);
-    }
+    /* and the sm_90a kernel's unit order (fa__bwd_sm90_sched) in its place */
+    if (bm_bytes && bm_e == cudaSuccess) bm_e = fa__bwd_sm90_order(kp, pl, (int32_t *)kp.bm.order, st);
 #endif
     if (bm_e != cudaSuccess) s = fa__cuda_fail(fn, bm_e, "the block mask's sorting kernel");
     else s = q.dtype == FA_F16 ? fa__bwd_run<false>(kp, pl, gpu, st) : fa__bwd_run<true>(kp, pl, gpu, st);
