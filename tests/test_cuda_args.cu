@@ -319,7 +319,7 @@ static void block_mask_cases(void)
     const int32_t *lists = (const int32_t *)carve(4096, NULL);
     const char *names[6] = {"fa_forward_cuda_workspace_size", "fa_forward_cuda", "fa_backward_cuda_workspace_size",
                             "fa_backward_cuda", "fa_decode_cuda_workspace_size", "fa_decode_cuda"}; /* refused: decode */
-    size_t bytes = 0, want;
+    size_t bytes = 0, want, lists_bytes;
     int c;
     memset(&kn, 0, sizeof kn); memset(&vn, 0, sizeof vn);
     p.block_mask.kv_num_blocks = lists;
@@ -329,9 +329,13 @@ static void block_mask_cases(void)
         const fa_status s = fa_forward_cuda_workspace_size(&p, &bytes);
         char detail[200];
         const int64_t masks = (int64_t)B * HQ, qwords = ((SQ + 127) / 128 + 31) / 32;
-        want = ((size_t)rows * 4 + 255) / 256 * 256 + ((size_t)(rows * kb) * 4 + 255) / 256 * 256 +
-               ((size_t)(rows * ((kb + 31) / 32)) * 4 + 255) / 256 * 256 + ((size_t)rows * 4 + 255) / 256 * 256 +
-               ((size_t)(masks * kb * qwords) * 4 + 255) / 256 * 256;
+        /* the counts, the lists, the bitmaps by query and by key block;
+           then the sm_90a kernel's tile order (an int per 128-row tile:
+           as many as rows here) */
+        lists_bytes = ((size_t)rows * 4 + 255) / 256 * 256 + ((size_t)(rows * kb) * 4 + 255) / 256 * 256 +
+                      ((size_t)(rows * ((kb + 31) / 32)) * 4 + 255) / 256 * 256 +
+                      ((size_t)(masks * kb * qwords) * 4 + 255) / 256 * 256;
+        want = lists_bytes + ((size_t)rows * 4 + 255) / 256 * 256;
         announce("fa_forward_cuda_workspace_size with a block mask");
         snprintf(detail, sizeof detail, "status %d, %zu bytes (want FA_OK, %zu)", (int)s, bytes, want);
         check(s == FA_OK && bytes == want, "fa_forward_cuda_workspace_size with a block mask", detail);
@@ -344,9 +348,10 @@ static void block_mask_cases(void)
                fa_forward_cuda(&p, q, k, v, o, lse, (void *)lists, want - 4, NULL), FA_ERROR_INVALID_ARGUMENT,
                "workspace_size");
     {
-        /* the backward: its own bytes, then the forward's sorted lists and
-           bitmap, then the sm_90a kernel's unit order (an int per 128-key
-           block, KV head and sequence at D <= 128) */
+        /* the backward: its own bytes, then the same sorted lists and
+           bitmaps, with the sm_90a kernel's unit order in place of the
+           forward's tile order (an int per 128-key block, KV head and
+           sequence at D <= 128) */
         fa_problem plain = base();
         size_t own = 0;
         const size_t order = ((size_t)((SK + 127) / 128 * HKV * B) * 4 + 255) / 256 * 256;
@@ -354,9 +359,9 @@ static void block_mask_cases(void)
         const fa_status s = fa_backward_cuda_workspace_size(&p, &bytes);
         char detail[200];
         announce("fa_backward_cuda_workspace_size with a block mask");
-        snprintf(detail, sizeof detail, "status %d, %zu bytes (want FA_OK, %zu + %zu + %zu)", (int)s, bytes, own, want,
-                 order);
-        check(s0 == FA_OK && s == FA_OK && bytes == own + want + order,
+        snprintf(detail, sizeof detail, "status %d, %zu bytes (want FA_OK, %zu + %zu + %zu)", (int)s, bytes, own,
+                 lists_bytes, order);
+        check(s0 == FA_OK && s == FA_OK && bytes == own + lists_bytes + order,
               "fa_backward_cuda_workspace_size with a block mask", detail);
     }
     d = p;
