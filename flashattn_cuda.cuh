@@ -1398,7 +1398,8 @@ __host__ __device__ constexpr bool fa__sm90_o_own8(int D, int BM, int BN, int ST
 {
     return fa__sm90_smem8(D, BM, BN, ST, true) <= 227u * 1024u;
 }
-/* Q tiles in shared memory: two for the persistent three- (and four-) warpgroup blocks,
+/* Q tiles in shared memory: two for the persistent three- (and four-) warpgroup blocks
+   of the 16-bit kernel (the FP8 kernel keeps one: fa__sm90_smem8),
    so that the producer copies the next tile's Q while the current tile's
    last key blocks run instead of after its last S = Q K^T (169 KB at d 64
    with the O tile): otherwise each warpgroup waited for Q at a tile's
@@ -3140,7 +3141,7 @@ struct fa__sm90_cfg {
     /* O staged in Q by a persistent block: Q is free for the next tile's
        copy once the O stores have read it, not after the last S */
     static constexpr bool Q_AFTER_O = O_STAGED && !O_OWN && PERSIST;
-    static constexpr int QB = fa__sm90_q_bufs(WG, PERSIST, O_OWN);
+    static constexpr int QB = FP8 ? 1 : fa__sm90_q_bufs(WG, PERSIST, O_OWN); /* (FP8: one, fa__sm90_smem8) */
     /* HANDOFF: with two Q tiles (the persistent three- and four-warpgroup blocks) the
        producer finds each tile once, its coordinates and the key blocks
        each consumer warpgroup's rows see, and hands them over in a slot
@@ -3611,13 +3612,18 @@ template <> struct fa__sm90_shape<64, 2> : fa__sm90_shape_row<4, 64, 6, true> {}
 template <> struct fa__sm90_shape<128, 0> : fa__sm90_shape_row<2, 128, 2, true> {};
 template <> struct fa__sm90_shape<128, 1> : fa__sm90_shape_row<2, 176, 2, true, 8192, 8192> {};
 template <> struct fa__sm90_shape<256, 0> : fa__sm90_shape_row<2, 80, 2, true> {};
-/* The FP8 kernel's one shape per head dim (>>hopper-fp8): two consumer
-   warpgroups, 128-key blocks (64 at d 256, where 128 spilled; a key block
-   lies within one of FP8's key descale blocks, FLASHATTN_FP8_BLOCK_K, a
-   multiple of 128), persistent; 3 stages at d 64. */
+/* The FP8 kernel's one shape per head dim (>>hopper-fp8): 128-key blocks
+   (64 at d 256, where 128 spilled; a key block lies within one of FP8's key
+   descale blocks, FLASHATTN_FP8_BLOCK_K, a multiple of 128), persistent, 3
+   stages below d 256; two consumer warpgroups, three at d 64. Why three
+   there: a warpgroup's own chain a key block (S's wait, the softmax, the
+   rescale and pack) sets the pace, not the tensor cores, and a third
+   warpgroup gives each SM sub-partition another such chain, as in the
+   16-bit kernel's d 64 shape for long rows; 152 registers a consumer
+   thread hold d 64's S, P and O~ [sm90-fp8]. */
 template <int D, int SH, bool FP8> struct fa__sm90_shape_of { typedef fa__sm90_shape<D, SH> type; };
 template <int D, int SH> struct fa__sm90_shape_of<D, SH, true> {
-    typedef fa__sm90_shape_row<2, D == 256 ? 64 : 128, D == 256 ? 2 : 3, true> type;
+    typedef fa__sm90_shape_row<D == 64 ? 3 : 2, D == 256 ? 64 : 128, D == 256 ? 2 : 3, true> type;
 };
 
 #ifdef FLASHATTN_TEST_HOOKS
