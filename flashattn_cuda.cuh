@@ -2573,6 +2573,31 @@ static __device__ __forceinline__ void fa__sm90_issue_pv8(float (&o_flat)[D / 2]
     fa__wgmma_commit();
 }
 
+/* One transposer warp's share W of a stage (fa__sm90_v8), unrolled: the
+   steps u = W, W + 3, ... of the (BN / 16) x (D / 32) grid, key group g =
+   u % (BN / 16), d block db = u / (BN / 16). A key group is 16 rows of V
+   (2048 bytes) whose swizzle is that of its lane's row key (16 g + key =
+   key mod 8), and a d block 32 rows of Vt whose swizzle is that of drow, so
+   each address is a lane's offset (src_off[db], dst_off[g]) plus a
+   constant. */
+template <int W, int D, int BN>
+static __device__ __forceinline__ void fa__sm90_v8_share(uint32_t src, uint32_t dst, const uint32_t (&src_off)[D / 32],
+                                                         const uint32_t (&dst_off)[BN / 16], uint32_t sel0,
+                                                         uint32_t sel1)
+{
+#pragma unroll
+    for (int u = W; u < (BN / 16) * (D / 32); u += 3) {
+        const int g = u % (BN / 16), db = u / (BN / 16);
+        uint32_t v[4], o[4];
+        fa__ldmatrix_x4_trans(v, src + 2048u * g + src_off[db]);
+        o[0] = __byte_perm(v[0], v[1], sel0);
+        o[1] = __byte_perm(v[0], v[1], sel1);
+        o[2] = __byte_perm(v[2], v[3], sel0);
+        o[3] = __byte_perm(v[2], v[3], sel1);
+        fa__stmatrix_x4(dst + 32u * BN * db + dst_off[g], o);
+    }
+}
+
 /* The V transpose (FP8), run by warps 1-3 of the producer warpgroup (w:
    the warp, 0 .. 2): for each ring position, once its V has landed
    (v_full), Vt[d][k'] = V[key(k')][d] for the stage's BN keys, k' in P's
@@ -2583,7 +2608,7 @@ static __device__ __forceinline__ void fa__sm90_issue_pv8(float (&o_flat)[D / 2]
    of its last use) and then release V's stage themselves (V empty, 3
    arrivals): the consumers read only Vt, so the next V copy need not wait
    for them. Without, the consumers release V's stage after P V, so V
-   landing means Vt is free too. TR_UNROLL steps in flight a warp.
+   landing means Vt is free too.
    positions: the ring positions the producer fills (fa__sm90_positions).
    V full counts 32 arrivals here, one from each lane of the producer warp
    after its own copies (TMA's lane 0 or every lane's cp.async of a tail
@@ -2599,10 +2624,13 @@ static __device__ __forceinline__ void fa__sm90_issue_pv8(float (&o_flat)[D / 2]
    rows the lanes address one by one: the even rows of the 16 in one
    matrix, the odd in another, the two swapped for r >= 4 (rows 0, 2, 4,
    6, 9, 11, 13, 15), so that the 8 rows fall in 8 different 16-byte bank
-   groups of the 128-byte swizzle. About ten instructions move 512 bytes;
-   a 4 x 4 block of bytes a thread, as 32-bit loads and stores, was slower
-   [sm90-fp8]. */
-template <int D, int DW, int BN, int STAGES, bool V_EARLY, int TR_UNROLL, class Bufs>
+   groups of the 128-byte swizzle (the lane's selectors sel0, sel1 put
+   its even or odd row first). Every address is a lane's base plus a
+   constant (fa__sm90_v8_share): about eight instructions move 512 bytes. Before,
+   with the step's addresses computed in the loop (about 30 integer
+   instructions a step), and a 4 x 4 block of bytes a thread, both were
+   slower [sm90-fp8]. */
+template <int D, int DW, int BN, int STAGES, bool V_EARLY, class Bufs>
 static __device__ __forceinline__ void fa__sm90_v8(const Bufs &sm, int w, int lane, int positions)
 {
     constexpr uint32_t KV_BYTES = BN * DW * 2, VT_BYTES = D * BN;
@@ -2610,25 +2638,21 @@ static __device__ __forceinline__ void fa__sm90_v8(const Bufs &sm, int w, int la
     const int key = 8 * (m % 2) + i, dsub = 16 * (m / 2);                    /* ldmatrix: V's row */
     const int drow = 2 * i + (i < 4 ? m % 2 : 1 - m % 2) + 16 * (m / 2);      /* stmatrix: Vt's row */
     const bool swap = lane / 4 >= 4;
+    const uint32_t sel0 = swap ? 0x7531u : 0x6420u, sel1 = swap ? 0x6420u : 0x7531u;
+    uint32_t src_off[D / 32], dst_off[BN / 16];
+#pragma unroll
+    for (int db = 0; db < D / 32; db++) src_off[db] = fa__sm90_chunk(key, (32 * db + dsub) / 16, BN * 128);
+#pragma unroll
+    for (int g = 0; g < BN / 16; g++) dst_off[g] = fa__vt_at<BN>(drow, 16 * g);
 #pragma unroll 1
     for (int r = 0; r < positions; r++) {
         const int st = r % STAGES;
         fa__mbar_wait(sm.v_full(st), (uint32_t)((r / STAGES) & 1));
         if (V_EARLY && r >= STAGES) fa__mbar_wait(sm.vt_empty(st), (uint32_t)((r / STAGES - 1) & 1));
         const uint32_t src = sm.sV + st * KV_BYTES, dst = sm.sVt + st * VT_BYTES;
-#pragma unroll TR_UNROLL
-        for (int u = w; u < (BN / 16) * (D / 32); u += 3) {
-            const int g = u % (BN / 16), db = u / (BN / 16);
-            uint32_t v[4], o[4];
-            fa__ldmatrix_x4_trans(v, src + fa__sm90_chunk(16 * g + key, (32 * db + dsub) / 16, BN * 128));
-            const uint32_t e0 = __byte_perm(v[0], v[1], 0x6420), o0 = __byte_perm(v[0], v[1], 0x7531);
-            const uint32_t e1 = __byte_perm(v[2], v[3], 0x6420), o1 = __byte_perm(v[2], v[3], 0x7531);
-            o[0] = swap ? o0 : e0;
-            o[1] = swap ? e0 : o0;
-            o[2] = swap ? o1 : e1;
-            o[3] = swap ? e1 : o1;
-            fa__stmatrix_x4(dst + fa__vt_at<BN>(32 * db + drow, 16 * g), o);
-        }
+        if (w == 0) fa__sm90_v8_share<0, D, BN>(src, dst, src_off, dst_off, sel0, sel1);
+        else if (w == 1) fa__sm90_v8_share<1, D, BN>(src, dst, src_off, dst_off, sel0, sel1);
+        else fa__sm90_v8_share<2, D, BN>(src, dst, src_off, dst_off, sel0, sel1);
         asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
         __syncwarp(); /* (the warp's writes and reads, before its lane 0 speaks for it) */
         if (lane == 0) {
@@ -3131,11 +3155,9 @@ struct fa__sm90_cfg {
     static constexpr bool O_OWN = FP8 ? fa__sm90_o_own8(D, BM, BN, STAGES) : fa__sm90_o_own(D, BM, BN, STAGES);
     /* (FP8) V_EARLY: the transposers release each V stage once transposed
        (the consumers then release Vt's), rather than the consumers both
-       after P V; TR_UNROLL: the transpose's steps in flight per warp. Per
-       head dim, as measured: early and 4 below d 256, the consumers' and 2
-       at d 256 (two 64-key stages) [sm90-fp8]. */
+       after P V. As measured: early below d 256, the consumers' at d 256
+       (two 64-key stages) [sm90-fp8]. */
     static constexpr bool V_EARLY = FP8 && D < 256;
-    static constexpr int TR_UNROLL = D < 256 ? 4 : 2;
     /* (FP8 at d 256: no room for an O tile, and Q's is too small) */
     static constexpr bool O_STAGED = O_OWN || (!FP8 && (!PERSIST || D == 256));
     /* O staged in Q by a persistent block: Q is free for the next tile's
@@ -3354,7 +3376,7 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
                 p, tm, wk, m_blocks, batch, sched, sm, early_ok, lane, q_tile, q_full, q_empty, q_phase, slot,
                 tile_src, copy_q, copy_kv);
         } else if constexpr (FP8) { /* (warps 1-3: the V transpose) */
-            fa__sm90_v8<D, DW, BN, STAGES, C::V_EARLY, C::TR_UNROLL>(sm, warp - 1, lane,
+            fa__sm90_v8<D, DW, BN, STAGES, C::V_EARLY>(sm, warp - 1, lane,
                                                                      fa__sm90_positions<BM, BN>(p, sched));
         }
         return;
