@@ -2626,10 +2626,10 @@ static __device__ __forceinline__ void fa__sm90_v8_share(uint32_t src, uint32_t 
    6, 9, 11, 13, 15), so that the 8 rows fall in 8 different 16-byte bank
    groups of the 128-byte swizzle (the lane's selectors sel0, sel1 put
    its even or odd row first). Every address is a lane's base plus a
-   constant (fa__sm90_v8_share): about eight instructions move 512 bytes. Before,
-   with the step's addresses computed in the loop (about 30 integer
-   instructions a step), and a 4 x 4 block of bytes a thread, both were
-   slower [sm90-fp8]. */
+   constant (fa__sm90_v8_share): about eight instructions move 512
+   bytes. With the addresses computed in the loop (about 30 integer
+   instructions a step), and with a 4 x 4 block of bytes a thread, it
+   was slower [sm90-fp8]. */
 template <int D, int DW, int BN, int STAGES, bool V_EARLY, class Bufs>
 static __device__ __forceinline__ void fa__sm90_v8(const Bufs &sm, int w, int lane, int positions)
 {
@@ -3376,8 +3376,7 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
                 p, tm, wk, m_blocks, batch, sched, sm, early_ok, lane, q_tile, q_full, q_empty, q_phase, slot,
                 tile_src, copy_q, copy_kv);
         } else if constexpr (FP8) { /* (warps 1-3: the V transpose) */
-            fa__sm90_v8<D, DW, BN, STAGES, C::V_EARLY>(sm, warp - 1, lane,
-                                                                     fa__sm90_positions<BM, BN>(p, sched));
+            fa__sm90_v8<D, DW, BN, STAGES, C::V_EARLY>(sm, warp - 1, lane, fa__sm90_positions<BM, BN>(p, sched));
         }
         return;
     }
