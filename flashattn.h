@@ -1080,6 +1080,8 @@ static int fa__isfinite(float x)
 {
     return x == x && x - x == 0.0f;
 }
+/* An FP8 descale (section 5): finite and >= 0 */
+static int fa__descale_ok(float s) { return fa__isfinite(s) && s >= 0.0f; }
 
 /* Tokens in use in sequence b's cache (forward: keys of sequence b). */
 static int64_t fa__cache_len(const fa_problem *r, int b)
@@ -1312,7 +1314,7 @@ static fa_status fa__resolve(const char *fn, const fa_problem *p, fa_problem *r,
         const float ds[3] = {x.descale_q, x.descale_k, x.descale_v};
         int i;
         for (i = 0; i < 3; ++i)
-            if (!(fa__isfinite(ds[i]) && ds[i] >= 0.0f))
+            if (!fa__descale_ok(ds[i]))
                 return fa__fail(FA_ERROR_INVALID_ARGUMENT, "%s: descale_%c (%g) must be finite and >= 0", fn,
                                 "qkv"[i], (double)ds[i]);
     }
@@ -1691,7 +1693,7 @@ static fa_status fa__check_fp8(const char *fn, const fa_problem *p, const fa_pro
             int64_t n = (int64_t)r->batch * (i ? r->heads_kv : r->heads_q) *
                         FA__FP8_BLOCKS(i ? r->seqlen_k : r->seqlen_q, i), j;
             for (j = 0; j < n; ++j)
-                if (!(fa__isfinite(blk[i][j]) && blk[i][j] >= 0.0f))
+                if (!fa__descale_ok(blk[i][j]))
                     return fa__fail(FA_ERROR_INVALID_ARGUMENT, "%s: descale_%s_block[%lld] (%g) must be finite "
                                     "and >= 0", fn, name[i], (long long)j, (double)blk[i][j]);
         }

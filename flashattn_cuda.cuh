@@ -1391,8 +1391,9 @@ __host__ __device__ constexpr bool fa__sm90_o_own(int D, int BM, int BN, int ST)
 __host__ __device__ constexpr int fa__sm90_dw8(int D) { return D < 128 ? 64 : D / 2; }
 __host__ __device__ constexpr size_t fa__sm90_smem8(int D, int BM, int BN, int ST, bool o_own)
 {
+    /* (the barriers: Q full and empty, and per stage K, V, Vt full and empty) */
     return 1024 + 2u * (size_t)fa__sm90_dw8(D) * (BM + 2 * ST * BN) + (o_own ? 2u * (size_t)D * BM : 0u) +
-           (size_t)ST * D * BN + 8u * (2 + 4 * ST) + 16u * ST;
+           (size_t)ST * D * BN + 8u * (2 + 6 * ST);
 }
 __host__ __device__ constexpr bool fa__sm90_o_own8(int D, int BM, int BN, int ST)
 {
@@ -2573,6 +2574,8 @@ static __device__ __forceinline__ void fa__sm90_issue_pv8(float (&o_flat)[D / 2]
     fa__wgmma_commit();
 }
 
+#define FA__SM90_V8_WARPS 3 /* the transposers: the producer warpgroup's warps 1-3 */
+
 /* One transposer warp's share W of a stage (fa__sm90_v8), unrolled: the
    steps u = W, W + 3, ... of the (BN / 16) x (D / 32) grid, key group g =
    u % (BN / 16), d block db = u / (BN / 16). A key group is 16 rows of V
@@ -2586,7 +2589,7 @@ static __device__ __forceinline__ void fa__sm90_v8_share(uint32_t src, uint32_t 
                                                          uint32_t sel1)
 {
 #pragma unroll
-    for (int u = W; u < (BN / 16) * (D / 32); u += 3) {
+    for (int u = W; u < (BN / 16) * (D / 32); u += FA__SM90_V8_WARPS) {
         const int g = u % (BN / 16), db = u / (BN / 16);
         uint32_t v[4], o[4];
         fa__ldmatrix_x4_trans(v, src + 2048u * g + src_off[db]);
@@ -2650,6 +2653,7 @@ static __device__ __forceinline__ void fa__sm90_v8(const Bufs &sm, int w, int la
         fa__mbar_wait(sm.v_full(st), (uint32_t)((r / STAGES) & 1));
         if (V_EARLY && r >= STAGES) fa__mbar_wait(sm.vt_empty(st), (uint32_t)((r / STAGES - 1) & 1));
         const uint32_t src = sm.sV + st * KV_BYTES, dst = sm.sVt + st * VT_BYTES;
+        static_assert(FA__SM90_V8_WARPS == 3, "one share a transposer warp");
         if (w == 0) fa__sm90_v8_share<0, D, BN>(src, dst, src_off, dst_off, sel0, sel1);
         else if (w == 1) fa__sm90_v8_share<1, D, BN>(src, dst, src_off, dst_off, sel0, sel1);
         else fa__sm90_v8_share<2, D, BN>(src, dst, src_off, dst_off, sel0, sel1);
@@ -2684,7 +2688,7 @@ static __device__ __forceinline__ int fa__sm90_positions(const fa__fwd_params &p
 template <int STAGES, int WG, class Bufs> static __device__ __forceinline__ void fa__sm90_init_v8(const Bufs &sm)
 {
     for (int s = 0; s < STAGES; s++) {
-        fa__mbar_init(sm.vt_full(s), 3);
+        fa__mbar_init(sm.vt_full(s), FA__SM90_V8_WARPS);
         fa__mbar_init(sm.vt_empty(s), 4 * WG);
     }
 }
@@ -3309,7 +3313,7 @@ fa__fwd_kernel_sm90(const __grid_constant__ fa__tma_maps tm, const fa__fwd_param
     if (threadIdx.x == 0) {
         if constexpr (FP8) fa__sm90_init_v8<STAGES, WG>(sm);
         fa__sm90_init_barriers<QB, STAGES, WG, Q_RELEASE_ALL, decltype(sm), decltype(q_full), decltype(q_empty),
-                               FP8 ? 32 : 1, C::V_EARLY ? 3 : 4 * WG>(sm, q_full, q_empty);
+                               FP8 ? 32 : 1, C::V_EARLY ? FA__SM90_V8_WARPS : 4 * WG>(sm, q_full, q_empty);
     }
     __syncthreads(); /* the last block-wide barrier: the roles part here */
 
