@@ -3499,9 +3499,11 @@ static fa_status fa__ws_free(const char *fn, void *ws, cudaStream_t st, fa_statu
 
 /* What fa_forward_cuda learns of the device, once a call, for the dispatch
    below: its family (the table above), the shared-memory opt-in limit per
-   block, and the SM count (the persistent sm_90a grid). */
+   block, and the SM count (the persistent sm_90a grid); (fa_backward_cuda)
+   whether it takes cooperative launches (the deterministic kernels'
+   rotated walks, fa__bwd_rot). */
 typedef struct fa__gpu {
-    int family, smem_optin, sms;
+    int family, smem_optin, sms, coop;
 } fa__gpu;
 #ifndef FLASHATTN_CUDA_EMU
 
@@ -4373,7 +4375,7 @@ FLASHATTN_DEF fa_status fa_forward_cuda(const fa_problem *p, fa_tensor q, fa_ten
     fa__fwd_params kp;
     fa_status s;
     int dev = 0, major = 0, minor = 0, need, varlen_q, varlen_k, fp8;
-    fa__gpu gpu;
+    fa__gpu gpu = {};
     cudaError_t e;
     size_t ws_need;
     void *ws = workspace;
@@ -6343,6 +6345,7 @@ typedef struct fa__bwd_params {
                               order (fa__bwd_acc_off), for the convert kernel */
     fa__bmask bm;          /* a block mask (bits NULL: none), >>bwd-bsparse */
     float scale_cap;       /* scale / softcap (softcap > 0): tanh's factor in fa__bwd_score */
+    int det_rot;           /* the sm_90a DET kernels' rotated walks (fa__bwd_rot) */
 } fa__bwd_params;
 
 /* Where sequence b lives: rows sq x sk, and the element offset of its row 0
@@ -7310,6 +7313,7 @@ static __device__ __forceinline__ void fa__bwd_unit_of(int u, int nblk, int hkv,
 struct fa__bwd_sm90_sched {
     int nblk, pairs_j, units, pairs, rounds;
     bool one_unit, descending; /* descending: the deterministic kernel's order (fa__bwd_sm90_send_dq) */
+    bool det_rounds;           /* the rotated walks' persistent grid (fa__bwd_rot): unit k G + c at round k */
     const int32_t *order;      /* a block mask's unit order (persistent grid only), or NULL */
     __device__ __forceinline__ void init(const fa__bwd_params &p, int bc, bool det)
     {
@@ -7319,15 +7323,22 @@ struct fa__bwd_sm90_sched {
         units = nblk * p.hkv * p.batch;
         pairs = pairs_j * p.hkv * p.batch;
         one_unit = (int)gridDim.x >= units;
-        order = det || one_unit || !p.bm.bits ? NULL : p.bm.order; /* (det: a block per unit) */
-        rounds = one_unit ? 1
-               : order   ? (units + (int)gridDim.x - 1) / (int)gridDim.x
-                         : 2 * ((pairs + (int)gridDim.x - 1) / (int)gridDim.x);
+        det_rounds = det && p.det_rot && !one_unit;
+        order = det || one_unit || !p.bm.bits ? NULL : p.bm.order; /* (det: a block per unit, or rounds) */
+        rounds = one_unit             ? 1
+               : order || det_rounds ? (units + (int)gridDim.x - 1) / (int)gridDim.x
+                                      : 2 * ((pairs + (int)gridDim.x - 1) / (int)gridDim.x);
     }
     __device__ __forceinline__ bool unit(const fa__bwd_params &p, int k, int &jb, int &hk, int &b) const
     {
         if (one_unit) {
             fa__bwd_unit_of((int)blockIdx.x, nblk, p.hkv, jb, hk, b, descending);
+            return true;
+        }
+        if (det_rounds) { /* (G, a multiple of nblk: a round holds whole sequences' units) */
+            const int u = k * (int)gridDim.x + (int)blockIdx.x;
+            if (u >= units) return false;
+            fa__bwd_unit_of(u, nblk, p.hkv, jb, hk, b, descending);
             return true;
         }
         if (order) {
@@ -7350,11 +7361,32 @@ struct fa__bwd_sm90_sched {
    walked (0, or with a block mask the first visited: iters or more if
    none; the next ones by fa__bwd_next_step, >>bwd-bsparse). */
 struct fa__bwd_work {
-    int jb, hk, b, j0, ib0, nib, iters, first;
+    int jb, hk, b, j0, ib0, nib, iters, first, rot;
     fa__bwd_seq s;
 };
+/* The deterministic kernels without a mask (p.det_rot): every key block
+   sees every query block, and walking them all in one order made each
+   tile's ordered adds a chain, key block j waiting for j + 1's add of the
+   same step. So key block jb of nk starts its walk at query block
+   jb nq / nk and wraps around (rot), and a tile's adds go in the order the
+   walks reach it (fa__bwd_det_rank): each add's predecessors came at
+   earlier steps. A unit then waits for units of its sequence and KV head
+   that may have a higher block index, so they must all be resident at
+   once: the host launches such a grid cooperatively (all blocks resident,
+   or no launch), G = floor(SMs / nk) nk blocks taking the units in rounds
+   (fa__bwd_sm90_sched's det_rounds), each round whole sequences' units;
+   a round's units wait only for each other, never for a later round's.
+   [bwd-det] */
+__device__ __forceinline__ int fa__bwd_rot(int jb, int nk, int nq) { return jb * nq / nk; } /* (nk nq < 2^31) */
+/* Step it's query block: ib0 + it % nib, in the DET kernels rotated by rot */
+template <bool DET> __device__ __forceinline__ int fa__bwd_qblock(const fa__bwd_work &w, int it)
+{
+    int q = it % w.nib;
+    if (DET) q = q + w.rot >= w.nib ? q + w.rot - w.nib : q + w.rot;
+    return w.ib0 + q;
+}
 /* False: no unit k. */
-template <int BR, int BC>
+template <int BR, int BC, bool DET>
 __device__ __forceinline__ bool fa__bwd_sm90_work(const fa__bwd_params &p, const fa__bwd_sm90_sched &sc, int k,
                                                   fa__bwd_work &w)
 {
@@ -7366,6 +7398,7 @@ __device__ __forceinline__ bool fa__bwd_sm90_work(const fa__bwd_params &p, const
     w.nib = ib1 - w.ib0;
     w.iters = w.nib * p.group;
     w.first = fa__bwd_next_step(p, w.b, w.hk, w.j0, w.ib0, w.nib, w.iters, BR, 0);
+    w.rot = DET && p.det_rot ? fa__bwd_rot(w.jb, (w.s.sk + BC - 1) / BC, w.nib) : 0;
     return true;
 }
 
@@ -7386,7 +7419,7 @@ struct fa__bwd_sm90_smem {
    and kv_uses, the units whose K, V were loaded (buffer kv_uses % KVB, its
    (kv_uses / KVB)-th use). A barrier's phase bit flips once per use:
    waiting for use u means waiting for parity u & 1. */
-template <int D>
+template <int D, bool DET>
 __device__ __forceinline__ void fa__bwd_sm90_producer(const fa__bwd_maps &tm, const fa__bwd_params &p,
                                                       const fa__bwd_sm90_sched &sc, const fa__bwd_sm90_smem &sm)
 {
@@ -7397,7 +7430,7 @@ __device__ __forceinline__ void fa__bwd_sm90_producer(const fa__bwd_maps &tm, co
     for (int k = 0; k < sc.rounds; k++) {
         fa__bwd_work w;
         /* (a unit without a step walked loads nothing, as the consumers expect) */
-        if (!fa__bwd_sm90_work<BR, L::bc>(p, sc, k, w) || w.first >= w.iters) continue;
+        if (!fa__bwd_sm90_work<BR, L::bc, DET>(p, sc, k, w) || w.first >= w.iters) continue;
         const int kb = kv_uses % KVB;
         /* buffer kb was last read by unit kv_uses - KVB: wait for its release */
         if (kv_uses >= KVB) fa__mbar_wait(sm.kv_empty + 8 * kb, (uint32_t)((kv_uses / KVB - 1) & 1));
@@ -7410,7 +7443,7 @@ __device__ __forceinline__ void fa__bwd_sm90_producer(const fa__bwd_maps &tm, co
         }
         for (int it = w.first; it < w.iters;
              it = fa__bwd_next_step(p, w.b, w.hk, w.j0, w.ib0, w.nib, w.iters, BR, it + 1), ring++) {
-            const int st = ring & 1, h = w.hk * p.group + it / w.nib, i0 = (w.ib0 + it % w.nib) * BR;
+            const int st = ring & 1, h = w.hk * p.group + it / w.nib, i0 = fa__bwd_qblock<DET>(w, it) * BR;
             /* stage st was last read at step ring - 2: wait for its release */
             if (ring >= 2) fa__mbar_wait(sm.empty + 8 * st, (uint32_t)((ring / 2 - 1) & 1));
             const uint32_t bar = sm.full + 8 * st;
@@ -7473,13 +7506,26 @@ __device__ __forceinline__ void fa__bwd_sm90_add_dq(const fa__bwd_params &p, con
    started before it: no deadlock. Its place: how many key blocks above jb
    add to the tile (the rule of fa__bwd_q_range and the block mask, as the
    sm_80 path's sum of slices in fa__bwd_dq_convert_kernel), a warp's
-   ballot per 32 key blocks. [bwd-det] */
+   ballot per 32 key blocks. With rotated walks (p.det_rot, fa__bwd_rot)
+   the order is that of the walks instead: the key blocks whose walk
+   reaches query block ib at an earlier step (at the same step: the
+   higher key block) add first. [bwd-det] */
 template <int BR, int BC>
 __device__ __forceinline__ int fa__bwd_det_rank(const fa__bwd_params &p, const fa__bwd_seq &s, int b, int h,
                                                 int jb, int ib, int lane)
 {
     const int nblk = (s.sk + BC - 1) / BC;
     int rank = 0;
+    if (p.det_rot) {
+        const int nq = (s.sq + BR - 1) / BR;
+        auto step = [&](int j) { const int a = ib - fa__bwd_rot(j, nblk, nq); return a < 0 ? a + nq : a; };
+        const int mine = step(jb);
+        for (int j0 = 0; j0 < nblk; j0 += 32) {
+            const int j = j0 + lane, sj = j < nblk ? step(j) : 0;
+            rank += __popc(__ballot_sync(0xffffffffu, j < nblk && j != jb && (sj < mine || (sj == mine && j > jb))));
+        }
+        return rank;
+    }
     for (int j0 = jb + 1; j0 < nblk; j0 += 32) {
         const int j = j0 + lane;
         bool adds = false;
@@ -7641,7 +7687,7 @@ __device__ __forceinline__ void fa__bwd_sm90_consumer(const fa__bwd_params &p, c
     int ring = 0, kv_uses = 0, sends = 0;
     for (int k = 0; k < sc.rounds; k++) {
         fa__bwd_work w;
-        if (!fa__bwd_sm90_work<BR, BC>(p, sc, k, w)) continue; /* (a unit no query sees still writes dK = dV = 0) */
+        if (!fa__bwd_sm90_work<BR, BC, DET>(p, sc, k, w)) continue; /* (a unit no query sees still writes dK = dV = 0) */
         FLASHATTN_TRACE(45, w.jb, w.hk); /* (the trace: the unit's start and end) */
         const int kb = kv_uses % KVB;
         const uint32_t sK = sKV + kb * 2 * KV_BYTES, sV = sK + KV_BYTES;
@@ -7654,7 +7700,7 @@ __device__ __forceinline__ void fa__bwd_sm90_consumer(const fa__bwd_params &p, c
         if (w.first < w.iters) fa__mbar_wait(kv_full + 8 * kb, (uint32_t)((kv_uses / KVB) & 1));
         for (int it = w.first; it < w.iters;
              it = fa__bwd_next_step(p, w.b, w.hk, w.j0, w.ib0, w.nib, w.iters, BR, it + 1), ring++) {
-            const int st = ring & 1, h = w.hk * p.group + it / w.nib, i0 = (w.ib0 + it % w.nib) * BR;
+            const int st = ring & 1, h = w.hk * p.group + it / w.nib, i0 = fa__bwd_qblock<DET>(w, it) * BR;
             const uint32_t q_s = sQ + st * Q_BYTES, do_s = sdO + st * Q_BYTES, ds_s = sdS + st * DS_BYTES;
             const float *sL = sm.gLD + st * 2 * BR, *sD = sL + BR;
             /* (1) S^T = K_w Q_i^T and (4) dP^T = V_w dO_i^T, issued together */
@@ -7818,9 +7864,10 @@ fa__bwd_kernel_sm90(const __grid_constant__ fa__bwd_maps tm, const fa__bwd_param
     if (warp < 4) {
         /* the producer needs few registers: the consumers take them. The
            block holds 384 x 168 = 64512 (launch bounds): 128 x 24 + 256 x 240
-           fits, and DET's 128 x 32 (the dQ writers' place) + 256 x 232. */
-        fa__setmaxnreg_dec<DET ? 32 : 24>();
-        if (tid == 0) fa__bwd_sm90_producer<D>(tm, p, sc, sm);
+           fits, and DET's 128 x 40 (the dQ writers' place and order: with 32
+           they spilled) + 256 x 232. */
+        fa__setmaxnreg_dec<DET ? 40 : 24>();
+        if (tid == 0) fa__bwd_sm90_producer<D, DET>(tm, p, sc, sm);
         else if (DET && (warp == 1 || warp == 2)) fa__bwd_sm90_dq_writer<D>(p, sm, warp - 1, lane);
         return;
     }
@@ -7944,6 +7991,7 @@ static fa_status fa__bwd_launch_main(const fa__bwd_params &kp, const fa__bwd_pla
    sends every backward to the sm_80 kernel (both tested on one GPU), and a
    cap on the grid, so that small problems too run persistent */
 static int fa__bwd_sm90_launches, fa__bwd_sm90_disable, fa__bwd_sm90_grid_cap; /* cap: 0 = none */
+static int fa__bwd_sm90_no_rot; /* the DET kernels' walks of one order, as without cooperative launches */
 #define FA__BWD_SM90_OFF fa__bwd_sm90_disable
 #else
 #define FA__BWD_SM90_OFF 0
@@ -7977,6 +8025,17 @@ static cudaError_t fa__bwd_sm90_order(const fa__bwd_params &kp, const fa__bwd_pl
     return cudaGetLastError();
 }
 
+/* Whether the deterministic kernels rotate their walks (fa__bwd_rot), for
+   nk key blocks and nq query blocks on sms SMs. The rotated walks need
+   each sequence's nk units resident at once, so they run as rounds of
+   whole sequences on G = floor(sms / nk) nk blocks: they pay where the
+   walks are short (at most 64 steps: there the one order's chain of adds
+   is the largest part of a unit) and G leaves at most 1/16 of the SMs
+   idle. [bwd-det] */
+static bool fa__bwd_det_rotates(int64_t nk, int64_t nq, int sms)
+{
+    return nq <= 64 && nk <= sms && sms / nk * nk * 16 >= 15 * (int64_t)sms;
+}
 /* Run the main kernel on sm_90a when it can; *ran = 0 (and FA_OK) leaves
    the problem to the sm_80 kernel: no sm_90a code for this GPU, a view TMA
    cannot describe, or too little shared memory. */
@@ -8012,7 +8071,33 @@ static fa_status fa__bwd_launch_sm90(const fa__bwd_params &kp, const fa__gpu &gp
 #ifdef FLASHATTN_TEST_HOOKS
     if (fa__bwd_sm90_grid_cap > 0 && grid > fa__bwd_sm90_grid_cap && !DET) grid = fa__bwd_sm90_grid_cap;
 #endif
-    kern<<<grid, 384, smem, st>>>(tm, kp);
+    /* DET without a mask (and without cu_seqlens, as every call here):
+       rotated walks where they pay (fa__bwd_det_rotates), on a cooperative
+       grid; where the device cannot launch it, the walks of one order on a
+       block per unit */
+    fa__bwd_params kr = kp;
+    kr.det_rot = DET && !kp.causal && !kp.window && !kp.bm.bits && gpu.coop &&
+                 fa__bwd_det_rotates(nblk, (kp.seqlen_q + BR - 1) / BR, sms);
+#ifdef FLASHATTN_TEST_HOOKS
+    if (fa__bwd_sm90_no_rot) kr.det_rot = 0;
+#endif
+    bool launched = false;
+    if (kr.det_rot) {
+        int64_t g = sms / nblk * nblk;
+#ifdef FLASHATTN_TEST_HOOKS
+        if (fa__bwd_sm90_grid_cap > 0 && g > fa__bwd_sm90_grid_cap) /* (tests: rounds of whole sequences) */
+            g = fa__bwd_sm90_grid_cap < nblk ? nblk : fa__bwd_sm90_grid_cap / nblk * nblk;
+#endif
+        g = units < g ? units : g;
+        void *args[2] = {(void *)&tm, (void *)&kr};
+        launched = cudaLaunchCooperativeKernel((const void *)kern, dim3((unsigned)g), dim3(384), args, smem,
+                                               st) == cudaSuccess;
+        if (!launched) {
+            (void)cudaGetLastError();
+            kr.det_rot = 0;
+        }
+    }
+    if (!launched) kern<<<grid, 384, smem, st>>>(tm, kr);
     FA__BWD_CUDA_TRY(cudaGetLastError());
 #ifdef FLASHATTN_TEST_HOOKS
     fa__bwd_sm90_launches++;
@@ -8129,6 +8214,7 @@ FLASHATTN_DEF fa_status fa_backward_cuda(const fa_problem *p, fa_tensor q, fa_te
     FA__BWD_CUDA_TRY(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
     FA__BWD_CUDA_TRY(cudaDeviceGetAttribute(&gpu.smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
     FA__BWD_CUDA_TRY(cudaDeviceGetAttribute(&gpu.sms, cudaDevAttrMultiProcessorCount, dev));
+    FA__BWD_CUDA_TRY(cudaDeviceGetAttribute(&gpu.coop, cudaDevAttrCooperativeLaunch, dev));
     if (major < 8 || (size_t)gpu.smem_optin < pl.smem)
         return fa__fail(FA_ERROR_UNSUPPORTED,
                         "%s: needs sm_80+ with %zu bytes of shared memory per block for head_dim %d", fn,
