@@ -6345,7 +6345,7 @@ typedef struct fa__bwd_params {
                               order (fa__bwd_acc_off), for the convert kernel */
     fa__bmask bm;          /* a block mask (bits NULL: none), >>bwd-bsparse */
     float scale_cap;       /* scale / softcap (softcap > 0): tanh's factor in fa__bwd_score */
-    int det_rot;           /* the sm_90a DET kernels' rotated walks (fa__bwd_rot) */
+    int det_rot;           /* the sm_90a DET kernels on a cooperative grid, rotated walks (fa__bwd_rotates) */
 } fa__bwd_params;
 
 /* Where sequence b lives: rows sq x sk, and the element offset of its row 0
@@ -7373,12 +7373,21 @@ struct fa__bwd_work {
    earlier steps. A unit then waits for units of its sequence and KV head
    that may have a higher block index, so they must all be resident at
    once: the host launches such a grid cooperatively (all blocks resident,
-   or no launch), G = floor(SMs / nk) nk blocks taking the units in rounds
-   (fa__bwd_sm90_sched's det_rounds), each round whole sequences' units;
-   a round's units wait only for each other, never for a later round's.
+   or no launch), G blocks taking the units in rounds (fa__bwd_sm90_sched's
+   det_rounds: unit k G + c at round k). A sequence whose nk units fall in
+   one round rotates; one split between rounds k and k + 1 walks in one
+   order, so that its units wait only for its higher key blocks, which
+   come first (round k). Either way no unit waits for a later round's.
    [bwd-det] */
 __device__ __forceinline__ int fa__bwd_rot(int jb, int nk, int nq) { return jb * nq / nk; } /* (nk nq < 2^31) */
-/* Step it's query block: ib0 + it % nib, in the DET kernels rotated by rot */
+/* Whether sequence (KV head hk, batch b) of nk units rotates its walks:
+   its units u0 .. u0 + nk - 1 (fa__bwd_unit_of) in one round of the grid */
+__device__ __forceinline__ bool fa__bwd_rotates(const fa__bwd_params &p, int nk, int hk, int b)
+{
+    const int G = (int)gridDim.x, u0 = (hk + p.hkv * b) * nk;
+    return p.det_rot && u0 / G == (u0 + nk - 1) / G;
+}
+/* The query block of step it: ib0 + it % nib, in the DET kernels rotated by rot */
 template <bool DET> __device__ __forceinline__ int fa__bwd_qblock(const fa__bwd_work &w, int it)
 {
     int q = it % w.nib;
@@ -7398,7 +7407,8 @@ __device__ __forceinline__ bool fa__bwd_sm90_work(const fa__bwd_params &p, const
     w.nib = ib1 - w.ib0;
     w.iters = w.nib * p.group;
     w.first = fa__bwd_next_step(p, w.b, w.hk, w.j0, w.ib0, w.nib, w.iters, BR, 0);
-    w.rot = DET && p.det_rot ? fa__bwd_rot(w.jb, (w.s.sk + BC - 1) / BC, w.nib) : 0;
+    const int nk = (w.s.sk + BC - 1) / BC;
+    w.rot = DET && fa__bwd_rotates(p, nk, w.hk, w.b) ? fa__bwd_rot(w.jb, nk, w.nib) : 0;
     return true;
 }
 
@@ -7506,7 +7516,7 @@ __device__ __forceinline__ void fa__bwd_sm90_add_dq(const fa__bwd_params &p, con
    started before it: no deadlock. Its place: how many key blocks above jb
    add to the tile (the rule of fa__bwd_q_range and the block mask, as the
    sm_80 path's sum of slices in fa__bwd_dq_convert_kernel), a warp's
-   ballot per 32 key blocks. With rotated walks (p.det_rot, fa__bwd_rot)
+   ballot per 32 key blocks. With rotated walks (fa__bwd_rotates)
    the order is that of the walks instead: the key blocks whose walk
    reaches query block ib at an earlier step (at the same step: the
    higher key block) add first. [bwd-det] */
@@ -7516,7 +7526,7 @@ __device__ __forceinline__ int fa__bwd_det_rank(const fa__bwd_params &p, const f
 {
     const int nblk = (s.sk + BC - 1) / BC;
     int rank = 0;
-    if (p.det_rot) {
+    if (fa__bwd_rotates(p, nblk, h / p.group, b)) {
         const int nq = (s.sq + BR - 1) / BR;
         auto step = [&](int j) { const int a = ib - fa__bwd_rot(j, nblk, nq); return a < 0 ? a + nq : a; };
         const int mine = step(jb);
@@ -8026,15 +8036,14 @@ static cudaError_t fa__bwd_sm90_order(const fa__bwd_params &kp, const fa__bwd_pl
 }
 
 /* Whether the deterministic kernels rotate their walks (fa__bwd_rot), for
-   nk key blocks and nq query blocks on sms SMs. The rotated walks need
-   each sequence's nk units resident at once, so they run as rounds of
-   whole sequences on G = floor(sms / nk) nk blocks: they pay where the
-   walks are short (at most 64 steps: there the one order's chain of adds
-   is the largest part of a unit) and G leaves at most 1/16 of the SMs
-   idle. [bwd-det] */
+   nk key blocks and nq query blocks on sms SMs: where the walks are short
+   (at most 64 steps: there the one order's chain of adds is the largest
+   part of a unit). Their cooperative grid has a block per SM; the
+   sequences that a round holds whole rotate, those split between two
+   rounds walk in one order (fa__bwd_rotates). [bwd-det] */
 static bool fa__bwd_det_rotates(int64_t nk, int64_t nq, int sms)
 {
-    return nq <= 64 && nk <= sms && sms / nk * nk * 16 >= 15 * (int64_t)sms;
+    return nq <= 64 && nk <= sms;
 }
 /* Run the main kernel on sm_90a when it can; *ran = 0 (and FA_OK) leaves
    the problem to the sm_80 kernel: no sm_90a code for this GPU, a view TMA
@@ -8083,10 +8092,10 @@ static fa_status fa__bwd_launch_sm90(const fa__bwd_params &kp, const fa__gpu &gp
 #endif
     bool launched = false;
     if (kr.det_rot) {
-        int64_t g = sms / nblk * nblk;
+        int64_t g = sms;
 #ifdef FLASHATTN_TEST_HOOKS
-        if (fa__bwd_sm90_grid_cap > 0 && g > fa__bwd_sm90_grid_cap) /* (tests: rounds of whole sequences) */
-            g = fa__bwd_sm90_grid_cap < nblk ? nblk : fa__bwd_sm90_grid_cap / nblk * nblk;
+        if (fa__bwd_sm90_grid_cap > 0 && g > fa__bwd_sm90_grid_cap) /* (tests: rounds, sequences whole and split) */
+            g = fa__bwd_sm90_grid_cap > nblk ? fa__bwd_sm90_grid_cap : nblk < sms ? nblk + 1 : nblk;
 #endif
         g = units < g ? units : g;
         void *args[2] = {(void *)&tm, (void *)&kr};
