@@ -425,7 +425,8 @@ typedef struct fa_problem {
     uint64_t dropout_offset;
 
     int num_splits;     /* decode split-KV count; 0 = choose */
-    int deterministic;  /* backward: bit-identical run to run (GPU); CPU always is */
+    int deterministic;  /* backward: bit-identical run to run (GPU: on the same GPU, whose
+                           kernel and SM count fix the order of dQ's sums); CPU always is */
 
     float descale_q, descale_k, descale_v; /* FP8 only; 0 = 1 */
     /* FP8 only: per-block descales [batch][heads][blocks] (section 5, FP8;
