@@ -2495,11 +2495,14 @@ static FLASHATTN__FORCEINLINE void fa__dots_kernel(const int nr, const fa_dtype 
    the strip of every row's O stays in registers while the nc V rows stream
    past; n elements exist in the strip's last vector. The widest strip,
    FA__PV_VECS vectors: AVX-512 4 rows x 4 = 16 zmm accumulators, 4 for the
-   V vectors, 1 broadcast; AVX2 4 x 2 of the 16 ymm. */
+   V vectors, 1 broadcast; AVX2 (and NEON) 4 x 3 = 12 accumulators, 3 for
+   V, 1 broadcast: all 16 ymm. Each accumulator is a chain of FMAs, one per
+   V row, so 12 chains keep two FMA pipes busy through an FMA's latency
+   where 8 only just do [cpu-decode-avx2]. */
 #if FLASHATTN__AVX512
 #define FA__PV_VECS 4
 #else
-#define FA__PV_VECS 2
+#define FA__PV_VECS 3
 #endif
 static FLASHATTN__FORCEINLINE void fa__pv_strip(const int nr, const int nv, const fa_dtype dt, int nc, const float *P,
                                                 int ldp, const void *const *rows, int x, const int n, float *O,
@@ -2526,19 +2529,30 @@ static FLASHATTN__FORCEINLINE void fa__pv_strip(const int nr, const int nv, cons
             FA__VSTORE(O + (size_t)i * (size_t)ldo + x + v * FA__VW, acc[i][v]);
 }
 
-/* O[i, :dv] += sum_c P[i, c] v_c: full strips, then one vector at a time
-   (the last one partial when dv is not a multiple of FA__VW; O rows are
-   padded, so a vector never runs into the next row). pf as for dots, while
-   the first strip streams. */
+/* O[i, :dv] += sum_c P[i, c] v_c: strips of FA__PV_VECS vectors, then one
+   of 2 and one of 1 for what is left (two vectors share a strip: a strip
+   of one has a quarter of the chains). The last vector may be partial
+   when dv is not a multiple of FA__VW; O rows are padded, so a vector
+   never runs into the next row. pf as for dots, while the first strip
+   streams. */
 static FLASHATTN__FORCEINLINE void fa__pv_kernel(const int nr, const fa_dtype dt, int dv, int nc, const float *P,
                                                  int ldp, const void *const *rows, float *O, int ldo,
                                                  const void *const *pf, int npf, int pf_bytes)
 {
-    int x;
-    for (x = 0; x + FA__PV_VECS * FA__VW <= dv; x += FA__PV_VECS * FA__VW, npf = 0)
-        fa__pv_strip(nr, FA__PV_VECS, dt, nc, P, ldp, rows, x, FA__VW, O, ldo, pf, npf, pf_bytes);
-    for (; x < dv; x += FA__VW, npf = 0)
-        fa__pv_strip(nr, 1, dt, nc, P, ldp, rows, x, dv - x < FA__VW ? dv - x : FA__VW, O, ldo, pf, npf, pf_bytes);
+    int x = 0, left = (dv + FA__VW - 1) / FA__VW; /* vectors left */
+    while (left > 0) {
+        const int nv = left >= FA__PV_VECS ? FA__PV_VECS : left >= 2 ? 2 : 1;
+        const int n = dv - x - (nv - 1) * FA__VW < FA__VW ? dv - x - (nv - 1) * FA__VW : FA__VW;
+        if (nv == FA__PV_VECS)
+            fa__pv_strip(nr, FA__PV_VECS, dt, nc, P, ldp, rows, x, n, O, ldo, pf, npf, pf_bytes);
+        else if (nv == 2)
+            fa__pv_strip(nr, 2, dt, nc, P, ldp, rows, x, n, O, ldo, pf, npf, pf_bytes);
+        else
+            fa__pv_strip(nr, 1, dt, nc, P, ldp, rows, x, n, O, ldo, pf, npf, pf_bytes);
+        x += nv * FA__VW;
+        left -= nv;
+        npf = 0;
+    }
 }
 
 /* CALL(nr, dt) with both as constants: one unrolled instance each. */
