@@ -2495,14 +2495,16 @@ static FLASHATTN__FORCEINLINE void fa__dots_kernel(const int nr, const fa_dtype 
    the strip of every row's O stays in registers while the nc V rows stream
    past; n elements exist in the strip's last vector. The widest strip,
    FA__PV_VECS vectors: AVX-512 4 rows x 4 = 16 zmm accumulators, 4 for the
-   V vectors, 1 broadcast; AVX2 (and NEON) 4 x 3 = 12 accumulators, 3 for
-   V, 1 broadcast: all 16 ymm. Each accumulator is a chain of FMAs, one per
-   V row, so 12 chains keep two FMA pipes busy through an FMA's latency
-   where 8 only just do [cpu-decode-avx2]. */
+   V vectors, 1 broadcast; AVX2 4 x 3 = 12 accumulators, 3 for V, 1
+   broadcast: all 16 ymm. Each accumulator is a chain of FMAs, one per V
+   row, so 12 chains keep two FMA pipes busy through an FMA's latency where
+   8 only just do [cpu-decode-avx2]. NEON: 4 x 2 (not measured wider). */
 #if FLASHATTN__AVX512
 #define FA__PV_VECS 4
-#else
+#elif FLASHATTN__AVX2
 #define FA__PV_VECS 3
+#else
+#define FA__PV_VECS 2
 #endif
 static FLASHATTN__FORCEINLINE void fa__pv_strip(const int nr, const int nv, const fa_dtype dt, int nc, const float *P,
                                                 int ldp, const void *const *rows, int x, const int n, float *O,
