@@ -2668,7 +2668,7 @@ static void fa__pv_rows(int nr, fa_dtype dt, int dv, int nc, const float *P, int
    FA__HEAD_DIMS(n, CALL, ...) runs CALL(..., n) with n a constant for the
    usual head sizes 64 and 128, so the loop over a row unrolls (a few
    percent faster [cpu-head-dims]). */
-#define FA__K_AHEAD 1
+#define FA__K_AHEAD 2
 #define FA__HEAD_DIMS(n, CALL, a_, b_)                                         \
     do {                                                                       \
         if ((n) == 64) {                                                       \
