@@ -2544,7 +2544,7 @@ static FLASHATTN__FORCEINLINE void fa__pv_kernel(const int nr, const fa_dtype dt
     int x = 0, left = (dv + FA__VW - 1) / FA__VW; /* vectors left */
     while (left > 0) {
         const int nv = left >= FA__PV_VECS ? FA__PV_VECS : left >= 2 ? 2 : 1;
-        const int n = dv - x - (nv - 1) * FA__VW < FA__VW ? dv - x - (nv - 1) * FA__VW : FA__VW;
+        const int last = dv - x - (nv - 1) * FA__VW, n = last < FA__VW ? last : FA__VW; /* in its last vector */
         if (nv == FA__PV_VECS)
             fa__pv_strip(nr, FA__PV_VECS, dt, nc, P, ldp, rows, x, n, O, ldo, pf, npf, pf_bytes);
         else if (nv == 2)

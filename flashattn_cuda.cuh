@@ -7335,7 +7335,7 @@ struct fa__bwd_sm90_sched {
             fa__bwd_unit_of((int)blockIdx.x, nblk, p.hkv, jb, hk, b, descending);
             return true;
         }
-        if (det_rounds) { /* (G, a multiple of nblk: a round holds whole sequences' units) */
+        if (det_rounds) { /* (a sequence's units may straddle two rounds: fa__bwd_rotates) */
             const int u = k * (int)gridDim.x + (int)blockIdx.x;
             if (u >= units) return false;
             fa__bwd_unit_of(u, nblk, p.hkv, jb, hk, b, descending);

@@ -560,9 +560,10 @@ int main(int argc, char **argv)
         {"det small window", BF, 128, 1, 203, 203, 2, 2, 0, 1, 100, 20, 0, 0, 0, 0, P, 1, 0, 0, 0, 0, 0},
         {"det order window", BF, 64, 1, 900, 900, 2, 2, 0, 1, 200, 64, 0, 0, 0, 0, P, 1, 1, 0, 0, 0, 0},
         /* without a mask the DET kernels' walks are rotated (fa__bwd_rot), the
-           adds in the walks' order, on a cooperative grid (with 3 blocks:
-           rounds of whole sequences): more key blocks than query blocks
-           (walks starting together), and a small one for quick mode (index 84) */
+           adds in the walks' order, on a cooperative grid (capped: nk + 1
+           blocks, rounds holding whole and split sequences): more key blocks
+           than query blocks (walks starting together), and a small one for
+           quick mode (index 84) */
         {"det rotated walk", BF, 64, 1, 203, 771, 4, 2, 0, 0, 0, 0, 0, 0, 0, 0, P, 1, 0, 0, 0, 0, 0},
         {"det rotated small", F16, 128, 1, 150, 203, 4, 2, 0, 0, 0, 0, 0, 0, 0, 0, P, 1, 1, 0, 0, 0, 0},
     };
@@ -614,7 +615,7 @@ int main(int argc, char **argv)
             fa__bwd_sm90_grid_cap = 3;
             run_case(&c, 0x5eed0000ull + (uint64_t)x * 7919u, " [3 blocks]");
             fa__bwd_sm90_grid_cap = 0;
-            if (c.det && !c.causal && !c.window) { /* the walks of one order (no cooperative launch) */
+            if (c.det && !c.causal && !c.window && !c.bmask) { /* the walks of one order (no cooperative launch) */
                 fa__bwd_sm90_no_rot = 1;
                 run_case(&c, 0x5eed0000ull + (uint64_t)x * 7919u, " [one order]");
                 fa__bwd_sm90_no_rot = 0;
