@@ -1885,6 +1885,12 @@ FLASHATTN_DEF fa_status fa_quantize(const fa_quant *p, fa_tensor x, fa_tensor ou
    (folded into Q when it is loaded), so exp(s - m) = exp2(s2 - m2), which is
    cheaper, and L = (m2 + log2 l) * ln 2 at the end.
 
+   Any m at or above the maximum works as well (the paper's m is just the
+   safest choice: no exp2 exceeds 1), so the CPU rounds it UP to an integer:
+   each alpha is then a power of two, the rescale of O~ exact, and exp2(s2 -
+   m2) splits into 2^k, written into the exponent bits, times 2^f with |f| <=
+   1/2, a short polynomial (fa__exp2_row).
+
    A row whose keys are all masked has m = -inf; using 0 in place of m keeps
    exp2(-inf - 0) = 0 instead of exp2(-inf + inf) = NaN, so l stays 0 and the
    row ends as O = 0, L = -inf. */
@@ -1911,12 +1917,8 @@ typedef __m512 fa__vf;
    -Werror only with a "may be used uninitialized" in its own header) */
 #define FA__VALL ((__mmask16)0xffff)
 #define FA__VMAX(a, b) _mm512_maskz_max_ps(FA__VALL, (a), (b)) /* b when either is NaN */
-#define FA__VMIN(a, b) _mm512_maskz_min_ps(FA__VALL, (a), (b))
-#define FA__VROUND(x) _mm512_maskz_roundscale_ps(FA__VALL, (x), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
-/* 2^n for integral n in [-127, 128] by writing the exponent bits (n = -127: 0) */
-#define FA__VPOW2I(n)                                                                                  \
-    _mm512_castsi512_ps(_mm512_maskz_slli_epi32(                                                       \
-        FA__VALL, _mm512_add_epi32(_mm512_maskz_cvtps_epi32(FA__VALL, n), _mm512_set1_epi32(127)), 23))
+/* the bits of x shifted left by 23: the low 9 bits of x into the sign and exponent */
+#define FA__VSHL23(x) _mm512_castsi512_ps(_mm512_maskz_slli_epi32(FA__VALL, _mm512_castps_si512(x), 23))
 /* horizontal sum / max: the two 8-lane halves, then as AVX2 does */
 #define FA__VHALF(v, i) _mm256_castpd_ps(_mm512_maskz_extractf64x4_pd((__mmask8)0xff, _mm512_castps_pd(v), i))
 #define FA__VHSUM(v) fa__hsum_avx2(_mm256_add_ps(FA__VHALF(v, 0), FA__VHALF(v, 1)))
@@ -1933,10 +1935,7 @@ typedef __m256 fa__vf;
 #define FA__VMUL(a, b) _mm256_mul_ps((a), (b))
 #define FA__VFMA(a, b, c) _mm256_fmadd_ps((a), (b), (c))
 #define FA__VMAX(a, b) _mm256_max_ps((a), (b))
-#define FA__VMIN(a, b) _mm256_min_ps((a), (b))
-#define FA__VROUND(x) _mm256_round_ps((x), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
-#define FA__VPOW2I(n) \
-    _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23))
+#define FA__VSHL23(x) _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_castps_si256(x), 23))
 #define FA__VHSUM(v) fa__hsum_avx2(v)
 #define FA__VHMAX(v) fa__hmax_avx2(v)
 #elif FLASHATTN__NEON
@@ -1953,10 +1952,7 @@ typedef float32x4_t fa__vf;
 /* FMAX / FMIN give NaN when either operand is NaN (x86: the second one),
    so a NaN input of fa__exp2_v stays NaN here too */
 #define FA__VMAX(a, b) vmaxq_f32((a), (b))
-#define FA__VMIN(a, b) vminq_f32((a), (b))
-#define FA__VROUND(x) vrndnq_f32(x) /* to nearest, ties to even, as x86's */
-/* n is integral already, so the truncating conversion is exact */
-#define FA__VPOW2I(n) vreinterpretq_f32_s32(vshlq_n_s32(vaddq_s32(vcvtq_s32_f32(n), vdupq_n_s32(127)), 23))
+#define FA__VSHL23(x) vreinterpretq_f32_u32(vshlq_n_u32(vreinterpretq_u32_f32(x), 23))
 #define FA__VHSUM(v) vaddvq_f32(v)
 #define FA__VHMAX(v) vmaxvq_f32(v)
 #else
@@ -1981,41 +1977,20 @@ static FLASHATTN__FORCEINLINE float fa__hmax_avx2(__m256 v)
 }
 #endif
 
-#if FLASHATTN__AVX512 && defined(__GNUC__) && !defined(__clang__)
-/* gcc's -O0 form of _mm512_maskz_roundscale_ps passes its 16-bit mask to a
-   builtin taking a signed short: a -Wsign-conversion inside its own macro */
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wsign-conversion"
-#endif
 #if FA__VW
-/* 2^x for FA__VW lanes: x = n + f with n = round(x), |f| <= 1/2; 2^f from
-   its Taylor series in f ln 2 to degree 7 (truncation < 1e-8, so the result
-   is within ~2 ulp of exp2f); 2^n goes straight into the exponent bits.
-   x is clamped to [-127, 128] first: x <= -126.5 (and -inf) rounds to
-   n = -127, whose exponent bits are 0, so the result is exactly 0 (exp2f
-   would give a subnormal: the difference is below 2^-126, far under f32
-   precision of a sum >= 1); x >= 128 gives +inf. */
-static FLASHATTN__FORCEINLINE fa__vf fa__exp2_v(fa__vf x)
+/* 2^f for FA__VW lanes, |f| <= 1/2: the polynomial of degree 6 closest to
+   2^f on [-1/2, 1/2] (a Chebyshev fit: error below 2e-9, so the f32 result
+   is within about 1 ulp of exp2f). */
+static FLASHATTN__FORCEINLINE fa__vf fa__exp2_frac(fa__vf f)
 {
-    fa__vf n, f, p;
-    /* operand order matters: x86's max/min return the SECOND operand when
-       one is NaN (NEON's: NaN either way), so a NaN input stays NaN */
-    x = FA__VMIN(FA__VSET1(128.0f), FA__VMAX(FA__VSET1(-127.0f), x));
-    n = FA__VROUND(x);
-    f = FA__VSUB(x, n);
-    p = FA__VSET1(1.5252733804059840e-05f); /* (ln 2)^k / k!, k = 7 .. 0 */
-    p = FA__VFMA(p, f, FA__VSET1(1.5403530393381606e-04f));
-    p = FA__VFMA(p, f, FA__VSET1(1.3333558146428443e-03f));
-    p = FA__VFMA(p, f, FA__VSET1(9.6181291076284772e-03f));
-    p = FA__VFMA(p, f, FA__VSET1(5.5504108664821580e-02f));
-    p = FA__VFMA(p, f, FA__VSET1(2.4022650695910071e-01f));
-    p = FA__VFMA(p, f, FA__VSET1(6.9314718055994531e-01f));
-    p = FA__VFMA(p, f, FA__VSET1(1.0f));
-    return FA__VMUL(p, FA__VPOW2I(n));
+    fa__vf p = FA__VSET1(1.5461444698569129e-04f);
+    p = FA__VFMA(p, f, FA__VSET1(1.3400428177615838e-03f));
+    p = FA__VFMA(p, f, FA__VSET1(9.6180566785246381e-03f));
+    p = FA__VFMA(p, f, FA__VSET1(5.5503272266703021e-02f));
+    p = FA__VFMA(p, f, FA__VSET1(2.4022650922288758e-01f));
+    p = FA__VFMA(p, f, FA__VSET1(6.9314720670283260e-01f));
+    return FA__VFMA(p, f, FA__VSET1(1.0f));
 }
-#endif
-#if FLASHATTN__AVX512 && defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
 #endif
 
 /* ---- END OF THE SIMD LAYER: the online softmax step by step ---------------- */
@@ -2037,16 +2012,34 @@ static float fa__row_max(const float *s, int n)
     return mx;
 }
 
-/* s[j] <- exp2(s[j] - base); returns the sum of the new s[j]. */
-static float fa__exp2_row(float *s, int n, float base)
+/* s[j] <- exp2(s[j] - base) scale; returns the sum of the new s[j]. The
+   row's maximum is at most base.
+
+   The vector loop needs an integral base, |base| < 2^22 (anything else, a
+   row's first scores of 2^22 or more included, takes the scalar loop). It
+   writes s - base = k + f, k = round(s - base), |f| <= 1/2, without a
+   rounding instruction: t = s + c with c = 1.5 2^23 + 127 - base lies in
+   [2^23, 2^24), where floats are the integers, so the addition itself
+   rounds s - base to k and t = 1.5 2^23 + 127 + k exactly. t's low 9 bits
+   are then 127 + k, the exponent field of 2^k, which FA__VSHL23 moves into
+   place; t - c = base + k, so f = s - (t - c), exact. s is first raised to
+   base - 127: masked scores (-inf) and any 2^-127 below the maximum get
+   k = -127, exponent field 0, so exactly 0. A NaN score stays NaN (x86's
+   max returns its SECOND operand when one is NaN; NEON's gives NaN). Four
+   instructions fewer than rounding, converting and clamping x [cpu-exp2]. */
+static float fa__exp2_row(float *s, int n, float base, float scale)
 {
     float sum = 0.0f;
     int j = 0;
 #if FA__VW
-    {
-        fa__vf vb = FA__VSET1(base), acc = FA__VZERO();
+    if (fabsf(base) < 4194304.0f && (float)(int)base == base) {
+        const fa__vf lo = FA__VSET1(base - 127.0f), c = FA__VSET1(12582912.0f + 127.0f - base);
+        fa__vf acc = FA__VZERO();
         for (; j + FA__VW <= n; j += FA__VW) {
-            fa__vf p = fa__exp2_v(FA__VSUB(FA__VLOAD(s + j), vb));
+            fa__vf x = FA__VMAX(lo, FA__VLOAD(s + j)), t = FA__VADD(x, c);
+            fa__vf p = FA__VMUL(fa__exp2_frac(FA__VSUB(x, FA__VSUB(t, c))), FA__VSHL23(t));
+            if (scale != 1.0f) /* (the backward's rows; the loop is unswitched) */
+                p = FA__VMUL(p, FA__VSET1(scale));
             FA__VSTORE(s + j, p);
             acc = FA__VADD(acc, p);
         }
@@ -2054,24 +2047,25 @@ static float fa__exp2_row(float *s, int n, float base)
     }
 #endif
     for (; j < n; ++j) {
-        s[j] = exp2f(s[j] - base);
+        s[j] = exp2f(s[j] - base) * scale;
         sum += s[j];
     }
     return sum;
 }
 
 /* One online-softmax step for ONE query row: the row's scores s[0..n) of the
-   next key tile (base-2 units) arrive; m and l summarize the earlier tiles.
-   On return s holds P~ = exp2(s - m_new), m and l are updated, and the
-   result is alpha = exp2(m_old - m_new): the factor the caller must apply
-   to the row's accumulator O~ before adding P~ V. */
+   next key tile (base-2 units) arrive; m and l summarize the earlier tiles
+   (m: their maximum rounded up to an integer). On return s holds P~ =
+   exp2(s - m_new), m and l are updated, and the result is alpha =
+   exp2(m_old - m_new), a power of two: the factor the caller must apply to
+   the row's accumulator O~ before adding P~ V. */
 static float fa__softmax_step(float *s, int n, float *m, float *l)
 {
     float m_old = *m, tile_max = fa__row_max(s, n);
-    float m_new = tile_max > m_old ? tile_max : m_old;
+    float m_new = tile_max > m_old ? ceilf(tile_max) : m_old;
     float base = m_new == -INFINITY ? 0.0f : m_new; /* all masked so far: see above */
-    float alpha = exp2f(m_old - base);              /* m_old = -inf gives 0: nothing to rescale */
-    float rowsum = fa__exp2_row(s, n, base);
+    float alpha = m_new == m_old ? 1.0f : exp2f(m_old - base); /* m_old = -inf gives 0: nothing to rescale */
+    float rowsum = fa__exp2_row(s, n, base, 1.0f);
     *l = *l * alpha + rowsum; /* l_new = e^(m_old - m_new) l_old + rowsum(P~) */
     *m = m_new;
     return alpha;
@@ -3665,8 +3659,10 @@ static void fa__bwd_pair(const fa__attn *a, fa__scratch *w, const fa__seq *s, in
 {
     int i, c, bcp = a->bcp;
     fa__score_tile(a, w, 0, nr, n0, nc, s->sk, 0, w->S, a->cap2 != 0.0f ? w->T : NULL);
-    for (i = 0; i < nr; ++i) /* P = exp(S - L): the forward's probabilities, rebuilt */
-        fa__exp2_row(w->S + (size_t)i * (size_t)bcp, bcp, w->m[i]);
+    for (i = 0; i < nr; ++i) { /* P = exp(S - L): the forward's probabilities, rebuilt */
+        float L2 = w->m[i], b = ceilf(L2); /* exp2(S2 - L2) = exp2(S2 - b) exp2(b - L2) */
+        fa__exp2_row(w->S + (size_t)i * (size_t)bcp, bcp, b, b == INFINITY ? 1.0f : exp2f(b - L2));
+    }
     if (a->drop_thr)
         fa__dropout_tile(a, w, s->b, 0, nr, n0, nc, NULL, w->Z);
     fa__gemm(nr, bcp, a->dv_, w->dO, a->dvp, w->Vt, bcp, w->dP, bcp, 0, w->pack); /* dP = dO V_j^T */
