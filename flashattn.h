@@ -72,7 +72,9 @@
                                when a caller passes no workspace.
      FLASHATTN_ASSERT(x)       (assert(x)) internal invariants only; bad input
                                is never asserted, it returns an fa_status.
-     FLASHATTN_CPU_BR          (256) CPU query tile rows Br (1..1024).
+     FLASHATTN_CPU_BR          (512) CPU query tile rows Br (1..1024) of the
+                               forward and decode; the backward's are
+                               min(Br, 256).
      FLASHATTN_CPU_BC          (128) CPU key/value tile columns Bc (1..1024).
                                Each Q tile re-reads all of K and V, so a tall
                                Br saves memory traffic; per-worker scratch is
@@ -645,7 +647,7 @@ FLASHATTN_DEF fa_status fa_quantize_cuda(const fa_quant *p, fa_tensor x, fa_tens
 #endif
 
 #ifndef FLASHATTN_CPU_BR
-#define FLASHATTN_CPU_BR 256
+#define FLASHATTN_CPU_BR 512
 #endif
 #ifndef FLASHATTN_CPU_BC
 #define FLASHATTN_CPU_BC 128
@@ -2112,7 +2114,7 @@ static void fa__softmax_finish(float *o, int dv, float m, float l, float *L)
    most FA__FEW_ROWS query rows (decode) read K and V in place instead, with
    dot products (fa__dots_rows, fa__pv_rows).
 
-   Why Br = 256 by default: every Q tile streams all of K and V through the
+   Why Br = 512 by default: every Q tile streams all of K and V through the
    cache once, so K/V traffic is (sq / Br) x (size of K and V); a tall tile
    keeps the forward off the K/V loads [cpu-br].
 
@@ -2128,6 +2130,9 @@ static void fa__softmax_finish(float *o, int dv, float m, float l, float *L)
    down to the per-block bookkeeping. The backward skips the same pairs. */
 
 #define FA__BR FLASHATTN_CPU_BR
+/* the backward's six row-tile buffers (Q~, dO, S, dP, T, Z) stay in L2 at
+   256 rows; the forward's three gain from 512 [cpu-br] */
+#define FA__BR_BWD (FA__BR < 256 ? FA__BR : 256)
 #define FA__BC FLASHATTN_CPU_BC
 #define FA__PAD(n) (((n) + 15) / 16 * 16)
 #define FA__FEW_ROWS 4 /* up to this many query rows: K, V read in place (decode) */
@@ -2724,6 +2729,7 @@ typedef struct fa__attn {
     float *lse;                        /* forward output / backward input (as float *) */
     int group;                         /* heads_q / heads_kv query heads per KV head */
     int d, dv_, dp, dvp, bcp;          /* d, dv and the padded widths */
+    int br;                            /* query rows per Q tile: FA__BR, the backward FA__BR_BWD */
     int tr, tc;                        /* Q tiles / K tiles per sequence (the max with varlen) */
     int bm;                            /* a block mask is in use (section 5, "Block masks") */
     int bq, bk, qblocks, kblocks;      /* its block sizes, blocks per mask row */
@@ -2742,17 +2748,18 @@ typedef struct fa__attn {
     size_t worker_bytes;
 } fa__attn;
 
-static void fa__attn_init(fa__attn *a, const fa_problem *r)
+static void fa__attn_init(fa__attn *a, const fa_problem *r, int br)
 {
     memset(a, 0, sizeof *a);
     a->r = *r;
+    a->br = br;
     a->group = r->heads_q / r->heads_kv;
     a->d = r->head_dim;
     a->dv_ = r->head_dim_v;
     a->dp = FA__PAD(r->head_dim);
     a->dvp = FA__PAD(r->head_dim_v);
     a->bcp = FA__PAD(FA__BC);
-    a->tr = fa__blocks(r->seqlen_q, FA__BR);
+    a->tr = fa__blocks(r->seqlen_q, br);
     a->tc = fa__blocks(r->seqlen_k, FA__BC);
     if (fa__has_block_mask(r)) { /* tiles never span two blocks: tiles per block times blocks */
         int64_t tr, tc;
@@ -2761,7 +2768,7 @@ static void fa__attn_init(fa__attn *a, const fa_problem *r)
         a->bk = r->block_mask.block_k;
         a->qblocks = fa__blocks(r->seqlen_q, a->bq);
         a->kblocks = fa__blocks(r->seqlen_k, a->bk);
-        a->qsub = fa__blocks(a->bq < r->seqlen_q ? a->bq : r->seqlen_q, FA__BR);
+        a->qsub = fa__blocks(a->bq < r->seqlen_q ? a->bq : r->seqlen_q, br);
         a->ksub = fa__blocks(a->bk < r->seqlen_k ? a->bk : r->seqlen_k, FA__BC);
         a->qwords = (a->qblocks + 31) / 32;
         a->kwords = (a->kblocks + 31) / 32;
@@ -2876,7 +2883,7 @@ enum { FA__SCRATCH_FWD = 0, FA__SCRATCH_BWD = 1 };
 static size_t fa__scratch_layout(const fa__attn *a, int kind, char *base, fa__scratch *w)
 {
     size_t off = 0;
-    int br = FA__BR, bc = FA__BC, wide = a->dvp > a->dp ? a->dvp : a->dp;
+    int br = a->br, bc = FA__BC, wide = a->dvp > a->dp ? a->dvp : a->dp;
 #define FA__TAKE(ptr, type, count)                                          \
     do {                                                                    \
         (ptr) = base ? (type *)(void *)(base + off) : (type *)0;            \
@@ -3480,7 +3487,7 @@ static void fa__forward_task(void *ctx, int index, int worker)
     fa__scratch w;
     fa__seq s;
     fa__seq_info(a, b, &s);
-    fa__tile_rows(tile, FA__BR, a->bq, a->qsub, s.sq, &i0, &i1);
+    fa__tile_rows(tile, a->br, a->bq, a->qsub, s.sq, &i0, &i1);
     if (i0 >= i1)
         return; /* past the end of a short sequence of a varlen batch (or of a block) */
     nr = i1 - i0;
@@ -3556,7 +3563,7 @@ FLASHATTN_DEF fa_status fa_forward_workspace_size(const fa_problem *p, size_t *b
         return s;
     if (!bytes)
         return fa__fail(FA_ERROR_INVALID_ARGUMENT, "fa_forward_workspace_size: bytes is NULL");
-    fa__attn_init(&a, &r);
+    fa__attn_init(&a, &r, FA__BR);
     *bytes = fa__forward_bytes(&a, fa__num_workers(fa__pf_get(&pf)));
     return FA_OK;
 }
@@ -3573,7 +3580,7 @@ FLASHATTN_DEF fa_status fa_forward(const fa_problem *p, fa_tensor q, fa_tensor k
     fa_status s = fa__check_forward(fn, p, &r, &q, &k, &v, &o, lse, 1);
     if (s != FA_OK || (s = fa__check_fp8(fn, p, &r, &q, &k, &v, &o, 1)) != FA_OK)
         return s;
-    fa__attn_init(&a, &r);
+    fa__attn_init(&a, &r, FA__BR);
     if ((s = fa__task_count(fn, (int64_t)r.batch * r.heads_q * a.tr, &ntasks)) != FA_OK)
         return s;
     if ((s = fa__workspace(fn, workspace, workspace_size, fa__forward_bytes(&a, workers), &mem, &owned)) != FA_OK)
@@ -3696,7 +3703,7 @@ static void fa__backward_d_task(void *ctx, int index, int worker)
     fa__seq s;
     fa__seq_info(a, b, &s);
     fa__worker_scratch(a, FA__SCRATCH_BWD, worker, &w);
-    fa__tile_rows(tile, FA__BR, a->bq, a->qsub, s.sq, &i0, &i1);
+    fa__tile_rows(tile, a->br, a->bq, a->qsub, s.sq, &i0, &i1);
     for (i = i0; i < i1; ++i) {
         double D = 0.0;
         fa__load_row(fa__at(&a->dout, s.q_b, s.q_row0 + i, h), a->dout.dtype, a->dv_, 1.0f, w.dO);
@@ -3745,7 +3752,7 @@ static void fa__backward_kv_task(void *ctx, int index, int worker)
             int h = kvh * a->group + g;
             fa__walk it; /* the Q tiles of the query blocks that visit this key block */
             fa__walk_init(&it, a->bm ? a->ws_kq + (size_t)((fa__mask_of(a, b, h) * a->kblocks + n0 / a->bk) * a->qwords)
-                                     : NULL, a->qblocks, a->bq, ilo, ihi, FA__BR);
+                                     : NULL, a->qblocks, a->bq, ilo, ihi, a->br);
             while (fa__walk_next(&it, &i0, &nr, NULL)) {
                 if (!loaded) { /* K_j, V_j: at the first Q tile (a key block no query visits: never) */
                     fa__load_tile_t(a, &a->k, a->d, &s, kvh, n0, nc, n0 + nc, w.Kt, w.row);
@@ -3758,10 +3765,10 @@ static void fa__backward_kv_task(void *ctx, int index, int worker)
                     for (i = 0; i < nr; ++i)
                         for (c = 0; c < nc; ++c)
                             w.S[(size_t)i * (size_t)a->bcp + (size_t)c] *= w.Z[(size_t)i * (size_t)a->bcp + (size_t)c];
-                fa__transpose_tile(w.S, a->bcp, nr, nc, w.Pt, FA__BR); /* Pt = (P o Z)^T */
-                fa__gemm(nc, a->dvp, nr, w.Pt, FA__BR, w.dO, a->dvp, w.dV, a->dvp, 1, w.pack); /* dV += P^T dO */
-                fa__transpose_tile(w.dP, a->bcp, nr, nc, w.Pt, FA__BR); /* Pt = dS^T */
-                fa__gemm(nc, a->dp, nr, w.Pt, FA__BR, w.Q, a->dp, w.dK, a->dp, 1, w.pack); /* dK += dS^T Q~ */
+                fa__transpose_tile(w.S, a->bcp, nr, nc, w.Pt, a->br); /* Pt = (P o Z)^T */
+                fa__gemm(nc, a->dvp, nr, w.Pt, a->br, w.dO, a->dvp, w.dV, a->dvp, 1, w.pack); /* dV += P^T dO */
+                fa__transpose_tile(w.dP, a->bcp, nr, nc, w.Pt, a->br); /* Pt = dS^T */
+                fa__gemm(nc, a->dp, nr, w.Pt, a->br, w.Q, a->dp, w.dK, a->dp, 1, w.pack); /* dK += dS^T Q~ */
             }
         }
     }
@@ -3786,7 +3793,7 @@ static void fa__backward_q_task(void *ctx, int index, int worker)
     fa__seq s;
     fa__walk it;
     fa__seq_info(a, b, &s);
-    fa__tile_rows(tile, FA__BR, a->bq, a->qsub, s.sq, &i0, &i1);
+    fa__tile_rows(tile, a->br, a->bq, a->qsub, s.sq, &i0, &i1);
     if (i0 >= i1)
         return;
     nr = i1 - i0;
@@ -3852,7 +3859,7 @@ FLASHATTN_DEF fa_status fa_backward_workspace_size(const fa_problem *p, size_t *
         return s;
     if (!bytes)
         return fa__fail(FA_ERROR_INVALID_ARGUMENT, "fa_backward_workspace_size: bytes is NULL");
-    fa__attn_init(&a, &r);
+    fa__attn_init(&a, &r, FA__BR_BWD);
     *bytes = fa__backward_bytes(&a, fa__num_workers(fa__pf_get(&pf)), &db, &kb);
     return FA_OK;
 }
@@ -3875,7 +3882,7 @@ FLASHATTN_DEF fa_status fa_backward(const fa_problem *p, fa_tensor q, fa_tensor 
         (s = fa__unsupported_dtype(fn, "dq", &dq)) != FA_OK || (s = fa__unsupported_dtype(fn, "dk", &dk)) != FA_OK ||
         (s = fa__unsupported_dtype(fn, "dv", &dv)) != FA_OK)
         return s;
-    fa__attn_init(&a, &r);
+    fa__attn_init(&a, &r, FA__BR_BWD);
     if ((s = fa__task_count(fn, (int64_t)r.batch * r.heads_q * a.tr, &nq)) != FA_OK ||
         (s = fa__task_count(fn, (int64_t)r.batch * r.heads_kv * a.tc, &nkv)) != FA_OK)
         return s;
@@ -4177,8 +4184,8 @@ static void fa__decode_task(void *ctx, int index, int worker)
     const fa_problem *r = &a->r;
     int split = index % a->splits, b = index / a->splits, rows = r->heads_q * r->seqlen_q, rc0, i, i1;
     int64_t rows_total = (int64_t)r->batch * r->seqlen_q * r->heads_q;
-    int chunk, n_lo, n_hi, n0, tile = fa__decode_tile(a), rph = r->seqlen_q * a->group, step = FA__BR;
-    int few = rph <= FA__FEW_ROWS && rph <= FA__BR; /* few rows per KV head: fa__decode_tile_few */
+    int chunk, n_lo, n_hi, n0, tile = fa__decode_tile(a), rph = r->seqlen_q * a->group, step = a->br;
+    int few = rph <= FA__FEW_ROWS && rph <= a->br; /* few rows per KV head: fa__decode_tile_few */
     fa__scratch w;
     fa__seq s;
     fa__decode_seq(a, b, &s);
@@ -4187,7 +4194,7 @@ static void fa__decode_task(void *ctx, int index, int worker)
     n_hi = n_lo + chunk < s.sk ? n_lo + chunk : s.sk;
     fa__worker_scratch(a, FA__SCRATCH_FWD, worker, &w);
     if (few) /* whole KV heads per pass */
-        step = FA__BR / rph * rph;
+        step = a->br / rph * rph;
     for (rc0 = 0; rc0 < rows; rc0 += step) {
         int nr = rows - rc0 < step ? rows - rc0 : step;
         for (i = 0; i < nr; ++i) {
@@ -4284,7 +4291,7 @@ FLASHATTN_DEF fa_status fa_decode_workspace_size(const fa_problem *p, size_t *by
         return s;
     if (!bytes)
         return fa__fail(FA_ERROR_INVALID_ARGUMENT, "fa_decode_workspace_size: bytes is NULL");
-    fa__attn_init(&a, &r);
+    fa__attn_init(&a, &r, FA__BR);
     /* sized for an append (the larger key count), so it fits both uses */
     a.splits = fa__decode_splits(&r, 1);
     {
@@ -4313,7 +4320,7 @@ FLASHATTN_DEF fa_status fa_decode(const fa_problem *p, fa_tensor q, fa_tensor k_
         (s = fa__unsupported_dtype(fn, "k_new", &k_new)) != FA_OK ||
         (s = fa__unsupported_dtype(fn, "v_new", &v_new)) != FA_OK || (s = fa__unsupported_dtype(fn, "o", &o)) != FA_OK)
         return s;
-    fa__attn_init(&a, &r);
+    fa__attn_init(&a, &r, FA__BR);
     a.knew = k_new;
     a.vnew = v_new;
     a.splits = fa__decode_splits(&r, k_new.data != NULL);

@@ -91,7 +91,7 @@ int main(int argc, char **argv)
         printf("%s\n", fa_last_error());
         return 1;
     }
-    fa__attn_init(&a, &r);
+    fa__attn_init(&a, &r, FA__BR);
     a.q = q;
     a.k = k;
     a.v = v;
