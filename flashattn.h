@@ -1951,8 +1951,8 @@ typedef float32x4_t fa__vf;
 #define FA__VSUB(a, b) vsubq_f32((a), (b))
 #define FA__VMUL(a, b) vmulq_f32((a), (b))
 #define FA__VFMA(a, b, c) vfmaq_f32((c), (a), (b)) /* NEON puts the addend first */
-/* FMAX / FMIN give NaN when either operand is NaN (x86: the second one),
-   so a NaN input of fa__exp2_v stays NaN here too */
+/* FMAX gives NaN when either operand is NaN (x86: the second one),
+   so a NaN score of fa__exp2_row stays NaN here too */
 #define FA__VMAX(a, b) vmaxq_f32((a), (b))
 #define FA__VSHL23(x) vreinterpretq_f32_u32(vshlq_n_u32(vreinterpretq_u32_f32(x), 23))
 #define FA__VHSUM(v) vaddvq_f32(v)
@@ -2017,8 +2017,8 @@ static float fa__row_max(const float *s, int n)
 /* s[j] <- exp2(s[j] - base) scale; returns the sum of the new s[j]. The
    row's maximum is at most base.
 
-   The vector loop needs an integral base, |base| < 2^22 (anything else, a
-   row's first scores of 2^22 or more included, takes the scalar loop). It
+   The vector loop needs an integral base, |base| < 2^22 (any other base,
+   as for scores of 2^22 and more, takes the scalar loop, exp2f). It
    writes s - base = k + f, k = round(s - base), |f| <= 1/2, without a
    rounding instruction: t = s + c with c = 1.5 2^23 + 127 - base lies in
    [2^23, 2^24), where floats are the integers, so the addition itself
