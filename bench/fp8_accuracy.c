@@ -18,7 +18,10 @@
 
    Build: make build/fp8_accuracy    Run: make bench-fp8-accuracy
    Flags: --batch B --heads H --seqlen N --dim D (default 2 16 4096 128, the
-   paper's), --stride S, --seed X. It prints a markdown table with the size run. */
+   paper's), --stride S, --seed X. It prints a markdown table with the size run.
+   --split 1 adds where the error comes from: per tensor and block + Hadamard,
+   each of Q~, K~ (rotated, with Hadamard) and V rounded to e4m3 and back to
+   f32 with its descales, the others exact, through the f32 forward. */
 #define FLASHATTN_IMPLEMENTATION
 #include "../flashattn.h"
 
@@ -76,6 +79,65 @@ static double run_variant(const acc_problem *a, int variant, const float *src[3]
     return acc_rmse(a, o, ref);
 }
 
+/* x (role: 0 Q, 1 K, 2 V) as the FP8 variant stores it, back in f32: the
+   e4m3 codes times their descales (with Hadamard, x M: pair Q M with K M). */
+static float *fp8_round_trip(const acc_problem *a, int variant, int role, const float *x)
+{
+    size_t n = acc_elems(a), i, d = (size_t)a->dim, hh = (size_t)a->heads, sq = (size_t)a->seqlen;
+    fa_quant qp;
+    fa_tensor in, out;
+    int64_t count = acc_quant(a, variant, role, &qp);
+    float *ds = (float *)malloc((size_t)count * sizeof(float)), *y = (float *)malloc(n * sizeof(float));
+    uint8_t *c = (uint8_t *)malloc(n);
+    memset(&in, 0, sizeof in);
+    in.data = (void *)x; in.dtype = FA_F32;
+    out = in;
+    out.data = c; out.dtype = FA_E4M3;
+    if (fa_quantize(&qp, in, out, ds) != FA_OK) {
+        fprintf(stderr, "fa_quantize: %s\n", fa_last_error());
+        exit(1);
+    }
+    for (i = 0; i < n; i++) { /* [b, s, h, d] */
+        size_t h = i / d % hh, t = i / (d * hh) % sq, b = i / (d * hh * sq);
+        y[i] = fa__e4m3_to_f32(c[i]) *
+               (count == 1 ? ds[0] : ds[(b * hh + h) * (size_t)FA__FP8_BLOCKS(a->seqlen, role) + t / (size_t)FA__FP8_ROWS(role)]);
+    }
+    free(ds); free(c);
+    return y;
+}
+
+static double run_f32(const acc_problem *a, const float *q, const float *k, const float *v, const double *ref, float *o)
+{
+    fa_problem p;
+    fa_tensor tq, tk, tv, to;
+    memset(&p, 0, sizeof p);
+    p.batch = a->batch; p.seqlen_q = p.seqlen_k = a->seqlen; p.heads_q = a->heads; p.head_dim = a->dim;
+    memset(&tq, 0, sizeof tq);
+    tk = tv = to = tq;
+    tq.data = (void *)q; tk.data = (void *)k; tv.data = (void *)v; to.data = o;
+    if (fa_forward(&p, tq, tk, tv, to, NULL, NULL, 0) != FA_OK) {
+        fprintf(stderr, "fa_forward: %s\n", fa_last_error());
+        exit(1);
+    }
+    return acc_rmse(a, o, ref);
+}
+
+/* --split: the RMSE with only Q and K from e4m3 and with only V. */
+static void print_split(const acc_problem *a, float *const in[3], const double *ref, float *o)
+{
+    static const int vs[2] = {2, 5};
+    int k;
+    printf("\nWhere the error comes from (f32 forward on inputs rounded to e4m3 and back, the others exact):\n\n"
+           "| variant | Q, K, V | Q and K only | V only |\n|---|---|---|---|\n");
+    for (k = 0; k < 2; k++) {
+        float *q = fp8_round_trip(a, vs[k], 0, in[0]), *kk = fp8_round_trip(a, vs[k], 1, in[1]);
+        float *v = fp8_round_trip(a, vs[k], 2, in[2]);
+        printf("| %s | %.2e | %.2e | %.2e |\n", ACC_NAMES[vs[k]], run_f32(a, q, kk, v, ref, o),
+               run_f32(a, q, kk, in[2], ref, o), run_f32(a, in[0], in[1], v, ref, o));
+        free(q); free(kk); free(v);
+    }
+}
+
 int main(int argc, char **argv)
 {
     acc_problem a;
@@ -92,6 +154,8 @@ int main(int argc, char **argv)
     acc_print_table("CPU twin (fa_forward on e4m3)",
                     "O in f32. Input rounding only: S and P stay fp32 here (the GPU kernel rounds P to e4m3 too).",
                     &a, err);
+    if (a.split)
+        print_split(&a, in, ref, o);
     for (x = 0; x < 3; x++) free(in[x]);
     free(o);
     free(ref);

@@ -11,7 +11,7 @@
 #include "../tests/test_util.h" /* rng_*, REF_FN */
 
 typedef struct acc_problem {
-    int batch, heads, seqlen, dim, stride;
+    int batch, heads, seqlen, dim, stride, split;
     uint64_t seed;
 } acc_problem;
 
@@ -41,11 +41,12 @@ REF_FN int64_t acc_quant(const acc_problem *a, int variant, int role, fa_quant *
 }
 
 /* Flags --batch B --heads H --seqlen N --dim D (default 2 16 4096 128, the
-   paper's), --stride S (8), --seed X (1). Returns 0, or 2 after a message. */
+   paper's), --stride S (8), --seed X (1), --split 1 (the CPU twin only: each
+   tensor's share of the error). Returns 0, or 2 after a message. */
 REF_FN int acc_parse(int argc, char **argv, acc_problem *a)
 {
     int x;
-    a->batch = 2; a->heads = 16; a->seqlen = 4096; a->dim = 128; a->stride = 8; a->seed = 1;
+    a->batch = 2; a->heads = 16; a->seqlen = 4096; a->dim = 128; a->stride = 8; a->seed = 1; a->split = 0;
     for (x = 1; x + 1 < argc; x += 2) {
         if (!strcmp(argv[x], "--batch")) a->batch = atoi(argv[x + 1]);
         else if (!strcmp(argv[x], "--heads")) a->heads = atoi(argv[x + 1]);
@@ -53,6 +54,7 @@ REF_FN int acc_parse(int argc, char **argv, acc_problem *a)
         else if (!strcmp(argv[x], "--dim")) a->dim = atoi(argv[x + 1]);
         else if (!strcmp(argv[x], "--stride")) a->stride = atoi(argv[x + 1]);
         else if (!strcmp(argv[x], "--seed")) a->seed = (uint64_t)atoll(argv[x + 1]);
+        else if (!strcmp(argv[x], "--split")) a->split = atoi(argv[x + 1]);
         else { fprintf(stderr, "unknown flag %s\n", argv[x]); return 2; }
     }
     if (x < argc) { fprintf(stderr, "flag %s without a value\n", argv[x]); return 2; }
