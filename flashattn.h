@@ -73,7 +73,8 @@
      FLASHATTN_ASSERT(x)       (assert(x)) internal invariants only; bad input
                                is never asserted, it returns an fa_status.
      FLASHATTN_CPU_BR          (512) CPU query tile rows Br (1..1024) of the
-                               forward and decode; the backward's are
+                               forward and decode (decode: at most its
+                               heads_q x seqlen_q); the backward's are
                                min(Br, 256).
      FLASHATTN_CPU_BC          (128) CPU key/value tile columns Bc (1..1024).
                                Each Q tile re-reads all of K and V, so a tall
@@ -4280,6 +4281,15 @@ static size_t fa__decode_bytes(const fa__attn *a, int workers, size_t *o_bytes, 
     return 64 + *o_bytes + *l_bytes + (size_t)workers * fa__scratch_layout(a, FA__SCRATCH_FWD, NULL, &w);
 }
 
+/* Decode's query rows per pass: all of a sequence's (heads_q x seqlen_q,
+   a few for one token) up to FA__BR, so its scratch is no taller than
+   what it holds. */
+static int fa__decode_br(const fa_problem *r)
+{
+    int64_t rows = (int64_t)r->heads_q * r->seqlen_q;
+    return rows < FA__BR ? (int)rows : FA__BR;
+}
+
 FLASHATTN_DEF fa_status fa_decode_workspace_size(const fa_problem *p, size_t *bytes)
 {
     fa_problem r;
@@ -4291,7 +4301,7 @@ FLASHATTN_DEF fa_status fa_decode_workspace_size(const fa_problem *p, size_t *by
         return s;
     if (!bytes)
         return fa__fail(FA_ERROR_INVALID_ARGUMENT, "fa_decode_workspace_size: bytes is NULL");
-    fa__attn_init(&a, &r, FA__BR);
+    fa__attn_init(&a, &r, fa__decode_br(&r));
     /* sized for an append (the larger key count), so it fits both uses */
     a.splits = fa__decode_splits(&r, 1);
     {
@@ -4320,7 +4330,7 @@ FLASHATTN_DEF fa_status fa_decode(const fa_problem *p, fa_tensor q, fa_tensor k_
         (s = fa__unsupported_dtype(fn, "k_new", &k_new)) != FA_OK ||
         (s = fa__unsupported_dtype(fn, "v_new", &v_new)) != FA_OK || (s = fa__unsupported_dtype(fn, "o", &o)) != FA_OK)
         return s;
-    fa__attn_init(&a, &r, FA__BR);
+    fa__attn_init(&a, &r, fa__decode_br(&r));
     a.knew = k_new;
     a.vnew = v_new;
     a.splits = fa__decode_splits(&r, k_new.data != NULL);
