@@ -29,19 +29,63 @@
 
 #include "fp8_accuracy.h"
 
+/* The forward's problem: batch, heads, seqlen, dim of a; no descales yet. */
+static void problem_of(const acc_problem *a, fa_problem *p)
+{
+    memset(p, 0, sizeof *p);
+    p->batch = a->batch; p->seqlen_q = p->seqlen_k = a->seqlen;
+    p->heads_q = p->heads_kv = a->heads; p->head_dim = a->dim;
+}
+
+/* Tensor `role` (0 Q, 1 K, 2 V) of FP8 variant `variant`: its e4m3 codes
+   into codes, its descales into p (one per tensor or per block; *ds, to
+   free). With Hadamard, Q and K are stored as Q M and K M. */
+static void quantize_role(const acc_problem *a, int variant, int role, const float *src, uint8_t *codes,
+                          fa_problem *p, float **ds)
+{
+    fa_quant qp;
+    fa_tensor in, out;
+    int64_t count = acc_quant(a, variant, role, &qp);
+    memset(&in, 0, sizeof in);
+    in.data = (void *)src; in.dtype = FA_F32;
+    out = in;
+    out.data = codes; out.dtype = FA_E4M3;
+    *ds = (float *)malloc((size_t)count * sizeof(float));
+    if (fa_quantize(&qp, in, out, *ds) != FA_OK) {
+        fprintf(stderr, "fa_quantize: %s\n", fa_last_error());
+        exit(1);
+    }
+    if (acc_per_tensor(variant))
+        *(role == 0 ? &p->descale_q : role == 1 ? &p->descale_k : &p->descale_v) = (*ds)[0];
+    else
+        *(role == 0 ? &p->descale_q_block : role == 1 ? &p->descale_k_block : &p->descale_v_block) = *ds;
+}
+
+/* fa_forward on t (O in f32 into o), and its RMSE against ref. */
+static double forward_rmse(const acc_problem *a, const fa_problem *p, const fa_tensor t[3], const double *ref,
+                           float *o)
+{
+    fa_tensor to;
+    memset(&to, 0, sizeof to);
+    to.data = o; to.dtype = FA_F32;
+    if (fa_forward(p, t[0], t[1], t[2], to, NULL, NULL, 0) != FA_OK) {
+        fprintf(stderr, "fa_forward: %s\n", fa_last_error());
+        exit(1);
+    }
+    return acc_rmse(a, o, ref);
+}
+
 /* One variant: 0 f16, 1 bf16; FP8: 2 per tensor, 3 block, 4 Hadamard, 5 block + Hadamard. */
 static double run_variant(const acc_problem *a, int variant, const float *src[3], const double *ref, float *o)
 {
-    size_t n = (size_t)a->batch * a->seqlen * a->heads * a->dim, i;
+    size_t n = acc_elems(a), i;
     fa_problem p;
-    fa_tensor t[3], to;
+    fa_tensor t[3];
     void *buf[3];
     float *ds[3] = {NULL, NULL, NULL};
+    double err;
     int x;
-    memset(&p, 0, sizeof p);
-    p.batch = a->batch; p.seqlen_q = p.seqlen_k = a->seqlen; p.heads_q = a->heads; p.head_dim = a->dim;
-    memset(&to, 0, sizeof to);
-    to.data = o; to.dtype = FA_F32;
+    problem_of(a, &p);
     for (x = 0; x < 3; x++) {
         memset(&t[x], 0, sizeof t[x]);
         if (variant < 2) {
@@ -50,58 +94,35 @@ static double run_variant(const acc_problem *a, int variant, const float *src[3]
             buf[x] = h;
             t[x].dtype = variant == 0 ? FA_F16 : FA_BF16;
         } else {
-            fa_quant qp;
-            fa_tensor in;
-            int64_t count = acc_quant(a, variant, x, &qp);
-            memset(&in, 0, sizeof in);
-            in.data = (void *)src[x]; in.dtype = FA_F32;
             buf[x] = malloc(n);
+            quantize_role(a, variant, x, src[x], (uint8_t *)buf[x], &p, &ds[x]);
             t[x].dtype = FA_E4M3;
-            t[x].data = buf[x];
-            ds[x] = (float *)malloc((size_t)count * sizeof(float));
-            if (fa_quantize(&qp, in, t[x], ds[x]) != FA_OK) {
-                fprintf(stderr, "fa_quantize: %s\n", fa_last_error());
-                exit(1);
-            }
         }
         t[x].data = buf[x];
     }
-    if (variant >= 2 && acc_per_tensor(variant)) {
-        p.descale_q = ds[0][0]; p.descale_k = ds[1][0]; p.descale_v = ds[2][0];
-    } else if (variant >= 3) {
-        p.descale_q_block = ds[0]; p.descale_k_block = ds[1]; p.descale_v_block = ds[2];
-    }
-    if (fa_forward(&p, t[0], t[1], t[2], to, NULL, NULL, 0) != FA_OK) {
-        fprintf(stderr, "fa_forward: %s\n", fa_last_error());
-        exit(1);
-    }
+    err = forward_rmse(a, &p, t, ref, o);
     for (x = 0; x < 3; x++) { free(buf[x]); free(ds[x]); }
-    return acc_rmse(a, o, ref);
+    return err;
 }
 
-/* x (role: 0 Q, 1 K, 2 V) as the FP8 variant stores it, back in f32: the
-   e4m3 codes times their descales (with Hadamard, x M: pair Q M with K M). */
+/* x (role: 0 Q, 1 K, 2 V) as FP8 variant `variant` stores it, back in f32:
+   fa_forward's own e4m3 row load and descale lookup (with Hadamard, x M:
+   pair Q M with K M). */
 static float *fp8_round_trip(const acc_problem *a, int variant, int role, const float *x)
 {
-    size_t n = acc_elems(a), i, d = (size_t)a->dim, hh = (size_t)a->heads, sq = (size_t)a->seqlen;
-    fa_quant qp;
-    fa_tensor in, out;
-    int64_t count = acc_quant(a, variant, role, &qp);
-    float *ds = (float *)malloc((size_t)count * sizeof(float)), *y = (float *)malloc(n * sizeof(float));
+    size_t n = acc_elems(a), off;
+    fa_problem p;
+    float *ds, *y = (float *)malloc(n * sizeof(float));
     uint8_t *c = (uint8_t *)malloc(n);
-    memset(&in, 0, sizeof in);
-    in.data = (void *)x; in.dtype = FA_F32;
-    out = in;
-    out.data = c; out.dtype = FA_E4M3;
-    if (fa_quantize(&qp, in, out, ds) != FA_OK) {
-        fprintf(stderr, "fa_quantize: %s\n", fa_last_error());
-        exit(1);
-    }
-    for (i = 0; i < n; i++) { /* [b, s, h, d] */
-        size_t h = i / d % hh, t = i / (d * hh) % sq, b = i / (d * hh * sq);
-        y[i] = fa__e4m3_to_f32(c[i]) *
-               (count == 1 ? ds[0] : ds[(b * hh + h) * (size_t)FA__FP8_BLOCKS(a->seqlen, role) + t / (size_t)FA__FP8_ROWS(role)]);
-    }
+    int b, t, h;
+    problem_of(a, &p);
+    quantize_role(a, variant, role, x, c, &p, &ds);
+    for (b = 0; b < a->batch; b++)
+        for (t = 0; t < a->seqlen; t++)
+            for (h = 0; h < a->heads; h++) { /* [b, s, h, d] */
+                off = (((size_t)b * a->seqlen + (size_t)t) * a->heads + (size_t)h) * a->dim;
+                fa__load_row(c + off, FA_E4M3, a->dim, fa__fp8_descale(&p, role, FA_E4M3, b, h, t), y + off);
+            }
     free(ds); free(c);
     return y;
 }
@@ -109,17 +130,11 @@ static float *fp8_round_trip(const acc_problem *a, int variant, int role, const 
 static double run_f32(const acc_problem *a, const float *q, const float *k, const float *v, const double *ref, float *o)
 {
     fa_problem p;
-    fa_tensor tq, tk, tv, to;
-    memset(&p, 0, sizeof p);
-    p.batch = a->batch; p.seqlen_q = p.seqlen_k = a->seqlen; p.heads_q = a->heads; p.head_dim = a->dim;
-    memset(&tq, 0, sizeof tq);
-    tk = tv = to = tq;
-    tq.data = (void *)q; tk.data = (void *)k; tv.data = (void *)v; to.data = o;
-    if (fa_forward(&p, tq, tk, tv, to, NULL, NULL, 0) != FA_OK) {
-        fprintf(stderr, "fa_forward: %s\n", fa_last_error());
-        exit(1);
-    }
-    return acc_rmse(a, o, ref);
+    fa_tensor t[3];
+    problem_of(a, &p);
+    memset(t, 0, sizeof t);
+    t[0].data = (void *)q; t[1].data = (void *)k; t[2].data = (void *)v;
+    return forward_rmse(a, &p, t, ref, o);
 }
 
 /* --split: the RMSE with only Q and K from e4m3 and with only V. */
