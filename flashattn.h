@@ -2028,8 +2028,9 @@ static float fa__row_max(const float *s, int n)
    place; t - c = base + k, so f = s - (t - c), exact. s is first raised to
    base - 127: masked scores (-inf) and any 2^-127 below the maximum get
    k = -127, exponent field 0, so exactly 0. A NaN score stays NaN (x86's
-   max returns its SECOND operand when one is NaN; NEON's gives NaN). Four
-   instructions fewer than rounding, converting and clamping x [cpu-exp2]. */
+   max returns its SECOND operand when one is NaN; NEON's gives NaN). Five
+   instructions where subtracting base, clamping both ways, rounding and
+   converting took eight [cpu-exp2]. */
 static float fa__exp2_row(float *s, int n, float base, float scale)
 {
     float sum = 0.0f;
