@@ -7380,12 +7380,13 @@ struct fa__bwd_work {
    come first (round k). Either way no unit waits for a later round's.
    [bwd-det] */
 __device__ __forceinline__ int fa__bwd_rot(int jb, int nk, int nq) { return jb * nq / nk; } /* (nk nq < 2^31) */
-/* Whether sequence (KV head hk, batch b) of nk units rotates its walks:
-   its units u0 .. u0 + nk - 1 (fa__bwd_unit_of) in one round of the grid */
-__device__ __forceinline__ bool fa__bwd_rotates(const fa__bwd_params &p, int nk, int hk, int b)
+/* Whether sequence (KV head hk, batch b) rotates its walks: its units
+   u0 .. u0 + nblk - 1 in one round of the grid, numbered as the scheduler
+   numbers them (fa__bwd_sm90_sched's nblk, fa__bwd_unit_of) */
+__device__ __forceinline__ bool fa__bwd_rotates(const fa__bwd_params &p, int bc, int hk, int b)
 {
-    const int G = (int)gridDim.x, u0 = (hk + p.hkv * b) * nk;
-    return p.det_rot && u0 / G == (u0 + nk - 1) / G;
+    const int G = (int)gridDim.x, nblk = (p.seqlen_k + bc - 1) / bc, u0 = (hk + p.hkv * b) * nblk;
+    return p.det_rot && u0 / G == (u0 + nblk - 1) / G;
 }
 /* The query block of step it: ib0 + it % nib, in the DET kernels rotated by rot */
 template <bool DET> __device__ __forceinline__ int fa__bwd_qblock(const fa__bwd_work &w, int it)
@@ -7408,7 +7409,7 @@ __device__ __forceinline__ bool fa__bwd_sm90_work(const fa__bwd_params &p, const
     w.iters = w.nib * p.group;
     w.first = fa__bwd_next_step(p, w.b, w.hk, w.j0, w.ib0, w.nib, w.iters, BR, 0);
     const int nk = (w.s.sk + BC - 1) / BC;
-    w.rot = DET && fa__bwd_rotates(p, nk, w.hk, w.b) ? fa__bwd_rot(w.jb, nk, w.nib) : 0;
+    w.rot = DET && fa__bwd_rotates(p, BC, w.hk, w.b) ? fa__bwd_rot(w.jb, nk, w.nib) : 0;
     return true;
 }
 
@@ -7526,7 +7527,7 @@ __device__ __forceinline__ int fa__bwd_det_rank(const fa__bwd_params &p, const f
 {
     const int nblk = (s.sk + BC - 1) / BC;
     int rank = 0;
-    if (fa__bwd_rotates(p, nblk, h / p.group, b)) {
+    if (fa__bwd_rotates(p, BC, h / p.group, b)) {
         const int nq = (s.sq + BR - 1) / BR;
         auto step = [&](int j) { const int a = ib - fa__bwd_rot(j, nblk, nq); return a < 0 ? a + nq : a; };
         const int mine = step(jb);
