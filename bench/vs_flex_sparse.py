@@ -75,6 +75,11 @@ Writes <out>/<date>_<device>_sparse-fwd.md (the table) and .png (effective TFLOP
   python3 bench/vs_flex_sparse.py --lib build/libfa_bench.so --out bench/results
   python3 bench/vs_flex_sparse.py --lib build/libfa_bench.so --out bench/results --backward
   python3 bench/vs_flex_sparse.py --lib build/libfa_bench.so --out /tmp/x --quick [--backward]
+
+--ab LIB[,LIB...] (forward): other builds of the bench library (a trial's kernels) whose sparse forward
+is timed as further contenders, interleaved with ours (its own masks and workspace, the same inputs);
+an A/B table (their time against --lib's, single calls and sustained) follows the others, and each
+build's O is checked against Flex's as ours is.
 """
 import argparse
 import ctypes
@@ -410,8 +415,8 @@ def empty_rows(lists, batch, heads, n):
     return empty.repeat_interleave(BLOCK, dim=-1) if empty.any() else None
 
 
-def run_point(lib, flex_c, args, pt, dev):
-    """Times one point; returns its row (dict)."""
+def run_point(lib, flex_c, args, pt, dev, ab_libs=()):
+    """Times one point; returns its row (dict). ab_libs: the --ab builds, contenders ab0, ab1, ..."""
     d, heads, batch, s, causal = pt["d"], pt["heads"], pt["batch"], pt["s"], pt["causal"]
     n, lists, bmask, ours_lists, density, flops, flops_dense = point_setup(args, pt)
     sets = make_sets(batch, s, heads, d, dev)
@@ -424,6 +429,14 @@ def run_point(lib, flex_c, args, pt, dev):
     except Exception as e:  # noqa: BLE001 - reported; the other contenders still run
         errors["sparse"] = e
         om = None
+    ab_masks = {}
+    for i, alib in enumerate(ab_libs):
+        key = f"ab{i}"
+        try:
+            ab_masks[key] = OursMask(alib, (batch, s, heads, d), causal, ours_lists)
+            fns[key] = lambda it, m=ab_masks[key]: m.forward(*(sets[it & 1][x] for x in ("q", "k", "v", "o_d", "lse_d")))
+        except Exception as e:  # noqa: BLE001
+            errors[key] = e
     kw = {"kernel_options": args.flex_options} if args.flex_options else {}
 
     def run_flex(it):
@@ -456,7 +469,8 @@ def run_point(lib, flex_c, args, pt, dev):
     ms, us, how = time_contenders(fns, errors, args)
     nan = float("nan")
     record_times(row, ms, us, how,
-                 {"sparse": flops, "flex": flops, "varlen": flops, "dense": flops_dense, "cudnn": flops_dense})
+                 {"sparse": flops, "flex": flops, "varlen": flops, "dense": flops_dense, "cudnn": flops_dense,
+                  **{key: flops for key in ab_masks}})
 
     # correctness: ours against Flex on set 0; ours' empty rows
     row["err"], row["err_varlen"], row["status"] = nan, nan, []
@@ -475,13 +489,20 @@ def run_point(lib, flex_c, args, pt, dev):
             l_bad = (sets[0]["lse_s"][rows_empty] != float("-inf")).any().item()
             if o_bad or l_bad:
                 row["status"].append("EMPTY-ROWS")
+        for key in ab_masks:   # (into o_d: the dense contender's output, rewritten at its next call)
+            if key in ms:
+                fns[key](0)
+                torch.cuda.synchronize()
+                row["err_" + key] = (sets[0]["o_d"].float() - ref.float()).abs().max().item()
+                if not row["err_" + key] <= MISMATCH_TOL:
+                    row["status"].append("MISMATCH-" + key)
         del ref
     if "varlen" in ms and "sparse" in ms:
         fns["varlen"](0)
         torch.cuda.synchronize()
         row["err_varlen"] = (sets[0]["o_s"].float() - sets[0]["o_v"].float()).abs().max().item()
     row["failed"] = sorted((set(fns) | set(errors)) - set(ms))
-    del sets, fns, bmask, om
+    del sets, fns, bmask, om, ab_masks
     torch.cuda.empty_cache()
     return row
 
@@ -654,6 +675,7 @@ def main():
     ap.add_argument("--backward", action="store_true",
                     help="time the backward (dQ, dK, dV) instead of the forward: <date>_<device>_sparse-bwd.md")
     ap.add_argument("--deterministic", action="store_true", help="--backward: ours in deterministic mode")
+    ap.add_argument("--ab", default="", help="forward: other bench libraries timed beside --lib (comma-separated)")
     args = ap.parse_args()
     global DETERMINISTIC
     DETERMINISTIC = int(args.deterministic)
@@ -666,6 +688,10 @@ def main():
 
     t_start = time.time()
     lib = load(args.lib)
+    ab_paths = [x for x in args.ab.split(",") if x]
+    if ab_paths and bwd:
+        sys.exit("--ab: the forward only")
+    ab_libs = [load(x) for x in ab_paths]
     if bwd and not hasattr(lib, "fa_bench_backward_sparse"):
         sys.exit(f"{args.lib} has no fa_bench_backward_sparse: rebuild it (make build/libfa_bench.so)")
     if bwd:   # autograd.grad's host work before its first kernel: a longer GPU sleep hides it
@@ -696,7 +722,8 @@ def main():
         shape = (pt["d"], pt["s"], pt["batch"], pt["causal"])
         t0 = time.time()
         pt["bitmap"] = pt.pop("bitmap_fn")()
-        row = run_point_bwd(lib, flex_c, args, pt, dev, stream) if bwd else run_point(lib, flex_c, args, pt, dev)
+        row = (run_point_bwd(lib, flex_c, args, pt, dev, stream) if bwd
+               else run_point(lib, flex_c, args, pt, dev, ab_libs))
         del pt["bitmap"]
         rows.append(row)
         first = shape not in seen_shapes
@@ -824,6 +851,18 @@ def main():
                f"points: {lo(vs_flex)} single calls, {lo(vs_flex_sus)} sustained (>= {flex_target}).{per_d} "
                f"Rows marked MISMATCH: {sum('MISMATCH' in r['status'] for r in rows)}; EMPTY-ROWS: "
                f"{sum('EMPTY-ROWS' in r['status'] for r in rows)}."]
+    if ab_libs:
+        md += ["", "## A/B: the --ab builds against --lib (" + args.lib + ")", "",
+               "time ratio t_lib / t_build (above 1: the build is faster); single calls, sustained.", "",
+               "| pattern | d | causal | seqlen | density | " + " | ".join(
+                   f"{p}: single | {p}: sustained | {p}: max abs diff vs Flex" for p in ab_paths) + " |",
+               "|" + " --- |" * (5 + 3 * len(ab_paths))]
+        for r in rows:
+            md.append(f"| {r['pattern']} | {r['d']} | {'yes' if r['causal'] else 'no'} | {r['s']} | "
+                      f"{r['density'] * 100:.1f}% | " + " | ".join(
+                          f"{fmt(r['ms_sparse'] / r.get(f'ms_ab{i}', float('nan')), '.3f')} | "
+                          f"{fmt(r['sus_us_sparse'] / r.get(f'sus_us_ab{i}', float('nan')), '.3f')} | "
+                          f"{fmt(r.get(f'err_ab{i}', float('nan')), '.1e')}" for i in range(len(ab_paths))) + " |")
     with open(os.path.join(args.out, tag + ".md"), "w") as f:
         f.write("\n".join(md) + "\n")
     print("\n".join(md), flush=True)

@@ -14,7 +14,9 @@
    schedule across. The timestamps' global stores perturb the kernel a little (about 2%).
    Build and run (on an H100 / H200):
      nvcc -std=c++17 -O3 -I. -gencode arch=compute_90a,code=sm_90a bench/sm90_trace/trace.cu -o trace
-     ./trace D SEQLEN BATCH HEADS CAUSAL [fp8] > tr.txt; python3 bench/sm90_trace/phases.py tr.txt
+     ./trace D SEQLEN BATCH HEADS CAUSAL [fp8 | bmP] > tr.txt; python3 bench/sm90_trace/phases.py tr.txt
+   (bmP: a random 128 x 128 block mask keeping P% of the blocks, one per (batch, head), the
+   block-sparse kernel; its tiles in fa__bm_order_kernel's order, so block 0 takes the longest)
      python3 bench/sm90_trace/segments.py tr.txt   (where the producer hands tiles over: d 64's long rows) */
 #include <cuda_runtime.h>
 __device__ int4 fa__tr_buf[8 * 8192]; /* (block, role) x 8192 events */
@@ -41,11 +43,12 @@ __device__ int fa__tr_n[8];           /* events so far, per (block, role); event
 #include <cuda_bf16.h>
 int main(int argc, char **argv) {
     if (argc < 6) {
-        fprintf(stderr, "usage: %s D SEQLEN BATCH HEADS CAUSAL [fp8]\n", argv[0]);
+        fprintf(stderr, "usage: %s D SEQLEN BATCH HEADS CAUSAL [fp8 | bmP]\n", argv[0]);
         return 2;
     }
     int d = atoi(argv[1]), sq = atoi(argv[2]), batch = atoi(argv[3]), heads = atoi(argv[4]), causal = atoi(argv[5]);
     const bool fp8 = argc > 6 && !strcmp(argv[6], "fp8"); /* e4m3 Q, K, V (codes of +-[1/64, 1)), per-tensor descales 1 */
+    const int bm_pct = argc > 6 && !strncmp(argv[6], "bm", 2) ? atoi(argv[6] + 2) : -1; /* a block mask, % kept */
     size_t n = (size_t)batch * sq * heads * d;
     std::vector<__nv_bfloat16> h(n);
     srand(1);
@@ -70,15 +73,37 @@ int main(int argc, char **argv) {
     tk = tv = to = tq; tq.data = q; tk.data = k; tv.data = v; to.data = o;
     tq.dtype = tk.dtype = tv.dtype = to.dtype = FA_BF16;
     if (fp8) tq.dtype = tk.dtype = tv.dtype = FA_E4M3;
+    double fl = 4.0 * sq * sq * d * heads * batch * (causal ? 0.5 : 1);
+    void *ws = NULL;
+    size_t ws_bytes = 0;
+    if (bm_pct >= 0) { /* random lists, each row's blocks ascending; below the diagonal only when causal */
+        const int nb = (sq + 127) / 128, rows = batch * heads * nb;
+        std::vector<int32_t> num(rows), idx((size_t)rows * nb);
+        long long kept = 0;
+        for (int r = 0; r < rows; r++) {
+            const int i = r % nb;
+            for (int j = 0; j < nb; j++)
+                if ((!causal || j <= i) && rand() % 100 < bm_pct) idx[(size_t)r * nb + num[r]++] = j;
+            kept += num[r];
+        }
+        int32_t *d_num, *d_idx;
+        cudaMalloc(&d_num, rows * 4); cudaMalloc(&d_idx, idx.size() * 4);
+        cudaMemcpy(d_num, num.data(), rows * 4, cudaMemcpyHostToDevice);
+        cudaMemcpy(d_idx, idx.data(), idx.size() * 4, cudaMemcpyHostToDevice);
+        p.block_mask.kv_num_blocks = d_num; p.block_mask.kv_indices = d_idx;
+        if (fa_forward_cuda_workspace_size(&p, &ws_bytes) != FA_OK) { printf("err %s\n", fa_last_error()); return 1; }
+        cudaMalloc(&ws, ws_bytes);
+        fl = 4.0 * 128 * 128 * d * (double)kept; /* the visited blocks' FLOPs (a diagonal block whole) */
+    }
     cudaEvent_t a, b; cudaEventCreate(&a); cudaEventCreate(&b);
-    for (int r = 0; r < 5; r++) if (fa_forward_cuda(&p, tq, tk, tv, to, lse, NULL, 0, 0) != FA_OK) { printf("err %s\n", fa_last_error()); return 1; }
+    for (int r = 0; r < 5; r++) if (fa_forward_cuda(&p, tq, tk, tv, to, lse, ws, ws_bytes, 0) != FA_OK) { printf("err %s\n", fa_last_error()); return 1; }
     cudaEventRecord(a);
-    for (int r = 0; r < 10; r++) fa_forward_cuda(&p, tq, tk, tv, to, lse, NULL, 0, 0);
+    for (int r = 0; r < 10; r++) fa_forward_cuda(&p, tq, tk, tv, to, lse, ws, ws_bytes, 0);
     cudaEventRecord(b); cudaEventSynchronize(b);
     float ms; cudaEventElapsedTime(&ms, a, b); ms /= 10;
-    double fl = 4.0 * sq * sq * d * heads * batch * (causal ? 0.5 : 1);
-    printf("# d %d sq %d batch %d heads %d causal %d%s: %.3f ms %.1f TFLOP/s\n", d, sq, batch, heads, causal,
-           fp8 ? " fp8" : "", ms, fl / ms / 1e9);
+    printf("# d %d sq %d batch %d heads %d causal %d%s: %.3f ms %.1f TFLOP/s%s\n", d, sq, batch, heads, causal,
+           fp8 ? " fp8" : "", ms, fl / ms / 1e9, bm_pct >= 0 ? " (effective: the visited blocks)" : "");
+    if (bm_pct >= 0) printf("# block mask: %d%% of the blocks kept\n", bm_pct);
     std::vector<int4> tr(8 * 8192); /* 2 blocks x (producer + up to 3 consumer warpgroups) */
     cudaMemcpyFromSymbol(tr.data(), fa__tr_buf, tr.size() * sizeof(int4));
     for (int r = 0; r < 8; r++) for (int i = 0; i < 8192; i++) { int4 e = tr[r * 8192 + i]; if (e.x == 0 && e.w == 0) break;
