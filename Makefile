@@ -727,8 +727,10 @@ $(BUILD)/examples/gpu_simple: examples/gpu_simple.cu flashattn.h flashattn_cuda.
 BENCH_ISA    ?= native
 BENCH_CFLAGS := -O3 $(if $(filter avx2,$(BENCH_ISA)),$(AVX2_FLAGS) -mf16c,-march=native) -fopenmp
 HOST_KIND    ?= $(shell grep -m1 'model name' /proc/cpuinfo 2>/dev/null | cut -d: -f2 | tr 'A-Z' 'a-z' | tr -cs 'a-z0-9' '-' | sed 's/^-//; s/-$$//' | cut -c1-40)-$(JOBS)t
-# (the time of day in the name: a second run the same day keeps the first)
-BENCH_OUT    := $(BENCH_RESULTS)/cpu-$(shell date -u +%Y-%m-%d)-$(HOST_KIND)$(if $(filter avx2,$(BENCH_ISA)),-avx2)-$(shell date -u +%H%M).md
+# (the time of day in the name: a second run the same day keeps the first;
+# one date call, so a run across midnight names one moment)
+BENCH_WHEN   := $(shell date -u +%Y-%m-%d_%H%M)
+BENCH_OUT    := $(BENCH_RESULTS)/cpu-$(word 1,$(subst _, ,$(BENCH_WHEN)))-$(HOST_KIND)$(if $(filter avx2,$(BENCH_ISA)),-avx2)-$(word 2,$(subst _, ,$(BENCH_WHEN))).md
 
 $(BUILD)/bench_cpu: bench/bench_cpu.c flashattn.h FORCE | $(BUILD)
 	$(CC) $(BENCH_CFLAGS) -Wall -Wextra -DBENCH_FLAGS='"$(BENCH_CFLAGS)"' -I. $< -lm -o $@
@@ -771,4 +773,4 @@ $(BUILD)/bench_ggml: bench/peers/ggml_fa.c flashattn.h $(GGML_LIBS) | $(BUILD)
 	$(CC) $(PEER_FLAGS) -Wall -Wextra -I. -I$(GGML_SRC)/include $< $(GGML_LIBS) -lstdc++ -lm -lpthread -o $@
 bench-peers: $(BUILD)/bench_ggml
 	@mkdir -p bench/results
-	./$(BUILD)/bench_ggml $(PEER_THREADS) | tee bench/results/peers-$(shell date -u +%Y-%m-%d)-$(HOST_KIND)-$(shell date -u +%H%M).md
+	./$(BUILD)/bench_ggml $(PEER_THREADS) | tee bench/results/peers-$(word 1,$(subst _, ,$(BENCH_WHEN)))-$(HOST_KIND)-$(word 2,$(subst _, ,$(BENCH_WHEN))).md

@@ -2534,7 +2534,8 @@ static FLASHATTN__FORCEINLINE void fa__pv_strip(const int nr, const int nv, cons
 
 /* O[i, :dv] += sum_c P[i, c] v_c: strips of FA__PV_VECS vectors, then one
    of 2 and one of 1 for what is left (two vectors share a strip: a strip
-   of one has a quarter of the chains). The last vector may be partial
+   of one has a quarter of the chains); each call names its width as a
+   constant, so that the strip's loops unroll. The last vector may be partial
    when dv is not a multiple of FA__VW; O rows are padded, so a vector
    never runs into the next row. pf as for dots, while the first strip
    streams. */
