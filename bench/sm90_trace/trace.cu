@@ -41,6 +41,8 @@ __device__ int fa__tr_n[8];           /* events so far, per (block, role); event
 #include <cstdlib>
 #include <vector>
 #include <cuda_bf16.h>
+#include "../../tests/bmask_lists.h"
+static int trace_rnd(void *, int n) { return rand() % n; }
 int main(int argc, char **argv) {
     if (argc < 6) {
         fprintf(stderr, "usage: %s D SEQLEN BATCH HEADS CAUSAL [fp8 | bmP]\n", argv[0]);
@@ -76,24 +78,17 @@ int main(int argc, char **argv) {
     double fl = 4.0 * sq * sq * d * heads * batch * (causal ? 0.5 : 1);
     void *ws = NULL;
     size_t ws_bytes = 0;
-    if (bm_pct >= 0) { /* random lists, each row's blocks ascending; below the diagonal only when causal */
-        const int nb = (sq + 127) / 128, rows = batch * heads * nb;
-        std::vector<int32_t> num(rows), idx((size_t)rows * nb);
-        long long kept = 0;
-        for (int r = 0; r < rows; r++) {
-            const int i = r % nb;
-            for (int j = 0; j < nb; j++)
-                if ((!causal || j <= i) && rand() % 100 < bm_pct) idx[(size_t)r * nb + num[r]++] = j;
-            kept += num[r];
-        }
-        int32_t *d_num, *d_idx;
-        cudaMalloc(&d_num, rows * 4); cudaMalloc(&d_idx, idx.size() * 4);
-        cudaMemcpy(d_num, num.data(), rows * 4, cudaMemcpyHostToDevice);
-        cudaMemcpy(d_idx, idx.data(), idx.size() * 4, cudaMemcpyHostToDevice);
-        p.block_mask.kv_num_blocks = d_num; p.block_mask.kv_indices = d_idx;
+    tbm_lists bm;
+    fa_block_mask bm_host;
+    if (bm_pct >= 0) { /* random lists (tests/bmask_lists.h), one per (batch, head); FLOPs of the blocks walked */
+        const int nb = (sq + 127) / 128;
+        long long walked = 0;
+        tbm_make(&bm, batch * heads, sq, sq, bm_pct, 0, 0, 0, trace_rnd, NULL, &bm_host, &p.block_mask);
+        for (int r = 0; r < batch * heads * nb; r++) /* (causal: the blocks on and below the diagonal) */
+            for (int x = 0; x < bm.h[0][r]; x++) walked += !causal || bm.h[1][(size_t)r * nb + x] <= r % nb;
         if (fa_forward_cuda_workspace_size(&p, &ws_bytes) != FA_OK) { printf("err %s\n", fa_last_error()); return 1; }
         cudaMalloc(&ws, ws_bytes);
-        fl = 4.0 * 128 * 128 * d * (double)kept; /* the visited blocks' FLOPs (a diagonal block whole) */
+        fl = 4.0 * 128 * 128 * d * (double)walked; /* (a diagonal block counted whole) */
     }
     cudaEvent_t a, b; cudaEventCreate(&a); cudaEventCreate(&b);
     for (int r = 0; r < 5; r++) if (fa_forward_cuda(&p, tq, tk, tv, to, lse, ws, ws_bytes, 0) != FA_OK) { printf("err %s\n", fa_last_error()); return 1; }
