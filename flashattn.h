@@ -244,10 +244,13 @@
    ============================================================================
    - It does not hold or cache anything between calls, start threads of its own
      (outside OpenMP), or allocate when you pass a workspace.
-   - No FP8 (e4m3) in the CPU backward or decode, nor yet in the GPU forward
-     (the FP8 kernel is not in this build): FA_ERROR_UNSUPPORTED.
+   - No FP8 (e4m3) in any backward or decode: FA_ERROR_UNSUPPORTED. The GPU
+     FP8 forward runs on compute capability 9.0 in a build for sm_90a without
+     FLASHATTN_NO_FP8 / FLASHATTN_NO_HOPPER; elsewhere it is refused the same
+     way (the CPU fa_forward takes e4m3 everywhere).
    - No arbitrary additive masks; masks are causal / window / ALiBi and
-     block masks (block-sparse), the last on the CPU forward and backward only.
+     block masks (block-sparse), the last in the CPU and GPU forward and
+     backward, not in decode or the FP8 forward.
    - On the GPU it cannot check the contents of device arrays (cu_seqlens,
      block tables, cache lengths) without synchronizing, so it does not.
 

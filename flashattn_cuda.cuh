@@ -194,12 +194,13 @@
                            (32, 64, 128, 256) >= head_dim that a listed size
                            rounds up to; decode (64, 128, 256 only) on the
                            listed size equal to head_dim. Each size costs
-                           compile time (README.md, "Compile time").
+                           compile time (README.md, "Quick start").
      FLASHATTN_NO_DECODE   (undefined) leave out the decode kernels (>>decode);
      FLASHATTN_NO_BACKWARD (undefined) leave out the backward (>>backward).
                            Their entry points then return FA_ERROR_UNSUPPORTED.
                            Compile time: nvcc's --split-compile=0 (all cores)
-                           cuts the wall time of one architecture's compile.
+                           cuts the wall time of one architecture's compile;
+                           some kernels then get other code [ctime-split].
      FLASHATTN_BLOCK_M     (per head dim and GPU, see fa__default_config)
                            query rows per thread block, a multiple of 16*WARPS.
      FLASHATTN_BLOCK_N     (likewise) keys per K/V block, a multiple of 16.
