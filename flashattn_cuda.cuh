@@ -6329,7 +6329,7 @@ typedef struct fa__bwd_params {
     const int32_t *cu_q, *cu_k;
     const float *alibi;    /* [hq] or NULL */
     int batch, seqlen_q, seqlen_k, hq, hkv, group, d, acc_d;
-    int acc_sq;            /* accumulator rows per sequence: seqlen_q rounded up to 64
+    int acc_sq;            /* accumulator rows per sequence: seqlen_q rounded up to 128
                               (0 with cu_seqlens: the rows are packed) */
     int64_t acc_rows;      /* rows per head: batch * acc_sq (cu_seqlens: batch *
                               seqlen_q, an upper bound of total_q) */
@@ -6480,7 +6480,7 @@ __device__ __forceinline__ int fa__bwd_next_step(const fa__bwd_params &p, int b,
 
 /* One warp per (row, head); lane c holds 16-byte chunk c of the row (d <= 256).
    Rows sq .. sq_pad - 1 (the padding that makes every sequence a whole number
-   of 64-row blocks, without cu_seqlens) get D = 0, L = +inf and a zero
+   of 128-row blocks, without cu_seqlens) get D = 0, L = +inf and a zero
    accumulator: a query block that reaches past the sequence then computes
    P = 0 there, and its dQ rows land in the padding. */
 template <bool BF16>
@@ -7233,7 +7233,9 @@ __device__ __forceinline__ void fa__bwd_sm90_ds(const fa__bwd_params &p, const f
    [bwd-sm90-persistent]
 
    At D = 256 the block is 64 keys and the warpgroups split the columns of
-   dK, dV and dQ instead of the keys (see `split` below).
+   dK, dV and dQ instead of the keys (see `split` below). At D = 64 the
+   plain kernel's step is 128 query rows (fa__bwd_sm90_br), each
+   warpgroup then computing all of dQ's columns for its 64 of them.
 
    Covered: f16 / bf16, D = 64, 128 and 256 (head dims 33 .. 256, zero-filled
    columns past the head dim), causal / sliding window, GQA / MQA, arbitrary
@@ -7269,10 +7271,11 @@ typedef struct fa__bwd_maps { CUtensorMap q, k, v, dout; } fa__bwd_maps;
    of partial sums through shared memory, which has no room left for it),
    and writes half of the dS^T tile. The tiles (K, V 32 KB each, Q, dO
    32 KB per stage) leave room for one K/V buffer only. */
-template <int D> struct fa__bwd_sm90_layout {
+template <int D, int BR = 64> struct fa__bwd_sm90_layout {
     static constexpr bool split = D > 128;
     static constexpr bool dq_tile = !split; /* dQ leaves as one bulk add a step (fa__bwd_acc_off) */
-    static constexpr int bc = split ? 64 : 128, br = 64, kv_bufs = D == 64 ? 2 : 1;
+    static constexpr bool wide = BR == 128; /* 128 query rows a step (fa__bwd_sm90_br) */
+    static constexpr int bc = split ? 64 : 128, br = BR, kv_bufs = D == 64 && !wide ? 2 : 1;
     static constexpr int dkv = split ? D / 2 : D; /* the dK, dV columns of a warpgroup */
     static constexpr uint32_t kv_bytes = bc * D * 2, q_bytes = br * D * 2, ds_bytes = bc * br * 2,
                               ld_bytes = 2 * br * 4, dq_bytes = dq_tile ? br * D * 4 : 0;
@@ -7285,7 +7288,22 @@ template <int D> struct fa__bwd_sm90_layout {
     static constexpr uint32_t dq_full = total, dq_empty = dq_full + 16, mail = dq_full + 32, dq2 = dq_full + 128,
                               total_det = dq2 + dq_bytes;
     static_assert(mail % 16 == 0 && dq2 % 16 == 0, "the mailbox's vectors, the bulk copy's source: 16-aligned");
+    static_assert(!wide || (D == 64 && !split), "128-row steps: D 64 only");
+    static_assert(1024 + total <= 227 * 1024, "the block's shared memory");
 };
+/* Query rows a step of the sm_90a backward: 128 in the plain kernel at
+   D 64, where a 64-row step's fixed costs (the stage's waits, the two
+   barriers, dQ's wait and bulk add) were about as long as its products
+   [bwd-wide]; 64 elsewhere (the extras' and DET's registers and shared
+   memory). Then dQ is split by rows between the warpgroups (64 rows each,
+   all D columns) instead of by columns, and K, V have one buffer. */
+#ifndef FA__BWD_SM90_WIDE
+#define FA__BWD_SM90_WIDE 1 /* (0: 64-row steps at D 64 too, for measuring) */
+#endif
+template <int D, bool EXTRAS, bool SOFTCAP, bool DET> __host__ __device__ constexpr int fa__bwd_sm90_br()
+{
+    return FA__BWD_SM90_WIDE && D == 64 && !EXTRAS && !SOFTCAP && !DET ? 128 : 64;
+}
 
 /* Unit u of the sm_90a backward: key block jb, KV head hk, batch b, with
    u = jb + nblk (hk + hkv b); descending: key block nblk - 1 - jb instead. */
@@ -7431,11 +7449,11 @@ struct fa__bwd_sm90_smem {
    and kv_uses, the units whose K, V were loaded (buffer kv_uses % KVB, its
    (kv_uses / KVB)-th use). A barrier's phase bit flips once per use:
    waiting for use u means waiting for parity u & 1. */
-template <int D, bool DET>
+template <int D, int BR_, bool DET>
 __device__ __forceinline__ void fa__bwd_sm90_producer(const fa__bwd_maps &tm, const fa__bwd_params &p,
                                                       const fa__bwd_sm90_sched &sc, const fa__bwd_sm90_smem &sm)
 {
-    typedef fa__bwd_sm90_layout<D> L;
+    typedef fa__bwd_sm90_layout<D, BR_> L;
     constexpr int BR = L::br, KVB = L::kv_bufs;
     constexpr uint32_t KV_BYTES = L::kv_bytes, Q_BYTES = L::q_bytes, LD_BYTES = L::ld_bytes;
     int ring = 0, kv_uses = 0;
@@ -7464,7 +7482,7 @@ __device__ __forceinline__ void fa__bwd_sm90_producer(const fa__bwd_maps &tm, co
                 fa__tma_load(sm.sQ + st * Q_BYTES + c * BR * 128, &tm.q, 64 * c, i0, h, w.b, bar);
                 fa__tma_load(sm.sdO + st * Q_BYTES + c * BR * 128, &tm.dout, 64 * c, i0, h, w.b, bar);
             }
-            const int64_t r = (int64_t)h * p.acc_rows + w.s.acc_row0 + i0; /* 64-row aligned */
+            const int64_t r = (int64_t)h * p.acc_rows + w.s.acc_row0 + i0; /* BR-row aligned */
             fa__bulk_load(sm.sLD + st * LD_BYTES, p.lse2 + r, BR * 4, bar);
             fa__bulk_load(sm.sLD + st * LD_BYTES + BR * 4, p.dsum + r, BR * 4, bar);
         }
@@ -7475,8 +7493,9 @@ __device__ __forceinline__ void fa__bwd_sm90_producer(const fa__bwd_maps &tm, co
 /* dS^T of a step into its shared-memory buffer ds_s: this thread's rows
    krow, krow + 8, query pairs 16 kk + 2t (+8), chunk c of row r at
    c ^ (r % 8) (split: both warpgroups hold the whole tile, and each writes
-   half its query columns). */
-template <bool SPLIT, int NQ>
+   half its query columns; 128 queries: the second 64 in a block of their
+   own, BC rows on). */
+template <bool SPLIT, int NQ, int BC>
 __device__ __forceinline__ void fa__bwd_sm90_store_ds(const uint32_t (&da)[NQ / 2][1][4], uint32_t ds_s, int krow,
                                                       int cw, int t)
 {
@@ -7486,8 +7505,7 @@ __device__ __forceinline__ void fa__bwd_sm90_store_ds(const uint32_t (&da)[NQ / 
         for (int x = 0; x < 4; x++) {
             if (SPLIT && kk / (NQ / 4) != cw) continue;
             const int r = krow + (x & 1) * 8, c = 16 * kk + (x >> 1) * 8;
-            /* (query columns < 64: one column block) */
-            fa__st_shared32(ds_s + fa__sm90_chunk(r, c / 8, 0) + 4 * t, da[kk][0][x]);
+            fa__st_shared32(ds_s + fa__sm90_chunk(r, c / 8, BC * 128) + 4 * t, da[kk][0][x]);
         }
 }
 
@@ -7598,7 +7616,7 @@ __device__ __forceinline__ void fa__bwd_sm90_dq_wait(const fa__bwd_sm90_smem &sm
    block jb, query block ib, head h, sequence b); the consumers wait only
    for a writer to have read a buffer's last tile before they rewrite it. `sends` counts
    the tiles handed over (the buffer and the barriers' parity). */
-template <int N, bool DET>
+template <int N, bool DET, bool WIDE>
 __device__ __forceinline__ void fa__bwd_sm90_send_dq(const fa__bwd_params &p, const float (&dq)[N][4],
                                                      const fa__bwd_sm90_smem &sm, int T, int64_t blk,
                                                      uint32_t bytes, int &sends, int jb, int ib, int h, int bt)
@@ -7610,8 +7628,14 @@ __device__ __forceinline__ void fa__bwd_sm90_send_dq(const fa__bwd_params &p, co
         fa__bwd_sm90_dq_wait(sm, sends);
         FLASHATTN_TRACE(44, ib, jb);
     }
+    /* (in 16-byte units) WIDE: warpgroup T / 128 holds all 64 columns of
+       its own 64 rows, the row block 1024 units on, so its fragment n is
+       column half n / 4's fragment n % 4 there (fa__bwd_acc_off's order) */
 #pragma unroll
-    for (int n = 0; n < N; n++) fa__st_shared_f4(sdq + (256 * n + T) * 16, dq[n][0], dq[n][1], dq[n][2], dq[n][3]);
+    for (int n = 0; n < N; n++) {
+        const int at = WIDE ? T / 128 * 1024 + 256 * (n % 4) + 128 * (n / 4) + T % 128 : 256 * n + T;
+        fa__st_shared_f4(sdq + at * 16, dq[n][0], dq[n][1], dq[n][2], dq[n][3]);
+    }
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
     fa__named_sync(2, 256);
     if (DET) {
@@ -7683,9 +7707,10 @@ template <bool BF16, int D, bool EXTRAS, bool SOFTCAP, bool DET>
 __device__ __forceinline__ void fa__bwd_sm90_consumer(const fa__bwd_params &p, const fa__bwd_sm90_sched &sc,
                                                       const fa__bwd_sm90_smem &sm, int warp, int lane)
 {
-    typedef fa__bwd_sm90_layout<D> L;
-    constexpr bool SPLIT = L::split;
-    constexpr int BC = L::bc, BR = L::br, NQ = BR / 8, DQ = D / 2, DKV = L::dkv, KVB = L::kv_bufs;
+    typedef fa__bwd_sm90_layout<D, fa__bwd_sm90_br<D, EXTRAS, SOFTCAP, DET>()> L;
+    constexpr bool SPLIT = L::split, WIDE = L::wide;
+    /* dQ's columns a warpgroup: half of them, or WIDE all of its own 64 rows */
+    constexpr int BC = L::bc, BR = L::br, NQ = BR / 8, DQ = WIDE ? D : D / 2, DKV = L::dkv, KVB = L::kv_bufs;
     constexpr uint32_t KV_BYTES = L::kv_bytes, Q_BYTES = L::q_bytes, DS_BYTES = L::ds_bytes;
     const uint32_t sKV = sm.sKV, sQ = sm.sQ, sdO = sm.sdO, sdS = sm.sdS, kv_full = sm.kv_full,
                    kv_empty = sm.kv_empty, full = sm.full, empty = sm.empty;
@@ -7704,8 +7729,8 @@ __device__ __forceinline__ void fa__bwd_sm90_consumer(const fa__bwd_params &p, c
         const int kb = kv_uses % KVB;
         const uint32_t sK = sKV + kb * 2 * KV_BYTES, sV = sK + KV_BYTES;
         const uint32_t kw = sK + kw0 * 128, vw = sV + kw0 * 128; /* this warpgroup's keys */
-        /* B of dQ: K_j's columns cw * D/2 .. (a column block, or half of one at D = 64) */
-        const uint32_t kq = sK + (cw * DQ / 64) * BC * 128 + (cw * DQ % 64) * 2;
+        /* B of dQ: K_j's columns cw * D/2 .. (a column block, or half of one at D = 64; WIDE: all) */
+        const uint32_t kq = WIDE ? sK : sK + (cw * DQ / 64) * BC * 128 + (cw * DQ % 64) * 2;
 #pragma unroll
         for (int c = 0; c < DKV / 2; c++) dk_flat[c] = dv_flat[c] = 0.f;
         /* the steps walked, as the producer walks them (>>bwd-bsparse) */
@@ -7732,7 +7757,8 @@ __device__ __forceinline__ void fa__bwd_sm90_consumer(const fa__bwd_params &p, c
                                         fa__wg_desc(do_s + (kk / 4) * BR * 128 + (kk % 4) * 32, 16, 1024), kk > 0);
             fa__wgmma_commit();
             /* the dropout keep bits while S^T and dP^T run (they need neither) */
-            const uint32_t keep = EXTRAS ? fa__bwd_sm90_keep<NQ>(p, w.b, h, i0, w.j0 + krow, t, lane) : 0u;
+            uint32_t keep = 0u;
+            if constexpr (EXTRAS) keep = fa__bwd_sm90_keep<NQ>(p, w.b, h, i0, w.j0 + krow, t, lane);
             fa__wgmma_wait<1>(); /* groups retire in order: S^T is done (dP^T may run) */
             fa__fence_regs(s_flat);
 
@@ -7757,7 +7783,7 @@ __device__ __forceinline__ void fa__bwd_sm90_consumer(const fa__bwd_params &p, c
             /* (5) dS^T = P^T * (dP^T - D) (dropout: dP^T Z / (1 - p)) */
             fa__bwd_sm90_ds<EXTRAS, NQ>(p, dpT[0], pT[0], dsT[0], sD, keep, t);
             fa__pack_p<BF16>(dsT, da);
-            fa__bwd_sm90_store_ds<SPLIT, NQ>(da, ds_s, krow, cw, t);
+            fa__bwd_sm90_store_ds<SPLIT, NQ, BC>(da, ds_s, krow, cw, t);
 
             /* (6) dK += dS^T Q_i (the scale is applied once at the end) */
             fa__wgmma_fence();
@@ -7773,7 +7799,9 @@ __device__ __forceinline__ void fa__bwd_sm90_consumer(const fa__bwd_params &p, c
             if (L::dq_tile && cw == 0 && warp % 4 == 0 && lane == 0) fa__bulk_wait<true>();
             fa__named_sync(1, 256);
 
-            /* (7) dQ_i[:, cw D/2 ..] = dS K_j[:, cw D/2 ..], k running over all BC keys */
+            /* (7) dQ_i[:, cw D/2 ..] = dS K_j[:, cw D/2 ..], k running over all BC keys
+               (WIDE: dQ_i's rows 64 cw .., all columns, = dS[64 cw .., :] K_j: A from the
+               dS^T tile's query block cw) */
             float dq[1][DQ / 8][4];
             float(&dq_flat)[DQ / 2] = reinterpret_cast<float(&)[DQ / 2]>(dq);
             /* split: dQ's 64 accumulators beside dK, dV and dK's A operand in
@@ -7783,7 +7811,9 @@ __device__ __forceinline__ void fa__bwd_sm90_consumer(const fa__bwd_params &p, c
             fa__wgmma_fence();
 #pragma unroll
             for (int kk = 0; kk < BC / 16; kk++)
-                fa__wgmma<DQ, BF16>::template ss<1>(dq_flat, fa__wg_desc(ds_s + kk * 2048, BR * 128, 1024),
+                fa__wgmma<DQ, BF16>::template ss<1>(dq_flat,
+                                                    fa__wg_desc(ds_s + (WIDE ? cw * BC * 128 : 0) + kk * 2048,
+                                                                BR * 128, 1024),
                                                     fa__wg_desc(kq + kk * 2048, BC * 128, 1024), kk > 0);
             fa__wgmma_commit();
             fa__wgmma_wait<0>();
@@ -7798,8 +7828,8 @@ __device__ __forceinline__ void fa__bwd_sm90_consumer(const fa__bwd_params &p, c
             const int64_t blk = (p.deterministic && !L::dq_tile ? (int64_t)w.jb * p.acc_slice : 0) +
                                 ((int64_t)h * p.acc_rows + w.s.acc_row0 + i0) * p.acc_d; /* its 64-row block */
             if constexpr (L::dq_tile)
-                fa__bwd_sm90_send_dq<DQ / 8, DET>(p, dq[0], sm, 128 * cw + 32 * wq + lane, blk, BR * D * 4, sends,
-                                                  w.jb, i0 / BR, h, w.b);
+                fa__bwd_sm90_send_dq<DQ / 8, DET, WIDE>(p, dq[0], sm, 128 * cw + 32 * wq + lane, blk, BR * D * 4,
+                                                        sends, w.jb, i0 / BR, h, w.b);
             else
                 fa__bwd_sm90_add_dq<DQ / 8>(p, dq[0], p.dq_acc + blk + (int64_t)(16 * wq + g) * p.acc_d + cw * DQ + 2 * t);
         }
@@ -7836,7 +7866,8 @@ __global__ void __launch_bounds__(384, 1)
 fa__bwd_kernel_sm90(const __grid_constant__ fa__bwd_maps tm, const fa__bwd_params p)
 {
 #if FA__SM90A
-    typedef fa__bwd_sm90_layout<D> L;
+    constexpr int BR = fa__bwd_sm90_br<D, EXTRAS, SOFTCAP, DET>();
+    typedef fa__bwd_sm90_layout<D, BR> L;
     static_assert(D % 64 == 0 && D <= 256, "sm_90a backward tile");
     static_assert(128 % L::br == 0 && 128 % L::bc == 0, "a tile lies in one 128 x 128 block of a block mask");
     extern __shared__ uint8_t fa__smem90b[];
@@ -7879,7 +7910,7 @@ fa__bwd_kernel_sm90(const __grid_constant__ fa__bwd_maps tm, const fa__bwd_param
            fits, and DET's 128 x 40 (the dQ writers' place and order: with 32
            they spilled) + 256 x 232. */
         fa__setmaxnreg_dec<DET ? 40 : 24>();
-        if (tid == 0) fa__bwd_sm90_producer<D, DET>(tm, p, sc, sm);
+        if (tid == 0) fa__bwd_sm90_producer<D, BR, DET>(tm, p, sc, sm);
         else if (DET && (warp == 1 || warp == 2)) fa__bwd_sm90_dq_writer<D>(p, sm, warp - 1, lane);
         return;
     }
@@ -7951,7 +7982,7 @@ static fa_status fa__bwd_make_plan(const char *fn, const fa_problem *r, fa__bwd_
     pl->bc = pl->D <= 128 ? 128 : 64;
     pl->smem = (size_t)(2 * pl->bc * pl->D + 4 * pl->br * pl->D + pl->bc * pl->br) * 2 + 4 * pl->br * 4;
     /* accumulator rows per head (see fa__bwd_params.acc_rows) */
-    pl->acc_sq = r->cu_seqlens_q ? 0 : (r->seqlen_q + 63) / 64 * 64;
+    pl->acc_sq = r->cu_seqlens_q ? 0 : (r->seqlen_q + 127) / 128 * 128; /* (the sm_90a kernel's 128-row steps) */
     pl->acc_rows = (int64_t)r->batch * (r->cu_seqlens_q ? r->seqlen_q : pl->acc_sq);
     const size_t rows = (size_t)pl->acc_rows * r->heads_q;
     const size_t slices = r->deterministic ? (size_t)(r->seqlen_k + pl->bc - 1) / pl->bc : 1;
@@ -8052,8 +8083,9 @@ static bool fa__bwd_det_rotates(int64_t nk, int64_t nq, int sms)
    cannot describe, or too little shared memory. */
 template <bool BF16, int D, bool EXTRAS, bool SOFTCAP, bool DET>
 static fa_status fa__bwd_launch_sm90(const fa__bwd_params &kp, const fa__gpu &gpu, cudaStream_t st, int *ran) {
-    constexpr int BC = fa__bwd_sm90_layout<D>::bc, BR = fa__bwd_sm90_layout<D>::br;
-    const size_t smem = 1024 + (DET ? fa__bwd_sm90_layout<D>::total_det : fa__bwd_sm90_layout<D>::total);
+    typedef fa__bwd_sm90_layout<D, fa__bwd_sm90_br<D, EXTRAS, SOFTCAP, DET>()> L;
+    constexpr int BC = L::bc, BR = L::br;
+    const size_t smem = 1024 + (DET ? L::total_det : L::total);
     void (*kern)(const fa__bwd_maps, const fa__bwd_params) = fa__bwd_kernel_sm90<BF16, D, EXTRAS, SOFTCAP, DET>;
     cudaFuncAttributes fa;
     fa__bwd_maps tm;
