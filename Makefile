@@ -31,11 +31,13 @@ help:
 	@echo 'make test           what CI runs, a few minutes: CPU tests at quick sizes, the header'
 	@echo '                    compiled by gcc and clang (a covering part of the matrix), sanitizers,'
 	@echo '                    one nvcc translation unit per architecture (GPU_ARCHS), linked and'
-	@echo '                    run (no GPU needed); last line "N passed, M failed"'
+	@echo '                    run, and the GPU backward (sm_80 and sm_90a kernels) emulated on the'
+	@echo '                    CPU for a few cases (no GPU needed); last line "N passed, M failed"'
 	@echo 'make test-all       test at full size: every CPU variant and compile check, the fuzzer'
 	@echo '                    30 s, and every GPU source compiled (tests, examples, benchmarks,'
-	@echo '                    ablations, the sm90 traces)'
-	@echo 'make test-cpu | test-compile | test-sanitize | test-gpu-compile | test-neon'
+	@echo '                    ablations, the sm90 traces), the emulated backward'"'"'s quick list (also'
+	@echo '                    with FA__BWD_SM90_WIDE)'
+	@echo 'make test-cpu | test-compile | test-sanitize | test-gpu-compile | test-neon | test-gpu-emu'
 	@echo '                    one part of the above'
 	@echo 'make test-gpu       on a machine with a GPU: the GPU tests, the sanitizers, SASS checks'
 	@echo '                    (GPU_SHARDS=n / SAN_SHARDS=n: the full / sanitizer runs split n ways,'
@@ -329,6 +331,8 @@ $(TEST_RESULTS)/san_fp8.txt: $(BUILD)/test_fp8_san FORCE | $(TEST_RESULTS)
 CPU_RESULTS      += $(TEST_RESULTS)/fp8.txt $(TEST_RESULTS)/fp8_portable.txt
 SANITIZE_RESULTS += $(TEST_RESULTS)/san_fp8.txt
 ALL_RESULTS      += $(TEST_RESULTS)/fp8.txt $(TEST_RESULTS)/fp8_portable.txt $(TEST_RESULTS)/san_fp8.txt
+# (the emulated GPU backward: its rule is in the GPU section)
+ALL_RESULTS      += $(TEST_RESULTS)/gpu_emu.txt
 
 # Sum result files; the last line printed is "N passed, M failed".
 sum_results = for f in $(1); do tail -n 1 $$f; done | \
@@ -345,7 +349,7 @@ test: $(ALL_RESULTS)
 test-all:
 	@$(MAKE) --no-print-directory test-all-results TEST_QUICK=
 .PHONY: test-all-results
-test-all-results: $(TEST_RESULTS)/gpu_compile.txt $(GPU_KNOBS_RESULTS) $(ALL_RESULTS)
+test-all-results: $(TEST_RESULTS)/gpu_compile.txt $(GPU_KNOBS_RESULTS) $(TEST_RESULTS)/gpu_emu_wide.txt $(ALL_RESULTS)
 	@$(call sum_results,$^)
 
 # ---- GPU build, tests and benchmark -------------------------------------------
@@ -399,11 +403,27 @@ $(BUILD)/test_gpu_backward: tests/test_gpu_backward.cu tests/reference.h tests/b
 # The same backward test with the kernels run on the CPU (no GPU needed; slow:
 # every CUDA thread is an OS thread), see tests/emu_cuda.h.
 CUDA_INC ?= $(dir $(NVCC))../include
-$(BUILD)/test_gpu_backward_emu: tests/test_gpu_backward.cu tests/emu_cuda.h tests/bmask_lists.h tests/shard.h flashattn_cuda.cuh tests/reference.h tests/test_util.h flashattn.h | $(BUILD)
-	$(CXX) -std=c++20 -O2 -DFA_EMU -x c++ -I$(CUDA_INC) -o $@ $< -lpthread
+EMU_DEPS = tests/test_gpu_backward.cu tests/emu_cuda.h tests/emu_cuda90.h tests/bmask_lists.h tests/shard.h \
+           flashattn_cuda.cuh tests/reference.h tests/test_util.h flashattn.h
+$(BUILD)/test_gpu_backward_emu: $(EMU_DEPS) | $(BUILD)
+	$(CXX) -std=c++20 -O2 -Wno-psabi -DFA_EMU -x c++ -I$(CUDA_INC) -o $@ $< -lpthread
+# ... with the sm_90a backward's 128-row steps at D 64 (FA__BWD_SM90_WIDE)
+$(BUILD)/test_gpu_backward_emu_wide: $(EMU_DEPS) | $(BUILD)
+	$(CXX) -std=c++20 -O2 -Wno-psabi -DFA_EMU -DFA__BWD_SM90_WIDE=1 -x c++ -I$(CUDA_INC) -o $@ $< -lpthread
 .PHONY: test-gpu-emu
 test-gpu-emu: $(BUILD)/test_gpu_backward_emu
 	FA_QUICK=1 $(BUILD)/test_gpu_backward_emu
+
+# In make test, cases 0-6 (the plain sm_90a tiles of D 64, 128 and 256, each
+# also on 3 persistent blocks and on the sm_80 kernel); in make test-all the
+# quick list, and again with FA__BWD_SM90_WIDE. Only where nvcc (its headers) is.
+emu_check = if [ -z "$(NVCC)" ]; then echo "nvcc not found: skipping the emulated backward"; \
+	  echo "0 passed, 0 failed" > $(1); else $(RUN_CHECK) $(1) "$(2)" \
+	  sh -c '$(MAKE) --no-print-directory $(3) && env FA_QUICK=1 $(4) $(3)'; fi
+$(TEST_RESULTS)/gpu_emu.txt: FORCE | $(TEST_RESULTS)
+	@$(call emu_check,$@,GPU backward emulated on the CPU ($(if $(TEST_QUICK),cases 0-6,quick list)),$(BUILD)/test_gpu_backward_emu,$(if $(TEST_QUICK),FA_CASE=0-6))
+$(TEST_RESULTS)/gpu_emu_wide.txt: FORCE | $(TEST_RESULTS)
+	@$(call emu_check,$@,GPU backward emulated on the CPU with FA__BWD_SM90_WIDE (quick list),$(BUILD)/test_gpu_backward_emu_wide,)
 
 # The backward test with one head dim compiled, 256: every head dim runs on
 # the d256 kernels (FLASHATTN_HEAD_DIMS: the next compiled size up). On a GPU:

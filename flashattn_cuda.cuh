@@ -233,8 +233,9 @@
      FLASHATTN_CUDA_EMU    (undefined; tests only) compile only what the
                            backward needs, without PTX or launches of its
                            own: tests/emu_cuda.h defines it, the wrappers of
-                           >>gpu-ptx and FA__BWD_LAUNCH, and runs the backward's
-                           kernels on the CPU (make test-gpu-emu).
+                           >>gpu-ptx and >>hopper-ptx and FA__BWD_LAUNCH, and
+                           runs the backward's kernels, sm_80 and sm_90a, on
+                           the CPU (make test-gpu-emu).
    Names that begin FA__ or fa__ are internal: not configuration, and not
    stable (the sm_90a ablation switches FA__SM90_* included).
    Setting FLASHATTN_BLOCK_M, _BLOCK_N or _WARPS applies it to every head
@@ -333,6 +334,40 @@ template <bool BF16> static __device__ __forceinline__ uint32_t fa__pack2(float 
         memcpy(&r, &v, 4);
     }
     return r;
+}
+
+/* P rounded to 16 bits as the A fragments of P V (course item 7): k-step ks
+   takes 8-key tiles 2 ks and 2 ks + 1. */
+template <bool BF16, int MT, int NS>
+static __device__ __forceinline__ void fa__pack_p(const float (&s)[MT][NS][4], uint32_t (&pa)[NS / 2][MT][4])
+{
+#pragma unroll
+    for (int ks = 0; ks < NS / 2; ks++)
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++) {
+            pa[ks][mt][0] = fa__pack2<BF16>(s[mt][2 * ks][0], s[mt][2 * ks][1]);
+            pa[ks][mt][1] = fa__pack2<BF16>(s[mt][2 * ks][2], s[mt][2 * ks][3]);
+            pa[ks][mt][2] = fa__pack2<BF16>(s[mt][2 * ks + 1][0], s[mt][2 * ks + 1][1]);
+            pa[ks][mt][3] = fa__pack2<BF16>(s[mt][2 * ks + 1][2], s[mt][2 * ks + 1][3]);
+        }
+}
+
+/* Byte offset of 16-byte chunk c (columns 8c .. 8c + 7) of row r in a tile
+   laid out as TMA's 128-byte swizzle leaves it (>>hopper, "Shared memory
+   layout"): 64-column blocks `blk` bytes apart, 128-byte rows,
+   chunk c % 8 of a row stored at chunk (c % 8) ^ (r % 8). */
+static __device__ __forceinline__ uint32_t fa__sm90_chunk(int r, int c, uint32_t blk)
+{
+    return (uint32_t)(c / 8) * blk + (uint32_t)r * 128 + ((uint32_t)((c % 8) ^ (r % 8)) << 4);
+}
+/* wgmma's shared-memory matrix descriptor for that layout: start address,
+   leading and stride byte offsets, 128-byte swizzle. (These two and
+   fa__pack_p are here, not with the kernels that use them, so that the
+   emulated backward, tests/emu_cuda.h, has them too.) */
+static __device__ __forceinline__ uint64_t fa__wg_desc(uint32_t addr, uint32_t lbo, uint32_t sbo)
+{
+    return (uint64_t)((addr & 0x3FFFFu) >> 4) | ((uint64_t)(lbo >> 4) << 16) |
+           ((uint64_t)(sbo >> 4) << 32) | (1ull << 62);
 }
 
 /* 2^x on the special-function unit (one MUFU.EX2); ex2(-inf) = 0. A share
@@ -776,22 +811,6 @@ static __device__ __forceinline__ void fa__rescale_o(float (&acc_o)[MT][NO][4], 
             acc_o[mt][c][1] *= alpha[mt][0];
             acc_o[mt][c][2] *= alpha[mt][1];
             acc_o[mt][c][3] *= alpha[mt][1];
-        }
-}
-
-/* P rounded to 16 bits as the A fragments of P V (course item 7): k-step ks
-   takes 8-key tiles 2 ks and 2 ks + 1. */
-template <bool BF16, int MT, int NS>
-static __device__ __forceinline__ void fa__pack_p(const float (&s)[MT][NS][4], uint32_t (&pa)[NS / 2][MT][4])
-{
-#pragma unroll
-    for (int ks = 0; ks < NS / 2; ks++)
-#pragma unroll
-        for (int mt = 0; mt < MT; mt++) {
-            pa[ks][mt][0] = fa__pack2<BF16>(s[mt][2 * ks][0], s[mt][2 * ks][1]);
-            pa[ks][mt][1] = fa__pack2<BF16>(s[mt][2 * ks][2], s[mt][2 * ks][3]);
-            pa[ks][mt][2] = fa__pack2<BF16>(s[mt][2 * ks + 1][0], s[mt][2 * ks + 1][1]);
-            pa[ks][mt][3] = fa__pack2<BF16>(s[mt][2 * ks + 1][2], s[mt][2 * ks + 1][3]);
         }
 }
 
@@ -1652,6 +1671,35 @@ static __device__ __forceinline__ void fa__named_arrive(int id, int threads)
 {
     asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
+/* Fences. async_shared: this thread's shared-memory writes (generic proxy)
+   become visible to the async proxy (wgmma operands, bulk copies);
+   async_global: the same between global memory and bulk copies; mbar_init:
+   the barriers just initialized are visible before their first use. */
+static __device__ __forceinline__ void fa__fence_async_shared(void)
+{
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+static __device__ __forceinline__ void fa__fence_async_global(void)
+{
+    asm volatile("fence.proxy.async.global;\n" ::: "memory");
+}
+static __device__ __forceinline__ void fa__fence_mbar_init(void)
+{
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+}
+/* A counter in global memory read with acquire, or added to with release
+   (device scope): what one thread's release wrote is seen after the
+   acquire that reads it. */
+static __device__ __forceinline__ int fa__ld_acquire(const int *p)
+{
+    int v;
+    asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+static __device__ __forceinline__ void fa__red_release_add(int *p, int v)
+{
+    asm volatile("red.release.gpu.global.add.s32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
+}
 /* Ordinary (generic-proxy) shared-memory accesses by address: 4 bytes in,
    16 bytes out. */
 static __device__ __forceinline__ void fa__st_shared32(uint32_t addr, uint32_t v)
@@ -1675,19 +1723,6 @@ static __device__ __forceinline__ uint4 fa__ld_shared128(uint32_t addr)
     asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
                  : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(addr) : "memory");
     return v;
-}
-/* Byte offset of 16-byte chunk c (columns 8c .. 8c + 7) of row r in a tile
-   laid out as above: 64-column blocks `blk` bytes apart, 128-byte rows,
-   chunk c % 8 of a row stored at chunk (c % 8) ^ (r % 8). */
-static __device__ __forceinline__ uint32_t fa__sm90_chunk(int r, int c, uint32_t blk)
-{
-    return (uint32_t)(c / 8) * blk + (uint32_t)r * 128 + ((uint32_t)((c % 8) ^ (r % 8)) << 4);
-}
-/* Shared-memory matrix descriptor, 128-byte swizzle (see the layout above). */
-static __device__ __forceinline__ uint64_t fa__wg_desc(uint32_t addr, uint32_t lbo, uint32_t sbo)
-{
-    return (uint64_t)((addr & 0x3FFFFu) >> 4) | ((uint64_t)(lbo >> 4) << 16) |
-           ((uint64_t)(sbo >> 4) << 32) | (1ull << 62);
 }
 /* The descriptor of the matrix `bytes` (a multiple of 16) further on: the
    start address is the low 14 bits, in 16-byte units, and a shared-memory
@@ -1826,7 +1861,7 @@ static __device__ __forceinline__ void fa__sm90_load(uint32_t dst, uint32_t bar,
     }
     fa__cp_async_commit();
     fa__cp_async_wait<0>();
-    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+    fa__fence_async_shared();
     __syncwarp();
     if (lane == 0) fa__mbar_arrive(bar);
 }
@@ -1903,7 +1938,7 @@ static __device__ __forceinline__ void fa__sm90_store_o(const fa__fwd_params &p,
     }
     /* the rows written above, made visible to the copy engine (the async
        proxy) before thread 0 hands them to it */
-    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+    fa__fence_async_shared();
     fa__named_sync(bar, 128); /* every row of the staging is written */
     /* No waiting for the TMA copy: the next tile's staging waits for it at
        the top. (One path through the barriers for both ways out: with a
@@ -2460,7 +2495,7 @@ static __device__ __forceinline__ void fa__sm90_init_barriers(const Bufs &sm, co
         fa__mbar_init(sm.v_empty(s), V_EMPTY); /* (FP8's V_EARLY: 3, the transposers) */
     }
     /* make the initialized barriers visible to the copy engine */
-    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    fa__fence_mbar_init();
 }
 
 /* S = Q K^T of one key block, issued by the warpgroup (no wait for the
@@ -2658,7 +2693,7 @@ static __device__ __forceinline__ void fa__sm90_v8(const Bufs &sm, int w, int la
         if (w == 0) fa__sm90_v8_share<0, D, BN>(src, dst, src_off, dst_off, sel0, sel1);
         else if (w == 1) fa__sm90_v8_share<1, D, BN>(src, dst, src_off, dst_off, sel0, sel1);
         else fa__sm90_v8_share<2, D, BN>(src, dst, src_off, dst_off, sel0, sel1);
-        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+        fa__fence_async_shared();
         __syncwarp(); /* (the warp's writes and reads, before its lane 0 speaks for it) */
         if (lane == 0) {
             fa__mbar_arrive(sm.vt_full(st));
@@ -4093,7 +4128,7 @@ static fa_status fa__check_rows_aligned(const char *fn, const char *name, const 
 }
 /* A launch of kern(arg): the emulator (tests/emu_cuda.h) defines its own. */
 #ifndef FA__BWD_LAUNCH
-#define FA__BWD_LAUNCH(kern, grid, block, smem, stream, arg) kern<<<grid, block, smem, stream>>>(arg)
+#define FA__BWD_LAUNCH(kern, grid, block, smem, stream, ...) kern<<<grid, block, smem, stream>>>(__VA_ARGS__)
 #endif
 
 /* ---- >>gpu-bsparse-host  a block mask's lists, sorted on the device ----
@@ -6329,8 +6364,8 @@ typedef struct fa__bwd_params {
     const int32_t *cu_q, *cu_k;
     const float *alibi;    /* [hq] or NULL */
     int batch, seqlen_q, seqlen_k, hq, hkv, group, d, acc_d;
-    int acc_sq;            /* accumulator rows per sequence: seqlen_q rounded up to 128
-                              (0 with cu_seqlens: the rows are packed) */
+    int acc_sq;            /* accumulator rows per sequence: seqlen_q rounded up to 64
+                              (128 with FA__BWD_SM90_WIDE; 0 with cu_seqlens: the rows are packed) */
     int64_t acc_rows;      /* rows per head: batch * acc_sq (cu_seqlens: batch *
                               seqlen_q, an upper bound of total_q) */
     int64_t acc_slice;     /* hq * acc_rows * acc_d: one j slice (deterministic) */
@@ -6480,9 +6515,10 @@ __device__ __forceinline__ int fa__bwd_next_step(const fa__bwd_params &p, int b,
 
 /* One warp per (row, head); lane c holds 16-byte chunk c of the row (d <= 256).
    Rows sq .. sq_pad - 1 (the padding that makes every sequence a whole number
-   of 128-row blocks, without cu_seqlens) get D = 0, L = +inf and a zero
-   accumulator: a query block that reaches past the sequence then computes
-   P = 0 there, and its dQ rows land in the padding. */
+   of 64-row blocks, 128 with FA__BWD_SM90_WIDE; none with cu_seqlens) get
+   D = 0, L = +inf and a zero accumulator: a query block that reaches past
+   the sequence then computes P = 0 there, and its dQ rows land in the
+   padding. */
 template <bool BF16>
 __global__ void __launch_bounds__(256) fa__bwd_preprocess_kernel(const fa__bwd_params p) {
     const int lane = threadIdx.x % 32;
@@ -7233,9 +7269,10 @@ __device__ __forceinline__ void fa__bwd_sm90_ds(const fa__bwd_params &p, const f
    [bwd-sm90-persistent]
 
    At D = 256 the block is 64 keys and the warpgroups split the columns of
-   dK, dV and dQ instead of the keys (see `split` below). At D = 64 the
-   plain kernel's step is 128 query rows (fa__bwd_sm90_br), each
-   warpgroup then computing all of dQ's columns for its 64 of them.
+   dK, dV and dQ instead of the keys (see `split` below). With
+   FA__BWD_SM90_WIDE the plain kernel's step at D = 64 is 128 query rows
+   (fa__bwd_sm90_br), each warpgroup computing all of dQ's columns for its
+   64 of them.
 
    Covered: f16 / bf16, D = 64, 128 and 256 (head dims 33 .. 256, zero-filled
    columns past the head dim), causal / sliding window, GQA / MQA, arbitrary
@@ -7291,14 +7328,14 @@ template <int D, int BR = 64> struct fa__bwd_sm90_layout {
     static_assert(!wide || (D == 64 && !split), "128-row steps: D 64 only");
     static_assert(1024 + total <= 227 * 1024, "the block's shared memory");
 };
-/* Query rows a step of the sm_90a backward: 128 in the plain kernel at
-   D 64, where a 64-row step's fixed costs (the stage's waits, the two
-   barriers, dQ's wait and bulk add) were about as long as its products
-   [bwd-wide]; 64 elsewhere (the extras' and DET's registers and shared
-   memory). Then dQ is split by rows between the warpgroups (64 rows each,
-   all D columns) instead of by columns, and K, V have one buffer. */
+/* Query rows a step of the sm_90a backward: 64, or with FA__BWD_SM90_WIDE
+   128 in the plain kernel at D 64, where a 64-row step's fixed costs (the
+   stage's waits, the two barriers, dQ's wait and bulk add) were about as
+   long as its products [bwd-wide]; then dQ is split by rows between the
+   warpgroups (64 rows each, all D columns) instead of by columns, and K, V
+   have one buffer. (Off until it is timed on a GPU.) */
 #ifndef FA__BWD_SM90_WIDE
-#define FA__BWD_SM90_WIDE 1 /* (0: 64-row steps at D 64 too, for measuring) */
+#define FA__BWD_SM90_WIDE 0
 #endif
 template <int D, bool EXTRAS, bool SOFTCAP, bool DET> __host__ __device__ constexpr int fa__bwd_sm90_br()
 {
@@ -7573,6 +7610,7 @@ __device__ __forceinline__ int fa__bwd_det_rank(const fa__bwd_params &p, const f
    the tile's count in p.dq_sem, the step that made it (key block jb, query
    block ib, query head h; sequence b at +16) and the tile's address at +24
    (blk < 0: no more tiles). (The vector access wants its 16-byte alignment.) */
+#ifndef FLASHATTN_CUDA_EMU /* (tests/emu_cuda.h has its own mailbox) */
 __device__ __forceinline__ void fa__bwd_sm90_post(uint32_t mail, int64_t blk, int tile, int jb, int ib, int h, int b)
 {
     asm volatile("st.shared.v4.u32 [%0], {%2, %3, %4, %5};\nst.shared.u32 [%0+16], %6;\nst.shared.u64 [%0+24], %1;\n"
@@ -7597,6 +7635,7 @@ __device__ __forceinline__ void fa__bwd_sm90_fetch(uint32_t mail, int lane, int6
     h = __shfl_sync(0xffffffffu, h, 0);
     b = __shfl_sync(0xffffffffu, b, 0);
 }
+#endif /* FLASHATTN_CUDA_EMU */
 /* The deterministic kernels: waits until its writer has given back dQ
    buffer sends & 1, the buffer of the consumers' hand-over number `sends`
    (buffers in turn; on first use the phase before, which counts as done). */
@@ -7636,7 +7675,7 @@ __device__ __forceinline__ void fa__bwd_sm90_send_dq(const fa__bwd_params &p, co
         const int at = WIDE ? T / 128 * 1024 + 256 * (n % 4) + 128 * (n / 4) + T % 128 : 256 * n + T;
         fa__st_shared_f4(sdq + at * 16, dq[n][0], dq[n][1], dq[n][2], dq[n][3]);
     }
-    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+    fa__fence_async_shared();
     fa__named_sync(2, 256);
     if (DET) {
         if (T == 0) {
@@ -7680,17 +7719,17 @@ __device__ __forceinline__ void fa__bwd_sm90_dq_writer(const fa__bwd_params &p, 
             int *const sem = p.dq_sem + tile;
             int n;
             FLASHATTN_TRACE(40, tile, rank); /* (the trace: the spin, the add's round trip) */
-            do asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(n) : "l"(sem) : "memory");
+            do n = fa__ld_acquire(sem);
             while (n < rank);
             FLASHATTN_TRACE(41, tile, rank);
-            asm volatile("fence.proxy.async.global;\n" ::: "memory");
+            fa__fence_async_global();
             fa__bulk_store<true>(p.dq_acc + blk, b ? sm.sdQ2 : sm.sdQ, L::dq_bytes);
             fa__bulk_commit();
             fa__bulk_wait<true>();
             fa__mbar_arrive(sm.dq_empty + 8 * b);
             fa__bulk_wait<false>();
-            asm volatile("fence.proxy.async.global;\n" ::: "memory");
-            asm volatile("red.release.gpu.global.add.s32 [%0], 1;\n" ::"l"(sem) : "memory");
+            fa__fence_async_global();
+            fa__red_release_add(sem, 1);
             FLASHATTN_TRACE(42, tile, rank);
         }
         __syncwarp();
@@ -7795,7 +7834,7 @@ __device__ __forceinline__ void fa__bwd_sm90_consumer(const fa__bwd_params &p, c
             /* Both warpgroups' dS^T are in shared memory (the fence: visible to
                wgmma's async proxy); the barrier also waits for thread 0's bulk
                add of the last dQ tile to have read it (the tile is rewritten). */
-            asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+            fa__fence_async_shared();
             if (L::dq_tile && cw == 0 && warp % 4 == 0 && lane == 0) fa__bulk_wait<true>();
             fa__named_sync(1, 256);
 
@@ -7900,7 +7939,7 @@ fa__bwd_kernel_sm90(const __grid_constant__ fa__bwd_maps tm, const fa__bwd_param
                 fa__mbar_init(sm.dq_empty + 8 * x, 1); /* a writer: the copy has read the tile */
             }
         }
-        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+        fa__fence_mbar_init();
     }
     __syncthreads(); /* the barriers exist before anyone uses them; the roles part here */
 
@@ -7982,7 +8021,8 @@ static fa_status fa__bwd_make_plan(const char *fn, const fa_problem *r, fa__bwd_
     pl->bc = pl->D <= 128 ? 128 : 64;
     pl->smem = (size_t)(2 * pl->bc * pl->D + 4 * pl->br * pl->D + pl->bc * pl->br) * 2 + 4 * pl->br * 4;
     /* accumulator rows per head (see fa__bwd_params.acc_rows) */
-    pl->acc_sq = r->cu_seqlens_q ? 0 : (r->seqlen_q + 127) / 128 * 128; /* (the sm_90a kernel's 128-row steps) */
+    const int acc_block = FA__BWD_SM90_WIDE ? 128 : 64; /* the sm_90a kernel's step rows, at most */
+    pl->acc_sq = r->cu_seqlens_q ? 0 : (r->seqlen_q + acc_block - 1) / acc_block * acc_block;
     pl->acc_rows = (int64_t)r->batch * (r->cu_seqlens_q ? r->seqlen_q : pl->acc_sq);
     const size_t rows = (size_t)pl->acc_rows * r->heads_q;
     const size_t slices = r->deterministic ? (size_t)(r->seqlen_k + pl->bc - 1) / pl->bc : 1;
@@ -8064,7 +8104,7 @@ static cudaError_t fa__bwd_sm90_order(const fa__bwd_params &kp, const fa__bwd_pl
     const int64_t units = (int64_t)nblk * kp.hkv * kp.batch;
     if (units > INT32_MAX) return cudaSuccess; /* (never the sm_90a kernel: fa__bwd_launch_sm90) */
     const fa__bwd_unit_count count = {kp.bm, nblk, pl.bc, kp.hkv, kp.group};
-    fa__bm_order_kernel<<<1, 1024, 0, st>>>(count, (int)units, kp.bm.q_blocks * kp.group + 1, order);
+    FA__BWD_LAUNCH(fa__bm_order_kernel<fa__bwd_unit_count>, 1, 1024, 0, st, count, (int)units, kp.bm.q_blocks * kp.group + 1, order);
     return cudaGetLastError();
 }
 
@@ -8140,7 +8180,7 @@ static fa_status fa__bwd_launch_sm90(const fa__bwd_params &kp, const fa__gpu &gp
             kr.det_rot = 0;
         }
     }
-    if (!launched) kern<<<grid, 384, smem, st>>>(tm, kr);
+    if (!launched) FA__BWD_LAUNCH(kern, grid, 384, smem, st, tm, kr);
     FA__BWD_CUDA_TRY(cudaGetLastError());
 #ifdef FLASHATTN_TEST_HOOKS
     fa__bwd_sm90_launches++;

@@ -16,8 +16,18 @@
    FLASHATTN_CUDA_EMU defined: the header then compiles only the backward
    section and what it uses (>>gpu-smem, the checks), without its PTX
    wrappers (defined here) and with its launches going through
-   FA__BWD_LAUNCH (emu_launch here). The sm_90a kernel (wgmma, TMA) is
-   left out by FLASHATTN_NO_HOPPER.
+   FA__BWD_LAUNCH (emu_launch here).
+
+   The sm_90a backward kernel runs too (FA_EMU_NO_SM90 leaves it out, as
+   FLASHATTN_NO_HOPPER): its mbarriers (arrivals, transaction bytes and
+   phases, waited on by parity), TMA box loads (the 128-byte swizzle, zeros
+   outside the tensor), 1-d bulk loads and bulk reduce-adds complete at
+   once; named barriers are real; wgmma is a warpgroup-collective product
+   computed from the operands its descriptors address in the swizzled
+   shared memory (K-major or MN-major) or from the threads' A fragments, its
+   accumulators in the threads' registers in the instruction's layout. So
+   the descriptors, swizzles, fragment layouts and the roles' handshakes
+   are tested; timing (what wait_group and the fences order) is not.
    Build: make test-gpu-emu. */
 #ifndef FLASHATTN_TESTS_EMU_CUDA_H
 #define FLASHATTN_TESTS_EMU_CUDA_H
@@ -26,8 +36,10 @@
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
 
+#include <atomic>
 #include <barrier>
 #include <cmath>
+#include <condition_variable>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -96,7 +108,7 @@ static thread_local dim3 threadIdx;
 static dim3 blockIdx_g, blockDim, gridDim;
 #define blockIdx blockIdx_g
 static std::barrier<> *emu_block_bar;
-static std::vector<std::barrier<> *> emu_warp_bar;
+static std::vector<std::barrier<> *> emu_warp_bar, emu_wg_bar; /* (warpgroups: 128 threads) */
 static std::mutex emu_atomic_mu;
 /* per-warp scratch for operand exchange: 32 lanes x 8 words */
 static uint32_t emu_scratch[64][32][8];
@@ -151,6 +163,15 @@ static inline int emu_shfl(int v, int src_lane) {
     return r;
 }
 static inline int __shfl_sync(unsigned, int v, int src) { return emu_shfl(v, src % 32); }
+static inline unsigned __ballot_sync(unsigned, int pred) {
+    uint32_t *s = emu_scratch[emu_warp()][0];
+    s[emu_lane()] = pred != 0;
+    emu_warp_sync();
+    unsigned r = 0;
+    for (int l = 0; l < 32; l++) r |= s[l] << l;
+    emu_warp_sync();
+    return r;
+}
 static inline int __shfl_up_sync(unsigned, int v, int d) { return emu_shfl(v, emu_lane() >= d ? emu_lane() - d : emu_lane()); }
 static inline int min(int a, int b) { return a < b ? a : b; }
 static inline int max(int a, int b) { return a > b ? a : b; }
@@ -160,8 +181,8 @@ static inline size_t __cvta_generic_to_shared(const void *p) {
 
 /* Run kernel k over the grid: blockDim.x OS threads, created once per launch,
    walk the CTAs one after another (all of a CTA's threads run together). */
-template <typename K, typename A>
-static void emu_launch(K k, dim3 grid, dim3 block, size_t smem, cudaStream_t, const A &arg) {
+template <typename K, typename... A>
+static void emu_launch(K k, dim3 grid, dim3 block, size_t smem, cudaStream_t, const A &...arg) {
     (void)smem;
     gridDim = grid;
     blockDim = block;
@@ -172,6 +193,9 @@ static void emu_launch(K k, dim3 grid, dim3 block, size_t smem, cudaStream_t, co
     std::vector<std::barrier<> *> wb;
     for (int w = 0; w < nw; w++) wb.push_back(new std::barrier<>(32));
     emu_warp_bar = wb;
+    std::vector<std::barrier<> *> gb;
+    for (int w = 0; w + 4 <= nw; w += 4) gb.push_back(new std::barrier<>(128));
+    emu_wg_bar = gb;
     std::vector<std::thread> th;
     for (int t = 0; t < nt; t++)
         th.emplace_back([&, t] {
@@ -183,11 +207,12 @@ static void emu_launch(K k, dim3 grid, dim3 block, size_t smem, cudaStream_t, co
                     memset(fa__bwd_smem, 0xA5, sizeof fa__bwd_smem); /* garbage, like real smem */
                 }
                 bb.arrive_and_wait();
-                k(arg);
+                k(arg...);
             }
         });
     for (auto &t : th) t.join();
     for (auto *b : wb) delete b;
+    for (auto *b : gb) delete b;
 }
 
 /* ---- the warp-level instructions ------------------------------------------ */
@@ -268,13 +293,18 @@ template <int N> static inline void fa__cp_async_wait() {}
 static inline float fa__exp2(float x) { return exp2f(x); }
 static inline uint32_t fa__bwd_smem_u32(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
 
-#define FA__BWD_LAUNCH(kern, grid, block, smem, stream, arg) emu_launch(kern, grid, block, smem, stream, arg)
+#define FA__BWD_LAUNCH(kern, grid, block, smem, stream, ...) emu_launch(kern, grid, block, smem, stream, __VA_ARGS__)
+
+#ifdef FA_EMU_NO_SM90
+#ifndef FLASHATTN_NO_HOPPER
+#define FLASHATTN_NO_HOPPER
+#endif
+#else
+#include "emu_cuda90.h"
+#endif
 
 /* the backward section itself */
 #define FLASHATTN_CUDA_EMU
-#ifndef FLASHATTN_NO_HOPPER
-#define FLASHATTN_NO_HOPPER /* the sm_90a kernel: wgmma and TMA are not emulated */
-#endif
 #include "../flashattn_cuda.cuh"
 
 #endif

@@ -566,6 +566,14 @@ int main(int argc, char **argv)
            quick mode (index 84) */
         {"det rotated walk", BF, 64, 1, 203, 771, 4, 2, 0, 0, 0, 0, 0, 0, 0, 0, P, 1, 0, 0, 0, 0, 0},
         {"det rotated small", F16, 128, 1, 150, 203, 4, 2, 0, 0, 0, 0, 0, 0, 0, 0, P, 1, 1, 0, 0, 0, 0},
+        /* d 64 with seqlen_q 64 past a multiple of 128 (after rounding up to
+           64): the sm_90a kernel's 128-row steps (FA__BWD_SM90_WIDE) then
+           reach 64 rows past the sequence, into the accumulator's padding,
+           which must be there (with 64-row padding those rows are the next
+           head's: a wrong dQ). Index 87 runs in quick mode. */
+        {"pad128", F16, 64, 1, 317, 203, 3, 3, 0, 0, 0, 0, 0, 0, 0, 0, P, 0, 0, 1, 0, 0, 0},
+        {"pad128 causal", BF, 64, 2, 60, 113, 2, 2, 1, 0, 0, 0, 0, 0, 0, 0, P, 0, 1, 1, 0, 0, 0},
+        {"pad128", F16, 64, 1, 190, 203, 4, 2, 0, 0, 0, 0, 0, 0, 0, 0, P, 0, 0, 1, 0, 0, 0},
     };
     const int n = (int)(sizeof cases / sizeof cases[0]);
     int dev = 0;
@@ -576,7 +584,7 @@ int main(int argc, char **argv)
     test_errors();
     test_sm90_steps(0);
     test_sm90_steps(1);
-    int sm90_cases = 0;
+    int sm90_cases = 0, sm90 = 0;
 #ifndef FA_EMU
     (void)fa__sm90_launches; (void)fa__sm90_disable; (void)fa__sm90_grid_cap; (void)fa__sm90_shape_sel; /* forward hooks */
     /* The sm_90a backward can run here: a device of compute capability 9.0
@@ -584,7 +592,6 @@ int main(int argc, char **argv)
        case must take it but variable-length ones, those on the d 32 kernel
        and, at d <= 128, deterministic ones with softcap, ALiBi or dropout:
        softcap, ALiBi and dropout too, and the deterministic mode. */
-    int sm90 = 0;
     {
         constexpr int D90 = fa__bwd_kernel_dim(64) ? fa__bwd_kernel_dim(64) : 64;
         cudaFuncAttributes fa;
@@ -593,6 +600,8 @@ int main(int argc, char **argv)
                fa.binaryVersion == 90 && fa.sharedSizeBytes == 0;
         (void)cudaGetLastError();
     }
+#elif !defined(FA_EMU_NO_SM90)
+    sm90 = 1; /* the emulator runs the sm_90a kernel too (tests/emu_cuda90.h) */
 #endif
     for (int x = 0; x < n; x++) {
         bcase c = cases[x];
@@ -602,7 +611,6 @@ int main(int argc, char **argv)
         if (only < 0 && quick && (c.bmask ? c.sq > 450 || c.sk > 450 : c.sq > 203 || c.sk > 203 || x % 3))
             continue; /* a spread of small cases; the small block-mask ones */
         if (quick) c.cpu = 0;
-#ifndef FA_EMU
         const int before = fa__bwd_sm90_launches;
         run_case(&c, 0x5eed0000ull + (uint64_t)x * 7919u, "");
         const int ran90 = fa__bwd_sm90_launches != before;
@@ -624,9 +632,6 @@ int main(int argc, char **argv)
             run_case(&c, 0x5eed0000ull + (uint64_t)x * 7919u, " [sm80]");
             fa__bwd_sm90_disable = 0;
         }
-#else
-        run_case(&c, 0x5eed0000ull + (uint64_t)x * 7919u, "");
-#endif
     }
     printf("%d of the cases ran on the sm_90a kernel (and again on 3 persistent blocks, and on the sm_80 kernel)\n",
            sm90_cases);

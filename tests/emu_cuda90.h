@@ -1,0 +1,273 @@
+/* tests/emu_cuda90.h - what the sm_90a backward kernel uses beyond
+   tests/emu_cuda.h (which includes this file before flashattn_cuda.cuh;
+   see its first comment): the >>hopper-ptx wrappers, wgmma, and the host's
+   tensor maps and launches. Shared memory is emu_cuda.h's fa__bwd_smem;
+   a shared-memory address is an offset into it. */
+#ifndef FLASHATTN_TESTS_EMU_CUDA90_H
+#define FLASHATTN_TESTS_EMU_CUDA90_H
+
+#include <cudaTypedefs.h> /* CUtensorMap (a 128-byte blob: emu_map below lives in it) */
+
+#define FA__SM90A 1 /* the header's sm_90a device code, compiled for the CPU */
+#ifdef __grid_constant__
+#undef __grid_constant__
+#endif
+#define __grid_constant__
+#define fa__smem90b fa__bwd_smem /* the kernel's extern shared array */
+#ifndef FLASHATTN_TRACE
+#define FLASHATTN_TRACE(ev, tile, it) ((void)0)
+#endif
+
+static inline unsigned char *emu_sm(uint32_t addr) { return fa__bwd_smem + addr; }
+/* the 128-byte swizzle of TMA and wgmma: address bits 4-6 ^= bits 7-9 */
+static inline uint32_t emu_swz(uint32_t addr) { return addr ^ (((addr >> 7) & 7u) << 4); }
+
+/* ---- mbarriers: arrivals and transaction bytes pending, the phase ------- */
+struct emu_mbar {
+    int count, pending;
+    long tx;
+    unsigned phase; /* parity of the phase in progress */
+};
+static emu_mbar emu_mbars[sizeof fa__bwd_smem / 8];
+static std::mutex emu_mbar_mu;
+static inline void emu_mbar_step(emu_mbar &m, int arrivals, long bytes) {
+    m.pending -= arrivals;
+    m.tx += bytes;
+    if (m.pending == 0 && m.tx == 0) { /* the phase completes; the next begins */
+        m.phase ^= 1u;
+        m.pending = m.count;
+    }
+}
+static inline void emu_mbar_update(uint32_t bar, int arrivals, long bytes) {
+    std::lock_guard<std::mutex> g(emu_mbar_mu);
+    emu_mbar_step(emu_mbars[bar / 8], arrivals, bytes);
+}
+static inline void fa__mbar_init(uint32_t bar, uint32_t count) {
+    std::lock_guard<std::mutex> g(emu_mbar_mu);
+    emu_mbars[bar / 8] = emu_mbar{(int)count, (int)count, 0, 0};
+}
+static inline void fa__mbar_expect_tx(uint32_t bar, uint32_t bytes) { emu_mbar_update(bar, 1, (long)bytes); }
+static inline void fa__mbar_arrive(uint32_t bar) { emu_mbar_update(bar, 1, 0); }
+static inline void fa__mbar_arrive_n(uint32_t bar, uint32_t n) { emu_mbar_update(bar, (int)n, 0); }
+/* the phase of this parity has completed: the one in progress has the other */
+static inline void fa__mbar_wait(uint32_t bar, uint32_t parity) {
+    for (;;) {
+        {
+            std::lock_guard<std::mutex> g(emu_mbar_mu);
+            if (emu_mbars[bar / 8].phase != (parity & 1u)) return;
+        }
+        std::this_thread::yield();
+    }
+}
+
+/* ---- tensor maps and copies ---------------------------------------------- */
+struct emu_map {
+    const unsigned char *base;
+    int64_t dim[4];    /* cols, rows, heads, batches */
+    int64_t stride[3]; /* bytes: row, head, batch */
+    int box_rows;
+};
+static_assert(sizeof(emu_map) <= sizeof(CUtensorMap), "the map's record fits the blob");
+/* the header's signature (its own asks the driver to encode the map) */
+static int fa__tma_map(CUtensorMap *m, const void *base, int bf16, int cols, int64_t rows, int heads,
+                       int64_t batches, int64_t s_seq, int64_t s_head, int64_t s_batch, int box_rows) {
+    (void)bf16;
+    emu_map e = {(const unsigned char *)base, {cols, rows, heads, batches}, {s_seq * 2, s_head * 2, s_batch * 2},
+                 box_rows};
+    if (s_seq % 8 || s_head % 8 || s_batch % 8) return 1; /* (TMA: 16-byte strides) */
+    memset(m, 0, sizeof *m);
+    memcpy(m, &e, sizeof e);
+    return 0;
+}
+/* a box of 64 columns x box_rows rows, 128 bytes a row, swizzled; zeros
+   outside the tensor */
+static inline void fa__tma_load(uint32_t dst, const CUtensorMap *map, int col, int row, int head, int batch,
+                                uint32_t bar) {
+    emu_map m;
+    memcpy(&m, map, sizeof m);
+    for (int r = 0; r < m.box_rows; r++)
+        for (int c = 0; c < 64; c++) {
+            const int64_t rr = (int64_t)row + r, cc = (int64_t)col + c;
+            uint16_t v = 0;
+            if (rr < m.dim[1] && cc < m.dim[0] && head < m.dim[2] && batch < m.dim[3])
+                memcpy(&v, m.base + batch * m.stride[2] + head * m.stride[1] + rr * m.stride[0] + 2 * cc, 2);
+            memcpy(emu_sm(emu_swz(dst + 128u * r + 2u * c)), &v, 2);
+        }
+    emu_mbar_update(bar, 0, -(long)m.box_rows * 128);
+}
+static inline void fa__bulk_load(uint32_t dst, const void *src, uint32_t bytes, uint32_t bar) {
+    memcpy(emu_sm(dst), src, bytes);
+    emu_mbar_update(bar, 0, -(long)bytes);
+}
+template <bool ADD> static inline void fa__bulk_store(float *dst, uint32_t src, uint32_t bytes) {
+    std::lock_guard<std::mutex> g(emu_atomic_mu);
+    const float *s = (const float *)emu_sm(src);
+    for (uint32_t i = 0; i < bytes / 4; i++) dst[i] = ADD ? dst[i] + s[i] : s[i];
+}
+static inline void fa__bulk_commit(void) {}
+template <bool READ> static inline void fa__bulk_wait(void) {}
+
+/* ---- fences, registers, barriers, plain shared-memory accesses ----------- */
+static inline void fa__wgmma_fence(void) {}
+static inline void fa__wgmma_commit(void) {}
+template <int N> static inline void fa__wgmma_wait(void) {}
+template <int N> static inline void fa__fence_regs(float (&)[N]) {}
+template <int N> static inline void fa__setmaxnreg_inc(void) {}
+template <int N> static inline void fa__setmaxnreg_dec(void) {}
+static inline void fa__fence_async_shared(void) {}
+static inline void fa__fence_async_global(void) {}
+static inline void fa__fence_mbar_init(void) {}
+static inline int fa__ld_acquire(const int *p) {
+    std::lock_guard<std::mutex> g(emu_atomic_mu);
+    return *p;
+}
+static inline void fa__red_release_add(int *p, int v) {
+    std::lock_guard<std::mutex> g(emu_atomic_mu);
+    *p += v;
+}
+struct emu_nbar {
+    std::mutex mu;
+    std::condition_variable cv;
+    int arrived = 0;
+    unsigned gen = 0;
+};
+static emu_nbar emu_nbars[16];
+static inline void emu_named(int id, int threads, bool wait) {
+    emu_nbar &b = emu_nbars[id];
+    std::unique_lock<std::mutex> l(b.mu);
+    const unsigned gen = b.gen;
+    if (++b.arrived == threads) {
+        b.arrived = 0;
+        b.gen++;
+        b.cv.notify_all();
+    } else if (wait) {
+        b.cv.wait(l, [&] { return b.gen != gen; });
+    }
+}
+static inline void fa__named_sync(int id, int threads) { emu_named(id, threads, true); }
+static inline void fa__named_arrive(int id, int threads) { emu_named(id, threads, false); }
+static inline void fa__st_shared32(uint32_t addr, uint32_t v) { memcpy(emu_sm(addr), &v, 4); }
+static inline void fa__st_shared_f4(uint32_t addr, float x, float y, float z, float w) {
+    const float v[4] = {x, y, z, w};
+    memcpy(emu_sm(addr), v, 16);
+}
+static inline uint32_t fa__ld_shared32(uint32_t addr) {
+    uint32_t v;
+    memcpy(&v, emu_sm(addr), 4);
+    return v;
+}
+static inline uint4 fa__ld_shared128(uint32_t addr) {
+    uint4 v;
+    memcpy(&v, emu_sm(addr), 16);
+    return v;
+}
+
+/* ---- wgmma m64nNk16 -------------------------------------------------------
+   Every thread of the warpgroup publishes its accumulator array (and its
+   A fragment, rs); the warpgroup's first thread computes all 64 x N sums
+   into them. Descriptor: start, leading (LBO) and stride (SBO) byte
+   offsets, 128-byte swizzle. K-major element (r, k): row r of 128 bytes,
+   8-row groups SBO apart. MN-major element (mn, k): mn along the row,
+   64-element blocks LBO apart, k the row, 8-row groups SBO apart. */
+static float *emu_wg_d[4][128];
+static uint32_t emu_wg_a[4][128][4];
+static inline uint32_t emu_desc_addr(uint64_t desc, int mn_major, int mn, int k) {
+    const uint32_t start = (uint32_t)(desc & 0x3FFFu) << 4, lbo = (uint32_t)((desc >> 16) & 0x3FFFu) << 4,
+                   sbo = (uint32_t)((desc >> 32) & 0x3FFFu) << 4;
+    const uint32_t a = mn_major ? start + (uint32_t)(mn / 64) * lbo + (uint32_t)(k / 8) * sbo + (uint32_t)(k % 8) * 128 +
+                                      2u * (uint32_t)(mn % 64)
+                                : start + (uint32_t)(mn / 8) * sbo + (uint32_t)(mn % 8) * 128 + 2u * (uint32_t)k;
+    return emu_swz(a);
+}
+template <int TY> static inline float emu_h(uint16_t u) {
+    if (TY == 1) {
+        uint32_t x = (uint32_t)u << 16;
+        float f;
+        memcpy(&f, &x, 4);
+        return f;
+    }
+    return __half2float(__ushort_as_half(u));
+}
+template <int TY> static inline float emu_sm16(uint32_t addr) {
+    uint16_t u;
+    memcpy(&u, emu_sm(addr), 2);
+    return emu_h<TY>(u);
+}
+/* a_regs: A from the threads' fragments (rs), else descriptor a, MN-major
+   when tr; B: descriptor b, MN-major when tr or rs */
+template <int TY>
+static void emu_wgmma(int n, float *d, uint64_t a, const uint32_t *a_regs, uint64_t b, int acc, int tr) {
+    const int wg = (int)threadIdx.x / 128, T = (int)threadIdx.x % 128;
+    emu_wg_d[wg][T] = d;
+    if (a_regs)
+        for (int i = 0; i < 4; i++) emu_wg_a[wg][T][i] = a_regs[i];
+    emu_wg_bar[wg]->arrive_and_wait();
+    if (T == 0) {
+        auto A = [&](int m, int k) -> float {
+            if (!a_regs) return emu_sm16<TY>(emu_desc_addr(a, tr, m, k));
+            /* the mma.sync A fragment of warp m / 16: lane 4 (m % 8) + (k % 8) / 2,
+               register (m % 16) / 8 + 2 (k / 8), half k % 2 */
+            const uint32_t u = emu_wg_a[wg][32 * (m / 16) + 4 * (m % 8) + (k % 8) / 2][(m % 16) / 8 + 2 * (k / 8)];
+            return emu_h<TY>((uint16_t)(k % 2 ? u >> 16 : u & 0xffffu));
+        };
+        auto B = [&](int k, int col) { return emu_sm16<TY>(emu_desc_addr(b, tr || a_regs, col, k)); };
+        for (int th = 0; th < 128; th++) {
+            const int w = th / 32, g = (th % 32) / 4, t = th % 4;
+            for (int i = 0; i < n / 2; i++) {
+                const int row = 16 * w + g + 8 * ((i >> 1) & 1), col = 8 * (i >> 2) + 2 * t + (i & 1);
+                float sum = acc ? emu_wg_d[wg][th][i] : 0.f;
+                for (int k = 0; k < 16; k++) sum += A(row, k) * B(k, col);
+                emu_wg_d[wg][th][i] = sum;
+            }
+        }
+    }
+    emu_wg_bar[wg]->arrive_and_wait();
+}
+template <int N, int TY> struct fa__wgmma {
+    static_assert(TY == 0 || TY == 1, "the emulator has the 16-bit products only");
+    template <int TR = 0> static inline void ss(float (&d)[N / 2], uint64_t a, uint64_t b, int acc) {
+        emu_wgmma<TY>(N, d, a, nullptr, b, acc, TR);
+    }
+    static inline void rs(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t b, int acc) {
+        emu_wgmma<TY>(N, d, 0, a, b, acc, 0);
+    }
+};
+
+/* ---- the deterministic kernels' mailbox (the header's is PTX) ------------ */
+static inline void fa__bwd_sm90_post(uint32_t mail, int64_t blk, int tile, int jb, int ib, int h, int b) {
+    const int32_t v[5] = {tile, jb, ib, h, b};
+    memcpy(emu_sm(mail), v, 20);
+    memcpy(emu_sm(mail + 24), &blk, 8);
+}
+static inline void fa__bwd_sm90_fetch(uint32_t mail, int lane, int64_t &blk, int &tile, int &jb, int &ib, int &h,
+                                      int &b) {
+    (void)lane;
+    int32_t v[5];
+    memcpy(v, emu_sm(mail), 20);
+    memcpy(&blk, emu_sm(mail + 24), 8);
+    tile = v[0]; jb = v[1]; ib = v[2]; h = v[3]; b = v[4];
+    emu_warp_sync(); /* (every lane has read it before lane 0 gives the buffer back) */
+}
+
+/* ---- host: what the launch path asks ------------------------------------- */
+template <typename F> static inline cudaError_t cudaFuncGetAttributes(struct cudaFuncAttributes *a, F *) {
+    memset(a, 0, sizeof *a);
+    a->binaryVersion = 90;
+    return cudaSuccess;
+}
+cudaError_t CUDARTAPI cudaLaunchCooperativeKernel(const void *, dim3, dim3, void **, size_t, cudaStream_t) {
+    return cudaErrorNotSupported; /* (the deterministic kernels then walk in one order) */
+}
+/* a block mask's unit order: most work first (the kernel's counting sort
+   leaves equal counts in any order; this keeps them in item order) */
+template <class Count> static void fa__bm_order_kernel(const Count count, int n, int nb, int32_t *order) {
+    if (threadIdx.x != 0) return;
+    std::vector<int> c((size_t)n);
+    for (int t = 0; t < n; t++) c[(size_t)t] = count(t) < nb - 1 ? count(t) : nb - 1;
+    int at = 0;
+    for (int v = nb - 1; v >= 0; v--)
+        for (int t = 0; t < n; t++)
+            if (c[(size_t)t] == v) order[at++] = t;
+}
+
+#endif
