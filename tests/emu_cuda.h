@@ -36,7 +36,6 @@
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
 
-#include <atomic>
 #include <barrier>
 #include <cmath>
 #include <condition_variable>

@@ -14,8 +14,9 @@
    the d 32 kernel and deterministic ones with softcap, ALiBi or dropout
    at d <= 128. (Deterministic cases on the sm_90a kernel: "[3 blocks]"
    caps nothing there, the kernel takes a block per unit.) First, the sm_90a kernel's per-element steps for
-   softcap, ALiBi and dropout are checked on their own (test_sm90_steps,
-   which the emulator runs too).
+   softcap, ALiBi and dropout are checked on their own (test_sm90_steps).
+   The CPU emulator (-DFA_EMU, tests/emu_cuda.h: make test-gpu-emu) runs
+   all of this too, the sm_90a kernel included, as on an H100.
 
    Build: nvcc -std=c++17 -O2 -gencode arch=compute_90a,code=sm_90a \
           -o build/test_gpu_backward tests/test_gpu_backward.cu
