@@ -253,7 +253,8 @@ SANITIZE_RESULTS := $(TEST_RESULTS)/san_cpu.txt $(TEST_RESULTS)/san_bad_input.tx
 # (the longest jobs first, as they start under -j: the nvcc units, then the
 # sanitized test_cpu)
 GPU_CHECK_RESULTS := $(foreach a,$(GPU_ARCHS),$(TEST_RESULTS)/gpu_check_$(a).txt)
-ALL_RESULTS      := $(GPU_CHECK_RESULTS) $(SANITIZE_RESULTS) $(CPU_RESULTS) \
+# (gpu_emu.txt: the GPU backward emulated on the CPU, its rule in the GPU section)
+ALL_RESULTS      := $(GPU_CHECK_RESULTS) $(TEST_RESULTS)/gpu_emu.txt $(SANITIZE_RESULTS) $(CPU_RESULTS) \
                     $(call compile_run,compile,$(COMPILE_QUICK),$(COMPILE_CHECKS)) \
                     $(call compile_run,strict,$(STRICT_QUICK),$(STRICT_CHECKS)) \
                     $(TEST_RESULTS)/neon_compile.txt
@@ -331,8 +332,6 @@ $(TEST_RESULTS)/san_fp8.txt: $(BUILD)/test_fp8_san FORCE | $(TEST_RESULTS)
 CPU_RESULTS      += $(TEST_RESULTS)/fp8.txt $(TEST_RESULTS)/fp8_portable.txt
 SANITIZE_RESULTS += $(TEST_RESULTS)/san_fp8.txt
 ALL_RESULTS      += $(TEST_RESULTS)/fp8.txt $(TEST_RESULTS)/fp8_portable.txt $(TEST_RESULTS)/san_fp8.txt
-# (the emulated GPU backward: its rule is in the GPU section)
-ALL_RESULTS      += $(TEST_RESULTS)/gpu_emu.txt
 
 # Sum result files; the last line printed is "N passed, M failed".
 sum_results = for f in $(1); do tail -n 1 $$f; done | \
@@ -414,14 +413,17 @@ $(BUILD)/test_gpu_backward_emu_wide: $(EMU_DEPS) | $(BUILD)
 test-gpu-emu: $(BUILD)/test_gpu_backward_emu
 	FA_QUICK=1 $(BUILD)/test_gpu_backward_emu
 
-# In make test, cases 0-6 (the plain sm_90a tiles of D 64, 128 and 256, each
-# also on 3 persistent blocks and on the sm_80 kernel); in make test-all the
-# quick list, and again with FA__BWD_SM90_WIDE. Only where nvcc (its headers) is.
+# In make test, EMU_CASES (each case on the sm_90a kernel, then on 3 persistent
+# blocks and on the sm_80 kernel): the plain tiles of D 64, 128 and 256, causal,
+# softcap, a block mask, the extras, the deterministic mode's ordered adds, and
+# a query length 64 rows past a multiple of 128; in make test-all the quick
+# list, and again with FA__BWD_SM90_WIDE. Only where nvcc (its headers) is.
+EMU_CASES = 0,3,6,10,18,64,69,75,87
 emu_check = if [ -z "$(NVCC)" ]; then echo "nvcc not found: skipping the emulated backward"; \
 	  echo "0 passed, 0 failed" > $(1); else $(RUN_CHECK) $(1) "$(2)" \
 	  sh -c '$(MAKE) --no-print-directory $(3) && env FA_QUICK=1 $(4) $(3)'; fi
 $(TEST_RESULTS)/gpu_emu.txt: FORCE | $(TEST_RESULTS)
-	@$(call emu_check,$@,GPU backward emulated on the CPU ($(if $(TEST_QUICK),cases 0-6,quick list)),$(BUILD)/test_gpu_backward_emu,$(if $(TEST_QUICK),FA_CASE=0-6))
+	@$(call emu_check,$@,GPU backward emulated on the CPU ($(if $(TEST_QUICK),cases $(EMU_CASES),quick list)),$(BUILD)/test_gpu_backward_emu,$(if $(TEST_QUICK),FA_CASE=$(EMU_CASES)))
 $(TEST_RESULTS)/gpu_emu_wide.txt: FORCE | $(TEST_RESULTS)
 	@$(call emu_check,$@,GPU backward emulated on the CPU with FA__BWD_SM90_WIDE (quick list),$(BUILD)/test_gpu_backward_emu_wide,)
 

@@ -23,7 +23,8 @@
    Run:   build/test_gpu_backward          (all cases)
           build/test_gpu_backward --quick   (or FA_QUICK=1; small cases: for compute-sanitizer)
           FA_BMASK=1 build/test_gpu_backward   (the block-mask cases only; FA_CASE=i: case i,
-                                                FA_CASE=i-j: cases i to j;
+                                                FA_CASE=i-j: cases i to j, FA_CASE=0-6,10,75:
+                                                a list of both;
                                                 FA_TEST_SHARD=k/n: tests/shard.h)
    Ends with the line "N passed, M failed". */
 #define FLASHATTN_IMPLEMENTATION
@@ -440,13 +441,28 @@ static void test_sm90_steps(int softcap)
     free(out);
 }
 
+/* Whether case x is in FA_CASE's list ("0-6,10,75": ranges and single indices). */
+static int case_picked(const char *spec, int x)
+{
+    while (*spec) {
+        int lo, hi, used = 0;
+        if (sscanf(spec, "%d%n", &lo, &used) != 1) return 0;
+        spec += used;
+        hi = lo;
+        if (*spec == '-' && sscanf(spec + 1, "%d%n", &hi, &used) == 1) spec += 1 + used;
+        if (x >= lo && x <= hi) return 1;
+        if (*spec == ',') spec++;
+        else if (*spec) return 0;
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     (void)compare; (void)compare_lse; (void)rms; (void)tens_fill_outliers; /* test_util.h, unused here */
     const int quick = getenv("FA_QUICK") != NULL || (argc > 1 && !strcmp(argv[1], "--quick"));
-    /* FA_CASE=i or i-j: run cases i to j only (by index) */
-    int only = -1, only_hi = -1;
-    if (getenv("FA_CASE") && sscanf(getenv("FA_CASE"), "%d-%d", &only, &only_hi) == 1) only_hi = only;
+    /* FA_CASE=i, i-j or a comma-separated list of both: only those cases (by index) */
+    const char *picked = getenv("FA_CASE");
     const int bm_only = getenv("FA_BMASK") != NULL; /* only the block-mask cases */
     int shard_k, shard_n; /* FA_TEST_SHARD (tests/shard.h) */
     if (!test_shard(&shard_k, &shard_n)) return 2;
@@ -606,10 +622,10 @@ int main(int argc, char **argv)
 #endif
     for (int x = 0; x < n; x++) {
         bcase c = cases[x];
-        if (only >= 0 && (x < only || x > only_hi)) continue;
+        if (picked && !case_picked(picked, x)) continue;
         if (bm_only && !c.bmask) continue;
         if (x % shard_n != shard_k) continue;
-        if (only < 0 && quick && (c.bmask ? c.sq > 450 || c.sk > 450 : c.sq > 203 || c.sk > 203 || x % 3))
+        if (!picked && quick && (c.bmask ? c.sq > 450 || c.sk > 450 : c.sq > 203 || c.sk > 203 || x % 3))
             continue; /* a spread of small cases; the small block-mask ones */
         if (quick) c.cpu = 0;
         const int before = fa__bwd_sm90_launches;
