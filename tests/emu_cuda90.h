@@ -7,6 +7,8 @@
 #define FLASHATTN_TESTS_EMU_CUDA90_H
 
 #include <cudaTypedefs.h> /* CUtensorMap (a 128-byte blob: emu_map below lives in it) */
+#include <chrono>
+#include <cstdio>
 
 #define FA__SM90A 1 /* the header's sm_90a device code, compiled for the CPU */
 #ifdef __grid_constant__
@@ -49,13 +51,25 @@ static inline void fa__mbar_init(uint32_t bar, uint32_t count) {
 static inline void fa__mbar_expect_tx(uint32_t bar, uint32_t bytes) { emu_mbar_update(bar, 1, (long)bytes); }
 static inline void fa__mbar_arrive(uint32_t bar) { emu_mbar_update(bar, 1, 0); }
 static inline void fa__mbar_arrive_n(uint32_t bar, uint32_t n) { emu_mbar_update(bar, (int)n, 0); }
+/* A wait that lasts this long is a hang (a barrier nobody completes): the
+   test fails instead of stalling CI. */
+#ifndef EMU_HANG_SECONDS
+#define EMU_HANG_SECONDS 300
+#endif
+static inline void emu_hang(const char *what, uint32_t id) {
+    fprintf(stderr, "emulator: %s %u waited %d s: a hang, aborting\n", what, id, EMU_HANG_SECONDS);
+    abort();
+}
 /* the phase of this parity has completed: the one in progress has the other */
 static inline void fa__mbar_wait(uint32_t bar, uint32_t parity) {
+    const auto t0 = std::chrono::steady_clock::now();
     for (;;) {
         {
             std::lock_guard<std::mutex> g(emu_mbar_mu);
             if (emu_mbars[bar / 8].phase != (parity & 1u)) return;
         }
+        if (std::chrono::steady_clock::now() - t0 > std::chrono::seconds(EMU_HANG_SECONDS))
+            emu_hang("mbarrier at", bar);
         std::this_thread::yield();
     }
 }
@@ -141,7 +155,8 @@ static inline void emu_named(int id, int threads, bool wait) {
         b.gen++;
         b.cv.notify_all();
     } else if (wait) {
-        b.cv.wait(l, [&] { return b.gen != gen; });
+        if (!b.cv.wait_for(l, std::chrono::seconds(EMU_HANG_SECONDS), [&] { return b.gen != gen; }))
+            emu_hang("named barrier", (uint32_t)id);
     }
 }
 static inline void fa__named_sync(int id, int threads) { emu_named(id, threads, true); }
