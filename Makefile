@@ -404,11 +404,10 @@ $(BUILD)/test_gpu_backward: tests/test_gpu_backward.cu tests/reference.h tests/b
 CUDA_INC ?= $(dir $(NVCC))../include
 EMU_DEPS = tests/test_gpu_backward.cu tests/emu_cuda.h tests/emu_cuda90.h tests/bmask_lists.h tests/shard.h \
            flashattn_cuda.cuh tests/reference.h tests/test_util.h flashattn.h
-$(BUILD)/test_gpu_backward_emu: $(EMU_DEPS) | $(BUILD)
-	$(CXX) -std=c++20 -O2 -Wno-psabi -DFA_EMU -x c++ -I$(CUDA_INC) -o $@ $< -lpthread
-# ... with the sm_90a backward's 128-row steps at D 64 (FA__BWD_SM90_WIDE)
-$(BUILD)/test_gpu_backward_emu_wide: $(EMU_DEPS) | $(BUILD)
-	$(CXX) -std=c++20 -O2 -Wno-psabi -DFA_EMU -DFA__BWD_SM90_WIDE=1 -x c++ -I$(CUDA_INC) -o $@ $< -lpthread
+# (_wide: with the sm_90a backward's 128-row steps at D 64, FA__BWD_SM90_WIDE)
+$(BUILD)/test_gpu_backward_emu_wide: EMU_FLAGS = -DFA__BWD_SM90_WIDE=1
+$(BUILD)/test_gpu_backward_emu $(BUILD)/test_gpu_backward_emu_wide: $(EMU_DEPS) | $(BUILD)
+	$(CXX) -std=c++20 -O2 -Wno-psabi -DFA_EMU $(EMU_FLAGS) -x c++ -I$(CUDA_INC) -o $@ $< -lpthread
 .PHONY: test-gpu-emu
 test-gpu-emu: $(BUILD)/test_gpu_backward_emu
 	FA_QUICK=1 $(BUILD)/test_gpu_backward_emu
@@ -752,7 +751,9 @@ HOST_KIND    ?= $(shell grep -m1 'model name' /proc/cpuinfo 2>/dev/null | cut -d
 # (the time of day in the name: a second run the same day keeps the first;
 # one date call, so a run across midnight names one moment)
 BENCH_WHEN   := $(shell date -u +%Y-%m-%d_%H%M)
-BENCH_OUT    := $(BENCH_RESULTS)/cpu-$(word 1,$(subst _, ,$(BENCH_WHEN)))-$(HOST_KIND)$(if $(filter avx2,$(BENCH_ISA)),-avx2)-$(word 2,$(subst _, ,$(BENCH_WHEN))).md
+BENCH_DATE   := $(word 1,$(subst _, ,$(BENCH_WHEN)))
+BENCH_HM     := $(word 2,$(subst _, ,$(BENCH_WHEN)))
+BENCH_OUT    := $(BENCH_RESULTS)/cpu-$(BENCH_DATE)-$(HOST_KIND)$(if $(filter avx2,$(BENCH_ISA)),-avx2)-$(BENCH_HM).md
 
 $(BUILD)/bench_cpu: bench/bench_cpu.c flashattn.h FORCE | $(BUILD)
 	$(CC) $(BENCH_CFLAGS) -Wall -Wextra -DBENCH_FLAGS='"$(BENCH_CFLAGS)"' -I. $< -lm -o $@
@@ -795,4 +796,4 @@ $(BUILD)/bench_ggml: bench/peers/ggml_fa.c flashattn.h $(GGML_LIBS) | $(BUILD)
 	$(CC) $(PEER_FLAGS) -Wall -Wextra -I. -I$(GGML_SRC)/include $< $(GGML_LIBS) -lstdc++ -lm -lpthread -o $@
 bench-peers: $(BUILD)/bench_ggml
 	@mkdir -p bench/results
-	./$(BUILD)/bench_ggml $(PEER_THREADS) | tee bench/results/peers-$(word 1,$(subst _, ,$(BENCH_WHEN)))-$(HOST_KIND)-$(word 2,$(subst _, ,$(BENCH_WHEN))).md
+	./$(BUILD)/bench_ggml $(PEER_THREADS) | tee bench/results/peers-$(BENCH_DATE)-$(HOST_KIND)-$(BENCH_HM).md

@@ -7271,8 +7271,8 @@ __device__ __forceinline__ void fa__bwd_sm90_ds(const fa__bwd_params &p, const f
    At D = 256 the block is 64 keys and the warpgroups split the columns of
    dK, dV and dQ instead of the keys (see `split` below). With
    FA__BWD_SM90_WIDE the plain kernel's step at D = 64 is 128 query rows
-   (fa__bwd_sm90_br), each warpgroup computing all of dQ's columns for its
-   64 of them.
+   (fa__bwd_sm90_klayout), each warpgroup computing all of dQ's columns
+   for its 64 of them.
 
    Covered: f16 / bf16, D = 64, 128 and 256 (head dims 33 .. 256, zero-filled
    columns past the head dim), causal / sliding window, GQA / MQA, arbitrary
@@ -7311,7 +7311,7 @@ typedef struct fa__bwd_maps { CUtensorMap q, k, v, dout; } fa__bwd_maps;
 template <int D, int BR = 64> struct fa__bwd_sm90_layout {
     static constexpr bool split = D > 128;
     static constexpr bool dq_tile = !split; /* dQ leaves as one bulk add a step (fa__bwd_acc_off) */
-    static constexpr bool wide = BR == 128; /* 128 query rows a step (fa__bwd_sm90_br) */
+    static constexpr bool wide = BR == 128; /* 128 query rows a step (fa__bwd_sm90_klayout) */
     static constexpr int bc = split ? 64 : 128, br = BR, kv_bufs = D == 64 && !wide ? 2 : 1;
     static constexpr int dkv = split ? D / 2 : D; /* the dK, dV columns of a warpgroup */
     static constexpr uint32_t kv_bytes = bc * D * 2, q_bytes = br * D * 2, ds_bytes = bc * br * 2,
@@ -7333,14 +7333,15 @@ template <int D, int BR = 64> struct fa__bwd_sm90_layout {
    stage's waits, the two barriers, dQ's wait and bulk add) were about as
    long as its products [bwd-wide]; then dQ is split by rows between the
    warpgroups (64 rows each, all D columns) instead of by columns, and K, V
-   have one buffer. (Off until it is timed on a GPU.) */
+   have one buffer. (Off until it is timed on a GPU.) fa__bwd_sm90_klayout:
+   the layout of kernel fa__bwd_kernel_sm90<., D, EXTRAS, SOFTCAP, DET>, the
+   one place its step rows are chosen. */
 #ifndef FA__BWD_SM90_WIDE
 #define FA__BWD_SM90_WIDE 0
 #endif
-template <int D, bool EXTRAS, bool SOFTCAP, bool DET> __host__ __device__ constexpr int fa__bwd_sm90_br()
-{
-    return FA__BWD_SM90_WIDE && D == 64 && !EXTRAS && !SOFTCAP && !DET ? 128 : 64;
-}
+template <int D, bool EXTRAS, bool SOFTCAP, bool DET>
+using fa__bwd_sm90_klayout =
+    fa__bwd_sm90_layout<D, FA__BWD_SM90_WIDE && D == 64 && !EXTRAS && !SOFTCAP && !DET ? 128 : 64>;
 
 /* Unit u of the sm_90a backward: key block jb, KV head hk, batch b, with
    u = jb + nblk (hk + hkv b); descending: key block nblk - 1 - jb instead. */
@@ -7746,7 +7747,7 @@ template <bool BF16, int D, bool EXTRAS, bool SOFTCAP, bool DET>
 __device__ __forceinline__ void fa__bwd_sm90_consumer(const fa__bwd_params &p, const fa__bwd_sm90_sched &sc,
                                                       const fa__bwd_sm90_smem &sm, int warp, int lane)
 {
-    typedef fa__bwd_sm90_layout<D, fa__bwd_sm90_br<D, EXTRAS, SOFTCAP, DET>()> L;
+    typedef fa__bwd_sm90_klayout<D, EXTRAS, SOFTCAP, DET> L;
     constexpr bool SPLIT = L::split, WIDE = L::wide;
     /* dQ's columns a warpgroup: half of them, or WIDE all of its own 64 rows */
     constexpr int BC = L::bc, BR = L::br, NQ = BR / 8, DQ = WIDE ? D : D / 2, DKV = L::dkv, KVB = L::kv_bufs;
@@ -7905,8 +7906,7 @@ __global__ void __launch_bounds__(384, 1)
 fa__bwd_kernel_sm90(const __grid_constant__ fa__bwd_maps tm, const fa__bwd_params p)
 {
 #if FA__SM90A
-    constexpr int BR = fa__bwd_sm90_br<D, EXTRAS, SOFTCAP, DET>();
-    typedef fa__bwd_sm90_layout<D, BR> L;
+    typedef fa__bwd_sm90_klayout<D, EXTRAS, SOFTCAP, DET> L;
     static_assert(D % 64 == 0 && D <= 256, "sm_90a backward tile");
     static_assert(128 % L::br == 0 && 128 % L::bc == 0, "a tile lies in one 128 x 128 block of a block mask");
     extern __shared__ uint8_t fa__smem90b[];
@@ -7949,7 +7949,7 @@ fa__bwd_kernel_sm90(const __grid_constant__ fa__bwd_maps tm, const fa__bwd_param
            fits, and DET's 128 x 40 (the dQ writers' place and order: with 32
            they spilled) + 256 x 232. */
         fa__setmaxnreg_dec<DET ? 40 : 24>();
-        if (tid == 0) fa__bwd_sm90_producer<D, BR, DET>(tm, p, sc, sm);
+        if (tid == 0) fa__bwd_sm90_producer<D, L::br, DET>(tm, p, sc, sm);
         else if (DET && (warp == 1 || warp == 2)) fa__bwd_sm90_dq_writer<D>(p, sm, warp - 1, lane);
         return;
     }
@@ -8124,7 +8124,7 @@ static bool fa__bwd_det_rotates(int64_t nk, int64_t nq, int sms)
    cannot describe, or too little shared memory. */
 template <bool BF16, int D, bool EXTRAS, bool SOFTCAP, bool DET>
 static fa_status fa__bwd_launch_sm90(const fa__bwd_params &kp, const fa__gpu &gpu, cudaStream_t st, int *ran) {
-    typedef fa__bwd_sm90_layout<D, fa__bwd_sm90_br<D, EXTRAS, SOFTCAP, DET>()> L;
+    typedef fa__bwd_sm90_klayout<D, EXTRAS, SOFTCAP, DET> L;
     constexpr int BC = L::bc, BR = L::br;
     const size_t smem = 1024 + (DET ? L::total_det : L::total);
     void (*kern)(const fa__bwd_maps, const fa__bwd_params) = fa__bwd_kernel_sm90<BF16, D, EXTRAS, SOFTCAP, DET>;

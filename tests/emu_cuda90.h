@@ -9,6 +9,7 @@
 #include <cudaTypedefs.h> /* CUtensorMap (a 128-byte blob: emu_map below lives in it) */
 #include <chrono>
 #include <cstdio>
+#include <type_traits>
 
 #define FA__SM90A 1 /* the header's sm_90a device code, compiled for the CPU */
 #ifdef __grid_constant__
@@ -194,19 +195,12 @@ static inline uint32_t emu_desc_addr(uint64_t desc, int mn_major, int mn, int k)
                                 : start + (uint32_t)(mn / 8) * sbo + (uint32_t)(mn % 8) * 128 + 2u * (uint32_t)k;
     return emu_swz(a);
 }
-template <int TY> static inline float emu_h(uint16_t u) {
-    if (TY == 1) {
-        uint32_t x = (uint32_t)u << 16;
-        float f;
-        memcpy(&f, &x, 4);
-        return f;
-    }
-    return __half2float(__ushort_as_half(u));
-}
+/* TY's 16-bit type (0 f16, 1 bf16), for emu_cuda.h's emu_lo / emu_hi */
+template <int TY> using emu_t16 = typename std::conditional<TY == 1, __nv_bfloat16, __half>::type;
 template <int TY> static inline float emu_sm16(uint32_t addr) {
     uint16_t u;
     memcpy(&u, emu_sm(addr), 2);
-    return emu_h<TY>(u);
+    return emu_lo(emu_t16<TY>(), u);
 }
 /* a_regs: A from the threads' fragments (rs), else descriptor a, MN-major
    when tr; B: descriptor b, MN-major when tr or rs */
@@ -223,7 +217,7 @@ static void emu_wgmma(int n, float *d, uint64_t a, const uint32_t *a_regs, uint6
             /* the mma.sync A fragment of warp m / 16: lane 4 (m % 8) + (k % 8) / 2,
                register (m % 16) / 8 + 2 (k / 8), half k % 2 */
             const uint32_t u = emu_wg_a[wg][32 * (m / 16) + 4 * (m % 8) + (k % 8) / 2][(m % 16) / 8 + 2 * (k / 8)];
-            return emu_h<TY>((uint16_t)(k % 2 ? u >> 16 : u & 0xffffu));
+            return k % 2 ? emu_hi(emu_t16<TY>(), u) : emu_lo(emu_t16<TY>(), u);
         };
         auto B = [&](int k, int col) { return emu_sm16<TY>(emu_desc_addr(b, tr || a_regs, col, k)); };
         for (int th = 0; th < 128; th++) {
