@@ -401,7 +401,12 @@ $(BUILD)/test_gpu_backward: tests/test_gpu_backward.cu tests/reference.h tests/b
 
 # The same backward test with the kernels run on the CPU (no GPU needed; slow:
 # every CUDA thread is an OS thread), see tests/emu_cuda.h.
-CUDA_INC ?= $(dir $(NVCC))../include
+# The toolkit's headers, where nvcc itself looks (nvcc may be a wrapper script
+# outside the toolkit, so its own directory does not tell).
+ifeq ($(origin CUDA_INC)$(if $(NVCC),,none),undefined)
+CUDA_INC := $(or $(shell $(NVCC) --dryrun -x cu -c /dev/null -o /dev/null 2>&1 | \
+              sed -n 's/^\#\$$ INCLUDES="-I\([^"]*\)".*/\1/p'),$(dir $(NVCC))../include)
+endif
 EMU_DEPS = tests/test_gpu_backward.cu tests/emu_cuda.h tests/emu_cuda90.h tests/bmask_lists.h tests/shard.h \
            flashattn_cuda.cuh tests/reference.h tests/test_util.h flashattn.h
 # (_wide: with the sm_90a backward's 128-row steps at D 64, FA__BWD_SM90_WIDE)
