@@ -253,8 +253,11 @@ SANITIZE_RESULTS := $(TEST_RESULTS)/san_cpu.txt $(TEST_RESULTS)/san_bad_input.tx
 # (the longest jobs first, as they start under -j: the nvcc units, then the
 # sanitized test_cpu)
 GPU_CHECK_RESULTS := $(foreach a,$(GPU_ARCHS),$(TEST_RESULTS)/gpu_check_$(a).txt)
-# (gpu_emu.txt: the GPU backward emulated on the CPU, its rule in the GPU section)
-ALL_RESULTS      := $(GPU_CHECK_RESULTS) $(TEST_RESULTS)/gpu_emu.txt $(SANITIZE_RESULTS) $(CPU_RESULTS) \
+# (the GPU tests emulated on the CPU, their rules in the GPU section; the
+# forward's whole quick list in two shards in make test-all)
+EMU_RESULTS      := $(TEST_RESULTS)/gpu_emu_fwd.txt $(if $(TEST_QUICK),,$(TEST_RESULTS)/gpu_emu_fwd2.txt) \
+                    $(TEST_RESULTS)/gpu_emu.txt $(TEST_RESULTS)/gpu_emu_fp8.txt
+ALL_RESULTS      := $(GPU_CHECK_RESULTS) $(EMU_RESULTS) $(SANITIZE_RESULTS) $(CPU_RESULTS) \
                     $(call compile_run,compile,$(COMPILE_QUICK),$(COMPILE_CHECKS)) \
                     $(call compile_run,strict,$(STRICT_QUICK),$(STRICT_CHECKS)) \
                     $(TEST_RESULTS)/neon_compile.txt
@@ -399,37 +402,61 @@ $(BUILD)/test_gpu: tests/test_gpu.cu tests/reference.h tests/bmask_lists.h tests
 $(BUILD)/test_gpu_backward: tests/test_gpu_backward.cu tests/reference.h tests/bmask_lists.h tests/shard.h tests/test_util.h flashattn.h flashattn_cuda.cuh | $(BUILD)
 	$(NVCC) $(NVCC_FLAGS) $(call gencode,$(GPU_ARCHS)) $< -o $@
 
-# The same backward test with the kernels run on the CPU (no GPU needed; slow:
-# every CUDA thread is an OS thread), see tests/emu_cuda.h.
+# The GPU tests with the kernels run on the CPU, no GPU needed (every CUDA
+# thread a fiber; see tests/emu_cuda.h): test_gpu_backward (the backward),
+# test_gpu (the forward, sm_80 and sm_90a kernels) and test_gpu_fp8 (the FP8
+# forward; its inputs quantized by the CPU fa_quantize).
 # The toolkit's headers, where nvcc itself looks (nvcc may be a wrapper script
 # outside the toolkit, so its own directory does not tell).
 ifeq ($(origin CUDA_INC)$(if $(NVCC),,none),undefined)
 CUDA_INC := $(or $(shell $(NVCC) --dryrun -x cu -c /dev/null -o /dev/null 2>&1 | \
               sed -n 's/^\#\$$ INCLUDES="-I\([^"]*\)".*/\1/p'),$(dir $(NVCC))../include)
 endif
-EMU_DEPS = tests/test_gpu_backward.cu tests/emu_cuda.h tests/emu_cuda90.h tests/bmask_lists.h tests/shard.h \
+EMU_DEPS = tests/emu_cuda.h tests/emu_cuda90.h tests/bmask_lists.h tests/shard.h tests/cuda_check.h \
            flashattn_cuda.cuh tests/reference.h tests/test_util.h flashattn.h
+EMU_CXX  = $(CXX) -std=c++20 -O2 -Wno-psabi -DFA_EMU -x c++ -I$(CUDA_INC)
 # (_wide: with the sm_90a backward's 128-row steps at D 64, FA__BWD_SM90_WIDE)
 $(BUILD)/test_gpu_backward_emu_wide: EMU_FLAGS = -DFA__BWD_SM90_WIDE=1
-$(BUILD)/test_gpu_backward_emu $(BUILD)/test_gpu_backward_emu_wide: $(EMU_DEPS) | $(BUILD)
-	$(CXX) -std=c++20 -O2 -Wno-psabi -DFA_EMU $(EMU_FLAGS) -x c++ -I$(CUDA_INC) -o $@ $< -lpthread
+$(BUILD)/test_gpu_backward_emu $(BUILD)/test_gpu_backward_emu_wide: tests/test_gpu_backward.cu $(EMU_DEPS) | $(BUILD)
+	$(EMU_CXX) $(EMU_FLAGS) -o $@ $< -lpthread
+$(BUILD)/test_gpu_emu: tests/test_gpu.cu $(EMU_DEPS) | $(BUILD)
+	$(EMU_CXX) -o $@ $< -lpthread
+$(BUILD)/test_gpu_fp8_fwd_emu: tests/test_gpu_fp8.cu tests/fp8_attn.h $(EMU_DEPS) | $(BUILD)
+	$(EMU_CXX) -o $@ $< -lpthread
 .PHONY: test-gpu-emu
-test-gpu-emu: $(BUILD)/test_gpu_backward_emu
+test-gpu-emu: $(BUILD)/test_gpu_backward_emu $(BUILD)/test_gpu_emu $(BUILD)/test_gpu_fp8_fwd_emu
 	FA_QUICK=1 $(BUILD)/test_gpu_backward_emu
+	$(BUILD)/test_gpu_emu --quick
+	$(BUILD)/test_gpu_fp8_fwd_emu --quick
 
-# In make test, EMU_CASES (each case on the sm_90a kernel, then on 3 persistent
-# blocks and on the sm_80 kernel): the plain tiles of D 64, 128 and 256, causal,
-# softcap, a block mask, the extras, the deterministic mode's ordered adds, and
-# a query length 64 rows past a multiple of 128; in make test-all the quick
-# list, and again with FA__BWD_SM90_WIDE. Only where nvcc (its headers) is.
-EMU_CASES = 0,3,6,10,18,64,69,75,87
-emu_check = if [ -z "$(NVCC)" ]; then echo "nvcc not found: skipping the emulated backward"; \
+# In make test: the backward's quick list (each case on the sm_90a kernel,
+# then on 3 persistent blocks and on the sm_80 kernel), the forward's
+# EMU_FWD_CASES (below; each case on the sm_90a kernel, then on the sm_80
+# kernel) and the FP8 forward's quick list. In make test-all: also the
+# backward with FA__BWD_SM90_WIDE and the forward's whole quick list (about
+# 25 minutes of one core, in two shards). Only where nvcc (its headers) is.
+emu_check = if [ -z "$(NVCC)" ]; then echo "nvcc not found: skipping the emulated GPU tests"; \
 	  echo "0 passed, 0 failed" > $(1); else $(RUN_CHECK) $(1) "$(2)" \
-	  sh -c '$(MAKE) --no-print-directory $(3) && env FA_QUICK=1 $(4) $(3)'; fi
+	  sh -c '$(MAKE) --no-print-directory $(3) && env FA_QUICK=1 $(5) $(3) $(4)'; fi
 $(TEST_RESULTS)/gpu_emu.txt: FORCE | $(TEST_RESULTS)
-	@$(call emu_check,$@,GPU backward emulated on the CPU ($(if $(TEST_QUICK),cases $(EMU_CASES),quick list)),$(BUILD)/test_gpu_backward_emu,$(if $(TEST_QUICK),FA_CASE=$(EMU_CASES)))
+	@$(call emu_check,$@,GPU backward emulated on the CPU (quick list),$(BUILD)/test_gpu_backward_emu,)
 $(TEST_RESULTS)/gpu_emu_wide.txt: FORCE | $(TEST_RESULTS)
 	@$(call emu_check,$@,GPU backward emulated on the CPU with FA__BWD_SM90_WIDE (quick list),$(BUILD)/test_gpu_backward_emu_wide,)
+# The forward's cases in make test (test_gpu's names, FA_TEST_ONLY): small
+# ones that reach the sm_90a kernel's shapes at d 64 (two, three and four
+# consumer warpgroups), 128 and 256, the flat walk, O by TMA and by the
+# warpgroups, persistent grids capped, tiles without keys, masks, GQA,
+# variable lengths, strides and a block mask: about 25 s of one core.
+EMU_FWD_CASES = d64 sq113 sk203,d128 sq203 sk113,d256 sq113 sk203,d64 causal sq > sk,dv 60 203x300,\
+                200x333 7 heads,GQA 8/2 causal,varlen b4 causal,seqlens_k b3 causal,400x100 causal,\
+                block mask 50%,padded strides MQA
+$(TEST_RESULTS)/gpu_emu_fwd.txt: export FA_TEST_ONLY = $(if $(TEST_QUICK),$(EMU_FWD_CASES))
+$(TEST_RESULTS)/gpu_emu_fwd.txt: FORCE | $(TEST_RESULTS)
+	@$(call emu_check,$@,GPU forward emulated on the CPU ($(if $(TEST_QUICK),EMU_FWD_CASES,quick list shard 1 of 2)),$(BUILD)/test_gpu_emu,--quick,$(if $(TEST_QUICK),,FA_TEST_SHARD=0/2))
+$(TEST_RESULTS)/gpu_emu_fwd2.txt: FORCE | $(TEST_RESULTS)
+	@$(call emu_check,$@,GPU forward emulated on the CPU (quick list shard 2 of 2),$(BUILD)/test_gpu_emu,--quick,FA_TEST_SHARD=1/2)
+$(TEST_RESULTS)/gpu_emu_fp8.txt: FORCE | $(TEST_RESULTS)
+	@$(call emu_check,$@,GPU FP8 forward emulated on the CPU (quick list),$(BUILD)/test_gpu_fp8_fwd_emu,--quick)
 
 # The backward test with one head dim compiled, 256: every head dim runs on
 # the d256 kernels (FLASHATTN_HEAD_DIMS: the next compiled size up). On a GPU:
@@ -519,15 +546,15 @@ $(BUILD)/fp8_calibrate: tests/fp8_calibrate.c tests/fp8_attn.h $(TEST_DEPS) | $(
 .PHONY: fp8-calibrate
 fp8-calibrate: $(BUILD)/fp8_calibrate
 	$(BUILD)/fp8_calibrate $(FP8_CAL_FLAGS)
-# The same test with the quantizer's kernels run on the CPU (tests/emu_fp8_quant.py; slow:
-# every CUDA thread is an OS thread, so --quick sizes).
+# The same test's quantizer part with the quantizer's kernels run on the CPU (tests/emu_fp8_quant.py:
+# cut out of the header, which the emulator does not compile; --quick sizes).
 $(BUILD)/test_gpu_fp8_emu: tests/test_gpu_fp8.cu tests/emu_fp8_quant.py tests/emu_common.py tests/emu_cuda.h tests/cuda_check.h $(TEST_DEPS) flashattn_cuda.cuh | $(BUILD)
 	mkdir -p $(BUILD)/emu_fp8 && python3 tests/emu_fp8_quant.py $(BUILD)/emu_fp8
 	$(CXX) -std=c++20 -O1 -I$(CUDA_INC) -o $@ $(BUILD)/emu_fp8/test_gpu_fp8_emu.cpp -lpthread
 .PHONY: test-gpu-emu-fp8
 test-gpu-emu-fp8: $(BUILD)/test_gpu_fp8_emu
 	$(BUILD)/test_gpu_fp8_emu --quick
-# The sm_80 forward's dropout step (fa__sm80_dropout) on a warp of 32 OS threads, its keep bits
+# The sm_80 forward's dropout step (fa__sm80_dropout) on a warp of 32 fibers, its keep bits
 # against fa__dropout_keep (tests/emu_fwd_dropout.py; seconds).
 $(BUILD)/test_fwd_dropout_emu: tests/emu_fwd_dropout.py tests/emu_common.py tests/emu_cuda.h flashattn_cuda.cuh flashattn.h | $(BUILD)
 	mkdir -p $(BUILD)/emu_dropout && python3 tests/emu_fwd_dropout.py $(BUILD)/emu_dropout

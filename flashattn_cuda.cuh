@@ -233,9 +233,12 @@
      FLASHATTN_CUDA_EMU    (undefined; tests only) compile only what the
                            backward needs, without PTX or launches of its
                            own: tests/emu_cuda.h defines it, the wrappers of
-                           >>gpu-ptx and >>hopper-ptx and FA__BWD_LAUNCH, and
+                           >>gpu-ptx and >>hopper-ptx and FA__LAUNCH, and
                            runs the backward's kernels, sm_80 and sm_90a, on
-                           the CPU (make test-gpu-emu).
+                           the CPU (make test-gpu-emu). With
+                           FLASHATTN_CUDA_EMU_FWD the forward's kernels and
+                           fa_forward_cuda too; decode and the quantizer
+                           never.
    Names that begin FA__ or fa__ are internal: not configuration, and not
    stable (the sm_90a ablation switches FA__SM90_* included).
    Setting FLASHATTN_BLOCK_M, _BLOCK_N or _WARPS applies it to every head
@@ -254,6 +257,18 @@
 
 /* The device-side rounding helpers and the FLASHATTN_HD qualifier come from
    flashattn.h's implementation. */
+
+/* What the CPU emulator (FLASHATTN_CUDA_EMU) leaves out: the forward,
+   unless FLASHATTN_CUDA_EMU_FWD. */
+#if defined(FLASHATTN_CUDA_EMU) && !defined(FLASHATTN_CUDA_EMU_FWD)
+#define FA__EMU_NO_FWD 1
+#else
+#define FA__EMU_NO_FWD 0
+#endif
+/* A launch of kern(args): the emulator (tests/emu_cuda.h) defines its own. */
+#ifndef FA__LAUNCH
+#define FA__LAUNCH(kern, grid, block, smem, stream, ...) kern<<<grid, block, smem, stream>>>(__VA_ARGS__)
+#endif
 
 /* ============================================================================
    >>gpu-ptx  THE PTX WE USE
@@ -508,7 +523,7 @@ static __device__ __forceinline__ int fa__bm_next_q(const fa__bmask &m, int b, i
     return INT_MAX;
 }
 
-#ifndef FLASHATTN_CUDA_EMU /* the emulated backward needs none of the forward */
+#if !FA__EMU_NO_FWD /* (the emulated backward needs none of the forward) */
 /* ============================================================================
    >>gpu-fwd  THE FORWARD KERNEL
    ============================================================================ */
@@ -827,6 +842,7 @@ static __device__ __forceinline__ float fa__quad_sum(float v)
    the same instructions without ftz, and each adds a test for subnormals
    and a rescale around it: 3 to 5 instructions a row on the epilogue's
    path, where every instruction counts (fa__finish_rows). */
+#ifndef FLASHATTN_CUDA_EMU
 static __device__ __forceinline__ float fa__lg2_ftz(float x)
 {
     float r;
@@ -839,6 +855,7 @@ static __device__ __forceinline__ float fa__rcp_ftz(float x)
     asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
     return r;
 }
+#endif
 /* L = m ln 2 + ln l of query row i (natural log; -inf for a row that saw no
    key), when the caller asked for L: its [b, h, i] slot, or [h, token] with
    cu_seqlens. l is the row's whole sum (the quad already reduced). */
@@ -1081,7 +1098,7 @@ fa__fwd_kernel_sm80(const fa__fwd_params p)
     static_assert(BM % (16 * WARPS) == 0, "BLOCK_M must be a multiple of 16 * WARPS");
     static_assert(BN % 16 == 0 && D % 32 == 0, "BLOCK_N % 16, head dim % 32");
 
-    extern __shared__ __align__(128) uint16_t fa__smem[];
+    extern __shared__ __align__(128) uint8_t fa__smem[];
     const uint32_t sQ = (uint32_t)__cvta_generic_to_shared(fa__smem);
     const uint32_t sK = sQ + 2u * BM * D;          /* two stages of BN x D */
     const uint32_t sV = sK + 2u * 2u * BN * D;     /* two stages of BN x D */
@@ -1549,6 +1566,7 @@ __host__ __device__ constexpr int fa__sm90_producer_regs(bool fp8) { return fp8 
 
 #if FA__SM90A
 /* ---- >>hopper-ptx  mbarrier, TMA, wgmma, setmaxnreg ---- */
+#ifndef FLASHATTN_CUDA_EMU /* (tests/emu_cuda90.h defines these wrappers) */
 static __device__ __forceinline__ void fa__mbar_init(uint32_t bar, uint32_t count)
 {
     asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count));
@@ -1724,6 +1742,7 @@ static __device__ __forceinline__ uint4 fa__ld_shared128(uint32_t addr)
                  : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(addr) : "memory");
     return v;
 }
+#endif /* FLASHATTN_CUDA_EMU */
 /* The descriptor of the matrix `bytes` (a multiple of 16) further on: the
    start address is the low 14 bits, in 16-byte units, and a shared-memory
    address (< 228 KB) never carries out of them, so one 32-bit add of the
@@ -1735,6 +1754,7 @@ static __device__ __forceinline__ uint64_t fa__wg_desc_step(uint64_t desc, uint3
     return (desc & 0xFFFFFFFF00000000ull) | (uint32_t)((uint32_t)desc + (bytes >> 4));
 }
 
+#ifndef FLASHATTN_CUDA_EMU
 /* wgmma m64nNk16 with fp32 accumulators d[N / 2] per thread. The asm needs
    one operand per accumulator register, so the register lists are spelled
    out: mechanical text, the same instruction for every N. acc = 0 on the
@@ -1826,6 +1846,7 @@ FA__WGMMA_N(80, 40, "40", "41", "42", "43", "44", "45")
 FA__WGMMA_N(128, 64, "64", "65", "66", "67", "68", "69")
 FA__WGMMA_N(176, 88, "88", "89", "90", "91", "92", "93")
 FA__WGMMA_N(256, 128, "128", "129", "130", "131", "132", "133")
+#endif /* FLASHATTN_CUDA_EMU */
 
 /* Copy one R x D tile (rows [row, row + R) of a [b][h][row][col] tensor)
    into shared memory at dst in the swizzled layout, signalling bar. Run by
@@ -3484,7 +3505,7 @@ static constexpr fa__config fa__config_for(int d, int family)
     };
 }
 
-#endif /* FLASHATTN_CUDA_EMU */
+#endif /* !FA__EMU_NO_FWD */
 
 /* The head dims compiled (FLASHATTN_HEAD_DIMS); the backward's dispatch reads
    them too, so they stand outside the emulator's fence. */
@@ -3541,7 +3562,7 @@ static fa_status fa__ws_free(const char *fn, void *ws, cudaStream_t st, fa_statu
 typedef struct fa__gpu {
     int family, smem_optin, sms, coop;
 } fa__gpu;
-#ifndef FLASHATTN_CUDA_EMU
+#if !FA__EMU_NO_FWD
 
 /* (for fa__fwd_kernel_sm80: a device of compute capability 9.0 or later
    runs family 0's shapes, see fa__gpu's family in fa_forward_cuda) */
@@ -3583,7 +3604,7 @@ static fa_status fa__launch_fwd_kernel(const char *fn, const fa__fwd_params &p, 
     /* Idempotent and cheap; set on every call rather than cached per device. */
     e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (e != cudaSuccess) return fa__cuda_fail(fn, e, "cudaFuncSetAttribute");
-    kern<<<grid, WARPS * 32, smem, stream>>>(p);
+    FA__LAUNCH(kern, grid, WARPS * 32, smem, stream, p);
     e = cudaGetLastError();
     if (e != cudaSuccess) return fa__cuda_fail(fn, e, "kernel launch");
     return FA_OK;
@@ -3702,6 +3723,7 @@ static int fa__sm90_launches, fa__sm90_disable, fa__sm90_grid_cap, fa__sm90_shap
 #define FA__SM90_OFF 0
 #endif
 
+#ifndef FLASHATTN_CUDA_EMU /* (tests/emu_cuda90.h has its own maps) */
 /* cuTensorMapEncodeTiled is a driver function; looking it up through the
    runtime avoids linking libcuda. Looked up once (a benign race: every
    thread stores the same pointer). */
@@ -3740,6 +3762,7 @@ static int fa__tma_map(CUtensorMap *m, const void *base, int bf16, int cols, int
                CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS;
 }
+#endif /* FLASHATTN_CUDA_EMU */
 
 /* Take head dim D's shape for long rows (see fa__sm90_shape)? From its
    keys / keys_masked: d 64 from 2048 keys, or 8192 under a causal / window
@@ -3939,8 +3962,8 @@ static fa_status fa__launch_fwd_sm90_kernel(const char *fn, const fa__fwd_params
 #ifdef FLASHATTN_TEST_HOOKS
     if (PERSIST && fa__sm90_grid_cap > 0 && blocks > fa__sm90_grid_cap) blocks = fa__sm90_grid_cap; /* any mask */
 #endif
-    kern<<<blocks, 128 * (WG + FA__SM90_WARPSPEC), smem, stream>>>(
-        tm, p, m_blocks, batch, fa__sm90_walk_for(WG, p, m_blocks, batch, blocks >= tiles, flat, gpu.sms));
+    FA__LAUNCH(kern, blocks, 128 * (WG + FA__SM90_WARPSPEC), smem, stream, tm, p, m_blocks, batch,
+               fa__sm90_walk_for(WG, p, m_blocks, batch, blocks >= tiles, flat, gpu.sms));
     e = cudaGetLastError();
     if (e != cudaSuccess) return fa__cuda_fail(fn, e, "kernel launch");
 #ifdef FLASHATTN_TEST_HOOKS
@@ -4106,7 +4129,7 @@ static fa_status fa__dispatch_fp8(const char *fn, const fa__fwd_params &p, int b
 }
 #endif
 
-#endif /* FLASHATTN_CUDA_EMU */
+#endif /* !FA__EMU_NO_FWD */
 
 /* A tensor the kernel reads or writes with 16-byte accesses: its rows must
    start on 16-byte boundaries. */
@@ -4126,10 +4149,6 @@ static fa_status fa__check_rows_aligned(const char *fn, const char *name, const 
                         (long long)t->head_stride, (int)m + 1);
     return FA_OK;
 }
-/* A launch of kern(arg): the emulator (tests/emu_cuda.h) defines its own. */
-#ifndef FA__BWD_LAUNCH
-#define FA__BWD_LAUNCH(kern, grid, block, smem, stream, ...) kern<<<grid, block, smem, stream>>>(__VA_ARGS__)
-#endif
 
 /* ---- >>gpu-bsparse-host  a block mask's lists, sorted on the device ----
    (fa_forward_cuda and fa_backward_cuda; outside the forward's section:
@@ -4248,6 +4267,7 @@ __global__ void __launch_bounds__(1024) fa__bm_order_kernel(const Count count, i
     __syncthreads(); /* the starts are in place */
     for (int t = tid; t < n; t += 1024) order[atomicAdd(&bin[bin_of(t)], 1)] = t;
 }
+#endif /* FLASHATTN_CUDA_EMU */
 /* The forward's tiles (m_block, h, b; fa__sm90_sched's tile_coords
    numbering, 128-row tiles): the count of their row's listed blocks. */
 struct fa__bm_tile_count {
@@ -4259,7 +4279,6 @@ struct fa__bm_tile_count {
         return m.cnt[fa__bm_mask(m, b, h) * m.q_blocks + I];
     }
 };
-#endif
 /* Bytes of workspace a block mask of resolved r needs (0 without one):
    the sorted lists and bitmaps, and the order of `items` work items */
 static size_t fa__bm_workspace(const fa_problem *r, int64_t items)
@@ -4311,7 +4330,7 @@ static cudaError_t fa__bm_prepare(const fa_problem *r, void *ws, cudaStream_t st
     src.cbits = (uint32_t *)((char *)ws + sz[0] + sz[1] + sz[2]);
     src.q_blocks = fa__blocks(r->seqlen_q, m->block_q);
     if ((e = cudaMemsetAsync(src.cbits, 0, sz[3], st)) != cudaSuccess) return e;
-    FA__BWD_LAUNCH(fa__bm_rows_kernel, (unsigned)((src.rows * 32 + 255) / 256), 256, 0, st, src);
+    FA__LAUNCH(fa__bm_rows_kernel, (unsigned)((src.rows * 32 + 255) / 256), 256, 0, st, src);
     bm->cnt = src.out_cnt;
     bm->idx = src.out_idx;
     bm->order = (int32_t *)((char *)src.cbits + sz[3]);
@@ -4327,7 +4346,7 @@ static cudaError_t fa__bm_prepare(const fa_problem *r, void *ws, cudaStream_t st
     return cudaGetLastError();
 }
 
-#ifndef FLASHATTN_CUDA_EMU /* the emulated backward needs none of the rest */
+#if !FA__EMU_NO_FWD /* (the emulated backward needs none of the forward's API) */
 
 /* The sm_90a forward's tiles under a block mask, most listed blocks first,
    into the workspace's tile order (bm->order, after fa__bm_prepare). */
@@ -4336,8 +4355,8 @@ static cudaError_t fa__fwd_bm_order(const fa_problem *r, const fa__bmask *bm, cu
     /* (more tiles than an int holds never reach the sm_90a kernel: fa__launch_fwd_sm90) */
     const int64_t tiles = (int64_t)bm->q_blocks * r->heads_q * r->batch;
     const fa__bm_tile_count count = {*bm, r->heads_q};
-    fa__bm_order_kernel<<<1, 1024, 0, st>>>(count, tiles <= INT32_MAX ? (int)tiles : 0, bm->k_blocks + 1,
-                                            (int32_t *)bm->order);
+    FA__LAUNCH(fa__bm_order_kernel<fa__bm_tile_count>, 1, 1024, 0, st, count,
+               tiles <= INT32_MAX ? (int)tiles : 0, bm->k_blocks + 1, (int32_t *)bm->order);
     return cudaGetLastError();
 }
 
@@ -4525,7 +4544,9 @@ FLASHATTN_DEF fa_status fa_forward_cuda(const fa_problem *p, fa_tensor q, fa_ten
 #ifdef __cplusplus
 }
 #endif
+#endif /* !FA__EMU_NO_FWD */
 
+#ifndef FLASHATTN_CUDA_EMU /* (decode and the quantizer are not emulated) */
 #ifndef FLASHATTN_NO_DECODE
 /* ============================================================================
    >>decode  flash-decoding: split-KV, GQA packing, paged KV caches
@@ -6332,7 +6353,7 @@ template <bool BF16> static __device__ __forceinline__ float2 fa__bwd_unpack2(ui
     memcpy(&v, &u, 4);
     return __half22float2(v);
 }
-#ifndef FLASHATTN_CUDA_EMU /* the emulator defines these two (and FA__BWD_LAUNCH, >>gpu-bsparse-host) */
+#ifndef FLASHATTN_CUDA_EMU /* the emulator defines these two (and FA__LAUNCH, >>gpu-bsparse-host) */
 /* 4-byte asynchronous copy (L and D of a query block); src_bytes 0 zero-fills. */
 static __device__ __forceinline__ void fa__bwd_cp_async4(uint32_t dst, const void *src, int src_bytes)
 {
@@ -8063,7 +8084,7 @@ static fa_status fa__bwd_launch_main(const fa__bwd_params &kp, const fa__bwd_pla
     void (*kern)(const fa__bwd_params) = fa__bwd_kernel_sm80<BF16, D, BR, BC, NWARPS, WD, SOFTCAP>;
     FA__BWD_CUDA_TRY(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)pl.smem));
     dim3 grid((kp.seqlen_k + BC - 1) / BC, kp.hkv, kp.batch);
-    FA__BWD_LAUNCH(kern, grid, NWARPS * 32, pl.smem, st, kp);
+    FA__LAUNCH(kern, grid, NWARPS * 32, pl.smem, st, kp);
     FA__BWD_CUDA_TRY(cudaGetLastError());
     return FA_OK;
 }
@@ -8104,7 +8125,7 @@ static cudaError_t fa__bwd_sm90_order(const fa__bwd_params &kp, const fa__bwd_pl
     const int64_t units = (int64_t)nblk * kp.hkv * kp.batch;
     if (units > INT32_MAX) return cudaSuccess; /* (never the sm_90a kernel: fa__bwd_launch_sm90) */
     const fa__bwd_unit_count count = {kp.bm, nblk, pl.bc, kp.hkv, kp.group};
-    FA__BWD_LAUNCH(fa__bm_order_kernel<fa__bwd_unit_count>, 1, 1024, 0, st, count, (int)units,
+    FA__LAUNCH(fa__bm_order_kernel<fa__bwd_unit_count>, 1, 1024, 0, st, count, (int)units,
                    kp.bm.q_blocks * kp.group + 1, order);
     return cudaGetLastError();
 }
@@ -8181,7 +8202,7 @@ static fa_status fa__bwd_launch_sm90(const fa__bwd_params &kp, const fa__gpu &gp
             kr.det_rot = 0;
         }
     }
-    if (!launched) FA__BWD_LAUNCH(kern, grid, 384, smem, st, tm, kr);
+    if (!launched) FA__LAUNCH(kern, grid, 384, smem, st, tm, kr);
     FA__BWD_CUDA_TRY(cudaGetLastError());
 #ifdef FLASHATTN_TEST_HOOKS
     fa__bwd_sm90_launches++;
@@ -8213,7 +8234,7 @@ static fa_status fa__bwd_run(const fa__bwd_params &kp, const fa__bwd_plan &pl, c
                              cudaStream_t st) {
     dim3 rows_grid((kp.seqlen_q + 7) / 8, kp.hq, kp.batch);
     dim3 pad_grid(((kp.acc_sq ? kp.acc_sq : kp.seqlen_q) + 7) / 8, kp.hq, kp.batch); /* + padding rows */
-    FA__BWD_LAUNCH(fa__bwd_preprocess_kernel<BF16>, pad_grid, 256, 0, st, kp);
+    FA__LAUNCH(fa__bwd_preprocess_kernel<BF16>, pad_grid, 256, 0, st, kp);
     FA__BWD_CUDA_TRY(cudaGetLastError());
     fa_status s = FA_OK;
     int ran = 0;
@@ -8242,7 +8263,7 @@ static fa_status fa__bwd_run(const fa__bwd_params &kp, const fa__bwd_plan &pl, c
     fa__bwd_params kc = kp; /* the sm_90a kernel at D 64, 128 left the accumulator tiled, */
     kc.acc_tiled = ran && pl.D <= 128;
     kc.deterministic = kp.deterministic && !kc.acc_tiled; /* and summed in order: slice 0 holds dQ */
-    FA__BWD_LAUNCH(fa__bwd_dq_convert_kernel<BF16>, rows_grid, 256, 0, st, kc);
+    FA__LAUNCH(fa__bwd_dq_convert_kernel<BF16>, rows_grid, 256, 0, st, kc);
     FA__BWD_CUDA_TRY(cudaGetLastError());
     return FA_OK;
 }

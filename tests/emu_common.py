@@ -1,6 +1,6 @@
 """tests/emu_common.py - what the generators of the emulated tests share (tests/emu_*.py):
-the GPU header's text, and tests/emu_cuda.h's thread model (each CUDA thread an OS thread,
-the runtime calls on host memory) without the backward section it includes at its end."""
+the GPU header's text, and tests/emu_cuda.h's thread model (each CUDA thread a fiber,
+the runtime calls on host memory) without the sm_90a part and the GPU header it includes at its end."""
 import os
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -12,8 +12,8 @@ def cuda_header():
 
 
 def thread_model(extra):
-    """emu_cuda.h up to its backward section, without __CUDA_ARCH__ (what follows is host code
+    """emu_cuda.h up to its sm_90a part and the header, without __CUDA_ARCH__ (what follows is host code
     to the compiler), then extra: the definitions a test adds."""
     e = open(os.path.join(HERE, "emu_cuda.h")).read()
     e = e.replace("#define __CUDA_ARCH__ 900\n", "")
-    return e[:e.index("/* the backward section itself */")] + extra + "\n\n#endif\n"
+    return e[:e.index("#ifdef FA_EMU_NO_SM90")] + extra + "\n\n#endif\n"

@@ -1,34 +1,39 @@
-/* tests/emu_cuda.h - run the GPU backward kernels on the CPU, for machines
-   (CI, a laptop) without a GPU.
+/* tests/emu_cuda.h - run the GPU kernels on the CPU, for machines (CI, a
+   laptop) without a GPU: the backward, and with FLASHATTN_CUDA_EMU_FWD
+   defined first the forward (sm_80 and sm_90a kernels, FP8 included).
 
-   A small emulation of exactly what flashattn_cuda.cuh's >>backward section
-   uses: the CUDA runtime calls (host memory stands in for device memory),
-   threadIdx/blockIdx, __syncthreads, __shfl_xor_sync, atomicAdd, and the
-   warp-level instructions mma.sync m16n8k16, ldmatrix (.trans) and cp.async.
-   Each CUDA thread is an OS thread; a CTA's threads run together (blocks one
-   after another), warp-collective instructions meet at a per-warp barrier and
-   exchange operands through a per-warp scratch area, so the fragment layouts,
-   swizzles and index arithmetic of the real kernels are what gets tested.
-   cp.async completes immediately, so missing waits are NOT detected here
-   (compute-sanitizer racecheck on the device does that).
+   A small emulation of exactly what flashattn_cuda.cuh's kernels use: the
+   CUDA runtime calls (host memory stands in for device memory),
+   threadIdx/blockIdx, __syncthreads, the warp shuffles and votes, atomics,
+   and the warp-level instructions mma.sync m16n8k16, ldmatrix (.trans),
+   stmatrix and cp.async. Each CUDA thread is a fiber on the calling OS
+   thread; a CTA's threads run together (blocks one after another), each
+   until it waits, and warp-collective instructions meet at a per-warp
+   barrier and exchange operands through a per-warp scratch area, so the
+   fragment layouts, swizzles and index arithmetic of the real kernels are
+   what gets tested. cp.async completes immediately, so missing waits are
+   NOT detected here (compute-sanitizer racecheck on the device does that).
 
    At its end this header includes flashattn_cuda.cuh itself with
    FLASHATTN_CUDA_EMU defined: the header then compiles only the backward
-   section and what it uses (>>gpu-smem, the checks), without its PTX
-   wrappers (defined here) and with its launches going through
-   FA__BWD_LAUNCH (emu_launch here).
+   section (and the forward's, FLASHATTN_CUDA_EMU_FWD) and what they use
+   (>>gpu-smem, the checks), without its PTX wrappers (defined here) and
+   with its launches going through FA__LAUNCH (emu_launch here). Decode and
+   the quantizer are not emulated.
 
-   The sm_90a backward kernel runs too (FA_EMU_NO_SM90 leaves it out, as
-   FLASHATTN_NO_HOPPER): its mbarriers (arrivals, transaction bytes and
-   phases, waited on by parity), TMA box loads (the 128-byte swizzle, zeros
-   outside the tensor), 1-d bulk loads and bulk reduce-adds complete at
-   once; named barriers are real; wgmma is a warpgroup-collective product
-   computed from the operands its descriptors address in the swizzled
-   shared memory (K-major or MN-major) or from the threads' A fragments, its
-   accumulators in the threads' registers in the instruction's layout. So
-   the descriptors, swizzles, fragment layouts and the roles' handshakes
-   are tested; timing (what wait_group and the fences order) is not.
-   Build: make test-gpu-emu. */
+   The sm_90a kernels run too (FA_EMU_NO_SM90 leaves them out, as
+   FLASHATTN_NO_HOPPER; tests/emu_cuda90.h): mbarriers (arrivals,
+   transaction bytes and phases, waited on by parity), TMA box loads (the
+   128-byte swizzle, zeros outside the tensor) and stores (clipped to it),
+   1-d bulk loads and bulk reduce-adds complete at once; named barriers are
+   real; wgmma (16-bit and e4m3) is a warpgroup-collective product computed
+   from the operands its descriptors address in the swizzled shared memory
+   (K-major or MN-major; the 128- or 64-byte swizzle) or from the threads'
+   A fragments, its accumulators in the threads' registers in the
+   instruction's layout. So the descriptors, swizzles, fragment layouts and
+   the roles' handshakes are tested; timing (what wait_group and the fences
+   order) is not.
+   Build and run: make test-gpu-emu. */
 #ifndef FLASHATTN_TESTS_EMU_CUDA_H
 #define FLASHATTN_TESTS_EMU_CUDA_H
 
@@ -36,14 +41,15 @@
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
 
-#include <barrier>
+#include <chrono>
+#include <functional>
+#include <ucontext.h>
 #include <cmath>
-#include <condition_variable>
+#include <cstdio>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
-#include <thread>
 #include <vector>
 
 /* ---- runtime: definitions of the few calls used (host memory for device
@@ -79,8 +85,13 @@ cudaError_t CUDARTAPI cudaGetDeviceProperties(struct cudaDeviceProp *p, int) {
     p->major = 9; p->minor = 0;
     return cudaSuccess;
 }
+cudaError_t CUDARTAPI cudaDeviceSynchronize(void) { return cudaSuccess; }
+/* an H100 / H200 as the launch paths see it: 132 SMs, 227 KB of shared memory a block */
 cudaError_t CUDARTAPI cudaDeviceGetAttribute(int *v, enum cudaDeviceAttr a, int) {
-    *v = a == cudaDevAttrComputeCapabilityMajor ? 9 : 227 * 1024;
+    *v = a == cudaDevAttrComputeCapabilityMajor ? 9
+         : a == cudaDevAttrComputeCapabilityMinor ? 0
+         : a == cudaDevAttrMultiProcessorCount    ? 132
+                                                   : 227 * 1024;
     return cudaSuccess;
 }
 template <typename F> static inline cudaError_t cudaFuncSetAttribute(F *, enum cudaFuncAttribute, int) {
@@ -103,11 +114,96 @@ template <typename F> static inline cudaError_t cudaFuncSetAttribute(F *, enum c
 #define __shared__
 #define __CUDA_ARCH__ 900
 
-static thread_local dim3 threadIdx;
+/* The running CUDA thread's index: set by the scheduler at every switch. */
+static dim3 threadIdx;
 static dim3 blockIdx_g, blockDim, gridDim;
 #define blockIdx blockIdx_g
-static std::barrier<> *emu_block_bar;
-static std::vector<std::barrier<> *> emu_warp_bar, emu_wg_bar; /* (warpgroups: 128 threads) */
+
+/* Each CUDA thread of a CTA is a fiber (its own stack) on the launching OS
+   thread; a thread runs until it waits (a barrier, a warp-collective's
+   meeting point, an mbarrier, a poll of global memory), where it yields to
+   the next (round robin). (One OS thread a CUDA thread spent most of its
+   time in the OS's scheduler.) The switch saves the callee-saved registers
+   on the old stack and takes the new one's: on x86-64 in a few
+   instructions, elsewhere with ucontext (whose swapcontext makes a system
+   call). */
+#if defined(__x86_64__)
+extern "C" void emu_switch(void **save_sp, void *sp);
+__asm__(".text\n.globl emu_switch\n.type emu_switch,@function\nemu_switch:\n"
+        "pushq %rbp\npushq %rbx\npushq %r12\npushq %r13\npushq %r14\npushq %r15\n"
+        "movq %rsp, (%rdi)\nmovq %rsi, %rsp\n"
+        "popq %r15\npopq %r14\npopq %r13\npopq %r12\npopq %rbx\npopq %rbp\nret\n"
+        ".size emu_switch, .-emu_switch\n");
+struct emu_ctx {
+    void *sp;
+};
+static inline void emu_ctx_switch(emu_ctx *from, emu_ctx *to) { emu_switch(&from->sp, to->sp); }
+/* a fresh stack whose first switch "returns" into entry (which never returns) */
+static inline void emu_ctx_make(emu_ctx *c, char *stack, size_t size, void (*entry)(void)) {
+    void **top = (void **)(((uintptr_t)(stack + size)) & ~(uintptr_t)15);
+    *--top = nullptr; /* (entry's return address slot: it never returns) */
+    *--top = (void *)entry;
+    for (int i = 0; i < 6; i++) *--top = nullptr; /* rbp, rbx, r12-r15 */
+    c->sp = top;
+}
+#else
+struct emu_ctx {
+    ucontext_t uc;
+};
+static inline void emu_ctx_switch(emu_ctx *from, emu_ctx *to) { swapcontext(&from->uc, &to->uc); }
+static inline void emu_ctx_make(emu_ctx *c, char *stack, size_t size, void (*entry)(void)) {
+    getcontext(&c->uc);
+    c->uc.uc_stack.ss_sp = stack;
+    c->uc.uc_stack.ss_size = size;
+    c->uc.uc_link = nullptr;
+    makecontext(&c->uc, entry, 0);
+}
+#endif
+struct emu_fiber {
+    emu_ctx ctx;
+    char *stack;
+    bool done;
+};
+static std::vector<emu_fiber> emu_fibers;
+static emu_ctx emu_sched_ctx;
+static int emu_cur; /* the running fiber */
+/* A wait that lasts this long is a hang (a barrier nobody completes): the
+   test fails instead of stalling CI. */
+#ifndef EMU_HANG_SECONDS
+#define EMU_HANG_SECONDS 300
+#endif
+static inline void emu_hang(const char *what, unsigned id) {
+    fprintf(stderr, "emulator: %s %u waited %d s: a hang, aborting\n", what, id, EMU_HANG_SECONDS);
+    abort();
+}
+static inline void emu_yield() { emu_ctx_switch(&emu_fibers[(size_t)emu_cur].ctx, &emu_sched_ctx); }
+/* yield until ready() holds (the clock read every 4096 turns, from the 4096th) */
+template <class F> static inline void emu_wait_until(F ready, const char *what, unsigned id) {
+    std::chrono::steady_clock::time_point t0;
+    for (unsigned n = 1; !ready(); n++) {
+        emu_yield();
+        if (n % 4096) continue;
+        const auto now = std::chrono::steady_clock::now();
+        if (n == 4096) t0 = now;
+        else if (now - t0 > std::chrono::seconds(EMU_HANG_SECONDS)) emu_hang(what, id);
+    }
+}
+struct emu_barrier {
+    int n, arrived = 0;
+    unsigned gen = 0;
+    explicit emu_barrier(int threads) : n(threads) {}
+    void arrive_and_wait() {
+        const unsigned g = gen;
+        if (++arrived == n) {
+            arrived = 0;
+            gen++;
+        } else {
+            emu_wait_until([&] { return gen != g; }, "barrier of threads", (unsigned)n);
+        }
+    }
+};
+static emu_barrier *emu_block_bar;
+static std::vector<emu_barrier *> emu_warp_bar, emu_wg_bar; /* (warpgroups: 128 threads) */
 static std::mutex emu_atomic_mu;
 /* per-warp scratch for operand exchange: 32 lanes x 8 words */
 static uint32_t emu_scratch[64][32][8];
@@ -151,6 +247,15 @@ static inline unsigned __ldcg(const unsigned *p) {
     return *p;
 }
 static inline int __popc(unsigned x) { return __builtin_popcount(x); }
+static inline unsigned __umulhi(unsigned a, unsigned b) { return (unsigned)(((uint64_t)a * b) >> 32); }
+static inline float __fdividef(float a, float b) { return a / b; }
+/* byte i of the result: byte s[i] of the pair (x the low four, y the high) */
+static inline unsigned __byte_perm(unsigned x, unsigned y, unsigned s) {
+    const uint64_t v = (uint64_t)y << 32 | x;
+    unsigned r = 0;
+    for (int i = 0; i < 4; i++) r |= (unsigned)((v >> (8 * ((s >> (4 * i)) & 7))) & 0xff) << (8 * i);
+    return r;
+}
 static inline int __ffs(int x) { return __builtin_ffs(x); }
 static inline int emu_shfl(int v, int src_lane) {
     uint32_t *s = emu_scratch[emu_warp()][0];
@@ -171,6 +276,7 @@ static inline unsigned __ballot_sync(unsigned, int pred) {
     emu_warp_sync();
     return r;
 }
+static inline int __any_sync(unsigned, int pred) { return __ballot_sync(0xffffffffu, pred) != 0; }
 static inline int __shfl_up_sync(unsigned, int v, int d) { return emu_shfl(v, emu_lane() >= d ? emu_lane() - d : emu_lane()); }
 static inline int min(int a, int b) { return a < b ? a : b; }
 static inline int max(int a, int b) { return a > b ? a : b; }
@@ -178,38 +284,53 @@ static inline size_t __cvta_generic_to_shared(const void *p) {
     return (size_t)((const unsigned char *)p - fa__bwd_smem);
 }
 
-/* Run kernel k over the grid: blockDim.x OS threads, created once per launch,
-   walk the CTAs one after another (all of a CTA's threads run together). */
+/* Run kernel k over the grid: blockDim.x fibers a CTA, the CTAs one after
+   another. */
+static std::function<void()> emu_body;
+static void emu_fiber_main() {
+    emu_body();
+    emu_fibers[(size_t)emu_cur].done = true;
+    emu_yield(); /* (never resumed) */
+    abort();
+}
 template <typename K, typename... A>
 static void emu_launch(K k, dim3 grid, dim3 block, size_t smem, cudaStream_t, const A &...arg) {
+    enum { STACK = 512 * 1024 };
     (void)smem;
     gridDim = grid;
     blockDim = block;
     const int nt = block.x, nw = (nt + 31) / 32;
     const long nblocks = (long)grid.x * grid.y * grid.z;
-    std::barrier<> bb(nt);
+    emu_barrier bb(nt);
     emu_block_bar = &bb;
-    std::vector<std::barrier<> *> wb;
-    for (int w = 0; w < nw; w++) wb.push_back(new std::barrier<>(32));
+    std::vector<emu_barrier *> wb;
+    for (int w = 0; w < nw; w++) wb.push_back(new emu_barrier(32));
     emu_warp_bar = wb;
-    std::vector<std::barrier<> *> gb;
-    for (int w = 0; w + 4 <= nw; w += 4) gb.push_back(new std::barrier<>(128));
+    std::vector<emu_barrier *> gb;
+    for (int w = 0; w + 4 <= nw; w += 4) gb.push_back(new emu_barrier(128));
     emu_wg_bar = gb;
-    std::vector<std::thread> th;
-    for (int t = 0; t < nt; t++)
-        th.emplace_back([&, t] {
-            threadIdx = dim3(t, 0, 0);
-            for (long i = 0; i < nblocks; i++) {
-                bb.arrive_and_wait(); /* everyone finished the previous CTA */
-                if (t == 0) {
-                    blockIdx_g = dim3(i % grid.x, (i / grid.x) % grid.y, i / ((long)grid.x * grid.y));
-                    memset(fa__bwd_smem, 0xA5, sizeof fa__bwd_smem); /* garbage, like real smem */
-                }
-                bb.arrive_and_wait();
-                k(arg...);
+    if (emu_fibers.size() < (size_t)nt) emu_fibers.resize((size_t)nt, emu_fiber{});
+    emu_body = [&] { k(arg...); };
+    for (long i = 0; i < nblocks; i++) {
+        blockIdx_g = dim3(i % grid.x, (i / grid.x) % grid.y, i / ((long)grid.x * grid.y));
+        memset(fa__bwd_smem, 0xA5, sizeof fa__bwd_smem); /* garbage, like real smem */
+        for (int t = 0; t < nt; t++) {
+            emu_fiber &f = emu_fibers[(size_t)t];
+            if (!f.stack) f.stack = (char *)malloc(STACK);
+            emu_ctx_make(&f.ctx, f.stack, STACK, emu_fiber_main);
+            f.done = false;
+        }
+        for (int running = nt; running > 0;) {
+            running = 0;
+            for (int t = 0; t < nt; t++) {
+                if (emu_fibers[(size_t)t].done) continue;
+                emu_cur = t;
+                threadIdx = dim3(t, 0, 0);
+                emu_ctx_switch(&emu_sched_ctx, &emu_fibers[(size_t)t].ctx);
+                running += !emu_fibers[(size_t)t].done;
             }
-        });
-    for (auto &t : th) t.join();
+        }
+    }
     for (auto *b : wb) delete b;
     for (auto *b : gb) delete b;
 }
@@ -221,34 +342,38 @@ static inline float emu_lo(__nv_bfloat16, uint32_t u) { uint32_t x = u << 16; fl
 static inline float emu_hi(__nv_bfloat16, uint32_t u) { uint32_t x = u & 0xffff0000u; float f; memcpy(&f, &x, 4); return f; }
 
 /* mma.sync.m16n8k16.row.col: every lane publishes its A (4) and B (2)
-   registers; each lane then computes its own 4 C elements from the others'. */
+   registers and its C; lane 0 computes all 32 x 4 sums into the others'. */
+static float *emu_mma_c[64][32];
 template <typename T>
 static inline void emu_mma(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
     uint32_t(*s)[8] = emu_scratch[emu_warp()];
-    const int l = emu_lane(), g = l / 4, t = l % 4;
+    const int l = emu_lane();
     for (int i = 0; i < 4; i++) s[l][i] = a[i];
     s[l][4] = b0;
     s[l][5] = b1;
+    emu_mma_c[emu_warp()][l] = c;
     emu_warp_sync();
-    /* A(row, k): held by lane 4*(row%8) + (k%8)/2, register (row/8) + 2*(k/8), half k%2 */
-    auto A = [&](int row, int k) {
-        uint32_t u = s[4 * (row % 8) + (k % 8) / 2][(row / 8) + 2 * (k / 8)];
-        return (k % 2) ? emu_hi(T(), u) : emu_lo(T(), u);
-    };
-    /* B(k, n): lane 4*n + (k%8)/2, register 4 + k/8, half k%2 */
-    auto B = [&](int k, int n) {
-        uint32_t u = s[4 * n + (k % 8) / 2][4 + k / 8];
-        return (k % 2) ? emu_hi(T(), u) : emu_lo(T(), u);
-    };
-    float out[4];
-    for (int e = 0; e < 4; e++) {
-        const int row = g + (e / 2) * 8, col = 2 * t + (e % 2);
-        float acc = c[e];
-        for (int k = 0; k < 16; k++) acc += A(row, k) * B(k, col);
-        out[e] = acc;
+    if (l == 0) {
+        float A[16][16], Bt[8][16]; /* A(row, k), B(k, n) by columns */
+        for (int row = 0; row < 16; row++)
+            for (int k = 0; k < 16; k++) { /* lane 4 (row % 8) + (k % 8) / 2, register row / 8 + 2 (k / 8), half k % 2 */
+                const uint32_t u = s[4 * (row % 8) + (k % 8) / 2][(row / 8) + 2 * (k / 8)];
+                A[row][k] = (k % 2) ? emu_hi(T(), u) : emu_lo(T(), u);
+            }
+        for (int n = 0; n < 8; n++)
+            for (int k = 0; k < 16; k++) { /* lane 4 n + (k % 8) / 2, register 4 + k / 8, half k % 2 */
+                const uint32_t u = s[4 * n + (k % 8) / 2][4 + k / 8];
+                Bt[n][k] = (k % 2) ? emu_hi(T(), u) : emu_lo(T(), u);
+            }
+        for (int ln = 0; ln < 32; ln++)
+            for (int e = 0; e < 4; e++) { /* lane ln's element e: row ln / 4 + 8 (e / 2), column 2 (ln % 4) + e % 2 */
+                const int row = ln / 4 + (e / 2) * 8, col = 2 * (ln % 4) + (e % 2);
+                float acc = emu_mma_c[emu_warp()][ln][e];
+                for (int k = 0; k < 16; k++) acc += A[row][k] * Bt[col][k];
+                emu_mma_c[emu_warp()][ln][e] = acc;
+            }
     }
     emu_warp_sync();
-    for (int e = 0; e < 4; e++) c[e] = out[e];
 }
 template <bool BF16> static inline void fa__mma16816(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
     if (BF16) emu_mma<__nv_bfloat16>(c, a, b0, b1);
@@ -279,6 +404,20 @@ static inline void emu_ldsm(uint32_t r[4], uint32_t addr, bool trans) {
 }
 static inline void fa__ldmatrix_x4(uint32_t r[4], uint32_t addr) { emu_ldsm(r, addr, false); }
 static inline void fa__ldmatrix_x4_trans(uint32_t r[4], uint32_t addr) { emu_ldsm(r, addr, true); }
+/* stmatrix.x4 (ldmatrix.x4's inverse): lane l's r[i] is row l/4, elements
+   2(l%4), 2(l%4)+1 of matrix i, whose row addresses lanes 8i..8i+7 give */
+static inline void fa__stmatrix_x4(uint32_t addr, const uint32_t r[4]) {
+    uint32_t(*s)[8] = emu_scratch[emu_warp()];
+    const int l = emu_lane();
+    s[l][0] = addr;
+    for (int i = 0; i < 4; i++) s[l][1 + i] = r[i];
+    emu_warp_sync();
+    if (l == 0)
+        for (int i = 0; i < 4; i++)
+            for (int src = 0; src < 32; src++)
+                memcpy(fa__bwd_smem + s[8 * i + src / 4][0] + 4 * (src % 4), &s[src][1 + i], 4);
+    emu_warp_sync();
+}
 static inline void fa__cp_async16(uint32_t dst, const void *src, int n) {
     memset(fa__bwd_smem + dst, 0, 16);
     memcpy(fa__bwd_smem + dst, src, n);
@@ -290,9 +429,12 @@ static inline void fa__bwd_cp_async4(uint32_t dst, const void *src, int n) {
 static inline void fa__cp_async_commit() {}
 template <int N> static inline void fa__cp_async_wait() {}
 static inline float fa__exp2(float x) { return exp2f(x); }
+static inline float fa__lg2_ftz(float x) { return log2f(x); }
+static inline float fa__rcp_ftz(float x) { return 1.0f / x; }
+#define fa__smem fa__bwd_smem /* the sm_80 forward's extern shared array */
 static inline uint32_t fa__bwd_smem_u32(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
 
-#define FA__BWD_LAUNCH(kern, grid, block, smem, stream, ...) emu_launch(kern, grid, block, smem, stream, __VA_ARGS__)
+#define FA__LAUNCH(kern, grid, block, smem, stream, ...) emu_launch(kern, grid, block, smem, stream, __VA_ARGS__)
 
 #ifdef FA_EMU_NO_SM90
 #ifndef FLASHATTN_NO_HOPPER

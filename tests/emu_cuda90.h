@@ -1,8 +1,8 @@
-/* tests/emu_cuda90.h - what the sm_90a backward kernel uses beyond
-   tests/emu_cuda.h (which includes this file before flashattn_cuda.cuh;
-   see its first comment): the >>hopper-ptx wrappers, wgmma, and the host's
-   tensor maps and launches. Shared memory is emu_cuda.h's fa__bwd_smem;
-   a shared-memory address is an offset into it. */
+/* tests/emu_cuda90.h - what the sm_90a kernels (the forward's and the
+   backward's) use beyond tests/emu_cuda.h (which includes this file before
+   flashattn_cuda.cuh; see its first comment): the >>hopper-ptx wrappers,
+   wgmma, and the host's tensor maps and launches. Shared memory is
+   emu_cuda.h's fa__bwd_smem; a shared-memory address is an offset into it. */
 #ifndef FLASHATTN_TESTS_EMU_CUDA90_H
 #define FLASHATTN_TESTS_EMU_CUDA90_H
 
@@ -12,11 +12,13 @@
 #include <type_traits>
 
 #define FA__SM90A 1 /* the header's sm_90a device code, compiled for the CPU */
+#define __CUDA_ARCH_FEAT_SM90_ALL 1 /* (so the header's own test gives the same) */
 #ifdef __grid_constant__
 #undef __grid_constant__
 #endif
 #define __grid_constant__
-#define fa__smem90b fa__bwd_smem /* the kernel's extern shared array */
+#define fa__smem90b fa__bwd_smem /* the kernels' extern shared arrays */
+#define fa__smem90 fa__bwd_smem
 #ifndef FLASHATTN_TRACE
 #define FLASHATTN_TRACE(ev, tile, it) ((void)0)
 #endif
@@ -32,8 +34,8 @@ struct emu_mbar {
     unsigned phase; /* parity of the phase in progress */
 };
 static emu_mbar emu_mbars[sizeof fa__bwd_smem / 8];
-static std::mutex emu_mbar_mu;
-static inline void emu_mbar_step(emu_mbar &m, int arrivals, long bytes) {
+static inline void emu_mbar_update(uint32_t bar, int arrivals, long bytes) {
+    emu_mbar &m = emu_mbars[bar / 8];
     m.pending -= arrivals;
     m.tx += bytes;
     if (m.pending == 0 && m.tx == 0) { /* the phase completes; the next begins */
@@ -41,38 +43,15 @@ static inline void emu_mbar_step(emu_mbar &m, int arrivals, long bytes) {
         m.pending = m.count;
     }
 }
-static inline void emu_mbar_update(uint32_t bar, int arrivals, long bytes) {
-    std::lock_guard<std::mutex> g(emu_mbar_mu);
-    emu_mbar_step(emu_mbars[bar / 8], arrivals, bytes);
-}
 static inline void fa__mbar_init(uint32_t bar, uint32_t count) {
-    std::lock_guard<std::mutex> g(emu_mbar_mu);
     emu_mbars[bar / 8] = emu_mbar{(int)count, (int)count, 0, 0};
 }
 static inline void fa__mbar_expect_tx(uint32_t bar, uint32_t bytes) { emu_mbar_update(bar, 1, (long)bytes); }
 static inline void fa__mbar_arrive(uint32_t bar) { emu_mbar_update(bar, 1, 0); }
 static inline void fa__mbar_arrive_n(uint32_t bar, uint32_t n) { emu_mbar_update(bar, (int)n, 0); }
-/* A wait that lasts this long is a hang (a barrier nobody completes): the
-   test fails instead of stalling CI. */
-#ifndef EMU_HANG_SECONDS
-#define EMU_HANG_SECONDS 300
-#endif
-static inline void emu_hang(const char *what, uint32_t id) {
-    fprintf(stderr, "emulator: %s %u waited %d s: a hang, aborting\n", what, id, EMU_HANG_SECONDS);
-    abort();
-}
 /* the phase of this parity has completed: the one in progress has the other */
 static inline void fa__mbar_wait(uint32_t bar, uint32_t parity) {
-    const auto t0 = std::chrono::steady_clock::now();
-    for (;;) {
-        {
-            std::lock_guard<std::mutex> g(emu_mbar_mu);
-            if (emu_mbars[bar / 8].phase != (parity & 1u)) return;
-        }
-        if (std::chrono::steady_clock::now() - t0 > std::chrono::seconds(EMU_HANG_SECONDS))
-            emu_hang("mbarrier at", bar);
-        std::this_thread::yield();
-    }
+    emu_wait_until([&] { return emu_mbars[bar / 8].phase != (parity & 1u); }, "mbarrier at", bar);
 }
 
 /* ---- tensor maps and copies ---------------------------------------------- */
@@ -104,7 +83,7 @@ static inline void fa__tma_load(uint32_t dst, const CUtensorMap *map, int col, i
         for (int c = 0; c < 64; c++) {
             const int64_t rr = (int64_t)row + r, cc = (int64_t)col + c;
             uint16_t v = 0;
-            if (rr < m.dim[1] && cc < m.dim[0] && head < m.dim[2] && batch < m.dim[3])
+            if (rr >= 0 && rr < m.dim[1] && cc >= 0 && cc < m.dim[0] && head < m.dim[2] && batch < m.dim[3])
                 memcpy(&v, m.base + batch * m.stride[2] + head * m.stride[1] + rr * m.stride[0] + 2 * cc, 2);
             memcpy(emu_sm(emu_swz(dst + 128u * r + 2u * c)), &v, 2);
         }
@@ -113,6 +92,20 @@ static inline void fa__tma_load(uint32_t dst, const CUtensorMap *map, int col, i
 static inline void fa__bulk_load(uint32_t dst, const void *src, uint32_t bytes, uint32_t bar) {
     memcpy(emu_sm(dst), src, bytes);
     emu_mbar_update(bar, 0, -(long)bytes);
+}
+/* fa__tma_load's inverse, clipped to the tensor (the forward's epilogue) */
+static inline void fa__tma_store(const CUtensorMap *map, uint32_t src, int col, int row, int head, int batch,
+                                 bool issue) {
+    if (!issue) return;
+    emu_map m;
+    memcpy(&m, map, sizeof m);
+    for (int r = 0; r < m.box_rows; r++)
+        for (int c = 0; c < 64; c++) {
+            const int64_t rr = (int64_t)row + r, cc = (int64_t)col + c;
+            if (rr < 0 || rr >= m.dim[1] || cc >= m.dim[0] || head >= m.dim[2] || batch >= m.dim[3]) continue;
+            memcpy((unsigned char *)m.base + batch * m.stride[2] + head * m.stride[1] + rr * m.stride[0] + 2 * cc,
+                   emu_sm(emu_swz(src + 128u * r + 2u * c)), 2);
+        }
 }
 template <bool ADD> static inline void fa__bulk_store(float *dst, uint32_t src, uint32_t bytes) {
     std::lock_guard<std::mutex> g(emu_atomic_mu);
@@ -132,8 +125,9 @@ template <int N> static inline void fa__setmaxnreg_dec(void) {}
 static inline void fa__fence_async_shared(void) {}
 static inline void fa__fence_async_global(void) {}
 static inline void fa__fence_mbar_init(void) {}
+/* (a poll of another thread's counter: let the others run first) */
 static inline int fa__ld_acquire(const int *p) {
-    std::lock_guard<std::mutex> g(emu_atomic_mu);
+    emu_yield();
     return *p;
 }
 static inline void fa__red_release_add(int *p, int v) {
@@ -141,23 +135,18 @@ static inline void fa__red_release_add(int *p, int v) {
     *p += v;
 }
 struct emu_nbar {
-    std::mutex mu;
-    std::condition_variable cv;
     int arrived = 0;
     unsigned gen = 0;
 };
 static emu_nbar emu_nbars[16];
 static inline void emu_named(int id, int threads, bool wait) {
     emu_nbar &b = emu_nbars[id];
-    std::unique_lock<std::mutex> l(b.mu);
     const unsigned gen = b.gen;
     if (++b.arrived == threads) {
         b.arrived = 0;
         b.gen++;
-        b.cv.notify_all();
     } else if (wait) {
-        if (!b.cv.wait_for(l, std::chrono::seconds(EMU_HANG_SECONDS), [&] { return b.gen != gen; }))
-            emu_hang("named barrier", (uint32_t)id);
+        emu_wait_until([&] { return b.gen != gen; }, "named barrier", (unsigned)id);
     }
 }
 static inline void fa__named_sync(int id, int threads) { emu_named(id, threads, true); }
@@ -178,54 +167,75 @@ static inline uint4 fa__ld_shared128(uint32_t addr) {
     return v;
 }
 
-/* ---- wgmma m64nNk16 -------------------------------------------------------
+/* ---- wgmma m64nNk16 (16-bit) and m64nNk32 (e4m3) -------------------------
    Every thread of the warpgroup publishes its accumulator array (and its
-   A fragment, rs); the warpgroup's first thread computes all 64 x N sums
-   into them. Descriptor: start, leading (LBO) and stride (SBO) byte
-   offsets, 128-byte swizzle. K-major element (r, k): row r of 128 bytes,
-   8-row groups SBO apart. MN-major element (mn, k): mn along the row,
-   64-element blocks LBO apart, k the row, 8-row groups SBO apart. */
-static float *emu_wg_d[4][128];
-static uint32_t emu_wg_a[4][128][4];
-static inline uint32_t emu_desc_addr(uint64_t desc, int mn_major, int mn, int k) {
+   A fragment, rs); the warpgroup's first thread reads both operands into
+   fp32 arrays and computes all 64 x N sums into them. Descriptor: start,
+   leading (LBO) and stride (SBO) byte offsets, 128-byte swizzle (or the
+   64-byte one, layout type 2, K-major only). K-major element (r, k): row r
+   of 128 bytes (64), 8-row groups SBO apart. MN-major
+   element (mn, k), 16-bit only: mn along the row, 64-element blocks LBO
+   apart, k the row, 8-row groups SBO apart. */
+static float *emu_wg_d[5][128];
+static uint32_t emu_wg_a[5][128][4];
+static inline uint32_t emu_desc_addr(uint64_t desc, int mn_major, int mn, int k, int esz = 2) {
     const uint32_t start = (uint32_t)(desc & 0x3FFFu) << 4, lbo = (uint32_t)((desc >> 16) & 0x3FFFu) << 4,
                    sbo = (uint32_t)((desc >> 32) & 0x3FFFu) << 4;
+    if ((desc >> 62) == 2) { /* the 64-byte swizzle (FP8's Vt at 64-key blocks), K-major: 64-byte rows */
+        const uint32_t a = start + (uint32_t)(mn / 8) * sbo + (uint32_t)(mn % 8) * 64 + (uint32_t)(esz * k);
+        return a ^ (((a >> 7) & 3u) << 4);
+    }
     const uint32_t a = mn_major ? start + (uint32_t)(mn / 64) * lbo + (uint32_t)(k / 8) * sbo + (uint32_t)(k % 8) * 128 +
                                       2u * (uint32_t)(mn % 64)
-                                : start + (uint32_t)(mn / 8) * sbo + (uint32_t)(mn % 8) * 128 + 2u * (uint32_t)k;
+                                : start + (uint32_t)(mn / 8) * sbo + (uint32_t)(mn % 8) * 128 + (uint32_t)(esz * k);
     return emu_swz(a);
 }
 /* TY's 16-bit type (0 f16, 1 bf16), for emu_cuda.h's emu_lo / emu_hi */
 template <int TY> using emu_t16 = typename std::conditional<TY == 1, __nv_bfloat16, __half>::type;
-template <int TY> static inline float emu_sm16(uint32_t addr) {
+/* element value of type TY (2: e4m3) at a shared-memory address */
+template <int TY> static inline float emu_elem(uint32_t addr) {
+    if (TY == 2) return fa__e4m3_to_f32(*emu_sm(addr));
     uint16_t u;
     memcpy(&u, emu_sm(addr), 2);
     return emu_lo(emu_t16<TY>(), u);
 }
+/* A from registers: the mma.sync A fragment of warp m / 16 (16-bit: lane
+   4 (m % 8) + (k % 8) / 2, register (m % 16) / 8 + 2 (k / 8), half k % 2;
+   e4m3: lane 4 (m % 8) + (k % 16) / 4, register (m % 16) / 8 + 2 (k / 16),
+   byte k % 4) */
+template <int TY> static inline float emu_frag_a(const uint32_t (*a)[4], int m, int k) {
+    if (TY == 2) {
+        const uint32_t u = a[32 * (m / 16) + 4 * (m % 8) + (k % 16) / 4][(m % 16) / 8 + 2 * (k / 16)];
+        return fa__e4m3_to_f32((uint8_t)(u >> (8 * (k % 4))));
+    }
+    const uint32_t u = a[32 * (m / 16) + 4 * (m % 8) + (k % 8) / 2][(m % 16) / 8 + 2 * (k / 8)];
+    return k % 2 ? emu_hi(emu_t16<TY>(), u) : emu_lo(emu_t16<TY>(), u);
+}
 /* a_regs: A from the threads' fragments (rs), else descriptor a, MN-major
-   when tr; B: descriptor b, MN-major when tr or rs */
+   when tr; B: descriptor b, MN-major when tr or (16-bit) rs; e4m3 takes
+   both K-major */
 template <int TY>
 static void emu_wgmma(int n, float *d, uint64_t a, const uint32_t *a_regs, uint64_t b, int acc, int tr) {
+    constexpr int K = TY == 2 ? 32 : 16, ESZ = TY == 2 ? 1 : 2;
     const int wg = (int)threadIdx.x / 128, T = (int)threadIdx.x % 128;
     emu_wg_d[wg][T] = d;
     if (a_regs)
         for (int i = 0; i < 4; i++) emu_wg_a[wg][T][i] = a_regs[i];
     emu_wg_bar[wg]->arrive_and_wait();
     if (T == 0) {
-        auto A = [&](int m, int k) -> float {
-            if (!a_regs) return emu_sm16<TY>(emu_desc_addr(a, tr, m, k));
-            /* the mma.sync A fragment of warp m / 16: lane 4 (m % 8) + (k % 8) / 2,
-               register (m % 16) / 8 + 2 (k / 8), half k % 2 */
-            const uint32_t u = emu_wg_a[wg][32 * (m / 16) + 4 * (m % 8) + (k % 8) / 2][(m % 16) / 8 + 2 * (k / 8)];
-            return k % 2 ? emu_hi(emu_t16<TY>(), u) : emu_lo(emu_t16<TY>(), u);
-        };
-        auto B = [&](int k, int col) { return emu_sm16<TY>(emu_desc_addr(b, tr || a_regs, col, k)); };
+        static float A[64][K], Bt[256][K]; /* (B by columns: the sums read rows) */
+        for (int m = 0; m < 64; m++)
+            for (int k = 0; k < K; k++)
+                A[m][k] = a_regs ? emu_frag_a<TY>(emu_wg_a[wg], m, k) : emu_elem<TY>(emu_desc_addr(a, tr, m, k, ESZ));
+        const int b_mn = TY != 2 && (tr || a_regs);
+        for (int k = 0; k < K; k++)
+            for (int col = 0; col < n; col++) Bt[col][k] = emu_elem<TY>(emu_desc_addr(b, b_mn, col, k, ESZ));
         for (int th = 0; th < 128; th++) {
             const int w = th / 32, g = (th % 32) / 4, t = th % 4;
             for (int i = 0; i < n / 2; i++) {
                 const int row = 16 * w + g + 8 * ((i >> 1) & 1), col = 8 * (i >> 2) + 2 * t + (i & 1);
                 float sum = acc ? emu_wg_d[wg][th][i] : 0.f;
-                for (int k = 0; k < 16; k++) sum += A(row, k) * B(k, col);
+                for (int k = 0; k < K; k++) sum += A[row][k] * Bt[col][k];
                 emu_wg_d[wg][th][i] = sum;
             }
         }
@@ -233,7 +243,7 @@ static void emu_wgmma(int n, float *d, uint64_t a, const uint32_t *a_regs, uint6
     emu_wg_bar[wg]->arrive_and_wait();
 }
 template <int N, int TY> struct fa__wgmma {
-    static_assert(TY == 0 || TY == 1, "the emulator has the 16-bit products only");
+    static_assert(TY >= 0 && TY <= 2, "f16, bf16 or e4m3");
     template <int TR = 0> static inline void ss(float (&d)[N / 2], uint64_t a, uint64_t b, int acc) {
         emu_wgmma<TY>(N, d, a, nullptr, b, acc, TR);
     }
@@ -241,6 +251,10 @@ template <int N, int TY> struct fa__wgmma {
         emu_wgmma<TY>(N, d, 0, a, b, acc, 0);
     }
 };
+/* two e4m3 codes, lo in the low byte (cvt.rn.satfinite.e4m3x2.f32) */
+static inline uint32_t fa__cvt_e4m3x2(float lo, float hi) {
+    return (uint32_t)fa__f32_to_e4m3(lo) | (uint32_t)fa__f32_to_e4m3(hi) << 8;
+}
 
 /* ---- the deterministic kernels' mailbox (the header's is PTX) ------------ */
 static inline void fa__bwd_sm90_post(uint32_t mail, int64_t blk, int tile, int jb, int ib, int h, int b) {

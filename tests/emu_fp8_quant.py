@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """tests/emu_fp8_quant.py OUTDIR - tests/test_gpu_fp8.cu with fa_quantize_cuda's kernels run
-on the CPU (no GPU needed), through tests/emu_cuda.h's thread model: every CUDA thread an OS
-thread, __syncthreads and __shfl_xor_sync emulated. It checks the kernels' row layout, Hadamard
+on the CPU (no GPU needed), through tests/emu_cuda.h's thread model: every CUDA thread a
+fiber, __syncthreads and __shfl_xor_sync emulated. It checks the kernels' row layout, Hadamard
 stages, amax reduction and block indexing against the CPU fa_quantize bit for bit. The e4m3
 rounding is the software one (the sm_89+ cvt instruction is not emulated), and the test's
 attention cases and refusals are left out (FA_TEST_QUANT_ONLY). Writes OUTDIR/emu_cuda_fp8.h,
@@ -30,14 +30,13 @@ open(os.path.join(out, "fp8_quant.inc"), "w").write(sec)
 e = thread_model("""
 static inline float __uint_as_float(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
 static inline uint32_t __float_as_uint(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
-/* (cudaMemset and cudaMemsetAsync: emu_cuda.h's own) */
+/* (cudaMemset, cudaMemsetAsync and cudaDeviceSynchronize: emu_cuda.h's own) */
 static inline unsigned atomicMax(unsigned *p, unsigned v) {
     std::lock_guard<std::mutex> g(emu_atomic_mu);
     unsigned o = *p;
     if (v > o) *p = v;
     return o;
 }
-cudaError_t CUDARTAPI cudaDeviceSynchronize(void) { return cudaSuccess; }
 static fa_status fa__cuda_fail(const char *fn, cudaError_t, const char *what) {
     return fa__fail(FA_ERROR_CUDA, "%s: %s", fn, what);
 }

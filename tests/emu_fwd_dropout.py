@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """tests/emu_fwd_dropout.py OUTDIR - the sm_80 forward's dropout step (fa__sm80_dropout, cut out
-of flashattn_cuda.cuh) run on the CPU by a warp of 32 OS threads (tests/emu_cuda.h's), against
+of flashattn_cuda.cuh) run on the CPU by a warp of 32 fibers (tests/emu_cuda.h's), against
 fa__dropout_keep (the CPU rule) for every score of a thread's fragments: the same keep bits, no
 GPU needed. Writes OUTDIR/emu_cuda_warp.h and OUTDIR/test_fwd_dropout_emu.cpp; build the last with
   c++ -std=c++20 -O1 -I<cuda include> -o OUT OUTDIR/test_fwd_dropout_emu.cpp -lpthread

@@ -3,6 +3,9 @@
 
    Build and run: make test-gpu (needs a GPU). Options:
      --quick   a smaller size list (used under compute-sanitizer)
+   Built with -DFA_EMU (make test-gpu-emu) the kernels run on the CPU
+   instead (tests/emu_cuda.h): no GPU needed, slow (make test runs the
+   cases of the Makefile's EMU_FWD_CASES, FA_TEST_ONLY).
    Every case: inputs drawn anew; compared with the fp64 reference AND with
    the CPU fa_forward on the same inputs; O and L poisoned with NaN before the call;
    afterwards every element that should be written is checked finite and
@@ -14,6 +17,10 @@
 #define FLASHATTN_IMPLEMENTATION
 #define FLASHATTN_TEST_HOOKS /* count sm_90a launches; run each case on the sm_80 kernel too */
 #include "../flashattn.h"
+#ifdef FA_EMU /* the kernels on the CPU (make test-gpu-emu): see tests/emu_cuda.h */
+#define FLASHATTN_CUDA_EMU_FWD
+#include "emu_cuda.h"
+#endif
 #include "reference.h"
 #include "bmask_lists.h"
 #include "shard.h"

@@ -395,8 +395,8 @@ static void test_sm90_steps(int softcap)
     const size_t bytes = sizeof(float) * 128 * STEPS_OUT;
     float *out = (float *)malloc(bytes);
     CK(cudaMalloc((void **)&a.out, bytes));
-    if (softcap) FA__BWD_LAUNCH(sm90_steps_kernel<true>, dim3(1), dim3(128), 0, 0, a);
-    else FA__BWD_LAUNCH(sm90_steps_kernel<false>, dim3(1), dim3(128), 0, 0, a);
+    if (softcap) FA__LAUNCH(sm90_steps_kernel<true>, dim3(1), dim3(128), 0, 0, a);
+    else FA__LAUNCH(sm90_steps_kernel<false>, dim3(1), dim3(128), 0, 0, a);
     CK(cudaGetLastError());
     CK(cudaMemcpy(out, a.out, bytes, cudaMemcpyDeviceToHost));
     int bad_keep = 0, bad = 0;
