@@ -127,7 +127,7 @@ static dim3 blockIdx_g, blockDim, gridDim;
    on the old stack and takes the new one's: on x86-64 in a few
    instructions, elsewhere with ucontext (whose swapcontext makes a system
    call). */
-#if defined(__x86_64__)
+#if defined(__x86_64__) && !defined(EMU_UCONTEXT) /* (EMU_UCONTEXT: the portable switch) */
 extern "C" void emu_switch(void **save_sp, void *sp);
 __asm__(".text\n.globl emu_switch\n.type emu_switch,@function\nemu_switch:\n"
         "pushq %rbp\npushq %rbx\npushq %r12\npushq %r13\npushq %r14\npushq %r15\n"
@@ -287,6 +287,8 @@ static inline size_t __cvta_generic_to_shared(const void *p) {
 /* Run kernel k over the grid: blockDim.x fibers a CTA, the CTAs one after
    another. */
 static std::function<void()> emu_body;
+static void emu_cta_begin(void); /* tests/emu_cuda90.h: the sm_90a state a CTA starts from */
+static void emu_cta_end(void);   /* and what it must have finished */
 static void emu_fiber_main() {
     emu_body();
     emu_fibers[(size_t)emu_cur].done = true;
@@ -314,6 +316,7 @@ static void emu_launch(K k, dim3 grid, dim3 block, size_t smem, cudaStream_t, co
     for (long i = 0; i < nblocks; i++) {
         blockIdx_g = dim3(i % grid.x, (i / grid.x) % grid.y, i / ((long)grid.x * grid.y));
         memset(fa__bwd_smem, 0xA5, sizeof fa__bwd_smem); /* garbage, like real smem */
+        emu_cta_begin();
         for (int t = 0; t < nt; t++) {
             emu_fiber &f = emu_fibers[(size_t)t];
             if (!f.stack) f.stack = (char *)malloc(STACK);
@@ -330,6 +333,7 @@ static void emu_launch(K k, dim3 grid, dim3 block, size_t smem, cudaStream_t, co
                 running += !emu_fibers[(size_t)t].done;
             }
         }
+        emu_cta_end();
     }
     for (auto *b : wb) delete b;
     for (auto *b : gb) delete b;
@@ -440,6 +444,8 @@ static inline uint32_t fa__bwd_smem_u32(const void *p) { return (uint32_t)__cvta
 #ifndef FLASHATTN_NO_HOPPER
 #define FLASHATTN_NO_HOPPER
 #endif
+static void emu_cta_begin(void) {}
+static void emu_cta_end(void) {}
 #else
 #include "emu_cuda90.h"
 #endif

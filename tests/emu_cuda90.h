@@ -117,8 +117,6 @@ template <bool READ> static inline void fa__bulk_wait(void) {}
 
 /* ---- fences, registers, barriers, plain shared-memory accesses ----------- */
 static inline void fa__wgmma_fence(void) {}
-static inline void fa__wgmma_commit(void) {}
-template <int N> static inline void fa__wgmma_wait(void) {}
 template <int N> static inline void fa__fence_regs(float (&)[N]) {}
 template <int N> static inline void fa__setmaxnreg_inc(void) {}
 template <int N> static inline void fa__setmaxnreg_dec(void) {}
@@ -168,16 +166,21 @@ static inline uint4 fa__ld_shared128(uint32_t addr) {
 }
 
 /* ---- wgmma m64nNk16 (16-bit) and m64nNk32 (e4m3) -------------------------
-   Every thread of the warpgroup publishes its accumulator array (and its
-   A fragment, rs); the warpgroup's first thread reads both operands into
-   fp32 arrays and computes all 64 x N sums into them. Descriptor: start,
-   leading (LBO) and stride (SBO) byte offsets, 128-byte swizzle (or the
-   64-byte one, layout type 2, K-major only). K-major element (r, k): row r
-   of 128 bytes (64), 8-row groups SBO apart. MN-major
-   element (mn, k), 16-bit only: mn along the row, 64-element blocks LBO
-   apart, k the row, 8-row groups SBO apart. */
-static float *emu_wg_d[5][128];
-static uint32_t emu_wg_a[5][128][4];
+   Asynchronous as on the GPU: an issued product is only recorded (with
+   each thread's accumulator and A-fragment arrays); the commits group
+   them, and wgmma.wait_group N (a warpgroup-collective here) computes
+   every product of the groups but the newest N. So a product reads its
+   shared-memory operands and A registers, and writes its accumulators,
+   when the kernel waits for it: a kernel that reads an accumulator, or
+   overwrites an operand (a stage released, P repacked), before that wait
+   computes with the wrong values, as on the GPU.
+   The warpgroup's first thread reads both operands into fp32 arrays and
+   computes all 64 x N sums into the threads' accumulators. Descriptor:
+   start, leading (LBO) and stride (SBO) byte offsets, 128-byte swizzle (or
+   the 64-byte one, layout type 2, K-major only). K-major element (r, k):
+   row r of 128 bytes (64), 8-row groups SBO apart. MN-major element (mn,
+   k), 16-bit only: mn along the row, 64-element blocks LBO apart, k the
+   row, 8-row groups SBO apart. */
 static inline uint32_t emu_desc_addr(uint64_t desc, int mn_major, int mn, int k, int esz = 2) {
     const uint32_t start = (uint32_t)(desc & 0x3FFFu) << 4, lbo = (uint32_t)((desc >> 16) & 0x3FFFu) << 4,
                    sbo = (uint32_t)((desc >> 32) & 0x3FFFu) << 4;
@@ -193,62 +196,114 @@ static inline uint32_t emu_desc_addr(uint64_t desc, int mn_major, int mn, int k,
 /* TY's 16-bit type (0 f16, 1 bf16), for emu_cuda.h's emu_lo / emu_hi */
 template <int TY> using emu_t16 = typename std::conditional<TY == 1, __nv_bfloat16, __half>::type;
 /* element value of type TY (2: e4m3) at a shared-memory address */
-template <int TY> static inline float emu_elem(uint32_t addr) {
-    if (TY == 2) return fa__e4m3_to_f32(*emu_sm(addr));
+static inline float emu_elem(int ty, uint32_t addr) {
+    if (ty == 2) return fa__e4m3_to_f32(*emu_sm(addr));
     uint16_t u;
     memcpy(&u, emu_sm(addr), 2);
-    return emu_lo(emu_t16<TY>(), u);
+    return ty == 1 ? emu_lo(__nv_bfloat16(), u) : emu_lo(__half(), u);
 }
 /* A from registers: the mma.sync A fragment of warp m / 16 (16-bit: lane
    4 (m % 8) + (k % 8) / 2, register (m % 16) / 8 + 2 (k / 8), half k % 2;
    e4m3: lane 4 (m % 8) + (k % 16) / 4, register (m % 16) / 8 + 2 (k / 16),
    byte k % 4) */
-template <int TY> static inline float emu_frag_a(const uint32_t (*a)[4], int m, int k) {
-    if (TY == 2) {
+static inline float emu_frag_a(int ty, const uint32_t *const *a, int m, int k) {
+    if (ty == 2) {
         const uint32_t u = a[32 * (m / 16) + 4 * (m % 8) + (k % 16) / 4][(m % 16) / 8 + 2 * (k / 16)];
         return fa__e4m3_to_f32((uint8_t)(u >> (8 * (k % 4))));
     }
     const uint32_t u = a[32 * (m / 16) + 4 * (m % 8) + (k % 8) / 2][(m % 16) / 8 + 2 * (k / 8)];
-    return k % 2 ? emu_hi(emu_t16<TY>(), u) : emu_lo(emu_t16<TY>(), u);
+    if (ty == 1) return k % 2 ? emu_hi(__nv_bfloat16(), u) : emu_lo(__nv_bfloat16(), u);
+    return k % 2 ? emu_hi(__half(), u) : emu_lo(__half(), u);
 }
-/* a_regs: A from the threads' fragments (rs), else descriptor a, MN-major
-   when tr; B: descriptor b, MN-major when tr or (16-bit) rs; e4m3 takes
-   both K-major */
-template <int TY>
-static void emu_wgmma(int n, float *d, uint64_t a, const uint32_t *a_regs, uint64_t b, int acc, int tr) {
-    constexpr int K = TY == 2 ? 32 : 16, ESZ = TY == 2 ? 1 : 2;
-    const int wg = (int)threadIdx.x / 128, T = (int)threadIdx.x % 128;
-    emu_wg_d[wg][T] = d;
-    if (a_regs)
-        for (int i = 0; i < 4; i++) emu_wg_a[wg][T][i] = a_regs[i];
-    emu_wg_bar[wg]->arrive_and_wait();
-    if (T == 0) {
-        static float A[64][K], Bt[256][K]; /* (B by columns: the sums read rows) */
-        for (int m = 0; m < 64; m++)
-            for (int k = 0; k < K; k++)
-                A[m][k] = a_regs ? emu_frag_a<TY>(emu_wg_a[wg], m, k) : emu_elem<TY>(emu_desc_addr(a, tr, m, k, ESZ));
-        const int b_mn = TY != 2 && (tr || a_regs);
+/* one issued product: its shape and operands, every thread's arrays */
+struct emu_wg_op {
+    int n, ty, acc, tr, rs;
+    uint64_t a, b;
+    float *d[128];
+    const uint32_t *ar[128];
+};
+struct emu_wg_queue {
+    std::vector<emu_wg_op> ops;     /* issued, not yet computed: ops[0] is product number `done` */
+    std::vector<long> group_end;    /* per commit: the number of products issued before it */
+    long done = 0, issued[128] = {}, commits[128] = {};
+};
+static emu_wg_queue emu_wgq[5];
+static inline void emu_wg_compute(const emu_wg_op &o) {
+    const int K = o.ty == 2 ? 32 : 16, esz = o.ty == 2 ? 1 : 2;
+    static float A[64][32], Bt[256][32]; /* (B by columns: the sums read rows) */
+    for (int m = 0; m < 64; m++)
         for (int k = 0; k < K; k++)
-            for (int col = 0; col < n; col++) Bt[col][k] = emu_elem<TY>(emu_desc_addr(b, b_mn, col, k, ESZ));
-        for (int th = 0; th < 128; th++) {
-            const int w = th / 32, g = (th % 32) / 4, t = th % 4;
-            for (int i = 0; i < n / 2; i++) {
-                const int row = 16 * w + g + 8 * ((i >> 1) & 1), col = 8 * (i >> 2) + 2 * t + (i & 1);
-                float sum = acc ? emu_wg_d[wg][th][i] : 0.f;
-                for (int k = 0; k < K; k++) sum += A[row][k] * Bt[col][k];
-                emu_wg_d[wg][th][i] = sum;
-            }
+            A[m][k] = o.rs ? emu_frag_a(o.ty, o.ar, m, k) : emu_elem(o.ty, emu_desc_addr(o.a, o.tr, m, k, esz));
+    const int b_mn = o.ty != 2 && (o.tr || o.rs); /* (16-bit rs: B MN-major; e4m3: K-major) */
+    for (int k = 0; k < K; k++)
+        for (int col = 0; col < o.n; col++) Bt[col][k] = emu_elem(o.ty, emu_desc_addr(o.b, b_mn, col, k, esz));
+    for (int th = 0; th < 128; th++) {
+        const int w = th / 32, g = (th % 32) / 4, t = th % 4;
+        for (int i = 0; i < o.n / 2; i++) {
+            const int row = 16 * w + g + 8 * ((i >> 1) & 1), col = 8 * (i >> 2) + 2 * t + (i & 1);
+            float sum = o.acc ? o.d[th][i] : 0.f;
+            for (int k = 0; k < K; k++) sum += A[row][k] * Bt[col][k];
+            o.d[th][i] = sum;
+        }
+    }
+}
+/* a thread's part of a product: the same shape from every thread of the warpgroup */
+static void emu_wgmma(int ty, int n, float *d, uint64_t a, const uint32_t *a_regs, uint64_t b, int acc, int tr) {
+    const int wg = (int)threadIdx.x / 128, T = (int)threadIdx.x % 128;
+    emu_wg_queue &q = emu_wgq[wg];
+    const long i = q.issued[T]++ - q.done;
+    if ((long)q.ops.size() <= i) {
+        emu_wg_op o = {};
+        o.n = n; o.ty = ty; o.acc = acc; o.tr = tr; o.rs = a_regs != nullptr; o.a = a; o.b = b;
+        q.ops.push_back(o);
+    }
+    emu_wg_op &o = q.ops[(size_t)i];
+    if (o.n != n || o.ty != ty || o.acc != acc || o.tr != tr || o.rs != (a_regs != nullptr) || o.b != b ||
+        (!a_regs && o.a != a)) {
+        fprintf(stderr, "emulator: warpgroup %d: thread %d issued another product than thread 0\n", wg, T);
+        abort();
+    }
+    o.d[T] = d;
+    o.ar[T] = a_regs;
+}
+static inline void fa__wgmma_commit(void) {
+    emu_wg_queue &q = emu_wgq[threadIdx.x / 128];
+    const int T = (int)threadIdx.x % 128;
+    if ((long)q.group_end.size() <= q.commits[T]) q.group_end.push_back(q.issued[T]);
+    q.commits[T]++;
+}
+/* every product of the groups committed but the newest N, computed */
+template <int N> static inline void fa__wgmma_wait(void) {
+    const int wg = (int)threadIdx.x / 128;
+    emu_wg_queue &q = emu_wgq[wg];
+    emu_wg_bar[wg]->arrive_and_wait(); /* (every thread's part is in) */
+    if (threadIdx.x % 128 == 0 && (long)q.group_end.size() > N) {
+        const long upto = q.group_end[q.group_end.size() - 1 - N];
+        for (; q.done < upto; q.done++) {
+            emu_wg_compute(q.ops.front());
+            q.ops.erase(q.ops.begin());
         }
     }
     emu_wg_bar[wg]->arrive_and_wait();
 }
+static void emu_cta_begin(void) {
+    for (auto &q : emu_wgq) q = emu_wg_queue();
+}
+static void emu_cta_end(void) {
+    for (int wg = 0; wg < 5; wg++)
+        if (!emu_wgq[wg].ops.empty()) {
+            fprintf(stderr, "emulator: warpgroup %d ended with %zu products not waited for\n", wg,
+                    emu_wgq[wg].ops.size());
+            abort();
+        }
+}
 template <int N, int TY> struct fa__wgmma {
     static_assert(TY >= 0 && TY <= 2, "f16, bf16 or e4m3");
     template <int TR = 0> static inline void ss(float (&d)[N / 2], uint64_t a, uint64_t b, int acc) {
-        emu_wgmma<TY>(N, d, a, nullptr, b, acc, TR);
+        emu_wgmma(TY, N, d, a, nullptr, b, acc, TR);
     }
     static inline void rs(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t b, int acc) {
-        emu_wgmma<TY>(N, d, 0, a, b, acc, 0);
+        emu_wgmma(TY, N, d, 0, a, b, acc, 0);
     }
 };
 /* two e4m3 codes, lo in the low byte (cvt.rn.satfinite.e4m3x2.f32) */
