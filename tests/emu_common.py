@@ -16,4 +16,5 @@ def thread_model(extra):
     to the compiler), then extra: the definitions a test adds."""
     e = open(os.path.join(HERE, "emu_cuda.h")).read()
     e = e.replace("#define __CUDA_ARCH__ 900\n", "")
-    return e[:e.index("#ifdef FA_EMU_NO_SM90")] + extra + "\n\n#endif\n"
+    hooks = "static void emu_cta_begin(void) {}\nstatic void emu_cta_end(void) {}\n"  # (no sm_90a state)
+    return e[:e.index("#ifdef FA_EMU_NO_SM90")] + hooks + extra + "\n\n#endif\n"

@@ -11,8 +11,14 @@
    until it waits, and warp-collective instructions meet at a per-warp
    barrier and exchange operands through a per-warp scratch area, so the
    fragment layouts, swizzles and index arithmetic of the real kernels are
-   what gets tested. cp.async completes immediately, so missing waits are
-   NOT detected here (compute-sanitizer racecheck on the device does that).
+   what gets tested. Asynchronous copies and products complete as late as
+   their waits allow: cp.async at the wait_group retiring its group, TMA
+   and bulk loads when a thread waits on their mbarrier, TMA and bulk
+   stores at their thread's bulk wait, wgmma at its wait_group; so data
+   read before its wait, or a buffer rewritten before the wait of what
+   reads it, shows in the results. (Timing itself is not modelled: a race
+   that needs a particular interleaving may pass; compute-sanitizer's
+   racecheck on the device remains the check for those.)
 
    At its end this header includes flashattn_cuda.cuh itself with
    FLASHATTN_CUDA_EMU defined: the header then compiles only the backward
@@ -25,14 +31,13 @@
    FLASHATTN_NO_HOPPER; tests/emu_cuda90.h): mbarriers (arrivals,
    transaction bytes and phases, waited on by parity), TMA box loads (the
    128-byte swizzle, zeros outside the tensor) and stores (clipped to it),
-   1-d bulk loads and bulk reduce-adds complete at once; named barriers are
-   real; wgmma (16-bit and e4m3) is a warpgroup-collective product computed
-   from the operands its descriptors address in the swizzled shared memory
-   (K-major or MN-major; the 128- or 64-byte swizzle) or from the threads'
-   A fragments, its accumulators in the threads' registers in the
-   instruction's layout. So the descriptors, swizzles, fragment layouts and
-   the roles' handshakes are tested; timing (what wait_group and the fences
-   order) is not.
+   1-d bulk loads and bulk reduce-adds; named barriers; wgmma (16-bit and
+   e4m3) as a warpgroup-collective product computed from the operands its
+   descriptors address in the swizzled shared memory (K-major or MN-major;
+   the 128- or 64-byte swizzle) or from the threads' A fragments, its
+   accumulators in the threads' registers in the instruction's layout. So
+   the descriptors, swizzles, fragment layouts and the roles' handshakes
+   are tested; the fences are no-ops.
    Build and run: make test-gpu-emu. */
 #ifndef FLASHATTN_TESTS_EMU_CUDA_H
 #define FLASHATTN_TESTS_EMU_CUDA_H
@@ -287,6 +292,7 @@ static inline size_t __cvta_generic_to_shared(const void *p) {
 /* Run kernel k over the grid: blockDim.x fibers a CTA, the CTAs one after
    another. */
 static std::function<void()> emu_body;
+static void emu_cp_reset(int threads); /* (below) no cp.async pending */
 static void emu_cta_begin(void); /* tests/emu_cuda90.h: the sm_90a state a CTA starts from */
 static void emu_cta_end(void);   /* and what it must have finished */
 static void emu_fiber_main() {
@@ -316,6 +322,7 @@ static void emu_launch(K k, dim3 grid, dim3 block, size_t smem, cudaStream_t, co
     for (long i = 0; i < nblocks; i++) {
         blockIdx_g = dim3(i % grid.x, (i / grid.x) % grid.y, i / ((long)grid.x * grid.y));
         memset(fa__bwd_smem, 0xA5, sizeof fa__bwd_smem); /* garbage, like real smem */
+        emu_cp_reset(nt);
         emu_cta_begin();
         for (int t = 0; t < nt; t++) {
             emu_fiber &f = emu_fibers[(size_t)t];
@@ -422,16 +429,43 @@ static inline void fa__stmatrix_x4(uint32_t addr, const uint32_t r[4]) {
                 memcpy(fa__bwd_smem + s[8 * i + src / 4][0] + 4 * (src % 4), &s[src][1 + i], 4);
     emu_warp_sync();
 }
-static inline void fa__cp_async16(uint32_t dst, const void *src, int n) {
-    memset(fa__bwd_smem + dst, 0, 16);
-    memcpy(fa__bwd_smem + dst, src, n);
+/* cp.async: a thread's copies land at its cp.async.wait_group that
+   retires their commit group (shared memory read before it holds what
+   was there before); copies no wait retired are dropped at the CTA's end. */
+struct emu_cp {
+    uint32_t dst, size;
+    const void *src;
+    int n;
+};
+struct emu_cp_queue {
+    std::vector<emu_cp> cps;    /* issued, not yet landed */
+    std::vector<size_t> groups; /* per commit still pending: how many of cps it closes */
+};
+static emu_cp_queue emu_cpq[1024];
+static void emu_cp_reset(int threads) {
+    for (int t = 0; t < threads; t++) emu_cpq[t] = emu_cp_queue();
 }
-static inline void fa__bwd_cp_async4(uint32_t dst, const void *src, int n) {
-    memset(fa__bwd_smem + dst, 0, 4);
-    memcpy(fa__bwd_smem + dst, src, n);
+static inline void emu_cp_issue(uint32_t dst, uint32_t size, const void *src, int n) {
+    emu_cpq[threadIdx.x].cps.push_back({dst, size, src, n});
 }
-static inline void fa__cp_async_commit() {}
-template <int N> static inline void fa__cp_async_wait() {}
+static inline void fa__cp_async16(uint32_t dst, const void *src, int n) { emu_cp_issue(dst, 16, src, n); }
+static inline void fa__bwd_cp_async4(uint32_t dst, const void *src, int n) { emu_cp_issue(dst, 4, src, n); }
+static inline void fa__cp_async_commit() {
+    emu_cp_queue &q = emu_cpq[threadIdx.x];
+    q.groups.push_back(q.cps.size());
+}
+template <int N> static inline void fa__cp_async_wait() {
+    emu_cp_queue &q = emu_cpq[threadIdx.x];
+    if (q.groups.size() <= (size_t)N) return;
+    const size_t upto = q.groups[q.groups.size() - 1 - N]; /* the copies of every group but the newest N */
+    for (size_t i = 0; i < upto; i++) {
+        memset(fa__bwd_smem + q.cps[i].dst, 0, q.cps[i].size);
+        memcpy(fa__bwd_smem + q.cps[i].dst, q.cps[i].src, (size_t)q.cps[i].n);
+    }
+    q.cps.erase(q.cps.begin(), q.cps.begin() + (long)upto);
+    q.groups.erase(q.groups.begin(), q.groups.end() - N);
+    for (auto &g : q.groups) g -= upto;
+}
 static inline float fa__exp2(float x) { return exp2f(x); }
 static inline float fa__lg2_ftz(float x) { return log2f(x); }
 static inline float fa__rcp_ftz(float x) { return 1.0f / x; }

@@ -8,6 +8,7 @@
 
 #include <cudaTypedefs.h> /* CUtensorMap (a 128-byte blob: emu_map below lives in it) */
 #include <chrono>
+#include <functional>
 #include <cstdio>
 #include <type_traits>
 
@@ -50,8 +51,31 @@ static inline void fa__mbar_expect_tx(uint32_t bar, uint32_t bytes) { emu_mbar_u
 static inline void fa__mbar_arrive(uint32_t bar) { emu_mbar_update(bar, 1, 0); }
 static inline void fa__mbar_arrive_n(uint32_t bar, uint32_t n) { emu_mbar_update(bar, (int)n, 0); }
 /* the phase of this parity has completed: the one in progress has the other */
+/* TMA and bulk loads land when a thread waits on their barrier (below), so
+   shared memory read before that wait holds what was there before */
+struct emu_load {
+    uint32_t bar;
+    long bytes;
+    std::function<void()> copy;
+};
+static std::vector<emu_load> emu_loads;
+static inline void emu_land(uint32_t bar) {
+    for (size_t i = 0; i < emu_loads.size();)
+        if (emu_loads[i].bar == bar) {
+            emu_loads[i].copy();
+            emu_mbar_update(bar, 0, -emu_loads[i].bytes);
+            emu_loads.erase(emu_loads.begin() + (long)i);
+        } else {
+            i++;
+        }
+}
 static inline void fa__mbar_wait(uint32_t bar, uint32_t parity) {
-    emu_wait_until([&] { return emu_mbars[bar / 8].phase != (parity & 1u); }, "mbarrier at", bar);
+    emu_wait_until(
+        [&] {
+            emu_land(bar);
+            return emu_mbars[bar / 8].phase != (parity & 1u);
+        },
+        "mbarrier at", bar);
 }
 
 /* ---- tensor maps and copies ---------------------------------------------- */
@@ -79,41 +103,54 @@ static inline void fa__tma_load(uint32_t dst, const CUtensorMap *map, int col, i
                                 uint32_t bar) {
     emu_map m;
     memcpy(&m, map, sizeof m);
-    for (int r = 0; r < m.box_rows; r++)
-        for (int c = 0; c < 64; c++) {
-            const int64_t rr = (int64_t)row + r, cc = (int64_t)col + c;
-            uint16_t v = 0;
-            if (rr >= 0 && rr < m.dim[1] && cc >= 0 && cc < m.dim[0] && head < m.dim[2] && batch < m.dim[3])
-                memcpy(&v, m.base + batch * m.stride[2] + head * m.stride[1] + rr * m.stride[0] + 2 * cc, 2);
-            memcpy(emu_sm(emu_swz(dst + 128u * r + 2u * c)), &v, 2);
-        }
-    emu_mbar_update(bar, 0, -(long)m.box_rows * 128);
+    emu_loads.push_back({bar, (long)m.box_rows * 128, [=] {
+                             for (int r = 0; r < m.box_rows; r++)
+                                 for (int c = 0; c < 64; c++) {
+                                     const int64_t rr = (int64_t)row + r, cc = (int64_t)col + c;
+                                     uint16_t v = 0;
+                                     if (rr >= 0 && rr < m.dim[1] && cc >= 0 && cc < m.dim[0] && head < m.dim[2] &&
+                                         batch < m.dim[3])
+                                         memcpy(&v, m.base + batch * m.stride[2] + head * m.stride[1] +
+                                                        rr * m.stride[0] + 2 * cc, 2);
+                                     memcpy(emu_sm(emu_swz(dst + 128u * r + 2u * c)), &v, 2);
+                                 }
+                         }});
 }
 static inline void fa__bulk_load(uint32_t dst, const void *src, uint32_t bytes, uint32_t bar) {
-    memcpy(emu_sm(dst), src, bytes);
-    emu_mbar_update(bar, 0, -(long)bytes);
+    emu_loads.push_back({bar, (long)bytes, [=] { memcpy(emu_sm(dst), src, bytes); }});
 }
+/* Stores (TMA and bulk) read shared memory when their thread waits for its
+   bulk groups (fa__bulk_wait), so a buffer rewritten before that wait
+   stores the new values; a CTA that ends with a store not waited for
+   aborts (emu_cta_end). */
+static std::vector<std::function<void()>> emu_stores[640];
 /* fa__tma_load's inverse, clipped to the tensor (the forward's epilogue) */
 static inline void fa__tma_store(const CUtensorMap *map, uint32_t src, int col, int row, int head, int batch,
                                  bool issue) {
     if (!issue) return;
     emu_map m;
     memcpy(&m, map, sizeof m);
-    for (int r = 0; r < m.box_rows; r++)
-        for (int c = 0; c < 64; c++) {
-            const int64_t rr = (int64_t)row + r, cc = (int64_t)col + c;
-            if (rr < 0 || rr >= m.dim[1] || cc >= m.dim[0] || head >= m.dim[2] || batch >= m.dim[3]) continue;
-            memcpy((unsigned char *)m.base + batch * m.stride[2] + head * m.stride[1] + rr * m.stride[0] + 2 * cc,
-                   emu_sm(emu_swz(src + 128u * r + 2u * c)), 2);
-        }
+    emu_stores[threadIdx.x].push_back([=] {
+        for (int r = 0; r < m.box_rows; r++)
+            for (int c = 0; c < 64; c++) {
+                const int64_t rr = (int64_t)row + r, cc = (int64_t)col + c;
+                if (rr < 0 || rr >= m.dim[1] || cc >= m.dim[0] || head >= m.dim[2] || batch >= m.dim[3]) continue;
+                memcpy((unsigned char *)m.base + batch * m.stride[2] + head * m.stride[1] + rr * m.stride[0] + 2 * cc,
+                       emu_sm(emu_swz(src + 128u * r + 2u * c)), 2);
+            }
+    });
 }
 template <bool ADD> static inline void fa__bulk_store(float *dst, uint32_t src, uint32_t bytes) {
-    std::lock_guard<std::mutex> g(emu_atomic_mu);
-    const float *s = (const float *)emu_sm(src);
-    for (uint32_t i = 0; i < bytes / 4; i++) dst[i] = ADD ? dst[i] + s[i] : s[i];
+    emu_stores[threadIdx.x].push_back([=] {
+        const float *s = (const float *)emu_sm(src);
+        for (uint32_t i = 0; i < bytes / 4; i++) dst[i] = ADD ? dst[i] + s[i] : s[i];
+    });
 }
 static inline void fa__bulk_commit(void) {}
-template <bool READ> static inline void fa__bulk_wait(void) {}
+template <bool READ> static inline void fa__bulk_wait(void) {
+    for (auto &f : emu_stores[threadIdx.x]) f();
+    emu_stores[threadIdx.x].clear();
+}
 
 /* ---- fences, registers, barriers, plain shared-memory accesses ----------- */
 static inline void fa__wgmma_fence(void) {}
@@ -288,12 +325,19 @@ template <int N> static inline void fa__wgmma_wait(void) {
 }
 static void emu_cta_begin(void) {
     for (auto &q : emu_wgq) q = emu_wg_queue();
+    emu_loads.clear(); /* (loads no thread waited for: never seen) */
 }
 static void emu_cta_end(void) {
     for (int wg = 0; wg < 5; wg++)
         if (!emu_wgq[wg].ops.empty()) {
             fprintf(stderr, "emulator: warpgroup %d ended with %zu products not waited for\n", wg,
                     emu_wgq[wg].ops.size());
+            abort();
+        }
+    for (int t = 0; t < 640; t++)
+        if (!emu_stores[t].empty()) {
+            fprintf(stderr, "emulator: thread %d ended with %zu bulk stores not waited for\n", t,
+                    emu_stores[t].size());
             abort();
         }
 }
