@@ -445,11 +445,16 @@ $(TEST_RESULTS)/gpu_emu_wide.txt: FORCE | $(TEST_RESULTS)
 # The forward's cases in make test (test_gpu's names, FA_TEST_ONLY): small
 # ones that reach the sm_90a kernel's shapes at d 64 (two, three and four
 # consumer warpgroups), 128 and 256, the flat walk, O by TMA and by the
-# warpgroups, persistent grids capped, tiles without keys, masks, GQA,
-# variable lengths, strides and a block mask: about 25 s of one core.
-EMU_FWD_CASES = d64 sq113 sk203,d128 sq203 sk113,d256 sq113 sk203,d64 causal sq > sk,dv 60 203x300,\
-                200x333 7 heads,GQA 8/2 causal,varlen b4 causal,seqlens_k b3 causal,400x100 causal,\
-                block mask 50%,padded strides MQA
+# warpgroups, persistent grids capped, tiles without keys, masks, GQA / MQA,
+# variable lengths, strides, padded head dims, block masks, and the sm_80
+# kernel's extras (softcap, ALiBi, dropout, a negative scale): about 35 s of
+# one core.
+# (a comma-separated list: the line breaks must not add spaces)
+EMU_FWD_CASES := d64 sq113 sk203,d128 sq203 sk113,d256 sq113 sk203,d64 causal sq > sk,dv 60 203x300
+EMU_FWD_CASES := $(EMU_FWD_CASES),200x333 7 heads,GQA 8/2 causal,varlen b4 causal,seqlens_k b3 causal
+EMU_FWD_CASES := $(EMU_FWD_CASES),400x100 causal,block mask 50%,padded strides MQA,window (17,softcap 3
+EMU_FWD_CASES := $(EMU_FWD_CASES),alibi causal,dropout 0.17,padded dims (40,negative scale,block mask 0%
+EMU_FWD_CASES := $(EMU_FWD_CASES),d 8 causal,MQA 6/1,padded strides varlen
 $(TEST_RESULTS)/gpu_emu_fwd.txt: export FA_TEST_ONLY = $(if $(TEST_QUICK),$(EMU_FWD_CASES))
 $(TEST_RESULTS)/gpu_emu_fwd.txt: FORCE | $(TEST_RESULTS)
 	@$(call emu_check,$@,GPU forward emulated on the CPU ($(if $(TEST_QUICK),EMU_FWD_CASES,quick list shard 1 of 2)),$(BUILD)/test_gpu_emu,--quick,$(if $(TEST_QUICK),,FA_TEST_SHARD=0/2))

@@ -6353,7 +6353,7 @@ template <bool BF16> static __device__ __forceinline__ float2 fa__bwd_unpack2(ui
     memcpy(&v, &u, 4);
     return __half22float2(v);
 }
-#ifndef FLASHATTN_CUDA_EMU /* the emulator defines these two (and FA__LAUNCH, >>gpu-bsparse-host) */
+#ifndef FLASHATTN_CUDA_EMU /* the emulator defines these two (and FA__LAUNCH, before >>gpu-ptx) */
 /* 4-byte asynchronous copy (L and D of a query block); src_bytes 0 zero-fills. */
 static __device__ __forceinline__ void fa__bwd_cp_async4(uint32_t dst, const void *src, int src_bytes)
 {
