@@ -255,7 +255,9 @@ SANITIZE_RESULTS := $(TEST_RESULTS)/san_cpu.txt $(TEST_RESULTS)/san_bad_input.tx
 GPU_CHECK_RESULTS := $(foreach a,$(GPU_ARCHS),$(TEST_RESULTS)/gpu_check_$(a).txt)
 # (the GPU tests emulated on the CPU, their rules in the GPU section; the
 # forward's whole quick list in two shards in make test-all)
-EMU_RESULTS      := $(TEST_RESULTS)/gpu_emu_fwd.txt $(if $(TEST_QUICK),,$(TEST_RESULTS)/gpu_emu_fwd2.txt) \
+EMU_RESULTS      := $(TEST_RESULTS)/gpu_emu_fwd_san.txt $(TEST_RESULTS)/gpu_emu_fwd.txt \
+                    $(if $(TEST_QUICK),,$(TEST_RESULTS)/gpu_emu_fwd2.txt $(TEST_RESULTS)/gpu_emu_san.txt \
+                                        $(TEST_RESULTS)/gpu_emu_fp8_san.txt) \
                     $(TEST_RESULTS)/gpu_emu.txt $(TEST_RESULTS)/gpu_emu_fp8.txt
 ALL_RESULTS      := $(GPU_CHECK_RESULTS) $(EMU_RESULTS) $(SANITIZE_RESULTS) $(CPU_RESULTS) \
                     $(call compile_run,compile,$(COMPILE_QUICK),$(COMPILE_CHECKS)) \
@@ -423,6 +425,17 @@ $(BUILD)/test_gpu_emu: tests/test_gpu.cu $(EMU_DEPS) | $(BUILD)
 	$(EMU_CXX) -o $@ $< -lpthread
 $(BUILD)/test_gpu_fp8_fwd_emu: tests/test_gpu_fp8.cu tests/fp8_attn.h $(EMU_DEPS) | $(BUILD)
 	$(EMU_CXX) -o $@ $< -lpthread
+# The same under AddressSanitizer and UBSan (_san): the kernels' global-memory
+# accesses (host allocations there) and their integer arithmetic checked.
+EMU_SAN_CXX = $(CXX) -std=c++20 -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all \
+              -fno-omit-frame-pointer -Wno-psabi -DFA_EMU -x c++ -I$(CUDA_INC)
+EMU_SAN_ENV = ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1
+$(BUILD)/test_gpu_emu_san: tests/test_gpu.cu $(EMU_DEPS) | $(BUILD)
+	$(EMU_SAN_CXX) -o $@ $< -lpthread
+$(BUILD)/test_gpu_backward_emu_san: tests/test_gpu_backward.cu $(EMU_DEPS) | $(BUILD)
+	$(EMU_SAN_CXX) -o $@ $< -lpthread
+$(BUILD)/test_gpu_fp8_fwd_emu_san: tests/test_gpu_fp8.cu tests/fp8_attn.h $(EMU_DEPS) | $(BUILD)
+	$(EMU_SAN_CXX) -o $@ $< -lpthread
 .PHONY: test-gpu-emu
 test-gpu-emu: $(BUILD)/test_gpu_backward_emu $(BUILD)/test_gpu_emu $(BUILD)/test_gpu_fp8_fwd_emu
 	FA_QUICK=1 $(BUILD)/test_gpu_backward_emu
@@ -462,6 +475,17 @@ $(TEST_RESULTS)/gpu_emu_fwd2.txt: FORCE | $(TEST_RESULTS)
 	@$(call emu_check,$@,GPU forward emulated on the CPU (quick list shard 2 of 2),$(BUILD)/test_gpu_emu,--quick,FA_TEST_SHARD=1/2)
 $(TEST_RESULTS)/gpu_emu_fp8.txt: FORCE | $(TEST_RESULTS)
 	@$(call emu_check,$@,GPU FP8 forward emulated on the CPU (quick list),$(BUILD)/test_gpu_fp8_fwd_emu,--quick)
+# Under the sanitizers (about ten times slower): in make test EMU_SAN_CASES;
+# in make test-all EMU_FWD_CASES (about 2.5 min), the backward's and the FP8
+# forward's quick lists.
+EMU_SAN_CASES := d64 sq113 sk203,d128 sq203 sk113,d256 sq113 sk203,200x333 7 heads
+$(TEST_RESULTS)/gpu_emu_fwd_san.txt: export FA_TEST_ONLY = $(if $(TEST_QUICK),$(EMU_SAN_CASES),$(EMU_FWD_CASES))
+$(TEST_RESULTS)/gpu_emu_fwd_san.txt: FORCE | $(TEST_RESULTS)
+	@$(call emu_check,$@,GPU forward emulated on the CPU under ASan+UBSan ($(if $(TEST_QUICK),EMU_SAN_CASES,EMU_FWD_CASES)),$(BUILD)/test_gpu_emu_san,--quick,$(EMU_SAN_ENV))
+$(TEST_RESULTS)/gpu_emu_san.txt: FORCE | $(TEST_RESULTS)
+	@$(call emu_check,$@,GPU backward emulated on the CPU under ASan+UBSan (quick list),$(BUILD)/test_gpu_backward_emu_san,,$(EMU_SAN_ENV))
+$(TEST_RESULTS)/gpu_emu_fp8_san.txt: FORCE | $(TEST_RESULTS)
+	@$(call emu_check,$@,GPU FP8 forward emulated on the CPU under ASan+UBSan (quick list),$(BUILD)/test_gpu_fp8_fwd_emu_san,--quick,$(EMU_SAN_ENV))
 
 # The backward test with one head dim compiled, 256: every head dim runs on
 # the d256 kernels (FLASHATTN_HEAD_DIMS: the next compiled size up). On a GPU:

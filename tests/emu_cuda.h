@@ -38,7 +38,9 @@
    accumulators in the threads' registers in the instruction's layout. So
    the descriptors, swizzles, fragment layouts and the roles' handshakes
    are tested; the fences are no-ops.
-   Build and run: make test-gpu-emu. */
+   Build and run: make test-gpu-emu (make test and test-all also run them
+   under AddressSanitizer and UBSan: the fibers' stack switches are
+   announced to ASan). */
 #ifndef FLASHATTN_TESTS_EMU_CUDA_H
 #define FLASHATTN_TESTS_EMU_CUDA_H
 
@@ -168,10 +170,28 @@ struct emu_fiber {
     emu_ctx ctx;
     char *stack;
     bool done;
+    void *asan_fake; /* (AddressSanitizer's record of a stack it left) */
 };
 static std::vector<emu_fiber> emu_fibers;
 static emu_ctx emu_sched_ctx;
 static int emu_cur; /* the running fiber */
+/* Under AddressSanitizer (make test-gpu-emu-san) every switch is announced,
+   so that it knows which stack is live. */
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/common_interface_defs.h>
+static const void *emu_sched_bottom;
+static size_t emu_sched_size;
+static void *emu_sched_fake;
+#define EMU_TO_FIBER(f, size) __sanitizer_start_switch_fiber(&emu_sched_fake, (f).stack, size)
+#define EMU_IN_SCHED() __sanitizer_finish_switch_fiber(emu_sched_fake, nullptr, nullptr)
+#define EMU_TO_SCHED(fake) __sanitizer_start_switch_fiber(fake, emu_sched_bottom, emu_sched_size)
+#define EMU_IN_FIBER(fake) __sanitizer_finish_switch_fiber(fake, &emu_sched_bottom, &emu_sched_size)
+#else
+#define EMU_TO_FIBER(f, size) ((void)0)
+#define EMU_IN_SCHED() ((void)0)
+#define EMU_TO_SCHED(fake) ((void)0)
+#define EMU_IN_FIBER(fake) ((void)0)
+#endif
 /* A wait that lasts this long is a hang (a barrier nobody completes): the
    test fails instead of stalling CI. */
 #ifndef EMU_HANG_SECONDS
@@ -181,7 +201,12 @@ static inline void emu_hang(const char *what, unsigned id) {
     fprintf(stderr, "emulator: %s %u waited %d s: a hang, aborting\n", what, id, EMU_HANG_SECONDS);
     abort();
 }
-static inline void emu_yield() { emu_ctx_switch(&emu_fibers[(size_t)emu_cur].ctx, &emu_sched_ctx); }
+static inline void emu_yield() {
+    emu_fiber &f = emu_fibers[(size_t)emu_cur];
+    EMU_TO_SCHED(&f.asan_fake);
+    emu_ctx_switch(&f.ctx, &emu_sched_ctx);
+    EMU_IN_FIBER(emu_fibers[(size_t)emu_cur].asan_fake);
+}
 /* yield until ready() holds (the clock read every 4096 turns, from the 4096th) */
 template <class F> static inline void emu_wait_until(F ready, const char *what, unsigned id) {
     std::chrono::steady_clock::time_point t0;
@@ -296,9 +321,11 @@ static void emu_cp_reset(int threads); /* (below) no cp.async pending */
 static void emu_cta_begin(void); /* tests/emu_cuda90.h: the sm_90a state a CTA starts from */
 static void emu_cta_end(void);   /* and what it must have finished */
 static void emu_fiber_main() {
+    EMU_IN_FIBER(nullptr);
     emu_body();
     emu_fibers[(size_t)emu_cur].done = true;
-    emu_yield(); /* (never resumed) */
+    EMU_TO_SCHED(nullptr); /* (this stack is done) */
+    emu_ctx_switch(&emu_fibers[(size_t)emu_cur].ctx, &emu_sched_ctx); /* (never resumed) */
     abort();
 }
 template <typename K, typename... A>
@@ -336,7 +363,9 @@ static void emu_launch(K k, dim3 grid, dim3 block, size_t smem, cudaStream_t, co
                 if (emu_fibers[(size_t)t].done) continue;
                 emu_cur = t;
                 threadIdx = dim3(t, 0, 0);
+                EMU_TO_FIBER(emu_fibers[(size_t)t], STACK);
                 emu_ctx_switch(&emu_sched_ctx, &emu_fibers[(size_t)t].ctx);
+                EMU_IN_SCHED();
                 running += !emu_fibers[(size_t)t].done;
             }
         }
