@@ -257,8 +257,8 @@ GPU_CHECK_RESULTS := $(foreach a,$(GPU_ARCHS),$(TEST_RESULTS)/gpu_check_$(a).txt
 # forward's whole quick list in two shards in make test-all)
 EMU_RESULTS      := $(TEST_RESULTS)/gpu_emu_fwd_san.txt $(TEST_RESULTS)/gpu_emu_fwd.txt \
                     $(if $(TEST_QUICK),,$(TEST_RESULTS)/gpu_emu_fwd2.txt $(TEST_RESULTS)/gpu_emu_san.txt \
-                                        $(TEST_RESULTS)/gpu_emu_fp8_san.txt) \
-                    $(TEST_RESULTS)/gpu_emu.txt $(TEST_RESULTS)/gpu_emu_fp8.txt
+                                        $(TEST_RESULTS)/gpu_emu_fp8_san.txt $(TEST_RESULTS)/gpu_emu_fwd_nohopper.txt) \
+                    $(TEST_RESULTS)/gpu_emu.txt $(TEST_RESULTS)/gpu_emu_fp8.txt $(TEST_RESULTS)/gpu_emu_nohopper.txt
 ALL_RESULTS      := $(GPU_CHECK_RESULTS) $(EMU_RESULTS) $(SANITIZE_RESULTS) $(CPU_RESULTS) \
                     $(call compile_run,compile,$(COMPILE_QUICK),$(COMPILE_CHECKS)) \
                     $(call compile_run,strict,$(STRICT_QUICK),$(STRICT_CHECKS)) \
@@ -417,12 +417,15 @@ endif
 EMU_DEPS = tests/emu_cuda.h tests/emu_cuda90.h tests/bmask_lists.h tests/shard.h tests/cuda_check.h \
            flashattn_cuda.cuh tests/reference.h tests/test_util.h flashattn.h
 EMU_CXX  = $(CXX) -std=c++20 -O2 -Wno-psabi -DFA_EMU -x c++ -I$(CUDA_INC)
-# (_wide: with the sm_90a backward's 128-row steps at D 64, FA__BWD_SM90_WIDE)
+# (_wide: with the sm_90a backward's 128-row steps at D 64, FA__BWD_SM90_WIDE;
+# _nohopper: built with FLASHATTN_NO_HOPPER, the sm_80 kernels alone)
 $(BUILD)/test_gpu_backward_emu_wide: EMU_FLAGS = -DFA__BWD_SM90_WIDE=1
-$(BUILD)/test_gpu_backward_emu $(BUILD)/test_gpu_backward_emu_wide: tests/test_gpu_backward.cu $(EMU_DEPS) | $(BUILD)
+$(BUILD)/test_gpu_backward_emu_nohopper $(BUILD)/test_gpu_emu_nohopper: EMU_FLAGS = -DFA_EMU_NO_SM90
+$(BUILD)/test_gpu_backward_emu $(BUILD)/test_gpu_backward_emu_wide $(BUILD)/test_gpu_backward_emu_nohopper: \
+        tests/test_gpu_backward.cu $(EMU_DEPS) | $(BUILD)
 	$(EMU_CXX) $(EMU_FLAGS) -o $@ $< -lpthread
-$(BUILD)/test_gpu_emu: tests/test_gpu.cu $(EMU_DEPS) | $(BUILD)
-	$(EMU_CXX) -o $@ $< -lpthread
+$(BUILD)/test_gpu_emu $(BUILD)/test_gpu_emu_nohopper: tests/test_gpu.cu $(EMU_DEPS) | $(BUILD)
+	$(EMU_CXX) $(EMU_FLAGS) -o $@ $< -lpthread
 $(BUILD)/test_gpu_fp8_fwd_emu: tests/test_gpu_fp8.cu tests/fp8_attn.h $(EMU_DEPS) | $(BUILD)
 	$(EMU_CXX) -o $@ $< -lpthread
 # The same under AddressSanitizer and UBSan (_san): the kernels' global-memory
@@ -455,6 +458,13 @@ $(TEST_RESULTS)/gpu_emu.txt: FORCE | $(TEST_RESULTS)
 	@$(call emu_check,$@,GPU backward emulated on the CPU (quick list),$(BUILD)/test_gpu_backward_emu,)
 $(TEST_RESULTS)/gpu_emu_wide.txt: FORCE | $(TEST_RESULTS)
 	@$(call emu_check,$@,GPU backward emulated on the CPU with FA__BWD_SM90_WIDE (quick list),$(BUILD)/test_gpu_backward_emu_wide,)
+# FLASHATTN_NO_HOPPER (the users' macro) on the emulator: the backward's quick
+# list in make test, the forward's EMU_FWD_CASES in make test-all
+$(TEST_RESULTS)/gpu_emu_nohopper.txt: FORCE | $(TEST_RESULTS)
+	@$(call emu_check,$@,GPU backward emulated on the CPU with FLASHATTN_NO_HOPPER (quick list),$(BUILD)/test_gpu_backward_emu_nohopper,)
+$(TEST_RESULTS)/gpu_emu_fwd_nohopper.txt: export FA_TEST_ONLY = $(EMU_FWD_CASES)
+$(TEST_RESULTS)/gpu_emu_fwd_nohopper.txt: FORCE | $(TEST_RESULTS)
+	@$(call emu_check,$@,GPU forward emulated on the CPU with FLASHATTN_NO_HOPPER (EMU_FWD_CASES),$(BUILD)/test_gpu_emu_nohopper,--quick)
 # The forward's cases in make test (test_gpu's names, FA_TEST_ONLY): small
 # ones that reach the sm_90a kernel's shapes at d 64 (two, three and four
 # consumer warpgroups), 128 and 256, the flat walk, O by TMA and by the

@@ -7236,6 +7236,10 @@ __device__ __forceinline__ void fa__bwd_sm90_ds(const fa__bwd_params &p, const f
     }
 }
 
+/* (fa__bwd_sm90_klayout below; the host's plan reads it in every build) */
+#ifndef FA__BWD_SM90_WIDE
+#define FA__BWD_SM90_WIDE 0
+#endif
 #ifndef FLASHATTN_NO_HOPPER
 /* ---- kernel 2 on sm_90a: the same loop with wgmma (>>hopper) ------------
 
@@ -7357,9 +7361,6 @@ template <int D, int BR = 64> struct fa__bwd_sm90_layout {
    have one buffer. (Off until it is timed on a GPU.) fa__bwd_sm90_klayout:
    the layout of kernel fa__bwd_kernel_sm90<., D, EXTRAS, SOFTCAP, DET>, the
    one place its step rows are chosen. */
-#ifndef FA__BWD_SM90_WIDE
-#define FA__BWD_SM90_WIDE 0
-#endif
 template <int D, bool EXTRAS, bool SOFTCAP, bool DET>
 using fa__bwd_sm90_klayout =
     fa__bwd_sm90_layout<D, FA__BWD_SM90_WIDE && D == 64 && !EXTRAS && !SOFTCAP && !DET ? 128 : 64>;

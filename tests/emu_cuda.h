@@ -503,6 +503,18 @@ static inline uint32_t fa__bwd_smem_u32(const void *p) { return (uint32_t)__cvta
 
 #define FA__LAUNCH(kern, grid, block, smem, stream, ...) emu_launch(kern, grid, block, smem, stream, __VA_ARGS__)
 
+/* a block mask's unit order: most work first (the kernel's counting sort
+   leaves equal counts in any order; this keeps them in item order) */
+template <class Count> static void fa__bm_order_kernel(const Count count, int n, int nb, int32_t *order) {
+    if (threadIdx.x != 0) return;
+    std::vector<int> c((size_t)n);
+    for (int t = 0; t < n; t++) c[(size_t)t] = count(t) < nb - 1 ? count(t) : nb - 1;
+    int at = 0;
+    for (int v = nb - 1; v >= 0; v--)
+        for (int t = 0; t < n; t++)
+            if (c[(size_t)t] == v) order[at++] = t;
+}
+
 #ifdef FA_EMU_NO_SM90
 #ifndef FLASHATTN_NO_HOPPER
 #define FLASHATTN_NO_HOPPER

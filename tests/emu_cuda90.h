@@ -380,16 +380,5 @@ template <typename F> static inline cudaError_t cudaFuncGetAttributes(struct cud
 cudaError_t CUDARTAPI cudaLaunchCooperativeKernel(const void *, dim3, dim3, void **, size_t, cudaStream_t) {
     return cudaErrorNotSupported; /* (the deterministic kernels then walk in one order) */
 }
-/* a block mask's unit order: most work first (the kernel's counting sort
-   leaves equal counts in any order; this keeps them in item order) */
-template <class Count> static void fa__bm_order_kernel(const Count count, int n, int nb, int32_t *order) {
-    if (threadIdx.x != 0) return;
-    std::vector<int> c((size_t)n);
-    for (int t = 0; t < n; t++) c[(size_t)t] = count(t) < nb - 1 ? count(t) : nb - 1;
-    int at = 0;
-    for (int v = nb - 1; v >= 0; v--)
-        for (int t = 0; t < n; t++)
-            if (c[(size_t)t] == v) order[at++] = t;
-}
 
 #endif

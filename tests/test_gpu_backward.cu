@@ -40,6 +40,9 @@
 
 #include "cuda_check.h"
 #include "bmask_lists.h"
+#ifdef FLASHATTN_NO_HOPPER /* (no sm_90a kernels: their test hooks stand still) */
+static int fa__bwd_sm90_launches, fa__bwd_sm90_grid_cap, fa__bwd_sm90_no_rot, fa__bwd_sm90_disable;
+#endif
 #include "shard.h"
 
 typedef struct bcase {
