@@ -380,9 +380,10 @@ $(foreach a,$(sort $(GPU_ARCHS) $(GPU_ARCHS_ALL)),$(eval $(call GPU_CHECK_RULE,$
 
 # The trimming macros (tests/test_gpu_knobs.cu; no GPU needed), sm_80 code:
 # knobs_hd128 with FLASHATTN_HEAD_DIMS=128, knobs_min with d 64 alone and
-# neither decode nor backward.
-KNOBS_hd128 := -DFLASHATTN_HEAD_DIMS=128
-KNOBS_min   := -DFLASHATTN_HEAD_DIMS=64 -DFLASHATTN_NO_DECODE -DFLASHATTN_NO_BACKWARD
+# neither decode nor backward, knobs_nohopper as knobs_hd128 without the sm_90a kernels.
+KNOBS_hd128    := -DFLASHATTN_HEAD_DIMS=128
+KNOBS_min      := -DFLASHATTN_HEAD_DIMS=64 -DFLASHATTN_NO_DECODE -DFLASHATTN_NO_BACKWARD
+KNOBS_nohopper := -DFLASHATTN_HEAD_DIMS=128 -DFLASHATTN_NO_HOPPER
 $(BUILD)/gpu-check/knobs_%: tests/test_gpu_knobs.cu flashattn.h flashattn_cuda.cuh tests/test_util.h tests/reference.h
 	@mkdir -p $(@D)
 	$(NVCC) $(NVCC_FLAGS) $(NVCC_WERROR) -I. $(KNOBS_$*) $(call gencode,80) $< -o $@
@@ -390,7 +391,8 @@ $(TEST_RESULTS)/gpu_knobs_%.txt: FORCE | $(TEST_RESULTS)
 	@if [ -z "$(NVCC)" ]; then echo "nvcc not found: skipping tests/test_gpu_knobs.cu ($*)"; echo "0 passed, 0 failed" > $@; \
 	else $(RUN_CHECK) $@ "tests/test_gpu_knobs.cu, $(KNOBS_$*)" \
 	  sh -c '$(MAKE) --no-print-directory $(BUILD)/gpu-check/knobs_$* && $(BUILD)/gpu-check/knobs_$*'; fi
-GPU_KNOBS_RESULTS := $(TEST_RESULTS)/gpu_knobs_hd128.txt $(TEST_RESULTS)/gpu_knobs_min.txt
+GPU_KNOBS_RESULTS := $(TEST_RESULTS)/gpu_knobs_hd128.txt $(TEST_RESULTS)/gpu_knobs_min.txt \
+                     $(TEST_RESULTS)/gpu_knobs_nohopper.txt
 .PHONY: test-gpu-knobs
 test-gpu-knobs: $(GPU_KNOBS_RESULTS)
 	@$(call sum_results,$^)

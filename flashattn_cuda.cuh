@@ -8251,6 +8251,8 @@ static fa_status fa__bwd_run(const fa__bwd_params &kp, const fa__bwd_plan &pl, c
             if (pl.D == 256) s = fa__bwd_sm90_pick<BF16, 256>(kp, gpu, st, &ran);
         if (s != FA_OK) return s;
     }
+#else
+    (void)gpu;
 #endif /* FLASHATTN_NO_HOPPER (backward dispatch) */
     const bool sc = kp.softcap > 0.f;
 #define FA__BWD_MAIN(D_, BR_, BC_)                                                           \

@@ -3,9 +3,10 @@
    FLASHATTN_NO_DECODE and FLASHATTN_NO_BACKWARD. No GPU needed: every call
    here is a workspace-size query, answered before any CUDA call.
 
-   The Makefile compiles it twice (test-gpu-knobs):
+   The Makefile compiles it three times (test-gpu-knobs):
      -DFLASHATTN_HEAD_DIMS=128                   a trimmed build
-     -DFLASHATTN_HEAD_DIMS=64 -DFLASHATTN_NO_DECODE -DFLASHATTN_NO_BACKWARD */
+     -DFLASHATTN_HEAD_DIMS=64 -DFLASHATTN_NO_DECODE -DFLASHATTN_NO_BACKWARD
+     -DFLASHATTN_HEAD_DIMS=128 -DFLASHATTN_NO_HOPPER */
 #define FLASHATTN_IMPLEMENTATION
 #include "../flashattn.h"
 #include "test_util.h"
