@@ -130,7 +130,7 @@ static dim3 blockIdx_g, blockDim, gridDim;
    thread; a thread runs until it waits (a barrier, a warp-collective's
    meeting point, an mbarrier, a poll of global memory), where it yields to
    the next (round robin). (One OS thread a CUDA thread spent most of its
-   time in the OS's scheduler.) The switch saves the callee-saved registers
+   time in the OS's scheduler: docs/NOTES.md [gpu-emu].) The switch saves the callee-saved registers
    on the old stack and takes the new one's: on x86-64 in a few
    instructions, elsewhere with ucontext (whose swapcontext makes a system
    call). */
