@@ -44,11 +44,11 @@
 
 #include "cuda_check.h"
 
-/* the quantizer's kernels run (not in the CPU emulator) */
+/* QUANT_KERNELS: fa_quantize_cuda runs here (not on the CPU emulator) */
 #ifdef FA_EMU
-#define FA_EMU_QUANT 0
+#define QUANT_KERNELS 0
 #else
-#define FA_EMU_QUANT 1
+#define QUANT_KERNELS 1
 #endif
 
 typedef struct gcase {
@@ -58,7 +58,7 @@ typedef struct gcase {
     uint64_t seed;
 } gcase;
 
-#if FA_EMU_QUANT
+#if QUANT_KERNELS
 static void run_case(const gcase *c)
 {
     uint64_t rng = c->seed * 7919 + 3;
@@ -144,7 +144,7 @@ static void run_case(const gcase *c)
     free(ds_cpu); free(ds_gpu); free(gpu_out);
     tens_free(&x); tens_free(&e);
 }
-#endif /* FA_EMU_QUANT */
+#endif /* QUANT_KERNELS */
 
 #ifndef FA_TEST_QUANT_ONLY /* (tests/emu_fp8_quant.py emulates the quantizer alone) */
 #include "fp8_attn.h"
@@ -298,7 +298,7 @@ static void test_refusals(void)
     CK(cudaMalloc((void **)&d, 4096 + OUT));
     CK(cudaMemset(d, 0x38, 3 * S * D)); /* q, k, v: e4m3 1.0 */
     d_lse = (float *)(void *)(d + 8192);
-    for (i = 0; i < (FA_EMU_QUANT ? 9 : 8); i++) {
+    for (i = 0; i < (QUANT_KERNELS ? 9 : 8); i++) {
         static const char *field[9] = {"o.dtype", "k.dtype", "k.dtype", "v.dtype", "descale_q", "descale_k_block",
                                        "descale", "descale_v", "x.dtype"};
         const fa_status want = i == 0 || i == 8 ? FA_ERROR_UNSUPPORTED : FA_ERROR_INVALID_ARGUMENT;
@@ -326,7 +326,7 @@ static void test_refusals(void)
             memset(&qp, 0, sizeof qp);
             qp.batch = 1; qp.seqlen = S; qp.heads = 1; qp.head_dim = D;
             q.dtype = FA_F32;
-#if FA_EMU_QUANT
+#if QUANT_KERNELS
             s = fa_quantize_cuda(&qp, q, k, d_lse, NULL);
 #else
             (void)qp;
@@ -346,7 +346,7 @@ int main(int argc, char **argv)
 {
     int quick = (argc > 1 && !strcmp(argv[1], "--quick")) || getenv("FA_QUICK"), i;
     static const int dims[6] = {64, 128, 256, 16, 40, 96};
-#if FA_EMU_QUANT
+#if QUANT_KERNELS
     for (i = 0; i < (quick ? 12 : 48); i++) {
         gcase c;
         memset(&c, 0, sizeof c);
