@@ -419,29 +419,23 @@ CUDA_INC := $(or $(shell $(NVCC) --dryrun -x cu -c /dev/null -o /dev/null 2>&1 |
 endif
 EMU_DEPS = tests/emu_cuda.h tests/emu_cuda90.h tests/bmask_lists.h tests/shard.h tests/cuda_check.h \
            flashattn_cuda.cuh tests/reference.h tests/test_util.h flashattn.h
-EMU_CXX  = $(CXX) -std=c++20 -O2 -Wno-psabi -DFA_EMU -x c++ -I$(CUDA_INC)
+EMU_CXX  = $(CXX) -std=c++20 $(EMU_OPT) -Wno-psabi -DFA_EMU -x c++ -I$(CUDA_INC)
+EMU_OPT  = -O2
 # (_wide: with the sm_90a backward's 128-row steps at D 64, FA__BWD_SM90_WIDE;
-# _nohopper: built with FLASHATTN_NO_HOPPER, the sm_80 kernels alone)
+# _nohopper: built with FLASHATTN_NO_HOPPER, the sm_80 kernels alone; _san:
+# under AddressSanitizer and UBSan, the kernels' global-memory accesses (host
+# allocations there) and their integer arithmetic checked)
 $(BUILD)/test_gpu_backward_emu_wide: EMU_FLAGS = -DFA__BWD_SM90_WIDE=1
 $(BUILD)/test_gpu_backward_emu_nohopper $(BUILD)/test_gpu_emu_nohopper: EMU_FLAGS = -DFA_EMU_NO_SM90
-$(BUILD)/test_gpu_backward_emu $(BUILD)/test_gpu_backward_emu_wide $(BUILD)/test_gpu_backward_emu_nohopper: \
-        tests/test_gpu_backward.cu $(EMU_DEPS) | $(BUILD)
+$(BUILD)/%_san: EMU_OPT = -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+EMU_BWD_BINS = $(addprefix $(BUILD)/test_gpu_backward_emu,_wide _nohopper _san)
+$(BUILD)/test_gpu_backward_emu $(EMU_BWD_BINS): tests/test_gpu_backward.cu $(EMU_DEPS) | $(BUILD)
 	$(EMU_CXX) $(EMU_FLAGS) -o $@ $< -lpthread
-$(BUILD)/test_gpu_emu $(BUILD)/test_gpu_emu_nohopper: tests/test_gpu.cu $(EMU_DEPS) | $(BUILD)
+$(BUILD)/test_gpu_emu $(BUILD)/test_gpu_emu_nohopper $(BUILD)/test_gpu_emu_san: tests/test_gpu.cu $(EMU_DEPS) | $(BUILD)
 	$(EMU_CXX) $(EMU_FLAGS) -o $@ $< -lpthread
-$(BUILD)/test_gpu_fp8_fwd_emu: tests/test_gpu_fp8.cu tests/fp8_attn.h $(EMU_DEPS) | $(BUILD)
+$(BUILD)/test_gpu_fp8_fwd_emu $(BUILD)/test_gpu_fp8_fwd_emu_san: tests/test_gpu_fp8.cu tests/fp8_attn.h $(EMU_DEPS) | $(BUILD)
 	$(EMU_CXX) -o $@ $< -lpthread
-# The same under AddressSanitizer and UBSan (_san): the kernels' global-memory
-# accesses (host allocations there) and their integer arithmetic checked.
-EMU_SAN_CXX = $(CXX) -std=c++20 -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all \
-              -fno-omit-frame-pointer -Wno-psabi -DFA_EMU -x c++ -I$(CUDA_INC)
 EMU_SAN_ENV = ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1
-$(BUILD)/test_gpu_emu_san: tests/test_gpu.cu $(EMU_DEPS) | $(BUILD)
-	$(EMU_SAN_CXX) -o $@ $< -lpthread
-$(BUILD)/test_gpu_backward_emu_san: tests/test_gpu_backward.cu $(EMU_DEPS) | $(BUILD)
-	$(EMU_SAN_CXX) -o $@ $< -lpthread
-$(BUILD)/test_gpu_fp8_fwd_emu_san: tests/test_gpu_fp8.cu tests/fp8_attn.h $(EMU_DEPS) | $(BUILD)
-	$(EMU_SAN_CXX) -o $@ $< -lpthread
 .PHONY: test-gpu-emu
 test-gpu-emu: $(BUILD)/test_gpu_backward_emu $(BUILD)/test_gpu_emu $(BUILD)/test_gpu_fp8_fwd_emu
 	FA_QUICK=1 $(BUILD)/test_gpu_backward_emu
@@ -449,11 +443,13 @@ test-gpu-emu: $(BUILD)/test_gpu_backward_emu $(BUILD)/test_gpu_emu $(BUILD)/test
 	$(BUILD)/test_gpu_fp8_fwd_emu --quick
 
 # In make test: the backward's quick list (each case on the sm_90a kernel,
-# then on 3 persistent blocks and on the sm_80 kernel), the forward's
-# EMU_FWD_CASES (below; each case on the sm_90a kernel, then on the sm_80
-# kernel) and the FP8 forward's quick list. In make test-all: also the
-# backward with FA__BWD_SM90_WIDE and the forward's whole quick list (about
-# 25 minutes of one core, in two shards). Only where nvcc (its headers) is.
+# then on 3 persistent blocks and on the sm_80 kernel), also with
+# FLASHATTN_NO_HOPPER, the forward's EMU_FWD_CASES (below; each case on the
+# sm_90a kernel, then on the sm_80 kernel), EMU_SAN_CASES under the
+# sanitizers, and the FP8 forward's quick list. In make test-all: also the
+# backward with FA__BWD_SM90_WIDE, the forward's whole quick list (about 25
+# minutes of one core, in two shards) and the longer sanitized and
+# FLASHATTN_NO_HOPPER sets. Only where nvcc (its headers) is.
 emu_check = if [ -z "$(NVCC)" ]; then echo "nvcc not found: skipping the emulated GPU tests"; \
 	  echo "0 passed, 0 failed" > $(1); else $(RUN_CHECK) $(1) "$(2)" \
 	  sh -c '$(MAKE) --no-print-directory $(3) && env FA_QUICK=1 $(5) $(3) $(4)'; fi

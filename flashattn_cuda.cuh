@@ -8127,7 +8127,7 @@ static cudaError_t fa__bwd_sm90_order(const fa__bwd_params &kp, const fa__bwd_pl
     if (units > INT32_MAX) return cudaSuccess; /* (never the sm_90a kernel: fa__bwd_launch_sm90) */
     const fa__bwd_unit_count count = {kp.bm, nblk, pl.bc, kp.hkv, kp.group};
     FA__LAUNCH(fa__bm_order_kernel<fa__bwd_unit_count>, 1, 1024, 0, st, count, (int)units,
-                   kp.bm.q_blocks * kp.group + 1, order);
+               kp.bm.q_blocks * kp.group + 1, order);
     return cudaGetLastError();
 }
 

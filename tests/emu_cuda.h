@@ -56,7 +56,6 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
-#include <mutex>
 #include <vector>
 
 /* ---- runtime: definitions of the few calls used (host memory for device
@@ -234,7 +233,6 @@ struct emu_barrier {
 };
 static emu_barrier *emu_block_bar;
 static std::vector<emu_barrier *> emu_warp_bar, emu_wg_bar; /* (warpgroups: 128 threads) */
-static std::mutex emu_atomic_mu;
 /* per-warp scratch for operand exchange: 32 lanes x 8 words */
 static uint32_t emu_scratch[64][32][8];
 alignas(1024) unsigned char fa__bwd_smem[256 * 1024];
@@ -243,23 +241,31 @@ static inline int emu_lane() { return threadIdx.x % 32; }
 static inline int emu_warp() { return threadIdx.x / 32; }
 static inline void emu_warp_sync() { emu_warp_bar[emu_warp()]->arrive_and_wait(); }
 static inline void __syncthreads() { emu_block_bar->arrive_and_wait(); }
-static inline float __shfl_xor_sync(unsigned, float v, int m) {
+/* lane src_lane's v: every lane writes its own, the warp meets, each reads */
+static inline int emu_shfl(int v, int src_lane) {
     uint32_t *s = emu_scratch[emu_warp()][0];
     memcpy(&s[emu_lane()], &v, 4);
     emu_warp_sync();
-    float r;
-    memcpy(&r, &s[emu_lane() ^ m], 4);
+    int r;
+    memcpy(&r, &s[src_lane], 4);
     emu_warp_sync();
     return r;
 }
+static inline float __shfl_xor_sync(unsigned, float v, int m) {
+    int u;
+    memcpy(&u, &v, 4);
+    u = emu_shfl(u, emu_lane() ^ m);
+    memcpy(&v, &u, 4);
+    return v;
+}
+/* Atomics are plain read-modify-writes: the fibers switch only where they
+   wait, never inside one. */
 static inline float atomicAdd(float *p, float v) {
-    std::lock_guard<std::mutex> g(emu_atomic_mu);
     float o = *p;
     *p = o + v;
     return o;
 }
 static inline float2 atomicAdd(float2 *p, float2 v) {
-    std::lock_guard<std::mutex> g(emu_atomic_mu);
     float2 o = *p;
     p->x += v.x; p->y += v.y;
     return o;
@@ -267,15 +273,11 @@ static inline float2 atomicAdd(float2 *p, float2 v) {
 /* what fa__bm_rows_kernel (a block mask's lists and bitmap) uses */
 static inline void __syncwarp(unsigned = 0xffffffffu) { emu_warp_sync(); }
 static inline unsigned atomicOr(unsigned *p, unsigned v) {
-    std::lock_guard<std::mutex> g(emu_atomic_mu);
     unsigned o = *p;
     *p = o | v;
     return o;
 }
-static inline unsigned __ldcg(const unsigned *p) {
-    std::lock_guard<std::mutex> g(emu_atomic_mu); /* (the words the atomics wrote) */
-    return *p;
-}
+static inline unsigned __ldcg(const unsigned *p) { return *p; }
 static inline int __popc(unsigned x) { return __builtin_popcount(x); }
 static inline unsigned __umulhi(unsigned a, unsigned b) { return (unsigned)(((uint64_t)a * b) >> 32); }
 static inline float __fdividef(float a, float b) { return a / b; }
@@ -287,15 +289,6 @@ static inline unsigned __byte_perm(unsigned x, unsigned y, unsigned s) {
     return r;
 }
 static inline int __ffs(int x) { return __builtin_ffs(x); }
-static inline int emu_shfl(int v, int src_lane) {
-    uint32_t *s = emu_scratch[emu_warp()][0];
-    memcpy(&s[emu_lane()], &v, 4);
-    emu_warp_sync();
-    int r;
-    memcpy(&r, &s[src_lane], 4);
-    emu_warp_sync();
-    return r;
-}
 static inline int __shfl_sync(unsigned, int v, int src) { return emu_shfl(v, src % 32); }
 static inline unsigned __ballot_sync(unsigned, int pred) {
     uint32_t *s = emu_scratch[emu_warp()][0];

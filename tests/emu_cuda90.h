@@ -97,23 +97,31 @@ static int fa__tma_map(CUtensorMap *m, const void *base, int bf16, int cols, int
     memcpy(m, &e, sizeof e);
     return 0;
 }
-/* a box of 64 columns x box_rows rows, 128 bytes a row, swizzled; zeros
-   outside the tensor */
+/* f(global element or null outside the tensor, its shared-memory element)
+   for each element of the box at (col, row, head, batch): 64 columns x
+   box_rows rows, 128 bytes a row in shared memory at smem, swizzled */
+template <class F>
+static inline void emu_box(const emu_map &m, uint32_t smem, int col, int row, int head, int batch, F f) {
+    for (int r = 0; r < m.box_rows; r++)
+        for (int c = 0; c < 64; c++) {
+            const int64_t rr = (int64_t)row + r, cc = (int64_t)col + c;
+            const bool in = rr >= 0 && rr < m.dim[1] && cc >= 0 && cc < m.dim[0] && head < m.dim[2] && batch < m.dim[3];
+            unsigned char *g =
+                in ? (unsigned char *)m.base + batch * m.stride[2] + head * m.stride[1] + rr * m.stride[0] + 2 * cc
+                   : nullptr;
+            f(g, emu_sm(emu_swz(smem + 128u * r + 2u * c)));
+        }
+}
+/* a box into shared memory, zeros outside the tensor */
 static inline void fa__tma_load(uint32_t dst, const CUtensorMap *map, int col, int row, int head, int batch,
                                 uint32_t bar) {
     emu_map m;
     memcpy(&m, map, sizeof m);
     emu_loads.push_back({bar, (long)m.box_rows * 128, [=] {
-                             for (int r = 0; r < m.box_rows; r++)
-                                 for (int c = 0; c < 64; c++) {
-                                     const int64_t rr = (int64_t)row + r, cc = (int64_t)col + c;
-                                     uint16_t v = 0;
-                                     if (rr >= 0 && rr < m.dim[1] && cc >= 0 && cc < m.dim[0] && head < m.dim[2] &&
-                                         batch < m.dim[3])
-                                         memcpy(&v, m.base + batch * m.stride[2] + head * m.stride[1] +
-                                                        rr * m.stride[0] + 2 * cc, 2);
-                                     memcpy(emu_sm(emu_swz(dst + 128u * r + 2u * c)), &v, 2);
-                                 }
+                             emu_box(m, dst, col, row, head, batch, [](unsigned char *g, unsigned char *s) {
+                                 if (g) memcpy(s, g, 2);
+                                 else memset(s, 0, 2);
+                             });
                          }});
 }
 static inline void fa__bulk_load(uint32_t dst, const void *src, uint32_t bytes, uint32_t bar) {
@@ -131,13 +139,9 @@ static inline void fa__tma_store(const CUtensorMap *map, uint32_t src, int col, 
     emu_map m;
     memcpy(&m, map, sizeof m);
     emu_stores[threadIdx.x].push_back([=] {
-        for (int r = 0; r < m.box_rows; r++)
-            for (int c = 0; c < 64; c++) {
-                const int64_t rr = (int64_t)row + r, cc = (int64_t)col + c;
-                if (rr < 0 || rr >= m.dim[1] || cc >= m.dim[0] || head >= m.dim[2] || batch >= m.dim[3]) continue;
-                memcpy((unsigned char *)m.base + batch * m.stride[2] + head * m.stride[1] + rr * m.stride[0] + 2 * cc,
-                       emu_sm(emu_swz(src + 128u * r + 2u * c)), 2);
-            }
+        emu_box(m, src, col, row, head, batch, [](unsigned char *g, unsigned char *s) {
+            if (g) memcpy(g, s, 2);
+        });
     });
 }
 template <bool ADD> static inline void fa__bulk_store(float *dst, uint32_t src, uint32_t bytes) {
@@ -165,10 +169,7 @@ static inline int fa__ld_acquire(const int *p) {
     emu_yield();
     return *p;
 }
-static inline void fa__red_release_add(int *p, int v) {
-    std::lock_guard<std::mutex> g(emu_atomic_mu);
-    *p += v;
-}
+static inline void fa__red_release_add(int *p, int v) { *p += v; }
 struct emu_nbar {
     int arrived = 0;
     unsigned gen = 0;

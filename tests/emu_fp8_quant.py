@@ -32,7 +32,6 @@ static inline float __uint_as_float(uint32_t u) { float f; memcpy(&f, &u, 4); re
 static inline uint32_t __float_as_uint(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
 /* (cudaMemset, cudaMemsetAsync and cudaDeviceSynchronize: emu_cuda.h's own) */
 static inline unsigned atomicMax(unsigned *p, unsigned v) {
-    std::lock_guard<std::mutex> g(emu_atomic_mu);
     unsigned o = *p;
     if (v > o) *p = v;
     return o;
