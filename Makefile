@@ -37,7 +37,7 @@ help:
 	@echo 'make test-all       test at full size: every CPU variant and compile check, the fuzzer'
 	@echo '                    30 s, and every GPU source compiled (tests, examples, benchmarks,'
 	@echo '                    ablations, the sm90 traces), the emulated tests on longer lists (also'
-	@echo '                    with FA__BWD_SM90_WIDE, FLASHATTN_NO_HOPPER and under ASan+UBSan)'
+	@echo '                    with FA__BWD_SM90_WIDE=0, FLASHATTN_NO_HOPPER and under ASan+UBSan)'
 	@echo 'make test-cpu | test-compile | test-sanitize | test-gpu-compile | test-neon | test-gpu-emu'
 	@echo '                    one part of the above'
 	@echo 'make test-gpu       on a machine with a GPU: the GPU tests, the sanitizers, SASS checks'
@@ -354,7 +354,7 @@ test: $(ALL_RESULTS)
 test-all:
 	@$(MAKE) --no-print-directory test-all-results TEST_QUICK=
 .PHONY: test-all-results
-test-all-results: $(TEST_RESULTS)/gpu_compile.txt $(GPU_KNOBS_RESULTS) $(TEST_RESULTS)/gpu_emu_wide.txt $(ALL_RESULTS)
+test-all-results: $(TEST_RESULTS)/gpu_compile.txt $(GPU_KNOBS_RESULTS) $(TEST_RESULTS)/gpu_emu_narrow.txt $(ALL_RESULTS)
 	@$(call sum_results,$^)
 
 # ---- GPU build, tests and benchmark -------------------------------------------
@@ -362,7 +362,9 @@ test-all-results: $(TEST_RESULTS)/gpu_compile.txt $(GPU_KNOBS_RESULTS) $(TEST_RE
 # GPU_CHECK_TU once per architecture (every head dim, warnings are errors) and
 # runs it (its checks need no GPU); `make test-all` adds test-gpu-compile
 # (every GPU source); test-gpu / bench-gpu run on a machine with a GPU.
-NVCC_FLAGS     ?= -std=c++17 -O3 -lineinfo
+# --split-compile=0: cicc and ptxas take a kernel a core (the kernels' speed the
+# same within 1%, bench/results/2026-12-05_NVIDIA-H200_split-compile-ab.md).
+NVCC_FLAGS     ?= -std=c++17 -O3 -lineinfo --split-compile=0
 NVCC_WERROR    := -Werror all-warnings -Xcompiler -Wall,-Wextra,-Werror
 gencode         = $(foreach a,$(1),-gencode arch=compute_$(a),code=sm_$(a))
 GPU_BENCH_SOURCES := $(wildcard bench/*.cu) $(wildcard bench/micro/*.cu)
@@ -421,14 +423,14 @@ EMU_DEPS = tests/emu_cuda.h tests/emu_cuda90.h tests/bmask_lists.h tests/shard.h
            flashattn_cuda.cuh tests/reference.h tests/test_util.h flashattn.h
 EMU_CXX  = $(CXX) -std=c++20 $(EMU_OPT) -Wno-psabi -DFA_EMU -x c++ -I$(CUDA_INC)
 EMU_OPT  = -O2
-# (_wide: with the sm_90a backward's 128-row steps at D 64, FA__BWD_SM90_WIDE;
+# (_narrow: the sm_90a backward's 64-row steps at D 64 too, FA__BWD_SM90_WIDE=0;
 # _nohopper: built with FLASHATTN_NO_HOPPER, the sm_80 kernels alone; _san:
 # under AddressSanitizer and UBSan, the kernels' global-memory accesses (host
 # allocations there) and their integer arithmetic checked)
-$(BUILD)/test_gpu_backward_emu_wide: EMU_FLAGS = -DFA__BWD_SM90_WIDE=1
+$(BUILD)/test_gpu_backward_emu_narrow: EMU_FLAGS = -DFA__BWD_SM90_WIDE=0
 $(BUILD)/test_gpu_backward_emu_nohopper $(BUILD)/test_gpu_emu_nohopper: EMU_FLAGS = -DFA_EMU_NO_SM90
 $(BUILD)/%_san: EMU_OPT = -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
-EMU_BWD_BINS = $(addprefix $(BUILD)/test_gpu_backward_emu,_wide _nohopper _san)
+EMU_BWD_BINS = $(addprefix $(BUILD)/test_gpu_backward_emu,_narrow _nohopper _san)
 $(BUILD)/test_gpu_backward_emu $(EMU_BWD_BINS): tests/test_gpu_backward.cu $(EMU_DEPS) | $(BUILD)
 	$(EMU_CXX) $(EMU_FLAGS) -o $@ $< -lpthread
 $(BUILD)/test_gpu_emu $(BUILD)/test_gpu_emu_nohopper $(BUILD)/test_gpu_emu_san: tests/test_gpu.cu $(EMU_DEPS) | $(BUILD)
@@ -447,7 +449,7 @@ test-gpu-emu: $(BUILD)/test_gpu_backward_emu $(BUILD)/test_gpu_emu $(BUILD)/test
 # FLASHATTN_NO_HOPPER, the forward's EMU_FWD_CASES (below; each case on the
 # sm_90a kernel, then on the sm_80 kernel), EMU_SAN_CASES under the
 # sanitizers, and the FP8 forward's quick list. In make test-all: also the
-# backward with FA__BWD_SM90_WIDE, the forward's whole quick list (about 25
+# backward with FA__BWD_SM90_WIDE=0, the forward's whole quick list (about 25
 # minutes of one core, in two shards) and the longer sanitized and
 # FLASHATTN_NO_HOPPER sets. Only where nvcc (its headers) is.
 emu_check = if [ -z "$(NVCC)" ]; then echo "nvcc not found: skipping the emulated GPU tests"; \
@@ -455,8 +457,8 @@ emu_check = if [ -z "$(NVCC)" ]; then echo "nvcc not found: skipping the emulate
 	  sh -c '$(MAKE) --no-print-directory $(3) && env FA_QUICK=1 $(5) $(3) $(4)'; fi
 $(TEST_RESULTS)/gpu_emu.txt: FORCE | $(TEST_RESULTS)
 	@$(call emu_check,$@,GPU backward emulated on the CPU (quick list),$(BUILD)/test_gpu_backward_emu,)
-$(TEST_RESULTS)/gpu_emu_wide.txt: FORCE | $(TEST_RESULTS)
-	@$(call emu_check,$@,GPU backward emulated on the CPU with FA__BWD_SM90_WIDE (quick list),$(BUILD)/test_gpu_backward_emu_wide,)
+$(TEST_RESULTS)/gpu_emu_narrow.txt: FORCE | $(TEST_RESULTS)
+	@$(call emu_check,$@,GPU backward emulated on the CPU with FA__BWD_SM90_WIDE=0 (quick list),$(BUILD)/test_gpu_backward_emu_narrow,)
 # FLASHATTN_NO_HOPPER (the users' macro) on the emulator: the backward's quick
 # list in make test, the forward's EMU_FWD_CASES in make test-all
 $(TEST_RESULTS)/gpu_emu_nohopper.txt: FORCE | $(TEST_RESULTS)

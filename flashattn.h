@@ -43,10 +43,11 @@
 
    Everywhere else just #include "flashattn.h". If that one file is compiled by
    nvcc (a .cu file), the GPU half (flashattn_cuda.cuh, next to this header) is
-   compiled in too and the fa_*_cuda entry points exist. The declarations need
-   no CUDA header: device pointers and the stream are plain `void *`, so a C
-   engine built by gcc, clang or MSVC can call GPU functions that were compiled
-   in another translation unit.
+   compiled in too and the fa_*_cuda entry points exist (nvcc --split-compile=0
+   spreads its kernels over the cores; README.md, Quick start). The
+   declarations need no CUDA header: device pointers and the stream are plain
+   `void *`, so a C engine built by gcc, clang or MSVC can call GPU functions
+   that were compiled in another translation unit.
 
        fa_problem p;                  // all zero = full attention, scale 1/sqrt(d)
        fa_tensor q, k, v, o;          // all zero = f32, packed strides

@@ -6385,8 +6385,8 @@ typedef struct fa__bwd_params {
     const int32_t *cu_q, *cu_k;
     const float *alibi;    /* [hq] or NULL */
     int batch, seqlen_q, seqlen_k, hq, hkv, group, d, acc_d;
-    int acc_sq;            /* accumulator rows per sequence: seqlen_q rounded up to 64
-                              (128 with FA__BWD_SM90_WIDE; 0 with cu_seqlens: the rows are packed) */
+    int acc_sq;            /* accumulator rows per sequence: seqlen_q rounded up to 128
+                              (64 without FA__BWD_SM90_WIDE; 0 with cu_seqlens: the rows are packed) */
     int64_t acc_rows;      /* rows per head: batch * acc_sq (cu_seqlens: batch *
                               seqlen_q, an upper bound of total_q) */
     int64_t acc_slice;     /* hq * acc_rows * acc_d: one j slice (deterministic) */
@@ -6536,7 +6536,7 @@ __device__ __forceinline__ int fa__bwd_next_step(const fa__bwd_params &p, int b,
 
 /* One warp per (row, head); lane c holds 16-byte chunk c of the row (d <= 256).
    Rows sq .. sq_pad - 1 (the padding that makes every sequence a whole number
-   of 64-row blocks, 128 with FA__BWD_SM90_WIDE; none with cu_seqlens) get
+   of 128-row blocks, 64 without FA__BWD_SM90_WIDE; none with cu_seqlens) get
    D = 0, L = +inf and a zero accumulator: a query block that reaches past
    the sequence then computes P = 0 there, and its dQ rows land in the
    padding. */
@@ -7238,7 +7238,7 @@ __device__ __forceinline__ void fa__bwd_sm90_ds(const fa__bwd_params &p, const f
 
 /* (fa__bwd_sm90_klayout below; the host's plan reads it in every build) */
 #ifndef FA__BWD_SM90_WIDE
-#define FA__BWD_SM90_WIDE 0
+#define FA__BWD_SM90_WIDE 1 /* 0: 64-row steps at D = 64 too (ablation only) [bwd-wide] */
 #endif
 #ifndef FLASHATTN_NO_HOPPER
 /* ---- kernel 2 on sm_90a: the same loop with wgmma (>>hopper) ------------
@@ -7294,10 +7294,9 @@ __device__ __forceinline__ void fa__bwd_sm90_ds(const fa__bwd_params &p, const f
    [bwd-sm90-persistent]
 
    At D = 256 the block is 64 keys and the warpgroups split the columns of
-   dK, dV and dQ instead of the keys (see `split` below). With
-   FA__BWD_SM90_WIDE the plain kernel's step at D = 64 is 128 query rows
-   (fa__bwd_sm90_klayout), each warpgroup computing all of dQ's columns
-   for its 64 of them.
+   dK, dV and dQ instead of the keys (see `split` below). At D = 64 the
+   plain kernel's step is 128 query rows (fa__bwd_sm90_klayout, FA__BWD_SM90_WIDE),
+   each warpgroup computing all of dQ's columns for its 64 of them.
 
    Covered: f16 / bf16, D = 64, 128 and 256 (head dims 33 .. 256, zero-filled
    columns past the head dim), causal / sliding window, GQA / MQA, arbitrary
@@ -7353,12 +7352,12 @@ template <int D, int BR = 64> struct fa__bwd_sm90_layout {
     static_assert(!wide || (D == 64 && !split), "128-row steps: D 64 only");
     static_assert(1024 + total <= 227 * 1024, "the block's shared memory");
 };
-/* Query rows a step of the sm_90a backward: 64, or with FA__BWD_SM90_WIDE
-   128 in the plain kernel at D 64, where a 64-row step's fixed costs (the
+/* Query rows a step of the sm_90a backward: 64, but 128 in the plain kernel
+   at D 64 (FA__BWD_SM90_WIDE), where a 64-row step's fixed costs (the
    stage's waits, the two barriers, dQ's wait and bulk add) were about as
    long as its products [bwd-wide]; then dQ is split by rows between the
    warpgroups (64 rows each, all D columns) instead of by columns, and K, V
-   have one buffer. (Off until it is timed on a GPU.) fa__bwd_sm90_klayout:
+   have one buffer. fa__bwd_sm90_klayout:
    the layout of kernel fa__bwd_kernel_sm90<., D, EXTRAS, SOFTCAP, DET>, the
    one place its step rows are chosen. */
 template <int D, bool EXTRAS, bool SOFTCAP, bool DET>

@@ -1,8 +1,9 @@
 /* gpu_simple.cu - the smallest complete use of flashattn on an NVIDIA GPU.
 
    Build and run (from this folder; sm_80 code for Ampere and later, sm_90a
-   for Hopper's own path; -t 0 compiles the two targets side by side):
-       nvcc -O2 -t 0 -I.. -gencode arch=compute_80,code=sm_80 \
+   for Hopper's own path; -t 0 compiles the two targets side by side and
+   --split-compile=0 spreads their kernels over the cores):
+       nvcc -O2 -t 0 --split-compile=0 -I.. -gencode arch=compute_80,code=sm_80 \
             -gencode arch=compute_90a,code=sm_90a gpu_simple.cu -o gpu_simple && ./gpu_simple
 
    Because this file is compiled by nvcc, defining FLASHATTN_IMPLEMENTATION
