@@ -25,22 +25,25 @@ def phases(fn):
         tiles = {}
         for e, k, it, c in L: tiles.setdefault(k, []).append((e, it, c))
         ks = sorted(tiles)
-        for a, b in zip(ks, ks[1:]):
+        # a tile ends where the next one starts; a block's last tile (a block per tile: its
+        # only one) at the end of its O store, with no "to next tile"
+        for a, b in zip(ks, ks[1:] + [None]):
             T = tiles[a]; t0 = [c for e, it, c in T if e == 10][0]
-            nxt = [c for e, it, c in tiles[b] if e == 10][0]
             get = lambda ee: [c for e, it, c in T if e == ee]
-            if not get(11): continue  # a warpgroup idle in this tile (rows past the sequence, or no key)
+            if not get(11) or not get(17): continue  # a warpgroup idle in this tile (rows past the sequence, or no key)
+            nxt = [c for e, it, c in tiles[b] if e == 10][0] if b is not None else None
             q = d(t0, get(11)[0]); s0 = d(get(12)[0], get(13)[0])
             smx = [d(x, y) for x, y in zip(get(13), get(14))]
-            epi = d(get(16)[0], get(17)[0]); gap = d(get(17)[0], nxt)
+            epi = d(get(16)[0], get(17)[0]); gap = d(get(17)[0], nxt) if nxt is not None else None
             # the last P V: from the turn that issued it (the last turn before the last
             # "P V ready"; turns after it are WG_STOP's passes) to that event
             i15 = max(i for i, (e, it, c) in enumerate(T) if e == 15)
             lastpv = d([c for e, it, c in T[:i15] if e == 12][-1], T[i15][2])
-            for name, v in (("tile", d(t0, nxt)), ("Q wait", q), ("first S", s0), ("softmax each", sum(smx) / len(smx)),
-                            ("last PV", lastpv), ("epilogue", epi), ("to next tile", gap), ("key blocks", len(smx))):
-                acc.setdefault(name, []).append(v)
-    return {k: sum(v) / len(v) for k, v in acc.items()}, len(acc["tile"])
+            for name, v in (("tile", d(t0, nxt if nxt is not None else get(17)[0])), ("Q wait", q), ("first S", s0),
+                            ("softmax each", sum(smx) / len(smx)), ("last PV", lastpv), ("epilogue", epi),
+                            ("to next tile", gap), ("key blocks", len(smx))):
+                if v is not None: acc.setdefault(name, []).append(v)
+    return {k: sum(v) / len(v) for k, v in acc.items()}, len(acc.get("tile", []))
 # medians of the key-block phases, and the spacing of the warpgroups' turns
 def steady(fn):
     ev = load(fn)
