@@ -258,8 +258,10 @@ GPU_CHECK_RESULTS := $(foreach a,$(GPU_ARCHS),$(TEST_RESULTS)/gpu_check_$(a).txt
 # forward's whole quick list in two shards in make test-all)
 EMU_RESULTS      := $(TEST_RESULTS)/gpu_emu_fwd_san.txt $(TEST_RESULTS)/gpu_emu_fwd.txt \
                     $(if $(TEST_QUICK),,$(TEST_RESULTS)/gpu_emu_fwd2.txt $(TEST_RESULTS)/gpu_emu_san.txt \
-                                        $(TEST_RESULTS)/gpu_emu_fp8_san.txt $(TEST_RESULTS)/gpu_emu_fwd_nohopper.txt) \
-                    $(TEST_RESULTS)/gpu_emu.txt $(TEST_RESULTS)/gpu_emu_fp8.txt $(TEST_RESULTS)/gpu_emu_nohopper.txt
+                                        $(TEST_RESULTS)/gpu_emu_fp8_san.txt $(TEST_RESULTS)/gpu_emu_fwd_nohopper.txt \
+                                        $(TEST_RESULTS)/gpu_emu_dec_san.txt) \
+                    $(TEST_RESULTS)/gpu_emu.txt $(TEST_RESULTS)/gpu_emu_fp8.txt $(TEST_RESULTS)/gpu_emu_nohopper.txt \
+                    $(TEST_RESULTS)/gpu_emu_dec.txt
 ALL_RESULTS      := $(GPU_CHECK_RESULTS) $(EMU_RESULTS) $(SANITIZE_RESULTS) $(CPU_RESULTS) \
                     $(call compile_run,compile,$(COMPILE_QUICK),$(COMPILE_CHECKS)) \
                     $(call compile_run,strict,$(STRICT_QUICK),$(STRICT_CHECKS)) \
@@ -437,21 +439,25 @@ $(BUILD)/test_gpu_emu $(BUILD)/test_gpu_emu_nohopper $(BUILD)/test_gpu_emu_san: 
 	$(EMU_CXX) $(EMU_FLAGS) -o $@ $< -lpthread
 $(BUILD)/test_gpu_fp8_fwd_emu $(BUILD)/test_gpu_fp8_fwd_emu_san: tests/test_gpu_fp8.cu tests/fp8_attn.h $(EMU_DEPS) | $(BUILD)
 	$(EMU_CXX) -o $@ $< -lpthread
+$(BUILD)/test_gpu_decode_emu $(BUILD)/test_gpu_decode_emu_san: tests/test_gpu_decode.cu $(EMU_DEPS) | $(BUILD)
+	$(EMU_CXX) -o $@ $< -lpthread
 EMU_SAN_ENV = ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1
 .PHONY: test-gpu-emu
-test-gpu-emu: $(BUILD)/test_gpu_backward_emu $(BUILD)/test_gpu_emu $(BUILD)/test_gpu_fp8_fwd_emu
+test-gpu-emu: $(BUILD)/test_gpu_backward_emu $(BUILD)/test_gpu_emu $(BUILD)/test_gpu_fp8_fwd_emu $(BUILD)/test_gpu_decode_emu
 	FA_QUICK=1 $(BUILD)/test_gpu_backward_emu
 	$(BUILD)/test_gpu_emu --quick
 	$(BUILD)/test_gpu_fp8_fwd_emu --quick
+	$(BUILD)/test_gpu_decode_emu --quick
 
 # In make test: the backward's quick list (each case on the sm_90a kernel,
 # then on 3 persistent blocks and on the sm_80 kernel), also with
 # FLASHATTN_NO_HOPPER, the forward's EMU_FWD_CASES (below; each case on the
 # sm_90a kernel, then on the sm_80 kernel), EMU_SAN_CASES under the
-# sanitizers, and the FP8 forward's quick list. In make test-all: also the
-# backward with FA__BWD_SM90_WIDE=0, the forward's whole quick list (about 25
-# minutes of one core, in two shards) and the longer sanitized and
-# FLASHATTN_NO_HOPPER sets. Only where nvcc (its headers) is.
+# sanitizers, the FP8 forward's quick list and decode's. In make test-all:
+# also the backward with FA__BWD_SM90_WIDE=0, the forward's whole quick list
+# (about 25 minutes of one core, in two shards), decode's whole list (about a
+# minute and a half) and the longer sanitized and FLASHATTN_NO_HOPPER sets.
+# Only where nvcc (its headers) is.
 emu_check = if [ -z "$(NVCC)" ]; then echo "nvcc not found: skipping the emulated GPU tests"; \
 	  echo "0 passed, 0 failed" > $(1); else $(RUN_CHECK) $(1) "$(2)" \
 	  sh -c '$(MAKE) --no-print-directory $(3) && env FA_QUICK=1 $(5) $(3) $(4)'; fi
@@ -486,9 +492,11 @@ $(TEST_RESULTS)/gpu_emu_fwd2.txt: FORCE | $(TEST_RESULTS)
 	@$(call emu_check,$@,GPU forward emulated on the CPU (quick list shard 2 of 2),$(BUILD)/test_gpu_emu,--quick,FA_TEST_SHARD=1/2)
 $(TEST_RESULTS)/gpu_emu_fp8.txt: FORCE | $(TEST_RESULTS)
 	@$(call emu_check,$@,GPU FP8 forward emulated on the CPU (quick list),$(BUILD)/test_gpu_fp8_fwd_emu,--quick)
+$(TEST_RESULTS)/gpu_emu_dec.txt: FORCE | $(TEST_RESULTS)
+	@$(call emu_check,$@,GPU decode emulated on the CPU ($(if $(TEST_QUICK),quick list,whole list)),$(BUILD)/test_gpu_decode_emu,$(if $(TEST_QUICK),--quick))
 # Under the sanitizers (about ten times slower): in make test EMU_SAN_CASES;
-# in make test-all EMU_FWD_CASES (about 2.5 min), the backward's and the FP8
-# forward's quick lists.
+# in make test-all EMU_FWD_CASES (about 2.5 min), the backward's, the FP8
+# forward's and decode's quick lists.
 EMU_SAN_CASES := d64 sq113 sk203,d128 sq203 sk113,d256 sq113 sk203,200x333 7 heads
 $(TEST_RESULTS)/gpu_emu_fwd_san.txt: export FA_TEST_ONLY = $(if $(TEST_QUICK),$(EMU_SAN_CASES),$(EMU_FWD_CASES))
 $(TEST_RESULTS)/gpu_emu_fwd_san.txt: FORCE | $(TEST_RESULTS)
@@ -497,6 +505,8 @@ $(TEST_RESULTS)/gpu_emu_san.txt: FORCE | $(TEST_RESULTS)
 	@$(call emu_check,$@,GPU backward emulated on the CPU under ASan+UBSan (quick list),$(BUILD)/test_gpu_backward_emu_san,,$(EMU_SAN_ENV))
 $(TEST_RESULTS)/gpu_emu_fp8_san.txt: FORCE | $(TEST_RESULTS)
 	@$(call emu_check,$@,GPU FP8 forward emulated on the CPU under ASan+UBSan (quick list),$(BUILD)/test_gpu_fp8_fwd_emu_san,--quick,$(EMU_SAN_ENV))
+$(TEST_RESULTS)/gpu_emu_dec_san.txt: FORCE | $(TEST_RESULTS)
+	@$(call emu_check,$@,GPU decode emulated on the CPU under ASan+UBSan (quick list),$(BUILD)/test_gpu_decode_emu_san,--quick,$(EMU_SAN_ENV))
 
 # The backward test with one head dim compiled, 256: every head dim runs on
 # the d256 kernels (FLASHATTN_HEAD_DIMS: the next compiled size up). On a GPU:

@@ -237,8 +237,9 @@
                            runs the backward's kernels, sm_80 and sm_90a, on
                            the CPU (make test-gpu-emu). With
                            FLASHATTN_CUDA_EMU_FWD the forward's kernels and
-                           fa_forward_cuda too; decode and the quantizer
-                           never.
+                           fa_forward_cuda too; with FLASHATTN_CUDA_EMU_DEC
+                           decode's (and the forward's, whose helpers it
+                           uses); the quantizer never.
    Names that begin FA__ or fa__ are internal: not configuration, and not
    stable (the sm_90a ablation switches FA__SM90_* included).
    Setting FLASHATTN_BLOCK_M, _BLOCK_N or _WARPS applies it to every head
@@ -259,8 +260,9 @@
    flashattn.h's implementation. */
 
 /* What the CPU emulator (FLASHATTN_CUDA_EMU) leaves out: the forward,
-   unless FLASHATTN_CUDA_EMU_FWD. */
-#if defined(FLASHATTN_CUDA_EMU) && !defined(FLASHATTN_CUDA_EMU_FWD)
+   unless FLASHATTN_CUDA_EMU_FWD, or _DEC (decode uses the forward's tile
+   helpers). */
+#if defined(FLASHATTN_CUDA_EMU) && !defined(FLASHATTN_CUDA_EMU_FWD) && !defined(FLASHATTN_CUDA_EMU_DEC)
 #define FA__EMU_NO_FWD 1
 #else
 #define FA__EMU_NO_FWD 0
@@ -268,6 +270,11 @@
 /* A launch of kern(args): the emulator (tests/emu_cuda.h) defines its own. */
 #ifndef FA__LAUNCH
 #define FA__LAUNCH(kern, grid, block, smem, stream, ...) kern<<<grid, block, smem, stream>>>(__VA_ARGS__)
+#endif
+/* A kernel's static shared array: the emulator makes it a static variable
+   (its CTAs run one at a time, each CTA's threads sharing it). */
+#ifndef FA__SHARED
+#define FA__SHARED __shared__
 #endif
 
 /* ============================================================================
@@ -4546,7 +4553,7 @@ FLASHATTN_DEF fa_status fa_forward_cuda(const fa_problem *p, fa_tensor q, fa_ten
 #endif
 #endif /* !FA__EMU_NO_FWD */
 
-#ifndef FLASHATTN_CUDA_EMU /* (decode and the quantizer are not emulated) */
+#if !defined(FLASHATTN_CUDA_EMU) || defined(FLASHATTN_CUDA_EMU_DEC) /* (emulated with FLASHATTN_CUDA_EMU_DEC) */
 #ifndef FLASHATTN_NO_DECODE
 /* ============================================================================
    >>decode  flash-decoding: split-KV, GQA packing, paged KV caches
@@ -4635,10 +4642,20 @@ FLASHATTN_DEF fa_status fa_forward_cuda(const fa_problem *p, fa_tensor q, fa_ten
 */
 
 /* ---- >>decode-prims  the forward section's PTX wrappers (>>gpu-ptx) and
-   swizzle (>>gpu-smem) are used as they are; only these are new. */
+   swizzle (>>gpu-smem) are used as they are; only these are new (the
+   emulator, tests/emu_cuda.h, defines its own). */
 __device__ __forceinline__ uint32_t fa__dec_smem_addr(const void *p)
 {
     return (uint32_t)__cvta_generic_to_shared(p);
+}
+#ifndef FLASHATTN_CUDA_EMU
+/* Programmatic dependent launch (sm_90+, [decode-pdl]): wait until the grid
+   before this one in the stream is done and its writes are visible; let the
+   grid after this one start placing its CTAs. */
+static __device__ __forceinline__ void fa__grid_dep_wait(void) { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+static __device__ __forceinline__ void fa__grid_dep_launch(void)
+{
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 }
 /* fa__cp_async16 with an L2 cache policy: K and V stream through once, so
    their lines are marked the first to evict (createpolicy's evict_first
@@ -4669,6 +4686,7 @@ __device__ __forceinline__ void fa__cp_async16_pol(uint32_t smem_addr, const voi
                  : "memory");
 #endif
 }
+#endif /* FLASHATTN_CUDA_EMU */
 
 /* ---- >>decode-params  what the kernels see ---------------------------------
    Strides are in elements and already resolved (no zeros). */
@@ -5248,7 +5266,7 @@ fa__decode_kernel(const fa__decode_params p)
        this wait, which returns once that grid is done and its writes are
        visible (seqlens_k, the cache, q may all come from it); it hides the
        launch gap between the two kernels. [decode-pdl] */
-    asm volatile("griddepcontrol.wait;" ::: "memory");
+    fa__grid_dep_wait();
 #endif
     const fa__dec_keys keys = fa__dec_split_keys(p, cta);
     const int sk = keys.sk, sq = keys.sq, my_tiles = keys.my_tiles;
@@ -5259,7 +5277,7 @@ fa__decode_kernel(const fa__decode_params p)
     /* Let our dependent (the combine kernel, or the next call) start its
        CTAs now: they wait in griddepcontrol.wait until this whole grid has
        finished, so the launch gap between the two kernels is hidden. */
-    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+    fa__grid_dep_launch();
 #endif
     fa__dec_load_q(p, cta, qs, tid);
     int pages[T::RPT]; /* block-table entries of this thread's rows of the next tile */
@@ -5371,8 +5389,8 @@ fa__decode_combine_kernel(const fa__decode_params p)
 {
     constexpr int PER = D / 32; /* columns per lane: 2, 4 or 8 */
     constexpr int BATCH = 8;    /* splits a warp loads before it adds */
-    __shared__ float part[4][D];
-    __shared__ float part_m[4], part_l[4];
+    FA__SHARED float part[4][D];
+    FA__SHARED float part_m[4], part_l[4];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int64_t R = (int64_t)p.batch * p.hq * p.sq;
     const int64_t row = blockIdx.x;
@@ -5382,8 +5400,8 @@ fa__decode_combine_kernel(const fa__decode_params p)
        fa__decode_launch_t): this CTA may start while that grid still runs,
        and waits here until all of its writes are visible. The next kernel
        in the stream may start its CTAs from here on too. */
-    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-    asm volatile("griddepcontrol.wait;" ::: "memory");
+    fa__grid_dep_launch();
+    fa__grid_dep_wait();
 #endif
 
     float m = -INFINITY, l = 0.f, acc[PER];
@@ -5871,7 +5889,7 @@ static cudaError_t fa__decode_launch_t(const fa__decode_params &kp, const fa__de
     cudaError_t e;
     if (kp.k_new) {
         int64_t total = (int64_t)kp.batch * kp.sq * kp.hkv * (D / 8);
-        fa__decode_append_kernel<D><<<(unsigned)((total + 255) / 256), 256, 0, st>>>(kp);
+        FA__LAUNCH(fa__decode_append_kernel<D>, (unsigned)((total + 255) / 256), 256, 0, st, kp);
         if ((e = cudaGetLastError()) != cudaSuccess) return e;
     }
     /* plan.kernel: the instance fa__decode_setup_any chose for plan.warps_m
@@ -5966,6 +5984,9 @@ FLASHATTN_DEF fa_status fa_decode_cuda(const fa_problem *p, fa_tensor q, fa_tens
 }
 #endif
 #endif /* FLASHATTN_NO_DECODE */
+#endif /* !FLASHATTN_CUDA_EMU || FLASHATTN_CUDA_EMU_DEC */
+
+#ifndef FLASHATTN_CUDA_EMU /* (the quantizer is not emulated) */
 
 /* ============================================================================
    >>fp8-quant  fa_quantize_cuda: f16 / bf16 -> e4m3 with per-block descales

@@ -1,6 +1,7 @@
 /* tests/emu_cuda.h - run the GPU kernels on the CPU, for machines (CI, a
    laptop) without a GPU: the backward, and with FLASHATTN_CUDA_EMU_FWD
-   defined first the forward (sm_80 and sm_90a kernels, FP8 included).
+   defined first the forward (sm_80 and sm_90a kernels, FP8 included), with
+   FLASHATTN_CUDA_EMU_DEC decode (its kernel, split-KV combine and append).
 
    A small emulation of exactly what flashattn_cuda.cuh's kernels use: the
    CUDA runtime calls (host memory stands in for device memory),
@@ -22,10 +23,10 @@
 
    At its end this header includes flashattn_cuda.cuh itself with
    FLASHATTN_CUDA_EMU defined: the header then compiles only the backward
-   section (and the forward's, FLASHATTN_CUDA_EMU_FWD) and what they use
-   (>>gpu-smem, the checks), without its PTX wrappers (defined here) and
-   with its launches going through FA__LAUNCH (emu_launch here). Decode and
-   the quantizer are not emulated.
+   section (and the forward's and decode's, FLASHATTN_CUDA_EMU_FWD / _DEC)
+   and what they use (>>gpu-smem, the checks), without its PTX wrappers
+   (defined here) and with its launches going through FA__LAUNCH
+   (emu_launch here). The quantizer is not emulated.
 
    The sm_90a kernels run too (FA_EMU_NO_SM90 leaves them out, as
    FLASHATTN_NO_HOPPER; tests/emu_cuda90.h): mbarriers (arrivals,
@@ -89,6 +90,7 @@ cudaError_t CUDARTAPI cudaGetDeviceProperties(struct cudaDeviceProp *p, int) {
     memset(p, 0, sizeof *p);
     strcpy(p->name, "CPU emulation");
     p->major = 9; p->minor = 0;
+    p->multiProcessorCount = 132;
     return cudaSuccess;
 }
 cudaError_t CUDARTAPI cudaDeviceSynchronize(void) { return cudaSuccess; }
@@ -101,6 +103,20 @@ cudaError_t CUDARTAPI cudaDeviceGetAttribute(int *v, enum cudaDeviceAttr a, int)
     return cudaSuccess;
 }
 template <typename F> static inline cudaError_t cudaFuncSetAttribute(F *, enum cudaFuncAttribute, int) {
+    return cudaSuccess;
+}
+cudaError_t CUDARTAPI cudaStreamCreateWithFlags(cudaStream_t *s, unsigned int) { *s = NULL; return cudaSuccess; }
+/* (decode's setup) CTAs an SM holds: by shared memory alone (228 KB an SM, 1 KB
+   reserved a CTA) and 2048 threads; every kernel compiled for sm_90 */
+cudaError_t CUDARTAPI cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int *n, const void *, int threads,
+                                                                             size_t smem, unsigned int) {
+    const int by_smem = (int)(228 * 1024 / (smem + 1024)), by_threads = 2048 / threads;
+    *n = by_smem < by_threads ? by_smem : by_threads;
+    return cudaSuccess;
+}
+cudaError_t CUDARTAPI cudaFuncGetAttributes(struct cudaFuncAttributes *a, const void *) {
+    memset(a, 0, sizeof *a);
+    a->binaryVersion = a->ptxVersion = 90;
     return cudaSuccess;
 }
 
@@ -495,6 +511,24 @@ static inline float fa__rcp_ftz(float x) { return 1.0f / x; }
 static inline uint32_t fa__bwd_smem_u32(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
 
 #define FA__LAUNCH(kern, grid, block, smem, stream, ...) emu_launch(kern, grid, block, smem, stream, __VA_ARGS__)
+
+/* Decode (FLASHATTN_CUDA_EMU_DEC): its launches with a configuration (the
+   programmatic-dependent attribute means nothing here: grids run one after
+   another), its shared memory, its static shared arrays (FA__SHARED: one per
+   kernel instance, the CTAs running one at a time), its copies' L2 policy
+   (none) and the grid-dependency waits (nothing to wait for). */
+template <typename P> static cudaError_t cudaLaunchKernelEx(const cudaLaunchConfig_t *c, void (*k)(P), const P &p) {
+    emu_launch(k, c->gridDim, c->blockDim, c->dynamicSmemBytes, c->stream, p);
+    return cudaSuccess;
+}
+#define fa__dec_smem fa__bwd_smem
+#define FA__SHARED static
+static inline uint64_t fa__l2_evict_first(void) { return 0; }
+static inline void fa__cp_async16_pol(uint32_t dst, const void *src, int n, uint64_t) { fa__cp_async16(dst, src, n); }
+static inline void fa__grid_dep_wait(void) {}
+static inline void fa__grid_dep_launch(void) {}
+template <class T> static inline T __ldg(const T *p) { return *p; }
+#define __log2f(x) log2f(x) /* (glibc declares a __log2f of its own) */
 
 /* a block mask's unit order: most work first (the kernel's counting sort
    leaves equal counts in any order; this keeps them in item order) */

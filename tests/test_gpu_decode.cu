@@ -14,6 +14,10 @@
 #define FLASHATTN_TEST_HOOKS /* fa__dec_pairs: run cases on the head-pair kernel too */
 #define FLASHATTN_IMPLEMENTATION
 #include "../flashattn.h"
+#ifdef FA_EMU /* the kernels on the CPU (make test-gpu-emu): see tests/emu_cuda.h */
+#define FLASHATTN_CUDA_EMU_DEC
+#include "emu_cuda.h"
+#endif
 #include "test_util.h"
 
 #include <cuda_runtime.h>
