@@ -596,22 +596,6 @@ $(BUILD)/fp8_calibrate: tests/fp8_calibrate.c tests/fp8_attn.h $(TEST_DEPS) | $(
 .PHONY: fp8-calibrate
 fp8-calibrate: $(BUILD)/fp8_calibrate
 	$(BUILD)/fp8_calibrate $(FP8_CAL_FLAGS)
-# The same test's quantizer part with the quantizer's kernels run on the CPU (tests/emu_fp8_quant.py:
-# cut out of the header, which the emulator does not compile; --quick sizes).
-$(BUILD)/test_gpu_fp8_emu: tests/test_gpu_fp8.cu tests/emu_fp8_quant.py tests/emu_common.py tests/emu_cuda.h tests/cuda_check.h $(TEST_DEPS) flashattn_cuda.cuh | $(BUILD)
-	mkdir -p $(BUILD)/emu_fp8 && python3 tests/emu_fp8_quant.py $(BUILD)/emu_fp8
-	$(CXX) -std=c++20 -O1 -I$(CUDA_INC) -o $@ $(BUILD)/emu_fp8/test_gpu_fp8_emu.cpp -lpthread
-.PHONY: test-gpu-emu-fp8
-test-gpu-emu-fp8: $(BUILD)/test_gpu_fp8_emu
-	$(BUILD)/test_gpu_fp8_emu --quick
-# The sm_80 forward's dropout step (fa__sm80_dropout) on a warp of 32 fibers, its keep bits
-# against fa__dropout_keep (tests/emu_fwd_dropout.py; seconds).
-$(BUILD)/test_fwd_dropout_emu: tests/emu_fwd_dropout.py tests/emu_common.py tests/emu_cuda.h flashattn_cuda.cuh flashattn.h | $(BUILD)
-	mkdir -p $(BUILD)/emu_dropout && python3 tests/emu_fwd_dropout.py $(BUILD)/emu_dropout
-	$(CXX) -std=c++20 -O1 -I$(CUDA_INC) -o $@ $(BUILD)/emu_dropout/test_fwd_dropout_emu.cpp -lpthread
-.PHONY: test-gpu-emu-dropout
-test-gpu-emu-dropout: $(BUILD)/test_fwd_dropout_emu
-	$(BUILD)/test_fwd_dropout_emu
 $(BUILD)/bench_fp8_quant: bench/bench_fp8_quant.cu flashattn.h flashattn_cuda.cuh | $(BUILD)
 	$(NVCC) $(NVCC_FLAGS) -DFLASHATTN_HEAD_DIMS=64 $(call gencode,$(GPU_ARCHS)) $< -o $@
 .PHONY: bench-fp8-quant

@@ -236,10 +236,10 @@
                            >>gpu-ptx and >>hopper-ptx and FA__LAUNCH, and
                            runs the backward's kernels, sm_80 and sm_90a, on
                            the CPU (make test-gpu-emu). With
-                           FLASHATTN_CUDA_EMU_FWD the forward's kernels and
-                           fa_forward_cuda too; with FLASHATTN_CUDA_EMU_DEC
-                           decode's (and the forward's, whose helpers it
-                           uses); the quantizer never.
+                           FLASHATTN_CUDA_EMU_FWD the forward's kernels,
+                           fa_forward_cuda and the FP8 quantizer too; with
+                           FLASHATTN_CUDA_EMU_DEC decode's (and the
+                           forward's, whose helpers it uses).
    Names that begin FA__ or fa__ are internal: not configuration, and not
    stable (the sm_90a ablation switches FA__SM90_* included).
    Setting FLASHATTN_BLOCK_M, _BLOCK_N or _WARPS applies it to every head
@@ -5986,7 +5986,7 @@ FLASHATTN_DEF fa_status fa_decode_cuda(const fa_problem *p, fa_tensor q, fa_tens
 #endif /* FLASHATTN_NO_DECODE */
 #endif /* !FLASHATTN_CUDA_EMU || FLASHATTN_CUDA_EMU_DEC */
 
-#ifndef FLASHATTN_CUDA_EMU /* (the quantizer is not emulated) */
+#if !defined(FLASHATTN_CUDA_EMU) || defined(FLASHATTN_CUDA_EMU_FWD) /* (emulated with the forward) */
 
 /* ============================================================================
    >>fp8-quant  fa_quantize_cuda: f16 / bf16 -> e4m3 with per-block descales
@@ -6023,7 +6023,9 @@ struct fa__quant_params {
 };
 
 /* Two e4m3 codes, lo in the low byte: the hardware's round-to-nearest-even,
-   saturating (sm_89+), which gives fa__f32_to_e4m3's bits. */
+   saturating (sm_89+), which gives fa__f32_to_e4m3's bits. (The emulator
+   defines its own, from that function.) */
+#ifndef FLASHATTN_CUDA_EMU
 static __device__ __forceinline__ uint32_t fa__cvt_e4m3x2(float lo, float hi)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
@@ -6034,6 +6036,7 @@ static __device__ __forceinline__ uint32_t fa__cvt_e4m3x2(float lo, float hi)
     return (uint32_t)fa__f32_to_e4m3(lo) | (uint32_t)fa__f32_to_e4m3(hi) << 8;
 #endif
 }
+#endif /* FLASHATTN_CUDA_EMU */
 
 template <bool BF16>
 static __device__ __forceinline__ float fa__quant_widen(uint32_t u)
@@ -6138,8 +6141,8 @@ fa__quantize_kernel(const fa__quant_params p)
     constexpr int R = B / FA__QUANT_WARPS; /* rows per warp */
     constexpr int RPG = 32 / LPR;          /* rows side by side in a warp */
     constexpr int G = (R + RPG - 1) / RPG; /* row slots per lane */
-    __shared__ float warp_amax[FA__QUANT_WARPS];
-    __shared__ float mul[256 + 8]; /* sign[j] / sqrt(d) at j + j / 32 */
+    FA__SHARED float warp_amax[FA__QUANT_WARPS];
+    FA__SHARED float mul[256 + 8]; /* sign[j] / sqrt(d) at j + j / 32 */
     const int k = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, sub = lane % LPR, j0 = sub * E;
     const int64_t row0 = p.cu_seqlens ? p.cu_seqlens[b] : 0, bi = p.cu_seqlens ? 0 : b;
@@ -6213,11 +6216,12 @@ template <int B>
 static void fa__quantize_launch(const fa__quant_params &kp, int batch, cudaStream_t st)
 {
     const dim3 grid((unsigned)kp.nblk, (unsigned)kp.heads, (unsigned)batch), block(FA__QUANT_WARPS * 32);
-    if (kp.d <= 16) fa__quantize_kernel<16, 1, B><<<grid, block, 0, st>>>(kp);
-    else if (kp.d <= 32) fa__quantize_kernel<32, 1, B><<<grid, block, 0, st>>>(kp);
-    else if (kp.d <= 64) fa__quantize_kernel<32, 2, B><<<grid, block, 0, st>>>(kp);
-    else if (kp.d <= 128) fa__quantize_kernel<32, 4, B><<<grid, block, 0, st>>>(kp);
-    else fa__quantize_kernel<32, 8, B><<<grid, block, 0, st>>>(kp);
+    void (*kernel)(fa__quant_params) = kp.d <= 16    ? fa__quantize_kernel<16, 1, B>
+                                       : kp.d <= 32  ? fa__quantize_kernel<32, 1, B>
+                                       : kp.d <= 64  ? fa__quantize_kernel<32, 2, B>
+                                       : kp.d <= 128 ? fa__quantize_kernel<32, 4, B>
+                                                     : fa__quantize_kernel<32, 8, B>;
+    FA__LAUNCH(kernel, grid, block, 0, st, kp);
 }
 
 #ifdef __cplusplus
@@ -6260,7 +6264,7 @@ FLASHATTN_DEF fa_status fa_quantize_cuda(const fa_quant *p, fa_tensor x, fa_tens
         e = cudaGetLastError();
     }
     if (e == cudaSuccess && p->per_tensor) {
-        fa__quantize_finish_kernel<<<1, 1, 0, st>>>(descale);
+        FA__LAUNCH(fa__quantize_finish_kernel, 1, 1, 0, st, descale);
         e = cudaGetLastError();
     }
     if (e != cudaSuccess) return fa__cuda_fail(fn, e, "quantize launch");
@@ -6270,7 +6274,7 @@ FLASHATTN_DEF fa_status fa_quantize_cuda(const fa_quant *p, fa_tensor x, fa_tens
 #ifdef __cplusplus
 }
 #endif
-#endif /* FLASHATTN_CUDA_EMU */
+#endif /* !FLASHATTN_CUDA_EMU || FLASHATTN_CUDA_EMU_FWD */
 
 #ifndef FLASHATTN_NO_BACKWARD
 /* ============================================================================

@@ -1,7 +1,8 @@
 /* tests/emu_cuda.h - run the GPU kernels on the CPU, for machines (CI, a
    laptop) without a GPU: the backward, and with FLASHATTN_CUDA_EMU_FWD
-   defined first the forward (sm_80 and sm_90a kernels, FP8 included), with
-   FLASHATTN_CUDA_EMU_DEC decode (its kernel, split-KV combine and append).
+   defined first the forward (sm_80 and sm_90a kernels, FP8 included) and
+   the FP8 quantizer, with FLASHATTN_CUDA_EMU_DEC decode (its kernel,
+   split-KV combine and append).
 
    A small emulation of exactly what flashattn_cuda.cuh's kernels use: the
    CUDA runtime calls (host memory stands in for device memory),
@@ -26,7 +27,7 @@
    section (and the forward's and decode's, FLASHATTN_CUDA_EMU_FWD / _DEC)
    and what they use (>>gpu-smem, the checks), without its PTX wrappers
    (defined here) and with its launches going through FA__LAUNCH
-   (emu_launch here). The quantizer is not emulated.
+   (emu_launch here).
 
    The sm_90a kernels run too (FA_EMU_NO_SM90 leaves them out, as
    FLASHATTN_NO_HOPPER; tests/emu_cuda90.h): mbarriers (arrivals,
@@ -294,6 +295,14 @@ static inline unsigned atomicOr(unsigned *p, unsigned v) {
     return o;
 }
 static inline unsigned __ldcg(const unsigned *p) { return *p; }
+/* what the FP8 quantizer uses */
+static inline unsigned atomicMax(unsigned *p, unsigned v) {
+    unsigned o = *p;
+    if (v > o) *p = v;
+    return o;
+}
+static inline float __uint_as_float(unsigned u) { float f; memcpy(&f, &u, 4); return f; }
+static inline unsigned __float_as_uint(float f) { unsigned u; memcpy(&u, &f, 4); return u; }
 static inline int __popc(unsigned x) { return __builtin_popcount(x); }
 static inline unsigned __umulhi(unsigned a, unsigned b) { return (unsigned)(((uint64_t)a * b) >> 32); }
 static inline float __fdividef(float a, float b) { return a / b; }

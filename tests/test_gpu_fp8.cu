@@ -28,28 +28,22 @@
    Run:   build/test_gpu_fp8          (all cases)
           build/test_gpu_fp8 --quick  (small cases: for compute-sanitizer)
    With -DFA_EMU (build/test_gpu_fp8_fwd_emu, make test-gpu-emu) the forward
-   runs on the CPU (tests/emu_cuda.h): parts 2 and 3 without the quantizer
-   (not emulated), part 2's inputs quantized by the CPU fa_quantize.
+   and the quantizer run on the CPU (tests/emu_cuda.h; the quantizer's e4m3
+   rounding there is the CPU's function, which part 1 holds the GPU's
+   instruction to on a GPU).
    Ends with the line "N passed, M failed". */
 #define FLASHATTN_IMPLEMENTATION
 #include "../flashattn.h"
 #include "test_util.h"
 
-#ifdef FA_EMU /* the forward on the CPU (make test-gpu-emu), see tests/emu_cuda.h: the */
-#define FLASHATTN_CUDA_EMU_FWD /* quantizer is not emulated, so parts 1 and 3's last refusal */
-#include "emu_cuda.h"          /* are left out and part 2 quantizes with the CPU fa_quantize */
+#ifdef FA_EMU /* the forward and the quantizer on the CPU (make test-gpu-emu): tests/emu_cuda.h */
+#define FLASHATTN_CUDA_EMU_FWD
+#include "emu_cuda.h"
 #else
 #include <cuda_runtime.h>
 #endif
 
 #include "cuda_check.h"
-
-/* QUANT_KERNELS: fa_quantize_cuda runs here (not on the CPU emulator) */
-#ifdef FA_EMU
-#define QUANT_KERNELS 0
-#else
-#define QUANT_KERNELS 1
-#endif
 
 typedef struct gcase {
     fa_dtype dt;
@@ -58,7 +52,6 @@ typedef struct gcase {
     uint64_t seed;
 } gcase;
 
-#if QUANT_KERNELS
 static void run_case(const gcase *c)
 {
     uint64_t rng = c->seed * 7919 + 3;
@@ -144,9 +137,7 @@ static void run_case(const gcase *c)
     free(ds_cpu); free(ds_gpu); free(gpu_out);
     tens_free(&x); tens_free(&e);
 }
-#endif /* QUANT_KERNELS */
 
-#ifndef FA_TEST_QUANT_ONLY /* (tests/emu_fp8_quant.py emulates the quantizer alone) */
 #include "fp8_attn.h"
 
 /* ---- 2. FP8 attention ------------------------------------------------------------ */
@@ -190,15 +181,8 @@ static void run_attn_case(const fp8_case *c, cudaStream_t st)
         CK(cudaMalloc((void **)&d_ds[i], (size_t)r.nds[i] * sizeof(float)));
         CK(cudaMemcpy(d_ds[i], r.ds[i], (size_t)r.nds[i] * sizeof(float), cudaMemcpyHostToDevice)); /* NaN */
         qd[i] = r.qp[i];
-#ifdef FA_EMU
-        (void)tx;
-        s = fa_quantize(&qd[i], r.x[i].t, r.e[i].t, r.ds[i]); /* (host memory is device memory there) */
-        CK(cudaMemcpy(d_e[i], r.e[i].buf, (size_t)r.e[i].n, cudaMemcpyHostToDevice));
-        CK(cudaMemcpy(d_ds[i], r.ds[i], (size_t)r.nds[i] * sizeof(float), cudaMemcpyHostToDevice));
-#else
         if (c->varlen) qd[i].cu_seqlens = i ? d_cuk : d_cuq;
         s = fa_quantize_cuda(&qd[i], tx, te[i], d_ds[i], st);
-#endif
         check(s == FA_OK, "%s: fa_quantize_cuda role %d: %s", r.ctx, i, fa_last_error());
     }
     CK(cudaStreamSynchronize(st));
@@ -298,7 +282,7 @@ static void test_refusals(void)
     CK(cudaMalloc((void **)&d, 4096 + OUT));
     CK(cudaMemset(d, 0x38, 3 * S * D)); /* q, k, v: e4m3 1.0 */
     d_lse = (float *)(void *)(d + 8192);
-    for (i = 0; i < (QUANT_KERNELS ? 9 : 8); i++) {
+    for (i = 0; i < 9; i++) {
         static const char *field[9] = {"o.dtype", "k.dtype", "k.dtype", "v.dtype", "descale_q", "descale_k_block",
                                        "descale", "descale_v", "x.dtype"};
         const fa_status want = i == 0 || i == 8 ? FA_ERROR_UNSUPPORTED : FA_ERROR_INVALID_ARGUMENT;
@@ -326,11 +310,7 @@ static void test_refusals(void)
             memset(&qp, 0, sizeof qp);
             qp.batch = 1; qp.seqlen = S; qp.heads = 1; qp.head_dim = D;
             q.dtype = FA_F32;
-#if QUANT_KERNELS
             s = fa_quantize_cuda(&qp, q, k, d_lse, NULL);
-#else
-            (void)qp;
-#endif
         }
         CK(cudaDeviceSynchronize());
         CK(cudaMemcpy(after, d + 4096, OUT, cudaMemcpyDeviceToHost));
@@ -340,13 +320,11 @@ static void test_refusals(void)
     }
     CK(cudaFree(d));
 }
-#endif /* FA_TEST_QUANT_ONLY */
 
 int main(int argc, char **argv)
 {
     int quick = (argc > 1 && !strcmp(argv[1], "--quick")) || getenv("FA_QUICK"), i;
     static const int dims[6] = {64, 128, 256, 16, 40, 96};
-#if QUANT_KERNELS
     for (i = 0; i < (quick ? 12 : 48); i++) {
         gcase c;
         memset(&c, 0, sizeof c);
@@ -372,10 +350,7 @@ int main(int argc, char **argv)
         c.per_tensor = 1; c.dt = FA_F16; c.role = FA_QUANT_Q;
         run_case(&c);
     }
-#endif
-#ifndef FA_TEST_QUANT_ONLY
     test_attention(quick);
     test_refusals();
-#endif
     return summary("test_gpu_fp8");
 }
