@@ -351,10 +351,6 @@ template <int N, int TY> struct fa__wgmma {
         emu_wgmma(TY, N, d, 0, a, b, acc, 0);
     }
 };
-/* two e4m3 codes, lo in the low byte (cvt.rn.satfinite.e4m3x2.f32) */
-static inline uint32_t fa__cvt_e4m3x2(float lo, float hi) {
-    return (uint32_t)fa__f32_to_e4m3(lo) | (uint32_t)fa__f32_to_e4m3(hi) << 8;
-}
 
 /* ---- the deterministic kernels' mailbox (the header's is PTX) ------------ */
 static inline void fa__bwd_sm90_post(uint32_t mail, int64_t blk, int tile, int jb, int ib, int h, int b) {
