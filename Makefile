@@ -364,8 +364,8 @@ test-all-results: $(TEST_RESULTS)/gpu_compile.txt $(GPU_KNOBS_RESULTS) $(TEST_RE
 # GPU_CHECK_TU once per architecture (every head dim, warnings are errors) and
 # runs it (its checks need no GPU); `make test-all` adds test-gpu-compile
 # (every GPU source); test-gpu / bench-gpu run on a machine with a GPU.
-# --split-compile=0: cicc and ptxas take a kernel a core (the kernels' speed the
-# same within 1%, bench/results/2026-12-05_NVIDIA-H200_split-compile-ab.md).
+# --split-compile=0: cicc and ptxas take a kernel a core (no kernel timed slower
+# by 1%, bench/results/2026-12-05_NVIDIA-H200_split-compile-ab.md).
 NVCC_FLAGS     ?= -std=c++17 -O3 -lineinfo --split-compile=0
 NVCC_WERROR    := -Werror all-warnings -Xcompiler -Wall,-Wextra,-Werror
 gencode         = $(foreach a,$(1),-gencode arch=compute_$(a),code=sm_$(a))
