@@ -259,14 +259,20 @@
 /* The device-side rounding helpers and the FLASHATTN_HD qualifier come from
    flashattn.h's implementation. */
 
-/* What the CPU emulator (FLASHATTN_CUDA_EMU) leaves out: the forward,
-   unless FLASHATTN_CUDA_EMU_FWD, or _DEC (decode uses the forward's tile
-   helpers). */
-#if defined(FLASHATTN_CUDA_EMU) && !defined(FLASHATTN_CUDA_EMU_FWD) && !defined(FLASHATTN_CUDA_EMU_DEC)
-#define FA__EMU_NO_FWD 1
+/* What the CPU emulator (FLASHATTN_CUDA_EMU) leaves out: the FP8 quantizer
+   unless FLASHATTN_CUDA_EMU_FWD, decode unless FLASHATTN_CUDA_EMU_DEC, and the
+   forward unless either (decode uses the forward's tile helpers). */
+#if defined(FLASHATTN_CUDA_EMU) && !defined(FLASHATTN_CUDA_EMU_FWD)
+#define FA__EMU_NO_QUANT 1
 #else
-#define FA__EMU_NO_FWD 0
+#define FA__EMU_NO_QUANT 0
 #endif
+#if defined(FLASHATTN_CUDA_EMU) && !defined(FLASHATTN_CUDA_EMU_DEC)
+#define FA__EMU_NO_DEC 1
+#else
+#define FA__EMU_NO_DEC 0
+#endif
+#define FA__EMU_NO_FWD (FA__EMU_NO_QUANT && FA__EMU_NO_DEC)
 /* A launch of kern(args): the emulator (tests/emu_cuda.h) defines its own. */
 #ifndef FA__LAUNCH
 #define FA__LAUNCH(kern, grid, block, smem, stream, ...) kern<<<grid, block, smem, stream>>>(__VA_ARGS__)
@@ -4553,7 +4559,7 @@ FLASHATTN_DEF fa_status fa_forward_cuda(const fa_problem *p, fa_tensor q, fa_ten
 #endif
 #endif /* !FA__EMU_NO_FWD */
 
-#if !defined(FLASHATTN_CUDA_EMU) || defined(FLASHATTN_CUDA_EMU_DEC) /* (emulated with FLASHATTN_CUDA_EMU_DEC) */
+#if !FA__EMU_NO_DEC
 #ifndef FLASHATTN_NO_DECODE
 /* ============================================================================
    >>decode  flash-decoding: split-KV, GQA packing, paged KV caches
@@ -5984,9 +5990,9 @@ FLASHATTN_DEF fa_status fa_decode_cuda(const fa_problem *p, fa_tensor q, fa_tens
 }
 #endif
 #endif /* FLASHATTN_NO_DECODE */
-#endif /* !FLASHATTN_CUDA_EMU || FLASHATTN_CUDA_EMU_DEC */
+#endif /* !FA__EMU_NO_DEC */
 
-#if !defined(FLASHATTN_CUDA_EMU) || defined(FLASHATTN_CUDA_EMU_FWD) /* (emulated with the forward) */
+#if !FA__EMU_NO_QUANT
 
 /* ============================================================================
    >>fp8-quant  fa_quantize_cuda: f16 / bf16 -> e4m3 with per-block descales
@@ -6274,7 +6280,7 @@ FLASHATTN_DEF fa_status fa_quantize_cuda(const fa_quant *p, fa_tensor x, fa_tens
 #ifdef __cplusplus
 }
 #endif
-#endif /* !FLASHATTN_CUDA_EMU || FLASHATTN_CUDA_EMU_FWD */
+#endif /* !FA__EMU_NO_QUANT */
 
 #ifndef FLASHATTN_NO_BACKWARD
 /* ============================================================================
