@@ -283,6 +283,22 @@
 #define FA__SHARED __shared__
 #endif
 
+/* Two e4m3 codes, lo in the low byte, for the FP8 forward's P and the
+   quantizer (>>fp8-quant): the hardware's round-to-nearest-even, saturating
+   (sm_89+), which gives fa__f32_to_e4m3's bits; elsewhere (older targets,
+   the host, the CPU emulator, whose __CUDA_ARCH__ is 900) that function
+   itself. */
+static __device__ __forceinline__ uint32_t fa__cvt_e4m3x2(float lo, float hi)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890 && !defined(FLASHATTN_CUDA_EMU)
+    unsigned short r;
+    asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(r) : "f"(hi), "f"(lo));
+    return r;
+#else
+    return (uint32_t)fa__f32_to_e4m3(lo) | (uint32_t)fa__f32_to_e4m3(hi) << 8;
+#endif
+}
+
 /* ============================================================================
    >>gpu-ptx  THE PTX WE USE
    ============================================================================ */
@@ -2592,9 +2608,6 @@ static __device__ __forceinline__ void fa__sm90_issue_pv(float (&o_flat)[D / 2],
    epilogue divides by that l (a sum of 256 P, as O~ is) and multiplies by
    c, and takes m - 8 for L. */
 #define FA__P8_LIFT 8 /* log2 256 */
-
-/* two e4m3 codes, lo in the low byte (>>fp8-quant, the quantizer's) */
-static __device__ __forceinline__ uint32_t fa__cvt_e4m3x2(float lo, float hi);
 
 /* P (256 P, LIFT) as the FP8 A fragments of P V: k-step ks (32 keys) packs
    the 8-key tiles 4 ks .. 4 ks + 3 as they are (register q: row half
@@ -6027,22 +6040,6 @@ struct fa__quant_params {
     int bf16; /* x is bf16 (else f16) */
     int vec;  /* 16-byte accesses: aligned, d % 16 == 0 (fa_quantize_cuda) */
 };
-
-/* Two e4m3 codes, lo in the low byte: the hardware's round-to-nearest-even,
-   saturating (sm_89+), which gives fa__f32_to_e4m3's bits. (The emulator
-   defines its own, from that function.) */
-#ifndef FLASHATTN_CUDA_EMU
-static __device__ __forceinline__ uint32_t fa__cvt_e4m3x2(float lo, float hi)
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
-    unsigned short r;
-    asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(r) : "f"(hi), "f"(lo));
-    return r;
-#else
-    return (uint32_t)fa__f32_to_e4m3(lo) | (uint32_t)fa__f32_to_e4m3(hi) << 8;
-#endif
-}
-#endif /* FLASHATTN_CUDA_EMU */
 
 template <bool BF16>
 static __device__ __forceinline__ float fa__quant_widen(uint32_t u)
