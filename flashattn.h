@@ -2514,7 +2514,7 @@ static FLASHATTN__FORCEINLINE void fa__dots_kernel(const int nr, const fa_dtype 
 static FLASHATTN__FORCEINLINE void fa__pv_strip(const int nr, const int nv, const fa_dtype dt, int nc, const float *P,
                                                 int ldp, const void *const *rows, int x, const int n, float *O,
                                                 int ldo, const void *const *pf, int npf, int pf_bytes,
-                                                const char *sp, int nsp, int sp_step)
+                                                const int streams, const char *sp, int nsp, int sp_step)
 {
     fa__vf acc[FA__FEW_ROWS][FA__PV_VECS], vv[FA__PV_VECS];
     int c, i, v;
@@ -2524,7 +2524,7 @@ static FLASHATTN__FORCEINLINE void fa__pv_strip(const int nr, const int nv, cons
     for (c = 0; c < nc; ++c) {
         if (c < npf)
             fa__prefetch_bytes(pf[c], pf_bytes);
-        if (c < nsp)
+        if (streams && c < nsp)
             fa__prefetch_bytes(sp + (size_t)c * (size_t)sp_step, sp_step);
         FA__UNROLL for (v = 0; v < nv; ++v)
             vv[v] = fa__vload_n(rows[c], dt, x + v * FA__VW, v == nv - 1 ? n : FA__VW);
@@ -2566,12 +2566,22 @@ static FLASHATTN__FORCEINLINE void fa__pv_kernel(const int nr, const fa_dtype dt
         const int nv = left >= FA__PV_VECS ? FA__PV_VECS : left >= 2 ? 2 : 1;
         const int last = dv - x - (nv - 1) * FA__VW, n = last < FA__VW ? last : FA__VW; /* in its last vector */
         const int nsp = (sp_bytes + step - 1) / step; /* steps of this strip that request */
-        if (nv == FA__PV_VECS)
-            fa__pv_strip(nr, FA__PV_VECS, dt, nc, P, ldp, rows, x, n, O, ldo, pf, npf, pf_bytes, sp, nsp, step);
-        else if (nv == 2)
-            fa__pv_strip(nr, 2, dt, nc, P, ldp, rows, x, n, O, ldo, pf, npf, pf_bytes, sp, nsp, step);
+#define FA__PV_STRIP(nv_, st_) fa__pv_strip(nr, nv_, dt, nc, P, ldp, rows, x, n, O, ldo, pf, npf, pf_bytes, st_, sp, nsp, step)
+#define FA__PV_WIDTHS(st_)                                                     \
+    do {                                                                       \
+        if (nv == FA__PV_VECS)                                                 \
+            FA__PV_STRIP(FA__PV_VECS, st_);                                    \
+        else if (nv == 2)                                                      \
+            FA__PV_STRIP(2, st_);                                              \
+        else                                                                   \
+            FA__PV_STRIP(1, st_);                                              \
+    } while (0)
+        if (nr == FA__FEW_ROWS && nsp > 0) /* only decode's 4-row heads stream: their own instances */
+            FA__PV_WIDTHS(1);
         else
-            fa__pv_strip(nr, 1, dt, nc, P, ldp, rows, x, n, O, ldo, pf, npf, pf_bytes, sp, nsp, step);
+            FA__PV_WIDTHS(0);
+#undef FA__PV_WIDTHS
+#undef FA__PV_STRIP
         x += nv * FA__VW;
         left -= nv;
         npf = 0;
@@ -2717,13 +2727,19 @@ static void fa__pv_rows(int nr, fa_dtype dt, int dv, int nc, const float *P, int
    head FA__K_AHEAD steps on (rows[c + FA__K_AHEAD steps], when below nk;
    rows holds nk >= nc + 2 FA__K_AHEAD keys): the hardware prefetcher
    alone keeps too few lines in flight for a core that computes between
-   its loads [cpu-decode-avx2]. With FA__FEW_ROWS rows a step takes two
-   keys of a head (fa__dot_col), else one. Portable loops: row to f32 in
-   buf first.
+   its loads [cpu-decode-avx2]. Where FA__DECODE_PAIRS holds a step takes
+   two keys of a head (fa__dot_col), else one. Portable loops: row to f32
+   in buf first.
    FA__HEAD_DIMS(n, CALL, ...) runs CALL(..., n) with n a constant for the
    usual head sizes 64 and 128, so the loop over a row unrolls (a few
    percent faster [cpu-head-dims]). */
 #define FA__K_AHEAD 2
+/* Two keys a step in the dot pass, and the next tile's V requested by the
+   V pass (fa__decode_tile_few): with FA__FEW_ROWS rows a head and rows of
+   at least 8 vectors. Measured slower with fewer rows (less work a key to
+   hide the extra memory traffic under) and with 4-vector rows (AVX-512 at
+   d 64) [cpu-decode-avx2]. */
+#define FA__DECODE_PAIRS(nr, d) (FA__VW > 0 && (nr) == FA__FEW_ROWS && (d) >= 8 * FA__VW)
 #define FA__HEAD_DIMS(n, CALL, a_, b_)                                         \
     do {                                                                       \
         if ((n) == 64) {                                                       \
@@ -2745,7 +2761,7 @@ static void fa__dots_heads(int nr, fa_dtype dt, int d, int nc, int nk, int nh, c
     (void)buf;
 #define FA__DOTH_D(n_, t_, d_)                                                                     \
     for (c = 0; c < nc; c += kn) {                                                                  \
-        kn = n_ == FA__FEW_ROWS && c + 1 < nc ? 2 : 1;                                              \
+        kn = FA__DECODE_PAIRS(n_, d_) && c + 1 < nc ? 2 : 1;                                        \
         pc = c;                                                                                     \
         ph = 0;                                                                                     \
         for (j = 0; j < nh; ++j) {                                                                  \
@@ -4216,8 +4232,8 @@ static int fa__decode_tile(const fa__attn *a)
    row from memory right after the dot product of its key and head, i.e.
    in address order, and the V pass then runs head by head with O~ strips
    in registers (fa__pv_rows) on rows already in cache [cpu-decode-order].
-   With FA__FEW_ROWS rows a head the dot pass is short enough (two keys a
-   step, fa__dot_col) that the memory idles through the V pass; so where
+   With FA__DECODE_PAIRS the dot pass is short enough (two keys a step,
+   fa__dot_col) that the memory idles through the V pass; so where
    the next tile's V rows of these heads form one block of memory (no
    pages, heads adjacent), the V pass requests them instead, head j's pass
    the j-th share in address order, and the next tile's dot pass reads only
@@ -4232,7 +4248,7 @@ static int fa__decode_tile_few(const fa__attn *a, fa__scratch *w, const fa__seq 
     size_t kb = (size_t)a->k.head_stride * (size_t)fa__dtype_size(a->k.dtype);
     size_t vb = (size_t)a->v.head_stride * (size_t)fa__dtype_size(a->v.dtype), next_bytes = 0;
     const char *next_v = NULL;
-    if (rph == FA__FEW_ROWS && nnext > 0 && !a->r.block_table && vb == (size_t)vbytes &&
+    if (FA__DECODE_PAIRS(rph, a->d) && nnext > 0 && !a->r.block_table && vb == (size_t)vbytes &&
         (size_t)a->v.seq_stride * (size_t)fa__dtype_size(a->v.dtype) == (size_t)nh * vb) {
         next_v = (const char *)fa__kv_row(a, &a->v, s, n0 + nc, kvh0);
         next_bytes = (size_t)nnext * (size_t)nh * vb;
