@@ -4133,8 +4133,8 @@ FLASHATTN_DEF fa_status fa_merge(int num_splits, int64_t rows, int dim, const fl
       head on that head's rows, so every K/V byte is read once per GQA
       group, not once per query head, and the cache is walked densely
       (all heads of a token are adjacent). With one new token the rows of
-      a KV head are its GQA group, at most FA__FEW_ROWS of them for the
-      usual groups; then the tile step (fa__decode_tile_few) reads K and V
+      a KV head are its GQA group, at most FA__DECODE_FEW_MAX of them for
+      the usual groups; then the tile step (fa__decode_tile_few) reads K and V
       where they lie, converts them in registers, and walks the tile key
       by key with all KV heads of a key together, i.e. in address order:
       decode is bound by reading the cache, it reads each byte once, and
@@ -4208,6 +4208,12 @@ static fa__scratch fa__scratch_from_row(const fa__attn *a, const fa__scratch *w,
    longer than that keep the idle stretches short: 256 KiB (64 keys of 8
    heads at d 128) [cpu-decode-avx2]. */
 #define FA__DECODE_AHEAD (256 << 10)
+/* Up to this many query rows per KV head, decode reads K and V in place
+   (fa__decode_tile_few, FA__FEW_ROWS rows at a time); more: the forward's
+   tile step per KV head. */
+#ifndef FA__DECODE_FEW_MAX
+#define FA__DECODE_FEW_MAX 32
+#endif
 static int fa__decode_tile(const fa__attn *a)
 {
     int64_t row_bytes = (int64_t)a->r.heads_kv * (a->d * fa__dtype_size(a->k.dtype) + a->dv_ * fa__dtype_size(a->v.dtype));
@@ -4218,7 +4224,9 @@ static int fa__decode_tile(const fa__attn *a)
 }
 
 /* Keys n0 .. n0+nc-1 against the nr rows of w, which are the rows of
-   nr / rph consecutive KV heads, rph <= FA__FEW_ROWS rows each: the tile
+   nr / rph consecutive KV heads, rph <= FA__DECODE_FEW_MAX rows each (taken
+   FA__FEW_ROWS at a time: the register blocks of fa__dot_col and
+   fa__pv_rows; the groups after the first read K and V from cache): the tile
    step of fa__attend_tile for all these heads at once. Every head's rows
    are the same tokens, so the rows that see the tile are the same range
    [r0, r1) within each head.
@@ -4242,24 +4250,30 @@ static int fa__decode_tile(const fa__attn *a)
 static int fa__decode_tile_few(const fa__attn *a, fa__scratch *w, const fa__seq *s, int nr, int rph, int n0, int nc,
                                int n_end, int v_ready)
 {
-    int nh = nr / rph, kvh0 = w->head[0] / a->group, r0, r1, j, vbytes = a->dv_ * fa__dtype_size(a->v.dtype);
+    int nh = nr / rph, kvh0 = w->head[0] / a->group, r0, r1, g0, j, vbytes = a->dv_ * fa__dtype_size(a->v.dtype);
     int ahead = 2 * FA__K_AHEAD, nk = n_end - n0 < nc + ahead ? n_end - n0 : nc + ahead; /* K rows to look ahead */
     int nnext = n_end - n0 - nc < nc ? n_end - n0 - nc : nc; /* keys of the next tile */
     size_t kb = (size_t)a->k.head_stride * (size_t)fa__dtype_size(a->k.dtype);
     size_t vb = (size_t)a->v.head_stride * (size_t)fa__dtype_size(a->v.dtype), next_bytes = 0;
     const char *next_v = NULL;
-    if (FA__DECODE_PAIRS(rph, a->d) && nnext > 0 && !a->r.block_table && vb == (size_t)vbytes &&
-        (size_t)a->v.seq_stride * (size_t)fa__dtype_size(a->v.dtype) == (size_t)nh * vb) {
-        next_v = (const char *)fa__kv_row(a, &a->v, s, n0 + nc, kvh0);
-        next_bytes = (size_t)nnext * (size_t)nh * vb;
-    }
     fa__row_range(a, w, rph, n0, nc, &r0, &r1);
     if (r0 >= r1)
         return 0;
+    if (FA__DECODE_PAIRS(r1 - r0 < FA__FEW_ROWS ? r1 - r0 : FA__FEW_ROWS, a->d) && nnext > 0 && !a->r.block_table &&
+        vb == (size_t)vbytes && (size_t)a->v.seq_stride * (size_t)fa__dtype_size(a->v.dtype) == (size_t)nh * vb) {
+        next_v = (const char *)fa__kv_row(a, &a->v, s, n0 + nc, kvh0);
+        next_bytes = (size_t)nnext * (size_t)nh * vb;
+    }
     fa__kv_row_ptrs(a, &a->k, s, kvh0, n0, nk, w->krows);
     fa__kv_row_ptrs(a, &a->v, s, kvh0, n0, nc, w->vrows);
-    fa__dots_heads(r1 - r0, a->k.dtype, a->d, nc, nk, nh, w->Q + (size_t)r0 * (size_t)a->dp, a->dp, rph, w->krows, kb,
-                   w->S + (size_t)r0 * (size_t)a->bcp, a->bcp, w->row, v_ready ? NULL : w->vrows, vb, vbytes);
+    /* a head's rows FA__FEW_ROWS at a time; the first group's pass reads
+       the memory (and requests what comes next), the others find K in cache */
+    for (g0 = r0; g0 < r1; g0 += FA__FEW_ROWS) {
+        int g1 = r1 - g0 < FA__FEW_ROWS ? r1 : g0 + FA__FEW_ROWS, first = g0 == r0;
+        fa__dots_heads(g1 - g0, a->k.dtype, a->d, nc, first ? nk : 0, nh, w->Q + (size_t)g0 * (size_t)a->dp, a->dp,
+                       rph, w->krows, kb, w->S + (size_t)g0 * (size_t)a->bcp, a->bcp, w->row,
+                       first && !v_ready ? w->vrows : NULL, vb, vbytes);
+    }
     for (j = 0; j < nh; ++j) {
         int i0 = j * rph + r0, i1 = j * rph + r1;
         fa__score_mask(a, w, i0, i1 - i0, n0, nc, s->sk, w->S, NULL);
@@ -4268,9 +4282,12 @@ static int fa__decode_tile_few(const fa__attn *a, fa__scratch *w, const fa__seq 
     for (j = 0; j < nh; ++j) { /* V rows now in cache: head by head, O~ strips in registers */
         size_t b0 = next_bytes * (size_t)j / (size_t)nh, b1 = next_bytes * (size_t)(j + 1) / (size_t)nh;
         fa__kv_row_ptrs(a, &a->v, s, kvh0 + j, n0, nc, w->vrows);
-        fa__pv_rows(r1 - r0, a->v.dtype, a->dv_, nc, w->S + (size_t)(j * rph + r0) * (size_t)a->bcp, a->bcp, w->vrows,
-                    w->O + (size_t)(j * rph + r0) * (size_t)a->dvp, a->dvp, w->row, NULL, 0, 0,
-                    next_v ? next_v + b0 : NULL, (int)(b1 - b0));
+        for (g0 = r0; g0 < r1; g0 += FA__FEW_ROWS) {
+            int g1 = r1 - g0 < FA__FEW_ROWS ? r1 : g0 + FA__FEW_ROWS, i0 = j * rph + g0;
+            fa__pv_rows(g1 - g0, a->v.dtype, a->dv_, nc, w->S + (size_t)i0 * (size_t)a->bcp, a->bcp, w->vrows,
+                        w->O + (size_t)i0 * (size_t)a->dvp, a->dvp, w->row, NULL, 0, 0,
+                        next_v && g0 == r0 ? next_v + b0 : NULL, (int)(b1 - b0));
+        }
     }
     return next_v != NULL;
 }
@@ -4290,7 +4307,7 @@ static void fa__decode_task(void *ctx, int index, int worker)
     int split = index % a->splits, b = index / a->splits, rows = r->heads_q * r->seqlen_q, rc0, i, i1;
     int64_t rows_total = (int64_t)r->batch * r->seqlen_q * r->heads_q;
     int chunk, n_lo, n_hi, n0, tile = fa__decode_tile(a), rph = r->seqlen_q * a->group, step = a->br, v_ready;
-    int few = rph <= FA__FEW_ROWS && rph <= a->br; /* few rows per KV head: fa__decode_tile_few */
+    int few = rph <= FA__DECODE_FEW_MAX && rph <= a->br; /* few rows per KV head: fa__decode_tile_few */
     fa__scratch w;
     fa__seq s;
     fa__decode_seq(a, b, &s);
