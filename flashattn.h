@@ -2545,9 +2545,15 @@ static FLASHATTN__FORCEINLINE void fa__pv_strip(const int nr, const int nv, cons
    constant, so that the strip's loops unroll. The last vector may be partial
    when dv is not a multiple of FA__VW; O rows are padded, so a vector
    never runs into the next row. pf as for dots, while the first strip
-   streams. sp (may be NULL): sp_bytes from sp on are requested from memory
-   in address order, an equal share at every step of every strip (a few
-   prefetches at each step cost less than a burst [cpu-decode-avx2]). */
+   streams. sp_bytes (0: none) from sp on are requested from memory in
+   address order, an equal share at every step of every strip (a few
+   prefetches at each step cost less than a burst [cpu-decode-avx2]); only
+   with FA__FEW_ROWS rows (decode's), whose strips have instances that
+   stream, so that the others keep the loop they had. */
+static FLASHATTN__FORCEINLINE int fa__pv_width(int left) /* the next strip's vectors */
+{
+    return left >= FA__PV_VECS ? FA__PV_VECS : left >= 2 ? 2 : 1;
+}
 static FLASHATTN__FORCEINLINE void fa__pv_kernel(const int nr, const fa_dtype dt, int dv, int nc, const float *P,
                                                  int ldp, const void *const *rows, float *O, int ldo,
                                                  const void *const *pf, int npf, int pf_bytes, const char *sp,
@@ -2555,15 +2561,12 @@ static FLASHATTN__FORCEINLINE void fa__pv_kernel(const int nr, const fa_dtype dt
 {
     int x = 0, left = (dv + FA__VW - 1) / FA__VW; /* vectors left */
     int t, strips = 0, step = 64; /* step: bytes requested at each of the strips' nc steps */
-    for (t = left; t > 0; t -= t >= FA__PV_VECS ? FA__PV_VECS : t >= 2 ? 2 : 1)
+    for (t = left; t > 0; t -= fa__pv_width(t))
         ++strips;
-    if (!sp)
-        sp_bytes = 0;
     if (sp_bytes > 0 && nc > 0)
-        step = (sp_bytes + strips * nc - 1) / (strips * nc);
-    step = (step + 63) & ~63;
+        step = ((sp_bytes + strips * nc - 1) / (strips * nc) + 63) & ~63;
     while (left > 0) {
-        const int nv = left >= FA__PV_VECS ? FA__PV_VECS : left >= 2 ? 2 : 1;
+        const int nv = fa__pv_width(left);
         const int last = dv - x - (nv - 1) * FA__VW, n = last < FA__VW ? last : FA__VW; /* in its last vector */
         const int nsp = (sp_bytes + step - 1) / step; /* steps of this strip that request */
 #define FA__PV_STRIP(nv_, st_) fa__pv_strip(nr, nv_, dt, nc, P, ldp, rows, x, n, O, ldo, pf, npf, pf_bytes, st_, sp, nsp, step)
@@ -2700,12 +2703,12 @@ static void fa__pv_rows(int nr, fa_dtype dt, int dv, int nc, const float *P, int
     FA__FEW_ROWS_CALL(nr, dt, FA__PV)
 #undef FA__PV
 #else
-    int c, i, x, step = nc > 0 ? ((sp_bytes + nc - 1) / nc + 63) & ~63 : 64;
+    int c, i, x;
+    (void)sp; /* (the stream is for decode's SIMD loops only: FA__DECODE_PAIRS) */
+    (void)sp_bytes;
     for (c = 0; c < nc; ++c) {
         if (c < npf)
             fa__prefetch_bytes(pf[c], pf_bytes);
-        if (sp && c * step < sp_bytes)
-            fa__prefetch_bytes(sp + (size_t)c * (size_t)step, step);
         fa__load_row(rows[c], dt, dv, 1.0f, buf);
         for (i = 0; i < nr; ++i) {
             const float p = P[(size_t)i * (size_t)ldp + (size_t)c];
@@ -4286,7 +4289,7 @@ static int fa__decode_tile_few(const fa__attn *a, fa__scratch *w, const fa__seq 
             int g1 = r1 - g0 < FA__FEW_ROWS ? r1 : g0 + FA__FEW_ROWS, i0 = j * rph + g0;
             fa__pv_rows(g1 - g0, a->v.dtype, a->dv_, nc, w->S + (size_t)i0 * (size_t)a->bcp, a->bcp, w->vrows,
                         w->O + (size_t)i0 * (size_t)a->dvp, a->dvp, w->row, NULL, 0, 0,
-                        next_v && g0 == r0 ? next_v + b0 : NULL, (int)(b1 - b0));
+                        next_v ? next_v + b0 : NULL, g0 == r0 ? (int)(b1 - b0) : 0);
         }
     }
     return next_v != NULL;
