@@ -678,9 +678,13 @@ int main(int argc, char **argv) {
     printf("One query token, batch 1, query heads / KV heads as listed (32 / 8: 4 rows a KV head; 64 / 8:\n"
            "8); the cache is a power of two tokens long, at least 64k, with K+V at least 8x the last-level\n"
            "cache. GB/s of K+V read (every cache byte counted once); %% of the measured read bandwidth of\n"
-           "the same thread count. err: max |O_decode - O_forward| (fa_forward on the same cache).\n\n");
-    printf("| d | heads | tokens | K+V MiB | threads | splits | ms | GB/s | %% of read BW | err | reps |\n"
-           "| ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: |\n");
+           "the same thread count. FMA bound: the rate at which the FMA peak of the same thread count would\n"
+           "do the call's 4 d FLOPs a query row and cached token (2 d for q k, 2 d for p v) over its 4 d\n"
+           "bytes a KV head and token, i.e. the peak x heads_kv / heads_q: with 4 or more rows a KV head\n"
+           "it is below the read bandwidth of many machines. err: max |O_decode - O_forward| (fa_forward\n"
+           "on the same cache).\n\n");
+    printf("| d | heads | tokens | K+V MiB | threads | splits | ms | GB/s | %% of read BW | FMA bound GB/s | %% of the lower | err | reps |\n"
+           "| ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
     for (di = 0; di < 3; di++) {
         static const int shapes[3][3] = {{64, DEC_HQ, DEC_HKV}, {128, DEC_HQ, DEC_HKV}, {128, 2 * DEC_HQ, DEC_HKV}};
         const int d = shapes[di][0], hq = shapes[di][1], hkv = shapes[di][2];
@@ -773,9 +777,12 @@ int main(int argc, char **argv) {
             w = median(t, reps);
             if (d == 128 && hq == DEC_HQ && nthr[tc] == all)
                 g_goal_rate[3] = (double)kv_bytes / w * 1e-9;
-            printf("| %d | %d/%d | %lld | %.0f | %d | auto | %.2f | %.1f | %.1f%% | ", d, hq, hkv, (long long)tokens,
-                   (double)kv_bytes / 1048576.0, nthr[tc], 1e3 * w, (double)kv_bytes / w * 1e-9,
-                   100.0 * (double)kv_bytes / w * 1e-9 / bw[tc]);
+            {
+                const double rate = (double)kv_bytes / w * 1e-9, fma_bound = peak[tc] * hkv / hq;
+                printf("| %d | %d/%d | %lld | %.0f | %d | auto | %.2f | %.1f | %.1f%% | %.1f | %.1f%% | ", d, hq, hkv,
+                       (long long)tokens, (double)kv_bytes / 1048576.0, nthr[tc], 1e3 * w, rate,
+                       100.0 * rate / bw[tc], fma_bound, 100.0 * rate / (fma_bound < bw[tc] ? fma_bound : bw[tc]));
+            }
             if (err >= 0) printf("%.1e | %d |\n", err, reps);
             else printf("- | %d |\n", reps);
             fflush(stdout);
@@ -798,6 +805,13 @@ int main(int argc, char **argv) {
             if (g_goal_rate[i] < 0) continue;
             printf("| %s | %.1f %s | %.1f%% | %.0f%% | %s |\n", g_goal_name[i], g_goal_rate[i], i < 3 ? "GFLOP/s" : "GB/s",
                    pct, g_goal_min[i], pct >= g_goal_min[i] ? "yes" : "NO");
+        }
+        if (g_goal_rate[3] >= 0) { /* what the decode goal asks of the FMA units */
+            const double rd = bwe[t_all] > bw[t_all] ? bwe[t_all] : bw[t_all];
+            const double pk = pe[t_all] > peak[t_all] ? pe[t_all] : peak[t_all];
+            printf("\nDecode's FMA bound at 32 / 8 heads: %.1f GB/s (the higher FMA peak x 8 / 32); 75%% of the\n"
+                   "read bandwidth, %.1f GB/s, is %.0f%% of it.\n", pk * DEC_HKV / DEC_HQ, 0.75 * rd,
+                   100.0 * 0.75 * rd / (pk * DEC_HKV / DEC_HQ));
         }
     }
     printf("\nTotal benchmark time: %.0f s; load average at the end: %s.\n", now_s() - t_start,
