@@ -75,6 +75,17 @@ static float *quantize(const float *x, uint8_t *codes, fa_quant_role role, int p
     return descales;
 }
 
+/* The attention problem (no mask, scale 1/sqrt(DIM)), f32 or e4m3 alike */
+static fa_problem problem(void)
+{
+    fa_problem p = {0};
+    p.batch = 1;
+    p.seqlen_q = p.seqlen_k = SEQ;
+    p.heads_q = HEADS;
+    p.head_dim = DIM;
+    return p;
+}
+
 /* The FP8 forward of one variant; returns the RMSE of O against ref. */
 static double fp8_forward(const float *Q, const float *K, const float *V, const float *ref, int per_tensor,
                           int hadamard, float *O)
@@ -84,15 +95,11 @@ static double fp8_forward(const float *Q, const float *K, const float *V, const 
     float *dq = quantize(Q, q8, FA_QUANT_Q, per_tensor, hadamard);
     float *dk = quantize(K, k8, FA_QUANT_K, per_tensor, hadamard);
     float *dv = quantize(V, v8, FA_QUANT_V, per_tensor, hadamard);
-    fa_problem p = {0};
+    fa_problem p = problem();
     fa_tensor q = {0}, k = {0}, v = {0}, o = {0};
     double sum = 0.0;
     size_t e;
     fa_status s;
-    p.batch = 1;
-    p.seqlen_q = p.seqlen_k = SEQ;
-    p.heads_q = HEADS;
-    p.head_dim = DIM;
     if (per_tensor) { /* one descale each, by value */
         p.descale_q = dq[0]; p.descale_k = dk[0]; p.descale_v = dv[0];
     } else {          /* arrays [batch][heads][blocks]; the per-tensor fields stay 0 */
@@ -112,7 +119,7 @@ int main(void)
     const size_t n = (size_t)SEQ * HEADS * DIM;
     float *Q = malloc(n * sizeof *Q), *K = malloc(n * sizeof *K), *V = malloc(n * sizeof *V);
     float *ref = malloc(n * sizeof *ref), *O = malloc(n * sizeof *O);
-    fa_problem p = {0};
+    fa_problem p = problem();
     fa_tensor q = {0}, k = {0}, v = {0}, o = {0};
     double per_tensor, block_hadamard, rms = 0.0;
     uint64_t seed = 11;
@@ -123,10 +130,6 @@ int main(void)
     for (e = 0; e < n; e++) Q[e] = entry(&seed), K[e] = entry(&seed), V[e] = entry(&seed);
 
     /* 1. The f32 forward: the answer FP8 approximates. */
-    p.batch = 1;
-    p.seqlen_q = p.seqlen_k = SEQ;
-    p.heads_q = HEADS;
-    p.head_dim = DIM;
     q.data = Q; k.data = K; v.data = V; o.data = ref;
     if ((s = fa_forward(&p, q, k, v, o, NULL, NULL, 0)) != FA_OK) fail(s);
     for (e = 0; e < n; e++) rms += (double)ref[e] * (double)ref[e];
