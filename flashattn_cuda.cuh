@@ -1818,7 +1818,7 @@ static __device__ __forceinline__ uint64_t fa__wg_desc_step(uint64_t desc, uint3
 template <int N, int TY> struct fa__wgmma;
 #define FA__WGMMA_N(N, NR, A0, A1, A2, A3, A4, A5)                                              \
     template <int TY> struct fa__wgmma<N, TY> {                                                 \
-        template <int TR = 0>                                                                   \
+        template <int TR = 0, int TRB = TR>                                                     \
         static __device__ __forceinline__ void ss(float (&d)[NR], uint64_t a, uint64_t b, int acc) \
         {                                                                                       \
             if (TY == 2)                                                                        \
@@ -1826,12 +1826,12 @@ template <int N, int TY> struct fa__wgmma;
                              : FA__WG_OUT##NR(d) : "l"(a), "l"(b), "r"(acc));                   \
             else if (TY == 1)                                                                   \
                 asm volatile(FA__WG_SS(N, "k16.f32.bf16.bf16", FA__WG_ACC##NR, A0, A1, A2,      \
-                                       ", %" A3 ", %" A3)                                       \
-                             : FA__WG_OUT##NR(d) : "l"(a), "l"(b), "r"(acc), "n"(TR));          \
+                                       ", %" A3 ", %" A4)                                       \
+                             : FA__WG_OUT##NR(d) : "l"(a), "l"(b), "r"(acc), "n"(TR), "n"(TRB)); \
             else                                                                                \
                 asm volatile(FA__WG_SS(N, "k16.f32.f16.f16", FA__WG_ACC##NR, A0, A1, A2,        \
-                                       ", %" A3 ", %" A3)                                       \
-                             : FA__WG_OUT##NR(d) : "l"(a), "l"(b), "r"(acc), "n"(TR));          \
+                                       ", %" A3 ", %" A4)                                       \
+                             : FA__WG_OUT##NR(d) : "l"(a), "l"(b), "r"(acc), "n"(TR), "n"(TRB)); \
         }                                                                                       \
         static __device__ __forceinline__ void rs(float (&d)[NR], const uint32_t (&a)[4],       \
                                                   uint64_t b, int acc)                          \
@@ -7179,7 +7179,7 @@ template <int NQ>
 __device__ __forceinline__ uint32_t fa__bwd_sm90_keep(const fa__bwd_params &p, int b, int h, int i0, int kj, int t,
                                                       int lane)
 {
-    static_assert(NQ == 8, "32 elements, one bit each");
+    static_assert(NQ <= 8, "up to 32 elements, one bit each");
     if (!p.dropout) return 0xffffffffu;
     const int r = (lane >> 2) & 3; /* = kj % 4: kj - r is the first key of the call */
     uint32_t mine = 0, keep = 0;
@@ -7357,12 +7357,14 @@ typedef struct fa__bwd_maps { CUtensorMap q, k, v, dout; } fa__bwd_maps;
    split (D = 256): a warpgroup owning 64 keys would hold dK and dV of
    64 x 256, all 256 of its registers per thread. So the block takes 64 keys
    and the warpgroups split the COLUMNS instead: warpgroup cw keeps dK, dV
-   columns cw D/2 .. + D/2 - 1 (64 + 64 registers, as at D = 128). Each
-   computes the whole S^T and dP^T of the 64 keys (the same products in
-   both warpgroups: 7 wgmma units a step where 5 would do, but no exchange
-   of partial sums through shared memory, which has no room left for it),
-   and writes half of the dS^T tile. The tiles (K, V 32 KB each, Q, dO
-   32 KB per stage) leave room for one K/V buffer only. */
+   columns cw D/2 .. + D/2 - 1 (64 + 64 registers, as at D = 128). The
+   step's queries are split too: warpgroup cw computes S^T and dP^T of the
+   64 keys for queries 32 cw .. + 31 only (no product is computed twice),
+   makes its half of P^T and dS^T, adds it into its dV and dK at once
+   (A from registers), and writes it into the P^T and dS^T tiles; after
+   the barrier it adds the other warpgroup's half (A from shared memory).
+   The tiles (K, V 32 KB each, Q, dO 32 KB per stage, dS^T and P^T 8 KB)
+   leave room for one K/V buffer only. */
 template <int D, int BR = 64> struct fa__bwd_sm90_layout {
     static constexpr bool split = D > 128;
     static constexpr bool dq_tile = !split; /* dQ leaves as one bulk add a step (fa__bwd_acc_off) */
@@ -7370,10 +7372,11 @@ template <int D, int BR = 64> struct fa__bwd_sm90_layout {
     static constexpr int bc = split ? 64 : 128, br = BR, kv_bufs = D == 64 && !wide ? 2 : 1;
     static constexpr int dkv = split ? D / 2 : D; /* the dK, dV columns of a warpgroup */
     static constexpr uint32_t kv_bytes = bc * D * 2, q_bytes = br * D * 2, ds_bytes = bc * br * 2,
-                              ld_bytes = 2 * br * 4, dq_bytes = dq_tile ? br * D * 4 : 0;
+                              ld_bytes = 2 * br * 4, dq_bytes = dq_tile ? br * D * 4 : 0,
+                              pt_bytes = split ? ds_bytes : 0; /* split: P^T, as dS^T */
     static constexpr uint32_t kv = 0, q = 2 * kv_bufs * kv_bytes, dout = q + 2 * q_bytes, ds = dout + 2 * q_bytes,
-                              dq = ds + 2 * ds_bytes, ld = dq + dq_bytes, bars = ld + 2 * ld_bytes,
-                              total = bars + 8 * 8;
+                              dq = ds + 2 * ds_bytes, pt = dq + dq_bytes, ld = pt + 2 * pt_bytes,
+                              bars = ld + 2 * ld_bytes, total = bars + 8 * 8;
     /* the deterministic kernels: per dQ buffer b a full and an empty mbarrier
        (+ 8 b) and a 32-byte mailbox (+ 32 b) (fa__bwd_sm90_dq_writer), then
        the second buffer */
@@ -7525,6 +7528,7 @@ __device__ __forceinline__ bool fa__bwd_sm90_work(const fa__bwd_params &p, const
 /* The shared-memory addresses both roles use (fa__bwd_sm90_layout). */
 struct fa__bwd_sm90_smem {
     uint32_t sKV, sQ, sdO, sdS, sdQ, sLD;   /* K/V buffers, Q, dO, dS^T, dQ tile, L and D stages */
+    uint32_t sPT;                            /* split: the P^T stages */
     uint32_t kv_full, kv_empty, full, empty; /* mbarriers: K/V buffers, Q/dO stages */
     const float *gLD;                        /* the L, D stages as a generic pointer */
     uint32_t sdQ2, dq_full, dq_empty, mail;  /* DET: dQ buffer 1; per buffer b (+ 8 b, mail + 32 b) its
@@ -7580,21 +7584,19 @@ __device__ __forceinline__ void fa__bwd_sm90_producer(const fa__bwd_maps &tm, co
     }
 }
 
-/* dS^T of a step into its shared-memory buffer ds_s: this thread's rows
-   krow, krow + 8, query pairs 16 kk + 2t (+8), chunk c of row r at
-   c ^ (r % 8) (split: both warpgroups hold the whole tile, and each writes
-   half its query columns; 128 queries: the second 64 in a block of their
-   own, BC rows on). */
-template <bool SPLIT, int NQ, int BC>
+/* dS^T (or, split, P^T) of a step into its shared-memory buffer ds_s: this
+   thread's rows krow, krow + 8, query pairs q0 + 16 kk + 2t (+8), chunk c
+   of row r at c ^ (r % 8) (q0: split, the warpgroup's half of the queries;
+   128 queries: the second 64 in a block of their own, BC rows on). */
+template <int NQ, int BC>
 __device__ __forceinline__ void fa__bwd_sm90_store_ds(const uint32_t (&da)[NQ / 2][1][4], uint32_t ds_s, int krow,
-                                                      int cw, int t)
+                                                      int q0, int t)
 {
 #pragma unroll
     for (int kk = 0; kk < NQ / 2; kk++)
 #pragma unroll
         for (int x = 0; x < 4; x++) {
-            if (SPLIT && kk / (NQ / 4) != cw) continue;
-            const int r = krow + (x & 1) * 8, c = 16 * kk + (x >> 1) * 8;
+            const int r = krow + (x & 1) * 8, c = q0 + 16 * kk + (x >> 1) * 8;
             fa__st_shared32(ds_s + fa__sm90_chunk(r, c / 8, BC * 128) + 4 * t, da[kk][0][x]);
         }
 }
@@ -7801,8 +7803,10 @@ __device__ __forceinline__ void fa__bwd_sm90_consumer(const fa__bwd_params &p, c
 {
     typedef fa__bwd_sm90_klayout<D, EXTRAS, SOFTCAP, DET> L;
     constexpr bool SPLIT = L::split, WIDE = L::wide;
-    /* dQ's columns a warpgroup: half of them, or WIDE all of its own 64 rows */
-    constexpr int BC = L::bc, BR = L::br, NQ = BR / 8, DQ = WIDE ? D : D / 2, DKV = L::dkv, KVB = L::kv_bufs;
+    /* dQ's columns a warpgroup: half of them, or WIDE all of its own 64 rows;
+       QW the step's queries in its S^T and dP^T: split, its half of them */
+    constexpr int BC = L::bc, BR = L::br, QW = SPLIT ? BR / 2 : BR, NQ = QW / 8, DQ = WIDE ? D : D / 2,
+                  DKV = L::dkv, KVB = L::kv_bufs;
     constexpr uint32_t KV_BYTES = L::kv_bytes, Q_BYTES = L::q_bytes, DS_BYTES = L::ds_bytes;
     const uint32_t sKV = sm.sKV, sQ = sm.sQ, sdO = sm.sdO, sdS = sm.sdS, kv_full = sm.kv_full,
                    kv_empty = sm.kv_empty, full = sm.full, empty = sm.empty;
@@ -7810,6 +7814,7 @@ __device__ __forceinline__ void fa__bwd_sm90_consumer(const fa__bwd_params &p, c
     const int kw0 = SPLIT ? 0 : 64 * cw;   /* the warpgroup's first key row */
     const int krow = kw0 + 16 * wq + g;    /* this thread's key rows krow, krow + 8 */
     const uint32_t kvcol = SPLIT ? cw * (DKV / 64) * BR * 128 : 0; /* its dK/dV columns in Q, dO */
+    const int q0 = SPLIT ? QW * cw : 0, o0 = QW - q0; /* split: its first query of a step, the other's */
     float dk[1][DKV / 8][4], dv[1][DKV / 8][4];
     float(&dk_flat)[DKV / 2] = reinterpret_cast<float(&)[DKV / 2]>(dk);
     float(&dv_flat)[DKV / 2] = reinterpret_cast<float(&)[DKV / 2]>(dv);
@@ -7831,26 +7836,29 @@ __device__ __forceinline__ void fa__bwd_sm90_consumer(const fa__bwd_params &p, c
              it = fa__bwd_next_step(p, w.b, w.hk, w.j0, w.ib0, w.nib, w.iters, BR, it + 1), ring++) {
             const int st = ring & 1, h = w.hk * p.group + it / w.nib, i0 = fa__bwd_qblock<DET>(w, it) * BR;
             const uint32_t q_s = sQ + st * Q_BYTES, do_s = sdO + st * Q_BYTES, ds_s = sdS + st * DS_BYTES;
-            const float *sL = sm.gLD + st * 2 * BR, *sD = sL + BR;
-            /* (1) S^T = K_w Q_i^T and (4) dP^T = V_w dO_i^T, issued together */
+            const float *sL = sm.gLD + st * 2 * BR + q0, *sD = sL + BR;
+            /* (1) S^T = K_w Q_i^T and (4) dP^T = V_w dO_i^T, issued together
+               (split: queries q0 .. q0 + QW - 1 of the step) */
             float sT[1][NQ][4], dpT[1][NQ][4];
-            float(&s_flat)[BR / 2] = reinterpret_cast<float(&)[BR / 2]>(sT);
-            float(&dp_flat)[BR / 2] = reinterpret_cast<float(&)[BR / 2]>(dpT);
+            float(&s_flat)[QW / 2] = reinterpret_cast<float(&)[QW / 2]>(sT);
+            float(&dp_flat)[QW / 2] = reinterpret_cast<float(&)[QW / 2]>(dpT);
             fa__mbar_wait(full + 8 * st, (uint32_t)((ring / 2) & 1));
             fa__wgmma_fence();
 #pragma unroll
             for (int kk = 0; kk < D / 16; kk++)
-                fa__wgmma<BR, BF16>::ss(s_flat, fa__wg_desc(kw + (kk / 4) * BC * 128 + (kk % 4) * 32, 16, 1024),
-                                        fa__wg_desc(q_s + (kk / 4) * BR * 128 + (kk % 4) * 32, 16, 1024), kk > 0);
+                fa__wgmma<QW, BF16>::ss(s_flat, fa__wg_desc(kw + (kk / 4) * BC * 128 + (kk % 4) * 32, 16, 1024),
+                                        fa__wg_desc(q_s + (q0 + (kk / 4) * BR) * 128 + (kk % 4) * 32, 16, 1024),
+                                        kk > 0);
             fa__wgmma_commit();
 #pragma unroll
             for (int kk = 0; kk < D / 16; kk++)
-                fa__wgmma<BR, BF16>::ss(dp_flat, fa__wg_desc(vw + (kk / 4) * BC * 128 + (kk % 4) * 32, 16, 1024),
-                                        fa__wg_desc(do_s + (kk / 4) * BR * 128 + (kk % 4) * 32, 16, 1024), kk > 0);
+                fa__wgmma<QW, BF16>::ss(dp_flat, fa__wg_desc(vw + (kk / 4) * BC * 128 + (kk % 4) * 32, 16, 1024),
+                                        fa__wg_desc(do_s + (q0 + (kk / 4) * BR) * 128 + (kk % 4) * 32, 16, 1024),
+                                        kk > 0);
             fa__wgmma_commit();
             /* the dropout keep bits while S^T and dP^T run (they need neither) */
             uint32_t keep = 0u;
-            if constexpr (EXTRAS) keep = fa__bwd_sm90_keep<NQ>(p, w.b, h, i0, w.j0 + krow, t, lane);
+            if constexpr (EXTRAS) keep = fa__bwd_sm90_keep<NQ>(p, w.b, h, i0 + q0, w.j0 + krow, t, lane);
             fa__wgmma_wait<1>(); /* groups retire in order: S^T is done (dP^T may run) */
             fa__fence_regs(s_flat);
 
@@ -7860,14 +7868,18 @@ __device__ __forceinline__ void fa__bwd_sm90_consumer(const fa__bwd_params &p, c
             float pT[1][NQ][4], dsT[1][NQ][4];
             uint32_t pa[NQ / 2][1][4], da[NQ / 2][1][4];
             fa__bwd_sm90_p<BF16, EXTRAS, SOFTCAP, NQ>(p, w.s, sT[0], pT[0], pa, sL, keep,
-                                                      fa__bwd_tile_needs_mask(p, w.s, i0, w.j0, BR, BC), h, i0,
-                                                      w.j0 + krow, t);
+                                                      fa__bwd_tile_needs_mask(p, w.s, i0, w.j0, BR, BC), h,
+                                                      i0 + q0, w.j0 + krow, t);
+            /* split: the other warpgroup reads this half of P^T for its dV */
+            if constexpr (SPLIT) fa__bwd_sm90_store_ds<NQ, BC>(pa, sm.sPT + st * L::pt_bytes, krow, q0, t);
 
-            /* (3) dV += P^T dO_i */
+            /* (3) dV += P^T dO_i (split: over this warpgroup's queries; the
+               other half after the barrier) */
             fa__wgmma_fence();
 #pragma unroll
-            for (int kk = 0; kk < BR / 16; kk++)
-                fa__wgmma<DKV, BF16>::rs(dv_flat, pa[kk][0], fa__wg_desc(do_s + kvcol + kk * 2048, BR * 128, 1024), 1);
+            for (int kk = 0; kk < QW / 16; kk++)
+                fa__wgmma<DKV, BF16>::rs(dv_flat, pa[kk][0],
+                                         fa__wg_desc(do_s + kvcol + (q0 / 16 + kk) * 2048, BR * 128, 1024), 1);
             fa__wgmma_commit();
             fa__wgmma_wait<1>(); /* dP^T is done (dV may still run) */
             fa__fence_regs(dp_flat);
@@ -7875,18 +7887,20 @@ __device__ __forceinline__ void fa__bwd_sm90_consumer(const fa__bwd_params &p, c
             /* (5) dS^T = P^T * (dP^T - D) (dropout: dP^T Z / (1 - p)) */
             fa__bwd_sm90_ds<EXTRAS, NQ>(p, dpT[0], pT[0], dsT[0], sD, keep, t);
             fa__pack_p<BF16>(dsT, da);
-            fa__bwd_sm90_store_ds<SPLIT, NQ, BC>(da, ds_s, krow, cw, t);
+            fa__bwd_sm90_store_ds<NQ, BC>(da, ds_s, krow, q0, t);
 
             /* (6) dK += dS^T Q_i (the scale is applied once at the end) */
             fa__wgmma_fence();
 #pragma unroll
-            for (int kk = 0; kk < BR / 16; kk++)
-                fa__wgmma<DKV, BF16>::rs(dk_flat, da[kk][0], fa__wg_desc(q_s + kvcol + kk * 2048, BR * 128, 1024), 1);
+            for (int kk = 0; kk < QW / 16; kk++)
+                fa__wgmma<DKV, BF16>::rs(dk_flat, da[kk][0],
+                                         fa__wg_desc(q_s + kvcol + (q0 / 16 + kk) * 2048, BR * 128, 1024), 1);
             fa__wgmma_commit();
 
-            /* Both warpgroups' dS^T are in shared memory (the fence: visible to
-               wgmma's async proxy); the barrier also waits for thread 0's bulk
-               add of the last dQ tile to have read it (the tile is rewritten). */
+            /* Both warpgroups' dS^T (split: and P^T) are in shared memory (the
+               fence: visible to wgmma's async proxy); the barrier also waits for
+               thread 0's bulk add of the last dQ tile to have read it (the tile
+               is rewritten). */
             fa__fence_async_shared();
             if (L::dq_tile && cw == 0 && warp % 4 == 0 && lane == 0) fa__bulk_wait<true>();
             fa__named_sync(1, 256);
@@ -7896,10 +7910,6 @@ __device__ __forceinline__ void fa__bwd_sm90_consumer(const fa__bwd_params &p, c
                dS^T tile's query block cw) */
             float dq[1][DQ / 8][4];
             float(&dq_flat)[DQ / 2] = reinterpret_cast<float(&)[DQ / 2]>(dq);
-            /* split: dQ's 64 accumulators beside dK, dV and dK's A operand in
-               flight are more registers than there are (ptxas serialized
-               the wgmmas, C7512), so dK finishes first */
-            if (SPLIT) fa__wgmma_wait<0>();
             fa__wgmma_fence();
 #pragma unroll
             for (int kk = 0; kk < BC / 16; kk++)
@@ -7908,13 +7918,29 @@ __device__ __forceinline__ void fa__bwd_sm90_consumer(const fa__bwd_params &p, c
                                                                 BR * 128, 1024),
                                                     fa__wg_desc(kq + kk * 2048, BC * 128, 1024), kk > 0);
             fa__wgmma_commit();
-            fa__wgmma_wait<0>();
+            if constexpr (SPLIT) {
+                /* (3), (6) over the other warpgroup's queries o0 ..: P^T and dS^T
+                   from its halves of the tiles (A K-major, B as in the rs form) */
+#pragma unroll
+                for (int kk = 0; kk < QW / 16; kk++) {
+                    const uint32_t a = (o0 / 16 + kk) * 32, b = kvcol + (o0 / 16 + kk) * 2048;
+                    fa__wgmma<DKV, BF16>::template ss<0, 1>(dv_flat, fa__wg_desc(sm.sPT + st * L::pt_bytes + a, 16, 1024),
+                                                            fa__wg_desc(do_s + b, BR * 128, 1024), 1);
+                    fa__wgmma<DKV, BF16>::template ss<0, 1>(dk_flat, fa__wg_desc(ds_s + a, 16, 1024),
+                                                            fa__wg_desc(q_s + b, BR * 128, 1024), 1);
+                }
+                fa__wgmma_commit();
+                fa__wgmma_wait<1>(); /* dQ is done; dK, dV run on under its adds */
+            } else {
+                fa__wgmma_wait<0>();
+            }
             fa__fence_regs(dq_flat);
             /* Q_i, dO_i, L, D of this stage are read: the producer may refill
                it. Every thread arrives: each read L and D itself, and an
                arrival orders only its own thread's reads (racecheck flagged
-               the refill when lane 0 arrived for its warp). */
-            fa__mbar_arrive(empty + 8 * st);
+               the refill when lane 0 arrived for its warp). (split: once dK
+               and dV are done, below) */
+            if constexpr (!SPLIT) fa__mbar_arrive(empty + 8 * st);
 
             /* the fp32 partial dQ (deterministic: in order, or block j's own slice at D = 256) */
             const int64_t blk = (p.deterministic && !L::dq_tile ? (int64_t)w.jb * p.acc_slice : 0) +
@@ -7924,6 +7950,10 @@ __device__ __forceinline__ void fa__bwd_sm90_consumer(const fa__bwd_params &p, c
                                                         sends, w.jb, i0 / BR, h, w.b);
             else
                 fa__bwd_sm90_add_dq<DQ / 8>(p, dq[0], p.dq_acc + blk + (int64_t)(16 * wq + g) * p.acc_d + cw * DQ + 2 * t);
+            if constexpr (SPLIT) {
+                fa__wgmma_wait<0>();
+                fa__mbar_arrive(empty + 8 * st);
+            }
         }
         if (w.first < w.iters) {
             /* every product that reads K_j, V_j is done: the buffer may be refilled */
@@ -7965,7 +7995,7 @@ fa__bwd_kernel_sm90(const __grid_constant__ fa__bwd_maps tm, const fa__bwd_param
     const uint32_t base = (uint32_t)__cvta_generic_to_shared(fa__smem90b), aligned = (base + 1023u) & ~1023u;
     fa__bwd_sm90_smem sm;
     sm.sKV = aligned + L::kv; sm.sQ = aligned + L::q; sm.sdO = aligned + L::dout; sm.sdS = aligned + L::ds; sm.sdQ = aligned + L::dq;
-    sm.sLD = aligned + L::ld; sm.kv_full = aligned + L::bars; sm.kv_empty = sm.kv_full + 16;
+    sm.sLD = aligned + L::ld; sm.sPT = aligned + L::pt; sm.kv_full = aligned + L::bars; sm.kv_empty = sm.kv_full + 16;
     sm.full = sm.kv_empty + 16; sm.empty = sm.full + 16;
     sm.gLD = (const float *)(fa__smem90b + (sm.sLD - base));
     if (DET) {
