@@ -6617,7 +6617,8 @@ __global__ void __launch_bounds__(256) fa__bwd_preprocess_kernel(const fa__bwd_p
 /* ---- kernel 3: dQ = scale * accumulator (sum of slices in fixed order) ------ */
 
 /* Where element (r, c) of a head's accumulator rows lies, from the head's
-   first. Row-major, or (acc_tiled: the sm_90a kernel at D = 64 and 128)
+   first. Row-major, or (acc_tiled 1: the sm_90a kernel at D = 64 and 128;
+   2: at D = 256 unless deterministic, below)
    each 64-row block as that kernel's consumer threads hold it, so that a
    block leaves shared memory as one contiguous bulk add: float4 i of
    consumer thread T at (256 i + T) * 4, thread T = 128 cw + 32 wq + 4 g + t
@@ -6625,6 +6626,11 @@ __global__ void __launch_bounds__(256) fa__bwd_preprocess_kernel(const fa__bwd_p
 static __device__ __forceinline__ int64_t fa__bwd_acc_off(const fa__bwd_params &p, int64_t r, int c)
 {
     if (!p.acc_tiled) return r * p.acc_d + c;
+    if (p.acc_tiled == 2) { /* D 256: warpgroup c / 128's 32 KB, its threads' float4 n = 0-7, then 8-15 */
+        const int rb = (int)(r % 64), n = c % 128 / 8;
+        const int T = rb / 16 * 32 + rb % 8 * 4 + c % 8 / 2, e = rb % 16 / 8 * 2 + c % 2;
+        return (r - rb) * p.acc_d + c / 128 * 8192 + n / 8 * 4096 + (128 * (n % 8) + T) * 4 + e;
+    }
     const int dq = p.acc_d / 2, rb = (int)(r % 64), i = c % dq / 8;
     const int T = c / dq * 128 + rb / 16 * 32 + rb % 8 * 4 + c % 8 / 2, e = rb % 16 / 8 * 2 + c % 2;
     return (r - rb) * p.acc_d + (256 * i + T) * 4 + e;
@@ -7271,6 +7277,9 @@ __device__ __forceinline__ void fa__bwd_sm90_ds(const fa__bwd_params &p, const f
 #ifndef FA__BWD_SM90_WIDE
 #define FA__BWD_SM90_WIDE 1 /* 0: 64-row steps at D = 64 too (ablation only) [bwd-wide] */
 #endif
+#ifndef FA__BWD_SM90_BULK256
+#define FA__BWD_SM90_BULK256 1 /* 0: D 256's dQ by atomics (ablation only) [bwd-d256] */
+#endif
 #ifndef FLASHATTN_NO_HOPPER
 /* ---- kernel 2 on sm_90a: the same loop with wgmma (>>hopper) ------------
 
@@ -7745,6 +7754,32 @@ __device__ __forceinline__ void fa__bwd_sm90_send_dq(const fa__bwd_params &p, co
     fa__bulk_commit();
 }
 
+/* The split tile's dQ (D 256, not deterministic): warpgroup cw's 64 rows x
+   128 columns in the accumulator's order (fa__bwd_acc_off, acc_tiled 2) as
+   two 16 KB bulk adds from its own column halves of the step's Q_i and dO_i
+   buffers, which only its own products read after barrier 1, all done
+   (fragments 0-7 from Q_i, 8-15 from dO_i): the dQ tile has no room of its
+   own beside the P^T and dS^T tiles. The warpgroup's barrier has every
+   thread's part in before its thread 0 sends; true for that thread, which
+   then owes the stage's release until the copies have read it. */
+template <int N>
+__device__ __forceinline__ bool fa__bwd_sm90_send_dq256(const fa__bwd_params &p, const float (&dq)[N][4],
+                                                        uint32_t q_s, uint32_t do_s, int cw, int T, int64_t blk)
+{
+    static_assert(N == 16, "a thread's 64 accumulators: 8 float4 in each buffer");
+#pragma unroll
+    for (int n = 0; n < N; n++)
+        fa__st_shared_f4((n < 8 ? q_s : do_s) + (128 * (n % 8) + T) * 16, dq[n][0], dq[n][1], dq[n][2], dq[n][3]);
+    fa__fence_async_shared();
+    fa__named_sync(2 + cw, 128);
+    if (T != 0) return false;
+    float *acc = p.dq_acc + blk + cw * 8192;
+    fa__bulk_store<true>(acc, q_s, 128 * 8 * 16);
+    fa__bulk_store<true>(acc + 4096, do_s, 128 * 8 * 16);
+    fa__bulk_commit();
+    return true;
+}
+
 /* The deterministic kernels' dQ writers, the producer's warps 1 and 2, one
    per buffer b: per tile the consumers hand over in it (dq_full), the
    writer finds the unit's place among the tile's adders (fa__bwd_det_rank,
@@ -7819,6 +7854,12 @@ __device__ __forceinline__ void fa__bwd_sm90_consumer(const fa__bwd_params &p, c
     float(&dk_flat)[DKV / 2] = reinterpret_cast<float(&)[DKV / 2]>(dk);
     float(&dv_flat)[DKV / 2] = reinterpret_cast<float(&)[DKV / 2]>(dv);
     int ring = 0, kv_uses = 0, sends = 0;
+    /* split, not deterministic: dQ's tile leaves through the stage's Q and dO
+       buffers as bulk adds, and each warpgroup's thread 0 releases the stage
+       (owes its arrival) only once they have read it, at the next step's
+       barrier 1 */
+    const bool bulk = SPLIT && FA__BWD_SM90_BULK256 && !p.deterministic;
+    int owe = -1;
     for (int k = 0; k < sc.rounds; k++) {
         fa__bwd_work w;
         if (!fa__bwd_sm90_work<BR, BC, DET>(p, sc, k, w)) continue; /* (a unit no query sees still writes dK = dV = 0) */
@@ -7903,6 +7944,11 @@ __device__ __forceinline__ void fa__bwd_sm90_consumer(const fa__bwd_params &p, c
                is rewritten). */
             fa__fence_async_shared();
             if (L::dq_tile && cw == 0 && warp % 4 == 0 && lane == 0) fa__bulk_wait<true>();
+            if (SPLIT && owe >= 0) { /* (a warpgroup's thread 0 after a bulk step) */
+                fa__bulk_wait<true>();
+                fa__mbar_arrive(empty + 8 * owe);
+                owe = -1;
+            }
             fa__named_sync(1, 256);
 
             /* (7) dQ_i[:, cw D/2 ..] = dS K_j[:, cw D/2 ..], k running over all BC keys
@@ -7930,7 +7976,8 @@ __device__ __forceinline__ void fa__bwd_sm90_consumer(const fa__bwd_params &p, c
                                                             fa__wg_desc(q_s + b, BR * 128, 1024), 1);
                 }
                 fa__wgmma_commit();
-                fa__wgmma_wait<1>(); /* dQ is done; dK, dV run on under its adds */
+                if (FA__BWD_SM90_BULK256) fa__wgmma_wait<0>(); /* (Q_i and dO_i are read: dQ's tile goes there) */
+                else fa__wgmma_wait<1>(); /* dQ is done; dK, dV run on under its adds */
             } else {
                 fa__wgmma_wait<0>();
             }
@@ -7945,14 +7992,19 @@ __device__ __forceinline__ void fa__bwd_sm90_consumer(const fa__bwd_params &p, c
             /* the fp32 partial dQ (deterministic: in order, or block j's own slice at D = 256) */
             const int64_t blk = (p.deterministic && !L::dq_tile ? (int64_t)w.jb * p.acc_slice : 0) +
                                 ((int64_t)h * p.acc_rows + w.s.acc_row0 + i0) * p.acc_d; /* its 64-row block */
-            if constexpr (L::dq_tile)
+            if constexpr (L::dq_tile) {
                 fa__bwd_sm90_send_dq<DQ / 8, DET, WIDE>(p, dq[0], sm, 128 * cw + 32 * wq + lane, blk, BR * D * 4,
                                                         sends, w.jb, i0 / BR, h, w.b);
-            else
+            } else if (bulk) {
+                if (fa__bwd_sm90_send_dq256<DQ / 8>(p, dq[0], q_s + kvcol, do_s + kvcol, cw, 32 * wq + lane, blk))
+                    owe = st;
+                else fa__mbar_arrive(empty + 8 * st);
+            } else {
                 fa__bwd_sm90_add_dq<DQ / 8>(p, dq[0], p.dq_acc + blk + (int64_t)(16 * wq + g) * p.acc_d + cw * DQ + 2 * t);
-            if constexpr (SPLIT) {
-                fa__wgmma_wait<0>();
-                fa__mbar_arrive(empty + 8 * st);
+                if constexpr (SPLIT) {
+                    fa__wgmma_wait<0>();
+                    fa__mbar_arrive(empty + 8 * st);
+                }
             }
         }
         if (w.first < w.iters) {
@@ -7967,7 +8019,8 @@ __device__ __forceinline__ void fa__bwd_sm90_consumer(const fa__bwd_params &p, c
         fa__bwd_store_dkdv<BF16, DKV / 8>(p, w.s, w.b, w.hk, w.j0, krow, SPLIT ? cw * DKV : 0, t, dk[0], dv[0]);
         FLASHATTN_TRACE(46, w.jb, w.hk);
     }
-    if (L::dq_tile && cw == 0 && warp % 4 == 0 && lane == 0) fa__bulk_wait<false>(); /* (done: smem goes) */
+    if ((L::dq_tile || bulk) && (bulk || cw == 0) && warp % 4 == 0 && lane == 0)
+        fa__bulk_wait<false>(); /* (done: smem goes) */
     if (DET && cw == 0 && warp % 4 == 0 && lane == 0) /* each writer's last message: no more tiles */
         for (int x = 0; x < 2; x++, sends++) {
             const int b = sends & 1;
@@ -8323,8 +8376,8 @@ static fa_status fa__bwd_run(const fa__bwd_params &kp, const fa__bwd_plan &pl, c
     FA__BWD_MAIN(32, 64, 128) FA__BWD_MAIN(64, 64, 128) FA__BWD_MAIN(128, 64, 128) FA__BWD_MAIN(256, 32, 64)
 #undef FA__BWD_MAIN
     if (s != FA_OK) return s;
-    fa__bwd_params kc = kp; /* the sm_90a kernel at D 64, 128 left the accumulator tiled, */
-    kc.acc_tiled = ran && pl.D <= 128;
+    fa__bwd_params kc = kp; /* the sm_90a kernel (D 256: not deterministic) left the accumulator tiled, */
+    kc.acc_tiled = !ran ? 0 : pl.D <= 128 ? 1 : FA__BWD_SM90_BULK256 && !kp.deterministic ? 2 : 0;
     kc.deterministic = kp.deterministic && !kc.acc_tiled; /* and summed in order: slice 0 holds dQ */
     FA__LAUNCH(fa__bwd_dq_convert_kernel<BF16>, rows_grid, 256, 0, st, kc);
     FA__BWD_CUDA_TRY(cudaGetLastError());
