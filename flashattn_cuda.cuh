@@ -6316,8 +6316,8 @@ FLASHATTN_DEF fa_status fa_quantize_cuda(const fa_quant *p, fa_tensor x, fa_tens
         copies) that can see block j. dQ_i gets a partial sum from every j, so
         it goes to an fp32 accumulator: added (atomics; the sm_90a kernel a
         tile at a time, as a bulk reduce-add) by default; in deterministic
-        mode the sm_90a kernel (D 64, 128) makes each tile's adds in a fixed
-        order (fa__bwd_sm90_send_dq), and elsewhere each j writes its own
+        mode the sm_90a kernel makes each tile's adds in a fixed
+        order (fa__bwd_sm90_send_dq, _send_dq256), and elsewhere each j writes its own
         slice and kernel 3 sums them in order j = 0, 1, 2, ... (bit-identical
         run to run either way). With a block mask the CTA
         visits only the (query head, query block) steps whose 128 x 128
@@ -6626,10 +6626,10 @@ __global__ void __launch_bounds__(256) fa__bwd_preprocess_kernel(const fa__bwd_p
 static __device__ __forceinline__ int64_t fa__bwd_acc_off(const fa__bwd_params &p, int64_t r, int c)
 {
     if (!p.acc_tiled) return r * p.acc_d + c;
-    if (p.acc_tiled == 2) { /* D 256: warpgroup c / 128's 32 KB, its threads' float4 n = 0-7, then 8-15 */
+    if (p.acc_tiled == 2) { /* D 256: float4 n = 0-7 of warpgroup 0's threads, of 1's, then n = 8-15 of both */
         const int rb = (int)(r % 64), n = c % 128 / 8;
         const int T = rb / 16 * 32 + rb % 8 * 4 + c % 8 / 2, e = rb % 16 / 8 * 2 + c % 2;
-        return (r - rb) * p.acc_d + c / 128 * 8192 + n / 8 * 4096 + (128 * (n % 8) + T) * 4 + e;
+        return (r - rb) * p.acc_d + n / 8 * 8192 + c / 128 * 4096 + (128 * (n % 8) + T) * 4 + e;
     }
     const int dq = p.acc_d / 2, rb = (int)(r % 64), i = c % dq / 8;
     const int T = c / dq * 128 + rb / 16 * 32 + rb % 8 * 4 + c % 8 / 2, e = rb % 16 / 8 * 2 + c % 2;
@@ -7348,8 +7348,8 @@ __device__ __forceinline__ void fa__bwd_sm90_ds(const fa__bwd_params &p, const f
    steps run the sm_80 kernel's per-element helpers (fa__bwd_sm90_p, _ds),
    and the dropout keep bits are made while S^T and dP^T run, one Philox
    call per 4 elements (fa__bwd_sm90_keep) [bwd-sm90-extras]. The
-   deterministic mode at D 64, 128 takes DET kernels (ordered dQ adds,
-   fa__bwd_sm90_send_dq); with the extras it runs the sm_80 kernel. Variable
+   deterministic mode takes DET kernels (ordered dQ adds,
+   fa__bwd_sm90_send_dq, _send_dq256); with the extras it runs the sm_80 kernel. Variable
    length runs the sm_80 kernel (why: the same note). Rows past seqlen_q /
    seqlen_k read as zeros (TMA fills a box outside the tensor with zeros),
    and the padded L = +inf (kernel 1) makes P = 0 on query rows past the
@@ -7754,28 +7754,44 @@ __device__ __forceinline__ void fa__bwd_sm90_send_dq(const fa__bwd_params &p, co
     fa__bulk_commit();
 }
 
-/* The split tile's dQ (D 256, not deterministic): warpgroup cw's 64 rows x
-   128 columns in the accumulator's order (fa__bwd_acc_off, acc_tiled 2) as
-   two 16 KB bulk adds from its own column halves of the step's Q_i and dO_i
-   buffers, which only its own products read after barrier 1, all done
-   (fragments 0-7 from Q_i, 8-15 from dO_i): the dQ tile has no room of its
-   own beside the P^T and dS^T tiles. The warpgroup's barrier has every
-   thread's part in before its thread 0 sends; true for that thread, which
-   then owes the stage's release until the copies have read it. */
-template <int N>
+/* The split tile's dQ (D 256): its 64 x 256 fp32 tile in the accumulator's
+   order (fa__bwd_acc_off, acc_tiled 2) leaves from the step's own Q_i and
+   dO_i buffers, which hold its first and second 32 KB: the dQ tile has no
+   room of its own beside the P^T and dS^T tiles. Warpgroup cw stores its
+   64 x 128 into its own column halves of them (offset kvcol), which only
+   its own products read after barrier 1, all done. Not deterministic: each
+   warpgroup's thread 0 adds its two 16 KB halves once the warpgroup's
+   barrier has every part in, and returns true: it owes the stage's release
+   until the copies have read it. Deterministic (DET): the whole tile goes
+   to writer st of the stage (fa__bwd_sm90_dq_writer, which adds it in
+   order and releases the stage for consumer thread 0); false. */
+template <int N, bool DET>
 __device__ __forceinline__ bool fa__bwd_sm90_send_dq256(const fa__bwd_params &p, const float (&dq)[N][4],
-                                                        uint32_t q_s, uint32_t do_s, int cw, int T, int64_t blk)
+                                                        const fa__bwd_sm90_smem &sm, uint32_t q_s, uint32_t do_s,
+                                                        int cw, int T, int64_t blk, int &sends, int jb, int ib,
+                                                        int h, int bt)
 {
     static_assert(N == 16, "a thread's 64 accumulators: 8 float4 in each buffer");
+    if (DET) fa__bwd_sm90_dq_wait(sm, sends); /* (the mailbox: its last message read) */
 #pragma unroll
     for (int n = 0; n < N; n++)
         fa__st_shared_f4((n < 8 ? q_s : do_s) + (128 * (n % 8) + T) * 16, dq[n][0], dq[n][1], dq[n][2], dq[n][3]);
     fa__fence_async_shared();
+    if (DET) {
+        fa__named_sync(2, 256);
+        if (cw == 0 && T == 0) {
+            const int b = sends & 1;
+            fa__bwd_sm90_post(sm.mail + 32 * b, blk, (int)(blk / (64 * p.acc_d)), jb, ib, h, bt);
+            fa__mbar_arrive(sm.dq_full + 8 * b);
+        }
+        sends++;
+        return false;
+    }
     fa__named_sync(2 + cw, 128);
     if (T != 0) return false;
-    float *acc = p.dq_acc + blk + cw * 8192;
+    float *acc = p.dq_acc + blk + cw * 4096;
     fa__bulk_store<true>(acc, q_s, 128 * 8 * 16);
-    fa__bulk_store<true>(acc + 4096, do_s, 128 * 8 * 16);
+    fa__bulk_store<true>(acc + 8192, do_s, 128 * 8 * 16);
     fa__bulk_commit();
     return true;
 }
@@ -7792,7 +7808,10 @@ __device__ __forceinline__ bool fa__bwd_sm90_send_dq256(const fa__bwd_params &p,
    they wait for a writer only before they rewrite its buffer (its last
    tile not yet read: the tile's previous adder more than a step late),
    never for an add's round trip or the place. The proxy fences order the
-   bulk copies (async proxy) with the count (generic proxy). [bwd-det] */
+   bulk copies (async proxy) with the count (generic proxy). [bwd-det]
+   Split (D 256): buffer b is stage b's Q and dO buffers (each step hands
+   over one tile, so the consumers' b = sends & 1 is the step's stage), and
+   the writer makes consumer thread 0's arrival on the stage's release. */
 template <int D>
 __device__ __forceinline__ void fa__bwd_sm90_dq_writer(const fa__bwd_params &p, const fa__bwd_sm90_smem &sm,
                                                        uint32_t b, int lane)
@@ -7813,10 +7832,16 @@ __device__ __forceinline__ void fa__bwd_sm90_dq_writer(const fa__bwd_params &p, 
             while (n < rank);
             FLASHATTN_TRACE(41, tile, rank);
             fa__fence_async_global();
-            fa__bulk_store<true>(p.dq_acc + blk, b ? sm.sdQ2 : sm.sdQ, L::dq_bytes);
+            if (L::split) { /* (the tile in stage b's Q and dO buffers, fa__bwd_sm90_send_dq256) */
+                fa__bulk_store<true>(p.dq_acc + blk, sm.sQ + b * L::q_bytes, L::q_bytes);
+                fa__bulk_store<true>(p.dq_acc + blk + L::q_bytes / 4, sm.sdO + b * L::q_bytes, L::q_bytes);
+            } else {
+                fa__bulk_store<true>(p.dq_acc + blk, b ? sm.sdQ2 : sm.sdQ, L::dq_bytes);
+            }
             fa__bulk_commit();
             fa__bulk_wait<true>();
             fa__mbar_arrive(sm.dq_empty + 8 * b);
+            if (L::split) fa__mbar_arrive(sm.empty + 8 * b); /* (consumer thread 0's arrival: the stage is read) */
             fa__bulk_wait<false>();
             fa__fence_async_global();
             fa__red_release_add(sem, 1);
@@ -7858,7 +7883,7 @@ __device__ __forceinline__ void fa__bwd_sm90_consumer(const fa__bwd_params &p, c
        buffers as bulk adds, and each warpgroup's thread 0 releases the stage
        (owes its arrival) only once they have read it, at the next step's
        barrier 1 */
-    const bool bulk = SPLIT && FA__BWD_SM90_BULK256 && !p.deterministic;
+    const bool bulk = SPLIT && !DET && FA__BWD_SM90_BULK256 && !p.deterministic;
     int owe = -1;
     for (int k = 0; k < sc.rounds; k++) {
         fa__bwd_work w;
@@ -7956,6 +7981,9 @@ __device__ __forceinline__ void fa__bwd_sm90_consumer(const fa__bwd_params &p, c
                dS^T tile's query block cw) */
             float dq[1][DQ / 8][4];
             float(&dq_flat)[DQ / 2] = reinterpret_cast<float(&)[DQ / 2]>(dq);
+            /* (split DET: with 232 registers a thread, dQ's 64 beside dK and dV
+               and dK's A operand in flight serialized the wgmmas, C7512) */
+            if (SPLIT && DET) fa__wgmma_wait<0>();
             fa__wgmma_fence();
 #pragma unroll
             for (int kk = 0; kk < BC / 16; kk++)
@@ -7989,16 +8017,18 @@ __device__ __forceinline__ void fa__bwd_sm90_consumer(const fa__bwd_params &p, c
                and dV are done, below) */
             if constexpr (!SPLIT) fa__mbar_arrive(empty + 8 * st);
 
-            /* the fp32 partial dQ (deterministic: in order, or block j's own slice at D = 256) */
-            const int64_t blk = (p.deterministic && !L::dq_tile ? (int64_t)w.jb * p.acc_slice : 0) +
+            /* the fp32 partial dQ (deterministic: in order, or, at D 256 with the extras, block j's own slice) */
+            const int64_t blk = (p.deterministic && !L::dq_tile && !DET ? (int64_t)w.jb * p.acc_slice : 0) +
                                 ((int64_t)h * p.acc_rows + w.s.acc_row0 + i0) * p.acc_d; /* its 64-row block */
             if constexpr (L::dq_tile) {
                 fa__bwd_sm90_send_dq<DQ / 8, DET, WIDE>(p, dq[0], sm, 128 * cw + 32 * wq + lane, blk, BR * D * 4,
                                                         sends, w.jb, i0 / BR, h, w.b);
-            } else if (bulk) {
-                if (fa__bwd_sm90_send_dq256<DQ / 8>(p, dq[0], q_s + kvcol, do_s + kvcol, cw, 32 * wq + lane, blk))
+            } else if (bulk || (SPLIT && DET)) {
+                if (fa__bwd_sm90_send_dq256<DQ / 8, DET>(p, dq[0], sm, q_s + kvcol, do_s + kvcol, cw, 32 * wq + lane,
+                                                         blk, sends, w.jb, i0 / BR, h, w.b))
                     owe = st;
-                else fa__mbar_arrive(empty + 8 * st);
+                else if (!DET || cw != 0 || warp % 4 != 0 || lane != 0) /* (DET: the writer releases for thread 0) */
+                    fa__mbar_arrive(empty + 8 * st);
             } else {
                 fa__bwd_sm90_add_dq<DQ / 8>(p, dq[0], p.dq_acc + blk + (int64_t)(16 * wq + g) * p.acc_d + cw * DQ + 2 * t);
                 if constexpr (SPLIT) {
@@ -8034,8 +8064,9 @@ __device__ __forceinline__ void fa__bwd_sm90_consumer(const fa__bwd_params &p, c
 
 /* Kernel 2 on sm_90a: a producer warpgroup and two consumer warpgroups
    (FlashAttention-3's warp specialization) over the block's units. DET:
-   deterministic mode at D 64, 128 (the ordered dQ adds of
-   fa__bwd_sm90_send_dq; at D 256 each key block's slice, p.deterministic). */
+   deterministic mode (the ordered dQ adds of fa__bwd_sm90_send_dq and
+   _send_dq256; without FA__BWD_SM90_BULK256, D 256 writes each key block's
+   slice in the plain kernel, p.deterministic). */
 template <bool BF16, int D, bool EXTRAS, bool SOFTCAP, bool DET>
 __global__ void __launch_bounds__(384, 1)
 fa__bwd_kernel_sm90(const __grid_constant__ fa__bwd_maps tm, const fa__bwd_params p)
@@ -8325,17 +8356,19 @@ static fa_status fa__bwd_launch_sm90(const fa__bwd_params &kp, const fa__gpu &gp
     return FA_OK;
 }
 /* Which sm_90a kernel: softcap, ALiBi and dropout (the extras) take its
-   EXTRAS kernels, the deterministic mode at D 64 and 128 its DET kernels;
-   both at once run the sm_80 kernel (*ran = 0). */
+   EXTRAS kernels, the deterministic mode its DET kernels; both at once run
+   the sm_80 kernel (*ran = 0), but at D 256 the EXTRAS kernels, each key
+   block writing its own slice (p.deterministic). */
 template <bool BF16, int D>
 static fa_status fa__bwd_sm90_pick(const fa__bwd_params &kp, const fa__gpu &gpu, cudaStream_t st, int *ran) {
     const bool extras = kp.dropout || kp.softcap > 0.f || kp.alibi, cap = kp.softcap > 0.f;
-    constexpr bool TILE = fa__bwd_sm90_layout<D>::dq_tile; /* (D 256: slices, any kernel) */
+    /* (D 256 without FA__BWD_SM90_BULK256: slices, any kernel) */
+    constexpr bool ORDERED = fa__bwd_sm90_layout<D>::dq_tile || FA__BWD_SM90_BULK256;
     *ran = 0;
-    if (TILE && kp.deterministic) {
-        if constexpr (TILE)
+    if (ORDERED && kp.deterministic && (fa__bwd_sm90_layout<D>::dq_tile || !extras)) {
+        if constexpr (ORDERED)
             if (!extras) return fa__bwd_launch_sm90<BF16, D, false, false, true>(kp, gpu, st, ran);
-        return FA_OK;
+        return FA_OK; /* (D 256 with the extras: their kernels, slices) */
     }
     return !extras ? fa__bwd_launch_sm90<BF16, D, false, false, false>(kp, gpu, st, ran)
          : cap     ? fa__bwd_launch_sm90<BF16, D, true, true, false>(kp, gpu, st, ran)
@@ -8377,7 +8410,8 @@ static fa_status fa__bwd_run(const fa__bwd_params &kp, const fa__bwd_plan &pl, c
 #undef FA__BWD_MAIN
     if (s != FA_OK) return s;
     fa__bwd_params kc = kp; /* the sm_90a kernel (D 256: not deterministic) left the accumulator tiled, */
-    kc.acc_tiled = !ran ? 0 : pl.D <= 128 ? 1 : FA__BWD_SM90_BULK256 && !kp.deterministic ? 2 : 0;
+    const bool slices = kp.deterministic && (kp.dropout || sc || kp.alibi); /* (D 256: fa__bwd_sm90_pick) */
+    kc.acc_tiled = !ran ? 0 : pl.D <= 128 ? 1 : FA__BWD_SM90_BULK256 && !slices ? 2 : 0;
     kc.deterministic = kp.deterministic && !kc.acc_tiled; /* and summed in order: slice 0 holds dQ */
     FA__LAUNCH(fa__bwd_dq_convert_kernel<BF16>, rows_grid, 256, 0, st, kc);
     FA__BWD_CUDA_TRY(cudaGetLastError());

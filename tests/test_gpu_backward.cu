@@ -594,6 +594,12 @@ int main(int argc, char **argv)
         {"pad128", F16, 64, 1, 317, 203, 3, 3, 0, 0, 0, 0, 0, 0, 0, 0, P, 0, 0, 1, 0, 0, 0},
         {"pad128 causal", BF, 64, 2, 60, 113, 2, 2, 1, 0, 0, 0, 0, 0, 0, 0, P, 0, 1, 1, 0, 0, 0},
         {"pad128", F16, 64, 1, 190, 203, 4, 2, 0, 0, 0, 0, 0, 0, 0, 0, P, 0, 0, 1, 0, 0, 0},
+        /* the ordered dQ adds at d 256 (the DET kernel's split tile: dQ handed to
+           the writers in the step's Q and dO buffers, fa__bwd_sm90_send_dq256);
+           index 90 runs in quick mode */
+        {"det order d256", F16, 256, 2, 517, 391, 4, 4, 0, 0, 0, 0, 0, 0, 0, 0, S, 1, 1, 0, 0, 0, 0},
+        {"det order d256 window", BF, 256, 1, 645, 645, 2, 1, 0, 1, 200, 64, 0, 0, 0, 0, P, 1, 0, 0, 0, 0, 0},
+        {"det small d256", BF, 256, 1, 203, 203, 4, 2, 1, 0, 0, 0, 0, 0, 0, 0, P, 1, 0, 0, 0, 0, 0},
     };
     const int n = (int)(sizeof cases / sizeof cases[0]);
     int dev = 0;
