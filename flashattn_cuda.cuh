@@ -7879,12 +7879,12 @@ __device__ __forceinline__ void fa__bwd_sm90_consumer(const fa__bwd_params &p, c
     float(&dk_flat)[DKV / 2] = reinterpret_cast<float(&)[DKV / 2]>(dk);
     float(&dv_flat)[DKV / 2] = reinterpret_cast<float(&)[DKV / 2]>(dv);
     int ring = 0, kv_uses = 0, sends = 0;
-    /* split, not deterministic: dQ's tile leaves through the stage's Q and dO
-       buffers as bulk adds, and each warpgroup's thread 0 releases the stage
-       (owes its arrival) only once they have read it, at the next step's
-       barrier 1 */
-    const bool bulk = SPLIT && !DET && FA__BWD_SM90_BULK256 && !p.deterministic;
-    int owe = -1;
+    /* split, not DET: dQ's tile leaves through the stage's Q and dO buffers
+       as bulk adds, and each warpgroup's thread 0 releases the stage (owes
+       its arrival) only once they have read it, at the next step's barrier 1
+       (a run-time choice here, p.deterministic, spilled 44 bytes more) */
+    constexpr bool bulk = SPLIT && !DET && FA__BWD_SM90_BULK256; /* (deterministic: DET, fa__bwd_sm90_pick) */
+    bool owe = false; /* (the stage of the step before: st ^ 1) */
     for (int k = 0; k < sc.rounds; k++) {
         fa__bwd_work w;
         if (!fa__bwd_sm90_work<BR, BC, DET>(p, sc, k, w)) continue; /* (a unit no query sees still writes dK = dV = 0) */
@@ -7969,10 +7969,10 @@ __device__ __forceinline__ void fa__bwd_sm90_consumer(const fa__bwd_params &p, c
                is rewritten). */
             fa__fence_async_shared();
             if (L::dq_tile && cw == 0 && warp % 4 == 0 && lane == 0) fa__bulk_wait<true>();
-            if (SPLIT && owe >= 0) { /* (a warpgroup's thread 0 after a bulk step) */
+            if (SPLIT && owe) { /* (a warpgroup's thread 0 after a bulk step) */
                 fa__bulk_wait<true>();
-                fa__mbar_arrive(empty + 8 * owe);
-                owe = -1;
+                fa__mbar_arrive(empty + 8 * (st ^ 1));
+                owe = false;
             }
             fa__named_sync(1, 256);
 
@@ -8017,16 +8017,16 @@ __device__ __forceinline__ void fa__bwd_sm90_consumer(const fa__bwd_params &p, c
                and dV are done, below) */
             if constexpr (!SPLIT) fa__mbar_arrive(empty + 8 * st);
 
-            /* the fp32 partial dQ (deterministic: in order, or, at D 256 with the extras, block j's own slice) */
+            /* the fp32 partial dQ (deterministic: in order; without FA__BWD_SM90_BULK256, block j's own slice at D = 256) */
             const int64_t blk = (p.deterministic && !L::dq_tile && !DET ? (int64_t)w.jb * p.acc_slice : 0) +
                                 ((int64_t)h * p.acc_rows + w.s.acc_row0 + i0) * p.acc_d; /* its 64-row block */
             if constexpr (L::dq_tile) {
                 fa__bwd_sm90_send_dq<DQ / 8, DET, WIDE>(p, dq[0], sm, 128 * cw + 32 * wq + lane, blk, BR * D * 4,
                                                         sends, w.jb, i0 / BR, h, w.b);
-            } else if (bulk || (SPLIT && DET)) {
+            } else if constexpr (bulk || (SPLIT && DET)) {
                 if (fa__bwd_sm90_send_dq256<DQ / 8, DET>(p, dq[0], sm, q_s + kvcol, do_s + kvcol, cw, 32 * wq + lane,
                                                          blk, sends, w.jb, i0 / BR, h, w.b))
-                    owe = st;
+                    owe = true;
                 else if (!DET || cw != 0 || warp % 4 != 0 || lane != 0) /* (DET: the writer releases for thread 0) */
                     fa__mbar_arrive(empty + 8 * st);
             } else {
@@ -8357,18 +8357,17 @@ static fa_status fa__bwd_launch_sm90(const fa__bwd_params &kp, const fa__gpu &gp
 }
 /* Which sm_90a kernel: softcap, ALiBi and dropout (the extras) take its
    EXTRAS kernels, the deterministic mode its DET kernels; both at once run
-   the sm_80 kernel (*ran = 0), but at D 256 the EXTRAS kernels, each key
-   block writing its own slice (p.deterministic). */
+   the sm_80 kernel (*ran = 0). */
 template <bool BF16, int D>
 static fa_status fa__bwd_sm90_pick(const fa__bwd_params &kp, const fa__gpu &gpu, cudaStream_t st, int *ran) {
     const bool extras = kp.dropout || kp.softcap > 0.f || kp.alibi, cap = kp.softcap > 0.f;
     /* (D 256 without FA__BWD_SM90_BULK256: slices, any kernel) */
     constexpr bool ORDERED = fa__bwd_sm90_layout<D>::dq_tile || FA__BWD_SM90_BULK256;
     *ran = 0;
-    if (ORDERED && kp.deterministic && (fa__bwd_sm90_layout<D>::dq_tile || !extras)) {
+    if (ORDERED && kp.deterministic) {
         if constexpr (ORDERED)
             if (!extras) return fa__bwd_launch_sm90<BF16, D, false, false, true>(kp, gpu, st, ran);
-        return FA_OK; /* (D 256 with the extras: their kernels, slices) */
+        return FA_OK;
     }
     return !extras ? fa__bwd_launch_sm90<BF16, D, false, false, false>(kp, gpu, st, ran)
          : cap     ? fa__bwd_launch_sm90<BF16, D, true, true, false>(kp, gpu, st, ran)
@@ -8410,8 +8409,7 @@ static fa_status fa__bwd_run(const fa__bwd_params &kp, const fa__bwd_plan &pl, c
 #undef FA__BWD_MAIN
     if (s != FA_OK) return s;
     fa__bwd_params kc = kp; /* the sm_90a kernel (D 256: not deterministic) left the accumulator tiled, */
-    const bool slices = kp.deterministic && (kp.dropout || sc || kp.alibi); /* (D 256: fa__bwd_sm90_pick) */
-    kc.acc_tiled = !ran ? 0 : pl.D <= 128 ? 1 : FA__BWD_SM90_BULK256 && !slices ? 2 : 0;
+    kc.acc_tiled = !ran ? 0 : pl.D <= 128 ? 1 : FA__BWD_SM90_BULK256 ? 2 : 0;
     kc.deterministic = kp.deterministic && !kc.acc_tiled; /* and summed in order: slice 0 holds dQ */
     FA__LAUNCH(fa__bwd_dq_convert_kernel<BF16>, rows_grid, 256, 0, st, kc);
     FA__BWD_CUDA_TRY(cudaGetLastError());

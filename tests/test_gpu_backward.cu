@@ -642,7 +642,8 @@ int main(int argc, char **argv)
         const int ran90 = fa__bwd_sm90_launches != before;
         if (sm90)
             check(ran90 == (!c.varlen && fa__bwd_kernel_dim(c.d) >= 64 &&
-                            !(c.det && fa__bwd_kernel_dim(c.d) <= 128 && (c.softcap > 0.f || c.alibi || c.dropout > 0.f))),
+                            !(c.det && (FA__BWD_SM90_BULK256 || fa__bwd_kernel_dim(c.d) <= 128) &&
+                              (c.softcap > 0.f || c.alibi || c.dropout > 0.f))),
                   "case %d (%s d=%d): ran on the %s kernel", x, c.name, c.d, ran90 ? "sm_90a" : "sm_80");
         if (ran90) { /* it ran on sm_90a: now on 3 persistent blocks, */
             sm90_cases++;                         /* then on the sm_80 kernel */
