@@ -7707,6 +7707,21 @@ __device__ __forceinline__ void fa__bwd_sm90_dq_wait(const fa__bwd_sm90_smem &sm
 {
     fa__mbar_wait(sm.dq_empty + 8 * (sends & 1), (uint32_t)((sends >> 1 & 1) ^ 1));
 }
+/* Deterministic: hand the staged tile (at p.dq_acc + blk; key block jb,
+   query block ib, head h, sequence bt made it) to writer sends & 1: the
+   first thread posts it in the writer's mailbox with its count and
+   arrives (release: the mailbox is seen with it); every thread counts it. */
+__device__ __forceinline__ void fa__bwd_sm90_hand_over(const fa__bwd_params &p, const fa__bwd_sm90_smem &sm,
+                                                       bool first, int64_t blk, int &sends, int jb, int ib, int h,
+                                                       int bt)
+{
+    if (first) {
+        const int b = sends & 1;
+        fa__bwd_sm90_post(sm.mail + 32 * b, blk, (int)(blk / (64 * p.acc_d)), jb, ib, h, bt);
+        fa__mbar_arrive(sm.dq_full + 8 * b);
+    }
+    sends++;
+}
 /* A step's fp32 partial dQ, the 64-row tile at p.dq_acc + blk, as one bulk
    add: each consumer thread T's fragments into shared memory at sdq in the
    accumulator's order (fa__bwd_acc_off), then thread 0 sends the whole
@@ -7742,11 +7757,7 @@ __device__ __forceinline__ void fa__bwd_sm90_send_dq(const fa__bwd_params &p, co
     fa__fence_async_shared();
     fa__named_sync(2, 256);
     if (DET) {
-        if (T == 0) {
-            fa__bwd_sm90_post(sm.mail + 32 * b, blk, (int)(blk / (64 * p.acc_d)), jb, ib, h, bt); /* (its count) */
-            fa__mbar_arrive(sm.dq_full + 8 * b); /* (release: the mailbox is seen with it) */
-        }
-        sends++;
+        fa__bwd_sm90_hand_over(p, sm, T == 0, blk, sends, jb, ib, h, bt);
         return;
     }
     if (T != 0) return;
@@ -7779,12 +7790,7 @@ __device__ __forceinline__ bool fa__bwd_sm90_send_dq256(const fa__bwd_params &p,
     fa__fence_async_shared();
     if (DET) {
         fa__named_sync(2, 256);
-        if (cw == 0 && T == 0) {
-            const int b = sends & 1;
-            fa__bwd_sm90_post(sm.mail + 32 * b, blk, (int)(blk / (64 * p.acc_d)), jb, ib, h, bt);
-            fa__mbar_arrive(sm.dq_full + 8 * b);
-        }
-        sends++;
+        fa__bwd_sm90_hand_over(p, sm, cw == 0 && T == 0, blk, sends, jb, ib, h, bt);
         return false;
     }
     fa__named_sync(2 + cw, 128);
