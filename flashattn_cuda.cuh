@@ -388,6 +388,23 @@ static __device__ __forceinline__ uint32_t fa__sm90_chunk(int r, int c, uint32_t
 {
     return (uint32_t)(c / 8) * blk + (uint32_t)r * 128 + ((uint32_t)((c % 8) ^ (r % 8)) << 4);
 }
+/* A producer warp's cp.async copies (16 bytes a lane, all issued at once,
+   not committed) of an R x D tile's first `valid` rows and `cols` columns
+   from g (rows g_seq elements apart) into that layout at dst, the rest
+   zero-filled: the tails of the sm_90a kernels' tiles. */
+template <int R, int D>
+static __device__ __forceinline__ void fa__sm90_copy_rows(uint32_t dst, int valid, int cols, const uint16_t *g,
+                                                          int64_t g_seq, int lane)
+{
+    /* (not unrolled: the producer warp has only 24 registers) */
+#pragma unroll 1
+    for (int c = lane; c < R * (D / 8); c += 32) {
+        const int r = c / (D / 8), col = (c % (D / 8)) * 8; /* row, first column of the chunk */
+        const int bytes = (r < valid && col < cols) ? 2 * min(8, cols - col) : 0;
+        /* rows are 16-byte aligned and col % 8 == 0; a zero-byte copy reads nothing */
+        fa__cp_async16(dst + fa__sm90_chunk(r, col / 8, R * 128), bytes ? g + (int64_t)r * g_seq + col : g, bytes);
+    }
+}
 /* wgmma's shared-memory matrix descriptor for that layout: start address,
    leading and stride byte offsets, 128-byte swizzle. (These two and
    fa__pack_p are here, not with the kernels that use them, so that the
@@ -1885,14 +1902,7 @@ static __device__ __forceinline__ void fa__sm90_load(uint32_t dst, uint32_t bar,
         }
         return;
     }
-    /* (not unrolled: the producer warp has only 24 registers) */
-#pragma unroll 1
-    for (int c = lane; c < R * (D / 8); c += 32) {
-        const int r = c / (D / 8), col = (c % (D / 8)) * 8; /* row, first column of the chunk */
-        const int bytes = (r < valid && col < cols) ? 2 * min(8, cols - col) : 0;
-        /* rows are 16-byte aligned and col % 8 == 0; a zero-byte copy reads nothing */
-        fa__cp_async16(dst + fa__sm90_chunk(r, col / 8, R * 128), bytes ? g + (int64_t)r * g_seq + col : g, bytes);
-    }
+    fa__sm90_copy_rows<R, D>(dst, valid, cols, g, g_seq, lane);
     fa__cp_async_commit();
     fa__cp_async_wait<0>();
     fa__fence_async_shared();
@@ -6399,6 +6409,14 @@ static __device__ __forceinline__ uint32_t fa__bwd_smem_u32(const void *p)
 
 /* ---- parameters and per-sequence geometry ---------------------------------- */
 
+/* (fa__bwd_sm90_klayout's; the accumulator's layout and the host's plan read it in every build) */
+#ifndef FA__BWD_SM90_WIDE
+#define FA__BWD_SM90_WIDE 1 /* 0: 64-row steps at D = 64 too (ablation only) [bwd-wide] */
+#endif
+/* Every sequence's accumulator rows start at a multiple of the sm_90a
+   kernel's largest step (its L, D loads and dQ adds take whole steps) */
+#define FA__BWD_ACC_ALIGN (FA__BWD_SM90_WIDE ? 128 : 64)
+
 /* One tensor view with its strides resolved (elements, never 0). */
 typedef struct fa__bwd_view {
     const void *data;
@@ -6416,10 +6434,10 @@ typedef struct fa__bwd_params {
     const int32_t *cu_q, *cu_k;
     const float *alibi;    /* [hq] or NULL */
     int batch, seqlen_q, seqlen_k, hq, hkv, group, d, acc_d;
-    int acc_sq;            /* accumulator rows per sequence: seqlen_q rounded up to 128
-                              (64 without FA__BWD_SM90_WIDE; 0 with cu_seqlens: the rows are packed) */
-    int64_t acc_rows;      /* rows per head: batch * acc_sq (cu_seqlens: batch *
-                              seqlen_q, an upper bound of total_q) */
+    int acc_sq;            /* accumulator rows per sequence: seqlen_q rounded up to
+                              FA__BWD_ACC_ALIGN (0 with cu_seqlens: fa__bwd_seq_info) */
+    int64_t acc_rows;      /* rows per head: batch * acc_sq (cu_seqlens: an upper bound,
+                              FA__BWD_ACC_ALIGN (ceil(batch seqlen_q / FA__BWD_ACC_ALIGN) + batch)) */
     int64_t acc_slice;     /* hq * acc_rows * acc_d: one j slice (deterministic) */
     float scale, scale_log2, softcap;
     int causal, window, wl, wr;
@@ -6450,13 +6468,16 @@ typedef struct fa__bwd_seq {
 __device__ __forceinline__ fa__bwd_seq fa__bwd_seq_info(const fa__bwd_params &p, int b) {
     fa__bwd_seq s;
     if (p.cu_q) {
-        int q0 = p.cu_q[b], q1 = p.cu_q[b + 1];
+        /* (accumulator rows: each sequence from a multiple of A = FA__BWD_ACC_ALIGN,
+           A (ceil(q0 / A) + b), for A rows; they do not overlap, as
+           ceil(x / A) + ceil(y / A) <= ceil((x + y) / A) + 1) */
+        const int A = FA__BWD_ACC_ALIGN, q0 = p.cu_q[b], q1 = p.cu_q[b + 1];
         s.sq = q1 - q0;
         s.q_tok0 = q0;
         s.lse0 = q0;
         s.lse_hs = p.cu_q[p.batch];
-        s.acc_row0 = q0;
-        s.sq_pad = s.sq;
+        s.acc_row0 = (int64_t)A * ((q0 + A - 1) / A + b);
+        s.sq_pad = (s.sq + A - 1) / A * A;
     } else {
         s.sq = p.seqlen_q;
         s.q_tok0 = -1;
@@ -6567,7 +6588,7 @@ __device__ __forceinline__ int fa__bwd_next_step(const fa__bwd_params &p, int b,
 
 /* One warp per (row, head); lane c holds 16-byte chunk c of the row (d <= 256).
    Rows sq .. sq_pad - 1 (the padding that makes every sequence a whole number
-   of 128-row blocks, 64 without FA__BWD_SM90_WIDE; none with cu_seqlens) get
+   of FA__BWD_ACC_ALIGN-row blocks) get
    D = 0, L = +inf and a zero accumulator: a query block that reaches past
    the sequence then computes P = 0 there, and its dQ rows land in the
    padding. */
@@ -7273,10 +7294,6 @@ __device__ __forceinline__ void fa__bwd_sm90_ds(const fa__bwd_params &p, const f
     }
 }
 
-/* (fa__bwd_sm90_klayout below; the host's plan reads it in every build) */
-#ifndef FA__BWD_SM90_WIDE
-#define FA__BWD_SM90_WIDE 1 /* 0: 64-row steps at D = 64 too (ablation only) [bwd-wide] */
-#endif
 #ifndef FA__BWD_SM90_BULK256
 #define FA__BWD_SM90_BULK256 1 /* 0: D 256's dQ by atomics (ablation only) [bwd-d256] */
 #endif
@@ -7350,10 +7367,12 @@ __device__ __forceinline__ void fa__bwd_sm90_ds(const fa__bwd_params &p, const f
    call per 4 elements (fa__bwd_sm90_keep) [bwd-sm90-extras]. The
    deterministic mode takes DET kernels (ordered dQ adds,
    fa__bwd_sm90_send_dq, _send_dq256); with the extras it runs the sm_80 kernel. Variable
-   length runs the sm_80 kernel (why: the same note). Rows past seqlen_q /
-   seqlen_k read as zeros (TMA fills a box outside the tensor with zeros),
-   and the padded L = +inf (kernel 1) makes P = 0 on query rows past the
-   sequence. */
+   length (cu_seqlens) runs here too, but not in the deterministic mode
+   (the sm_80 kernel). Rows past seqlen_q / seqlen_k read as zeros (TMA
+   fills a box outside the tensor with zeros; with cu_seqlens, where the
+   next sequence lies past the end, the producer copies such a tile
+   itself), and the padded L = +inf (kernel 1) makes P = 0 on query rows
+   past the sequence. */
 typedef struct fa__bwd_maps { CUtensorMap q, k, v, dout; } fa__bwd_maps;
 
 /* Its shared memory, byte offsets from a 1024-byte aligned base (every tile
@@ -7546,7 +7565,19 @@ struct fa__bwd_sm90_smem {
 };
 
 #if FA__SM90A /* (the wgmma, mbarrier and TMA wrappers exist in sm_90a device passes only) */
-/* The producer: lane 0 of warp 0 issues every copy. Both roles walk the
+/* The producer warp's copies (fa__sm90_copy_rows) have landed and are
+   visible to the tensor cores' async proxy, in every lane */
+__device__ __forceinline__ void fa__bwd_sm90_copied(void)
+{
+    fa__cp_async_commit();
+    fa__cp_async_wait<0>();
+    fa__fence_async_shared();
+    __syncwarp();
+}
+/* The producer, warp 0: its lane 0 issues the TMA and bulk copies; with
+   cu_seqlens a tile that runs past its sequence (the maps' rows do not end
+   there) is copied by the warp's lanes instead, rows past the end zero-
+   filled (fa__sm90_copy_rows, as the forward's Tails). Both roles walk the
    same units and skip the same empty ones, so they agree on two running
    counts: ring, the steps so far (stage ring % 2, its (ring / 2)-th use),
    and kv_uses, the units whose K, V were loaded (buffer kv_uses % KVB, its
@@ -7554,40 +7585,69 @@ struct fa__bwd_sm90_smem {
    waiting for use u means waiting for parity u & 1. */
 template <int D, int BR_, bool DET>
 __device__ __forceinline__ void fa__bwd_sm90_producer(const fa__bwd_maps &tm, const fa__bwd_params &p,
-                                                      const fa__bwd_sm90_sched &sc, const fa__bwd_sm90_smem &sm)
+                                                      const fa__bwd_sm90_sched &sc, const fa__bwd_sm90_smem &sm,
+                                                      int lane)
 {
     typedef fa__bwd_sm90_layout<D, BR_> L;
-    constexpr int BR = L::br, KVB = L::kv_bufs;
+    constexpr int BR = L::br, BC = L::bc, KVB = L::kv_bufs;
     constexpr uint32_t KV_BYTES = L::kv_bytes, Q_BYTES = L::q_bytes, LD_BYTES = L::ld_bytes;
+    const bool varlen = p.cu_q != NULL; /* (then the maps are [1][h][token][col]: fa__bwd_launch_sm90) */
     int ring = 0, kv_uses = 0;
     for (int k = 0; k < sc.rounds; k++) {
         fa__bwd_work w;
         /* (a unit without a step walked loads nothing, as the consumers expect) */
-        if (!fa__bwd_sm90_work<BR, L::bc, DET>(p, sc, k, w) || w.first >= w.iters) continue;
-        const int kb = kv_uses % KVB;
+        if (!fa__bwd_sm90_work<BR, BC, DET>(p, sc, k, w) || w.first >= w.iters) continue;
+        const int kb = kv_uses % KVB, mb = varlen ? 0 : w.b;
+        const uint32_t sK = sm.sKV + kb * 2 * KV_BYTES, sV = sK + KV_BYTES, kv_bar = sm.kv_full + 8 * kb;
         /* buffer kb was last read by unit kv_uses - KVB: wait for its release */
         if (kv_uses >= KVB) fa__mbar_wait(sm.kv_empty + 8 * kb, (uint32_t)((kv_uses / KVB - 1) & 1));
-        fa__mbar_expect_tx(sm.kv_full + 8 * kb, 2 * KV_BYTES);
-        for (int c = 0; c < D / 64; c++) {
-            fa__tma_load(sm.sKV + kb * 2 * KV_BYTES + c * L::bc * 128, &tm.k, 64 * c, w.j0, w.hk, w.b,
-                         sm.kv_full + 8 * kb);
-            fa__tma_load(sm.sKV + (kb * 2 + 1) * KV_BYTES + c * L::bc * 128, &tm.v, 64 * c, w.j0, w.hk, w.b,
-                         sm.kv_full + 8 * kb);
+        if (varlen && w.j0 + BC > w.s.sk) { /* a tail past the sequence */
+            fa__sm90_copy_rows<BC, D>(sK, w.s.sk - w.j0, p.d,
+                                      (const uint16_t *)p.k.data + fa__bwd_off(p.k, w.b, w.s.k_tok0, w.j0, w.hk),
+                                      p.k.ss, lane);
+            fa__sm90_copy_rows<BC, D>(sV, w.s.sk - w.j0, p.d,
+                                      (const uint16_t *)p.v.data + fa__bwd_off(p.v, w.b, w.s.k_tok0, w.j0, w.hk),
+                                      p.v.ss, lane);
+            fa__bwd_sm90_copied();
+            if (lane == 0) fa__mbar_arrive(kv_bar);
+        } else if (lane == 0) {
+            const int row = varlen ? (int)w.s.k_tok0 + w.j0 : w.j0;
+            fa__mbar_expect_tx(kv_bar, 2 * KV_BYTES);
+            for (int c = 0; c < D / 64; c++) {
+                fa__tma_load(sK + c * BC * 128, &tm.k, 64 * c, row, w.hk, mb, kv_bar);
+                fa__tma_load(sV + c * BC * 128, &tm.v, 64 * c, row, w.hk, mb, kv_bar);
+            }
         }
         for (int it = w.first; it < w.iters;
              it = fa__bwd_next_step(p, w.b, w.hk, w.j0, w.ib0, w.nib, w.iters, BR, it + 1), ring++) {
             const int st = ring & 1, h = w.hk * p.group + it / w.nib, i0 = fa__bwd_qblock<DET>(w, it) * BR;
+            const uint32_t bar = sm.full + 8 * st, sQ = sm.sQ + st * Q_BYTES, sdO = sm.sdO + st * Q_BYTES;
             /* stage st was last read at step ring - 2: wait for its release */
             if (ring >= 2) fa__mbar_wait(sm.empty + 8 * st, (uint32_t)((ring / 2 - 1) & 1));
-            const uint32_t bar = sm.full + 8 * st;
-            fa__mbar_expect_tx(bar, 2 * Q_BYTES + LD_BYTES);
-            for (int c = 0; c < D / 64; c++) {
-                fa__tma_load(sm.sQ + st * Q_BYTES + c * BR * 128, &tm.q, 64 * c, i0, h, w.b, bar);
-                fa__tma_load(sm.sdO + st * Q_BYTES + c * BR * 128, &tm.dout, 64 * c, i0, h, w.b, bar);
+            /* a tail past the sequence: Q and dO copied (done before the
+               arrival below, which completes the stage with L and D's bytes) */
+            const bool tail = varlen && i0 + BR > w.s.sq;
+            if (tail) {
+                fa__sm90_copy_rows<BR, D>(sQ, w.s.sq - i0, p.d,
+                                          (const uint16_t *)p.q.data + fa__bwd_off(p.q, w.b, w.s.q_tok0, i0, h),
+                                          p.q.ss, lane);
+                fa__sm90_copy_rows<BR, D>(sdO, w.s.sq - i0, p.d,
+                                          (const uint16_t *)p.dout.data +
+                                              fa__bwd_off(p.dout, w.b, w.s.q_tok0, i0, h),
+                                          p.dout.ss, lane);
+                fa__bwd_sm90_copied();
             }
-            const int64_t r = (int64_t)h * p.acc_rows + w.s.acc_row0 + i0; /* BR-row aligned */
-            fa__bulk_load(sm.sLD + st * LD_BYTES, p.lse2 + r, BR * 4, bar);
-            fa__bulk_load(sm.sLD + st * LD_BYTES + BR * 4, p.dsum + r, BR * 4, bar);
+            if (lane == 0) {
+                const int row = varlen ? (int)w.s.q_tok0 + i0 : i0;
+                fa__mbar_expect_tx(bar, (tail ? 0 : 2 * Q_BYTES) + LD_BYTES);
+                for (int c = 0; c < D / 64 && !tail; c++) {
+                    fa__tma_load(sQ + c * BR * 128, &tm.q, 64 * c, row, h, mb, bar);
+                    fa__tma_load(sdO + c * BR * 128, &tm.dout, 64 * c, row, h, mb, bar);
+                }
+                const int64_t r = (int64_t)h * p.acc_rows + w.s.acc_row0 + i0; /* BR-row aligned */
+                fa__bulk_load(sm.sLD + st * LD_BYTES, p.lse2 + r, BR * 4, bar);
+                fa__bulk_load(sm.sLD + st * LD_BYTES + BR * 4, p.dsum + r, BR * 4, bar);
+            }
         }
         kv_uses++;
     }
@@ -8121,7 +8181,7 @@ fa__bwd_kernel_sm90(const __grid_constant__ fa__bwd_maps tm, const fa__bwd_param
            fits, and DET's 128 x 40 (the dQ writers' place and order: with 32
            they spilled) + 256 x 232. */
         fa__setmaxnreg_dec<DET ? 40 : 24>();
-        if (tid == 0) fa__bwd_sm90_producer<D, L::br, DET>(tm, p, sc, sm);
+        if (warp == 0) fa__bwd_sm90_producer<D, L::br, DET>(tm, p, sc, sm, lane);
         else if (DET && (warp == 1 || warp == 2)) fa__bwd_sm90_dq_writer<D>(p, sm, warp - 1, lane);
         return;
     }
@@ -8193,9 +8253,10 @@ static fa_status fa__bwd_make_plan(const char *fn, const fa_problem *r, fa__bwd_
     pl->bc = pl->D <= 128 ? 128 : 64;
     pl->smem = (size_t)(2 * pl->bc * pl->D + 4 * pl->br * pl->D + pl->bc * pl->br) * 2 + 4 * pl->br * 4;
     /* accumulator rows per head (see fa__bwd_params.acc_rows) */
-    const int acc_block = FA__BWD_SM90_WIDE ? 128 : 64; /* the sm_90a kernel's step rows, at most */
-    pl->acc_sq = r->cu_seqlens_q ? 0 : (r->seqlen_q + acc_block - 1) / acc_block * acc_block;
-    pl->acc_rows = (int64_t)r->batch * (r->cu_seqlens_q ? r->seqlen_q : pl->acc_sq);
+    const int A = FA__BWD_ACC_ALIGN;
+    pl->acc_sq = r->cu_seqlens_q ? 0 : (r->seqlen_q + A - 1) / A * A;
+    pl->acc_rows = r->cu_seqlens_q ? A * (((int64_t)r->batch * r->seqlen_q + A - 1) / A + r->batch)
+                                   : (int64_t)r->batch * pl->acc_sq;
     const size_t rows = (size_t)pl->acc_rows * r->heads_q;
     const size_t slices = r->deterministic ? (size_t)(r->seqlen_k + pl->bc - 1) / pl->bc : 1;
     pl->dsum_bytes = fa__bwd_round256(rows * sizeof(float));
@@ -8310,11 +8371,17 @@ static fa_status fa__bwd_launch_sm90(const fa__bwd_params &kp, const fa__gpu &gp
     }
     if (fa.binaryVersion != 90 || fa.sharedSizeBytes != 0 || (size_t)gpu.smem_optin < smem) return FA_OK;
     memset(&tm, 0, sizeof tm);
-    if (fa__tma_map(&tm.q, kp.q.data, BF16, kp.d, kp.seqlen_q, kp.hq, kp.batch, kp.q.ss, kp.q.hs, kp.q.bs, BR) ||
-        fa__tma_map(&tm.dout, kp.dout.data, BF16, kp.d, kp.seqlen_q, kp.hq, kp.batch, kp.dout.ss, kp.dout.hs,
-                    kp.dout.bs, BR) ||
-        fa__tma_map(&tm.k, kp.k.data, BF16, kp.d, kp.seqlen_k, kp.hkv, kp.batch, kp.k.ss, kp.k.hs, kp.k.bs, BC) ||
-        fa__tma_map(&tm.v, kp.v.data, BF16, kp.d, kp.seqlen_k, kp.hkv, kp.batch, kp.v.ss, kp.v.hs, kp.v.bs, BC))
+    /* with cu_seqlens the maps are [1][h][token][col] over at most batch x
+       seqlen tokens; the producer takes only whole tiles of a sequence
+       through them (see Tails) */
+    const bool vl = kp.cu_q != NULL;
+    const int64_t rq = vl ? (int64_t)kp.batch * kp.seqlen_q : kp.seqlen_q, nb = vl ? 1 : kp.batch;
+    const int64_t rk = vl ? (int64_t)kp.batch * kp.seqlen_k : kp.seqlen_k;
+    if (fa__tma_map(&tm.q, kp.q.data, BF16, kp.d, rq, kp.hq, nb, kp.q.ss, kp.q.hs, vl ? kp.q.ss : kp.q.bs, BR) ||
+        fa__tma_map(&tm.dout, kp.dout.data, BF16, kp.d, rq, kp.hq, nb, kp.dout.ss, kp.dout.hs,
+                    vl ? kp.dout.ss : kp.dout.bs, BR) ||
+        fa__tma_map(&tm.k, kp.k.data, BF16, kp.d, rk, kp.hkv, nb, kp.k.ss, kp.k.hs, vl ? kp.k.ss : kp.k.bs, BC) ||
+        fa__tma_map(&tm.v, kp.v.data, BF16, kp.d, rk, kp.hkv, nb, kp.v.ss, kp.v.hs, vl ? kp.v.ss : kp.v.bs, BC))
         return FA_OK;
     FA__BWD_CUDA_TRY(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     /* a block per unit (key block, KV head, batch), or persistent blocks,
@@ -8385,7 +8452,8 @@ template <bool BF16>
 static fa_status fa__bwd_run(const fa__bwd_params &kp, const fa__bwd_plan &pl, const fa__gpu &gpu,
                              cudaStream_t st) {
     dim3 rows_grid((kp.seqlen_q + 7) / 8, kp.hq, kp.batch);
-    dim3 pad_grid(((kp.acc_sq ? kp.acc_sq : kp.seqlen_q) + 7) / 8, kp.hq, kp.batch); /* + padding rows */
+    const int pad_rows = (kp.seqlen_q + FA__BWD_ACC_ALIGN - 1) / FA__BWD_ACC_ALIGN * FA__BWD_ACC_ALIGN;
+    dim3 pad_grid((pad_rows + 7) / 8, kp.hq, kp.batch); /* + each sequence's padding rows (sq_pad) */
     FA__LAUNCH(fa__bwd_preprocess_kernel<BF16>, pad_grid, 256, 0, st, kp);
     FA__BWD_CUDA_TRY(cudaGetLastError());
     fa_status s = FA_OK;
@@ -8393,7 +8461,7 @@ static fa_status fa__bwd_run(const fa__bwd_params &kp, const fa__bwd_plan &pl, c
 #ifndef FLASHATTN_NO_HOPPER
     /* the sm_90a kernel's coverage (see its comment); the rest runs below.
        (if constexpr: only the head dims compiled in, fa__bwd_dim_compiled) */
-    if (!FA__BWD_SM90_OFF && !kp.cu_q && pl.D >= 64) {
+    if (!FA__BWD_SM90_OFF && !(kp.cu_q && kp.deterministic) && pl.D >= 64) {
         if constexpr (fa__bwd_dim_compiled(64))
             if (pl.D == 64) s = fa__bwd_sm90_pick<BF16, 64>(kp, gpu, st, &ran);
         if constexpr (fa__bwd_dim_compiled(128))
