@@ -7564,18 +7564,33 @@ struct fa__bwd_sm90_smem {
 };
 
 #if FA__SM90A /* (the wgmma, mbarrier and TMA wrappers exist in sm_90a device passes only) */
-/* The producer: lane 0 of warp 0 issues every copy but a tail's. Both
-   roles walk the same units and skip the same empty ones, so they agree on
-   two running counts: ring, the steps so far (stage ring % 2, its (ring /
-   2)-th use), and kv_uses, the units whose K, V were loaded (buffer
-   kv_uses % KVB, its (kv_uses / KVB)-th use). A barrier's phase bit flips
-   once per use: waiting for use u means waiting for parity u & 1. With
-   cu_seqlens the maps' rows do not end where a sequence does, and a tile
-   that runs past its sequence is copied by warp 3 (fa__bwd_sm90_tails),
-   which then arrives on the K/V and stage barriers as a second party. */
-template <int D, int BR_, bool DET>
+/* Warp 3's copies (fa__sm90_copy_rows) have landed and are visible to the
+   tensor cores' async proxy, in every lane */
+__device__ __forceinline__ void fa__bwd_sm90_copied(void)
+{
+    fa__cp_async_commit();
+    fa__cp_async_wait<0>();
+    fa__fence_async_shared();
+    __syncwarp();
+}
+
+/* The producer (TAILS false): lane 0 of warp 0 issues every copy but a
+   tail's. Both roles walk the same units and skip the same empty ones, so
+   they agree on two running counts: ring, the steps so far (stage ring % 2,
+   its (ring / 2)-th use), and kv_uses, the units whose K, V were loaded
+   (buffer kv_uses % KVB, its (kv_uses / KVB)-th use). A barrier's phase bit
+   flips once per use: waiting for use u means waiting for parity u & 1.
+   With cu_seqlens the maps' rows do not end where a sequence does, so a
+   tile that runs past its sequence is copied by warp 3 (TAILS true) with
+   cp.async, rows past the end zero-filled (where the next sequence or the
+   end of the buffer lies): it walks the same way and arrives on every K/V
+   and stage barrier as their second party; the producer's arrival then
+   brings L, D and the whole tiles' bytes. (The tails' walk on the
+   producer's own warp spilled its 24 registers in every kernel.) */
+template <int D, int BR_, bool DET, bool TAILS>
 __device__ __forceinline__ void fa__bwd_sm90_producer(const fa__bwd_maps &tm, const fa__bwd_params &p,
-                                                      const fa__bwd_sm90_sched &sc, const fa__bwd_sm90_smem &sm)
+                                                      const fa__bwd_sm90_sched &sc, const fa__bwd_sm90_smem &sm,
+                                                      int lane)
 {
     typedef fa__bwd_sm90_layout<D, BR_> L;
     constexpr int BR = L::br, BC = L::bc, KVB = L::kv_bufs;
@@ -7591,88 +7606,55 @@ __device__ __forceinline__ void fa__bwd_sm90_producer(const fa__bwd_maps &tm, co
         /* buffer kb was last read by unit kv_uses - KVB: wait for its release */
         if (kv_uses >= KVB) fa__mbar_wait(sm.kv_empty + 8 * kb, (uint32_t)((kv_uses / KVB - 1) & 1));
         const bool kv_tail = varlen && w.j0 + BC > w.s.sk;
-        const int row = varlen ? (int)w.s.k_tok0 + w.j0 : w.j0;
-        fa__mbar_expect_tx(kv_bar, kv_tail ? 0 : 2 * KV_BYTES);
-        for (int c = 0; c < D / 64 && !kv_tail; c++) {
-            fa__tma_load(sK + c * BC * 128, &tm.k, 64 * c, row, w.hk, mb, kv_bar);
-            fa__tma_load(sK + KV_BYTES + c * BC * 128, &tm.v, 64 * c, row, w.hk, mb, kv_bar);
+        if (TAILS) {
+            if (kv_tail) {
+                fa__sm90_copy_rows<BC, D>(sK, w.s.sk - w.j0, p.d,
+                                          (const uint16_t *)p.k.data + fa__bwd_off(p.k, w.b, w.s.k_tok0, w.j0, w.hk),
+                                          p.k.ss, lane);
+                fa__sm90_copy_rows<BC, D>(sK + KV_BYTES, w.s.sk - w.j0, p.d,
+                                          (const uint16_t *)p.v.data + fa__bwd_off(p.v, w.b, w.s.k_tok0, w.j0, w.hk),
+                                          p.v.ss, lane);
+                fa__bwd_sm90_copied();
+            }
+            if (lane == 0) fa__mbar_arrive(kv_bar);
+        } else {
+            const int row = varlen ? (int)w.s.k_tok0 + w.j0 : w.j0;
+            fa__mbar_expect_tx(kv_bar, kv_tail ? 0 : 2 * KV_BYTES);
+            for (int c = 0; c < D / 64 && !kv_tail; c++) {
+                fa__tma_load(sK + c * BC * 128, &tm.k, 64 * c, row, w.hk, mb, kv_bar);
+                fa__tma_load(sK + KV_BYTES + c * BC * 128, &tm.v, 64 * c, row, w.hk, mb, kv_bar);
+            }
         }
         for (int it = w.first; it < w.iters;
              it = fa__bwd_next_step(p, w.b, w.hk, w.j0, w.ib0, w.nib, w.iters, BR, it + 1), ring++) {
             const int st = ring & 1, h = w.hk * p.group + it / w.nib, i0 = fa__bwd_qblock<DET>(w, it) * BR;
+            const uint32_t bar = sm.full + 8 * st, sQ = sm.sQ + st * Q_BYTES, sdO = sm.sdO + st * Q_BYTES;
             /* stage st was last read at step ring - 2: wait for its release */
             if (ring >= 2) fa__mbar_wait(sm.empty + 8 * st, (uint32_t)((ring / 2 - 1) & 1));
-            const uint32_t bar = sm.full + 8 * st;
             const bool tail = varlen && i0 + BR > w.s.sq;
+            if (TAILS) {
+                if (tail) {
+                    fa__sm90_copy_rows<BR, D>(sQ, w.s.sq - i0, p.d,
+                                              (const uint16_t *)p.q.data + fa__bwd_off(p.q, w.b, w.s.q_tok0, i0, h),
+                                              p.q.ss, lane);
+                    fa__sm90_copy_rows<BR, D>(sdO, w.s.sq - i0, p.d,
+                                              (const uint16_t *)p.dout.data +
+                                                  fa__bwd_off(p.dout, w.b, w.s.q_tok0, i0, h),
+                                              p.dout.ss, lane);
+                    fa__bwd_sm90_copied();
+                }
+                if (lane == 0) fa__mbar_arrive(bar);
+                continue;
+            }
             const int qrow = varlen ? (int)w.s.q_tok0 + i0 : i0;
             fa__mbar_expect_tx(bar, (tail ? 0 : 2 * Q_BYTES) + LD_BYTES);
             for (int c = 0; c < D / 64 && !tail; c++) {
-                fa__tma_load(sm.sQ + st * Q_BYTES + c * BR * 128, &tm.q, 64 * c, qrow, h, mb, bar);
-                fa__tma_load(sm.sdO + st * Q_BYTES + c * BR * 128, &tm.dout, 64 * c, qrow, h, mb, bar);
+                fa__tma_load(sQ + c * BR * 128, &tm.q, 64 * c, qrow, h, mb, bar);
+                fa__tma_load(sdO + c * BR * 128, &tm.dout, 64 * c, qrow, h, mb, bar);
             }
             const int64_t r = (int64_t)h * p.acc_rows + w.s.acc_row0 + i0; /* BR-row aligned */
             fa__bulk_load(sm.sLD + st * LD_BYTES, p.lse2 + r, BR * 4, bar);
             fa__bulk_load(sm.sLD + st * LD_BYTES + BR * 4, p.dsum + r, BR * 4, bar);
-        }
-        kv_uses++;
-    }
-}
-
-/* Warp 3's copies (fa__sm90_copy_rows) have landed and are visible to the
-   tensor cores' async proxy, in every lane */
-__device__ __forceinline__ void fa__bwd_sm90_copied(void)
-{
-    fa__cp_async_commit();
-    fa__cp_async_wait<0>();
-    fa__fence_async_shared();
-    __syncwarp();
-}
-
-/* With cu_seqlens, warp 3 of the producer warpgroup: it walks the units and
-   steps as the producer does, copies every tile that runs past its sequence
-   with cp.async (fa__sm90_copy_rows: rows past the end zero-filled, where
-   the next sequence or the end of the buffer lies), and arrives on every
-   K/V and stage barrier (their second party: the producer's arrival brings
-   L, D and the whole tiles' bytes). */
-template <int D, int BR_, bool DET>
-__device__ __forceinline__ void fa__bwd_sm90_tails(const fa__bwd_params &p, const fa__bwd_sm90_sched &sc,
-                                                   const fa__bwd_sm90_smem &sm, int lane)
-{
-    typedef fa__bwd_sm90_layout<D, BR_> L;
-    constexpr int BR = L::br, BC = L::bc, KVB = L::kv_bufs;
-    constexpr uint32_t KV_BYTES = L::kv_bytes, Q_BYTES = L::q_bytes;
-    int ring = 0, kv_uses = 0;
-    for (int k = 0; k < sc.rounds; k++) {
-        fa__bwd_work w;
-        if (!fa__bwd_sm90_work<BR, BC, DET>(p, sc, k, w) || w.first >= w.iters) continue;
-        const int kb = kv_uses % KVB;
-        const uint32_t sK = sm.sKV + kb * 2 * KV_BYTES;
-        if (kv_uses >= KVB) fa__mbar_wait(sm.kv_empty + 8 * kb, (uint32_t)((kv_uses / KVB - 1) & 1));
-        if (w.j0 + BC > w.s.sk) {
-            fa__sm90_copy_rows<BC, D>(sK, w.s.sk - w.j0, p.d,
-                                      (const uint16_t *)p.k.data + fa__bwd_off(p.k, w.b, w.s.k_tok0, w.j0, w.hk),
-                                      p.k.ss, lane);
-            fa__sm90_copy_rows<BC, D>(sK + KV_BYTES, w.s.sk - w.j0, p.d,
-                                      (const uint16_t *)p.v.data + fa__bwd_off(p.v, w.b, w.s.k_tok0, w.j0, w.hk),
-                                      p.v.ss, lane);
-            fa__bwd_sm90_copied();
-        }
-        if (lane == 0) fa__mbar_arrive(sm.kv_full + 8 * kb);
-        for (int it = w.first; it < w.iters;
-             it = fa__bwd_next_step(p, w.b, w.hk, w.j0, w.ib0, w.nib, w.iters, BR, it + 1), ring++) {
-            const int st = ring & 1, h = w.hk * p.group + it / w.nib, i0 = fa__bwd_qblock<DET>(w, it) * BR;
-            if (ring >= 2) fa__mbar_wait(sm.empty + 8 * st, (uint32_t)((ring / 2 - 1) & 1));
-            if (i0 + BR > w.s.sq) {
-                fa__sm90_copy_rows<BR, D>(sm.sQ + st * Q_BYTES, w.s.sq - i0, p.d,
-                                          (const uint16_t *)p.q.data + fa__bwd_off(p.q, w.b, w.s.q_tok0, i0, h),
-                                          p.q.ss, lane);
-                fa__sm90_copy_rows<BR, D>(sm.sdO + st * Q_BYTES, w.s.sq - i0, p.d,
-                                          (const uint16_t *)p.dout.data +
-                                              fa__bwd_off(p.dout, w.b, w.s.q_tok0, i0, h),
-                                          p.dout.ss, lane);
-                fa__bwd_sm90_copied();
-            }
-            if (lane == 0) fa__mbar_arrive(sm.full + 8 * st);
         }
         kv_uses++;
     }
@@ -8207,9 +8189,9 @@ fa__bwd_kernel_sm90(const __grid_constant__ fa__bwd_maps tm, const fa__bwd_param
            fits, and DET's 128 x 40 (the dQ writers' place and order: with 32
            they spilled) + 256 x 232. */
         fa__setmaxnreg_dec<DET ? 40 : 24>();
-        if (tid == 0) fa__bwd_sm90_producer<D, L::br, DET>(tm, p, sc, sm);
+        if (tid == 0) fa__bwd_sm90_producer<D, L::br, DET, false>(tm, p, sc, sm, lane);
         else if (DET && (warp == 1 || warp == 2)) fa__bwd_sm90_dq_writer<D>(p, sm, warp - 1, lane);
-        else if (warp == 3 && p.cu_q) fa__bwd_sm90_tails<D, L::br, DET>(p, sc, sm, lane);
+        else if (warp == 3 && p.cu_q) fa__bwd_sm90_producer<D, L::br, DET, true>(tm, p, sc, sm, lane);
         return;
     }
 
