@@ -356,7 +356,8 @@ test: $(ALL_RESULTS)
 test-all:
 	@$(MAKE) --no-print-directory test-all-results TEST_QUICK=
 .PHONY: test-all-results
-test-all-results: $(TEST_RESULTS)/gpu_compile.txt $(GPU_KNOBS_RESULTS) $(TEST_RESULTS)/gpu_emu_narrow.txt $(ALL_RESULTS)
+test-all-results: $(TEST_RESULTS)/gpu_compile.txt $(GPU_KNOBS_RESULTS) $(TEST_RESULTS)/gpu_emu_narrow.txt \
+                  $(TEST_RESULTS)/gpu_emu_atomics.txt $(ALL_RESULTS)
 	@$(call sum_results,$^)
 
 # ---- GPU build, tests and benchmark -------------------------------------------
@@ -426,13 +427,16 @@ EMU_DEPS = tests/emu_cuda.h tests/emu_cuda90.h tests/bmask_lists.h tests/shard.h
 EMU_CXX  = $(CXX) -std=c++20 $(EMU_OPT) -Wno-psabi -DFA_EMU -x c++ -I$(CUDA_INC)
 EMU_OPT  = -O2
 # (_narrow: the sm_90a backward's 64-row steps at D 64 too, FA__BWD_SM90_WIDE=0;
+# _atomics: its D 256 dQ by atomics and the deterministic mode by slices there,
+# FA__BWD_SM90_BULK256=0;
 # _nohopper: built with FLASHATTN_NO_HOPPER, the sm_80 kernels alone; _san:
 # under AddressSanitizer and UBSan, the kernels' global-memory accesses (host
 # allocations there) and their integer arithmetic checked)
 $(BUILD)/test_gpu_backward_emu_narrow: EMU_FLAGS = -DFA__BWD_SM90_WIDE=0
+$(BUILD)/test_gpu_backward_emu_atomics: EMU_FLAGS = -DFA__BWD_SM90_BULK256=0
 $(BUILD)/test_gpu_backward_emu_nohopper $(BUILD)/test_gpu_emu_nohopper: EMU_FLAGS = -DFA_EMU_NO_SM90
 $(BUILD)/%_san: EMU_OPT = -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
-EMU_BWD_BINS = $(addprefix $(BUILD)/test_gpu_backward_emu,_narrow _nohopper _san)
+EMU_BWD_BINS = $(addprefix $(BUILD)/test_gpu_backward_emu,_narrow _atomics _nohopper _san)
 $(BUILD)/test_gpu_backward_emu $(EMU_BWD_BINS): tests/test_gpu_backward.cu $(EMU_DEPS) | $(BUILD)
 	$(EMU_CXX) $(EMU_FLAGS) -o $@ $< -lpthread
 $(BUILD)/test_gpu_emu $(BUILD)/test_gpu_emu_nohopper $(BUILD)/test_gpu_emu_san: tests/test_gpu.cu $(EMU_DEPS) | $(BUILD)
@@ -465,6 +469,8 @@ $(TEST_RESULTS)/gpu_emu.txt: FORCE | $(TEST_RESULTS)
 	@$(call emu_check,$@,GPU backward emulated on the CPU (quick list),$(BUILD)/test_gpu_backward_emu,)
 $(TEST_RESULTS)/gpu_emu_narrow.txt: FORCE | $(TEST_RESULTS)
 	@$(call emu_check,$@,GPU backward emulated on the CPU with FA__BWD_SM90_WIDE=0 (quick list),$(BUILD)/test_gpu_backward_emu_narrow,)
+$(TEST_RESULTS)/gpu_emu_atomics.txt: FORCE | $(TEST_RESULTS)
+	@$(call emu_check,$@,GPU backward emulated on the CPU with FA__BWD_SM90_BULK256=0 (quick list),$(BUILD)/test_gpu_backward_emu_atomics,)
 # FLASHATTN_NO_HOPPER (the users' macro) on the emulator: the backward's quick
 # list in make test, the forward's EMU_FWD_CASES in make test-all
 $(TEST_RESULTS)/gpu_emu_nohopper.txt: FORCE | $(TEST_RESULTS)

@@ -404,6 +404,23 @@ static __device__ __forceinline__ uint32_t fa__sm90_chunk(int r, int c, uint32_t
 {
     return (uint32_t)(c / 8) * blk + (uint32_t)r * 128 + ((uint32_t)((c % 8) ^ (r % 8)) << 4);
 }
+/* A producer warp's cp.async copies (16 bytes a lane, all issued at once,
+   not committed) of an R x D tile's first `valid` rows and `cols` columns
+   from g (rows g_seq elements apart) into that layout at dst, the rest
+   zero-filled: the tails of the sm_90a kernels' tiles. */
+template <int R, int D>
+static __device__ __forceinline__ void fa__sm90_copy_rows(uint32_t dst, int valid, int cols, const uint16_t *g,
+                                                          int64_t g_seq, int lane)
+{
+    /* (not unrolled: the producer warp has only 24 registers) */
+#pragma unroll 1
+    for (int c = lane; c < R * (D / 8); c += 32) {
+        const int r = c / (D / 8), col = (c % (D / 8)) * 8; /* row, first column of the chunk */
+        const int bytes = (r < valid && col < cols) ? 2 * min(8, cols - col) : 0;
+        /* rows are 16-byte aligned and col % 8 == 0; a zero-byte copy reads nothing */
+        fa__cp_async16(dst + fa__sm90_chunk(r, col / 8, R * 128), bytes ? g + (int64_t)r * g_seq + col : g, bytes);
+    }
+}
 /* wgmma's shared-memory matrix descriptor for that layout: start address,
    leading and stride byte offsets, 128-byte swizzle. (These two and
    fa__pack_p are here, not with the kernels that use them, so that the
@@ -1834,7 +1851,7 @@ static __device__ __forceinline__ uint64_t fa__wg_desc_step(uint64_t desc, uint3
 template <int N, int TY> struct fa__wgmma;
 #define FA__WGMMA_N(N, NR, A0, A1, A2, A3, A4, A5)                                              \
     template <int TY> struct fa__wgmma<N, TY> {                                                 \
-        template <int TR = 0>                                                                   \
+        template <int TR = 0, int TRB = TR>                                                     \
         static __device__ __forceinline__ void ss(float (&d)[NR], uint64_t a, uint64_t b, int acc) \
         {                                                                                       \
             if (TY == 2)                                                                        \
@@ -1842,12 +1859,12 @@ template <int N, int TY> struct fa__wgmma;
                              : FA__WG_OUT##NR(d) : "l"(a), "l"(b), "r"(acc));                   \
             else if (TY == 1)                                                                   \
                 asm volatile(FA__WG_SS(N, "k16.f32.bf16.bf16", FA__WG_ACC##NR, A0, A1, A2,      \
-                                       ", %" A3 ", %" A3)                                       \
-                             : FA__WG_OUT##NR(d) : "l"(a), "l"(b), "r"(acc), "n"(TR));          \
+                                       ", %" A3 ", %" A4)                                       \
+                             : FA__WG_OUT##NR(d) : "l"(a), "l"(b), "r"(acc), "n"(TR), "n"(TRB)); \
             else                                                                                \
                 asm volatile(FA__WG_SS(N, "k16.f32.f16.f16", FA__WG_ACC##NR, A0, A1, A2,        \
-                                       ", %" A3 ", %" A3)                                       \
-                             : FA__WG_OUT##NR(d) : "l"(a), "l"(b), "r"(acc), "n"(TR));          \
+                                       ", %" A3 ", %" A4)                                       \
+                             : FA__WG_OUT##NR(d) : "l"(a), "l"(b), "r"(acc), "n"(TR), "n"(TRB)); \
         }                                                                                       \
         static __device__ __forceinline__ void rs(float (&d)[NR], const uint32_t (&a)[4],       \
                                                   uint64_t b, int acc)                          \
@@ -1901,14 +1918,7 @@ static __device__ __forceinline__ void fa__sm90_load(uint32_t dst, uint32_t bar,
         }
         return;
     }
-    /* (not unrolled: the producer warp has only 24 registers) */
-#pragma unroll 1
-    for (int c = lane; c < R * (D / 8); c += 32) {
-        const int r = c / (D / 8), col = (c % (D / 8)) * 8; /* row, first column of the chunk */
-        const int bytes = (r < valid && col < cols) ? 2 * min(8, cols - col) : 0;
-        /* rows are 16-byte aligned and col % 8 == 0; a zero-byte copy reads nothing */
-        fa__cp_async16(dst + fa__sm90_chunk(r, col / 8, R * 128), bytes ? g + (int64_t)r * g_seq + col : g, bytes);
-    }
+    fa__sm90_copy_rows<R, D>(dst, valid, cols, g, g_seq, lane);
     fa__cp_async_commit();
     fa__cp_async_wait<0>();
     fa__fence_async_shared();
@@ -6313,8 +6323,8 @@ FLASHATTN_DEF fa_status fa_quantize_cuda(const fa_quant *p, fa_tensor x, fa_tens
         copies) that can see block j. dQ_i gets a partial sum from every j, so
         it goes to an fp32 accumulator: added (atomics; the sm_90a kernel a
         tile at a time, as a bulk reduce-add) by default; in deterministic
-        mode the sm_90a kernel (D 64, 128) makes each tile's adds in a fixed
-        order (fa__bwd_sm90_send_dq), and elsewhere each j writes its own
+        mode the sm_90a kernel makes each tile's adds in a fixed
+        order (fa__bwd_sm90_send_dq, _send_dq256), and elsewhere each j writes its own
         slice and kernel 3 sums them in order j = 0, 1, 2, ... (bit-identical
         run to run either way). With a block mask the CTA
         visits only the (query head, query block) steps whose 128 x 128
@@ -6396,6 +6406,14 @@ static __device__ __forceinline__ uint32_t fa__bwd_smem_u32(const void *p)
 
 /* ---- parameters and per-sequence geometry ---------------------------------- */
 
+/* (fa__bwd_sm90_klayout's; the accumulator's layout and the host's plan read it in every build) */
+#ifndef FA__BWD_SM90_WIDE
+#define FA__BWD_SM90_WIDE 1 /* 0: 64-row steps at D = 64 too (ablation only) [bwd-wide] */
+#endif
+/* Every sequence's accumulator rows start at a multiple of the sm_90a
+   kernel's largest step (its L, D loads and dQ adds take whole steps) */
+#define FA__BWD_ACC_ALIGN (FA__BWD_SM90_WIDE ? 128 : 64)
+
 /* One tensor view with its strides resolved (elements, never 0). */
 typedef struct fa__bwd_view {
     const void *data;
@@ -6413,10 +6431,10 @@ typedef struct fa__bwd_params {
     const int32_t *cu_q, *cu_k;
     const float *alibi;    /* [hq] or NULL */
     int batch, seqlen_q, seqlen_k, hq, hkv, group, d, acc_d;
-    int acc_sq;            /* accumulator rows per sequence: seqlen_q rounded up to 128
-                              (64 without FA__BWD_SM90_WIDE; 0 with cu_seqlens: the rows are packed) */
-    int64_t acc_rows;      /* rows per head: batch * acc_sq (cu_seqlens: batch *
-                              seqlen_q, an upper bound of total_q) */
+    int acc_sq;            /* accumulator rows per sequence: seqlen_q rounded up to
+                              FA__BWD_ACC_ALIGN (0 with cu_seqlens: fa__bwd_seq_info) */
+    int64_t acc_rows;      /* rows per head: batch * acc_sq (cu_seqlens: an upper bound,
+                              FA__BWD_ACC_ALIGN (ceil(batch seqlen_q / FA__BWD_ACC_ALIGN) + batch)) */
     int64_t acc_slice;     /* hq * acc_rows * acc_d: one j slice (deterministic) */
     float scale, scale_log2, softcap;
     int causal, window, wl, wr;
@@ -6447,13 +6465,16 @@ typedef struct fa__bwd_seq {
 __device__ __forceinline__ fa__bwd_seq fa__bwd_seq_info(const fa__bwd_params &p, int b) {
     fa__bwd_seq s;
     if (p.cu_q) {
-        int q0 = p.cu_q[b], q1 = p.cu_q[b + 1];
+        /* (accumulator rows: each sequence from a multiple of A = FA__BWD_ACC_ALIGN,
+           A (ceil(q0 / A) + b), for A rows; they do not overlap, as
+           ceil(x / A) + ceil(y / A) <= ceil((x + y) / A) + 1) */
+        const int A = FA__BWD_ACC_ALIGN, q0 = p.cu_q[b], q1 = p.cu_q[b + 1];
         s.sq = q1 - q0;
         s.q_tok0 = q0;
         s.lse0 = q0;
         s.lse_hs = p.cu_q[p.batch];
-        s.acc_row0 = q0;
-        s.sq_pad = s.sq;
+        s.acc_row0 = (int64_t)A * ((q0 + A - 1) / A + b);
+        s.sq_pad = (s.sq + A - 1) / A * A;
     } else {
         s.sq = p.seqlen_q;
         s.q_tok0 = -1;
@@ -6564,7 +6585,7 @@ __device__ __forceinline__ int fa__bwd_next_step(const fa__bwd_params &p, int b,
 
 /* One warp per (row, head); lane c holds 16-byte chunk c of the row (d <= 256).
    Rows sq .. sq_pad - 1 (the padding that makes every sequence a whole number
-   of 128-row blocks, 64 without FA__BWD_SM90_WIDE; none with cu_seqlens) get
+   of FA__BWD_ACC_ALIGN-row blocks) get
    D = 0, L = +inf and a zero accumulator: a query block that reaches past
    the sequence then computes P = 0 there, and its dQ rows land in the
    padding. */
@@ -6614,7 +6635,8 @@ __global__ void __launch_bounds__(256) fa__bwd_preprocess_kernel(const fa__bwd_p
 /* ---- kernel 3: dQ = scale * accumulator (sum of slices in fixed order) ------ */
 
 /* Where element (r, c) of a head's accumulator rows lies, from the head's
-   first. Row-major, or (acc_tiled: the sm_90a kernel at D = 64 and 128)
+   first. Row-major, or (acc_tiled 1: the sm_90a kernel at D = 64 and 128;
+   2: at D = 256 unless deterministic, below)
    each 64-row block as that kernel's consumer threads hold it, so that a
    block leaves shared memory as one contiguous bulk add: float4 i of
    consumer thread T at (256 i + T) * 4, thread T = 128 cw + 32 wq + 4 g + t
@@ -6622,6 +6644,11 @@ __global__ void __launch_bounds__(256) fa__bwd_preprocess_kernel(const fa__bwd_p
 static __device__ __forceinline__ int64_t fa__bwd_acc_off(const fa__bwd_params &p, int64_t r, int c)
 {
     if (!p.acc_tiled) return r * p.acc_d + c;
+    if (p.acc_tiled == 2) { /* D 256: float4 n = 0-7 of warpgroup 0's threads, of 1's, then n = 8-15 of both */
+        const int rb = (int)(r % 64), n = c % 128 / 8;
+        const int T = rb / 16 * 32 + rb % 8 * 4 + c % 8 / 2, e = rb % 16 / 8 * 2 + c % 2;
+        return (r - rb) * p.acc_d + n / 8 * 8192 + c / 128 * 4096 + (128 * (n % 8) + T) * 4 + e;
+    }
     const int dq = p.acc_d / 2, rb = (int)(r % 64), i = c % dq / 8;
     const int T = c / dq * 128 + rb / 16 * 32 + rb % 8 * 4 + c % 8 / 2, e = rb % 16 / 8 * 2 + c % 2;
     return (r - rb) * p.acc_d + (256 * i + T) * 4 + e;
@@ -7176,7 +7203,7 @@ template <int NQ>
 __device__ __forceinline__ uint32_t fa__bwd_sm90_keep(const fa__bwd_params &p, int b, int h, int i0, int kj, int t,
                                                       int lane)
 {
-    static_assert(NQ == 8, "32 elements, one bit each");
+    static_assert(NQ <= 8, "up to 32 elements, one bit each");
     if (!p.dropout) return 0xffffffffu;
     const int r = (lane >> 2) & 3; /* = kj % 4: kj - r is the first key of the call */
     uint32_t mine = 0, keep = 0;
@@ -7264,9 +7291,8 @@ __device__ __forceinline__ void fa__bwd_sm90_ds(const fa__bwd_params &p, const f
     }
 }
 
-/* (fa__bwd_sm90_klayout below; the host's plan reads it in every build) */
-#ifndef FA__BWD_SM90_WIDE
-#define FA__BWD_SM90_WIDE 1 /* 0: 64-row steps at D = 64 too (ablation only) [bwd-wide] */
+#ifndef FA__BWD_SM90_BULK256
+#define FA__BWD_SM90_BULK256 1 /* 0: D 256's dQ by atomics (ablation only) [bwd-d256] */
 #endif
 #ifndef FLASHATTN_NO_HOPPER
 /* ---- kernel 2 on sm_90a: the same loop with wgmma (>>hopper) ------------
@@ -7336,12 +7362,13 @@ __device__ __forceinline__ void fa__bwd_sm90_ds(const fa__bwd_params &p, const f
    steps run the sm_80 kernel's per-element helpers (fa__bwd_sm90_p, _ds),
    and the dropout keep bits are made while S^T and dP^T run, one Philox
    call per 4 elements (fa__bwd_sm90_keep) [bwd-sm90-extras]. The
-   deterministic mode at D 64, 128 takes DET kernels (ordered dQ adds,
-   fa__bwd_sm90_send_dq); with the extras it runs the sm_80 kernel. Variable
-   length runs the sm_80 kernel (why: the same note). Rows past seqlen_q /
-   seqlen_k read as zeros (TMA fills a box outside the tensor with zeros),
-   and the padded L = +inf (kernel 1) makes P = 0 on query rows past the
-   sequence. */
+   deterministic mode takes DET kernels (ordered dQ adds,
+   fa__bwd_sm90_send_dq, _send_dq256); with the extras it runs the sm_80 kernel. Variable
+   length (cu_seqlens) runs here too. Rows past seqlen_q / seqlen_k read as zeros (TMA
+   fills a box outside the tensor with zeros; with cu_seqlens, where the
+   next sequence lies past the end, the producer copies such a tile
+   itself), and the padded L = +inf (kernel 1) makes P = 0 on query rows
+   past the sequence. */
 typedef struct fa__bwd_maps { CUtensorMap q, k, v, dout; } fa__bwd_maps;
 
 /* Its shared memory, byte offsets from a 1024-byte aligned base (every tile
@@ -7354,12 +7381,14 @@ typedef struct fa__bwd_maps { CUtensorMap q, k, v, dout; } fa__bwd_maps;
    split (D = 256): a warpgroup owning 64 keys would hold dK and dV of
    64 x 256, all 256 of its registers per thread. So the block takes 64 keys
    and the warpgroups split the COLUMNS instead: warpgroup cw keeps dK, dV
-   columns cw D/2 .. + D/2 - 1 (64 + 64 registers, as at D = 128). Each
-   computes the whole S^T and dP^T of the 64 keys (the same products in
-   both warpgroups: 7 wgmma units a step where 5 would do, but no exchange
-   of partial sums through shared memory, which has no room left for it),
-   and writes half of the dS^T tile. The tiles (K, V 32 KB each, Q, dO
-   32 KB per stage) leave room for one K/V buffer only. */
+   columns cw D/2 .. + D/2 - 1 (64 + 64 registers, as at D = 128). The
+   step's queries are split too: warpgroup cw computes S^T and dP^T of the
+   64 keys for queries 32 cw .. + 31 only (no product is computed twice),
+   makes its half of P^T and dS^T, adds it into its dV and dK at once
+   (A from registers), and writes it into the P^T and dS^T tiles; after
+   the barrier it adds the other warpgroup's half (A from shared memory).
+   The tiles (K, V 32 KB each, Q, dO 32 KB per stage, dS^T and P^T 8 KB)
+   leave room for one K/V buffer only. */
 template <int D, int BR = 64> struct fa__bwd_sm90_layout {
     static constexpr bool split = D > 128;
     static constexpr bool dq_tile = !split; /* dQ leaves as one bulk add a step (fa__bwd_acc_off) */
@@ -7367,10 +7396,11 @@ template <int D, int BR = 64> struct fa__bwd_sm90_layout {
     static constexpr int bc = split ? 64 : 128, br = BR, kv_bufs = D == 64 && !wide ? 2 : 1;
     static constexpr int dkv = split ? D / 2 : D; /* the dK, dV columns of a warpgroup */
     static constexpr uint32_t kv_bytes = bc * D * 2, q_bytes = br * D * 2, ds_bytes = bc * br * 2,
-                              ld_bytes = 2 * br * 4, dq_bytes = dq_tile ? br * D * 4 : 0;
+                              ld_bytes = 2 * br * 4, dq_bytes = dq_tile ? br * D * 4 : 0,
+                              pt_bytes = split ? ds_bytes : 0; /* split: P^T, as dS^T */
     static constexpr uint32_t kv = 0, q = 2 * kv_bufs * kv_bytes, dout = q + 2 * q_bytes, ds = dout + 2 * q_bytes,
-                              dq = ds + 2 * ds_bytes, ld = dq + dq_bytes, bars = ld + 2 * ld_bytes,
-                              total = bars + 8 * 8;
+                              dq = ds + 2 * ds_bytes, pt = dq + dq_bytes, ld = pt + 2 * pt_bytes,
+                              bars = ld + 2 * ld_bytes, total = bars + 8 * 8;
     /* the deterministic kernels: per dQ buffer b a full and an empty mbarrier
        (+ 8 b) and a 32-byte mailbox (+ 32 b) (fa__bwd_sm90_dq_writer), then
        the second buffer */
@@ -7522,6 +7552,7 @@ __device__ __forceinline__ bool fa__bwd_sm90_work(const fa__bwd_params &p, const
 /* The shared-memory addresses both roles use (fa__bwd_sm90_layout). */
 struct fa__bwd_sm90_smem {
     uint32_t sKV, sQ, sdO, sdS, sdQ, sLD;   /* K/V buffers, Q, dO, dS^T, dQ tile, L and D stages */
+    uint32_t sPT;                            /* split: the P^T stages */
     uint32_t kv_full, kv_empty, full, empty; /* mbarriers: K/V buffers, Q/dO stages */
     const float *gLD;                        /* the L, D stages as a generic pointer */
     uint32_t sdQ2, dq_full, dq_empty, mail;  /* DET: dQ buffer 1; per buffer b (+ 8 b, mail + 32 b) its
@@ -7530,44 +7561,93 @@ struct fa__bwd_sm90_smem {
 };
 
 #if FA__SM90A /* (the wgmma, mbarrier and TMA wrappers exist in sm_90a device passes only) */
-/* The producer: lane 0 of warp 0 issues every copy. Both roles walk the
-   same units and skip the same empty ones, so they agree on two running
-   counts: ring, the steps so far (stage ring % 2, its (ring / 2)-th use),
-   and kv_uses, the units whose K, V were loaded (buffer kv_uses % KVB, its
-   (kv_uses / KVB)-th use). A barrier's phase bit flips once per use:
-   waiting for use u means waiting for parity u & 1. */
-template <int D, int BR_, bool DET>
+/* Warp 3's copies (fa__sm90_copy_rows) have landed and are visible to the
+   tensor cores' async proxy, in every lane */
+__device__ __forceinline__ void fa__bwd_sm90_copied(void)
+{
+    fa__cp_async_commit();
+    fa__cp_async_wait<0>();
+    fa__fence_async_shared();
+    __syncwarp();
+}
+
+/* The producer (TAILS false): lane 0 of warp 0 issues every copy but a
+   tail's. Both roles walk the same units and skip the same empty ones, so
+   they agree on two running counts: ring, the steps so far (stage ring % 2,
+   its (ring / 2)-th use), and kv_uses, the units whose K, V were loaded
+   (buffer kv_uses % KVB, its (kv_uses / KVB)-th use). A barrier's phase bit
+   flips once per use: waiting for use u means waiting for parity u & 1.
+   With cu_seqlens the maps' rows do not end where a sequence does, so a
+   tile that runs past its sequence is copied by warp 3 (TAILS true) with
+   cp.async, rows past the end zero-filled (where the next sequence or the
+   end of the buffer lies): it walks the same way and arrives on every K/V
+   and stage barrier as their second party; the producer's arrival then
+   brings L, D and the whole tiles' bytes. (The tails' walk on the
+   producer's own warp spilled its 24 registers in every kernel.) */
+template <int D, int BR_, bool DET, bool TAILS>
 __device__ __forceinline__ void fa__bwd_sm90_producer(const fa__bwd_maps &tm, const fa__bwd_params &p,
-                                                      const fa__bwd_sm90_sched &sc, const fa__bwd_sm90_smem &sm)
+                                                      const fa__bwd_sm90_sched &sc, const fa__bwd_sm90_smem &sm,
+                                                      int lane)
 {
     typedef fa__bwd_sm90_layout<D, BR_> L;
-    constexpr int BR = L::br, KVB = L::kv_bufs;
+    constexpr int BR = L::br, BC = L::bc, KVB = L::kv_bufs;
     constexpr uint32_t KV_BYTES = L::kv_bytes, Q_BYTES = L::q_bytes, LD_BYTES = L::ld_bytes;
+    const bool varlen = p.cu_q != NULL; /* (the maps are then [1][h][token][col]: fa__bwd_launch_sm90) */
     int ring = 0, kv_uses = 0;
     for (int k = 0; k < sc.rounds; k++) {
         fa__bwd_work w;
         /* (a unit without a step walked loads nothing, as the consumers expect) */
-        if (!fa__bwd_sm90_work<BR, L::bc, DET>(p, sc, k, w) || w.first >= w.iters) continue;
-        const int kb = kv_uses % KVB;
+        if (!fa__bwd_sm90_work<BR, BC, DET>(p, sc, k, w) || w.first >= w.iters) continue;
+        const int kb = kv_uses % KVB, mb = varlen ? 0 : w.b;
+        const uint32_t sK = sm.sKV + kb * 2 * KV_BYTES, kv_bar = sm.kv_full + 8 * kb;
         /* buffer kb was last read by unit kv_uses - KVB: wait for its release */
         if (kv_uses >= KVB) fa__mbar_wait(sm.kv_empty + 8 * kb, (uint32_t)((kv_uses / KVB - 1) & 1));
-        fa__mbar_expect_tx(sm.kv_full + 8 * kb, 2 * KV_BYTES);
-        for (int c = 0; c < D / 64; c++) {
-            fa__tma_load(sm.sKV + kb * 2 * KV_BYTES + c * L::bc * 128, &tm.k, 64 * c, w.j0, w.hk, w.b,
-                         sm.kv_full + 8 * kb);
-            fa__tma_load(sm.sKV + (kb * 2 + 1) * KV_BYTES + c * L::bc * 128, &tm.v, 64 * c, w.j0, w.hk, w.b,
-                         sm.kv_full + 8 * kb);
+        const bool kv_tail = varlen && w.j0 + BC > w.s.sk;
+        if (TAILS) {
+            if (kv_tail) {
+                fa__sm90_copy_rows<BC, D>(sK, w.s.sk - w.j0, p.d,
+                                          (const uint16_t *)p.k.data + fa__bwd_off(p.k, w.b, w.s.k_tok0, w.j0, w.hk),
+                                          p.k.ss, lane);
+                fa__sm90_copy_rows<BC, D>(sK + KV_BYTES, w.s.sk - w.j0, p.d,
+                                          (const uint16_t *)p.v.data + fa__bwd_off(p.v, w.b, w.s.k_tok0, w.j0, w.hk),
+                                          p.v.ss, lane);
+                fa__bwd_sm90_copied();
+            }
+            if (lane == 0) fa__mbar_arrive(kv_bar);
+        } else {
+            const int row = varlen ? (int)w.s.k_tok0 + w.j0 : w.j0;
+            fa__mbar_expect_tx(kv_bar, kv_tail ? 0 : 2 * KV_BYTES);
+            for (int c = 0; c < D / 64 && !kv_tail; c++) {
+                fa__tma_load(sK + c * BC * 128, &tm.k, 64 * c, row, w.hk, mb, kv_bar);
+                fa__tma_load(sK + KV_BYTES + c * BC * 128, &tm.v, 64 * c, row, w.hk, mb, kv_bar);
+            }
         }
         for (int it = w.first; it < w.iters;
              it = fa__bwd_next_step(p, w.b, w.hk, w.j0, w.ib0, w.nib, w.iters, BR, it + 1), ring++) {
             const int st = ring & 1, h = w.hk * p.group + it / w.nib, i0 = fa__bwd_qblock<DET>(w, it) * BR;
+            const uint32_t bar = sm.full + 8 * st, sQ = sm.sQ + st * Q_BYTES, sdO = sm.sdO + st * Q_BYTES;
             /* stage st was last read at step ring - 2: wait for its release */
             if (ring >= 2) fa__mbar_wait(sm.empty + 8 * st, (uint32_t)((ring / 2 - 1) & 1));
-            const uint32_t bar = sm.full + 8 * st;
-            fa__mbar_expect_tx(bar, 2 * Q_BYTES + LD_BYTES);
-            for (int c = 0; c < D / 64; c++) {
-                fa__tma_load(sm.sQ + st * Q_BYTES + c * BR * 128, &tm.q, 64 * c, i0, h, w.b, bar);
-                fa__tma_load(sm.sdO + st * Q_BYTES + c * BR * 128, &tm.dout, 64 * c, i0, h, w.b, bar);
+            const bool tail = varlen && i0 + BR > w.s.sq;
+            if (TAILS) {
+                if (tail) {
+                    fa__sm90_copy_rows<BR, D>(sQ, w.s.sq - i0, p.d,
+                                              (const uint16_t *)p.q.data + fa__bwd_off(p.q, w.b, w.s.q_tok0, i0, h),
+                                              p.q.ss, lane);
+                    fa__sm90_copy_rows<BR, D>(sdO, w.s.sq - i0, p.d,
+                                              (const uint16_t *)p.dout.data +
+                                                  fa__bwd_off(p.dout, w.b, w.s.q_tok0, i0, h),
+                                              p.dout.ss, lane);
+                    fa__bwd_sm90_copied();
+                }
+                if (lane == 0) fa__mbar_arrive(bar);
+                continue;
+            }
+            const int qrow = varlen ? (int)w.s.q_tok0 + i0 : i0;
+            fa__mbar_expect_tx(bar, (tail ? 0 : 2 * Q_BYTES) + LD_BYTES);
+            for (int c = 0; c < D / 64 && !tail; c++) {
+                fa__tma_load(sQ + c * BR * 128, &tm.q, 64 * c, qrow, h, mb, bar);
+                fa__tma_load(sdO + c * BR * 128, &tm.dout, 64 * c, qrow, h, mb, bar);
             }
             const int64_t r = (int64_t)h * p.acc_rows + w.s.acc_row0 + i0; /* BR-row aligned */
             fa__bulk_load(sm.sLD + st * LD_BYTES, p.lse2 + r, BR * 4, bar);
@@ -7577,21 +7657,20 @@ __device__ __forceinline__ void fa__bwd_sm90_producer(const fa__bwd_maps &tm, co
     }
 }
 
-/* dS^T of a step into its shared-memory buffer ds_s: this thread's rows
-   krow, krow + 8, query pairs 16 kk + 2t (+8), chunk c of row r at
-   c ^ (r % 8) (split: both warpgroups hold the whole tile, and each writes
-   half its query columns; 128 queries: the second 64 in a block of their
-   own, BC rows on). */
-template <bool SPLIT, int NQ, int BC>
+
+/* dS^T (or, split, P^T) of a step into its shared-memory buffer ds_s: this
+   thread's rows krow, krow + 8, query pairs q0 + 16 kk + 2t (+8), chunk c
+   of row r at c ^ (r % 8) (q0: split, the warpgroup's half of the queries;
+   128 queries: the second 64 in a block of their own, BC rows on). */
+template <int NQ, int BC>
 __device__ __forceinline__ void fa__bwd_sm90_store_ds(const uint32_t (&da)[NQ / 2][1][4], uint32_t ds_s, int krow,
-                                                      int cw, int t)
+                                                      int q0, int t)
 {
 #pragma unroll
     for (int kk = 0; kk < NQ / 2; kk++)
 #pragma unroll
         for (int x = 0; x < 4; x++) {
-            if (SPLIT && kk / (NQ / 4) != cw) continue;
-            const int r = krow + (x & 1) * 8, c = 16 * kk + (x >> 1) * 8;
+            const int r = krow + (x & 1) * 8, c = q0 + 16 * kk + (x >> 1) * 8;
             fa__st_shared32(ds_s + fa__sm90_chunk(r, c / 8, BC * 128) + 4 * t, da[kk][0][x]);
         }
 }
@@ -7693,6 +7772,21 @@ __device__ __forceinline__ void fa__bwd_sm90_dq_wait(const fa__bwd_sm90_smem &sm
 {
     fa__mbar_wait(sm.dq_empty + 8 * (sends & 1), (uint32_t)((sends >> 1 & 1) ^ 1));
 }
+/* Deterministic: hand the staged tile (at p.dq_acc + blk; key block jb,
+   query block ib, head h, sequence bt made it) to writer sends & 1: the
+   first thread posts it in the writer's mailbox with its count and
+   arrives (release: the mailbox is seen with it); every thread counts it. */
+__device__ __forceinline__ void fa__bwd_sm90_hand_over(const fa__bwd_params &p, const fa__bwd_sm90_smem &sm,
+                                                       bool first, int64_t blk, int &sends, int jb, int ib, int h,
+                                                       int bt)
+{
+    if (first) {
+        const int b = sends & 1;
+        fa__bwd_sm90_post(sm.mail + 32 * b, blk, (int)(blk / (64 * p.acc_d)), jb, ib, h, bt);
+        fa__mbar_arrive(sm.dq_full + 8 * b);
+    }
+    sends++;
+}
 /* A step's fp32 partial dQ, the 64-row tile at p.dq_acc + blk, as one bulk
    add: each consumer thread T's fragments into shared memory at sdq in the
    accumulator's order (fa__bwd_acc_off), then thread 0 sends the whole
@@ -7728,16 +7822,49 @@ __device__ __forceinline__ void fa__bwd_sm90_send_dq(const fa__bwd_params &p, co
     fa__fence_async_shared();
     fa__named_sync(2, 256);
     if (DET) {
-        if (T == 0) {
-            fa__bwd_sm90_post(sm.mail + 32 * b, blk, (int)(blk / (64 * p.acc_d)), jb, ib, h, bt); /* (its count) */
-            fa__mbar_arrive(sm.dq_full + 8 * b); /* (release: the mailbox is seen with it) */
-        }
-        sends++;
+        fa__bwd_sm90_hand_over(p, sm, T == 0, blk, sends, jb, ib, h, bt);
         return;
     }
     if (T != 0) return;
     fa__bulk_store<true>(p.dq_acc + blk, sdq, bytes);
     fa__bulk_commit();
+}
+
+/* The split tile's dQ (D 256): its 64 x 256 fp32 tile in the accumulator's
+   order (fa__bwd_acc_off, acc_tiled 2) leaves from the step's own Q_i and
+   dO_i buffers, which hold its first and second 32 KB: the dQ tile has no
+   room of its own beside the P^T and dS^T tiles. Warpgroup cw stores its
+   64 x 128 into its own column halves of them (offset kvcol), which only
+   its own products read after barrier 1, all done. Not deterministic: each
+   warpgroup's thread 0 adds its two 16 KB halves once the warpgroup's
+   barrier has every part in, and returns true: it owes the stage's release
+   until the copies have read it. Deterministic (DET): the whole tile goes
+   to writer st of the stage (fa__bwd_sm90_dq_writer, which adds it in
+   order and releases the stage for consumer thread 0); false. */
+template <int N, bool DET>
+__device__ __forceinline__ bool fa__bwd_sm90_send_dq256(const fa__bwd_params &p, const float (&dq)[N][4],
+                                                        const fa__bwd_sm90_smem &sm, uint32_t q_s, uint32_t do_s,
+                                                        int cw, int T, int64_t blk, int &sends, int jb, int ib,
+                                                        int h, int bt)
+{
+    static_assert(N == 16, "a thread's 64 accumulators: 8 float4 in each buffer");
+    if (DET) fa__bwd_sm90_dq_wait(sm, sends); /* (the mailbox: its last message read) */
+#pragma unroll
+    for (int n = 0; n < N; n++)
+        fa__st_shared_f4((n < 8 ? q_s : do_s) + (128 * (n % 8) + T) * 16, dq[n][0], dq[n][1], dq[n][2], dq[n][3]);
+    fa__fence_async_shared();
+    if (DET) {
+        fa__named_sync(2, 256);
+        fa__bwd_sm90_hand_over(p, sm, cw == 0 && T == 0, blk, sends, jb, ib, h, bt);
+        return false;
+    }
+    fa__named_sync(2 + cw, 128);
+    if (T != 0) return false;
+    float *acc = p.dq_acc + blk + cw * 4096;
+    fa__bulk_store<true>(acc, q_s, 128 * 8 * 16);
+    fa__bulk_store<true>(acc + 8192, do_s, 128 * 8 * 16);
+    fa__bulk_commit();
+    return true;
 }
 
 /* The deterministic kernels' dQ writers, the producer's warps 1 and 2, one
@@ -7752,7 +7879,10 @@ __device__ __forceinline__ void fa__bwd_sm90_send_dq(const fa__bwd_params &p, co
    they wait for a writer only before they rewrite its buffer (its last
    tile not yet read: the tile's previous adder more than a step late),
    never for an add's round trip or the place. The proxy fences order the
-   bulk copies (async proxy) with the count (generic proxy). [bwd-det] */
+   bulk copies (async proxy) with the count (generic proxy). [bwd-det]
+   Split (D 256): buffer b is stage b's Q and dO buffers (each step hands
+   over one tile, so the consumers' b = sends & 1 is the step's stage), and
+   the writer makes consumer thread 0's arrival on the stage's release. */
 template <int D>
 __device__ __forceinline__ void fa__bwd_sm90_dq_writer(const fa__bwd_params &p, const fa__bwd_sm90_smem &sm,
                                                        uint32_t b, int lane)
@@ -7773,10 +7903,16 @@ __device__ __forceinline__ void fa__bwd_sm90_dq_writer(const fa__bwd_params &p, 
             while (n < rank);
             FLASHATTN_TRACE(41, tile, rank);
             fa__fence_async_global();
-            fa__bulk_store<true>(p.dq_acc + blk, b ? sm.sdQ2 : sm.sdQ, L::dq_bytes);
+            if (L::split) { /* (the tile in stage b's Q and dO buffers, fa__bwd_sm90_send_dq256) */
+                fa__bulk_store<true>(p.dq_acc + blk, sm.sQ + b * L::q_bytes, L::q_bytes);
+                fa__bulk_store<true>(p.dq_acc + blk + L::q_bytes / 4, sm.sdO + b * L::q_bytes, L::q_bytes);
+            } else {
+                fa__bulk_store<true>(p.dq_acc + blk, b ? sm.sdQ2 : sm.sdQ, L::dq_bytes);
+            }
             fa__bulk_commit();
             fa__bulk_wait<true>();
             fa__mbar_arrive(sm.dq_empty + 8 * b);
+            if (L::split) fa__mbar_arrive(sm.empty + 8 * b); /* (consumer thread 0's arrival: the stage is read) */
             fa__bulk_wait<false>();
             fa__fence_async_global();
             fa__red_release_add(sem, 1);
@@ -7798,8 +7934,10 @@ __device__ __forceinline__ void fa__bwd_sm90_consumer(const fa__bwd_params &p, c
 {
     typedef fa__bwd_sm90_klayout<D, EXTRAS, SOFTCAP, DET> L;
     constexpr bool SPLIT = L::split, WIDE = L::wide;
-    /* dQ's columns a warpgroup: half of them, or WIDE all of its own 64 rows */
-    constexpr int BC = L::bc, BR = L::br, NQ = BR / 8, DQ = WIDE ? D : D / 2, DKV = L::dkv, KVB = L::kv_bufs;
+    /* dQ's columns a warpgroup: half of them, or WIDE all of its own 64 rows;
+       QW the step's queries in its S^T and dP^T: split, its half of them */
+    constexpr int BC = L::bc, BR = L::br, QW = SPLIT ? BR / 2 : BR, NQ = QW / 8, DQ = WIDE ? D : D / 2,
+                  DKV = L::dkv, KVB = L::kv_bufs;
     constexpr uint32_t KV_BYTES = L::kv_bytes, Q_BYTES = L::q_bytes, DS_BYTES = L::ds_bytes;
     const uint32_t sKV = sm.sKV, sQ = sm.sQ, sdO = sm.sdO, sdS = sm.sdS, kv_full = sm.kv_full,
                    kv_empty = sm.kv_empty, full = sm.full, empty = sm.empty;
@@ -7807,10 +7945,17 @@ __device__ __forceinline__ void fa__bwd_sm90_consumer(const fa__bwd_params &p, c
     const int kw0 = SPLIT ? 0 : 64 * cw;   /* the warpgroup's first key row */
     const int krow = kw0 + 16 * wq + g;    /* this thread's key rows krow, krow + 8 */
     const uint32_t kvcol = SPLIT ? cw * (DKV / 64) * BR * 128 : 0; /* its dK/dV columns in Q, dO */
+    const int q0 = SPLIT ? QW * cw : 0, o0 = QW - q0; /* split: its first query of a step, the other's */
     float dk[1][DKV / 8][4], dv[1][DKV / 8][4];
     float(&dk_flat)[DKV / 2] = reinterpret_cast<float(&)[DKV / 2]>(dk);
     float(&dv_flat)[DKV / 2] = reinterpret_cast<float(&)[DKV / 2]>(dv);
     int ring = 0, kv_uses = 0, sends = 0;
+    /* split, not DET: dQ's tile leaves through the stage's Q and dO buffers
+       as bulk adds, and each warpgroup's thread 0 releases the stage (owes
+       its arrival) only once they have read it, at the next step's barrier 1
+       (a run-time choice here, p.deterministic, spilled 44 bytes more) */
+    constexpr bool bulk = SPLIT && !DET && FA__BWD_SM90_BULK256; /* (deterministic: DET, fa__bwd_sm90_pick) */
+    bool owe = false; /* (the stage of the step before: st ^ 1) */
     for (int k = 0; k < sc.rounds; k++) {
         fa__bwd_work w;
         if (!fa__bwd_sm90_work<BR, BC, DET>(p, sc, k, w)) continue; /* (a unit no query sees still writes dK = dV = 0) */
@@ -7828,26 +7973,29 @@ __device__ __forceinline__ void fa__bwd_sm90_consumer(const fa__bwd_params &p, c
              it = fa__bwd_next_step(p, w.b, w.hk, w.j0, w.ib0, w.nib, w.iters, BR, it + 1), ring++) {
             const int st = ring & 1, h = w.hk * p.group + it / w.nib, i0 = fa__bwd_qblock<DET>(w, it) * BR;
             const uint32_t q_s = sQ + st * Q_BYTES, do_s = sdO + st * Q_BYTES, ds_s = sdS + st * DS_BYTES;
-            const float *sL = sm.gLD + st * 2 * BR, *sD = sL + BR;
-            /* (1) S^T = K_w Q_i^T and (4) dP^T = V_w dO_i^T, issued together */
+            const float *sL = sm.gLD + st * 2 * BR + q0, *sD = sL + BR;
+            /* (1) S^T = K_w Q_i^T and (4) dP^T = V_w dO_i^T, issued together
+               (split: queries q0 .. q0 + QW - 1 of the step) */
             float sT[1][NQ][4], dpT[1][NQ][4];
-            float(&s_flat)[BR / 2] = reinterpret_cast<float(&)[BR / 2]>(sT);
-            float(&dp_flat)[BR / 2] = reinterpret_cast<float(&)[BR / 2]>(dpT);
+            float(&s_flat)[QW / 2] = reinterpret_cast<float(&)[QW / 2]>(sT);
+            float(&dp_flat)[QW / 2] = reinterpret_cast<float(&)[QW / 2]>(dpT);
             fa__mbar_wait(full + 8 * st, (uint32_t)((ring / 2) & 1));
             fa__wgmma_fence();
 #pragma unroll
             for (int kk = 0; kk < D / 16; kk++)
-                fa__wgmma<BR, BF16>::ss(s_flat, fa__wg_desc(kw + (kk / 4) * BC * 128 + (kk % 4) * 32, 16, 1024),
-                                        fa__wg_desc(q_s + (kk / 4) * BR * 128 + (kk % 4) * 32, 16, 1024), kk > 0);
+                fa__wgmma<QW, BF16>::ss(s_flat, fa__wg_desc(kw + (kk / 4) * BC * 128 + (kk % 4) * 32, 16, 1024),
+                                        fa__wg_desc(q_s + (q0 + (kk / 4) * BR) * 128 + (kk % 4) * 32, 16, 1024),
+                                        kk > 0);
             fa__wgmma_commit();
 #pragma unroll
             for (int kk = 0; kk < D / 16; kk++)
-                fa__wgmma<BR, BF16>::ss(dp_flat, fa__wg_desc(vw + (kk / 4) * BC * 128 + (kk % 4) * 32, 16, 1024),
-                                        fa__wg_desc(do_s + (kk / 4) * BR * 128 + (kk % 4) * 32, 16, 1024), kk > 0);
+                fa__wgmma<QW, BF16>::ss(dp_flat, fa__wg_desc(vw + (kk / 4) * BC * 128 + (kk % 4) * 32, 16, 1024),
+                                        fa__wg_desc(do_s + (q0 + (kk / 4) * BR) * 128 + (kk % 4) * 32, 16, 1024),
+                                        kk > 0);
             fa__wgmma_commit();
             /* the dropout keep bits while S^T and dP^T run (they need neither) */
             uint32_t keep = 0u;
-            if constexpr (EXTRAS) keep = fa__bwd_sm90_keep<NQ>(p, w.b, h, i0, w.j0 + krow, t, lane);
+            if constexpr (EXTRAS) keep = fa__bwd_sm90_keep<NQ>(p, w.b, h, i0 + q0, w.j0 + krow, t, lane);
             fa__wgmma_wait<1>(); /* groups retire in order: S^T is done (dP^T may run) */
             fa__fence_regs(s_flat);
 
@@ -7857,14 +8005,18 @@ __device__ __forceinline__ void fa__bwd_sm90_consumer(const fa__bwd_params &p, c
             float pT[1][NQ][4], dsT[1][NQ][4];
             uint32_t pa[NQ / 2][1][4], da[NQ / 2][1][4];
             fa__bwd_sm90_p<BF16, EXTRAS, SOFTCAP, NQ>(p, w.s, sT[0], pT[0], pa, sL, keep,
-                                                      fa__bwd_tile_needs_mask(p, w.s, i0, w.j0, BR, BC), h, i0,
-                                                      w.j0 + krow, t);
+                                                      fa__bwd_tile_needs_mask(p, w.s, i0, w.j0, BR, BC), h,
+                                                      i0 + q0, w.j0 + krow, t);
+            /* split: the other warpgroup reads this half of P^T for its dV */
+            if constexpr (SPLIT) fa__bwd_sm90_store_ds<NQ, BC>(pa, sm.sPT + st * L::pt_bytes, krow, q0, t);
 
-            /* (3) dV += P^T dO_i */
+            /* (3) dV += P^T dO_i (split: over this warpgroup's queries; the
+               other half after the barrier) */
             fa__wgmma_fence();
 #pragma unroll
-            for (int kk = 0; kk < BR / 16; kk++)
-                fa__wgmma<DKV, BF16>::rs(dv_flat, pa[kk][0], fa__wg_desc(do_s + kvcol + kk * 2048, BR * 128, 1024), 1);
+            for (int kk = 0; kk < QW / 16; kk++)
+                fa__wgmma<DKV, BF16>::rs(dv_flat, pa[kk][0],
+                                         fa__wg_desc(do_s + kvcol + (q0 / 16 + kk) * 2048, BR * 128, 1024), 1);
             fa__wgmma_commit();
             fa__wgmma_wait<1>(); /* dP^T is done (dV may still run) */
             fa__fence_regs(dp_flat);
@@ -7872,20 +8024,27 @@ __device__ __forceinline__ void fa__bwd_sm90_consumer(const fa__bwd_params &p, c
             /* (5) dS^T = P^T * (dP^T - D) (dropout: dP^T Z / (1 - p)) */
             fa__bwd_sm90_ds<EXTRAS, NQ>(p, dpT[0], pT[0], dsT[0], sD, keep, t);
             fa__pack_p<BF16>(dsT, da);
-            fa__bwd_sm90_store_ds<SPLIT, NQ, BC>(da, ds_s, krow, cw, t);
+            fa__bwd_sm90_store_ds<NQ, BC>(da, ds_s, krow, q0, t);
 
             /* (6) dK += dS^T Q_i (the scale is applied once at the end) */
             fa__wgmma_fence();
 #pragma unroll
-            for (int kk = 0; kk < BR / 16; kk++)
-                fa__wgmma<DKV, BF16>::rs(dk_flat, da[kk][0], fa__wg_desc(q_s + kvcol + kk * 2048, BR * 128, 1024), 1);
+            for (int kk = 0; kk < QW / 16; kk++)
+                fa__wgmma<DKV, BF16>::rs(dk_flat, da[kk][0],
+                                         fa__wg_desc(q_s + kvcol + (q0 / 16 + kk) * 2048, BR * 128, 1024), 1);
             fa__wgmma_commit();
 
-            /* Both warpgroups' dS^T are in shared memory (the fence: visible to
-               wgmma's async proxy); the barrier also waits for thread 0's bulk
-               add of the last dQ tile to have read it (the tile is rewritten). */
+            /* Both warpgroups' dS^T (split: and P^T) are in shared memory (the
+               fence: visible to wgmma's async proxy); the barrier also waits for
+               thread 0's bulk add of the last dQ tile to have read it (the tile
+               is rewritten). */
             fa__fence_async_shared();
             if (L::dq_tile && cw == 0 && warp % 4 == 0 && lane == 0) fa__bulk_wait<true>();
+            if (SPLIT && owe) { /* (a warpgroup's thread 0 after a bulk step) */
+                fa__bulk_wait<true>();
+                fa__mbar_arrive(empty + 8 * (st ^ 1));
+                owe = false;
+            }
             fa__named_sync(1, 256);
 
             /* (7) dQ_i[:, cw D/2 ..] = dS K_j[:, cw D/2 ..], k running over all BC keys
@@ -7893,10 +8052,9 @@ __device__ __forceinline__ void fa__bwd_sm90_consumer(const fa__bwd_params &p, c
                dS^T tile's query block cw) */
             float dq[1][DQ / 8][4];
             float(&dq_flat)[DQ / 2] = reinterpret_cast<float(&)[DQ / 2]>(dq);
-            /* split: dQ's 64 accumulators beside dK, dV and dK's A operand in
-               flight are more registers than there are (ptxas serialized
-               the wgmmas, C7512), so dK finishes first */
-            if (SPLIT) fa__wgmma_wait<0>();
+            /* (split DET: with 232 registers a thread, dQ's 64 beside dK and dV
+               and dK's A operand in flight serialized the wgmmas, C7512) */
+            if (SPLIT && DET) fa__wgmma_wait<0>();
             fa__wgmma_fence();
 #pragma unroll
             for (int kk = 0; kk < BC / 16; kk++)
@@ -7905,22 +8063,50 @@ __device__ __forceinline__ void fa__bwd_sm90_consumer(const fa__bwd_params &p, c
                                                                 BR * 128, 1024),
                                                     fa__wg_desc(kq + kk * 2048, BC * 128, 1024), kk > 0);
             fa__wgmma_commit();
-            fa__wgmma_wait<0>();
+            if constexpr (SPLIT) {
+                /* (3), (6) over the other warpgroup's queries o0 ..: P^T and dS^T
+                   from its halves of the tiles (A K-major, B as in the rs form) */
+#pragma unroll
+                for (int kk = 0; kk < QW / 16; kk++) {
+                    const uint32_t a = (o0 / 16 + kk) * 32, b = kvcol + (o0 / 16 + kk) * 2048;
+                    fa__wgmma<DKV, BF16>::template ss<0, 1>(dv_flat, fa__wg_desc(sm.sPT + st * L::pt_bytes + a, 16, 1024),
+                                                            fa__wg_desc(do_s + b, BR * 128, 1024), 1);
+                    fa__wgmma<DKV, BF16>::template ss<0, 1>(dk_flat, fa__wg_desc(ds_s + a, 16, 1024),
+                                                            fa__wg_desc(q_s + b, BR * 128, 1024), 1);
+                }
+                fa__wgmma_commit();
+                if (FA__BWD_SM90_BULK256) fa__wgmma_wait<0>(); /* (Q_i and dO_i are read: dQ's tile goes there) */
+                else fa__wgmma_wait<1>(); /* dQ is done; dK, dV run on under its adds */
+            } else {
+                fa__wgmma_wait<0>();
+            }
             fa__fence_regs(dq_flat);
             /* Q_i, dO_i, L, D of this stage are read: the producer may refill
                it. Every thread arrives: each read L and D itself, and an
                arrival orders only its own thread's reads (racecheck flagged
-               the refill when lane 0 arrived for its warp). */
-            fa__mbar_arrive(empty + 8 * st);
+               the refill when lane 0 arrived for its warp). (split: once dK
+               and dV are done, below) */
+            if constexpr (!SPLIT) fa__mbar_arrive(empty + 8 * st);
 
-            /* the fp32 partial dQ (deterministic: in order, or block j's own slice at D = 256) */
-            const int64_t blk = (p.deterministic && !L::dq_tile ? (int64_t)w.jb * p.acc_slice : 0) +
+            /* the fp32 partial dQ (deterministic: in order; without FA__BWD_SM90_BULK256, block j's own slice at D = 256) */
+            const int64_t blk = (p.deterministic && !L::dq_tile && !DET ? (int64_t)w.jb * p.acc_slice : 0) +
                                 ((int64_t)h * p.acc_rows + w.s.acc_row0 + i0) * p.acc_d; /* its 64-row block */
-            if constexpr (L::dq_tile)
+            if constexpr (L::dq_tile) {
                 fa__bwd_sm90_send_dq<DQ / 8, DET, WIDE>(p, dq[0], sm, 128 * cw + 32 * wq + lane, blk, BR * D * 4,
                                                         sends, w.jb, i0 / BR, h, w.b);
-            else
+            } else if constexpr (bulk || (SPLIT && DET)) {
+                if (fa__bwd_sm90_send_dq256<DQ / 8, DET>(p, dq[0], sm, q_s + kvcol, do_s + kvcol, cw, 32 * wq + lane,
+                                                         blk, sends, w.jb, i0 / BR, h, w.b))
+                    owe = true;
+                else if (!DET || cw != 0 || warp % 4 != 0 || lane != 0) /* (DET: the writer releases for thread 0) */
+                    fa__mbar_arrive(empty + 8 * st);
+            } else {
                 fa__bwd_sm90_add_dq<DQ / 8>(p, dq[0], p.dq_acc + blk + (int64_t)(16 * wq + g) * p.acc_d + cw * DQ + 2 * t);
+                if constexpr (SPLIT) {
+                    fa__wgmma_wait<0>();
+                    fa__mbar_arrive(empty + 8 * st);
+                }
+            }
         }
         if (w.first < w.iters) {
             /* every product that reads K_j, V_j is done: the buffer may be refilled */
@@ -7934,7 +8120,8 @@ __device__ __forceinline__ void fa__bwd_sm90_consumer(const fa__bwd_params &p, c
         fa__bwd_store_dkdv<BF16, DKV / 8>(p, w.s, w.b, w.hk, w.j0, krow, SPLIT ? cw * DKV : 0, t, dk[0], dv[0]);
         FLASHATTN_TRACE(46, w.jb, w.hk);
     }
-    if (L::dq_tile && cw == 0 && warp % 4 == 0 && lane == 0) fa__bulk_wait<false>(); /* (done: smem goes) */
+    if ((L::dq_tile || bulk) && (bulk || cw == 0) && warp % 4 == 0 && lane == 0)
+        fa__bulk_wait<false>(); /* (done: smem goes) */
     if (DET && cw == 0 && warp % 4 == 0 && lane == 0) /* each writer's last message: no more tiles */
         for (int x = 0; x < 2; x++, sends++) {
             const int b = sends & 1;
@@ -7948,8 +8135,9 @@ __device__ __forceinline__ void fa__bwd_sm90_consumer(const fa__bwd_params &p, c
 
 /* Kernel 2 on sm_90a: a producer warpgroup and two consumer warpgroups
    (FlashAttention-3's warp specialization) over the block's units. DET:
-   deterministic mode at D 64, 128 (the ordered dQ adds of
-   fa__bwd_sm90_send_dq; at D 256 each key block's slice, p.deterministic). */
+   deterministic mode (the ordered dQ adds of fa__bwd_sm90_send_dq and
+   _send_dq256; without FA__BWD_SM90_BULK256, D 256 writes each key block's
+   slice in the plain kernel, p.deterministic). */
 template <bool BF16, int D, bool EXTRAS, bool SOFTCAP, bool DET>
 __global__ void __launch_bounds__(384, 1)
 fa__bwd_kernel_sm90(const __grid_constant__ fa__bwd_maps tm, const fa__bwd_params p)
@@ -7962,7 +8150,7 @@ fa__bwd_kernel_sm90(const __grid_constant__ fa__bwd_maps tm, const fa__bwd_param
     const uint32_t base = (uint32_t)__cvta_generic_to_shared(fa__smem90b), aligned = (base + 1023u) & ~1023u;
     fa__bwd_sm90_smem sm;
     sm.sKV = aligned + L::kv; sm.sQ = aligned + L::q; sm.sdO = aligned + L::dout; sm.sdS = aligned + L::ds; sm.sdQ = aligned + L::dq;
-    sm.sLD = aligned + L::ld; sm.kv_full = aligned + L::bars; sm.kv_empty = sm.kv_full + 16;
+    sm.sLD = aligned + L::ld; sm.sPT = aligned + L::pt; sm.kv_full = aligned + L::bars; sm.kv_empty = sm.kv_full + 16;
     sm.full = sm.kv_empty + 16; sm.empty = sm.full + 16;
     sm.gLD = (const float *)(fa__smem90b + (sm.sLD - base));
     if (DET) {
@@ -7977,9 +8165,9 @@ fa__bwd_kernel_sm90(const __grid_constant__ fa__bwd_maps tm, const fa__bwd_param
 
     if (tid == 0) {
         for (int x = 0; x < 2; x++) {
-            fa__mbar_init(kv_full + 8 * x, 1);
+            fa__mbar_init(kv_full + 8 * x, p.cu_q ? 2 : 1); /* the producer (and the tails' warp 3) */
             fa__mbar_init(kv_empty + 8 * x, 8); /* lane 0 of each consumer warp */
-            fa__mbar_init(full + 8 * x, 1);
+            fa__mbar_init(full + 8 * x, p.cu_q ? 2 : 1);
             fa__mbar_init(empty + 8 * x, 256); /* every consumer thread (each read L, D) */
         }
         if (DET) {
@@ -7998,8 +8186,9 @@ fa__bwd_kernel_sm90(const __grid_constant__ fa__bwd_maps tm, const fa__bwd_param
            fits, and DET's 128 x 40 (the dQ writers' place and order: with 32
            they spilled) + 256 x 232. */
         fa__setmaxnreg_dec<DET ? 40 : 24>();
-        if (tid == 0) fa__bwd_sm90_producer<D, L::br, DET>(tm, p, sc, sm);
+        if (tid == 0) fa__bwd_sm90_producer<D, L::br, DET, false>(tm, p, sc, sm, lane);
         else if (DET && (warp == 1 || warp == 2)) fa__bwd_sm90_dq_writer<D>(p, sm, warp - 1, lane);
+        else if (warp == 3 && p.cu_q) fa__bwd_sm90_producer<D, L::br, DET, true>(tm, p, sc, sm, lane);
         return;
     }
 
@@ -8070,9 +8259,10 @@ static fa_status fa__bwd_make_plan(const char *fn, const fa_problem *r, fa__bwd_
     pl->bc = pl->D <= 128 ? 128 : 64;
     pl->smem = (size_t)(2 * pl->bc * pl->D + 4 * pl->br * pl->D + pl->bc * pl->br) * 2 + 4 * pl->br * 4;
     /* accumulator rows per head (see fa__bwd_params.acc_rows) */
-    const int acc_block = FA__BWD_SM90_WIDE ? 128 : 64; /* the sm_90a kernel's step rows, at most */
-    pl->acc_sq = r->cu_seqlens_q ? 0 : (r->seqlen_q + acc_block - 1) / acc_block * acc_block;
-    pl->acc_rows = (int64_t)r->batch * (r->cu_seqlens_q ? r->seqlen_q : pl->acc_sq);
+    const int A = FA__BWD_ACC_ALIGN;
+    pl->acc_sq = r->cu_seqlens_q ? 0 : (r->seqlen_q + A - 1) / A * A;
+    pl->acc_rows = r->cu_seqlens_q ? A * (((int64_t)r->batch * r->seqlen_q + A - 1) / A + r->batch)
+                                   : (int64_t)r->batch * pl->acc_sq;
     const size_t rows = (size_t)pl->acc_rows * r->heads_q;
     const size_t slices = r->deterministic ? (size_t)(r->seqlen_k + pl->bc - 1) / pl->bc : 1;
     pl->dsum_bytes = fa__bwd_round256(rows * sizeof(float));
@@ -8187,11 +8377,17 @@ static fa_status fa__bwd_launch_sm90(const fa__bwd_params &kp, const fa__gpu &gp
     }
     if (fa.binaryVersion != 90 || fa.sharedSizeBytes != 0 || (size_t)gpu.smem_optin < smem) return FA_OK;
     memset(&tm, 0, sizeof tm);
-    if (fa__tma_map(&tm.q, kp.q.data, BF16, kp.d, kp.seqlen_q, kp.hq, kp.batch, kp.q.ss, kp.q.hs, kp.q.bs, BR) ||
-        fa__tma_map(&tm.dout, kp.dout.data, BF16, kp.d, kp.seqlen_q, kp.hq, kp.batch, kp.dout.ss, kp.dout.hs,
-                    kp.dout.bs, BR) ||
-        fa__tma_map(&tm.k, kp.k.data, BF16, kp.d, kp.seqlen_k, kp.hkv, kp.batch, kp.k.ss, kp.k.hs, kp.k.bs, BC) ||
-        fa__tma_map(&tm.v, kp.v.data, BF16, kp.d, kp.seqlen_k, kp.hkv, kp.batch, kp.v.ss, kp.v.hs, kp.v.bs, BC))
+    /* with cu_seqlens the maps are [1][h][token][col] over at most batch x
+       seqlen tokens; the producer takes only whole tiles of a sequence
+       through them (see Tails) */
+    const bool vl = kp.cu_q != NULL;
+    const int64_t rq = vl ? (int64_t)kp.batch * kp.seqlen_q : kp.seqlen_q, nb = vl ? 1 : kp.batch;
+    const int64_t rk = vl ? (int64_t)kp.batch * kp.seqlen_k : kp.seqlen_k;
+    if (fa__tma_map(&tm.q, kp.q.data, BF16, kp.d, rq, kp.hq, nb, kp.q.ss, kp.q.hs, vl ? kp.q.ss : kp.q.bs, BR) ||
+        fa__tma_map(&tm.dout, kp.dout.data, BF16, kp.d, rq, kp.hq, nb, kp.dout.ss, kp.dout.hs,
+                    vl ? kp.dout.ss : kp.dout.bs, BR) ||
+        fa__tma_map(&tm.k, kp.k.data, BF16, kp.d, rk, kp.hkv, nb, kp.k.ss, kp.k.hs, vl ? kp.k.ss : kp.k.bs, BC) ||
+        fa__tma_map(&tm.v, kp.v.data, BF16, kp.d, rk, kp.hkv, nb, kp.v.ss, kp.v.hs, vl ? kp.v.ss : kp.v.bs, BC))
         return FA_OK;
     FA__BWD_CUDA_TRY(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     /* a block per unit (key block, KV head, batch), or persistent blocks,
@@ -8204,12 +8400,12 @@ static fa_status fa__bwd_launch_sm90(const fa__bwd_params &kp, const fa__gpu &gp
 #ifdef FLASHATTN_TEST_HOOKS
     if (fa__bwd_sm90_grid_cap > 0 && grid > fa__bwd_sm90_grid_cap && !DET) grid = fa__bwd_sm90_grid_cap;
 #endif
-    /* DET without a mask (and without cu_seqlens, as every call here):
+    /* DET without a mask and without cu_seqlens (equal lengths):
        rotated walks where they pay (fa__bwd_det_rotates), on a cooperative
        grid; where the device cannot launch it, the walks of one order on a
        block per unit */
     fa__bwd_params kr = kp;
-    kr.det_rot = DET && !kp.causal && !kp.window && !kp.bm.bits && gpu.coop &&
+    kr.det_rot = DET && !kp.causal && !kp.window && !kp.bm.bits && !kp.cu_q && gpu.coop &&
                  fa__bwd_det_rotates(nblk, (kp.seqlen_q + BR - 1) / BR, sms);
 #ifdef FLASHATTN_TEST_HOOKS
     if (fa__bwd_sm90_no_rot) kr.det_rot = 0;
@@ -8239,15 +8435,16 @@ static fa_status fa__bwd_launch_sm90(const fa__bwd_params &kp, const fa__gpu &gp
     return FA_OK;
 }
 /* Which sm_90a kernel: softcap, ALiBi and dropout (the extras) take its
-   EXTRAS kernels, the deterministic mode at D 64 and 128 its DET kernels;
-   both at once run the sm_80 kernel (*ran = 0). */
+   EXTRAS kernels, the deterministic mode its DET kernels; both at once run
+   the sm_80 kernel (*ran = 0). */
 template <bool BF16, int D>
 static fa_status fa__bwd_sm90_pick(const fa__bwd_params &kp, const fa__gpu &gpu, cudaStream_t st, int *ran) {
     const bool extras = kp.dropout || kp.softcap > 0.f || kp.alibi, cap = kp.softcap > 0.f;
-    constexpr bool TILE = fa__bwd_sm90_layout<D>::dq_tile; /* (D 256: slices, any kernel) */
+    /* (D 256 without FA__BWD_SM90_BULK256: slices, any kernel) */
+    constexpr bool ORDERED = fa__bwd_sm90_layout<D>::dq_tile || FA__BWD_SM90_BULK256;
     *ran = 0;
-    if (TILE && kp.deterministic) {
-        if constexpr (TILE)
+    if (ORDERED && kp.deterministic) {
+        if constexpr (ORDERED)
             if (!extras) return fa__bwd_launch_sm90<BF16, D, false, false, true>(kp, gpu, st, ran);
         return FA_OK;
     }
@@ -8261,7 +8458,8 @@ template <bool BF16>
 static fa_status fa__bwd_run(const fa__bwd_params &kp, const fa__bwd_plan &pl, const fa__gpu &gpu,
                              cudaStream_t st) {
     dim3 rows_grid((kp.seqlen_q + 7) / 8, kp.hq, kp.batch);
-    dim3 pad_grid(((kp.acc_sq ? kp.acc_sq : kp.seqlen_q) + 7) / 8, kp.hq, kp.batch); /* + padding rows */
+    const int pad_rows = (kp.seqlen_q + FA__BWD_ACC_ALIGN - 1) / FA__BWD_ACC_ALIGN * FA__BWD_ACC_ALIGN;
+    dim3 pad_grid((pad_rows + 7) / 8, kp.hq, kp.batch); /* + each sequence's padding rows (sq_pad) */
     FA__LAUNCH(fa__bwd_preprocess_kernel<BF16>, pad_grid, 256, 0, st, kp);
     FA__BWD_CUDA_TRY(cudaGetLastError());
     fa_status s = FA_OK;
@@ -8269,7 +8467,7 @@ static fa_status fa__bwd_run(const fa__bwd_params &kp, const fa__bwd_plan &pl, c
 #ifndef FLASHATTN_NO_HOPPER
     /* the sm_90a kernel's coverage (see its comment); the rest runs below.
        (if constexpr: only the head dims compiled in, fa__bwd_dim_compiled) */
-    if (!FA__BWD_SM90_OFF && !kp.cu_q && pl.D >= 64) {
+    if (!FA__BWD_SM90_OFF && pl.D >= 64) {
         if constexpr (fa__bwd_dim_compiled(64))
             if (pl.D == 64) s = fa__bwd_sm90_pick<BF16, 64>(kp, gpu, st, &ran);
         if constexpr (fa__bwd_dim_compiled(128))
@@ -8290,8 +8488,8 @@ static fa_status fa__bwd_run(const fa__bwd_params &kp, const fa__bwd_plan &pl, c
     FA__BWD_MAIN(32, 64, 128) FA__BWD_MAIN(64, 64, 128) FA__BWD_MAIN(128, 64, 128) FA__BWD_MAIN(256, 32, 64)
 #undef FA__BWD_MAIN
     if (s != FA_OK) return s;
-    fa__bwd_params kc = kp; /* the sm_90a kernel at D 64, 128 left the accumulator tiled, */
-    kc.acc_tiled = ran && pl.D <= 128;
+    fa__bwd_params kc = kp; /* the sm_90a kernel (D 256: not deterministic) left the accumulator tiled, */
+    kc.acc_tiled = !ran ? 0 : pl.D <= 128 ? 1 : FA__BWD_SM90_BULK256 ? 2 : 0;
     kc.deterministic = kp.deterministic && !kc.acc_tiled; /* and summed in order: slice 0 holds dQ */
     FA__LAUNCH(fa__bwd_dq_convert_kernel<BF16>, rows_grid, 256, 0, st, kc);
     FA__BWD_CUDA_TRY(cudaGetLastError());

@@ -24,8 +24,12 @@ C (0 = off), ALiBi slopes 2^(-8 (i + 1) / heads), dropout probability P (fixed s
 then come from our own forward with the same feature; SDPA has no softcap, so its columns stay
 the PLAIN baseline (no feature) and say so, and maxrel-diff compares ours with the first
 --variant on the same feature (nan without one). Not with --train-step.)
+(--varlen: the same tokens as a variable-length batch (cu_seqlens): sequences of random lengths
+from seqlen / 2 to 3 seqlen / 2 (a fixed seed), packed, summing to the point's batch x seqlen;
+TFLOP/s from the sum of their lengths squared. A feature as above: SDPA's columns stay the plain
+problem of equal lengths.)
 (make build/libfa_bench.so: the library as a shared object)."""
-import argparse, ctypes, datetime, os, sys
+import argparse, ctypes, datetime, itertools, os, random, sys
 
 import torch
 import torch.nn.functional as F
@@ -93,8 +97,9 @@ def main():
     ap.add_argument("--softcap", type=float, default=0.0, help="softcap C for ours and the variants (0 = off)")
     ap.add_argument("--alibi", action="store_true", help="ALiBi for ours and the variants")
     ap.add_argument("--dropout", type=float, default=0.0, help="dropout probability for ours and the variants")
+    ap.add_argument("--varlen", action="store_true", help="ours and the variants on cu_seqlens (random lengths)")
     a = ap.parse_args()
-    feat = a.softcap > 0 or a.alibi or a.dropout > 0
+    feat = a.softcap > 0 or a.alibi or a.dropout > 0 or a.varlen
     if feat and a.train_step:
         sys.exit("--train-step times the plain forward: not with --softcap / --alibi / --dropout")
 
@@ -122,7 +127,8 @@ def main():
     # with a feature, ours is checked against the first variant that is not a det-* one
     ref = next(((n, l) for n, l in variants if not n.startswith("det")), None)
     if feat:
-        print(f"# features (ours and every variant): softcap {a.softcap}, alibi {int(a.alibi)}, dropout {a.dropout}; "
+        print(f"# features (ours and every variant): softcap {a.softcap}, alibi {int(a.alibi)}, dropout {a.dropout}, "
+              f"varlen {int(a.varlen)}; "
               f"sdpa-flash, cudnn and ours/flash: SDPA WITHOUT the features (plain baseline); maxrel-diff: ours vs "
               f"{ref[0] if ref else '(no variant: nan)'} on the same feature")
     print(f"{'d':>4} {'causal':>6} {'seqlen':>6} {'batch':>5} | {'ours':>7} {'sdpa-flash':>10} {'cudnn':>7}"
@@ -166,7 +172,13 @@ def main():
                     p.batch, p.seqlen_q, p.seqlen_k, p.heads_q, p.head_dim = b, sq, sq, h, d
                     p.causal = int(causal)
                     p.deterministic = int(a.deterministic)
-                    slopes = None
+                    slopes = cu = None
+                    if a.varlen:  # ours: b sequences of random lengths, b sq tokens in all
+                        lens = varlen_lengths(b, sq)
+                        cu = torch.tensor([0] + list(itertools.accumulate(lens)), device="cuda", dtype=torch.int32)
+                        p.batch, p.seqlen_q, p.seqlen_k = len(lens), max(lens), max(lens)
+                        p.cu_seqlens_q = p.cu_seqlens_k = cu.data_ptr()
+                        flops_ours = 2.5 * 4 * sum(n * n for n in lens) * d * h / (2 if causal else 1)
                     if feat:
                         p.softcap, p.dropout_p, p.dropout_seed = a.softcap, a.dropout, 1234
                         if a.alibi:
@@ -174,7 +186,7 @@ def main():
                             p.alibi_slopes = slopes.data_ptr()
                         # O and L of the featured problem: our forward (its workspace allocated by itself)
                         o = torch.empty_like(q)
-                        lse = torch.empty(b, h, sq, device="cuda", dtype=torch.float32)
+                        lse = torch.empty(b, h, sq, device="cuda", dtype=torch.float32)  # ([h, b sq] with cu_seqlens)
                         s = lib.fa_forward_cuda(ctypes.byref(p), view(q), view(k), view(v), view(o),
                                                 ctypes.c_void_p(lse.data_ptr()), None, ctypes.c_size_t(0),
                                                 ctypes.c_void_p(torch.cuda.current_stream().cuda_stream))
@@ -207,11 +219,12 @@ def main():
                         fns[label] = (lambda it, l=l: run(l, args_det)) if label.startswith("det") else (lambda it, l=l: run(l))
                     ms, _ = interleaved(fns)  # a backend that fails is nan below
                     keys = ["ours", "flash", "cudnn"] + [label for label, _ in variants]
-                    res = {key: flops / ms[key] / 1e9 if key in ms else float("nan") for key in keys}
+                    fl = {key: flops_ours if a.varlen and key not in ("flash", "cudnn") else flops for key in keys}
+                    res = {key: fl[key] / ms[key] / 1e9 if key in ms else float("nan") for key in keys}
                     extra = "".join(f" {res[label]:8.1f}" for label, _ in variants)
                     if a.sustained:  # us per call in a loop of 8 calls (the same contenders)
                         us, _ = sustained({k: f for k, f in fns.items() if k in ms}, reps=7, stream=side)
-                        extra += "".join(f" {flops / us[k] / 1e6 if k in us else float('nan'):10.1f}" for k in keys)
+                        extra += "".join(f" {fl[k] / us[k] / 1e6 if k in us else float('nan'):10.1f}" for k in keys)
                     del fns
                     out_b = None  # frees the SDPA graphs
                     if a.train_step:
@@ -236,8 +249,20 @@ def main():
                     print(f"{d:>4} {str(causal):>6} {sq:>6} {b:>5} | {res['ours']:7.1f} {res['flash']:10.1f} "
                           f"{res['cudnn']:7.1f} | {res['ours'] / res['flash']:10.2f} {err:11.2e}{extra}", flush=True)
                     del q, k, v, do, qt, kt, vt, o, lse, dq, dk, dv, ws, out, gq, gk, gv
-                    wsd = slopes = None
+                    wsd = slopes = cu = None
                     torch.cuda.empty_cache()
+
+
+def varlen_lengths(b, sq):
+    """b lengths from sq / 2 to 3 sq / 2 (seeded by the point), summing to b sq; one sequence: [sq]."""
+    rng = random.Random(b * 100003 + sq)
+    lens = [rng.randint(sq // 2, 3 * sq // 2) for _ in range(b)]
+    while sum(lens) != b * sq:  # move the surplus or deficit one token at a time, within the range
+        i = rng.randrange(b)
+        step = 1 if sum(lens) < b * sq else -1
+        if sq // 2 <= lens[i] + step <= 3 * sq // 2:
+            lens[i] += step
+    return lens
 
 
 def train_step(lib, a, q, k, v, do, qt, kt, vt, dot, causal, args, flops):

@@ -255,7 +255,7 @@ static inline float emu_frag_a(int ty, const uint32_t *const *a, int m, int k) {
 }
 /* one issued product: its shape and operands, every thread's arrays */
 struct emu_wg_op {
-    int n, ty, acc, tr, rs;
+    int n, ty, acc, tr, trb, rs;
     uint64_t a, b;
     float *d[128];
     const uint32_t *ar[128];
@@ -272,7 +272,7 @@ static inline void emu_wg_compute(const emu_wg_op &o) {
     for (int m = 0; m < 64; m++)
         for (int k = 0; k < K; k++)
             A[m][k] = o.rs ? emu_frag_a(o.ty, o.ar, m, k) : emu_elem(o.ty, emu_desc_addr(o.a, o.tr, m, k, esz));
-    const int b_mn = o.ty != 2 && (o.tr || o.rs); /* (16-bit rs: B MN-major; e4m3: K-major) */
+    const int b_mn = o.ty != 2 && (o.trb || o.rs); /* (16-bit rs: B MN-major; e4m3: K-major) */
     for (int k = 0; k < K; k++)
         for (int col = 0; col < o.n; col++) Bt[col][k] = emu_elem(o.ty, emu_desc_addr(o.b, b_mn, col, k, esz));
     for (int th = 0; th < 128; th++) {
@@ -286,17 +286,18 @@ static inline void emu_wg_compute(const emu_wg_op &o) {
     }
 }
 /* a thread's part of a product: the same shape from every thread of the warpgroup */
-static void emu_wgmma(int ty, int n, float *d, uint64_t a, const uint32_t *a_regs, uint64_t b, int acc, int tr) {
+static void emu_wgmma(int ty, int n, float *d, uint64_t a, const uint32_t *a_regs, uint64_t b, int acc, int tr,
+                      int trb) {
     const int wg = (int)threadIdx.x / 128, T = (int)threadIdx.x % 128;
     emu_wg_queue &q = emu_wgq[wg];
     const long i = q.issued[T]++ - q.done;
     if ((long)q.ops.size() <= i) {
         emu_wg_op o = {};
-        o.n = n; o.ty = ty; o.acc = acc; o.tr = tr; o.rs = a_regs != nullptr; o.a = a; o.b = b;
+        o.n = n; o.ty = ty; o.acc = acc; o.tr = tr; o.trb = trb; o.rs = a_regs != nullptr; o.a = a; o.b = b;
         q.ops.push_back(o);
     }
     emu_wg_op &o = q.ops[(size_t)i];
-    if (o.n != n || o.ty != ty || o.acc != acc || o.tr != tr || o.rs != (a_regs != nullptr) || o.b != b ||
+    if (o.n != n || o.ty != ty || o.acc != acc || o.tr != tr || o.trb != trb || o.rs != (a_regs != nullptr) || o.b != b ||
         (!a_regs && o.a != a)) {
         fprintf(stderr, "emulator: warpgroup %d: thread %d issued another product than thread 0\n", wg, T);
         abort();
@@ -344,11 +345,11 @@ static void emu_cta_end(void) {
 }
 template <int N, int TY> struct fa__wgmma {
     static_assert(TY >= 0 && TY <= 2, "f16, bf16 or e4m3");
-    template <int TR = 0> static inline void ss(float (&d)[N / 2], uint64_t a, uint64_t b, int acc) {
-        emu_wgmma(TY, N, d, a, nullptr, b, acc, TR);
+    template <int TR = 0, int TRB = TR> static inline void ss(float (&d)[N / 2], uint64_t a, uint64_t b, int acc) {
+        emu_wgmma(TY, N, d, a, nullptr, b, acc, TR, TRB);
     }
     static inline void rs(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t b, int acc) {
-        emu_wgmma(TY, N, d, 0, a, b, acc, 0);
+        emu_wgmma(TY, N, d, 0, a, b, acc, 0, 1);
     }
 };
 

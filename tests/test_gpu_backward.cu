@@ -522,7 +522,7 @@ int main(int argc, char **argv)
         {"d160", BF, 160, 1, 257, 191, 2, 2, 1, 0, 0, 0, 0, 0, 0, 0, P, 0, 0, 1, 0, 0, 0},
         /* block masks (128 x 128, >>bwd-bsparse; the last three fields): the sm_90a
            kernel at d 64, 128 (Bc 128) and 256 (Bc 64: two key blocks a mask
-           block), the sm_80 kernel at d 32, 96 and with varlen, softcap,
+           block), the sm_80 kernel at d 32, 96, and varlen, softcap,
            ALiBi, dropout; odd lengths (key blocks partly past sk), causal
            and window bounds that cut listed blocks, query blocks that list
            none (0%), every block (100%), GQA with a mask per KV head and per
@@ -594,6 +594,21 @@ int main(int argc, char **argv)
         {"pad128", F16, 64, 1, 317, 203, 3, 3, 0, 0, 0, 0, 0, 0, 0, 0, P, 0, 0, 1, 0, 0, 0},
         {"pad128 causal", BF, 64, 2, 60, 113, 2, 2, 1, 0, 0, 0, 0, 0, 0, 0, P, 0, 1, 1, 0, 0, 0},
         {"pad128", F16, 64, 1, 190, 203, 4, 2, 0, 0, 0, 0, 0, 0, 0, 0, P, 0, 0, 1, 0, 0, 0},
+        /* the ordered dQ adds at d 256 (the DET kernel's split tile: dQ handed to
+           the writers in the step's Q and dO buffers, fa__bwd_sm90_send_dq256);
+           index 90 runs in quick mode */
+        {"det order d256", F16, 256, 2, 517, 391, 4, 4, 0, 0, 0, 0, 0, 0, 0, 0, S, 1, 1, 0, 0, 0, 0},
+        {"det order d256 window", BF, 256, 1, 645, 645, 2, 1, 0, 1, 200, 64, 0, 0, 0, 0, P, 1, 0, 0, 0, 0, 0},
+        {"det small d256", BF, 256, 1, 203, 203, 4, 2, 1, 0, 0, 0, 0, 0, 0, 0, P, 1, 0, 0, 0, 0, 0},
+        /* variable length on the sm_90a kernel: tiles past a sequence's end copied by
+           the producer warp (the next sequence's rows, or the end of the buffer, lie
+           there), each sequence's accumulator rows from a multiple of 128; the
+           deterministic mode's ordered adds with per-sequence key block counts */
+        {"varlen long", BF, 64, 4, 517, 391, 4, 2, 0, 0, 0, 0, 0, 0, 0, 1, P, 0, 0, 0, 0, 0, 0},
+        {"varlen causal", F16, 256, 3, 203, 333, 2, 2, 1, 0, 0, 0, 0, 0, 0, 1, P, 0, 0, 1, 0, 0, 0},
+        {"varlen det small", BF, 64, 3, 150, 203, 2, 2, 0, 0, 0, 0, 0, 0, 0, 1, P, 1, 0, 1, 0, 0, 0}, /* (quick) */
+        {"varlen window mqa", BF, 128, 3, 645, 645, 4, 1, 0, 1, 100, 30, 0, 0, 0, 1, S, 0, 1, 0, 0, 0, 0},
+        {"varlen det", F16, 128, 4, 391, 517, 4, 2, 1, 0, 0, 0, 0, 0, 0, 1, P, 1, 0, 0, 0, 0, 0},
     };
     const int n = (int)(sizeof cases / sizeof cases[0]);
     int dev = 0;
@@ -609,7 +624,7 @@ int main(int argc, char **argv)
     (void)fa__sm90_launches; (void)fa__sm90_disable; (void)fa__sm90_grid_cap; (void)fa__sm90_shape_sel; /* forward hooks */
     /* The sm_90a backward can run here: a device of compute capability 9.0
        and sm_90a code in this binary (the launcher's own test). Then every
-       case must take it but variable-length ones, those on the d 32 kernel
+       case must take it but those on the d 32 kernel
        and, at d <= 128, deterministic ones with softcap, ALiBi or dropout:
        softcap, ALiBi and dropout too, and the deterministic mode. */
     {
@@ -635,8 +650,9 @@ int main(int argc, char **argv)
         run_case(&c, 0x5eed0000ull + (uint64_t)x * 7919u, "");
         const int ran90 = fa__bwd_sm90_launches != before;
         if (sm90)
-            check(ran90 == (!c.varlen && fa__bwd_kernel_dim(c.d) >= 64 &&
-                            !(c.det && fa__bwd_kernel_dim(c.d) <= 128 && (c.softcap > 0.f || c.alibi || c.dropout > 0.f))),
+            check(ran90 == (fa__bwd_kernel_dim(c.d) >= 64 &&
+                            !(c.det && (FA__BWD_SM90_BULK256 || fa__bwd_kernel_dim(c.d) <= 128) &&
+                              (c.softcap > 0.f || c.alibi || c.dropout > 0.f))),
                   "case %d (%s d=%d): ran on the %s kernel", x, c.name, c.d, ran90 ? "sm_90a" : "sm_80");
         if (ran90) { /* it ran on sm_90a: now on 3 persistent blocks, */
             sm90_cases++;                         /* then on the sm_80 kernel */
