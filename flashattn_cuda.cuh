@@ -7595,8 +7595,8 @@ __device__ __forceinline__ void fa__bwd_sm90_producer(const fa__bwd_maps &tm, co
     typedef fa__bwd_sm90_layout<D, BR_> L;
     constexpr int BR = L::br, BC = L::bc, KVB = L::kv_bufs;
     constexpr uint32_t KV_BYTES = L::kv_bytes, Q_BYTES = L::q_bytes, LD_BYTES = L::ld_bytes;
-    static_assert(VARLEN || !TAILS, "tails only with cu_seqlens");
-    const bool varlen = VARLEN; /* (the maps are then [1][h][token][col]: fa__bwd_launch_sm90) */
+    static_assert(VARLEN || !TAILS, "tails only in a kernel that takes cu_seqlens");
+    const bool varlen = VARLEN && p.cu_q != NULL; /* (the maps are then [1][h][token][col]: fa__bwd_launch_sm90) */
     int ring = 0, kv_uses = 0;
     for (int k = 0; k < sc.rounds; k++) {
         fa__bwd_work w;
@@ -8141,7 +8141,8 @@ __device__ __forceinline__ void fa__bwd_sm90_consumer(const fa__bwd_params &p, c
    (FlashAttention-3's warp specialization) over the block's units. DET:
    deterministic mode (the ordered dQ adds of fa__bwd_sm90_send_dq and
    _send_dq256; without FA__BWD_SM90_BULK256, D 256 writes each key block's
-   slice in the plain kernel, p.deterministic). */
+   slice in the plain kernel, p.deterministic). VARLEN: cu_seqlens may be set
+   (fa__bwd_sm90_pick_kernel). */
 template <bool BF16, int D, bool EXTRAS, bool SOFTCAP, bool DET, bool VARLEN>
 __global__ void __launch_bounds__(384, 1)
 fa__bwd_kernel_sm90(const __grid_constant__ fa__bwd_maps tm, const fa__bwd_params p)
@@ -8169,9 +8170,9 @@ fa__bwd_kernel_sm90(const __grid_constant__ fa__bwd_maps tm, const fa__bwd_param
 
     if (tid == 0) {
         for (int x = 0; x < 2; x++) {
-            fa__mbar_init(kv_full + 8 * x, VARLEN ? 2 : 1); /* the producer (and the tails' warp 3) */
+            fa__mbar_init(kv_full + 8 * x, VARLEN && p.cu_q ? 2 : 1); /* the producer (and the tails' warp 3) */
             fa__mbar_init(kv_empty + 8 * x, 8); /* lane 0 of each consumer warp */
-            fa__mbar_init(full + 8 * x, VARLEN ? 2 : 1);
+            fa__mbar_init(full + 8 * x, VARLEN && p.cu_q ? 2 : 1);
             fa__mbar_init(empty + 8 * x, 256); /* every consumer thread (each read L, D) */
         }
         if (DET) {
@@ -8192,7 +8193,7 @@ fa__bwd_kernel_sm90(const __grid_constant__ fa__bwd_maps tm, const fa__bwd_param
         fa__setmaxnreg_dec<DET ? 40 : 24>();
         if (tid == 0) fa__bwd_sm90_producer<D, L::br, DET, VARLEN, false>(tm, p, sc, sm, lane);
         else if (DET && (warp == 1 || warp == 2)) fa__bwd_sm90_dq_writer<D>(p, sm, warp - 1, lane);
-        else if (VARLEN && warp == 3) fa__bwd_sm90_producer<D, L::br, DET, true, true>(tm, p, sc, sm, lane);
+        else if (VARLEN && warp == 3 && p.cu_q) fa__bwd_sm90_producer<D, L::br, DET, true, true>(tm, p, sc, sm, lane);
         return;
     }
 
@@ -8440,10 +8441,11 @@ static fa_status fa__bwd_launch_sm90(const fa__bwd_params &kp, const fa__gpu &gp
 }
 /* Which sm_90a kernel: softcap, ALiBi and dropout (the extras) take its
    EXTRAS kernels, the deterministic mode its DET kernels; both at once run
-   the sm_80 kernel (*ran = 0). Each has a VARLEN twin for cu_seqlens (the
-   maps by token, the tails' copies by warp 3), so that equal lengths keep
-   the code without them: with one kernel for both, d 64 ran 2-3% slower on
-   equal lengths [bwd-varlen]. */
+   the sm_80 kernel (*ran = 0). A kernel with VARLEN takes cu_seqlens too
+   (the maps by token, the tails' copies by warp 3: fa__bwd_sm90_producer);
+   the plain and DET kernels have a twin without, for equal lengths: with
+   the varlen code in them d 64 ran 2-4% slower there [bwd-varlen]. (The
+   EXTRAS kernels take both: twins of them too cost compile time.) */
 template <bool BF16, int D, bool VARLEN>
 static fa_status fa__bwd_sm90_pick_kernel(const fa__bwd_params &kp, const fa__gpu &gpu, cudaStream_t st, int *ran) {
     const bool extras = kp.dropout || kp.softcap > 0.f || kp.alibi, cap = kp.softcap > 0.f;
@@ -8456,8 +8458,8 @@ static fa_status fa__bwd_sm90_pick_kernel(const fa__bwd_params &kp, const fa__gp
         return FA_OK;
     }
     return !extras ? fa__bwd_launch_sm90<BF16, D, false, false, false, VARLEN>(kp, gpu, st, ran)
-         : cap     ? fa__bwd_launch_sm90<BF16, D, true, true, false, VARLEN>(kp, gpu, st, ran)
-                   : fa__bwd_launch_sm90<BF16, D, true, false, false, VARLEN>(kp, gpu, st, ran);
+         : cap     ? fa__bwd_launch_sm90<BF16, D, true, true, false, true>(kp, gpu, st, ran)
+                   : fa__bwd_launch_sm90<BF16, D, true, false, false, true>(kp, gpu, st, ran);
 }
 template <bool BF16, int D>
 static fa_status fa__bwd_sm90_pick(const fa__bwd_params &kp, const fa__gpu &gpu, cudaStream_t st, int *ran) {
