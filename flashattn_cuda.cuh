@@ -8443,9 +8443,9 @@ static fa_status fa__bwd_launch_sm90(const fa__bwd_params &kp, const fa__gpu &gp
    EXTRAS kernels, the deterministic mode its DET kernels; both at once run
    the sm_80 kernel (*ran = 0). A kernel with VARLEN takes cu_seqlens too
    (the maps by token, the tails' copies by warp 3: fa__bwd_sm90_producer);
-   the plain and DET kernels have a twin without, for equal lengths: with
-   the varlen code in them d 64 ran 2-4% slower there [bwd-varlen]. (The
-   EXTRAS kernels take both: twins of them too cost compile time.) */
+   the plain and DET kernels have a twin without, for equal lengths, which
+   the varlen code slowed [bwd-varlen]. (The EXTRAS kernels take both:
+   twins of them too cost compile time.) */
 template <bool BF16, int D, bool VARLEN>
 static fa_status fa__bwd_sm90_pick_kernel(const fa__bwd_params &kp, const fa__gpu &gpu, cudaStream_t st, int *ran) {
     const bool extras = kp.dropout || kp.softcap > 0.f || kp.alibi, cap = kp.softcap > 0.f;
