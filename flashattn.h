@@ -2513,7 +2513,8 @@ static FLASHATTN__FORCEINLINE void fa__dots_kernel(const int nr, const fa_dtype 
 #endif
 static FLASHATTN__FORCEINLINE void fa__pv_strip(const int nr, const int nv, const fa_dtype dt, int nc, const float *P,
                                                 int ldp, const void *const *rows, int x, const int n, float *O,
-                                                int ldo, const void *const *pf, int npf, int pf_bytes)
+                                                int ldo, const void *const *pf, int npf, int pf_bytes,
+                                                const int streams, const char *sp, int nsp, int sp_step)
 {
     fa__vf acc[FA__FEW_ROWS][FA__PV_VECS], vv[FA__PV_VECS];
     int c, i, v;
@@ -2523,6 +2524,8 @@ static FLASHATTN__FORCEINLINE void fa__pv_strip(const int nr, const int nv, cons
     for (c = 0; c < nc; ++c) {
         if (c < npf)
             fa__prefetch_bytes(pf[c], pf_bytes);
+        if (streams && c < nsp)
+            fa__prefetch_bytes(sp + (size_t)c * (size_t)sp_step, sp_step);
         FA__UNROLL for (v = 0; v < nv; ++v)
             vv[v] = fa__vload_n(rows[c], dt, x + v * FA__VW, v == nv - 1 ? n : FA__VW);
         FA__UNROLL for (i = 0; i < nr; ++i) {
@@ -2542,24 +2545,53 @@ static FLASHATTN__FORCEINLINE void fa__pv_strip(const int nr, const int nv, cons
    constant, so that the strip's loops unroll. The last vector may be partial
    when dv is not a multiple of FA__VW; O rows are padded, so a vector
    never runs into the next row. pf as for dots, while the first strip
-   streams. */
+   streams. sp_bytes (0: none) from sp on are requested from memory in
+   address order, an equal share at every step of every strip (a few
+   prefetches at each step cost less than a burst [cpu-decode-avx2]); only
+   with FA__FEW_ROWS rows (decode's), whose strips have instances that
+   stream, so that the others keep the loop they had. */
+static FLASHATTN__FORCEINLINE int fa__pv_width(int left) /* the next strip's vectors */
+{
+    return left >= FA__PV_VECS ? FA__PV_VECS : left >= 2 ? 2 : 1;
+}
 static FLASHATTN__FORCEINLINE void fa__pv_kernel(const int nr, const fa_dtype dt, int dv, int nc, const float *P,
                                                  int ldp, const void *const *rows, float *O, int ldo,
-                                                 const void *const *pf, int npf, int pf_bytes)
+                                                 const void *const *pf, int npf, int pf_bytes, const char *sp,
+                                                 int sp_bytes)
 {
     int x = 0, left = (dv + FA__VW - 1) / FA__VW; /* vectors left */
+    int t, strips = 0, step = 64; /* step: bytes requested at each of the strips' nc steps */
+    for (t = left; t > 0; t -= fa__pv_width(t))
+        ++strips;
+    if (sp_bytes > 0 && nc > 0)
+        step = ((sp_bytes + strips * nc - 1) / (strips * nc) + 63) & ~63;
     while (left > 0) {
-        const int nv = left >= FA__PV_VECS ? FA__PV_VECS : left >= 2 ? 2 : 1;
+        const int nv = fa__pv_width(left);
         const int last = dv - x - (nv - 1) * FA__VW, n = last < FA__VW ? last : FA__VW; /* in its last vector */
-        if (nv == FA__PV_VECS)
-            fa__pv_strip(nr, FA__PV_VECS, dt, nc, P, ldp, rows, x, n, O, ldo, pf, npf, pf_bytes);
-        else if (nv == 2)
-            fa__pv_strip(nr, 2, dt, nc, P, ldp, rows, x, n, O, ldo, pf, npf, pf_bytes);
+        const int nsp = (sp_bytes + step - 1) / step; /* steps of this strip that request */
+#define FA__PV_STRIP(nv_, st_) fa__pv_strip(nr, nv_, dt, nc, P, ldp, rows, x, n, O, ldo, pf, npf, pf_bytes, st_, sp, nsp, step)
+#define FA__PV_WIDTHS(st_)                                                     \
+    do {                                                                       \
+        if (nv == FA__PV_VECS)                                                 \
+            FA__PV_STRIP(FA__PV_VECS, st_);                                    \
+        else if (nv == 2)                                                      \
+            FA__PV_STRIP(2, st_);                                              \
+        else                                                                   \
+            FA__PV_STRIP(1, st_);                                              \
+    } while (0)
+        if (nr == FA__FEW_ROWS && nsp > 0) /* only decode's 4-row heads stream: their own instances */
+            FA__PV_WIDTHS(1);
         else
-            fa__pv_strip(nr, 1, dt, nc, P, ldp, rows, x, n, O, ldo, pf, npf, pf_bytes);
+            FA__PV_WIDTHS(0);
+#undef FA__PV_WIDTHS
+#undef FA__PV_STRIP
         x += nv * FA__VW;
         left -= nv;
         npf = 0;
+        if (sp_bytes > 0) {
+            sp += (size_t)nc * (size_t)step;
+            sp_bytes -= nc * step;
+        }
     }
 }
 
@@ -2574,31 +2606,56 @@ static FLASHATTN__FORCEINLINE void fa__pv_kernel(const int nr, const fa_dtype dt
     case 13: CALL(4, FA_F16); break; default: CALL(4, FA_BF16); break;        \
     }
 
-/* The dot products for decode, one key at a time over the KV heads
+/* The dot products for decode, keys outside and KV heads inside
    (fa__dots_heads below; why: fa__decode_tile_few): nr <= 4 rows against
-   one K row, the four sums finished by one fa__vhsum4 (rows past nr are
-   zero). */
-static FLASHATTN__FORCEINLINE void fa__dot_col(const int nr, const fa_dtype dt, int d, const float *Q, int ldq,
-                                               const void *krow, float *S, int lds)
+   nk = 1 or 2 K rows of one head (S columns 0 and 1), each key's four sums
+   finished by one fa__vhsum4 (rows past nr are zero). Two keys share each
+   Q vector's load: at 4 rows one key's 64 FMAs come with 80 loads (64 of
+   Q), which two loads a cycle make the bound; two keys' 128 FMAs come with
+   96 [cpu-decode-avx2]. FA__KEEP_REG keeps the compiler from folding that
+   load into both FMAs again as memory operands. */
+#if (defined(__GNUC__) || defined(__clang__)) && (defined(__x86_64__) || defined(__i386__))
+#define FA__KEEP_REG(v) __asm__("" : "+x"(v))
+#elif (defined(__GNUC__) || defined(__clang__)) && defined(__aarch64__)
+#define FA__KEEP_REG(v) __asm__("" : "+w"(v))
+#else
+#define FA__KEEP_REG(v) (void)0
+#endif
+static FLASHATTN__FORCEINLINE void fa__dot_col_step(const int nr, const int nk, const fa_dtype dt, fa__vf (*acc)[4],
+                                                    const void *k0, const void *k1, const float *Q, int ldq, int x,
+                                                    int n)
 {
-    fa__vf acc[4], kv;
-    float out[4];
-    int i, x;
-    FA__UNROLL for (i = 0; i < 4; ++i)
-        acc[i] = FA__VZERO();
-    for (x = 0; x + FA__VW <= d; x += FA__VW) {
-        kv = fa__vload_n(krow, dt, x, FA__VW);
-        FA__UNROLL for (i = 0; i < nr; ++i)
-            acc[i] = FA__VFMA(FA__VLOAD(Q + (size_t)i * (size_t)ldq + x), kv, acc[i]);
+    fa__vf kv[2], q;
+    int i, k;
+    kv[0] = fa__vload_n(k0, dt, x, n);
+    if (nk == 2)
+        kv[1] = fa__vload_n(k1, dt, x, n);
+    FA__UNROLL for (i = 0; i < nr; ++i) {
+        q = FA__VLOAD(Q + (size_t)i * (size_t)ldq + x);
+        if (nk == 2)
+            FA__KEEP_REG(q);
+        FA__UNROLL for (k = 0; k < nk; ++k)
+            acc[k][i] = FA__VFMA(q, kv[k], acc[k][i]);
     }
-    if (x < d) { /* Q rows are zero-padded: the lanes past d add 0 */
-        kv = fa__vload_n(krow, dt, x, d - x);
-        FA__UNROLL for (i = 0; i < nr; ++i)
-            acc[i] = FA__VFMA(FA__VLOAD(Q + (size_t)i * (size_t)ldq + x), kv, acc[i]);
-    }
-    FA__V4STORE(out, fa__vhsum4(acc[0], acc[1], acc[2], acc[3]));
+}
+static FLASHATTN__FORCEINLINE void fa__dot_col(const int nr, const int nk, const fa_dtype dt, int d, const float *Q,
+                                               int ldq, const void *k0, const void *k1, float *S, int lds)
+{
+    fa__vf acc[2][4];
+    float out[2][4];
+    int i, k, x;
+    FA__UNROLL for (k = 0; k < 2; ++k)
+        FA__UNROLL for (i = 0; i < 4; ++i)
+            acc[k][i] = FA__VZERO();
+    for (x = 0; x + FA__VW <= d; x += FA__VW)
+        fa__dot_col_step(nr, nk, dt, acc, k0, k1, Q, ldq, x, FA__VW);
+    if (x < d) /* Q rows are zero-padded: the lanes past d add 0 */
+        fa__dot_col_step(nr, nk, dt, acc, k0, k1, Q, ldq, x, d - x);
+    FA__UNROLL for (k = 0; k < nk; ++k)
+        FA__V4STORE(out[k], fa__vhsum4(acc[k][0], acc[k][1], acc[k][2], acc[k][3]));
     FA__UNROLL for (i = 0; i < nr; ++i)
-        S[(size_t)i * (size_t)lds] = out[i];
+        FA__UNROLL for (k = 0; k < nk; ++k)
+            S[(size_t)i * (size_t)lds + (size_t)k] = out[k][i];
 }
 #endif
 
@@ -2637,15 +2694,18 @@ static void fa__dots_rows(int nr, fa_dtype dt, int d, int nc, const float *Q, in
 }
 
 static void fa__pv_rows(int nr, fa_dtype dt, int dv, int nc, const float *P, int ldp, const void *const *rows,
-                        float *O, int ldo, float *buf, const void *const *pf, int npf, int pf_bytes)
+                        float *O, int ldo, float *buf, const void *const *pf, int npf, int pf_bytes, const char *sp,
+                        int sp_bytes)
 {
 #if FA__VW
     (void)buf;
-#define FA__PV(n_, t_) fa__pv_kernel(n_, t_, dv, nc, P, ldp, rows, O, ldo, pf, npf, pf_bytes)
+#define FA__PV(n_, t_) fa__pv_kernel(n_, t_, dv, nc, P, ldp, rows, O, ldo, pf, npf, pf_bytes, sp, sp_bytes)
     FA__FEW_ROWS_CALL(nr, dt, FA__PV)
 #undef FA__PV
 #else
     int c, i, x;
+    (void)sp; /* (the stream is for decode's SIMD loops only: FA__DECODE_PAIRS) */
+    (void)sp_bytes;
     for (c = 0; c < nc; ++c) {
         if (c < npf)
             fa__prefetch_bytes(pf[c], pf_bytes);
@@ -2667,14 +2727,22 @@ static void fa__pv_rows(int nr, fa_dtype dt, int dv, int nc, const float *P, int
    fa__decode_tile_few for why that matters). pf (may be NULL): after key
    c of head j, the pf_bytes at pf[c] + j * pf_hbytes are requested from
    memory (the V rows of the same key), and so are the K bytes of the same
-   head FA__K_AHEAD keys on (rows[c + FA__K_AHEAD], when below nk; rows
-   holds nk >= nc keys): the hardware prefetcher alone keeps too few
-   lines in flight for a core that computes between its loads
-   [cpu-decode-avx2]. Portable loops: row to f32 in buf first.
+   head FA__K_AHEAD steps on (rows[c + FA__K_AHEAD steps], when below nk;
+   rows holds nk >= nc + 2 FA__K_AHEAD keys): the hardware prefetcher
+   alone keeps too few lines in flight for a core that computes between
+   its loads [cpu-decode-avx2]. Where FA__DECODE_PAIRS holds a step takes
+   two keys of a head (fa__dot_col), else one. Portable loops: row to f32
+   in buf first.
    FA__HEAD_DIMS(n, CALL, ...) runs CALL(..., n) with n a constant for the
    usual head sizes 64 and 128, so the loop over a row unrolls (a few
    percent faster [cpu-head-dims]). */
 #define FA__K_AHEAD 2
+/* Two keys a step in the dot pass, and the next tile's V requested by the
+   V pass (fa__decode_tile_few): with FA__FEW_ROWS rows a head and rows of
+   at least 8 vectors. Measured slower with fewer rows (less work a key to
+   hide the extra memory traffic under) and with 4-vector rows (AVX-512 at
+   d 64) [cpu-decode-avx2]. */
+#define FA__DECODE_PAIRS(nr, d) (FA__VW > 0 && (nr) == FA__FEW_ROWS && (d) >= 8 * FA__VW)
 #define FA__HEAD_DIMS(n, CALL, a_, b_)                                         \
     do {                                                                       \
         if ((n) == 64) {                                                       \
@@ -2692,18 +2760,34 @@ static void fa__dots_heads(int nr, fa_dtype dt, int d, int nc, int nk, int nh, c
     const int kbytes = d * fa__dtype_size(dt);
     int c, j;
 #if FA__VW
+    int i, kn, pc, ph; /* pc, ph: the next (key, head) row to request, in address order */
     (void)buf;
 #define FA__DOTH_D(n_, t_, d_)                                                                     \
-    for (c = 0; c < nc; ++c)                                                                        \
+    for (c = 0; c < nc; c += kn) {                                                                  \
+        kn = FA__DECODE_PAIRS(n_, d_) && c + 1 < nc ? 2 : 1;                                        \
+        pc = c;                                                                                     \
+        ph = 0;                                                                                     \
         for (j = 0; j < nh; ++j) {                                                                  \
-            size_t j_ = (size_t)j;                                                                  \
-            fa__dot_col(n_, t_, d_, Q + j_ * (size_t)qstep * (size_t)ldq, ldq,                      \
-                        (const char *)rows[c] + j_ * hbytes, S + j_ * (size_t)qstep * (size_t)lds + c, lds); \
-            if (pf)                                                                                 \
-                fa__prefetch_bytes((const char *)pf[c] + j_ * pf_hbytes, pf_bytes);                 \
-            if (c + FA__K_AHEAD < nk)                                                               \
-                fa__prefetch_bytes((const char *)rows[c + FA__K_AHEAD] + j_ * hbytes, kbytes);      \
-        }
+            const size_t j_ = (size_t)j;                                                            \
+            const char *k_ = (const char *)rows[c] + j_ * hbytes;                                   \
+            const float *q_ = Q + j_ * (size_t)qstep * (size_t)ldq;                                 \
+            float *s_ = S + j_ * (size_t)qstep * (size_t)lds + c;                                   \
+            if (kn == 2)                                                                            \
+                fa__dot_col(n_, 2, t_, d_, q_, ldq, k_, (const char *)rows[c + 1] + j_ * hbytes, s_, lds); \
+            else                                                                                    \
+                fa__dot_col(n_, 1, t_, d_, q_, ldq, k_, k_, s_, lds);                               \
+            for (i = 0; i < kn; ++i) { /* the step's kn (key, head) rows in address order */           \
+                if (pf)                                                                             \
+                    fa__prefetch_bytes((const char *)pf[pc] + (size_t)ph * pf_hbytes, pf_bytes);    \
+                if (pc + kn * FA__K_AHEAD < nk)                                                     \
+                    fa__prefetch_bytes((const char *)rows[pc + kn * FA__K_AHEAD] + (size_t)ph * hbytes, kbytes); \
+                if (++ph == nh) {                                                                   \
+                    ph = 0;                                                                         \
+                    ++pc;                                                                           \
+                }                                                                                   \
+            }                                                                                       \
+        }                                                                                           \
+    }
 #define FA__DOTH(n_, t_) FA__HEAD_DIMS(d, FA__DOTH_D, n_, t_)
     FA__FEW_ROWS_CALL(nr, dt, FA__DOTH)
 #undef FA__DOTH
@@ -3453,7 +3537,7 @@ static void fa__attend_tile(const fa__attn *a, fa__scratch *w, const fa__seq *s,
     if (k_rows) /* O~ += P~ V_j */
         fa__pv_rows(r1 - r0, a->v.dtype, a->dv_, nc, w->S + (size_t)r0 * (size_t)a->bcp, a->bcp, w->vrows,
                     w->O + (size_t)r0 * (size_t)a->dvp, a->dvp, w->row, w->vrows + FA__BC, w->npf,
-                    a->dv_ * fa__dtype_size(a->v.dtype));
+                    a->dv_ * fa__dtype_size(a->v.dtype), NULL, 0);
     else
         fa__gemm(r1 - r0, a->dvp, nc, w->S + (size_t)r0 * (size_t)a->bcp, a->bcp, w->V, a->dvp,
                  w->O + (size_t)r0 * (size_t)a->dvp, a->dvp, 1, w->pack);
@@ -4052,8 +4136,8 @@ FLASHATTN_DEF fa_status fa_merge(int num_splits, int64_t rows, int dim, const fl
       head on that head's rows, so every K/V byte is read once per GQA
       group, not once per query head, and the cache is walked densely
       (all heads of a token are adjacent). With one new token the rows of
-      a KV head are its GQA group, at most FA__FEW_ROWS of them for the
-      usual groups; then the tile step (fa__decode_tile_few) reads K and V
+      a KV head are its GQA group, at most FA__DECODE_FEW_MAX of them for
+      the usual groups; then the tile step (fa__decode_tile_few) reads K and V
       where they lie, converts them in registers, and walks the tile key
       by key with all KV heads of a key together, i.e. in address order:
       decode is bound by reading the cache, it reads each byte once, and
@@ -4127,6 +4211,12 @@ static fa__scratch fa__scratch_from_row(const fa__attn *a, const fa__scratch *w,
    longer than that keep the idle stretches short: 256 KiB (64 keys of 8
    heads at d 128) [cpu-decode-avx2]. */
 #define FA__DECODE_AHEAD (256 << 10)
+/* Up to this many query rows per KV head, decode reads K and V in place
+   (fa__decode_tile_few, FA__FEW_ROWS rows at a time); more: the forward's
+   tile step per KV head. */
+#ifndef FA__DECODE_FEW_MAX
+#define FA__DECODE_FEW_MAX 32
+#endif
 static int fa__decode_tile(const fa__attn *a)
 {
     int64_t row_bytes = (int64_t)a->r.heads_kv * (a->d * fa__dtype_size(a->k.dtype) + a->dv_ * fa__dtype_size(a->v.dtype));
@@ -4137,7 +4227,9 @@ static int fa__decode_tile(const fa__attn *a)
 }
 
 /* Keys n0 .. n0+nc-1 against the nr rows of w, which are the rows of
-   nr / rph consecutive KV heads, rph <= FA__FEW_ROWS rows each: the tile
+   nr / rph consecutive KV heads, rph <= FA__DECODE_FEW_MAX rows each (taken
+   FA__FEW_ROWS at a time: the register blocks of fa__dot_col and
+   fa__pv_rows; the groups after the first read K and V from cache): the tile
    step of fa__attend_tile for all these heads at once. Every head's rows
    are the same tokens, so the rows that see the tile are the same range
    [r0, r1) within each head.
@@ -4150,31 +4242,57 @@ static int fa__decode_tile(const fa__attn *a)
    vector) instead of in registers. Instead the dot pass requests each V
    row from memory right after the dot product of its key and head, i.e.
    in address order, and the V pass then runs head by head with O~ strips
-   in registers (fa__pv_rows) on rows already in cache [cpu-decode-order]. */
-static void fa__decode_tile_few(const fa__attn *a, fa__scratch *w, const fa__seq *s, int nr, int rph, int n0,
-                                int nc, int n_end)
+   in registers (fa__pv_rows) on rows already in cache [cpu-decode-order].
+   With FA__DECODE_PAIRS the dot pass is short enough (two keys a step,
+   fa__dot_col) that the memory idles through the V pass; so where
+   the next tile's V rows of these heads form one block of memory (no
+   pages, heads adjacent), the V pass requests them instead, head j's pass
+   the j-th share in address order, and the next tile's dot pass reads only
+   K [cpu-decode-avx2]. v_ready: this tile's V was so requested; returns
+   whether the next tile's was. */
+static int fa__decode_tile_few(const fa__attn *a, fa__scratch *w, const fa__seq *s, int nr, int rph, int n0, int nc,
+                               int n_end, int v_ready)
 {
-    int nh = nr / rph, kvh0 = w->head[0] / a->group, r0, r1, j, vbytes = a->dv_ * fa__dtype_size(a->v.dtype);
-    int nk = n_end - n0 < nc + FA__K_AHEAD ? n_end - n0 : nc + FA__K_AHEAD; /* K rows for the look-ahead */
+    int nh = nr / rph, kvh0 = w->head[0] / a->group, r0, r1, g0, j, vbytes = a->dv_ * fa__dtype_size(a->v.dtype);
+    int ahead = 2 * FA__K_AHEAD, nk = n_end - n0 < nc + ahead ? n_end - n0 : nc + ahead; /* K rows to look ahead */
+    int nnext = n_end - n0 - nc < nc ? n_end - n0 - nc : nc; /* keys of the next tile */
     size_t kb = (size_t)a->k.head_stride * (size_t)fa__dtype_size(a->k.dtype);
-    size_t vb = (size_t)a->v.head_stride * (size_t)fa__dtype_size(a->v.dtype);
+    size_t vb = (size_t)a->v.head_stride * (size_t)fa__dtype_size(a->v.dtype), next_bytes = 0;
+    const char *next_v = NULL;
     fa__row_range(a, w, rph, n0, nc, &r0, &r1);
     if (r0 >= r1)
-        return;
+        return 0;
+    if (FA__DECODE_PAIRS(r1 - r0 < FA__FEW_ROWS ? r1 - r0 : FA__FEW_ROWS, a->d) && nnext > 0 && !a->r.block_table &&
+        vb == (size_t)vbytes && (size_t)a->v.seq_stride * (size_t)fa__dtype_size(a->v.dtype) == (size_t)nh * vb) {
+        next_v = (const char *)fa__kv_row(a, &a->v, s, n0 + nc, kvh0);
+        next_bytes = (size_t)nnext * (size_t)nh * vb;
+    }
     fa__kv_row_ptrs(a, &a->k, s, kvh0, n0, nk, w->krows);
     fa__kv_row_ptrs(a, &a->v, s, kvh0, n0, nc, w->vrows);
-    fa__dots_heads(r1 - r0, a->k.dtype, a->d, nc, nk, nh, w->Q + (size_t)r0 * (size_t)a->dp, a->dp, rph, w->krows, kb,
-                   w->S + (size_t)r0 * (size_t)a->bcp, a->bcp, w->row, w->vrows, vb, vbytes);
+    /* a head's rows FA__FEW_ROWS at a time; the first group's pass reads
+       the memory (and requests what comes next), the others find K in cache */
+    for (g0 = r0; g0 < r1; g0 += FA__FEW_ROWS) {
+        int g1 = r1 - g0 < FA__FEW_ROWS ? r1 : g0 + FA__FEW_ROWS, first = g0 == r0;
+        fa__dots_heads(g1 - g0, a->k.dtype, a->d, nc, first ? nk : 0, nh, w->Q + (size_t)g0 * (size_t)a->dp, a->dp,
+                       rph, w->krows, kb, w->S + (size_t)g0 * (size_t)a->bcp, a->bcp, w->row,
+                       first && !v_ready ? w->vrows : NULL, vb, vbytes);
+    }
     for (j = 0; j < nh; ++j) {
         int i0 = j * rph + r0, i1 = j * rph + r1;
         fa__score_mask(a, w, i0, i1 - i0, n0, nc, s->sk, w->S, NULL);
         fa__softmax_rows(a, w, i0, i1, FA__PAD(nc)); /* (no dropout: decode refuses it) */
     }
     for (j = 0; j < nh; ++j) { /* V rows now in cache: head by head, O~ strips in registers */
+        size_t b0 = next_bytes * (size_t)j / (size_t)nh, b1 = next_bytes * (size_t)(j + 1) / (size_t)nh;
         fa__kv_row_ptrs(a, &a->v, s, kvh0 + j, n0, nc, w->vrows);
-        fa__pv_rows(r1 - r0, a->v.dtype, a->dv_, nc, w->S + (size_t)(j * rph + r0) * (size_t)a->bcp, a->bcp, w->vrows,
-                    w->O + (size_t)(j * rph + r0) * (size_t)a->dvp, a->dvp, w->row, NULL, 0, 0);
+        for (g0 = r0; g0 < r1; g0 += FA__FEW_ROWS) {
+            int g1 = r1 - g0 < FA__FEW_ROWS ? r1 : g0 + FA__FEW_ROWS, i0 = j * rph + g0;
+            fa__pv_rows(g1 - g0, a->v.dtype, a->dv_, nc, w->S + (size_t)i0 * (size_t)a->bcp, a->bcp, w->vrows,
+                        w->O + (size_t)i0 * (size_t)a->dvp, a->dvp, w->row, NULL, 0, 0,
+                        next_v ? next_v + b0 : NULL, g0 == r0 ? (int)(b1 - b0) : 0);
+        }
     }
+    return next_v != NULL;
 }
 
 /* One task = (b, split): every query row of the sequence (row = (kvh * sq
@@ -4191,8 +4309,8 @@ static void fa__decode_task(void *ctx, int index, int worker)
     const fa_problem *r = &a->r;
     int split = index % a->splits, b = index / a->splits, rows = r->heads_q * r->seqlen_q, rc0, i, i1;
     int64_t rows_total = (int64_t)r->batch * r->seqlen_q * r->heads_q;
-    int chunk, n_lo, n_hi, n0, tile = fa__decode_tile(a), rph = r->seqlen_q * a->group, step = a->br;
-    int few = rph <= FA__FEW_ROWS && rph <= a->br; /* few rows per KV head: fa__decode_tile_few */
+    int chunk, n_lo, n_hi, n0, tile = fa__decode_tile(a), rph = r->seqlen_q * a->group, step = a->br, v_ready;
+    int few = rph <= FA__DECODE_FEW_MAX && rph <= a->br; /* few rows per KV head: fa__decode_tile_few */
     fa__scratch w;
     fa__seq s;
     fa__decode_seq(a, b, &s);
@@ -4212,10 +4330,11 @@ static void fa__decode_task(void *ctx, int index, int worker)
         }
         fa__load_q_rows(a, &a->q, &s, &w, nr);
         fa__attend_begin(a, &w, nr);
+        v_ready = 0;
         for (n0 = n_lo; n0 < n_hi; n0 += tile) {
             int nc = n_hi - n0 < tile ? n_hi - n0 : tile;
             if (few) {
-                fa__decode_tile_few(a, &w, &s, nr, rph, n0, nc, n_hi);
+                v_ready = fa__decode_tile_few(a, &w, &s, nr, rph, n0, nc, n_hi, v_ready);
                 continue;
             }
             for (i = 0; i < nr; i = i1) { /* the rows of one KV head at a time */

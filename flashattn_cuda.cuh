@@ -283,6 +283,22 @@
 #define FA__SHARED __shared__
 #endif
 
+/* Two e4m3 codes, lo in the low byte, for the FP8 forward's P and the
+   quantizer (>>fp8-quant): the hardware's round-to-nearest-even, saturating
+   (sm_89+), which gives fa__f32_to_e4m3's bits; elsewhere (older targets,
+   the host, the CPU emulator, whose __CUDA_ARCH__ is 900) that function
+   itself. */
+static __device__ __forceinline__ uint32_t fa__cvt_e4m3x2(float lo, float hi)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890 && !defined(FLASHATTN_CUDA_EMU)
+    unsigned short r;
+    asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(r) : "f"(hi), "f"(lo));
+    return r;
+#else
+    return (uint32_t)fa__f32_to_e4m3(lo) | (uint32_t)fa__f32_to_e4m3(hi) << 8;
+#endif
+}
+
 /* ============================================================================
    >>gpu-ptx  THE PTX WE USE
    ============================================================================ */
@@ -2603,9 +2619,6 @@ static __device__ __forceinline__ void fa__sm90_issue_pv(float (&o_flat)[D / 2],
    c, and takes m - 8 for L. */
 #define FA__P8_LIFT 8 /* log2 256 */
 
-/* two e4m3 codes, lo in the low byte (>>fp8-quant, the quantizer's) */
-static __device__ __forceinline__ uint32_t fa__cvt_e4m3x2(float lo, float hi);
-
 /* P (256 P, LIFT) as the FP8 A fragments of P V: k-step ks (32 keys) packs
    the 8-key tiles 4 ks .. 4 ks + 3 as they are (register q: row half
    q % 2, tiles 4 ks + 2 (q / 2) and the next), in Vt's key order (above).
@@ -3585,6 +3598,59 @@ static fa_status fa__ws_free(const char *fn, void *ws, cudaStream_t st, fa_statu
 typedef struct fa__gpu {
     int family, smem_optin, sms, coop;
 } fa__gpu;
+#ifndef FLASHATTN_NO_HOPPER
+/* The sm_90a kernels' tensor maps (the forward's and the backward's) */
+#ifndef FLASHATTN_CUDA_EMU /* (tests/emu_cuda90.h has its own maps) */
+/* cuTensorMapEncodeTiled is a driver function; looking it up through the
+   runtime avoids linking libcuda. Looked up once (a benign race: every
+   thread stores the same pointer). */
+static PFN_cuTensorMapEncodeTiled_v12000 fa__tma_encoder(void)
+{
+    static PFN_cuTensorMapEncodeTiled_v12000 enc = NULL;
+    if (!enc) {
+        void *f = NULL;
+        cudaDriverEntryPointQueryResult q;
+        if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault,
+                                             &q) == cudaSuccess &&
+            q == cudaDriverEntryPointSuccess)
+            enc = (PFN_cuTensorMapEncodeTiled_v12000)f;
+        else
+            (void)cudaGetLastError();
+    }
+    return enc;
+}
+
+/* A map of a [batches][heads][rows][cols] view of 16-bit elements (strides
+   in elements), read in boxes of 64 columns x box_rows rows with the 128-byte
+   swizzle. Nonzero when TMA cannot describe the view (strides must be
+   multiples of 16 bytes below 2^40, coordinates 32-bit). */
+static int fa__tma_map(CUtensorMap *m, const void *base, int bf16, int cols, int64_t rows, int heads,
+                       int64_t batches, int64_t s_seq, int64_t s_head, int64_t s_batch, int box_rows)
+{
+    PFN_cuTensorMapEncodeTiled_v12000 enc = fa__tma_encoder();
+    cuuint64_t dim[4] = {(cuuint64_t)cols, (cuuint64_t)rows, (cuuint64_t)heads, (cuuint64_t)batches};
+    cuuint64_t stride[3] = {(cuuint64_t)s_seq * 2, (cuuint64_t)s_head * 2, (cuuint64_t)s_batch * 2};
+    cuuint32_t box[4] = {64, (cuuint32_t)box_rows, 1, 1}, step[4] = {1, 1, 1, 1};
+    if (!enc || rows > INT32_MAX || batches > INT32_MAX) return 1;
+    for (int i = 0; i < 3; i++)
+        if (stride[i] == 0 || stride[i] % 16 || stride[i] >= (1ull << 40)) return 1;
+    return enc(m, bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 4,
+               (void *)base, dim, stride, box, step, CU_TENSOR_MAP_INTERLEAVE_NONE,
+               CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+               CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS;
+}
+#endif /* FLASHATTN_CUDA_EMU */
+/* The map of `seqs` sequences of `seqlen` rows ([seqs][heads][rows][cols],
+   strides s_seq, s_head, s_batch), or, packed (cu_seqlens: the batch stride
+   unused), of one [1][heads][token][cols] view over seqs x seqlen tokens,
+   whose rows do not end where a sequence does. */
+static int fa__tma_map_seqs(CUtensorMap *m, const void *base, int bf16, int cols, int64_t seqlen, int heads,
+                            int64_t seqs, bool packed, int64_t s_seq, int64_t s_head, int64_t s_batch, int box_rows)
+{
+    return fa__tma_map(m, base, bf16, cols, packed ? seqs * seqlen : seqlen, heads, packed ? 1 : seqs, s_seq, s_head,
+                       packed ? s_seq : s_batch, box_rows);
+}
+#endif /* FLASHATTN_NO_HOPPER */
 #if !FA__EMU_NO_FWD
 
 /* (for fa__fwd_kernel_sm80: a device of compute capability 9.0 or later
@@ -3746,46 +3812,6 @@ static int fa__sm90_launches, fa__sm90_disable, fa__sm90_grid_cap, fa__sm90_shap
 #define FA__SM90_OFF 0
 #endif
 
-#ifndef FLASHATTN_CUDA_EMU /* (tests/emu_cuda90.h has its own maps) */
-/* cuTensorMapEncodeTiled is a driver function; looking it up through the
-   runtime avoids linking libcuda. Looked up once (a benign race: every
-   thread stores the same pointer). */
-static PFN_cuTensorMapEncodeTiled_v12000 fa__tma_encoder(void)
-{
-    static PFN_cuTensorMapEncodeTiled_v12000 enc = NULL;
-    if (!enc) {
-        void *f = NULL;
-        cudaDriverEntryPointQueryResult q;
-        if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault,
-                                             &q) == cudaSuccess &&
-            q == cudaDriverEntryPointSuccess)
-            enc = (PFN_cuTensorMapEncodeTiled_v12000)f;
-        else
-            (void)cudaGetLastError();
-    }
-    return enc;
-}
-
-/* A map of a [batches][heads][rows][cols] view of 16-bit elements (strides
-   in elements), read in boxes of 64 columns x box_rows rows with the 128-byte
-   swizzle. Nonzero when TMA cannot describe the view (strides must be
-   multiples of 16 bytes below 2^40, coordinates 32-bit). */
-static int fa__tma_map(CUtensorMap *m, const void *base, int bf16, int cols, int64_t rows, int heads,
-                       int64_t batches, int64_t s_seq, int64_t s_head, int64_t s_batch, int box_rows)
-{
-    PFN_cuTensorMapEncodeTiled_v12000 enc = fa__tma_encoder();
-    cuuint64_t dim[4] = {(cuuint64_t)cols, (cuuint64_t)rows, (cuuint64_t)heads, (cuuint64_t)batches};
-    cuuint64_t stride[3] = {(cuuint64_t)s_seq * 2, (cuuint64_t)s_head * 2, (cuuint64_t)s_batch * 2};
-    cuuint32_t box[4] = {64, (cuuint32_t)box_rows, 1, 1}, step[4] = {1, 1, 1, 1};
-    if (!enc || rows > INT32_MAX || batches > INT32_MAX) return 1;
-    for (int i = 0; i < 3; i++)
-        if (stride[i] == 0 || stride[i] % 16 || stride[i] >= (1ull << 40)) return 1;
-    return enc(m, bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 4,
-               (void *)base, dim, stride, box, step, CU_TENSOR_MAP_INTERLEAVE_NONE,
-               CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-               CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS;
-}
-#endif /* FLASHATTN_CUDA_EMU */
 
 /* Take head dim D's shape for long rows (see fa__sm90_shape)? From its
    keys / keys_masked: d 64 from 2048 keys, or 8192 under a causal / window
@@ -3923,9 +3949,7 @@ static fa_status fa__launch_fwd_sm90_kernel(const char *fn, const fa__fwd_params
     const size_t smem = FP8 ? fa__sm90_smem8(D, BM, BN, ST, O_OWN)
                             : fa__sm90_smem(D, BM, BN, flat ? FST : ST, O_OWN, fa__sm90_q_bufs(WG, PERSIST, O_OWN));
     const fa__sm90_kern kern = flat ? k.kern_flat : k.kern;
-    const int vq = p.cu_seqlens_q != NULL, vk = p.cu_seqlens_k != NULL;
-    const int64_t rows_q = vq ? (int64_t)batch * p.seqlen_q : p.seqlen_q; /* with cu_seqlens: */
-    const int64_t rows_k = vk ? (int64_t)batch * p.seqlen_k : p.seqlen_k; /* [1][h][token][col] */
+    const bool vq = p.cu_seqlens_q != NULL, vk = p.cu_seqlens_k != NULL; /* packed maps (fa__tma_map_seqs) */
     cudaFuncAttributes fa;
     fa__tma_maps tm;
     cudaError_t e;
@@ -3937,20 +3961,20 @@ static fa_status fa__launch_fwd_sm90_kernel(const char *fn, const fa__fwd_params
     }
     if (fa.binaryVersion != 90 || fa.sharedSizeBytes != 0) return FA_OK; /* the stub body */
     memset(&tm, 0, sizeof tm);
-    if (fa__tma_map(&tm.q, p.q, BF16, p.d, rows_q, p.heads_q, vq ? 1 : batch, p.q_seq, p.q_head,
-                    vq ? p.q_seq : p.q_batch, flat ? 64 : BM) ||
-        fa__tma_map(&tm.k, p.k, BF16, p.d, rows_k, p.heads_q / p.group, vk ? 1 : batch, p.k_seq,
-                    p.k_head, vk ? p.k_seq : p.k_batch, BN) ||
-        fa__tma_map(&tm.v, p.v, BF16, FP8 ? p.v_words : p.dv, rows_k, p.heads_q / p.group, vk ? 1 : batch, p.v_seq,
-                    p.v_head, vk ? p.v_seq : p.v_batch, BN))
+    if (fa__tma_map_seqs(&tm.q, p.q, BF16, p.d, p.seqlen_q, p.heads_q, batch, vq, p.q_seq, p.q_head, p.q_batch,
+                         flat ? 64 : BM) ||
+        fa__tma_map_seqs(&tm.k, p.k, BF16, p.d, p.seqlen_k, p.heads_q / p.group, batch, vk, p.k_seq, p.k_head,
+                         p.k_batch, BN) ||
+        fa__tma_map_seqs(&tm.v, p.v, BF16, FP8 ? p.v_words : p.dv, p.seqlen_k, p.heads_q / p.group, batch, vk,
+                         p.v_seq, p.v_head, p.v_batch, BN))
         return FA_OK;
     /* O's map, the epilogue's TMA stores of one warpgroup's 64 rows (else
        the warpgroups copy O out themselves). Only for a head_dim_v that is
        a multiple of 8: TMA clips a store to the map's columns in 16-byte
        pieces, and at head_dim_v 100 it wrote columns 100-103 of every row
        (into the stride gap a test checks). */
-    tm.o_ok = p.dv % 8 == 0 && !fa__tma_map(&tm.o, p.o, FP8 ? p.o_bf16 : BF16, p.dv, rows_q, p.heads_q,
-                                            vq ? 1 : batch, p.o_seq, p.o_head, vq ? p.o_seq : p.o_batch, 64);
+    tm.o_ok = p.dv % 8 == 0 && !fa__tma_map_seqs(&tm.o, p.o, FP8 ? p.o_bf16 : BF16, p.dv, p.seqlen_q, p.heads_q,
+                                                 batch, vq, p.o_seq, p.o_head, p.o_batch, 64);
     e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (e != cudaSuccess) return fa__cuda_fail(fn, e, "cudaFuncSetAttribute");
     /* (FLAT: m_blocks counts a sequence's warpgroup rows, and a tile is WG of
@@ -6038,22 +6062,6 @@ struct fa__quant_params {
     int vec;  /* 16-byte accesses: aligned, d % 16 == 0 (fa_quantize_cuda) */
 };
 
-/* Two e4m3 codes, lo in the low byte: the hardware's round-to-nearest-even,
-   saturating (sm_89+), which gives fa__f32_to_e4m3's bits. (The emulator
-   defines its own, from that function.) */
-#ifndef FLASHATTN_CUDA_EMU
-static __device__ __forceinline__ uint32_t fa__cvt_e4m3x2(float lo, float hi)
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
-    unsigned short r;
-    asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(r) : "f"(hi), "f"(lo));
-    return r;
-#else
-    return (uint32_t)fa__f32_to_e4m3(lo) | (uint32_t)fa__f32_to_e4m3(hi) << 8;
-#endif
-}
-#endif /* FLASHATTN_CUDA_EMU */
-
 template <bool BF16>
 static __device__ __forceinline__ float fa__quant_widen(uint32_t u)
 {
@@ -6416,6 +6424,11 @@ static __device__ __forceinline__ uint32_t fa__bwd_smem_u32(const void *p)
 /* Every sequence's accumulator rows start at a multiple of the sm_90a
    kernel's largest step (its L, D loads and dQ adds take whole steps) */
 #define FA__BWD_ACC_ALIGN (FA__BWD_SM90_WIDE ? 128 : 64)
+/* n rounded up to a multiple of FA__BWD_ACC_ALIGN */
+template <class T> static __host__ __device__ __forceinline__ T fa__bwd_acc_pad(T n)
+{
+    return (n + FA__BWD_ACC_ALIGN - 1) / FA__BWD_ACC_ALIGN * FA__BWD_ACC_ALIGN;
+}
 
 /* One tensor view with its strides resolved (elements, never 0). */
 typedef struct fa__bwd_view {
@@ -6477,7 +6490,7 @@ __device__ __forceinline__ fa__bwd_seq fa__bwd_seq_info(const fa__bwd_params &p,
         s.lse0 = q0;
         s.lse_hs = p.cu_q[p.batch];
         s.acc_row0 = (int64_t)A * ((q0 + A - 1) / A + b);
-        s.sq_pad = (s.sq + A - 1) / A * A;
+        s.sq_pad = fa__bwd_acc_pad(s.sq);
     } else {
         s.sq = p.seqlen_q;
         s.q_tok0 = -1;
@@ -7564,14 +7577,24 @@ struct fa__bwd_sm90_smem {
 };
 
 #if FA__SM90A /* (the wgmma, mbarrier and TMA wrappers exist in sm_90a device passes only) */
-/* Warp 3's copies (fa__sm90_copy_rows) have landed and are visible to the
-   tensor cores' async proxy, in every lane */
+/* Warp 3's copies (fa__bwd_sm90_copy_tail) have landed and are visible to
+   the tensor cores' async proxy, in every lane (as fa__sm90_load's, which
+   the emulated backward does not compile) */
 __device__ __forceinline__ void fa__bwd_sm90_copied(void)
 {
     fa__cp_async_commit();
     fa__cp_async_wait<0>();
     fa__fence_async_shared();
     __syncwarp();
+}
+/* Warp 3's copy of a tile that runs past its sequence: rows t0 .. t0 +
+   valid - 1 of view v (sequence b from token tok0, head h) into an R-row
+   tile at dst, the rest zero-filled (fa__sm90_copy_rows) */
+template <int R, int D>
+__device__ __forceinline__ void fa__bwd_sm90_copy_tail(uint32_t dst, const fa__bwd_view &v, int b, int64_t tok0,
+                                                       int t0, int h, int valid, int d, int lane)
+{
+    fa__sm90_copy_rows<R, D>(dst, valid, d, (const uint16_t *)v.data + fa__bwd_off(v, b, tok0, t0, h), v.ss, lane);
 }
 
 /* The producer (TAILS false): lane 0 of warp 0 issues every copy but a
@@ -7609,12 +7632,9 @@ __device__ __forceinline__ void fa__bwd_sm90_producer(const fa__bwd_maps &tm, co
         const bool kv_tail = varlen && w.j0 + BC > w.s.sk;
         if (TAILS) {
             if (kv_tail) {
-                fa__sm90_copy_rows<BC, D>(sK, w.s.sk - w.j0, p.d,
-                                          (const uint16_t *)p.k.data + fa__bwd_off(p.k, w.b, w.s.k_tok0, w.j0, w.hk),
-                                          p.k.ss, lane);
-                fa__sm90_copy_rows<BC, D>(sK + KV_BYTES, w.s.sk - w.j0, p.d,
-                                          (const uint16_t *)p.v.data + fa__bwd_off(p.v, w.b, w.s.k_tok0, w.j0, w.hk),
-                                          p.v.ss, lane);
+                fa__bwd_sm90_copy_tail<BC, D>(sK, p.k, w.b, w.s.k_tok0, w.j0, w.hk, w.s.sk - w.j0, p.d, lane);
+                fa__bwd_sm90_copy_tail<BC, D>(sK + KV_BYTES, p.v, w.b, w.s.k_tok0, w.j0, w.hk, w.s.sk - w.j0, p.d,
+                                              lane);
                 fa__bwd_sm90_copied();
             }
             if (lane == 0) fa__mbar_arrive(kv_bar);
@@ -7635,13 +7655,8 @@ __device__ __forceinline__ void fa__bwd_sm90_producer(const fa__bwd_maps &tm, co
             const bool tail = varlen && i0 + BR > w.s.sq;
             if (TAILS) {
                 if (tail) {
-                    fa__sm90_copy_rows<BR, D>(sQ, w.s.sq - i0, p.d,
-                                              (const uint16_t *)p.q.data + fa__bwd_off(p.q, w.b, w.s.q_tok0, i0, h),
-                                              p.q.ss, lane);
-                    fa__sm90_copy_rows<BR, D>(sdO, w.s.sq - i0, p.d,
-                                              (const uint16_t *)p.dout.data +
-                                                  fa__bwd_off(p.dout, w.b, w.s.q_tok0, i0, h),
-                                              p.dout.ss, lane);
+                    fa__bwd_sm90_copy_tail<BR, D>(sQ, p.q, w.b, w.s.q_tok0, i0, h, w.s.sq - i0, p.d, lane);
+                    fa__bwd_sm90_copy_tail<BR, D>(sdO, p.dout, w.b, w.s.q_tok0, i0, h, w.s.sq - i0, p.d, lane);
                     fa__bwd_sm90_copied();
                 }
                 if (lane == 0) fa__mbar_arrive(bar);
@@ -8264,10 +8279,10 @@ static fa_status fa__bwd_make_plan(const char *fn, const fa_problem *r, fa__bwd_
     pl->bc = pl->D <= 128 ? 128 : 64;
     pl->smem = (size_t)(2 * pl->bc * pl->D + 4 * pl->br * pl->D + pl->bc * pl->br) * 2 + 4 * pl->br * 4;
     /* accumulator rows per head (see fa__bwd_params.acc_rows) */
-    const int A = FA__BWD_ACC_ALIGN;
-    pl->acc_sq = r->cu_seqlens_q ? 0 : (r->seqlen_q + A - 1) / A * A;
-    pl->acc_rows = r->cu_seqlens_q ? A * (((int64_t)r->batch * r->seqlen_q + A - 1) / A + r->batch)
-                                   : (int64_t)r->batch * pl->acc_sq;
+    pl->acc_sq = r->cu_seqlens_q ? 0 : fa__bwd_acc_pad(r->seqlen_q);
+    pl->acc_rows = r->cu_seqlens_q
+                       ? fa__bwd_acc_pad((int64_t)r->batch * r->seqlen_q) + (int64_t)FA__BWD_ACC_ALIGN * r->batch
+                       : (int64_t)r->batch * pl->acc_sq;
     const size_t rows = (size_t)pl->acc_rows * r->heads_q;
     const size_t slices = r->deterministic ? (size_t)(r->seqlen_k + pl->bc - 1) / pl->bc : 1;
     pl->dsum_bytes = fa__bwd_round256(rows * sizeof(float));
@@ -8382,17 +8397,14 @@ static fa_status fa__bwd_launch_sm90(const fa__bwd_params &kp, const fa__gpu &gp
     }
     if (fa.binaryVersion != 90 || fa.sharedSizeBytes != 0 || (size_t)gpu.smem_optin < smem) return FA_OK;
     memset(&tm, 0, sizeof tm);
-    /* with cu_seqlens the maps are [1][h][token][col] over at most batch x
-       seqlen tokens; the producer takes only whole tiles of a sequence
-       through them (see Tails) */
-    const bool vl = kp.cu_q != NULL;
-    const int64_t rq = vl ? (int64_t)kp.batch * kp.seqlen_q : kp.seqlen_q, nb = vl ? 1 : kp.batch;
-    const int64_t rk = vl ? (int64_t)kp.batch * kp.seqlen_k : kp.seqlen_k;
-    if (fa__tma_map(&tm.q, kp.q.data, BF16, kp.d, rq, kp.hq, nb, kp.q.ss, kp.q.hs, vl ? kp.q.ss : kp.q.bs, BR) ||
-        fa__tma_map(&tm.dout, kp.dout.data, BF16, kp.d, rq, kp.hq, nb, kp.dout.ss, kp.dout.hs,
-                    vl ? kp.dout.ss : kp.dout.bs, BR) ||
-        fa__tma_map(&tm.k, kp.k.data, BF16, kp.d, rk, kp.hkv, nb, kp.k.ss, kp.k.hs, vl ? kp.k.ss : kp.k.bs, BC) ||
-        fa__tma_map(&tm.v, kp.v.data, BF16, kp.d, rk, kp.hkv, nb, kp.v.ss, kp.v.hs, vl ? kp.v.ss : kp.v.bs, BC))
+    /* with cu_seqlens the maps are packed (fa__tma_map_seqs); the producer
+       takes only whole tiles of a sequence through them, warp 3 the tails */
+    auto map = [&](CUtensorMap *m, const fa__bwd_view &v, int seqlen, int heads, int box) {
+        return fa__tma_map_seqs(m, v.data, BF16, kp.d, seqlen, heads, kp.batch, kp.cu_q != NULL, v.ss, v.hs, v.bs,
+                                box);
+    };
+    if (map(&tm.q, kp.q, kp.seqlen_q, kp.hq, BR) || map(&tm.dout, kp.dout, kp.seqlen_q, kp.hq, BR) ||
+        map(&tm.k, kp.k, kp.seqlen_k, kp.hkv, BC) || map(&tm.v, kp.v, kp.seqlen_k, kp.hkv, BC))
         return FA_OK;
     FA__BWD_CUDA_TRY(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     /* a block per unit (key block, KV head, batch), or persistent blocks,
@@ -8472,8 +8484,8 @@ template <bool BF16>
 static fa_status fa__bwd_run(const fa__bwd_params &kp, const fa__bwd_plan &pl, const fa__gpu &gpu,
                              cudaStream_t st) {
     dim3 rows_grid((kp.seqlen_q + 7) / 8, kp.hq, kp.batch);
-    const int pad_rows = (kp.seqlen_q + FA__BWD_ACC_ALIGN - 1) / FA__BWD_ACC_ALIGN * FA__BWD_ACC_ALIGN;
-    dim3 pad_grid((pad_rows + 7) / 8, kp.hq, kp.batch); /* + each sequence's padding rows (sq_pad) */
+    /* + each sequence's padding rows (sq_pad) */
+    dim3 pad_grid((unsigned)(fa__bwd_acc_pad(kp.seqlen_q) + 7) / 8, kp.hq, kp.batch);
     FA__LAUNCH(fa__bwd_preprocess_kernel<BF16>, pad_grid, 256, 0, st, kp);
     FA__BWD_CUDA_TRY(cudaGetLastError());
     fa_status s = FA_OK;

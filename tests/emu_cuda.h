@@ -303,10 +303,6 @@ static inline unsigned atomicMax(unsigned *p, unsigned v) {
 }
 static inline float __uint_as_float(unsigned u) { float f; memcpy(&f, &u, 4); return f; }
 static inline unsigned __float_as_uint(float f) { unsigned u; memcpy(&u, &f, 4); return u; }
-/* two e4m3 codes, lo in the low byte (cvt.rn.satfinite.e4m3x2.f32; the FP8 forward's too) */
-static inline uint32_t fa__cvt_e4m3x2(float lo, float hi) {
-    return (uint32_t)fa__f32_to_e4m3(lo) | (uint32_t)fa__f32_to_e4m3(hi) << 8;
-}
 static inline int __popc(unsigned x) { return __builtin_popcount(x); }
 static inline unsigned __umulhi(unsigned a, unsigned b) { return (unsigned)(((uint64_t)a * b) >> 32); }
 static inline float __fdividef(float a, float b) { return a / b; }

@@ -27,6 +27,7 @@ check_all() { # DIR SUFFIX
         '^max \|decode - forward\| over [0-9]+ tokens x [0-9]+ heads: .* -> OK$' '^step +[0-9]+: '
     run "block_sparse$2" "$1/block_sparse" '^max \|block-sparse - masked reference\| = .* -> OK$' \
         '^  query block 7 sees key blocks 0 6 7$'
+    run "fp8$2" "$1/fp8" '^block \+ Hadamard closer to f32 than per tensor: yes -> OK$' 'per 128-row block \+ Hadamard: +RMSE of O [0-9]'
 }
 if [ "${EXAMPLES_PLAIN:-yes}" != no ]; then check_all "$bin" ""
 else echo "(the self-checking examples as built with ASan + UBSan only: make test-all also runs their plain builds)"; fi

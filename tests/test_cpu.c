@@ -1127,6 +1127,20 @@ static void test_decode(void)
     c.window = 0; c.null_seqlens = 1; c.mixed = 0; c.cap = 77; c.splits = 4; c.sq = 2; c.causal = 1; c.d = 80; c.dv = 40;
     run_decode(&c, case_seed(8, n++));
     c.page_size = 3; c.cap = 30; run_decode(&c, case_seed(8, n++));
+    memset(&c, 0, sizeof c); /* 4 rows a KV head over several tiles: two keys a step, the next tile's V streamed */
+    c.batch = 2; c.sq = 1; c.cap = 701; c.hq = 8; c.hkv = 2; c.d = 128; c.dt = FA_F16; c.splits = 3; c.mixed = 1;
+    run_decode(&c, case_seed(8, n++));
+    c.sq = 2; c.hq = 4; c.d = 64; c.dv = 72; c.dt = FA_BF16; c.splits = 0; c.causal = 1; c.append = 1;
+    run_decode(&c, case_seed(8, n++));
+    c.layout = 1; c.page_size = 64; run_decode(&c, case_seed(8, n++));
+    memset(&c, 0, sizeof c); /* larger GQA groups: 8, 21 (3 tokens of 7), 32 and 40 rows a KV head */
+    c.batch = 2; c.sq = 1; c.cap = 500; c.hq = 16; c.hkv = 2; c.d = 128; c.dt = FA_F16; c.splits = 0; c.mixed = 1;
+    run_decode(&c, case_seed(8, n++));
+    c.sq = 3; c.hq = 14; c.causal = 1; c.dt = FA_BF16; c.page_size = 16; c.append = 1; c.d = 64;
+    run_decode(&c, case_seed(8, n++));
+    c.sq = 4; c.hq = 16; c.dt = FA_F32; c.page_size = 0; c.append = 0; c.splits = 3;
+    run_decode(&c, case_seed(8, n++));
+    c.sq = 5; c.dt = FA_F16; c.d = 128; c.dv = 96; run_decode(&c, case_seed(8, n++));
     memset(&c, 0, sizeof c); /* more splits than keys */
     c.batch = 4; c.sq = 1; c.cap = 5; c.hq = 2; c.d = 8; c.dt = FA_F32; c.splits = 16; c.mixed = 1; c.append = 1;
     run_decode(&c, case_seed(8, n++));

@@ -601,7 +601,7 @@ int main(int argc, char **argv)
         {"det order d256 window", BF, 256, 1, 645, 645, 2, 1, 0, 1, 200, 64, 0, 0, 0, 0, P, 1, 0, 0, 0, 0, 0},
         {"det small d256", BF, 256, 1, 203, 203, 4, 2, 1, 0, 0, 0, 0, 0, 0, 0, P, 1, 0, 0, 0, 0, 0},
         /* variable length on the sm_90a kernel: tiles past a sequence's end copied by
-           the producer warp (the next sequence's rows, or the end of the buffer, lie
+           warp 3 of the producer warpgroup (the next sequence's rows, or the end of the buffer, lie
            there), each sequence's accumulator rows from a multiple of 128; the
            deterministic mode's ordered adds with per-sequence key block counts */
         {"varlen long", BF, 64, 4, 517, 391, 4, 2, 0, 0, 0, 0, 0, 0, 0, 1, P, 0, 0, 0, 0, 0, 0},
