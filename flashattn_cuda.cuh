@@ -7432,7 +7432,7 @@ template <int D, int BR = 64> struct fa__bwd_sm90_layout {
    long as its products [bwd-wide]; then dQ is split by rows between the
    warpgroups (64 rows each, all D columns) instead of by columns, and K, V
    have one buffer. fa__bwd_sm90_klayout:
-   the layout of kernel fa__bwd_kernel_sm90<., D, EXTRAS, SOFTCAP, DET>, the
+   the layout of kernel fa__bwd_kernel_sm90<., D, EXTRAS, SOFTCAP, DET, .>, the
    one place its step rows are chosen. */
 template <int D, bool EXTRAS, bool SOFTCAP, bool DET>
 using fa__bwd_sm90_klayout =
@@ -7610,7 +7610,7 @@ __device__ __forceinline__ void fa__bwd_sm90_copy_tail(uint32_t dst, const fa__b
    and stage barrier as their second party; the producer's arrival then
    brings L, D and the whole tiles' bytes. (The tails' walk on the
    producer's own warp spilled its 24 registers in every kernel.) */
-template <int D, int BR_, bool DET, bool TAILS>
+template <int D, int BR_, bool DET, bool VARLEN, bool TAILS>
 __device__ __forceinline__ void fa__bwd_sm90_producer(const fa__bwd_maps &tm, const fa__bwd_params &p,
                                                       const fa__bwd_sm90_sched &sc, const fa__bwd_sm90_smem &sm,
                                                       int lane)
@@ -7618,7 +7618,8 @@ __device__ __forceinline__ void fa__bwd_sm90_producer(const fa__bwd_maps &tm, co
     typedef fa__bwd_sm90_layout<D, BR_> L;
     constexpr int BR = L::br, BC = L::bc, KVB = L::kv_bufs;
     constexpr uint32_t KV_BYTES = L::kv_bytes, Q_BYTES = L::q_bytes, LD_BYTES = L::ld_bytes;
-    const bool varlen = p.cu_q != NULL; /* (the maps are then [1][h][token][col]: fa__bwd_launch_sm90) */
+    static_assert(VARLEN || !TAILS, "tails only in a kernel that takes cu_seqlens");
+    const bool varlen = VARLEN && p.cu_q != NULL; /* (the maps are then [1][h][token][col]: fa__bwd_launch_sm90) */
     int ring = 0, kv_uses = 0;
     for (int k = 0; k < sc.rounds; k++) {
         fa__bwd_work w;
@@ -8155,8 +8156,9 @@ __device__ __forceinline__ void fa__bwd_sm90_consumer(const fa__bwd_params &p, c
    (FlashAttention-3's warp specialization) over the block's units. DET:
    deterministic mode (the ordered dQ adds of fa__bwd_sm90_send_dq and
    _send_dq256; without FA__BWD_SM90_BULK256, D 256 writes each key block's
-   slice in the plain kernel, p.deterministic). */
-template <bool BF16, int D, bool EXTRAS, bool SOFTCAP, bool DET>
+   slice in the plain kernel, p.deterministic). VARLEN: cu_seqlens may be set
+   (fa__bwd_sm90_pick_kernel). */
+template <bool BF16, int D, bool EXTRAS, bool SOFTCAP, bool DET, bool VARLEN>
 __global__ void __launch_bounds__(384, 1)
 fa__bwd_kernel_sm90(const __grid_constant__ fa__bwd_maps tm, const fa__bwd_params p)
 {
@@ -8183,9 +8185,9 @@ fa__bwd_kernel_sm90(const __grid_constant__ fa__bwd_maps tm, const fa__bwd_param
 
     if (tid == 0) {
         for (int x = 0; x < 2; x++) {
-            fa__mbar_init(kv_full + 8 * x, p.cu_q ? 2 : 1); /* the producer (and the tails' warp 3) */
+            fa__mbar_init(kv_full + 8 * x, VARLEN && p.cu_q ? 2 : 1); /* the producer (and the tails' warp 3) */
             fa__mbar_init(kv_empty + 8 * x, 8); /* lane 0 of each consumer warp */
-            fa__mbar_init(full + 8 * x, p.cu_q ? 2 : 1);
+            fa__mbar_init(full + 8 * x, VARLEN && p.cu_q ? 2 : 1);
             fa__mbar_init(empty + 8 * x, 256); /* every consumer thread (each read L, D) */
         }
         if (DET) {
@@ -8204,9 +8206,9 @@ fa__bwd_kernel_sm90(const __grid_constant__ fa__bwd_maps tm, const fa__bwd_param
            fits, and DET's 128 x 40 (the dQ writers' place and order: with 32
            they spilled) + 256 x 232. */
         fa__setmaxnreg_dec<DET ? 40 : 24>();
-        if (tid == 0) fa__bwd_sm90_producer<D, L::br, DET, false>(tm, p, sc, sm, lane);
+        if (tid == 0) fa__bwd_sm90_producer<D, L::br, DET, VARLEN, false>(tm, p, sc, sm, lane);
         else if (DET && (warp == 1 || warp == 2)) fa__bwd_sm90_dq_writer<D>(p, sm, warp - 1, lane);
-        else if (warp == 3 && p.cu_q) fa__bwd_sm90_producer<D, L::br, DET, true>(tm, p, sc, sm, lane);
+        else if (VARLEN && warp == 3 && p.cu_q) fa__bwd_sm90_producer<D, L::br, DET, true, true>(tm, p, sc, sm, lane);
         return;
     }
 
@@ -8379,12 +8381,12 @@ static bool fa__bwd_det_rotates(int64_t nk, int64_t nq, int sms)
 /* Run the main kernel on sm_90a when it can; *ran = 0 (and FA_OK) leaves
    the problem to the sm_80 kernel: no sm_90a code for this GPU, a view TMA
    cannot describe, or too little shared memory. */
-template <bool BF16, int D, bool EXTRAS, bool SOFTCAP, bool DET>
+template <bool BF16, int D, bool EXTRAS, bool SOFTCAP, bool DET, bool VARLEN>
 static fa_status fa__bwd_launch_sm90(const fa__bwd_params &kp, const fa__gpu &gpu, cudaStream_t st, int *ran) {
     typedef fa__bwd_sm90_klayout<D, EXTRAS, SOFTCAP, DET> L;
     constexpr int BC = L::bc, BR = L::br;
     const size_t smem = 1024 + (DET ? L::total_det : L::total);
-    void (*kern)(const fa__bwd_maps, const fa__bwd_params) = fa__bwd_kernel_sm90<BF16, D, EXTRAS, SOFTCAP, DET>;
+    void (*kern)(const fa__bwd_maps, const fa__bwd_params) = fa__bwd_kernel_sm90<BF16, D, EXTRAS, SOFTCAP, DET, VARLEN>;
     cudaFuncAttributes fa;
     fa__bwd_maps tm;
     const int sms = gpu.sms;
@@ -8451,21 +8453,30 @@ static fa_status fa__bwd_launch_sm90(const fa__bwd_params &kp, const fa__gpu &gp
 }
 /* Which sm_90a kernel: softcap, ALiBi and dropout (the extras) take its
    EXTRAS kernels, the deterministic mode its DET kernels; both at once run
-   the sm_80 kernel (*ran = 0). */
-template <bool BF16, int D>
-static fa_status fa__bwd_sm90_pick(const fa__bwd_params &kp, const fa__gpu &gpu, cudaStream_t st, int *ran) {
+   the sm_80 kernel (*ran = 0). A kernel with VARLEN takes cu_seqlens too
+   (the maps by token, the tails' copies by warp 3: fa__bwd_sm90_producer);
+   the plain and DET kernels have a twin without, for equal lengths, which
+   the varlen code slowed [bwd-varlen]. (The EXTRAS kernels take both:
+   twins of them too cost compile time.) */
+template <bool BF16, int D, bool VARLEN>
+static fa_status fa__bwd_sm90_pick_kernel(const fa__bwd_params &kp, const fa__gpu &gpu, cudaStream_t st, int *ran) {
     const bool extras = kp.dropout || kp.softcap > 0.f || kp.alibi, cap = kp.softcap > 0.f;
     /* (D 256 without FA__BWD_SM90_BULK256: slices, any kernel) */
     constexpr bool ORDERED = fa__bwd_sm90_layout<D>::dq_tile || FA__BWD_SM90_BULK256;
     *ran = 0;
     if (ORDERED && kp.deterministic) {
         if constexpr (ORDERED)
-            if (!extras) return fa__bwd_launch_sm90<BF16, D, false, false, true>(kp, gpu, st, ran);
+            if (!extras) return fa__bwd_launch_sm90<BF16, D, false, false, true, VARLEN>(kp, gpu, st, ran);
         return FA_OK;
     }
-    return !extras ? fa__bwd_launch_sm90<BF16, D, false, false, false>(kp, gpu, st, ran)
-         : cap     ? fa__bwd_launch_sm90<BF16, D, true, true, false>(kp, gpu, st, ran)
-                   : fa__bwd_launch_sm90<BF16, D, true, false, false>(kp, gpu, st, ran);
+    return !extras ? fa__bwd_launch_sm90<BF16, D, false, false, false, VARLEN>(kp, gpu, st, ran)
+         : cap     ? fa__bwd_launch_sm90<BF16, D, true, true, false, true>(kp, gpu, st, ran)
+                   : fa__bwd_launch_sm90<BF16, D, true, false, false, true>(kp, gpu, st, ran);
+}
+template <bool BF16, int D>
+static fa_status fa__bwd_sm90_pick(const fa__bwd_params &kp, const fa__gpu &gpu, cudaStream_t st, int *ran) {
+    return kp.cu_q ? fa__bwd_sm90_pick_kernel<BF16, D, true>(kp, gpu, st, ran)
+                   : fa__bwd_sm90_pick_kernel<BF16, D, false>(kp, gpu, st, ran);
 }
 #endif /* FLASHATTN_NO_HOPPER (backward launch) */
 

@@ -631,7 +631,7 @@ int main(int argc, char **argv)
         constexpr int D90 = fa__bwd_kernel_dim(64) ? fa__bwd_kernel_dim(64) : 64;
         cudaFuncAttributes fa;
         sm90 = prop.major == 9 && prop.minor == 0 &&
-               cudaFuncGetAttributes(&fa, fa__bwd_kernel_sm90<true, D90, false, false, false>) == cudaSuccess &&
+               cudaFuncGetAttributes(&fa, fa__bwd_kernel_sm90<true, D90, false, false, false, false>) == cudaSuccess &&
                fa.binaryVersion == 90 && fa.sharedSizeBytes == 0;
         (void)cudaGetLastError();
     }
