@@ -7380,7 +7380,8 @@ __device__ __forceinline__ void fa__bwd_sm90_ds(const fa__bwd_params &p, const f
    call per 4 elements (fa__bwd_sm90_keep) [bwd-sm90-extras]. The
    deterministic mode takes DET kernels (ordered dQ adds,
    fa__bwd_sm90_send_dq, _send_dq256); with the extras it runs the sm_80 kernel. Variable
-   length (cu_seqlens) runs here too. Rows past seqlen_q / seqlen_k read as zeros (TMA
+   length (cu_seqlens) runs here too, the plain and DET kernels as a twin of
+   their own (VARLEN, fa__bwd_sm90_pick_kernel). Rows past seqlen_q / seqlen_k read as zeros (TMA
    fills a box outside the tensor with zeros; with cu_seqlens, where the
    next sequence lies past the end, the producer copies such a tile
    itself), and the padded L = +inf (kernel 1) makes P = 0 on query rows
