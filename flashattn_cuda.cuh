@@ -6652,7 +6652,7 @@ __global__ void __launch_bounds__(256) fa__bwd_preprocess_kernel(const fa__bwd_p
 
 /* Where element (r, c) of a head's accumulator rows lies, from the head's
    first. Row-major, or (acc_tiled 1: the sm_90a kernel at D = 64 and 128;
-   2: at D = 256 unless deterministic, below)
+   2: at D = 256, below)
    each 64-row block as that kernel's consumer threads hold it, so that a
    block leaves shared memory as one contiguous bulk add: float4 i of
    consumer thread T at (256 i + T) * 4, thread T = 128 cw + 32 wq + 4 g + t
@@ -6660,14 +6660,14 @@ __global__ void __launch_bounds__(256) fa__bwd_preprocess_kernel(const fa__bwd_p
 static __device__ __forceinline__ int64_t fa__bwd_acc_off(const fa__bwd_params &p, int64_t r, int c)
 {
     if (!p.acc_tiled) return r * p.acc_d + c;
+    /* the element's thread in its warpgroup (wgmma's accumulator fragment) and its place in the float4 */
+    const int rb = (int)(r % 64), T = rb / 16 * 32 + rb % 8 * 4 + c % 8 / 2, e = rb % 16 / 8 * 2 + c % 2;
     if (p.acc_tiled == 2) { /* D 256: float4 n = 0-7 of warpgroup 0's threads, of 1's, then n = 8-15 of both */
-        const int rb = (int)(r % 64), n = c % 128 / 8;
-        const int T = rb / 16 * 32 + rb % 8 * 4 + c % 8 / 2, e = rb % 16 / 8 * 2 + c % 2;
+        const int n = c % 128 / 8;
         return (r - rb) * p.acc_d + n / 8 * 8192 + c / 128 * 4096 + (128 * (n % 8) + T) * 4 + e;
     }
-    const int dq = p.acc_d / 2, rb = (int)(r % 64), i = c % dq / 8;
-    const int T = c / dq * 128 + rb / 16 * 32 + rb % 8 * 4 + c % 8 / 2, e = rb % 16 / 8 * 2 + c % 2;
-    return (r - rb) * p.acc_d + (256 * i + T) * 4 + e;
+    const int dq = p.acc_d / 2, i = c % dq / 8; /* warpgroup c / dq's float4 i */
+    return (r - rb) * p.acc_d + (256 * i + c / dq * 128 + T) * 4 + e;
 }
 /* 8 columns from c0 (a multiple of 8) of accumulator row r of head h */
 static __device__ __forceinline__ void fa__bwd_acc_load8(const fa__bwd_params &p, const float *head, int64_t r, int c0,
@@ -8515,7 +8515,7 @@ static fa_status fa__bwd_run(const fa__bwd_params &kp, const fa__bwd_plan &pl, c
     FA__BWD_MAIN(32, 64, 128) FA__BWD_MAIN(64, 64, 128) FA__BWD_MAIN(128, 64, 128) FA__BWD_MAIN(256, 32, 64)
 #undef FA__BWD_MAIN
     if (s != FA_OK) return s;
-    fa__bwd_params kc = kp; /* the sm_90a kernel (D 256: not deterministic) left the accumulator tiled, */
+    fa__bwd_params kc = kp; /* the sm_90a kernel left the accumulator tiled (D 256 without BULK256: not), */
     kc.acc_tiled = !ran ? 0 : pl.D <= 128 ? 1 : FA__BWD_SM90_BULK256 ? 2 : 0;
     kc.deterministic = kp.deterministic && !kc.acc_tiled; /* and summed in order: slice 0 holds dQ */
     FA__LAUNCH(fa__bwd_dq_convert_kernel<BF16>, rows_grid, 256, 0, st, kc);

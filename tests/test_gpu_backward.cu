@@ -624,9 +624,10 @@ int main(int argc, char **argv)
     (void)fa__sm90_launches; (void)fa__sm90_disable; (void)fa__sm90_grid_cap; (void)fa__sm90_shape_sel; /* forward hooks */
     /* The sm_90a backward can run here: a device of compute capability 9.0
        and sm_90a code in this binary (the launcher's own test). Then every
-       case must take it but those on the d 32 kernel
-       and, at d <= 128, deterministic ones with softcap, ALiBi or dropout:
-       softcap, ALiBi and dropout too, and the deterministic mode. */
+       case must take it (softcap, ALiBi, dropout, variable length and the
+       deterministic mode included) but those on the d 32 kernel and the
+       deterministic ones with softcap, ALiBi or dropout, which run the sm_80
+       kernel (at d 256 these too take it with FA__BWD_SM90_BULK256 0). */
     {
         constexpr int D90 = fa__bwd_kernel_dim(64) ? fa__bwd_kernel_dim(64) : 64;
         cudaFuncAttributes fa;
