@@ -7238,6 +7238,40 @@ __device__ __forceinline__ uint32_t fa__bwd_sm90_keep(const fa__bwd_params &p, i
     return keep;
 }
 
+#ifndef FA__BWD_SM90_PFFMA
+#define FA__BWD_SM90_PFFMA 1
+#endif
+#ifndef FA__BWD_SM90_PVER
+#define FA__BWD_SM90_PVER 1
+#endif
+
+/* (2) without the extras: P^T = exp2(S^T scale - L), the exponent's
+   argument one FFMA (FA__BWD_SM90_PFFMA) ahead of the mask's select;
+   MASK: the mask's test compiled in, taken where need_mask */
+template <bool BF16, bool MASK, int NQ>
+__device__ __forceinline__ void fa__bwd_sm90_p_plain(const fa__bwd_params &p, const fa__bwd_seq &s,
+                                                     const float (&sT)[NQ][4], float (&pT)[NQ][4],
+                                                     uint32_t (&pa)[NQ / 2][1][4], const float *sL, bool need_mask,
+                                                     int i0, int kj, int t)
+{
+#pragma unroll
+    for (int n = 0; n < NQ; n++) {
+        const float2 l2 = *reinterpret_cast<const float2 *>(sL + 8 * n + 2 * t);
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            const float l = (e & 1) ? l2.y : l2.x;
+            float x = FA__BWD_SM90_PFFMA ? fmaf(sT[n][e], p.scale_log2, -l) : sT[n][e] * p.scale_log2;
+            if (MASK && need_mask && !fa__bwd_visible(p, s.sq, s.sk, i0 + 8 * n + 2 * t + (e & 1), kj + (e >> 1) * 8))
+                x = -INFINITY;
+            pT[n][e] = fa__exp2(FA__BWD_SM90_PFFMA ? x : x - l);
+        }
+    }
+#pragma unroll
+    for (int n = 0; n < NQ; n++) { /* (fa__pack_p's order) */
+        pa[n / 2][0][2 * (n % 2)] = fa__pack2<BF16>(pT[n][0], pT[n][1]);
+        pa[n / 2][0][2 * (n % 2) + 1] = fa__pack2<BF16>(pT[n][2], pT[n][3]);
+    }
+}
 /* (2) P^T = exp2(score - L) (lines 11-13): the score from S^T by
    fa__bwd_score (EXTRAS: softcap, ALiBi), masked on tiles that need it;
    P^T (dropped: dV's A operand) packed into pa. pT keeps the undropped
@@ -7250,22 +7284,15 @@ __device__ __forceinline__ void fa__bwd_sm90_p(const fa__bwd_params &p, const fa
                                                uint32_t keep, bool need_mask, int h, int i0, int kj, int t)
 {
     if (!EXTRAS) {
-#pragma unroll
-        for (int n = 0; n < NQ; n++) {
-            const float2 l2 = *reinterpret_cast<const float2 *>(sL + 8 * n + 2 * t);
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-                float x = sT[n][e] * p.scale_log2;
-                if (need_mask && !fa__bwd_visible(p, s.sq, s.sk, i0 + 8 * n + 2 * t + (e & 1), kj + (e >> 1) * 8))
-                    x = -INFINITY;
-                pT[n][e] = fa__exp2(x - ((e & 1) ? l2.y : l2.x));
-            }
-        }
-#pragma unroll
-        for (int n = 0; n < NQ; n++) { /* (fa__pack_p's order) */
-            pa[n / 2][0][2 * (n % 2)] = fa__pack2<BF16>(pT[n][0], pT[n][1]);
-            pa[n / 2][0][2 * (n % 2) + 1] = fa__pack2<BF16>(pT[n][2], pT[n][3]);
-        }
+        /* the mask's test and select compiled only into the copy taken on
+           tiles that need it (FA__BWD_SM90_PVER; one copy at NQ 16, D 64's
+           128-query step, where two spilled) */
+        if (!FA__BWD_SM90_PVER || NQ > 8)
+            fa__bwd_sm90_p_plain<BF16, true, NQ>(p, s, sT, pT, pa, sL, need_mask, i0, kj, t);
+        else if (need_mask)
+            fa__bwd_sm90_p_plain<BF16, true, NQ>(p, s, sT, pT, pa, sL, true, i0, kj, t);
+        else
+            fa__bwd_sm90_p_plain<BF16, false, NQ>(p, s, sT, pT, pa, sL, false, i0, kj, t);
         return;
     }
     const float slope2 = p.alibi ? p.alibi[h] * 1.4426950408889634f : 0.f;
@@ -7307,6 +7334,9 @@ __device__ __forceinline__ void fa__bwd_sm90_ds(const fa__bwd_params &p, const f
     }
 }
 
+#ifndef FA__BWD_SM90_DQ_LATE
+#define FA__BWD_SM90_DQ_LATE 1 /* 0: each step sends its own dQ tile at its end (ablation only) [bwd-stalls] */
+#endif
 #ifndef FA__BWD_SM90_BULK256
 #define FA__BWD_SM90_BULK256 1 /* 0: D 256's dQ by atomics (ablation only) [bwd-d256] */
 #endif
@@ -7809,20 +7839,17 @@ __device__ __forceinline__ void fa__bwd_sm90_hand_over(const fa__bwd_params &p, 
 }
 /* A step's fp32 partial dQ, the 64-row tile at p.dq_acc + blk, as one bulk
    add: each consumer thread T's fragments into shared memory at sdq in the
-   accumulator's order (fa__bwd_acc_off), then thread 0 sends the whole
-   tile, added in L2: no atomics in the consumers' loop. The fence makes
-   the stores visible to the bulk copy; the barrier has them all done before
-   thread 0 sends. (Thread 0 waits for the copy to have read the tile before
-   the next step's barrier 1 lets anyone rewrite it.) Deterministic: the
-   tile goes to a dQ writer instead (fa__bwd_sm90_dq_writer), in two
-   buffers taken in turn (a writer each), with the step that made it (key
-   block jb, query block ib, head h, sequence b); the consumers wait only
-   for a writer to have read a buffer's last tile before they rewrite it. `sends` counts
-   the tiles handed over (the buffer and the barriers' parity). */
+   accumulator's order (fa__bwd_acc_off, fa__bwd_sm90_stage_dq), then thread
+   0 sends the whole tile, added in L2: no atomics in the consumers' loop
+   (fa__bwd_sm90_flush_dq). Deterministic: the tile goes to a dQ writer
+   instead (fa__bwd_sm90_dq_writer), in two buffers taken in turn (a writer
+   each), with the step that made it (key block jb, query block ib, head h,
+   sequence b); the consumers wait only for a writer to have read a buffer's
+   last tile before they rewrite it. `sends` counts the tiles handed over
+   (the buffer and the barriers' parity). */
 template <int N, bool DET, bool WIDE>
-__device__ __forceinline__ void fa__bwd_sm90_send_dq(const fa__bwd_params &p, const float (&dq)[N][4],
-                                                     const fa__bwd_sm90_smem &sm, int T, int64_t blk,
-                                                     uint32_t bytes, int &sends, int jb, int ib, int h, int bt)
+__device__ __forceinline__ void fa__bwd_sm90_stage_dq(const float (&dq)[N][4], const fa__bwd_sm90_smem &sm, int T,
+                                                      int sends, int ib, int jb)
 {
     const int b = sends & 1; /* DET: buffers in turn */
     const uint32_t sdq = DET && b ? sm.sdQ2 : sm.sdQ;
@@ -7839,15 +7866,33 @@ __device__ __forceinline__ void fa__bwd_sm90_send_dq(const fa__bwd_params &p, co
         const int at = WIDE ? T / 128 * 1024 + 256 * (n % 4) + 128 * (n / 4) + T % 128 : 256 * n + T;
         fa__st_shared_f4(sdq + at * 16, dq[n][0], dq[n][1], dq[n][2], dq[n][3]);
     }
+}
+/* The staged tile sent: the fence makes every thread's stores visible to
+   the bulk copy; the barrier has them all done before thread 0 sends.
+   (Thread 0 waits for the copy to have read the tile before a step's
+   barrier 1 lets anyone rewrite it.) */
+__device__ __forceinline__ void fa__bwd_sm90_flush_dq(const fa__bwd_params &p, const fa__bwd_sm90_smem &sm, int T,
+                                                      int64_t blk, uint32_t bytes)
+{
     fa__fence_async_shared();
     fa__named_sync(2, 256);
-    if (DET) {
-        fa__bwd_sm90_hand_over(p, sm, T == 0, blk, sends, jb, ib, h, bt);
+    if (T != 0) return;
+    fa__bulk_store<true>(p.dq_acc + blk, sm.sdQ, bytes);
+    fa__bulk_commit();
+}
+template <int N, bool DET, bool WIDE>
+__device__ __forceinline__ void fa__bwd_sm90_send_dq(const fa__bwd_params &p, const float (&dq)[N][4],
+                                                     const fa__bwd_sm90_smem &sm, int T, int64_t blk,
+                                                     uint32_t bytes, int &sends, int jb, int ib, int h, int bt)
+{
+    fa__bwd_sm90_stage_dq<N, DET, WIDE>(dq, sm, T, sends, ib, jb);
+    if (!DET) {
+        fa__bwd_sm90_flush_dq(p, sm, T, blk, bytes);
         return;
     }
-    if (T != 0) return;
-    fa__bulk_store<true>(p.dq_acc + blk, sdq, bytes);
-    fa__bulk_commit();
+    fa__fence_async_shared();
+    fa__named_sync(2, 256);
+    fa__bwd_sm90_hand_over(p, sm, T == 0, blk, sends, jb, ib, h, bt);
 }
 
 /* The split tile's dQ (D 256): its 64 x 256 fp32 tile in the accumulator's
@@ -7976,6 +8021,13 @@ __device__ __forceinline__ void fa__bwd_sm90_consumer(const fa__bwd_params &p, c
        (a run-time choice here, p.deterministic, spilled 44 bytes more) */
     constexpr bool bulk = SPLIT && !DET && FA__BWD_SM90_BULK256; /* (deterministic: DET, fa__bwd_sm90_pick) */
     bool owe = false; /* (the stage of the step before: st ^ 1) */
+    /* LATE: a step's dQ tile is staged at its end and sent once the next
+       step's S^T and dP^T are issued, so that the fence, barrier 2 and the
+       bulk add wait under the tensor cores' work instead of between steps;
+       late_blk: the staged tile's place (-1: none) */
+    constexpr bool LATE = FA__BWD_SM90_DQ_LATE && L::dq_tile && !DET;
+    const int T = 128 * cw + 32 * wq + lane;
+    int64_t late_blk = -1;
     for (int k = 0; k < sc.rounds; k++) {
         fa__bwd_work w;
         if (!fa__bwd_sm90_work<BR, BC, DET>(p, sc, k, w)) continue; /* (a unit no query sees still writes dK = dV = 0) */
@@ -8013,6 +8065,10 @@ __device__ __forceinline__ void fa__bwd_sm90_consumer(const fa__bwd_params &p, c
                                         fa__wg_desc(do_s + (q0 + (kk / 4) * BR) * 128 + (kk % 4) * 32, 16, 1024),
                                         kk > 0);
             fa__wgmma_commit();
+            if (LATE && late_blk >= 0) { /* the step before's dQ tile */
+                fa__bwd_sm90_flush_dq(p, sm, T, late_blk, BR * D * 4);
+                late_blk = -1;
+            }
             /* the dropout keep bits while S^T and dP^T run (they need neither) */
             uint32_t keep = 0u;
             if constexpr (EXTRAS) keep = fa__bwd_sm90_keep<NQ>(p, w.b, h, i0 + q0, w.j0 + krow, t, lane);
@@ -8111,9 +8167,12 @@ __device__ __forceinline__ void fa__bwd_sm90_consumer(const fa__bwd_params &p, c
             /* the fp32 partial dQ (deterministic: in order; without FA__BWD_SM90_BULK256, block j's own slice at D = 256) */
             const int64_t blk = (p.deterministic && !L::dq_tile && !DET ? (int64_t)w.jb * p.acc_slice : 0) +
                                 ((int64_t)h * p.acc_rows + w.s.acc_row0 + i0) * p.acc_d; /* its 64-row block */
-            if constexpr (L::dq_tile) {
-                fa__bwd_sm90_send_dq<DQ / 8, DET, WIDE>(p, dq[0], sm, 128 * cw + 32 * wq + lane, blk, BR * D * 4,
-                                                        sends, w.jb, i0 / BR, h, w.b);
+            if constexpr (LATE) {
+                fa__bwd_sm90_stage_dq<DQ / 8, false, WIDE>(dq[0], sm, T, 0, i0 / BR, w.jb);
+                late_blk = blk;
+            } else if constexpr (L::dq_tile) {
+                fa__bwd_sm90_send_dq<DQ / 8, DET, WIDE>(p, dq[0], sm, T, blk, BR * D * 4, sends, w.jb, i0 / BR, h,
+                                                        w.b);
             } else if constexpr (bulk || (SPLIT && DET)) {
                 if (fa__bwd_sm90_send_dq256<DQ / 8, DET>(p, dq[0], sm, q_s + kvcol, do_s + kvcol, cw, 32 * wq + lane,
                                                          blk, sends, w.jb, i0 / BR, h, w.b))
@@ -8140,6 +8199,7 @@ __device__ __forceinline__ void fa__bwd_sm90_consumer(const fa__bwd_params &p, c
         fa__bwd_store_dkdv<BF16, DKV / 8>(p, w.s, w.b, w.hk, w.j0, krow, SPLIT ? cw * DKV : 0, t, dk[0], dv[0]);
         FLASHATTN_TRACE(46, w.jb, w.hk);
     }
+    if (LATE && late_blk >= 0) fa__bwd_sm90_flush_dq(p, sm, T, late_blk, BR * D * 4); /* (the last tile) */
     if ((L::dq_tile || bulk) && (bulk || cw == 0) && warp % 4 == 0 && lane == 0)
         fa__bulk_wait<false>(); /* (done: smem goes) */
     if (DET && cw == 0 && warp % 4 == 0 && lane == 0) /* each writer's last message: no more tiles */
