@@ -7238,16 +7238,14 @@ __device__ __forceinline__ uint32_t fa__bwd_sm90_keep(const fa__bwd_params &p, i
     return keep;
 }
 
-#ifndef FA__BWD_SM90_PFFMA
-#define FA__BWD_SM90_PFFMA 1
-#endif
 #ifndef FA__BWD_SM90_PVER
-#define FA__BWD_SM90_PVER 1
+#define FA__BWD_SM90_PVER 1 /* 0: the mask's test in every tile's P loop (ablation only) [bwd-stalls] */
 #endif
 
 /* (2) without the extras: P^T = exp2(S^T scale - L), the exponent's
-   argument one FFMA (FA__BWD_SM90_PFFMA) ahead of the mask's select;
-   MASK: the mask's test compiled in, taken where need_mask */
+   argument one FFMA ahead of the mask's select (a multiply, the select,
+   then the subtract took two instructions an element); MASK: the mask's
+   test compiled in, taken where need_mask */
 template <bool BF16, bool MASK, int NQ>
 __device__ __forceinline__ void fa__bwd_sm90_p_plain(const fa__bwd_params &p, const fa__bwd_seq &s,
                                                      const float (&sT)[NQ][4], float (&pT)[NQ][4],
@@ -7259,11 +7257,10 @@ __device__ __forceinline__ void fa__bwd_sm90_p_plain(const fa__bwd_params &p, co
         const float2 l2 = *reinterpret_cast<const float2 *>(sL + 8 * n + 2 * t);
 #pragma unroll
         for (int e = 0; e < 4; e++) {
-            const float l = (e & 1) ? l2.y : l2.x;
-            float x = FA__BWD_SM90_PFFMA ? fmaf(sT[n][e], p.scale_log2, -l) : sT[n][e] * p.scale_log2;
+            float x = fmaf(sT[n][e], p.scale_log2, -((e & 1) ? l2.y : l2.x));
             if (MASK && need_mask && !fa__bwd_visible(p, s.sq, s.sk, i0 + 8 * n + 2 * t + (e & 1), kj + (e >> 1) * 8))
                 x = -INFINITY;
-            pT[n][e] = fa__exp2(FA__BWD_SM90_PFFMA ? x : x - l);
+            pT[n][e] = fa__exp2(x);
         }
     }
 #pragma unroll
