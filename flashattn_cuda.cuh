@@ -7242,22 +7242,41 @@ __device__ __forceinline__ uint32_t fa__bwd_sm90_keep(const fa__bwd_params &p, i
 #define FA__BWD_SM90_PVER 1 /* 0: the mask's test in every tile's P loop (ablation only) [bwd-stalls] */
 #endif
 
+/* This thread's L (or D) values of a step, r[n] for its query pairs 8n +
+   2t (+1), in their stage at src: read where used, or (REGS) into
+   registers at init, so that they can be read before the product that
+   needs them is waited for */
+template <int NQ, bool REGS> struct fa__bwd_rows {
+    const float *src;
+    int t;
+    float2 v[REGS ? NQ : 1];
+    __device__ __forceinline__ void init(const float *s, int t_)
+    {
+        src = s, t = t_;
+#pragma unroll
+        for (int n = 0; n < (REGS ? NQ : 0); n++) v[n] = *reinterpret_cast<const float2 *>(s + 8 * n + 2 * t);
+    }
+    __device__ __forceinline__ float2 operator[](int n) const
+    {
+        return REGS ? v[n] : *reinterpret_cast<const float2 *>(src + 8 * n + 2 * t);
+    }
+};
+
 /* (2) without the extras: P^T = exp2(S^T scale - L), the exponent's
    argument one FFMA ahead of the mask's select (a multiply, the select,
    then the subtract took two instructions an element); MASK: the mask's
    test compiled in, taken where need_mask */
-template <bool BF16, bool MASK, int NQ>
+template <bool BF16, bool MASK, int NQ, class R>
 __device__ __forceinline__ void fa__bwd_sm90_p_plain(const fa__bwd_params &p, const fa__bwd_seq &s,
                                                      const float (&sT)[NQ][4], float (&pT)[NQ][4],
-                                                     uint32_t (&pa)[NQ / 2][1][4], const float *sL, bool need_mask,
+                                                     uint32_t (&pa)[NQ / 2][1][4], const R &l2, bool need_mask,
                                                      int i0, int kj, int t)
 {
 #pragma unroll
     for (int n = 0; n < NQ; n++) {
-        const float2 l2 = *reinterpret_cast<const float2 *>(sL + 8 * n + 2 * t);
 #pragma unroll
         for (int e = 0; e < 4; e++) {
-            float x = fmaf(sT[n][e], p.scale_log2, -((e & 1) ? l2.y : l2.x));
+            float x = fmaf(sT[n][e], p.scale_log2, -((e & 1) ? l2[n].y : l2[n].x));
             if (MASK && need_mask && !fa__bwd_visible(p, s.sq, s.sk, i0 + 8 * n + 2 * t + (e & 1), kj + (e >> 1) * 8))
                 x = -INFINITY;
             pT[n][e] = fa__exp2(x);
@@ -7275,27 +7294,26 @@ __device__ __forceinline__ void fa__bwd_sm90_p_plain(const fa__bwd_params &p, co
    P^T, times softcap's derivative 1 - tanh^2 under SOFTCAP: dS^T =
    P^T dcap (dP^T - D) needs only the product, so dcap takes no registers
    of its own. */
-template <bool BF16, bool EXTRAS, bool SOFTCAP, int NQ>
+template <bool BF16, bool EXTRAS, bool SOFTCAP, int NQ, class R>
 __device__ __forceinline__ void fa__bwd_sm90_p(const fa__bwd_params &p, const fa__bwd_seq &s, const float (&sT)[NQ][4],
-                                               float (&pT)[NQ][4], uint32_t (&pa)[NQ / 2][1][4], const float *sL,
+                                               float (&pT)[NQ][4], uint32_t (&pa)[NQ / 2][1][4], const R &l2,
                                                uint32_t keep, bool need_mask, int h, int i0, int kj, int t)
 {
     if (!EXTRAS) {
         /* the mask's test and select compiled only into the copy taken on
            tiles that need it (FA__BWD_SM90_PVER; one copy at NQ 16, D 64's
            128-query step, where two spilled) */
-        if (!FA__BWD_SM90_PVER || NQ > 8)
-            fa__bwd_sm90_p_plain<BF16, true, NQ>(p, s, sT, pT, pa, sL, need_mask, i0, kj, t);
+        if (!FA__BWD_SM90_PVER || (NQ > 8 && FA__BWD_SM90_PVER < 2))
+            fa__bwd_sm90_p_plain<BF16, true, NQ, R>(p, s, sT, pT, pa, l2, need_mask, i0, kj, t);
         else if (need_mask)
-            fa__bwd_sm90_p_plain<BF16, true, NQ>(p, s, sT, pT, pa, sL, true, i0, kj, t);
+            fa__bwd_sm90_p_plain<BF16, true, NQ, R>(p, s, sT, pT, pa, l2, true, i0, kj, t);
         else
-            fa__bwd_sm90_p_plain<BF16, false, NQ>(p, s, sT, pT, pa, sL, false, i0, kj, t);
+            fa__bwd_sm90_p_plain<BF16, false, NQ, R>(p, s, sT, pT, pa, l2, false, i0, kj, t);
         return;
     }
     const float slope2 = p.alibi ? p.alibi[h] * 1.4426950408889634f : 0.f;
 #pragma unroll
     for (int n = 0; n < NQ; n++) {
-        const float2 l2 = *reinterpret_cast<const float2 *>(sL + 8 * n + 2 * t);
         float q[4]; /* P^T dropped */
 #pragma unroll
         for (int e = 0; e < 4; e++) {
@@ -7303,7 +7321,7 @@ __device__ __forceinline__ void fa__bwd_sm90_p(const fa__bwd_params &p, const fa
             float dcap = 1.f;
             float x = fa__bwd_score<SOFTCAP>(p, sT[n][e], slope2, qi, kje, s.sk - s.sq, dcap);
             if (need_mask && !fa__bwd_visible(p, s.sq, s.sk, qi, kje)) x = -INFINITY;
-            const float pe = fa__exp2(x - ((e & 1) ? l2.y : l2.x));
+            const float pe = fa__exp2(x - ((e & 1) ? l2[n].y : l2[n].x));
             q[e] = p.dropout ? fa__bwd_drop(p, keep, 4 * n + e, pe) : pe;
             pT[n][e] = SOFTCAP ? pe * dcap : pe;
         }
@@ -7314,25 +7332,27 @@ __device__ __forceinline__ void fa__bwd_sm90_p(const fa__bwd_params &p, const fa
 
 /* (5) dS^T = P^T (dP^T Z / (1 - p) - D) (lines 18-20), pT from
    fa__bwd_sm90_p (with softcap's derivative in it). */
-template <bool EXTRAS, int NQ>
+template <bool EXTRAS, int NQ, class R>
 __device__ __forceinline__ void fa__bwd_sm90_ds(const fa__bwd_params &p, const float (&dpT)[NQ][4],
-                                                const float (&pT)[NQ][4], float (&dsT)[NQ][4], const float *sD,
-                                                uint32_t keep, int t)
+                                                const float (&pT)[NQ][4], float (&dsT)[NQ][4], const R &d2,
+                                                uint32_t keep)
 {
 #pragma unroll
     for (int n = 0; n < NQ; n++) {
-        const float2 d2 = *reinterpret_cast<const float2 *>(sD + 8 * n + 2 * t);
 #pragma unroll
         for (int e = 0; e < 4; e++) {
             float dp = dpT[n][e];
             if (EXTRAS && p.dropout) dp = fa__bwd_drop(p, keep, 4 * n + e, dp);
-            dsT[n][e] = pT[n][e] * (dp - ((e & 1) ? d2.y : d2.x));
+            dsT[n][e] = pT[n][e] * (dp - ((e & 1) ? d2[n].y : d2[n].x));
         }
     }
 }
 
+#ifndef FA__BWD_SM90_PRE_LD
+#define FA__BWD_SM90_PRE_LD 1
+#endif
 #ifndef FA__BWD_SM90_DQ_LATE
-#define FA__BWD_SM90_DQ_LATE 1 /* 0: each step sends its own dQ tile at its end (ablation only) [bwd-stalls] */
+#define FA__BWD_SM90_DQ_LATE 2 /* 0: each step sends its own dQ tile at its end, 1: so do the deterministic kernels (ablation only) [bwd-stalls] */
 #endif
 #ifndef FA__BWD_SM90_BULK256
 #define FA__BWD_SM90_BULK256 1 /* 0: D 256's dQ by atomics (ablation only) [bwd-d256] */
@@ -7865,14 +7885,21 @@ __device__ __forceinline__ void fa__bwd_sm90_stage_dq(const float (&dq)[N][4], c
     }
 }
 /* The staged tile sent: the fence makes every thread's stores visible to
-   the bulk copy; the barrier has them all done before thread 0 sends.
-   (Thread 0 waits for the copy to have read the tile before a step's
-   barrier 1 lets anyone rewrite it.) */
+   the bulk copy; the barrier has them all done before thread 0 sends
+   (deterministic: before the tile is handed over). (Thread 0 waits for the
+   copy to have read the tile before a step's barrier 1 lets anyone rewrite
+   it.) */
+template <bool DET>
 __device__ __forceinline__ void fa__bwd_sm90_flush_dq(const fa__bwd_params &p, const fa__bwd_sm90_smem &sm, int T,
-                                                      int64_t blk, uint32_t bytes)
+                                                      int64_t blk, uint32_t bytes, int &sends, int jb, int ib, int h,
+                                                      int bt)
 {
     fa__fence_async_shared();
     fa__named_sync(2, 256);
+    if (DET) {
+        fa__bwd_sm90_hand_over(p, sm, T == 0, blk, sends, jb, ib, h, bt);
+        return;
+    }
     if (T != 0) return;
     fa__bulk_store<true>(p.dq_acc + blk, sm.sdQ, bytes);
     fa__bulk_commit();
@@ -7883,13 +7910,7 @@ __device__ __forceinline__ void fa__bwd_sm90_send_dq(const fa__bwd_params &p, co
                                                      uint32_t bytes, int &sends, int jb, int ib, int h, int bt)
 {
     fa__bwd_sm90_stage_dq<N, DET, WIDE>(dq, sm, T, sends, ib, jb);
-    if (!DET) {
-        fa__bwd_sm90_flush_dq(p, sm, T, blk, bytes);
-        return;
-    }
-    fa__fence_async_shared();
-    fa__named_sync(2, 256);
-    fa__bwd_sm90_hand_over(p, sm, T == 0, blk, sends, jb, ib, h, bt);
+    fa__bwd_sm90_flush_dq<DET>(p, sm, T, blk, bytes, sends, jb, ib, h, bt);
 }
 
 /* The split tile's dQ (D 256): its 64 x 256 fp32 tile in the accumulator's
@@ -8022,9 +8043,12 @@ __device__ __forceinline__ void fa__bwd_sm90_consumer(const fa__bwd_params &p, c
        step's S^T and dP^T are issued, so that the fence, barrier 2 and the
        bulk add wait under the tensor cores' work instead of between steps;
        late_blk: the staged tile's place (-1: none) */
-    constexpr bool LATE = FA__BWD_SM90_DQ_LATE && L::dq_tile && !DET;
+    constexpr bool LATE = FA__BWD_SM90_DQ_LATE && L::dq_tile && (!DET || FA__BWD_SM90_DQ_LATE > 1);
+    /* PRE: L and D into registers before the products' waits (D 128, not DET) */
+    constexpr bool PRE = FA__BWD_SM90_PRE_LD && D == 128 && !EXTRAS && !DET;
     const int T = 128 * cw + 32 * wq + lane;
     int64_t late_blk = -1;
+    int late_jb = 0, late_ib = 0, late_h = 0, late_b = 0; /* (DET: the step that made it) */
     for (int k = 0; k < sc.rounds; k++) {
         fa__bwd_work w;
         if (!fa__bwd_sm90_work<BR, BC, DET>(p, sc, k, w)) continue; /* (a unit no query sees still writes dK = dV = 0) */
@@ -8063,12 +8087,16 @@ __device__ __forceinline__ void fa__bwd_sm90_consumer(const fa__bwd_params &p, c
                                         kk > 0);
             fa__wgmma_commit();
             if (LATE && late_blk >= 0) { /* the step before's dQ tile */
-                fa__bwd_sm90_flush_dq(p, sm, T, late_blk, BR * D * 4);
+                fa__bwd_sm90_flush_dq<DET>(p, sm, T, late_blk, BR * D * 4, sends, late_jb, late_ib, late_h, late_b);
                 late_blk = -1;
             }
             /* the dropout keep bits while S^T and dP^T run (they need neither) */
             uint32_t keep = 0u;
             if constexpr (EXTRAS) keep = fa__bwd_sm90_keep<NQ>(p, w.b, h, i0 + q0, w.j0 + krow, t, lane);
+            /* PRE: L and D read while S^T and dP^T run (the FADDs that need them
+               waited for the shared-memory loads after each product's wait) */
+            fa__bwd_rows<NQ, PRE> l2, d2;
+            l2.init(sL, t);
             fa__wgmma_wait<1>(); /* groups retire in order: S^T is done (dP^T may run) */
             fa__fence_regs(s_flat);
 
@@ -8077,7 +8105,7 @@ __device__ __forceinline__ void fa__bwd_sm90_consumer(const fa__bwd_params &p, c
                written by wgmma only) */
             float pT[1][NQ][4], dsT[1][NQ][4];
             uint32_t pa[NQ / 2][1][4], da[NQ / 2][1][4];
-            fa__bwd_sm90_p<BF16, EXTRAS, SOFTCAP, NQ>(p, w.s, sT[0], pT[0], pa, sL, keep,
+            fa__bwd_sm90_p<BF16, EXTRAS, SOFTCAP, NQ>(p, w.s, sT[0], pT[0], pa, l2, keep,
                                                       fa__bwd_tile_needs_mask(p, w.s, i0, w.j0, BR, BC), h,
                                                       i0 + q0, w.j0 + krow, t);
             /* split: the other warpgroup reads this half of P^T for its dV */
@@ -8091,11 +8119,12 @@ __device__ __forceinline__ void fa__bwd_sm90_consumer(const fa__bwd_params &p, c
                 fa__wgmma<DKV, BF16>::rs(dv_flat, pa[kk][0],
                                          fa__wg_desc(do_s + kvcol + (q0 / 16 + kk) * 2048, BR * 128, 1024), 1);
             fa__wgmma_commit();
+            d2.init(sD, t);
             fa__wgmma_wait<1>(); /* dP^T is done (dV may still run) */
             fa__fence_regs(dp_flat);
 
             /* (5) dS^T = P^T * (dP^T - D) (dropout: dP^T Z / (1 - p)) */
-            fa__bwd_sm90_ds<EXTRAS, NQ>(p, dpT[0], pT[0], dsT[0], sD, keep, t);
+            fa__bwd_sm90_ds<EXTRAS, NQ>(p, dpT[0], pT[0], dsT[0], d2, keep);
             fa__pack_p<BF16>(dsT, da);
             fa__bwd_sm90_store_ds<NQ, BC>(da, ds_s, krow, q0, t);
 
@@ -8165,8 +8194,9 @@ __device__ __forceinline__ void fa__bwd_sm90_consumer(const fa__bwd_params &p, c
             const int64_t blk = (p.deterministic && !L::dq_tile && !DET ? (int64_t)w.jb * p.acc_slice : 0) +
                                 ((int64_t)h * p.acc_rows + w.s.acc_row0 + i0) * p.acc_d; /* its 64-row block */
             if constexpr (LATE) {
-                fa__bwd_sm90_stage_dq<DQ / 8, false, WIDE>(dq[0], sm, T, 0, i0 / BR, w.jb);
+                fa__bwd_sm90_stage_dq<DQ / 8, DET, WIDE>(dq[0], sm, T, sends, i0 / BR, w.jb);
                 late_blk = blk;
+                late_jb = w.jb, late_ib = i0 / BR, late_h = h, late_b = w.b;
             } else if constexpr (L::dq_tile) {
                 fa__bwd_sm90_send_dq<DQ / 8, DET, WIDE>(p, dq[0], sm, T, blk, BR * D * 4, sends, w.jb, i0 / BR, h,
                                                         w.b);
@@ -8196,7 +8226,8 @@ __device__ __forceinline__ void fa__bwd_sm90_consumer(const fa__bwd_params &p, c
         fa__bwd_store_dkdv<BF16, DKV / 8>(p, w.s, w.b, w.hk, w.j0, krow, SPLIT ? cw * DKV : 0, t, dk[0], dv[0]);
         FLASHATTN_TRACE(46, w.jb, w.hk);
     }
-    if (LATE && late_blk >= 0) fa__bwd_sm90_flush_dq(p, sm, T, late_blk, BR * D * 4); /* (the last tile) */
+    if (LATE && late_blk >= 0) /* (the last tile) */
+        fa__bwd_sm90_flush_dq<DET>(p, sm, T, late_blk, BR * D * 4, sends, late_jb, late_ib, late_h, late_b);
     if ((L::dq_tile || bulk) && (bulk || cw == 0) && warp % 4 == 0 && lane == 0)
         fa__bulk_wait<false>(); /* (done: smem goes) */
     if (DET && cw == 0 && warp % 4 == 0 && lane == 0) /* each writer's last message: no more tiles */
