@@ -7242,41 +7242,22 @@ __device__ __forceinline__ uint32_t fa__bwd_sm90_keep(const fa__bwd_params &p, i
 #define FA__BWD_SM90_PVER 1 /* 0: the mask's test in every tile's P loop (ablation only) [bwd-stalls] */
 #endif
 
-/* This thread's L (or D) values of a step, r[n] for its query pairs 8n +
-   2t (+1), in their stage at src: read where used, or (REGS) into
-   registers at init, so that they can be read before the product that
-   needs them is waited for */
-template <int NQ, bool REGS> struct fa__bwd_rows {
-    const float *src;
-    int t;
-    float2 v[REGS ? NQ : 1];
-    __device__ __forceinline__ void init(const float *s, int t_)
-    {
-        src = s, t = t_;
-#pragma unroll
-        for (int n = 0; n < (REGS ? NQ : 0); n++) v[n] = *reinterpret_cast<const float2 *>(s + 8 * n + 2 * t);
-    }
-    __device__ __forceinline__ float2 operator[](int n) const
-    {
-        return REGS ? v[n] : *reinterpret_cast<const float2 *>(src + 8 * n + 2 * t);
-    }
-};
-
 /* (2) without the extras: P^T = exp2(S^T scale - L), the exponent's
    argument one FFMA ahead of the mask's select (a multiply, the select,
    then the subtract took two instructions an element); MASK: the mask's
    test compiled in, taken where need_mask */
-template <bool BF16, bool MASK, int NQ, class R>
+template <bool BF16, bool MASK, int NQ>
 __device__ __forceinline__ void fa__bwd_sm90_p_plain(const fa__bwd_params &p, const fa__bwd_seq &s,
                                                      const float (&sT)[NQ][4], float (&pT)[NQ][4],
-                                                     uint32_t (&pa)[NQ / 2][1][4], const R &l2, bool need_mask,
+                                                     uint32_t (&pa)[NQ / 2][1][4], const float *sL, bool need_mask,
                                                      int i0, int kj, int t)
 {
 #pragma unroll
     for (int n = 0; n < NQ; n++) {
+        const float2 l2 = *reinterpret_cast<const float2 *>(sL + 8 * n + 2 * t);
 #pragma unroll
         for (int e = 0; e < 4; e++) {
-            float x = fmaf(sT[n][e], p.scale_log2, -((e & 1) ? l2[n].y : l2[n].x));
+            float x = fmaf(sT[n][e], p.scale_log2, -((e & 1) ? l2.y : l2.x));
             if (MASK && need_mask && !fa__bwd_visible(p, s.sq, s.sk, i0 + 8 * n + 2 * t + (e & 1), kj + (e >> 1) * 8))
                 x = -INFINITY;
             pT[n][e] = fa__exp2(x);
@@ -7294,26 +7275,27 @@ __device__ __forceinline__ void fa__bwd_sm90_p_plain(const fa__bwd_params &p, co
    P^T, times softcap's derivative 1 - tanh^2 under SOFTCAP: dS^T =
    P^T dcap (dP^T - D) needs only the product, so dcap takes no registers
    of its own. */
-template <bool BF16, bool EXTRAS, bool SOFTCAP, int NQ, class R>
+template <bool BF16, bool EXTRAS, bool SOFTCAP, int NQ>
 __device__ __forceinline__ void fa__bwd_sm90_p(const fa__bwd_params &p, const fa__bwd_seq &s, const float (&sT)[NQ][4],
-                                               float (&pT)[NQ][4], uint32_t (&pa)[NQ / 2][1][4], const R &l2,
+                                               float (&pT)[NQ][4], uint32_t (&pa)[NQ / 2][1][4], const float *sL,
                                                uint32_t keep, bool need_mask, int h, int i0, int kj, int t)
 {
     if (!EXTRAS) {
         /* the mask's test and select compiled only into the copy taken on
            tiles that need it (FA__BWD_SM90_PVER; one copy at NQ 16, D 64's
            128-query step, where two spilled) */
-        if (!FA__BWD_SM90_PVER || (NQ > 8 && FA__BWD_SM90_PVER < 2))
-            fa__bwd_sm90_p_plain<BF16, true, NQ, R>(p, s, sT, pT, pa, l2, need_mask, i0, kj, t);
+        if (!FA__BWD_SM90_PVER || NQ > 8)
+            fa__bwd_sm90_p_plain<BF16, true, NQ>(p, s, sT, pT, pa, sL, need_mask, i0, kj, t);
         else if (need_mask)
-            fa__bwd_sm90_p_plain<BF16, true, NQ, R>(p, s, sT, pT, pa, l2, true, i0, kj, t);
+            fa__bwd_sm90_p_plain<BF16, true, NQ>(p, s, sT, pT, pa, sL, true, i0, kj, t);
         else
-            fa__bwd_sm90_p_plain<BF16, false, NQ, R>(p, s, sT, pT, pa, l2, false, i0, kj, t);
+            fa__bwd_sm90_p_plain<BF16, false, NQ>(p, s, sT, pT, pa, sL, false, i0, kj, t);
         return;
     }
     const float slope2 = p.alibi ? p.alibi[h] * 1.4426950408889634f : 0.f;
 #pragma unroll
     for (int n = 0; n < NQ; n++) {
+        const float2 l2 = *reinterpret_cast<const float2 *>(sL + 8 * n + 2 * t);
         float q[4]; /* P^T dropped */
 #pragma unroll
         for (int e = 0; e < 4; e++) {
@@ -7321,7 +7303,7 @@ __device__ __forceinline__ void fa__bwd_sm90_p(const fa__bwd_params &p, const fa
             float dcap = 1.f;
             float x = fa__bwd_score<SOFTCAP>(p, sT[n][e], slope2, qi, kje, s.sk - s.sq, dcap);
             if (need_mask && !fa__bwd_visible(p, s.sq, s.sk, qi, kje)) x = -INFINITY;
-            const float pe = fa__exp2(x - ((e & 1) ? l2[n].y : l2[n].x));
+            const float pe = fa__exp2(x - ((e & 1) ? l2.y : l2.x));
             q[e] = p.dropout ? fa__bwd_drop(p, keep, 4 * n + e, pe) : pe;
             pT[n][e] = SOFTCAP ? pe * dcap : pe;
         }
@@ -7332,25 +7314,23 @@ __device__ __forceinline__ void fa__bwd_sm90_p(const fa__bwd_params &p, const fa
 
 /* (5) dS^T = P^T (dP^T Z / (1 - p) - D) (lines 18-20), pT from
    fa__bwd_sm90_p (with softcap's derivative in it). */
-template <bool EXTRAS, int NQ, class R>
+template <bool EXTRAS, int NQ>
 __device__ __forceinline__ void fa__bwd_sm90_ds(const fa__bwd_params &p, const float (&dpT)[NQ][4],
-                                                const float (&pT)[NQ][4], float (&dsT)[NQ][4], const R &d2,
-                                                uint32_t keep)
+                                                const float (&pT)[NQ][4], float (&dsT)[NQ][4], const float *sD,
+                                                uint32_t keep, int t)
 {
 #pragma unroll
     for (int n = 0; n < NQ; n++) {
+        const float2 d2 = *reinterpret_cast<const float2 *>(sD + 8 * n + 2 * t);
 #pragma unroll
         for (int e = 0; e < 4; e++) {
             float dp = dpT[n][e];
             if (EXTRAS && p.dropout) dp = fa__bwd_drop(p, keep, 4 * n + e, dp);
-            dsT[n][e] = pT[n][e] * (dp - ((e & 1) ? d2[n].y : d2[n].x));
+            dsT[n][e] = pT[n][e] * (dp - ((e & 1) ? d2.y : d2.x));
         }
     }
 }
 
-#ifndef FA__BWD_SM90_PRE_LD
-#define FA__BWD_SM90_PRE_LD 1
-#endif
 #ifndef FA__BWD_SM90_DQ_LATE
 #define FA__BWD_SM90_DQ_LATE 2 /* 0: each step sends its own dQ tile at its end, 1: so do the deterministic kernels (ablation only) [bwd-stalls] */
 #endif
@@ -8044,8 +8024,6 @@ __device__ __forceinline__ void fa__bwd_sm90_consumer(const fa__bwd_params &p, c
        bulk add wait under the tensor cores' work instead of between steps;
        late_blk: the staged tile's place (-1: none) */
     constexpr bool LATE = FA__BWD_SM90_DQ_LATE && L::dq_tile && (!DET || FA__BWD_SM90_DQ_LATE > 1);
-    /* PRE: L and D into registers before the products' waits (D 128, not DET) */
-    constexpr bool PRE = FA__BWD_SM90_PRE_LD && D == 128 && !EXTRAS && !DET;
     const int T = 128 * cw + 32 * wq + lane;
     int64_t late_blk = -1;
     int late_jb = 0, late_ib = 0, late_h = 0, late_b = 0; /* (DET: the step that made it) */
@@ -8093,10 +8071,6 @@ __device__ __forceinline__ void fa__bwd_sm90_consumer(const fa__bwd_params &p, c
             /* the dropout keep bits while S^T and dP^T run (they need neither) */
             uint32_t keep = 0u;
             if constexpr (EXTRAS) keep = fa__bwd_sm90_keep<NQ>(p, w.b, h, i0 + q0, w.j0 + krow, t, lane);
-            /* PRE: L and D read while S^T and dP^T run (the FADDs that need them
-               waited for the shared-memory loads after each product's wait) */
-            fa__bwd_rows<NQ, PRE> l2, d2;
-            l2.init(sL, t);
             fa__wgmma_wait<1>(); /* groups retire in order: S^T is done (dP^T may run) */
             fa__fence_regs(s_flat);
 
@@ -8105,7 +8079,7 @@ __device__ __forceinline__ void fa__bwd_sm90_consumer(const fa__bwd_params &p, c
                written by wgmma only) */
             float pT[1][NQ][4], dsT[1][NQ][4];
             uint32_t pa[NQ / 2][1][4], da[NQ / 2][1][4];
-            fa__bwd_sm90_p<BF16, EXTRAS, SOFTCAP, NQ>(p, w.s, sT[0], pT[0], pa, l2, keep,
+            fa__bwd_sm90_p<BF16, EXTRAS, SOFTCAP, NQ>(p, w.s, sT[0], pT[0], pa, sL, keep,
                                                       fa__bwd_tile_needs_mask(p, w.s, i0, w.j0, BR, BC), h,
                                                       i0 + q0, w.j0 + krow, t);
             /* split: the other warpgroup reads this half of P^T for its dV */
@@ -8119,12 +8093,11 @@ __device__ __forceinline__ void fa__bwd_sm90_consumer(const fa__bwd_params &p, c
                 fa__wgmma<DKV, BF16>::rs(dv_flat, pa[kk][0],
                                          fa__wg_desc(do_s + kvcol + (q0 / 16 + kk) * 2048, BR * 128, 1024), 1);
             fa__wgmma_commit();
-            d2.init(sD, t);
             fa__wgmma_wait<1>(); /* dP^T is done (dV may still run) */
             fa__fence_regs(dp_flat);
 
             /* (5) dS^T = P^T * (dP^T - D) (dropout: dP^T Z / (1 - p)) */
-            fa__bwd_sm90_ds<EXTRAS, NQ>(p, dpT[0], pT[0], dsT[0], d2, keep);
+            fa__bwd_sm90_ds<EXTRAS, NQ>(p, dpT[0], pT[0], dsT[0], sD, keep, t);
             fa__pack_p<BF16>(dsT, da);
             fa__bwd_sm90_store_ds<NQ, BC>(da, ds_s, krow, q0, t);
 

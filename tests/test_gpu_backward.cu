@@ -356,11 +356,8 @@ __global__ void sm90_steps_kernel(const steps_args a)
         sD2[r] = make_float2(steps_d(a.i0 + 2 * r), steps_d(a.i0 + 2 * r + 1));
     }
     const uint32_t keep = fa__bwd_sm90_keep<8>(a.p, a.b, a.h, a.i0, kj, t, lane);
-    fa__bwd_rows<8, false> l2, d2;
-    l2.init((const float *)sL2, t);
-    d2.init((const float *)sD2, t);
-    fa__bwd_sm90_p<false, true, SOFTCAP, 8>(a.p, a.s, sT, pT, pa, l2, keep, true, a.h, a.i0, kj, t);
-    fa__bwd_sm90_ds<true, 8>(a.p, dpT, pT, dsT, d2, keep);
+    fa__bwd_sm90_p<false, true, SOFTCAP, 8>(a.p, a.s, sT, pT, pa, (const float *)sL2, keep, true, a.h, a.i0, kj, t);
+    fa__bwd_sm90_ds<true, 8>(a.p, dpT, pT, dsT, (const float *)sD2, keep, t);
     float *o = a.out + tid * STEPS_OUT;
     for (int n = 0; n < 8; n++)
         for (int e = 0; e < 4; e++) {
