@@ -7331,8 +7331,10 @@ __device__ __forceinline__ void fa__bwd_sm90_ds(const fa__bwd_params &p, const f
     }
 }
 
+/* A step's dQ tile sent under the next step's products (ablation only: 0
+   at its own step's end, 1 so in the deterministic kernels) [bwd-stalls] */
 #ifndef FA__BWD_SM90_DQ_LATE
-#define FA__BWD_SM90_DQ_LATE 2 /* 0: each step sends its own dQ tile at its end, 1: so do the deterministic kernels (ablation only) [bwd-stalls] */
+#define FA__BWD_SM90_DQ_LATE 2
 #endif
 #ifndef FA__BWD_SM90_BULK256
 #define FA__BWD_SM90_BULK256 1 /* 0: D 256's dQ by atomics (ablation only) [bwd-d256] */
@@ -8021,8 +8023,9 @@ __device__ __forceinline__ void fa__bwd_sm90_consumer(const fa__bwd_params &p, c
     bool owe = false; /* (the stage of the step before: st ^ 1) */
     /* LATE: a step's dQ tile is staged at its end and sent once the next
        step's S^T and dP^T are issued, so that the fence, barrier 2 and the
-       bulk add wait under the tensor cores' work instead of between steps;
-       late_blk: the staged tile's place (-1: none) */
+       bulk add (deterministic: the hand-over to a writer) wait under the
+       tensor cores' work instead of between steps; late_blk: the staged
+       tile's place (-1: none) */
     constexpr bool LATE = FA__BWD_SM90_DQ_LATE && L::dq_tile && (!DET || FA__BWD_SM90_DQ_LATE > 1);
     const int T = 128 * cw + 32 * wq + lane;
     int64_t late_blk = -1;
