@@ -7331,8 +7331,10 @@ __device__ __forceinline__ void fa__bwd_sm90_ds(const fa__bwd_params &p, const f
     }
 }
 
+/* A step's dQ tile sent under the next step's products (ablation only: 0
+   at its own step's end, 1 so in the deterministic kernels) [bwd-stalls] */
 #ifndef FA__BWD_SM90_DQ_LATE
-#define FA__BWD_SM90_DQ_LATE 1 /* 0: each step sends its own dQ tile at its end (ablation only) [bwd-stalls] */
+#define FA__BWD_SM90_DQ_LATE 2
 #endif
 #ifndef FA__BWD_SM90_BULK256
 #define FA__BWD_SM90_BULK256 1 /* 0: D 256's dQ by atomics (ablation only) [bwd-d256] */
@@ -7865,14 +7867,21 @@ __device__ __forceinline__ void fa__bwd_sm90_stage_dq(const float (&dq)[N][4], c
     }
 }
 /* The staged tile sent: the fence makes every thread's stores visible to
-   the bulk copy; the barrier has them all done before thread 0 sends.
-   (Thread 0 waits for the copy to have read the tile before a step's
-   barrier 1 lets anyone rewrite it.) */
+   the bulk copy; the barrier has them all done before thread 0 sends
+   (deterministic: before the tile is handed over). (Thread 0 waits for the
+   copy to have read the tile before a step's barrier 1 lets anyone rewrite
+   it.) */
+template <bool DET>
 __device__ __forceinline__ void fa__bwd_sm90_flush_dq(const fa__bwd_params &p, const fa__bwd_sm90_smem &sm, int T,
-                                                      int64_t blk, uint32_t bytes)
+                                                      int64_t blk, uint32_t bytes, int &sends, int jb, int ib, int h,
+                                                      int bt)
 {
     fa__fence_async_shared();
     fa__named_sync(2, 256);
+    if (DET) {
+        fa__bwd_sm90_hand_over(p, sm, T == 0, blk, sends, jb, ib, h, bt);
+        return;
+    }
     if (T != 0) return;
     fa__bulk_store<true>(p.dq_acc + blk, sm.sdQ, bytes);
     fa__bulk_commit();
@@ -7883,13 +7892,7 @@ __device__ __forceinline__ void fa__bwd_sm90_send_dq(const fa__bwd_params &p, co
                                                      uint32_t bytes, int &sends, int jb, int ib, int h, int bt)
 {
     fa__bwd_sm90_stage_dq<N, DET, WIDE>(dq, sm, T, sends, ib, jb);
-    if (!DET) {
-        fa__bwd_sm90_flush_dq(p, sm, T, blk, bytes);
-        return;
-    }
-    fa__fence_async_shared();
-    fa__named_sync(2, 256);
-    fa__bwd_sm90_hand_over(p, sm, T == 0, blk, sends, jb, ib, h, bt);
+    fa__bwd_sm90_flush_dq<DET>(p, sm, T, blk, bytes, sends, jb, ib, h, bt);
 }
 
 /* The split tile's dQ (D 256): its 64 x 256 fp32 tile in the accumulator's
@@ -8020,11 +8023,13 @@ __device__ __forceinline__ void fa__bwd_sm90_consumer(const fa__bwd_params &p, c
     bool owe = false; /* (the stage of the step before: st ^ 1) */
     /* LATE: a step's dQ tile is staged at its end and sent once the next
        step's S^T and dP^T are issued, so that the fence, barrier 2 and the
-       bulk add wait under the tensor cores' work instead of between steps;
-       late_blk: the staged tile's place (-1: none) */
-    constexpr bool LATE = FA__BWD_SM90_DQ_LATE && L::dq_tile && !DET;
+       bulk add (deterministic: the hand-over to a writer) wait under the
+       tensor cores' work instead of between steps; late_blk: the staged
+       tile's place (-1: none) */
+    constexpr bool LATE = FA__BWD_SM90_DQ_LATE && L::dq_tile && (!DET || FA__BWD_SM90_DQ_LATE > 1);
     const int T = 128 * cw + 32 * wq + lane;
     int64_t late_blk = -1;
+    int late_jb = 0, late_ib = 0, late_h = 0, late_b = 0; /* (DET: the step that made it) */
     for (int k = 0; k < sc.rounds; k++) {
         fa__bwd_work w;
         if (!fa__bwd_sm90_work<BR, BC, DET>(p, sc, k, w)) continue; /* (a unit no query sees still writes dK = dV = 0) */
@@ -8063,7 +8068,7 @@ __device__ __forceinline__ void fa__bwd_sm90_consumer(const fa__bwd_params &p, c
                                         kk > 0);
             fa__wgmma_commit();
             if (LATE && late_blk >= 0) { /* the step before's dQ tile */
-                fa__bwd_sm90_flush_dq(p, sm, T, late_blk, BR * D * 4);
+                fa__bwd_sm90_flush_dq<DET>(p, sm, T, late_blk, BR * D * 4, sends, late_jb, late_ib, late_h, late_b);
                 late_blk = -1;
             }
             /* the dropout keep bits while S^T and dP^T run (they need neither) */
@@ -8165,8 +8170,9 @@ __device__ __forceinline__ void fa__bwd_sm90_consumer(const fa__bwd_params &p, c
             const int64_t blk = (p.deterministic && !L::dq_tile && !DET ? (int64_t)w.jb * p.acc_slice : 0) +
                                 ((int64_t)h * p.acc_rows + w.s.acc_row0 + i0) * p.acc_d; /* its 64-row block */
             if constexpr (LATE) {
-                fa__bwd_sm90_stage_dq<DQ / 8, false, WIDE>(dq[0], sm, T, 0, i0 / BR, w.jb);
+                fa__bwd_sm90_stage_dq<DQ / 8, DET, WIDE>(dq[0], sm, T, sends, i0 / BR, w.jb);
                 late_blk = blk;
+                late_jb = w.jb, late_ib = i0 / BR, late_h = h, late_b = w.b;
             } else if constexpr (L::dq_tile) {
                 fa__bwd_sm90_send_dq<DQ / 8, DET, WIDE>(p, dq[0], sm, T, blk, BR * D * 4, sends, w.jb, i0 / BR, h,
                                                         w.b);
@@ -8196,7 +8202,8 @@ __device__ __forceinline__ void fa__bwd_sm90_consumer(const fa__bwd_params &p, c
         fa__bwd_store_dkdv<BF16, DKV / 8>(p, w.s, w.b, w.hk, w.j0, krow, SPLIT ? cw * DKV : 0, t, dk[0], dv[0]);
         FLASHATTN_TRACE(46, w.jb, w.hk);
     }
-    if (LATE && late_blk >= 0) fa__bwd_sm90_flush_dq(p, sm, T, late_blk, BR * D * 4); /* (the last tile) */
+    if (LATE && late_blk >= 0) /* (the last tile) */
+        fa__bwd_sm90_flush_dq<DET>(p, sm, T, late_blk, BR * D * 4, sends, late_jb, late_ib, late_h, late_b);
     if ((L::dq_tile || bulk) && (bulk || cw == 0) && warp % 4 == 0 && lane == 0)
         fa__bulk_wait<false>(); /* (done: smem goes) */
     if (DET && cw == 0 && warp % 4 == 0 && lane == 0) /* each writer's last message: no more tiles */
