@@ -7372,7 +7372,11 @@ __device__ __forceinline__ void fa__bwd_sm90_ds(const fa__bwd_params &p, const f
    thread sends the tile with one bulk reduce-add (cp.reduce.async.bulk),
    summed in L2. A thread's 16 fp32 atomics a step instead held a quarter of
    the consumers' time, and the same sums sent as a bulk add a row were
-   little faster: [bwd-dq]. (At D = 256 there is no room: atomics.)
+   little faster: [bwd-dq]. The tile is stored at the step's end but sent
+   once the next step's S^T and dP^T are issued, so that its fence and the
+   warpgroups' barrier wait under the tensor cores' work [bwd-stalls]. (At
+   D = 256 the tile has no room of its own: it leaves through the step's Q
+   and dO buffers, fa__bwd_sm90_send_dq256.)
 
    Products of one step are issued as soon as their inputs exist and waited
    for only when their result is needed: S^T and dP^T together, P (softmax
