@@ -7281,15 +7281,13 @@ __device__ __forceinline__ void fa__bwd_sm90_p(const fa__bwd_params &p, const fa
                                                uint32_t keep, bool need_mask, int h, int i0, int kj, int t)
 {
     if (!EXTRAS) {
-        /* the mask's test and select compiled only into the copy taken on
-           tiles that need it (FA__BWD_SM90_PVER; one copy at NQ 16, D 64's
-           128-query step, where two spilled) */
-        if (!FA__BWD_SM90_PVER || NQ > 8)
-            fa__bwd_sm90_p_plain<BF16, true, NQ>(p, s, sT, pT, pa, sL, need_mask, i0, kj, t);
-        else if (need_mask)
-            fa__bwd_sm90_p_plain<BF16, true, NQ>(p, s, sT, pT, pa, sL, true, i0, kj, t);
-        else
+        /* tiles without the mask take a copy without its test and select
+           (FA__BWD_SM90_PVER; not at NQ 16, D 64's 128-query step, where
+           two copies spilled) */
+        if (FA__BWD_SM90_PVER && NQ <= 8 && !need_mask)
             fa__bwd_sm90_p_plain<BF16, false, NQ>(p, s, sT, pT, pa, sL, false, i0, kj, t);
+        else
+            fa__bwd_sm90_p_plain<BF16, true, NQ>(p, s, sT, pT, pa, sL, need_mask, i0, kj, t);
         return;
     }
     const float slope2 = p.alibi ? p.alibi[h] * 1.4426950408889634f : 0.f;
@@ -7331,10 +7329,8 @@ __device__ __forceinline__ void fa__bwd_sm90_ds(const fa__bwd_params &p, const f
     }
 }
 
-/* A step's dQ tile sent under the next step's products (ablation only: 0
-   at its own step's end, 1 so in the deterministic kernels) [bwd-stalls] */
 #ifndef FA__BWD_SM90_DQ_LATE
-#define FA__BWD_SM90_DQ_LATE 2
+#define FA__BWD_SM90_DQ_LATE 1 /* 0: each step's dQ tile sent at its own end (ablation only) [bwd-stalls] */
 #endif
 #ifndef FA__BWD_SM90_BULK256
 #define FA__BWD_SM90_BULK256 1 /* 0: D 256's dQ by atomics (ablation only) [bwd-d256] */
@@ -8030,7 +8026,7 @@ __device__ __forceinline__ void fa__bwd_sm90_consumer(const fa__bwd_params &p, c
        bulk add (deterministic: the hand-over to a writer) wait under the
        tensor cores' work instead of between steps; late_blk: the staged
        tile's place (-1: none) */
-    constexpr bool LATE = FA__BWD_SM90_DQ_LATE && L::dq_tile && (!DET || FA__BWD_SM90_DQ_LATE > 1);
+    constexpr bool LATE = FA__BWD_SM90_DQ_LATE && L::dq_tile;
     const int T = 128 * cw + 32 * wq + lane;
     int64_t late_blk = -1;
     int late_jb = 0, late_ib = 0, late_h = 0, late_b = 0; /* (DET: the step that made it) */
