@@ -404,8 +404,8 @@ typedef struct fa_problem {
 
     int causal;         /* nonzero: causal, bottom-right aligned */
     int sliding_window; /* nonzero: use window_left / window_right */
-    int window_left;    /* keys visible to the left of i' (>= 0) */
-    int window_right;   /* keys visible to the right of i' (>= 0) */
+    int window_left;    /* keys visible to the left of i' (>= 0; INT_MAX or any */
+    int window_right;   /* value past seqlen_q + seqlen_k: no bound that side) */
     float softcap;      /* 0 = off; else s <- softcap * tanh(s / softcap) */
     const float *alibi_slopes; /* [heads_q] or NULL (device memory for _cuda) */
 
@@ -1313,6 +1313,11 @@ static fa_status fa__resolve(const char *fn, const fa_problem *p, fa_problem *r,
         return fa__fail(FA_ERROR_INVALID_ARGUMENT,
                         "%s: window_left (%d) / window_right (%d) must be >= 0", fn, x.window_left,
                         x.window_right);
+    if (x.sliding_window) { /* a side past every key is no bound (INT_MAX is fine): kept in int range */
+        const int64_t most = (int64_t)x.seqlen_q + x.seqlen_k;
+        if (x.window_left > most) x.window_left = (int)most;
+        if (x.window_right > most) x.window_right = (int)most;
+    }
     if (!(x.dropout_p >= 0.0f && x.dropout_p < 1.0f)) /* also NaN */
         return fa__fail(FA_ERROR_INVALID_ARGUMENT, "%s: dropout_p (%g) is not in [0, 1)", fn,
                         (double)x.dropout_p);

@@ -543,7 +543,7 @@ static void test_attention_grid(void)
     printf("  head dims: done (%d cases so far)\n", n);
 
     /* 3. features, alone and combined, each in every dtype with sq < sk and sq > sk */
-    for (i = 0; i < 26; i++)
+    for (i = 0; i < 28; i++)
         for (j = 0; j < 3; j++) {
             int sq = (i + j) % 2 ? 47 : 113, sk = (i + j) % 2 ? 113 : 47;
             if (QUICK > 1 && j != i % 3) { n++; continue; } /* (the other cases keep their seeds) */
@@ -577,6 +577,8 @@ static void test_attention_grid(void)
             case 23: c.varlen = 1; c.batch = 5; c.softcap = 1.0f; c.dv = 9; break;
             case 24: c.dropout = 0.25f; c.alibi = 1; c.seqlens_k = 1; c.hkv = 1; break;
             case 25: c.causal = 1; c.dropout = 0.4f; c.d = 130; c.dv = 66; break;
+            case 26: c.window = 1; c.wl = INT_MAX; c.wr = 2; break; /* INT_MAX: no bound that side */
+            case 27: c.window = 1; c.wl = 3; c.wr = INT_MAX; c.varlen = 1; break;
             }
             run_attention(&c, case_seed(4, n++));
         }

@@ -667,6 +667,18 @@ int main(int argc, char **argv)
             c.name = NAME("block mask 10%% d64 4097"); cs.push_back(c);
         }
     }
+    /* a window side of INT_MAX (no bound on that side) must not overflow the
+       kernels' bounds: sq > sk and sq < sk, d 64 / 128, both kernels */
+    {
+        tcase c = {};
+        c.dt = FA_BF16; c.batch = 2; c.hq = 2; c.window = 1;
+        c.d = 64; c.sq = 203; c.sk = 113; c.wl = INT_MAX; c.wr = 3;
+        c.name = NAME("window (INT_MAX, 3) sq > sk"); cs.push_back(c);
+        c.d = 128; c.sq = 113; c.sk = 203; c.wl = 5; c.wr = INT_MAX; c.dt = FA_F16;
+        c.name = NAME("window (5, INT_MAX) sq < sk"); cs.push_back(c);
+        c.d = 128; c.sq = 1000; c.sk = 700; c.wl = INT_MAX; c.wr = INT_MAX; c.causal = 1;
+        c.name = NAME("window (INT_MAX, INT_MAX) causal"); cs.push_back(c);
+    }
     /* On compute capability 9.0 a case the sm_90a kernel ran is run again on
        the sm_80 kernel (fresh inputs from the same seed), so both are tested.
        Every other case caps the sm_90a kernel's persistent grid at 1 to 5

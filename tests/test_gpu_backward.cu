@@ -609,6 +609,11 @@ int main(int argc, char **argv)
         {"varlen det small", BF, 64, 3, 150, 203, 2, 2, 0, 0, 0, 0, 0, 0, 0, 1, P, 1, 0, 1, 0, 0, 0}, /* (quick) */
         {"varlen window mqa", BF, 128, 3, 645, 645, 4, 1, 0, 1, 100, 30, 0, 0, 0, 1, S, 0, 1, 0, 0, 0, 0},
         {"varlen det", F16, 128, 4, 391, 517, 4, 2, 1, 0, 0, 0, 0, 0, 0, 1, P, 1, 0, 0, 0, 0, 0},
+        /* a window side of INT_MAX (no bound on that side) must not overflow
+           the kernels' bounds; the first runs in quick mode */
+        {"window max", BF, 64, 1, 203, 113, 2, 2, 0, 1, INT_MAX, 3, 0, 0, 0, 0, P, 0, 0, 1, 0, 0, 0},
+        {"window max", F16, 128, 1, 113, 203, 2, 2, 0, 1, 5, INT_MAX, 0, 0, 0, 0, P, 0, 0, 1, 0, 0, 0},
+        {"window max", BF, 128, 2, 203, 113, 2, 2, 1, 1, INT_MAX, INT_MAX, 0, 0, 0, 0, P, 1, 0, 0, 0, 0, 0},
     };
     const int n = (int)(sizeof cases / sizeof cases[0]);
     int dev = 0;
