@@ -142,6 +142,8 @@
    i' = i + sk - sq (bottom-right alignment, the KV-cache convention).
      causal:         key j visible when j <= i'.
      sliding window: key j visible when i' - window_left <= j <= i' + window_right.
+                     A side of INT_MAX (or any value past seqlen_q + seqlen_k) has
+                     no bound; fa_problem_resolve reports it as seqlen_q + seqlen_k.
      softcap c > 0:  s <- c * tanh(s / c), applied to scale * q.k.
      ALiBi:          s <- s - slope[h] * |i' - j|, after softcap.
      dropout p:      P_ij is kept with probability 1 - p and scaled by 1/(1-p);
