@@ -289,6 +289,9 @@ static void test_resolve(void)
     p.heads_kv = 2; p.head_dim_v = 3; p.scale = 0.5f;
     check(fa_problem_resolve(&p, &r) == FA_OK && r.heads_kv == 2 && r.head_dim_v == 3 && r.scale == 0.5f,
           "resolve keeps non-default heads_kv / head_dim_v / scale");
+    p.sliding_window = 1; p.window_left = INT_MAX; p.window_right = 7;
+    check(fa_problem_resolve(&p, &r) == FA_OK && r.window_left == 14 && r.window_right == 7,
+          "resolve: window (INT_MAX, 7) -> (%d, %d), want (14, 7)", r.window_left, r.window_right);
 }
 
 /* ==========================================================================
