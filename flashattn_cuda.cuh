@@ -7707,6 +7707,74 @@ __device__ __forceinline__ void fa__bwd_sm90_producer(const fa__bwd_maps &tm, co
 }
 
 
+/* A step's (1) S^T = K_w Q^T and (4) dP^T = V_w dO^T, issued as two commit
+   groups (S^T's first: its wait can retire it alone): kw, vw the warpgroup's
+   K and V rows, q_s, do_s the stage's Q and dO, from query q0 (split: the
+   warpgroup's half), each 64 columns of a row block BR (Q, dO) or BC (K, V)
+   rows on. */
+template <int QW, bool BF16, int D, int BR, int BC>
+__device__ __forceinline__ void fa__bwd_sm90_issue_sdp(float (&s_flat)[QW / 2], float (&dp_flat)[QW / 2],
+                                                       uint32_t kw, uint32_t vw, uint32_t q_s, uint32_t do_s, int q0)
+{
+    fa__wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < D / 16; kk++)
+        fa__wgmma<QW, BF16>::ss(s_flat, fa__wg_desc(kw + (kk / 4) * BC * 128 + (kk % 4) * 32, 16, 1024),
+                                fa__wg_desc(q_s + (q0 + (kk / 4) * BR) * 128 + (kk % 4) * 32, 16, 1024), kk > 0);
+    fa__wgmma_commit();
+#pragma unroll
+    for (int kk = 0; kk < D / 16; kk++)
+        fa__wgmma<QW, BF16>::ss(dp_flat, fa__wg_desc(vw + (kk / 4) * BC * 128 + (kk % 4) * 32, 16, 1024),
+                                fa__wg_desc(do_s + (q0 + (kk / 4) * BR) * 128 + (kk % 4) * 32, 16, 1024), kk > 0);
+    fa__wgmma_commit();
+}
+
+/* (7) dQ = dS K over the step's BC keys: A dS, read MN-major from the dS^T
+   tile at a_s, B K_j's columns at kq (MN-major); one commit group. */
+template <int DQ, int BC, int BR, bool BF16>
+__device__ __forceinline__ void fa__bwd_sm90_issue_dq(float (&dq_flat)[DQ / 2], uint32_t a_s, uint32_t kq)
+{
+    fa__wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < BC / 16; kk++)
+        fa__wgmma<DQ, BF16>::template ss<1>(dq_flat, fa__wg_desc(a_s + kk * 2048, BR * 128, 1024),
+                                            fa__wg_desc(kq + kk * 2048, BC * 128, 1024), kk > 0);
+    fa__wgmma_commit();
+}
+
+/* (3) dV += P^T dO or (6) dK += dS^T Q over this warpgroup's queries q0 ..:
+   A (P^T or dS^T) from registers, B the stage's dO or Q at b_s (its dK / dV
+   columns); one commit group. */
+template <int DKV, int QW, int BR, bool BF16>
+__device__ __forceinline__ void fa__bwd_sm90_issue_rs(float (&acc)[DKV / 2], const uint32_t (&a)[QW / 16][1][4],
+                                                      uint32_t b_s, int q0)
+{
+    fa__wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < QW / 16; kk++)
+        fa__wgmma<DKV, BF16>::rs(acc, a[kk][0], fa__wg_desc(b_s + (q0 / 16 + kk) * 2048, BR * 128, 1024), 1);
+    fa__wgmma_commit();
+}
+
+/* (3) dV += P^T dO and (6) dK += dS^T Q over the other warpgroup's queries
+   o0 .. of a split step, A from its halves of the P^T and dS^T tiles
+   (K-major), B as in the rs form; one commit group. */
+template <int DKV, int QW, int BR, bool BF16>
+__device__ __forceinline__ void fa__bwd_sm90_issue_other(float (&dv_flat)[DKV / 2], float (&dk_flat)[DKV / 2],
+                                                         uint32_t pt_s, uint32_t ds_s, uint32_t do_s, uint32_t q_s,
+                                                         uint32_t kvcol, int o0)
+{
+#pragma unroll
+    for (int kk = 0; kk < QW / 16; kk++) {
+        const uint32_t a = (o0 / 16 + kk) * 32, b = kvcol + (o0 / 16 + kk) * 2048;
+        fa__wgmma<DKV, BF16>::template ss<0, 1>(dv_flat, fa__wg_desc(pt_s + a, 16, 1024),
+                                                fa__wg_desc(do_s + b, BR * 128, 1024), 1);
+        fa__wgmma<DKV, BF16>::template ss<0, 1>(dk_flat, fa__wg_desc(ds_s + a, 16, 1024),
+                                                fa__wg_desc(q_s + b, BR * 128, 1024), 1);
+    }
+    fa__wgmma_commit();
+}
+
 /* dS^T (or, split, P^T) of a step into its shared-memory buffer ds_s: this
    thread's rows krow, krow + 8, query pairs q0 + 16 kk + 2t (+8), chunk c
    of row r at c ^ (r % 8) (q0: split, the warpgroup's half of the queries;
@@ -7987,6 +8055,18 @@ __device__ __forceinline__ void fa__bwd_sm90_dq_writer(const fa__bwd_params &p, 
     }
 }
 
+/* Deterministic mode, consumer thread 0 at the end: each dQ writer's last
+   message (block -1: no more tiles). */
+__device__ __forceinline__ void fa__bwd_sm90_last_posts(const fa__bwd_sm90_smem &sm, int sends)
+{
+    for (int x = 0; x < 2; x++, sends++) {
+        const int b = sends & 1;
+        fa__bwd_sm90_dq_wait(sm, sends);
+        fa__bwd_sm90_post(sm.mail + 32 * b, -1, 0, 0, 0, 0, 0);
+        fa__mbar_arrive(sm.dq_full + 8 * b);
+    }
+}
+
 /* The consumers: warpgroup cw owns keys j0 + 64 cw .. + 63 (split: all 64
    keys of the block, and dK, dV columns cw D/2 .. + D/2 - 1), walks the
    block's units as the producer does, and writes dK_j, dV_j of each.
@@ -8054,19 +8134,7 @@ __device__ __forceinline__ void fa__bwd_sm90_consumer(const fa__bwd_params &p, c
             float(&s_flat)[QW / 2] = reinterpret_cast<float(&)[QW / 2]>(sT);
             float(&dp_flat)[QW / 2] = reinterpret_cast<float(&)[QW / 2]>(dpT);
             fa__mbar_wait(full + 8 * st, (uint32_t)((ring / 2) & 1));
-            fa__wgmma_fence();
-#pragma unroll
-            for (int kk = 0; kk < D / 16; kk++)
-                fa__wgmma<QW, BF16>::ss(s_flat, fa__wg_desc(kw + (kk / 4) * BC * 128 + (kk % 4) * 32, 16, 1024),
-                                        fa__wg_desc(q_s + (q0 + (kk / 4) * BR) * 128 + (kk % 4) * 32, 16, 1024),
-                                        kk > 0);
-            fa__wgmma_commit();
-#pragma unroll
-            for (int kk = 0; kk < D / 16; kk++)
-                fa__wgmma<QW, BF16>::ss(dp_flat, fa__wg_desc(vw + (kk / 4) * BC * 128 + (kk % 4) * 32, 16, 1024),
-                                        fa__wg_desc(do_s + (q0 + (kk / 4) * BR) * 128 + (kk % 4) * 32, 16, 1024),
-                                        kk > 0);
-            fa__wgmma_commit();
+            fa__bwd_sm90_issue_sdp<QW, BF16, D, BR, BC>(s_flat, dp_flat, kw, vw, q_s, do_s, q0);
             if (LATE && late_blk >= 0) { /* the step before's dQ tile */
                 fa__bwd_sm90_flush_dq<DET>(p, sm, T, late_blk, BR * D * 4, sends, late_jb, late_ib, late_h, late_b);
                 late_blk = -1;
@@ -8090,12 +8158,7 @@ __device__ __forceinline__ void fa__bwd_sm90_consumer(const fa__bwd_params &p, c
 
             /* (3) dV += P^T dO_i (split: over this warpgroup's queries; the
                other half after the barrier) */
-            fa__wgmma_fence();
-#pragma unroll
-            for (int kk = 0; kk < QW / 16; kk++)
-                fa__wgmma<DKV, BF16>::rs(dv_flat, pa[kk][0],
-                                         fa__wg_desc(do_s + kvcol + (q0 / 16 + kk) * 2048, BR * 128, 1024), 1);
-            fa__wgmma_commit();
+            fa__bwd_sm90_issue_rs<DKV, QW, BR, BF16>(dv_flat, pa, do_s + kvcol, q0);
             fa__wgmma_wait<1>(); /* dP^T is done (dV may still run) */
             fa__fence_regs(dp_flat);
 
@@ -8105,12 +8168,7 @@ __device__ __forceinline__ void fa__bwd_sm90_consumer(const fa__bwd_params &p, c
             fa__bwd_sm90_store_ds<NQ, BC>(da, ds_s, krow, q0, t);
 
             /* (6) dK += dS^T Q_i (the scale is applied once at the end) */
-            fa__wgmma_fence();
-#pragma unroll
-            for (int kk = 0; kk < QW / 16; kk++)
-                fa__wgmma<DKV, BF16>::rs(dk_flat, da[kk][0],
-                                         fa__wg_desc(q_s + kvcol + (q0 / 16 + kk) * 2048, BR * 128, 1024), 1);
-            fa__wgmma_commit();
+            fa__bwd_sm90_issue_rs<DKV, QW, BR, BF16>(dk_flat, da, q_s + kvcol, q0);
 
             /* Both warpgroups' dS^T (split: and P^T) are in shared memory (the
                fence: visible to wgmma's async proxy); the barrier also waits for
@@ -8133,26 +8191,11 @@ __device__ __forceinline__ void fa__bwd_sm90_consumer(const fa__bwd_params &p, c
             /* (split DET: with 232 registers a thread, dQ's 64 beside dK and dV
                and dK's A operand in flight serialized the wgmmas, C7512) */
             if (SPLIT && DET) fa__wgmma_wait<0>();
-            fa__wgmma_fence();
-#pragma unroll
-            for (int kk = 0; kk < BC / 16; kk++)
-                fa__wgmma<DQ, BF16>::template ss<1>(dq_flat,
-                                                    fa__wg_desc(ds_s + (WIDE ? cw * BC * 128 : 0) + kk * 2048,
-                                                                BR * 128, 1024),
-                                                    fa__wg_desc(kq + kk * 2048, BC * 128, 1024), kk > 0);
-            fa__wgmma_commit();
+            fa__bwd_sm90_issue_dq<DQ, BC, BR, BF16>(dq_flat, ds_s + (WIDE ? cw * BC * 128 : 0), kq);
             if constexpr (SPLIT) {
-                /* (3), (6) over the other warpgroup's queries o0 ..: P^T and dS^T
-                   from its halves of the tiles (A K-major, B as in the rs form) */
-#pragma unroll
-                for (int kk = 0; kk < QW / 16; kk++) {
-                    const uint32_t a = (o0 / 16 + kk) * 32, b = kvcol + (o0 / 16 + kk) * 2048;
-                    fa__wgmma<DKV, BF16>::template ss<0, 1>(dv_flat, fa__wg_desc(sm.sPT + st * L::pt_bytes + a, 16, 1024),
-                                                            fa__wg_desc(do_s + b, BR * 128, 1024), 1);
-                    fa__wgmma<DKV, BF16>::template ss<0, 1>(dk_flat, fa__wg_desc(ds_s + a, 16, 1024),
-                                                            fa__wg_desc(q_s + b, BR * 128, 1024), 1);
-                }
-                fa__wgmma_commit();
+                /* (3), (6) over the other warpgroup's queries */
+                fa__bwd_sm90_issue_other<DKV, QW, BR, BF16>(dv_flat, dk_flat, sm.sPT + st * L::pt_bytes, ds_s, do_s,
+                                                            q_s, kvcol, o0);
                 if (FA__BWD_SM90_BULK256) fa__wgmma_wait<0>(); /* (Q_i and dO_i are read: dQ's tile goes there) */
                 else fa__wgmma_wait<1>(); /* dQ is done; dK, dV run on under its adds */
             } else {
@@ -8206,13 +8249,7 @@ __device__ __forceinline__ void fa__bwd_sm90_consumer(const fa__bwd_params &p, c
         fa__bwd_sm90_flush_dq<DET>(p, sm, T, late_blk, BR * D * 4, sends, late_jb, late_ib, late_h, late_b);
     if ((L::dq_tile || bulk) && (bulk || cw == 0) && warp % 4 == 0 && lane == 0)
         fa__bulk_wait<false>(); /* (done: smem goes) */
-    if (DET && cw == 0 && warp % 4 == 0 && lane == 0) /* each writer's last message: no more tiles */
-        for (int x = 0; x < 2; x++, sends++) {
-            const int b = sends & 1;
-            fa__bwd_sm90_dq_wait(sm, sends);
-            fa__bwd_sm90_post(sm.mail + 32 * b, -1, 0, 0, 0, 0, 0);
-            fa__mbar_arrive(sm.dq_full + 8 * b);
-        }
+    if (DET && cw == 0 && warp % 4 == 0 && lane == 0) fa__bwd_sm90_last_posts(sm, sends);
 }
 
 #endif /* FA__SM90A */
