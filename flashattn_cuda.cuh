@@ -8055,6 +8055,24 @@ __device__ __forceinline__ void fa__bwd_sm90_dq_writer(const fa__bwd_params &p, 
     }
 }
 
+/* A step's barrier 1: both warpgroups' dS^T (split: and P^T) are in shared
+   memory (the fence: visible to wgmma's async proxy). It also waits for the
+   last dQ tile's bulk add (thread 0's, lead) to have read the tile, which is
+   rewritten; a split step's thread 0 that owes the stage before its release
+   (owe, after a bulk step) gives it once the adds have read it. */
+template <bool DQ_TILE, bool SPLIT>
+__device__ __forceinline__ void fa__bwd_sm90_barrier1(bool lead, bool &owe, uint32_t empty_before)
+{
+    fa__fence_async_shared();
+    if (DQ_TILE && lead) fa__bulk_wait<true>();
+    if (SPLIT && owe) {
+        fa__bulk_wait<true>();
+        fa__mbar_arrive(empty_before);
+        owe = false;
+    }
+    fa__named_sync(1, 256);
+}
+
 /* Deterministic mode, consumer thread 0 at the end: each dQ writer's last
    message (block -1: no more tiles). */
 __device__ __forceinline__ void fa__bwd_sm90_last_posts(const fa__bwd_sm90_smem &sm, int sends)
@@ -8170,18 +8188,7 @@ __device__ __forceinline__ void fa__bwd_sm90_consumer(const fa__bwd_params &p, c
             /* (6) dK += dS^T Q_i (the scale is applied once at the end) */
             fa__bwd_sm90_issue_rs<DKV, QW, BR, BF16>(dk_flat, da, q_s + kvcol, q0);
 
-            /* Both warpgroups' dS^T (split: and P^T) are in shared memory (the
-               fence: visible to wgmma's async proxy); the barrier also waits for
-               thread 0's bulk add of the last dQ tile to have read it (the tile
-               is rewritten). */
-            fa__fence_async_shared();
-            if (L::dq_tile && cw == 0 && warp % 4 == 0 && lane == 0) fa__bulk_wait<true>();
-            if (SPLIT && owe) { /* (a warpgroup's thread 0 after a bulk step) */
-                fa__bulk_wait<true>();
-                fa__mbar_arrive(empty + 8 * (st ^ 1));
-                owe = false;
-            }
-            fa__named_sync(1, 256);
+            fa__bwd_sm90_barrier1<L::dq_tile, SPLIT>(cw == 0 && warp % 4 == 0 && lane == 0, owe, empty + 8 * (st ^ 1));
 
             /* (7) dQ_i[:, cw D/2 ..] = dS K_j[:, cw D/2 ..], k running over all BC keys
                (WIDE: dQ_i's rows 64 cw .., all columns, = dS[64 cw .., :] K_j: A from the
