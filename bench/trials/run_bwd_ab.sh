@@ -8,20 +8,28 @@
 #   the quick list; bench1.txt: main with the trials interleaved; ncu_k128.csv: each kernel's
 #   time in one d 128 1k backward (preprocess, main, convert, then SDPA's); bench2.txt: the
 #   first trial with main, roles swapped.
+# STAGES="tests bench1 ncu bench2" (the default) picks stages, so that a round too long for one
+# call can be split over two; PROGS="test_gpu_backward" (the default) the test programs (each
+# already built in BUILD_DIR).
+STAGES=${STAGES:-tests bench1 ncu bench2}; PROGS=${PROGS:-test_gpu_backward}
+on() { case " $STAGES " in *" $1 "*) return 0;; esac; return 1; }
 B=$1; MAIN=$2; shift 2
 L=/tmp/rlog; mkdir -p $L
 pack() { tar czf $OUT/logs.tgz -C /tmp rlog; }
 V=""; for x in "$@"; do V="$V --variant $x"; done
 FIRST=${1#*=}
 ( nvidia-smi --query-gpu=name,clocks.max.sm --format=csv; date -u ) > $L/gpu.txt
-( make -s -o $B/test_gpu_backward test-gpu BUILD=$B GPU_TEST_PROGS=test_gpu_backward GPU_SHARDS=12 SANITIZERS= \
+O=""; for p in $PROGS test_gpu_fp8; do O="$O -o $B/$p"; done  # (test-gpu always wants test_gpu_fp8: -o, never rebuilt here)
+if on tests; then
+( make -s $O test-gpu BUILD=$B GPU_TEST_PROGS="$PROGS" GPU_SHARDS=12 SANITIZERS= \
     > $L/tests.txt 2>&1; echo rc=$? >> $L/tests.txt ) &
-( make -s -o $B/test_gpu_backward test-gpu BUILD=$B GPU_TEST_PROGS=test_gpu_backward GPU_TEST_RUN=no \
+( make -s $O test-gpu BUILD=$B GPU_TEST_PROGS="$PROGS" GPU_TEST_RUN=no \
     > $L/san.txt 2>&1; echo rc=$? >> $L/san.txt ) &
 wait
 cp $B/sanitize-* $L/ 2>/dev/null; pack
+fi
 S="--sustained --seqlens 1024,4096,16384 --dims 64,128,256"
-timeout 200 python3 -u bench/vs_torch_backward.py --lib $MAIN $V $S > $L/bench1.txt 2>&1; pack
-timeout 100 ncu --metrics gpu__time_duration.sum -c 70 --csv python3 bench/vs_torch_backward.py --lib $FIRST \
-    --dims 128 --seqlens 1024 > $L/ncu_k128.csv 2>&1; pack
-timeout 150 python3 -u bench/vs_torch_backward.py --lib $FIRST --variant main=$MAIN $S > $L/bench2.txt 2>&1; pack
+on bench1 && { timeout ${T1:-200} python3 -u bench/vs_torch_backward.py --lib $MAIN $V $S > $L/bench1.txt 2>&1; pack; }
+on ncu && timeout 100 ncu --metrics gpu__time_duration.sum -c 70 --csv python3 bench/vs_torch_backward.py --lib $FIRST \
+    --dims 128 --seqlens 1024 > $L/ncu_k128.csv 2>&1; on ncu && pack
+on bench2 && timeout ${T2:-150} python3 -u bench/vs_torch_backward.py --lib $FIRST --variant main=$MAIN $S > $L/bench2.txt 2>&1; pack
