@@ -6526,6 +6526,20 @@ __device__ __forceinline__ bool fa__bwd_visible(const fa__bwd_params &p, int sq,
     return true;
 }
 
+/* fa__bwd_visible for a fixed key j as a range of queries: j is visible to
+   query i exactly when lo <= i <= hi (empty when j >= sk) */
+__device__ __forceinline__ void fa__bwd_key_queries(const fa__bwd_params &p, int sq, int sk, int j, int &lo,
+                                                    int &hi) {
+    const int c = j - (sk - sq); /* j <= i' = i + sk - sq: i >= c */
+    lo = p.causal ? c : -(1 << 30);
+    hi = 1 << 30;
+    if (p.window) { /* i' - wl <= j <= i' + wr */
+        lo = max(lo, c - p.wr);
+        hi = c + p.wl;
+    }
+    if (j >= sk) lo = 1 << 30, hi = -(1 << 30);
+}
+
 /* Does the tile (queries i0 .. i0+br-1, keys j0 .. j0+bc-1) need the element
    mask: does it reach past the last key, or does a causal or window edge
    cross it? (Rows past sq need none: their L = +inf makes P = 0.) */
@@ -6607,17 +6621,18 @@ __device__ __forceinline__ int fa__bwd_next_step(const fa__bwd_params &p, int b,
    padding. */
 template <bool BF16>
 __global__ void __launch_bounds__(256) fa__bwd_preprocess_kernel(const fa__bwd_params p) {
-    const int lane = threadIdx.x % 32;
-    const int t = blockIdx.x * 8 + threadIdx.x / 32, h = blockIdx.y, b = blockIdx.z;
+    /* acc_d / 8 lanes a row (8 columns each), 32 / that rows a warp (fa__bwd_run's grid) */
+    const int lpr = p.acc_d / 8, lane = threadIdx.x % 32, c0 = lane % lpr * 8;
+    const int t = (blockIdx.x * 8 + threadIdx.x / 32) * (32 / lpr) + lane / lpr, h = blockIdx.y, b = blockIdx.z;
     fa__bwd_seq s = fa__bwd_seq_info(p, b);
-    if (t >= s.sq_pad) return;
+    if (t - lane / lpr >= s.sq_pad) return; /* (the warp's rows all past the padding; the rest stay for the sum) */
     const bool real = t < s.sq;
     float acc = 0.f;
-    if (real && lane * 8 < p.d) {
+    if (real && c0 < p.d) {
         const uint4 o4 = *reinterpret_cast<const uint4 *>(
-            (const uint16_t *)p.o.data + fa__bwd_off(p.o, b, s.q_tok0, t, h) + lane * 8);
+            (const uint16_t *)p.o.data + fa__bwd_off(p.o, b, s.q_tok0, t, h) + c0);
         const uint4 g4 = *reinterpret_cast<const uint4 *>(
-            (const uint16_t *)p.dout.data + fa__bwd_off(p.dout, b, s.q_tok0, t, h) + lane * 8);
+            (const uint16_t *)p.dout.data + fa__bwd_off(p.dout, b, s.q_tok0, t, h) + c0);
         const uint32_t ou[4] = {o4.x, o4.y, o4.z, o4.w}, gu[4] = {g4.x, g4.y, g4.z, g4.w};
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
@@ -6625,9 +6640,9 @@ __global__ void __launch_bounds__(256) fa__bwd_preprocess_kernel(const fa__bwd_p
             acc += a.x * c.x + a.y * c.y;
         }
     }
-#pragma unroll
-    for (int m = 16; m >= 1; m /= 2) acc += __shfl_xor_sync(0xffffffffu, acc, m);
-    if (lane == 0) {
+    for (int m = lpr / 2; m >= 1; m /= 2) acc += __shfl_xor_sync(0xffffffffu, acc, m); /* the row's lanes */
+    if (t >= s.sq_pad) return;
+    if (c0 == 0) {
         /* Both indexed like the dQ accumulator rows, so the main kernel can
            cp.async them by query block. L becomes log2 units, and -inf (a row
            that sees no key) becomes +inf, so that exp2(x - L) is 0 there
@@ -6639,10 +6654,10 @@ __global__ void __launch_bounds__(256) fa__bwd_preprocess_kernel(const fa__bwd_p
     }
     /* (deterministic: slice 0 and the tile counts too, for the sm_90a
        kernel's ordered adds; the sm_80 kernel overwrites its slices) */
-    if (p.deterministic && lane == 0 && t % 64 == 0) p.dq_sem[((int64_t)h * p.acc_rows + s.acc_row0 + t) / 64] = 0;
-    if (lane * 8 < p.acc_d) {
+    if (p.deterministic && c0 == 0 && t % 64 == 0) p.dq_sem[((int64_t)h * p.acc_rows + s.acc_row0 + t) / 64] = 0;
+    {
         float4 z = make_float4(0.f, 0.f, 0.f, 0.f);
-        float *a = p.dq_acc + ((int64_t)h * p.acc_rows + s.acc_row0 + t) * p.acc_d + lane * 8;
+        float *a = p.dq_acc + ((int64_t)h * p.acc_rows + s.acc_row0 + t) * p.acc_d + c0;
         reinterpret_cast<float4 *>(a)[0] = z;
         reinterpret_cast<float4 *>(a)[1] = z;
     }
@@ -6688,15 +6703,16 @@ static __device__ __forceinline__ void fa__bwd_acc_load8(const fa__bwd_params &p
 
 template <bool BF16>
 __global__ void __launch_bounds__(256) fa__bwd_dq_convert_kernel(const fa__bwd_params p) {
-    const int lane = threadIdx.x % 32;
-    const int t = blockIdx.x * 8 + threadIdx.x / 32, h = blockIdx.y, b = blockIdx.z;
+    /* as kernel 1: acc_d / 8 lanes a row, 32 / that rows a warp */
+    const int lpr = p.acc_d / 8, lane = threadIdx.x % 32, c0 = lane % lpr * 8;
+    const int t = (blockIdx.x * 8 + threadIdx.x / 32) * (32 / lpr) + lane / lpr, h = blockIdx.y, b = blockIdx.z;
     fa__bwd_seq s = fa__bwd_seq_info(p, b);
-    if (t >= s.sq || lane * 8 >= p.d) return;
+    if (t >= s.sq || c0 >= p.d) return;
     const float *a = p.dq_acc + (int64_t)h * p.acc_rows * p.acc_d; /* the head's rows */
     const int64_t r = s.acc_row0 + t;
     float x[8];
     if (!p.deterministic) {
-        fa__bwd_acc_load8(p, a, r, lane * 8, x);
+        fa__bwd_acc_load8(p, a, r, c0, x);
     } else {
         /* Sum the partial dQ of every K/V block j that wrote one for this row,
            always in the order j = 0, 1, 2, ...: the same rounding every run. */
@@ -6710,7 +6726,7 @@ __global__ void __launch_bounds__(256) fa__bwd_dq_convert_kernel(const fa__bwd_p
             /* a step the block mask skips wrote no slice (>>bwd-bsparse) */
             if (p.bm.bits && !fa__bm_visited(p.bm, b, h, ib * p.br / 128, j * p.bc / 128)) continue;
             float y[8];
-            fa__bwd_acc_load8(p, a + (int64_t)j * p.acc_slice, r, lane * 8, y);
+            fa__bwd_acc_load8(p, a + (int64_t)j * p.acc_slice, r, c0, y);
 #pragma unroll
             for (int e = 0; e < 8; ++e) x[e] += y[e];
         }
@@ -6720,7 +6736,7 @@ __global__ void __launch_bounds__(256) fa__bwd_dq_convert_kernel(const fa__bwd_p
     out.y = fa__pack2<BF16>(x[2] * p.scale, x[3] * p.scale);
     out.z = fa__pack2<BF16>(x[4] * p.scale, x[5] * p.scale);
     out.w = fa__pack2<BF16>(x[6] * p.scale, x[7] * p.scale);
-    *reinterpret_cast<uint4 *>((uint16_t *)p.dq.data + fa__bwd_off(p.dq, b, s.q_tok0, t, h) + lane * 8) = out;
+    *reinterpret_cast<uint4 *>((uint16_t *)p.dq.data + fa__bwd_off(p.dq, b, s.q_tok0, t, h) + c0) = out;
 }
 
 /* ---- kernel 2: the main loop over Q blocks for one K/V block --------------- */
@@ -7252,14 +7268,24 @@ __device__ __forceinline__ void fa__bwd_sm90_p_plain(const fa__bwd_params &p, co
                                                      uint32_t (&pa)[NQ / 2][1][4], const float *sL, bool need_mask,
                                                      int i0, int kj, int t)
 {
+    /* the mask: this thread's two keys' visible queries, relative to its
+       first query i0 + 2t, so that element (n, e) tests 8n + (e & 1), a
+       constant, against them (no mask: every query) */
+    int lo[2] = {-(1 << 30), -(1 << 30)}, hi[2] = {1 << 30, 1 << 30};
+    if (MASK && need_mask)
+#pragma unroll
+        for (int kh = 0; kh < 2; kh++) {
+            fa__bwd_key_queries(p, s.sq, s.sk, kj + 8 * kh, lo[kh], hi[kh]);
+            lo[kh] -= i0 + 2 * t, hi[kh] -= i0 + 2 * t;
+        }
 #pragma unroll
     for (int n = 0; n < NQ; n++) {
         const float2 l2 = *reinterpret_cast<const float2 *>(sL + 8 * n + 2 * t);
 #pragma unroll
         for (int e = 0; e < 4; e++) {
             float x = fmaf(sT[n][e], p.scale_log2, -((e & 1) ? l2.y : l2.x));
-            if (MASK && need_mask && !fa__bwd_visible(p, s.sq, s.sk, i0 + 8 * n + 2 * t + (e & 1), kj + (e >> 1) * 8))
-                x = -INFINITY;
+            const int q = 8 * n + (e & 1);
+            if (MASK && (q < lo[e >> 1] || q > hi[e >> 1])) x = -INFINITY;
             pT[n][e] = fa__exp2(x);
         }
     }
@@ -7282,9 +7308,8 @@ __device__ __forceinline__ void fa__bwd_sm90_p(const fa__bwd_params &p, const fa
 {
     if (!EXTRAS) {
         /* tiles without the mask take a copy without its test and select
-           (FA__BWD_SM90_PVER; not at NQ 16, D 64's 128-query step, where
-           two copies spilled) */
-        if (FA__BWD_SM90_PVER && NQ <= 8 && !need_mask)
+           (FA__BWD_SM90_PVER) */
+        if (FA__BWD_SM90_PVER && !need_mask)
             fa__bwd_sm90_p_plain<BF16, false, NQ>(p, s, sT, pT, pa, sL, false, i0, kj, t);
         else
             fa__bwd_sm90_p_plain<BF16, true, NQ>(p, s, sT, pT, pa, sL, need_mask, i0, kj, t);
@@ -8592,9 +8617,10 @@ static fa_status fa__bwd_sm90_pick(const fa__bwd_params &kp, const fa__gpu &gpu,
 template <bool BF16>
 static fa_status fa__bwd_run(const fa__bwd_params &kp, const fa__bwd_plan &pl, const fa__gpu &gpu,
                              cudaStream_t st) {
-    dim3 rows_grid((kp.seqlen_q + 7) / 8, kp.hq, kp.batch);
+    const int rows = 8 * (32 / (kp.acc_d / 8)); /* a block's rows in kernels 1 and 3 (acc_d / 8 lanes a row) */
+    dim3 rows_grid((kp.seqlen_q + rows - 1) / rows, kp.hq, kp.batch);
     /* + each sequence's padding rows (sq_pad) */
-    dim3 pad_grid((unsigned)(fa__bwd_acc_pad(kp.seqlen_q) + 7) / 8, kp.hq, kp.batch);
+    dim3 pad_grid((unsigned)(fa__bwd_acc_pad(kp.seqlen_q) + rows - 1) / rows, kp.hq, kp.batch);
     FA__LAUNCH(fa__bwd_preprocess_kernel<BF16>, pad_grid, 256, 0, st, kp);
     FA__BWD_CUDA_TRY(cudaGetLastError());
     fa_status s = FA_OK;
