@@ -152,24 +152,37 @@ static float f16_to_f32(uint16_t h) {
 /* ============================================================================
    machine description
    ============================================================================ */
+/* The model name, with x86's family and model numbers where /proc/cpuinfo
+   gives them: the name alone ("AMD EPYC") does not tell a VM's Zen 4 host
+   from its Zen 5 one, and results move with it. */
 static void cpu_model(char *out, size_t cap) {
     FILE *f = fopen("/proc/cpuinfo", "r");
-    char line[512];
+    char line[512], name[256] = "unknown";
+    int family = -1, model = -1;
     snprintf(out, cap, "unknown");
     if (!f) return;
-    while (fgets(line, sizeof line, f)) {
+    while (fgets(line, sizeof line, f) && (name[0] == 'u' || family < 0 || model < 0)) {
+        char *c = strchr(line, ':');
+        if (!c) {
+            if (line[0] == '\n') break; /* the first CPU's block ended */
+            continue;
+        }
         if (strncmp(line, "model name", 10) == 0) {
-            char *c = strchr(line, ':');
-            if (c) {
-                c++;
-                while (*c == ' ' || *c == '\t') c++;
-                c[strcspn(c, "\n")] = 0;
-                snprintf(out, cap, "%s", c);
-            }
-            break;
+            c++;
+            while (*c == ' ' || *c == '\t') c++;
+            c[strcspn(c, "\n")] = 0;
+            snprintf(name, sizeof name, "%s", c);
+        } else if (strncmp(line, "cpu family", 10) == 0) {
+            family = atoi(c + 1);
+        } else if (strncmp(line, "model\t", 6) == 0 || strncmp(line, "model :", 7) == 0) {
+            model = atoi(c + 1);
         }
     }
     fclose(f);
+    if (family >= 0 && model >= 0)
+        snprintf(out, cap, "%s (family %d, model %d)", name, family, model);
+    else
+        snprintf(out, cap, "%s", name);
 }
 
 /* Size of the highest-level cache of cpu0 (Linux sysfs); 32 MiB if unknown. */
