@@ -6613,7 +6613,7 @@ __device__ __forceinline__ int fa__bwd_next_step(const fa__bwd_params &p, int b,
 
 /* ---- kernel 1: D = rowsum(dO * O), zero the dQ accumulator ----------------- */
 
-/* One warp per (row, head); lane c holds 16-byte chunk c of the row (d <= 256).
+/* A row of a head takes acc_d / 8 lanes, each 8 columns from c0 (fa__bwd_run's grid).
    Rows sq .. sq_pad - 1 (the padding that makes every sequence a whole number
    of FA__BWD_ACC_ALIGN-row blocks) get
    D = 0, L = +inf and a zero accumulator: a query block that reaches past

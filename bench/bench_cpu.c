@@ -161,12 +161,9 @@ static void cpu_model(char *out, size_t cap) {
     int family = -1, model = -1;
     snprintf(out, cap, "unknown");
     if (!f) return;
-    while (fgets(line, sizeof line, f) && (name[0] == 'u' || family < 0 || model < 0)) {
+    while (fgets(line, sizeof line, f) && line[0] != '\n') { /* (the first CPU's block) */
         char *c = strchr(line, ':');
-        if (!c) {
-            if (line[0] == '\n') break; /* the first CPU's block ended */
-            continue;
-        }
+        if (!c) continue;
         if (strncmp(line, "model name", 10) == 0) {
             c++;
             while (*c == ' ' || *c == '\t') c++;
