@@ -6461,7 +6461,7 @@ typedef struct fa__bwd_params {
     int deterministic;
     int br, bc;            /* the main kernel's tile, for the convert kernel */
     int acc_tiled;         /* the accumulator's 64-row blocks in the sm_90a kernel's
-                              order (fa__bwd_acc_off), for the convert kernel */
+                              order (fa__bwd_acc_place), for the convert kernel */
     fa__bmask bm;          /* a block mask (bits NULL: none), >>bwd-bsparse */
     float scale_cap;       /* scale / softcap (softcap > 0): tanh's factor in fa__bwd_score */
     int det_rot;           /* the sm_90a DET kernels on a cooperative grid, rotated walks (fa__bwd_rotates) */
@@ -6665,78 +6665,90 @@ __global__ void __launch_bounds__(256) fa__bwd_preprocess_kernel(const fa__bwd_p
 
 /* ---- kernel 3: dQ = scale * accumulator (sum of slices in fixed order) ------ */
 
-/* Where element (r, c) of a head's accumulator rows lies, from the head's
-   first. Row-major, or (acc_tiled 1: the sm_90a kernel at D = 64 and 128;
-   2: at D = 256, below)
-   each 64-row block as that kernel's consumer threads hold it, so that a
-   block leaves shared memory as one contiguous bulk add: float4 i of
-   consumer thread T at (256 i + T) * 4, thread T = 128 cw + 32 wq + 4 g + t
-   holding rows 16 wq + g (+8), columns cw D/2 + 8 i + 2 t (+1). */
-static __device__ __forceinline__ int64_t fa__bwd_acc_off(const fa__bwd_params &p, int64_t r, int c)
-{
-    if (!p.acc_tiled) return r * p.acc_d + c;
-    /* the element's thread in its warpgroup (wgmma's accumulator fragment) and its place in the float4 */
-    const int rb = (int)(r % 64), T = rb / 16 * 32 + rb % 8 * 4 + c % 8 / 2, e = rb % 16 / 8 * 2 + c % 2;
-    if (p.acc_tiled == 2) { /* D 256: float4 n = 0-7 of warpgroup 0's threads, of 1's, then n = 8-15 of both */
-        const int n = c % 128 / 8;
-        return (r - rb) * p.acc_d + n / 8 * 8192 + c / 128 * 4096 + (128 * (n % 8) + T) * 4 + e;
-    }
-    const int dq = p.acc_d / 2, i = c % dq / 8; /* warpgroup c / dq's float4 i */
-    return (r - rb) * p.acc_d + (256 * i + c / dq * 128 + T) * 4 + e;
-}
-/* 8 columns from c0 (a multiple of 8) of accumulator row r of head h */
-static __device__ __forceinline__ void fa__bwd_acc_load8(const fa__bwd_params &p, const float *head, int64_t r, int c0,
-                                                         float (&x)[8])
+/* The accumulator's order: each sequence's rows from a multiple of 64
+   (fa__bwd_seq_info), each 64-row block contiguous, in it row-major, or
+   (acc_tiled 1: the sm_90a kernel at D = 64 and 128; 2: at D = 256) as that
+   kernel's consumer threads hold it, so that a block leaves shared memory
+   as one contiguous bulk add. acc_tiled 1: float4 256 i + T of the block
+   is float4 i of consumer thread T = 128 cw + 32 wq + 4 g + t, which holds
+   rows 16 wq + g (elements 0, 1) and 16 wq + g + 8 (2, 3), columns
+   cw D/2 + 8 i + 2 t (+1) (wgmma's accumulator fragment, fa__bwd_sm90_stage_dq).
+   acc_tiled 2: its 16 float4s n as float4 n / 8 * 2048 + w * 1024 +
+   128 (n % 8) + T of warpgroup w's thread T, columns 128 w + 8 n + 2 t (+1)
+   (fa__bwd_sm90_stage_dq256). fa__bwd_acc_place: where elements e and
+   e + 1 (e = 0 or 2: two adjacent columns of one row) of float4 f of a
+   block go, row and column in the block. */
+static __device__ __forceinline__ void fa__bwd_acc_place(const fa__bwd_params &p, int f, int e, int &row, int &col)
 {
     if (!p.acc_tiled) {
-        const float4 u = reinterpret_cast<const float4 *>(head + r * p.acc_d + c0)[0],
-                     w = reinterpret_cast<const float4 *>(head + r * p.acc_d + c0)[1];
-        x[0] = u.x; x[1] = u.y; x[2] = u.z; x[3] = u.w; x[4] = w.x; x[5] = w.y; x[6] = w.z; x[7] = w.w;
+        row = f / (p.acc_d / 4), col = f % (p.acc_d / 4) * 4 + e;
         return;
     }
-#pragma unroll
-    for (int k = 0; k < 8; k += 2) { /* (columns 2t, 2t + 1: one float2) */
-        const float2 v = *reinterpret_cast<const float2 *>(head + fa__bwd_acc_off(p, r, c0 + k));
-        x[k] = v.x; x[k + 1] = v.y;
-    }
+    const int T = f % 128; /* the thread's fragment: rows g, g + 8, columns 2 t, 2 t + 1 */
+    row = T / 32 * 16 + T % 32 / 4 + e / 2 * 8;
+    col = T % 4 * 2 + (p.acc_tiled == 2 ? f % 2048 / 1024 * 128 + (f / 2048 * 8 + f % 1024 / 128) * 8
+                                         : f % 256 / 128 * (p.acc_d / 2) + f / 256 * 8);
 }
 
+/* Float4 f of the accumulator block at a (rows t0 ..): as it lies, or
+   (deterministic, the sm_80 kernel's slices, row-major) the partial dQ of
+   every K/V block j that wrote one for its row, summed in the order
+   j = 0, 1, 2, ...: the same rounding every run. */
+static __device__ __forceinline__ float4 fa__bwd_acc_read(const fa__bwd_params &p, const fa__bwd_seq &s,
+                                                         const float *a, int f, int t0, int b, int h)
+{
+    if (!p.deterministic) return reinterpret_cast<const float4 *>(a)[f];
+    float4 x = make_float4(0.f, 0.f, 0.f, 0.f);
+    const int ib = (t0 + f / (p.acc_d / 4)) / p.br, nj = (s.sk + p.bc - 1) / p.bc;
+    for (int j = 0; j < nj; ++j) {
+        int ib0, ib1;
+        fa__bwd_q_range(p, s.sq, s.sk, j * p.bc, p.br, p.bc, &ib0, &ib1);
+        if (ib < ib0 || ib >= ib1) continue;
+        /* a step the block mask skips wrote no slice (>>bwd-bsparse) */
+        if (p.bm.bits && !fa__bm_visited(p.bm, b, h, ib * p.br / 128, j * p.bc / 128)) continue;
+        const float4 y = reinterpret_cast<const float4 *>(a + (int64_t)j * p.acc_slice)[f];
+        x.x += y.x, x.y += y.y, x.z += y.z, x.w += y.w;
+    }
+    return x;
+}
+
+/* A block: 64 accumulator rows of one head. Its float4s are read in the
+   order they lie (float4 f = 256 k + thread: a warp reads 512 contiguous
+   bytes whatever the layout), scaled, converted and put in place in a
+   row-major tile in shared memory (rows padded by 16 bytes: the 8 rows of a
+   fragment land on different banks), then written as 16-byte row pieces. */
 template <bool BF16>
 __global__ void __launch_bounds__(256) fa__bwd_dq_convert_kernel(const fa__bwd_params p) {
-    /* as kernel 1: acc_d / 8 lanes a row, 32 / that rows a warp */
-    const int lpr = p.acc_d / 8, lane = threadIdx.x % 32, c0 = lane % lpr * 8;
-    const int t = (blockIdx.x * 8 + threadIdx.x / 32) * (32 / lpr) + lane / lpr, h = blockIdx.y, b = blockIdx.z;
+    extern __shared__ __align__(1024) unsigned char fa__bwd_smem[]; /* (the main kernel's name) */
+    uint32_t *tile = reinterpret_cast<uint32_t *>(fa__bwd_smem); /* 64 x (acc_d + 8) halves, as pairs */
+    const int h = blockIdx.y, b = blockIdx.z, t0 = blockIdx.x * 64, pitch = p.acc_d / 2 + 4; /* (pairs) */
     fa__bwd_seq s = fa__bwd_seq_info(p, b);
-    if (t >= s.sq || c0 >= p.d) return;
-    const float *a = p.dq_acc + (int64_t)h * p.acc_rows * p.acc_d; /* the head's rows */
-    const int64_t r = s.acc_row0 + t;
-    float x[8];
-    if (!p.deterministic) {
-        fa__bwd_acc_load8(p, a, r, c0, x);
-    } else {
-        /* Sum the partial dQ of every K/V block j that wrote one for this row,
-           always in the order j = 0, 1, 2, ...: the same rounding every run. */
+    if (t0 >= s.sq) return;
+    const float *a = p.dq_acc + ((int64_t)h * p.acc_rows + s.acc_row0 + t0) * p.acc_d; /* the block */
+    const int n4 = 16 * p.acc_d; /* the block's float4s */
+    for (int f0 = threadIdx.x; f0 < n4; f0 += 1024) {
+        float4 x[4]; /* (four loads in flight before the first is placed) */
 #pragma unroll
-        for (int e = 0; e < 8; ++e) x[e] = 0.f;
-        const int ib = t / p.br, nj = (s.sk + p.bc - 1) / p.bc;
-        for (int j = 0; j < nj; ++j) {
-            int ib0, ib1;
-            fa__bwd_q_range(p, s.sq, s.sk, j * p.bc, p.br, p.bc, &ib0, &ib1);
-            if (ib < ib0 || ib >= ib1) continue;
-            /* a step the block mask skips wrote no slice (>>bwd-bsparse) */
-            if (p.bm.bits && !fa__bm_visited(p.bm, b, h, ib * p.br / 128, j * p.bc / 128)) continue;
-            float y[8];
-            fa__bwd_acc_load8(p, a + (int64_t)j * p.acc_slice, r, c0, y);
+        for (int u = 0; u < 4; u++)
+            if (f0 + 256 * u < n4) x[u] = fa__bwd_acc_read(p, s, a, f0 + 256 * u, t0, b, h);
 #pragma unroll
-            for (int e = 0; e < 8; ++e) x[e] += y[e];
+        for (int u = 0; u < 4; u++) {
+            int row, col;
+            if (f0 + 256 * u >= n4) break;
+            fa__bwd_acc_place(p, f0 + 256 * u, 0, row, col);
+            tile[row * pitch + col / 2] = fa__pack2<BF16>(x[u].x * p.scale, x[u].y * p.scale);
+            fa__bwd_acc_place(p, f0 + 256 * u, 2, row, col);
+            tile[row * pitch + col / 2] = fa__pack2<BF16>(x[u].z * p.scale, x[u].w * p.scale);
         }
     }
-    uint4 out;
-    out.x = fa__pack2<BF16>(x[0] * p.scale, x[1] * p.scale);
-    out.y = fa__pack2<BF16>(x[2] * p.scale, x[3] * p.scale);
-    out.z = fa__pack2<BF16>(x[4] * p.scale, x[5] * p.scale);
-    out.w = fa__pack2<BF16>(x[6] * p.scale, x[7] * p.scale);
-    *reinterpret_cast<uint4 *>((uint16_t *)p.dq.data + fa__bwd_off(p.dq, b, s.q_tok0, t, h) + c0) = out;
+    __syncthreads(); /* the tile is whole: its rows are read by other threads than wrote them */
+    const int pieces = p.acc_d / 8; /* 16-byte pieces a row */
+    for (int q = threadIdx.x; q < 64 * pieces; q += 256) {
+        const int r = q / pieces, c0 = q % pieces * 8;
+        if (t0 + r >= s.sq || c0 >= p.d) continue;
+        *reinterpret_cast<uint4 *>((uint16_t *)p.dq.data + fa__bwd_off(p.dq, b, s.q_tok0, t0 + r, h) + c0) =
+            *reinterpret_cast<const uint4 *>(tile + r * pitch + c0 / 2);
+    }
 }
 
 /* ---- kernel 2: the main loop over Q blocks for one K/V block --------------- */
@@ -7389,7 +7401,7 @@ __device__ __forceinline__ void fa__bwd_sm90_ds(const fa__bwd_params &p, const f
 
    dQ_i's partial sums go to the fp32 accumulator as a whole 64 x D tile:
    the consumers store their fragments into shared memory in the order they
-   hold them, which is the accumulator's order (fa__bwd_acc_off), and one
+   hold them, which is the accumulator's order (fa__bwd_acc_place), and one
    thread sends the tile with one bulk reduce-add (cp.reduce.async.bulk),
    summed in L2. A thread's 16 fp32 atomics a step instead held a quarter of
    the consumers' time, and the same sums sent as a bulk add a row were
@@ -7462,7 +7474,7 @@ typedef struct fa__bwd_maps { CUtensorMap q, k, v, dout; } fa__bwd_maps;
    leave room for one K/V buffer only. */
 template <int D, int BR = 64> struct fa__bwd_sm90_layout {
     static constexpr bool split = D > 128;
-    static constexpr bool dq_tile = !split; /* dQ leaves as one bulk add a step (fa__bwd_acc_off) */
+    static constexpr bool dq_tile = !split; /* dQ leaves as one bulk add a step (fa__bwd_acc_place) */
     static constexpr bool wide = BR == 128; /* 128 query rows a step (fa__bwd_sm90_klayout) */
     static constexpr int bc = split ? 64 : 128, br = BR, kv_bufs = D == 64 && !wide ? 2 : 1;
     static constexpr int dkv = split ? D / 2 : D; /* the dK, dV columns of a warpgroup */
@@ -7931,7 +7943,7 @@ __device__ __forceinline__ void fa__bwd_sm90_hand_over(const fa__bwd_params &p, 
 }
 /* A step's fp32 partial dQ, the 64-row tile at p.dq_acc + blk, as one bulk
    add: each consumer thread T's fragments into shared memory at sdq in the
-   accumulator's order (fa__bwd_acc_off, fa__bwd_sm90_stage_dq), then thread
+   accumulator's order (fa__bwd_acc_place, fa__bwd_sm90_stage_dq), then thread
    0 sends the whole tile, added in L2: no atomics in the consumers' loop
    (fa__bwd_sm90_flush_dq). Deterministic: the tile goes to a dQ writer
    instead (fa__bwd_sm90_dq_writer), in two buffers taken in turn (a writer
@@ -7952,7 +7964,7 @@ __device__ __forceinline__ void fa__bwd_sm90_stage_dq(const float (&dq)[N][4], c
     }
     /* (in 16-byte units) WIDE: warpgroup T / 128 holds all 64 columns of
        its own 64 rows, the row block 1024 units on, so its fragment n is
-       column half n / 4's fragment n % 4 there (fa__bwd_acc_off's order) */
+       column half n / 4's fragment n % 4 there (fa__bwd_acc_place's order) */
 #pragma unroll
     for (int n = 0; n < N; n++) {
         const int at = WIDE ? T / 128 * 1024 + 256 * (n % 4) + 128 * (n / 4) + T % 128 : 256 * n + T;
@@ -7989,7 +8001,7 @@ __device__ __forceinline__ void fa__bwd_sm90_send_dq(const fa__bwd_params &p, co
 }
 
 /* The split tile's dQ (D 256): its 64 x 256 fp32 tile in the accumulator's
-   order (fa__bwd_acc_off, acc_tiled 2) leaves from the step's own Q_i and
+   order (fa__bwd_acc_place, acc_tiled 2) leaves from the step's own Q_i and
    dO_i buffers, which hold its first and second 32 KB: the dQ tile has no
    room of its own beside the P^T and dS^T tiles. Warpgroup cw stores its
    64 x 128 into its own column halves of them (offset kvcol), which only
@@ -8617,8 +8629,7 @@ static fa_status fa__bwd_sm90_pick(const fa__bwd_params &kp, const fa__gpu &gpu,
 template <bool BF16>
 static fa_status fa__bwd_run(const fa__bwd_params &kp, const fa__bwd_plan &pl, const fa__gpu &gpu,
                              cudaStream_t st) {
-    const int rows = 8 * (32 / (kp.acc_d / 8)); /* a block's rows in kernels 1 and 3 (acc_d / 8 lanes a row) */
-    dim3 rows_grid((kp.seqlen_q + rows - 1) / rows, kp.hq, kp.batch);
+    const int rows = 8 * (32 / (kp.acc_d / 8)); /* a block's rows in kernel 1 (acc_d / 8 lanes a row) */
     /* + each sequence's padding rows (sq_pad) */
     dim3 pad_grid((unsigned)(fa__bwd_acc_pad(kp.seqlen_q) + rows - 1) / rows, kp.hq, kp.batch);
     FA__LAUNCH(fa__bwd_preprocess_kernel<BF16>, pad_grid, 256, 0, st, kp);
@@ -8652,7 +8663,9 @@ static fa_status fa__bwd_run(const fa__bwd_params &kp, const fa__bwd_plan &pl, c
     fa__bwd_params kc = kp; /* the sm_90a kernel left the accumulator tiled (D 256 without BULK256: not), */
     kc.acc_tiled = !ran ? 0 : pl.D <= 128 ? 1 : FA__BWD_SM90_BULK256 ? 2 : 0;
     kc.deterministic = kp.deterministic && !kc.acc_tiled; /* and summed in order: slice 0 holds dQ */
-    FA__LAUNCH(fa__bwd_dq_convert_kernel<BF16>, rows_grid, 256, 0, st, kc);
+    /* 64 rows a block, its tile 64 x (acc_d + 8) halves (at most 33 KB: no opt-in needed) */
+    FA__LAUNCH(fa__bwd_dq_convert_kernel<BF16>, dim3((kp.seqlen_q + 63) / 64, kp.hq, kp.batch), 256,
+               (size_t)64 * (kp.acc_d + 8) * 2, st, kc);
     FA__BWD_CUDA_TRY(cudaGetLastError());
     return FA_OK;
 }
