@@ -8178,6 +8178,7 @@ __device__ __forceinline__ void fa__bwd_sm90_consumer(const fa__bwd_params &p, c
         for (int c = 0; c < DKV / 2; c++) dk_flat[c] = dv_flat[c] = 0.f;
         /* the steps walked, as the producer walks them (>>bwd-bsparse) */
         if (w.first < w.iters) fa__mbar_wait(kv_full + 8 * kb, (uint32_t)((kv_uses / KVB) & 1));
+        FLASHATTN_TRACE(47, w.jb, w.hk); /* (the trace: K_j, V_j are in) */
         for (int it = w.first; it < w.iters;
              it = fa__bwd_next_step(p, w.b, w.hk, w.j0, w.ib0, w.nib, w.iters, BR, it + 1), ring++) {
             const int st = ring & 1, h = w.hk * p.group + it / w.nib, i0 = fa__bwd_qblock<DET>(w, it) * BR;
@@ -8277,6 +8278,7 @@ __device__ __forceinline__ void fa__bwd_sm90_consumer(const fa__bwd_params &p, c
                 }
             }
         }
+        FLASHATTN_TRACE(48, w.jb, w.hk); /* (the trace: the steps are done) */
         if (w.first < w.iters) {
             /* every product that reads K_j, V_j is done: the buffer may be refilled */
             __syncwarp();

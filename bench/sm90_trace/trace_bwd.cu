@@ -5,12 +5,15 @@
      43 / 44 before / after the consumers' wait for a free dQ buffer        (deterministic only)
      40 / 41 a dQ writer's spin on the tile's count: before / after         (deterministic only)
      42 the writer's add done in memory and counted                          (deterministic only)
+     47 / 48 the unit's K_j, V_j are in (its first wait) / its steps are done (consumer thread 0)
    (the two writers' spins and adds are summed: each writer has half the tiles)
    Per block it sums clock64() intervals (one SM's clock, so no cross-SM comparison) and keeps
    the span of its units on %globaltimer (ns, comparable across SMs). Printed, for each mode:
    the call's time, the blocks' makespan against their summed spans over the SMs (the grid's
    tail), and the shares of the units' time spent in the writer's spins, in its adds' round
-   trips and in the consumers' waits; in the deterministic mode (one unit a block) also by
+   trips and in the consumers' waits; a unit's mean clocks and the shares of its start (up to
+   K_j, V_j in: 45-47), its end (dK, dV stored: 48-46) and the gaps between a block's units
+   (46 to the next 45); in the deterministic mode (one unit a block) also by
    quarter of the key blocks (jb).
    Build and run (on an H100 / H200):
      nvcc -std=c++17 -O3 -I. -gencode arch=compute_90a,code=sm_90a bench/sm90_trace/trace_bwd.cu -o trace_bwd
@@ -19,9 +22,10 @@
    in both modes. */
 #include <cuda_runtime.h>
 #define FA_TRB_MAX 65536 /* blocks recorded (the deterministic grid is one block a unit) */
-enum { TRB_SPIN, TRB_ADD, TRB_CWAIT, TRB_UNIT, TRB_ADDS, TRB_CWAITS, TRB_UNITS, TRB_N };
+enum { TRB_SPIN, TRB_ADD, TRB_CWAIT, TRB_UNIT, TRB_ADDS, TRB_CWAITS, TRB_UNITS, TRB_KV, TRB_END, TRB_GAP, TRB_N };
 __device__ long long fa__trb_c[FA_TRB_MAX][TRB_N];       /* clock64 sums and counts */
-__device__ long long fa__trb_t0[FA_TRB_MAX][3];          /* pending starts: writers 1, 2, the consumers */
+__device__ long long fa__trb_t0[FA_TRB_MAX][5];          /* pending starts: writers 1, 2, the consumers'
+                                                            wait, their unit's start / loop's end, its end */
 __device__ unsigned long long fa__trb_g[FA_TRB_MAX][2];  /* globaltimer: the unit's start, end */
 __device__ int fa__trb_jb[FA_TRB_MAX];
 static __device__ __forceinline__ unsigned long long fa__trb_now(void)
@@ -48,9 +52,13 @@ static __device__ __forceinline__ void fa__trb(int ev, int a)
     case 44: s[TRB_CWAIT] += c - t0[1]; s[TRB_CWAITS]++; break;
     case 45: /* (a persistent block's first unit starts its span) */
         s[TRB_UNIT] -= c; s[TRB_UNITS]++; fa__trb_jb[blk] = a;
+        if (t0[4]) s[TRB_GAP] += c - t0[4];
+        t0[3] = c;
         if (!fa__trb_g[blk][0]) fa__trb_g[blk][0] = fa__trb_now();
         break;
-    case 46: s[TRB_UNIT] += c; fa__trb_g[blk][1] = fa__trb_now(); break;
+    case 46: s[TRB_UNIT] += c; s[TRB_END] += c - t0[3]; t0[4] = c; fa__trb_g[blk][1] = fa__trb_now(); break;
+    case 47: s[TRB_KV] += c - t0[3]; break;
+    case 48: t0[3] = c; break;
     }
 }
 #define FLASHATTN_TRACE(ev, a, b) fa__trb((ev), (a))
@@ -76,6 +84,7 @@ static void trb_clear(void)
     static std::vector<char> zero(sizeof(long long) * FA_TRB_MAX * TRB_N);
     cudaMemcpyToSymbol(fa__trb_c, zero.data(), sizeof(long long) * FA_TRB_MAX * TRB_N);
     cudaMemcpyToSymbol(fa__trb_g, zero.data(), sizeof(unsigned long long) * FA_TRB_MAX * 2);
+    cudaMemcpyToSymbol(fa__trb_t0, zero.data(), sizeof(long long) * FA_TRB_MAX * 5);
 }
 
 static trb_host trb_read(void)
@@ -113,6 +122,12 @@ static void trb_report(const char *mode, const trb_host &h, int sms, int key_blo
     const double span = (double)(g1 - g0), ideal = unit_ns / sms;
     printf("%s: %d blocks, %.0f units; makespan %.1f us, summed block spans / %d SMs %.1f us (tail x%.2f)\n",
            mode, blocks, units, span / 1e3, sms, ideal / 1e3, span / ideal);
+    double u[TRB_N] = {0};
+    for (int k = 0; k < TRB_N; k++)
+        for (int r = 0; r < 4; r++) u[k] += sum[r][k];
+    printf("%s: a unit %.0f clocks: start (K, V in) %.1f%%, end (dK, dV stored) %.1f%%; between units %.1f%%\n", mode,
+           u[TRB_UNIT] / units, 100 * u[TRB_KV] / u[TRB_UNIT], 100 * u[TRB_END] / u[TRB_UNIT],
+           100 * u[TRB_GAP] / u[TRB_UNIT]);
     printf("%s:   jb quarter | unit clocks | writer spin | add round trip | consumers wait | adds, waits a unit\n", mode);
     for (int q = by_jb ? 0 : 4; q < 5; q++) {
         double s[TRB_N] = {0};
