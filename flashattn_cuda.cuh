@@ -6757,23 +6757,52 @@ __global__ void __launch_bounds__(256) fa__bwd_dq_convert_kernel(const fa__bwd_p
    fragments, NT 8-column tiles from column col0 + 2 t4 of key rows r, r + 8
    of block j0 (the mma C layout). Rows past the keys and columns past d are
    not written; a block that no query sees writes 0. */
+/* Four 4-byte values a[0..3] of each of the quad's lanes (t = lane % 4) as
+   a 4 x 4 matrix, lane t's row t, transposed: lane t ends with column t
+   (a[k] from lane k), in two exchanges of two values (lanes t ^ 2, t ^ 1). */
+static __device__ __forceinline__ void fa__quad_transpose(uint32_t (&a)[4], int t)
+{
+    const bool hi = t & 2, odd = t & 1;
+    uint32_t y0 = __shfl_xor_sync(0xffffffffu, hi ? a[0] : a[2], 2);
+    uint32_t y1 = __shfl_xor_sync(0xffffffffu, hi ? a[1] : a[3], 2);
+    if (hi) a[0] = y0, a[1] = y1;
+    else a[2] = y0, a[3] = y1;
+    y0 = __shfl_xor_sync(0xffffffffu, odd ? a[0] : a[1], 1);
+    y1 = __shfl_xor_sync(0xffffffffu, odd ? a[2] : a[3], 1);
+    if (odd) a[0] = y0, a[2] = y1;
+    else a[1] = y0, a[3] = y1;
+}
+
+/* dK (times the scale) and dV of a thread's key rows r, r + 8 from its
+   accumulator fragments (columns col0 + 8 n + 2 t4, + 1), stored 16 bytes
+   a thread: the quad's fragments of four column blocks transposed
+   (fa__quad_transpose), so that lane t4 holds all 8 columns of block
+   4 m + t4 and a warp writes whole 64-byte row pieces, where 4-byte
+   stores wrote half sectors. */
 template <bool BF16, int NT>
 static __device__ __forceinline__ void fa__bwd_store_dkdv(const fa__bwd_params &p, const fa__bwd_seq &s, int b,
                                                           int hk, int j0, int r, int col0, int t4,
                                                           const float (&dk)[NT][4], const float (&dv)[NT][4]) {
+    static_assert(NT % 4 == 0, "whole groups of four column blocks");
     uint16_t *gdk = (uint16_t *)p.dk.data + fa__bwd_off(p.dk, b, s.k_tok0, j0, hk);
     uint16_t *gdv = (uint16_t *)p.dv.data + fa__bwd_off(p.dv, b, s.k_tok0, j0, hk);
 #pragma unroll
-    for (int n = 0; n < NT; ++n) {
-        const int col = col0 + n * 8 + 2 * t4;
-        if (col >= p.d) continue;
+    for (int m = 0; m < NT / 4; ++m) {
+        const int col = col0 + (4 * m + t4) * 8; /* (d is a multiple of 8: a block is in or out) */
 #pragma unroll
         for (int hh = 0; hh < 2; ++hh) {
             const int rr = r + hh * 8;
-            if (j0 + rr >= s.sk) continue;
-            *reinterpret_cast<uint32_t *>(gdk + rr * p.dk.ss + col) =
-                fa__pack2<BF16>(dk[n][2 * hh] * p.scale, dk[n][2 * hh + 1] * p.scale);
-            *reinterpret_cast<uint32_t *>(gdv + rr * p.dv.ss + col) = fa__pack2<BF16>(dv[n][2 * hh], dv[n][2 * hh + 1]);
+            uint32_t k4[4], v4[4];
+#pragma unroll
+            for (int x = 0; x < 4; ++x) {
+                k4[x] = fa__pack2<BF16>(dk[4 * m + x][2 * hh] * p.scale, dk[4 * m + x][2 * hh + 1] * p.scale);
+                v4[x] = fa__pack2<BF16>(dv[4 * m + x][2 * hh], dv[4 * m + x][2 * hh + 1]);
+            }
+            fa__quad_transpose(k4, t4);
+            fa__quad_transpose(v4, t4);
+            if (col >= p.d || j0 + rr >= s.sk) continue;
+            *reinterpret_cast<uint4 *>(gdk + rr * p.dk.ss + col) = make_uint4(k4[0], k4[1], k4[2], k4[3]);
+            *reinterpret_cast<uint4 *>(gdv + rr * p.dv.ss + col) = make_uint4(v4[0], v4[1], v4[2], v4[3]);
         }
     }
 }

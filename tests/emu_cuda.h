@@ -275,6 +275,9 @@ static inline float __shfl_xor_sync(unsigned, float v, int m) {
     memcpy(&v, &u, 4);
     return v;
 }
+static inline unsigned __shfl_xor_sync(unsigned, unsigned v, int m) {
+    return (unsigned)emu_shfl((int)v, emu_lane() ^ m);
+}
 /* Atomics are plain read-modify-writes: the fibers switch only where they
    wait, never inside one. */
 static inline float atomicAdd(float *p, float v) {
