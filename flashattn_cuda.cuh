@@ -6675,7 +6675,7 @@ __global__ void __launch_bounds__(256) fa__bwd_preprocess_kernel(const fa__bwd_p
    cw D/2 + 8 i + 2 t (+1) (wgmma's accumulator fragment, fa__bwd_sm90_stage_dq).
    acc_tiled 2: its 16 float4s n as float4 n / 8 * 2048 + w * 1024 +
    128 (n % 8) + T of warpgroup w's thread T, columns 128 w + 8 n + 2 t (+1)
-   (fa__bwd_sm90_stage_dq256). fa__bwd_acc_place: where elements e and
+   (fa__bwd_sm90_send_dq256). fa__bwd_acc_place: where elements e and
    e + 1 (e = 0 or 2: two adjacent columns of one row) of float4 f of a
    block go, row and column in the block. */
 static __device__ __forceinline__ void fa__bwd_acc_place(const fa__bwd_params &p, int f, int e, int &row, int &col)
