@@ -6753,10 +6753,6 @@ __global__ void __launch_bounds__(256) fa__bwd_dq_convert_kernel(const fa__bwd_p
 
 /* ---- kernel 2: the main loop over Q blocks for one K/V block --------------- */
 
-/* The end of kernel 2 (line 24): write a thread's dK_j (times scale) and dV_j
-   fragments, NT 8-column tiles from column col0 + 2 t4 of key rows r, r + 8
-   of block j0 (the mma C layout). Rows past the keys and columns past d are
-   not written; a block that no query sees writes 0. */
 /* Four 4-byte values a[0..3] of each of the quad's lanes (t = lane % 4) as
    a 4 x 4 matrix, lane t's row t, transposed: lane t ends with column t
    (a[k] from lane k), in two exchanges of two values (lanes t ^ 2, t ^ 1). */
@@ -6773,12 +6769,14 @@ static __device__ __forceinline__ void fa__quad_transpose(uint32_t (&a)[4], int 
     else a[1] = y0, a[3] = y1;
 }
 
-/* dK (times the scale) and dV of a thread's key rows r, r + 8 from its
-   accumulator fragments (columns col0 + 8 n + 2 t4, + 1), stored 16 bytes
-   a thread: the quad's fragments of four column blocks transposed
-   (fa__quad_transpose), so that lane t4 holds all 8 columns of block
-   4 m + t4 and a warp writes whole 64-byte row pieces, where 4-byte
-   stores wrote half sectors. */
+/* The end of kernel 2 (line 24): write a thread's dK_j (times scale) and dV_j
+   fragments, NT 8-column tiles from column col0 + 2 t4 of key rows r, r + 8
+   of block j0 (the mma C layout). Rows past the keys and columns past d are
+   not written; a block that no query sees writes 0. Each quad's fragments
+   of four column blocks are transposed first (fa__quad_transpose), so that
+   lane t4 holds all 8 columns of block 4 m + t4 and stores them as 16
+   bytes: a warp writes whole 64-byte row pieces (a fragment's own 4 bytes
+   a lane would fill half sectors). */
 template <bool BF16, int NT>
 static __device__ __forceinline__ void fa__bwd_store_dkdv(const fa__bwd_params &p, const fa__bwd_seq &s, int b,
                                                           int hk, int j0, int r, int col0, int t4,
