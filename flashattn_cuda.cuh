@@ -7458,7 +7458,7 @@ __device__ __forceinline__ void fa__bwd_sm90_ds(const fa__bwd_params &p, const f
 
    At D = 256 the block is 64 keys and the warpgroups split the columns of
    dK, dV and dQ instead of the keys (see `split` below). At D = 64 the
-   plain kernel's step is 128 query rows (fa__bwd_sm90_klayout, FA__BWD_SM90_WIDE),
+   plain and deterministic kernels' step is 128 query rows (fa__bwd_sm90_klayout, FA__BWD_SM90_WIDE),
    each warpgroup computing all of dQ's columns for its 64 of them.
 
    Covered: f16 / bf16, D = 64, 128 and 256 (head dims 33 .. 256, zero-filled
@@ -7484,9 +7484,10 @@ typedef struct fa__bwd_maps { CUtensorMap q, k, v, dout; } fa__bwd_maps;
 /* Its shared memory, byte offsets from a 1024-byte aligned base (every tile
    on the swizzle's period): kv_bufs K, V buffers (with two, a persistent
    block loads its next unit's while it finishes one), Q[2], dO[2], dS^T[2],
-   the dQ tile (D <= 128), then L and D of each stage, then 8 barriers: K/V
-   full and empty per buffer, Q/dO full and empty per stage. The host asks
-   for 1024 + total.
+   the dQ tile (D <= 128), then L and D of each stage, then (deterministic
+   kernels) the second dQ tile; `tiles` bytes in all (det_tiles). The
+   barriers and mailboxes follow (fa__bwd_sm90_bars_at). The host asks for
+   request(det) bytes.
 
    split (D = 256): a warpgroup owning 64 keys would hold dK and dV of
    64 x 256, all 256 of its registers per thread. So the block takes 64 keys
@@ -7510,18 +7511,41 @@ template <int D, int BR = 64> struct fa__bwd_sm90_layout {
                               pt_bytes = split ? ds_bytes : 0; /* split: P^T, as dS^T */
     static constexpr uint32_t kv = 0, q = 2 * kv_bufs * kv_bytes, dout = q + 2 * q_bytes, ds = dout + 2 * q_bytes,
                               dq = ds + 2 * ds_bytes, pt = dq + dq_bytes, ld = pt + 2 * pt_bytes,
-                              bars = ld + 2 * ld_bytes, total = bars + 8 * 8;
-    /* the deterministic kernels: per dQ buffer b a full and an empty mbarrier
-       (+ 8 b) and a 32-byte mailbox (+ 32 b) (fa__bwd_sm90_dq_writer), then
-       the second buffer */
-    static constexpr uint32_t dq_full = total, dq_empty = dq_full + 16, mail = dq_full + 32, dq2 = dq_full + 128,
-                              total_det = dq2 + dq_bytes;
-    static_assert(mail % 16 == 0 && dq2 % 16 == 0, "the mailbox's vectors, the bulk copy's source: 16-aligned");
+                              tiles = ld + 2 * ld_bytes, dq2 = tiles, det_tiles = dq2 + dq_bytes;
+    /* The barrier block, offsets from its start: 8 mbarriers (K/V full and
+       empty per buffer, Q/dO full and empty per stage), then in the
+       deterministic kernels per dQ buffer b a full and an empty mbarrier
+       (+ 8 b) and a 32-byte mailbox (+ 32 b) (fa__bwd_sm90_dq_writer). */
+    static constexpr uint32_t kv_full = 0, kv_empty = 16, full = 32, empty = 48, dq_full = 64, dq_empty = 80,
+                              mail = 96;
+    static __host__ __device__ constexpr uint32_t bar_bytes(bool det) { return det ? mail + 2 * 32 : dq_full; }
+    /* What the host asks for: the tiles and 1023 bytes, the most the
+       1024-byte alignment can skip, which also hold the barrier block
+       (fa__bwd_sm90_bars_at) */
+    static __host__ __device__ constexpr uint32_t request(bool det) { return (det ? det_tiles : tiles) + 1023; }
+    static_assert(tiles % 16 == 0 && dq2 % 16 == 0 && mail % 16 == 0,
+                  "the barrier block and the mailbox's vectors, the bulk copy's source: 16-aligned");
+    static_assert(2 * bar_bytes(true) <= 1024, "the barrier block and a slack too small for it: 1023 bytes");
     static_assert(!wide || (D == 64 && !split), "128-row steps: D 64 only");
-    static_assert(1024 + total <= 227 * 1024, "the block's shared memory");
+    static_assert(request(false) <= 227 * 1024 && request(true) <= 227 * 1024, "the block's shared memory");
 };
-/* Query rows a step of the sm_90a backward: 64, but 128 in the plain kernel
-   at D 64 (FA__BWD_SM90_WIDE), where a 64-row step's fixed costs (the
+/* Where the barrier block of layout L lies for a dynamic shared array at
+   `base` (its alignment is not promised): in the slack below the
+   1024-aligned tiles where it fits there, else after the tiles. Either way
+   within L::request(DET) bytes of base: in the slack the block costs
+   nothing, and after the tiles the slack is smaller than the block, so the
+   two together are under 2 x 512 bytes. (The deterministic kernel at D 64
+   with 128-row steps fits so with a byte to spare; with the block after
+   the tiles and a whole 1024-byte reserve it would not.) */
+template <class L, bool DET>
+static __host__ __device__ __forceinline__ uint32_t fa__bwd_sm90_bars_at(uint32_t base)
+{
+    const uint32_t aligned = (base + 1023u) & ~1023u;
+    return aligned - base >= L::bar_bytes(DET) ? aligned - L::bar_bytes(DET)
+                                                : aligned + (DET ? L::det_tiles : L::tiles);
+}
+/* Query rows a step of the sm_90a backward: 64, but 128 in the plain and
+   deterministic kernels at D 64 (FA__BWD_SM90_WIDE), where a 64-row step's fixed costs (the
    stage's waits, the two barriers, dQ's wait and bulk add) were about as
    long as its products [bwd-wide]; then dQ is split by rows between the
    warpgroups (64 rows each, all D columns) instead of by columns, and K, V
@@ -7530,7 +7554,7 @@ template <int D, int BR = 64> struct fa__bwd_sm90_layout {
    one place its step rows are chosen. */
 template <int D, bool EXTRAS, bool SOFTCAP, bool DET>
 using fa__bwd_sm90_klayout =
-    fa__bwd_sm90_layout<D, FA__BWD_SM90_WIDE && D == 64 && !EXTRAS && !SOFTCAP && !DET ? 128 : 64>;
+    fa__bwd_sm90_layout<D, FA__BWD_SM90_WIDE && D == 64 && !EXTRAS && !SOFTCAP ? 128 : 64>;
 
 /* Unit u of the sm_90a backward: key block jb, KV head hk, batch b, with
    u = jb + nblk (hk + hkv b); descending: key block nblk - 1 - jb instead. */
@@ -8080,11 +8104,11 @@ __device__ __forceinline__ bool fa__bwd_sm90_send_dq256(const fa__bwd_params &p,
    Split (D 256): buffer b is stage b's Q and dO buffers (each step hands
    over one tile, so the consumers' b = sends & 1 is the step's stage), and
    the writer makes consumer thread 0's arrival on the stage's release. */
-template <int D>
+template <int D, int BR>
 __device__ __forceinline__ void fa__bwd_sm90_dq_writer(const fa__bwd_params &p, const fa__bwd_sm90_smem &sm,
                                                        uint32_t b, int lane)
 {
-    typedef fa__bwd_sm90_layout<D> L;
+    typedef fa__bwd_sm90_layout<D, BR> L;
     for (uint32_t k = 0;; k++) { /* (the buffer's k-th tile: the barriers' parity k & 1) */
         int64_t blk;
         int tile, jb, ib, h, bt;
@@ -8342,15 +8366,16 @@ fa__bwd_kernel_sm90(const __grid_constant__ fa__bwd_maps tm, const fa__bwd_param
     static_assert(D % 64 == 0 && D <= 256, "sm_90a backward tile");
     static_assert(128 % L::br == 0 && 128 % L::bc == 0, "a tile lies in one 128 x 128 block of a block mask");
     extern __shared__ uint8_t fa__smem90b[];
-    const uint32_t base = (uint32_t)__cvta_generic_to_shared(fa__smem90b), aligned = (base + 1023u) & ~1023u;
+    const uint32_t base = (uint32_t)__cvta_generic_to_shared(fa__smem90b), aligned = (base + 1023u) & ~1023u,
+                   bars = fa__bwd_sm90_bars_at<L, DET>(base);
     fa__bwd_sm90_smem sm;
     sm.sKV = aligned + L::kv; sm.sQ = aligned + L::q; sm.sdO = aligned + L::dout; sm.sdS = aligned + L::ds; sm.sdQ = aligned + L::dq;
-    sm.sLD = aligned + L::ld; sm.sPT = aligned + L::pt; sm.kv_full = aligned + L::bars; sm.kv_empty = sm.kv_full + 16;
-    sm.full = sm.kv_empty + 16; sm.empty = sm.full + 16;
+    sm.sLD = aligned + L::ld; sm.sPT = aligned + L::pt;
+    sm.kv_full = bars + L::kv_full; sm.kv_empty = bars + L::kv_empty; sm.full = bars + L::full; sm.empty = bars + L::empty;
     sm.gLD = (const float *)(fa__smem90b + (sm.sLD - base));
     if (DET) {
-        sm.sdQ2 = aligned + L::dq2; sm.dq_full = aligned + L::dq_full; sm.dq_empty = aligned + L::dq_empty;
-        sm.mail = aligned + L::mail;
+        sm.sdQ2 = aligned + L::dq2; sm.dq_full = bars + L::dq_full; sm.dq_empty = bars + L::dq_empty;
+        sm.mail = bars + L::mail;
     }
     const uint32_t kv_full = sm.kv_full, kv_empty = sm.kv_empty, full = sm.full, empty = sm.empty;
 
@@ -8379,15 +8404,17 @@ fa__bwd_kernel_sm90(const __grid_constant__ fa__bwd_maps tm, const fa__bwd_param
         /* the producer needs few registers: the consumers take them. The
            block holds 384 x 168 = 64512 (launch bounds): 128 x 24 + 256 x 240
            fits, and DET's 128 x 40 (the dQ writers' place and order: with 32
-           they spilled) + 256 x 232. */
-        fa__setmaxnreg_dec<DET ? 40 : 24>();
+           they spilled) + 256 x 232. But a DET wide step's consumers spill
+           at 232 (156 bytes), none at 240: there the writers spill instead,
+           off the consumers' path. */
+        fa__setmaxnreg_dec<DET && !L::wide ? 40 : 24>();
         if (tid == 0) fa__bwd_sm90_producer<D, L::br, DET, VARLEN, false>(tm, p, sc, sm, lane);
-        else if (DET && (warp == 1 || warp == 2)) fa__bwd_sm90_dq_writer<D>(p, sm, warp - 1, lane);
+        else if (DET && (warp == 1 || warp == 2)) fa__bwd_sm90_dq_writer<D, L::br>(p, sm, warp - 1, lane);
         else if (VARLEN && warp == 3 && p.cu_q) fa__bwd_sm90_producer<D, L::br, DET, true, true>(tm, p, sc, sm, lane);
         return;
     }
 
-    fa__setmaxnreg_inc<DET ? 232 : 240>(); /* (more than the block holds would hang) */
+    fa__setmaxnreg_inc<DET && !L::wide ? 232 : 240>(); /* (more than the block holds would hang) */
     fa__bwd_sm90_consumer<BF16, D, EXTRAS, SOFTCAP, DET>(p, sc, sm, warp, lane);
 #else
     /* no wgmma in this device pass: the host's marker (see the forward) */
@@ -8560,7 +8587,7 @@ template <bool BF16, int D, bool EXTRAS, bool SOFTCAP, bool DET, bool VARLEN>
 static fa_status fa__bwd_launch_sm90(const fa__bwd_params &kp, const fa__gpu &gpu, cudaStream_t st, int *ran) {
     typedef fa__bwd_sm90_klayout<D, EXTRAS, SOFTCAP, DET> L;
     constexpr int BC = L::bc, BR = L::br;
-    const size_t smem = 1024 + (DET ? L::total_det : L::total);
+    const size_t smem = L::request(DET);
     void (*kern)(const fa__bwd_maps, const fa__bwd_params) = fa__bwd_kernel_sm90<BF16, D, EXTRAS, SOFTCAP, DET, VARLEN>;
     cudaFuncAttributes fa;
     fa__bwd_maps tm;

@@ -369,6 +369,35 @@ __global__ void sm90_steps_kernel(const steps_args a)
     memcpy(&o[96], &keep, 4);
 }
 
+#ifndef FLASHATTN_NO_HOPPER
+/* The sm_90a backward's shared memory (fa__bwd_sm90_bars_at) at every
+   offset of the dynamic array's base from a 1024-byte boundary: the
+   barrier block 16-aligned, clear of the tiles, and both within the
+   request (the real base is likely aligned; the other offsets are the
+   slack path's). Returns the number of bad offsets. */
+template <class L, bool DET>
+static int bars_at_bad(void)
+{
+    const uint32_t tiles = DET ? L::det_tiles : L::tiles, bb = L::bar_bytes(DET);
+    int bad = 0;
+    for (uint32_t off = 0; off < 1024; off++) {
+        const uint32_t base = 5 * 1024 + off, aligned = (base + 1023u) & ~1023u,
+                       bars = fa__bwd_sm90_bars_at<L, DET>(base), end = base + L::request(DET);
+        const bool clear = bars + bb <= aligned || bars >= aligned + tiles;
+        bad += !(bars % 16 == 0 && bars >= base && bars + bb <= end && aligned + tiles <= end && clear);
+    }
+    return bad;
+}
+static void test_bars_at(void)
+{
+    const int bad = bars_at_bad<fa__bwd_sm90_layout<64, 128>, true>() + bars_at_bad<fa__bwd_sm90_layout<64, 128>, false>() +
+                    bars_at_bad<fa__bwd_sm90_layout<64>, true>() + bars_at_bad<fa__bwd_sm90_layout<128>, true>() +
+                    bars_at_bad<fa__bwd_sm90_layout<128>, false>() + bars_at_bad<fa__bwd_sm90_layout<256>, true>();
+    printf("%-10s sm_90a backward shared memory at 1024 base offsets, 6 layouts: %d bad\n", bad ? "BAD" : "", bad);
+    check(bad == 0, "sm_90a backward: %d base offsets put the barrier block out of place", bad);
+}
+#endif
+
 static void test_sm90_steps(int softcap)
 {
     /* queries 64..127 of 150, keys 64..127 of 120: the causal mask (key <=
@@ -624,6 +653,9 @@ int main(int argc, char **argv)
     test_errors();
     test_sm90_steps(0);
     test_sm90_steps(1);
+#ifndef FLASHATTN_NO_HOPPER
+    test_bars_at();
+#endif
     int sm90_cases = 0, sm90 = 0;
 #ifndef FA_EMU
     (void)fa__sm90_launches; (void)fa__sm90_disable; (void)fa__sm90_grid_cap; (void)fa__sm90_shape_sel; /* forward hooks */
