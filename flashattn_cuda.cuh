@@ -7519,10 +7519,19 @@ template <int D, int BR = 64> struct fa__bwd_sm90_layout {
     static constexpr uint32_t kv_full = 0, kv_empty = 16, full = 32, empty = 48, dq_full = 64, dq_empty = 80,
                               mail = 96;
     static __host__ __device__ constexpr uint32_t bar_bytes(bool det) { return det ? mail + 2 * 32 : dq_full; }
-    /* What the host asks for: the tiles and 1023 bytes, the most the
-       1024-byte alignment can skip, which also hold the barrier block
-       (fa__bwd_sm90_bars_at) */
-    static __host__ __device__ constexpr uint32_t request(bool det) { return (det ? det_tiles : tiles) + 1023; }
+    /* Whether the barrier block has room of its own after the tiles, beside
+       the 1023 bytes the 1024-byte alignment may skip (every layout but the
+       deterministic one at D 64 with 128-row steps: there it goes into the
+       skipped bytes where it fits, fa__bwd_sm90_bars_at); and what the host
+       asks for */
+    static __host__ __device__ constexpr bool block_after(bool det)
+    {
+        return (det ? det_tiles : tiles) + bar_bytes(det) + 1023 <= 227 * 1024;
+    }
+    static __host__ __device__ constexpr uint32_t request(bool det)
+    {
+        return (det ? det_tiles : tiles) + (block_after(det) ? bar_bytes(det) : 0) + 1023;
+    }
     static_assert(tiles % 16 == 0 && dq2 % 16 == 0 && mail % 16 == 0,
                   "the barrier block and the mailbox's vectors, the bulk copy's source: 16-aligned");
     static_assert(2 * bar_bytes(true) <= 1024, "the barrier block and a slack too small for it: 1023 bytes");
@@ -7530,19 +7539,20 @@ template <int D, int BR = 64> struct fa__bwd_sm90_layout {
     static_assert(request(false) <= 227 * 1024 && request(true) <= 227 * 1024, "the block's shared memory");
 };
 /* Where the barrier block of layout L lies for a dynamic shared array at
-   `base` (its alignment is not promised): in the slack below the
-   1024-aligned tiles where it fits there, else after the tiles. Either way
-   within L::request(DET) bytes of base: in the slack the block costs
-   nothing, and after the tiles the slack is smaller than the block, so the
-   two together are under 2 x 512 bytes. (The deterministic kernel at D 64
-   with 128-row steps fits so with a byte to spare; with the block after
-   the tiles and a whole 1024-byte reserve it would not.) */
+   `base` (its alignment is not promised): after the tiles where it has
+   room of its own there (L::block_after); else in the bytes below the
+   1024-aligned tiles that the alignment skips where it fits there, and
+   after the tiles where it does not. That stays within L::request(DET)
+   bytes of base: in the skipped bytes the block costs nothing, and after
+   the tiles the skipped bytes are fewer than the block's, the two together
+   under 2 x 512. (The deterministic kernel at D 64 with 128-row steps fits
+   so with a byte to spare.) */
 template <class L, bool DET>
-static __host__ __device__ __forceinline__ uint32_t fa__bwd_sm90_bars_at(uint32_t base)
+static __host__ __device__ __forceinline__ uint32_t fa__bwd_sm90_bars_at(uint32_t base, uint32_t aligned)
 {
-    const uint32_t aligned = (base + 1023u) & ~1023u;
-    return aligned - base >= L::bar_bytes(DET) ? aligned - L::bar_bytes(DET)
-                                                : aligned + (DET ? L::det_tiles : L::tiles);
+    const uint32_t after = aligned + (DET ? L::det_tiles : L::tiles); /* (aligned: base rounded up to 1024) */
+    if (L::block_after(DET) || aligned - base < L::bar_bytes(DET)) return after;
+    return aligned - L::bar_bytes(DET);
 }
 /* Query rows a step of the sm_90a backward: 64, but 128 in the plain and
    deterministic kernels at D 64 (FA__BWD_SM90_WIDE), where a 64-row step's fixed costs (the
@@ -8366,12 +8376,12 @@ fa__bwd_kernel_sm90(const __grid_constant__ fa__bwd_maps tm, const fa__bwd_param
     static_assert(D % 64 == 0 && D <= 256, "sm_90a backward tile");
     static_assert(128 % L::br == 0 && 128 % L::bc == 0, "a tile lies in one 128 x 128 block of a block mask");
     extern __shared__ uint8_t fa__smem90b[];
-    const uint32_t base = (uint32_t)__cvta_generic_to_shared(fa__smem90b), aligned = (base + 1023u) & ~1023u,
-                   bars = fa__bwd_sm90_bars_at<L, DET>(base);
+    const uint32_t base = (uint32_t)__cvta_generic_to_shared(fa__smem90b), aligned = (base + 1023u) & ~1023u;
     fa__bwd_sm90_smem sm;
     sm.sKV = aligned + L::kv; sm.sQ = aligned + L::q; sm.sdO = aligned + L::dout; sm.sdS = aligned + L::ds; sm.sdQ = aligned + L::dq;
     sm.sLD = aligned + L::ld; sm.sPT = aligned + L::pt;
-    sm.kv_full = bars + L::kv_full; sm.kv_empty = bars + L::kv_empty; sm.full = bars + L::full; sm.empty = bars + L::empty;
+    const uint32_t bars = fa__bwd_sm90_bars_at<L, DET>(base, aligned);
+    sm.kv_full = bars + L::kv_full; sm.kv_empty = sm.kv_full + 16; sm.full = sm.kv_empty + 16; sm.empty = sm.full + 16;
     sm.gLD = (const float *)(fa__smem90b + (sm.sLD - base));
     if (DET) {
         sm.sdQ2 = aligned + L::dq2; sm.dq_full = bars + L::dq_full; sm.dq_empty = bars + L::dq_empty;

@@ -382,7 +382,7 @@ static int bars_at_bad(void)
     int bad = 0;
     for (uint32_t off = 0; off < 1024; off++) {
         const uint32_t base = 5 * 1024 + off, aligned = (base + 1023u) & ~1023u,
-                       bars = fa__bwd_sm90_bars_at<L, DET>(base), end = base + L::request(DET);
+                       bars = fa__bwd_sm90_bars_at<L, DET>(base, aligned), end = base + L::request(DET);
         const bool clear = bars + bb <= aligned || bars >= aligned + tiles;
         bad += !(bars % 16 == 0 && bars >= base && bars + bb <= end && aligned + tiles <= end && clear);
     }
