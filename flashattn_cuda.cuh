@@ -8381,7 +8381,7 @@ fa__bwd_kernel_sm90(const __grid_constant__ fa__bwd_maps tm, const fa__bwd_param
     sm.sKV = aligned + L::kv; sm.sQ = aligned + L::q; sm.sdO = aligned + L::dout; sm.sdS = aligned + L::ds; sm.sdQ = aligned + L::dq;
     sm.sLD = aligned + L::ld; sm.sPT = aligned + L::pt;
     const uint32_t bars = fa__bwd_sm90_bars_at<L, DET>(base, aligned);
-    sm.kv_full = bars + L::kv_full; sm.kv_empty = sm.kv_full + 16; sm.full = sm.kv_empty + 16; sm.empty = sm.full + 16;
+    sm.kv_full = bars + L::kv_full; sm.kv_empty = bars + L::kv_empty; sm.full = bars + L::full; sm.empty = bars + L::empty;
     sm.gLD = (const float *)(fa__smem90b + (sm.sLD - base));
     if (DET) {
         sm.sdQ2 = aligned + L::dq2; sm.dq_full = bars + L::dq_full; sm.dq_empty = bars + L::dq_empty;
@@ -8410,21 +8410,23 @@ fa__bwd_kernel_sm90(const __grid_constant__ fa__bwd_maps tm, const fa__bwd_param
     }
     __syncthreads(); /* the barriers exist before anyone uses them; the roles part here */
 
+    /* the producer needs few registers: the consumers take them. The block
+       holds 384 x 168 = 64512 (launch bounds): 128 x 24 + 256 x 240, and
+       DET's 128 x 40 (the dQ writers' place and order: with 32 they
+       spilled) + 256 x 232. But a DET wide step's consumers spill at 232
+       (156 bytes), none at 240: there the writers spill instead, off the
+       consumers' path. (More than the block holds would hang.) */
+    constexpr int PRODUCER_REGS = DET && !L::wide ? 40 : 24, CONSUMER_REGS = DET && !L::wide ? 232 : 240;
+    static_assert(128 * PRODUCER_REGS + 256 * CONSUMER_REGS <= 384 * 168, "the block's registers");
     if (warp < 4) {
-        /* the producer needs few registers: the consumers take them. The
-           block holds 384 x 168 = 64512 (launch bounds): 128 x 24 + 256 x 240
-           fits, and DET's 128 x 40 (the dQ writers' place and order: with 32
-           they spilled) + 256 x 232. But a DET wide step's consumers spill
-           at 232 (156 bytes), none at 240: there the writers spill instead,
-           off the consumers' path. */
-        fa__setmaxnreg_dec<DET && !L::wide ? 40 : 24>();
+        fa__setmaxnreg_dec<PRODUCER_REGS>();
         if (tid == 0) fa__bwd_sm90_producer<D, L::br, DET, VARLEN, false>(tm, p, sc, sm, lane);
         else if (DET && (warp == 1 || warp == 2)) fa__bwd_sm90_dq_writer<D, L::br>(p, sm, warp - 1, lane);
         else if (VARLEN && warp == 3 && p.cu_q) fa__bwd_sm90_producer<D, L::br, DET, true, true>(tm, p, sc, sm, lane);
         return;
     }
 
-    fa__setmaxnreg_inc<DET && !L::wide ? 232 : 240>(); /* (more than the block holds would hang) */
+    fa__setmaxnreg_inc<CONSUMER_REGS>();
     fa__bwd_sm90_consumer<BF16, D, EXTRAS, SOFTCAP, DET>(p, sc, sm, warp, lane);
 #else
     /* no wgmma in this device pass: the host's marker (see the forward) */
