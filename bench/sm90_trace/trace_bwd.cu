@@ -81,10 +81,10 @@ struct trb_host {
 
 static void trb_clear(void)
 {
-    static std::vector<char> zero(sizeof(long long) * FA_TRB_MAX * TRB_N);
-    cudaMemcpyToSymbol(fa__trb_c, zero.data(), sizeof(long long) * FA_TRB_MAX * TRB_N);
-    cudaMemcpyToSymbol(fa__trb_g, zero.data(), sizeof(unsigned long long) * FA_TRB_MAX * 2);
-    cudaMemcpyToSymbol(fa__trb_t0, zero.data(), sizeof(long long) * FA_TRB_MAX * 5);
+    static std::vector<char> zero(sizeof fa__trb_c); /* (the largest of the three) */
+    cudaMemcpyToSymbol(fa__trb_c, zero.data(), sizeof fa__trb_c);
+    cudaMemcpyToSymbol(fa__trb_g, zero.data(), sizeof fa__trb_g);
+    cudaMemcpyToSymbol(fa__trb_t0, zero.data(), sizeof fa__trb_t0);
 }
 
 static trb_host trb_read(void)
