@@ -4274,7 +4274,8 @@ __global__ void __launch_bounds__(256) fa__bm_rows_kernel(const fa__bm_src src)
 /* Work items (n of them, item t's work count(t)) in the order a persistent
    sm_90a kernel deals them out under a block mask: most work first, a
    counting sort in one block (counts past the last of nb bins share it).
-   The forward's items are its tiles, the backward's its units. A count
+   The forward's items are its tiles, the backward's its units (above
+   D 64: fa__bwd_bm_sorted). A count
    stands for the item's work: a causal or window bound may cut it, which a
    mask built for that bound already leaves out. */
 #define FA__BM_ORDER_BINS 4096
@@ -7450,7 +7451,8 @@ __device__ __forceinline__ void fa__bwd_sm90_ds(const fa__bwd_params &p, const f
    i and nblk - 1 - i of one head (equal work under a causal mask, as the
    forward pairs its query blocks). At D = 64 K and V have two buffers, so
    the next unit's K_j, V_j land while the current unit finishes (at D = 128
-   the dQ tile takes that room), and the Q/dO ring
+   the dQ tile takes that room, and in the deterministic wide layout its
+   second dQ tile), and the Q/dO ring
    runs on across units: a block per unit would start every unit with an
    empty pipeline and one CTA per SM to hide it (at 512 tokens a unit is 2
    to 8 steps): faster at short causal sequences, the long ones unchanged.
@@ -7500,11 +7502,13 @@ typedef struct fa__bwd_maps { CUtensorMap q, k, v, dout; } fa__bwd_maps;
    the barrier it adds the other warpgroup's half (A from shared memory).
    The tiles (K, V 32 KB each, Q, dO 32 KB per stage, dS^T and P^T 8 KB)
    leave room for one K/V buffer only. */
-template <int D, int BR = 64> struct fa__bwd_sm90_layout {
+template <int D, int BR = 64, bool DET = false> struct fa__bwd_sm90_layout {
     static constexpr bool split = D > 128;
     static constexpr bool dq_tile = !split; /* dQ leaves as one bulk add a step (fa__bwd_acc_place) */
     static constexpr bool wide = BR == 128; /* 128 query rows a step (fa__bwd_sm90_klayout) */
-    static constexpr int bc = split ? 64 : 128, br = BR, kv_bufs = D == 64 && !wide ? 2 : 1;
+    /* two K/V buffers at D 64 but in the deterministic wide layout, whose
+       second dQ tile takes that room */
+    static constexpr int bc = split ? 64 : 128, br = BR, kv_bufs = D == 64 && !(wide && DET) ? 2 : 1;
     static constexpr int dkv = split ? D / 2 : D; /* the dK, dV columns of a warpgroup */
     static constexpr uint32_t kv_bytes = bc * D * 2, q_bytes = br * D * 2, ds_bytes = bc * br * 2,
                               ld_bytes = 2 * br * 4, dq_bytes = dq_tile ? br * D * 4 : 0,
@@ -7536,7 +7540,7 @@ template <int D, int BR = 64> struct fa__bwd_sm90_layout {
                   "the barrier block and the mailbox's vectors, the bulk copy's source: 16-aligned");
     static_assert(2 * bar_bytes(true) <= 1024, "the barrier block and a slack too small for it: 1023 bytes");
     static_assert(!wide || (D == 64 && !split), "128-row steps: D 64 only");
-    static_assert(request(false) <= 227 * 1024 && request(true) <= 227 * 1024, "the block's shared memory");
+    static_assert(request(DET) <= 227 * 1024, "the block's shared memory");
 };
 /* Where the barrier block of layout L lies for a dynamic shared array at
    `base` (its alignment is not promised): after the tiles where it has
@@ -7558,13 +7562,13 @@ static __host__ __device__ __forceinline__ uint32_t fa__bwd_sm90_bars_at(uint32_
    deterministic kernels at D 64 (FA__BWD_SM90_WIDE), where a 64-row step's fixed costs (the
    stage's waits, the two barriers, dQ's wait and bulk add) were about as
    long as its products [bwd-wide]; then dQ is split by rows between the
-   warpgroups (64 rows each, all D columns) instead of by columns, and K, V
-   have one buffer. fa__bwd_sm90_klayout:
+   warpgroups (64 rows each, all D columns) instead of by columns (and the
+   deterministic kernel's K, V have one buffer). fa__bwd_sm90_klayout:
    the layout of kernel fa__bwd_kernel_sm90<., D, EXTRAS, SOFTCAP, DET, .>, the
    one place its step rows are chosen. */
 template <int D, bool EXTRAS, bool SOFTCAP, bool DET>
 using fa__bwd_sm90_klayout =
-    fa__bwd_sm90_layout<D, FA__BWD_SM90_WIDE && D == 64 && !EXTRAS && !SOFTCAP ? 128 : 64>;
+    fa__bwd_sm90_layout<D, FA__BWD_SM90_WIDE && D == 64 && !EXTRAS && !SOFTCAP ? 128 : 64, DET>;
 
 /* Unit u of the sm_90a backward: key block jb, KV head hk, batch b, with
    u = jb + nblk (hk + hkv b); descending: key block nblk - 1 - jb instead. */
@@ -7585,16 +7589,22 @@ static __device__ __forceinline__ void fa__bwd_unit_of(int u, int nblk, int hkv,
    balanced). Unit k of the block is the heavy (k even) or light (k odd)
    half of pair (k / 2) G + c; false: no unit (past the last pair, or the
    second half of the middle pair when nblk is odd). Under a block mask the
-   units' work differs with their key block's listed query blocks: then
-   the units go in order of that count, most first (p.bm.order, sorted by
-   fa__bm_order_kernel), dealt as a snake (round k takes entry k G + c, or
-   (k + 1) G - 1 - c when k is odd), so that every block's sum of work
-   comes out about even, as the forward deals its tiles [bwd-bsparse-order]. */
+   units' work differs with their key block's listed query blocks, and
+   they are dealt as a snake (round k takes entry k G + c, or
+   (k + 1) G - 1 - c when k is odd) of one of two orders
+   [bwd-bsparse-order]. At D 64 their own (the key blocks of a head
+   together): the units that run at once visit the query blocks of a few
+   heads, whose Q, dO and dQ accumulator rows stay in L2. Above D 64 sorted
+   by that count, most first (p.bm.order, fa__bm_order_kernel), so that
+   every block's sum of work comes out about even: that mixes all heads,
+   and a step's dQ add and Q, dO copies wait for HBM, but at D 128 under
+   long causal masks the even sums measured faster (fa__bwd_bm_sorted). */
 struct fa__bwd_sm90_sched {
     int nblk, pairs_j, units, pairs, rounds;
     bool one_unit, descending; /* descending: the deterministic kernel's order (fa__bwd_sm90_send_dq) */
     bool det_rounds;           /* the rotated walks' persistent grid (fa__bwd_rot): unit k G + c at round k */
-    const int32_t *order;      /* a block mask's unit order (persistent grid only), or NULL */
+    bool snake;                /* a block mask's units dealt as a snake (persistent grid only) */
+    const int32_t *order;      /* their order (fa__bwd_bm_sorted), or NULL: their own */
     __device__ __forceinline__ void init(const fa__bwd_params &p, int bc, bool det)
     {
         descending = det;
@@ -7604,9 +7614,10 @@ struct fa__bwd_sm90_sched {
         pairs = pairs_j * p.hkv * p.batch;
         one_unit = (int)gridDim.x >= units;
         det_rounds = det && p.det_rot && !one_unit;
-        order = det || one_unit || !p.bm.bits ? NULL : p.bm.order; /* (det: a block per unit, or rounds) */
+        snake = !det && !one_unit && p.bm.bits; /* (det: a block per unit, or rounds) */
+        order = snake ? p.bm.order : NULL;
         rounds = one_unit             ? 1
-               : order || det_rounds ? (units + (int)gridDim.x - 1) / (int)gridDim.x
+               : snake || det_rounds ? (units + (int)gridDim.x - 1) / (int)gridDim.x
                                       : 2 * ((pairs + (int)gridDim.x - 1) / (int)gridDim.x);
     }
     __device__ __forceinline__ bool unit(const fa__bwd_params &p, int k, int &jb, int &hk, int &b) const
@@ -7621,10 +7632,10 @@ struct fa__bwd_sm90_sched {
             fa__bwd_unit_of(u, nblk, p.hkv, jb, hk, b, descending);
             return true;
         }
-        if (order) {
+        if (snake) {
             const int G = (int)gridDim.x, c = (int)blockIdx.x, at = k % 2 ? (k + 1) * G - 1 - c : k * G + c;
             if (at >= units) return false;
-            fa__bwd_unit_of(order[at], nblk, p.hkv, jb, hk, b);
+            fa__bwd_unit_of(order ? order[at] : at, nblk, p.hkv, jb, hk, b);
             return true;
         }
         const int j = (k / 2) * (int)gridDim.x + (int)blockIdx.x, i = j % pairs_j;
@@ -7743,7 +7754,7 @@ __device__ __forceinline__ void fa__bwd_sm90_producer(const fa__bwd_maps &tm, co
                                                       const fa__bwd_sm90_sched &sc, const fa__bwd_sm90_smem &sm,
                                                       int lane)
 {
-    typedef fa__bwd_sm90_layout<D, BR_> L;
+    typedef fa__bwd_sm90_layout<D, BR_, DET> L;
     constexpr int BR = L::br, BC = L::bc, KVB = L::kv_bufs;
     constexpr uint32_t KV_BYTES = L::kv_bytes, Q_BYTES = L::q_bytes, LD_BYTES = L::ld_bytes;
     static_assert(VARLEN || !TAILS, "tails only in a kernel that takes cu_seqlens");
@@ -8118,7 +8129,7 @@ template <int D, int BR>
 __device__ __forceinline__ void fa__bwd_sm90_dq_writer(const fa__bwd_params &p, const fa__bwd_sm90_smem &sm,
                                                        uint32_t b, int lane)
 {
-    typedef fa__bwd_sm90_layout<D, BR> L;
+    typedef fa__bwd_sm90_layout<D, BR, true> L;
     for (uint32_t k = 0;; k++) { /* (the buffer's k-th tile: the barriers' parity k & 1) */
         int64_t blk;
         int tile, jb, ib, h, bt;
@@ -8250,10 +8261,14 @@ __device__ __forceinline__ void fa__bwd_sm90_consumer(const fa__bwd_params &p, c
             float sT[1][NQ][4], dpT[1][NQ][4];
             float(&s_flat)[QW / 2] = reinterpret_cast<float(&)[QW / 2]>(sT);
             float(&dp_flat)[QW / 2] = reinterpret_cast<float(&)[QW / 2]>(dpT);
+            FLASHATTN_TRACE(49, w.jb, it); /* (the trace: the wait for Q_i, dO_i) */
             fa__mbar_wait(full + 8 * st, (uint32_t)((ring / 2) & 1));
+            FLASHATTN_TRACE(50, w.jb, it);
             fa__bwd_sm90_issue_sdp<QW, BF16, D, BR, BC>(s_flat, dp_flat, kw, vw, q_s, do_s, q0);
             if (LATE && late_blk >= 0) { /* the step before's dQ tile */
+                FLASHATTN_TRACE(53, w.jb, it); /* (the trace: its send) */
                 fa__bwd_sm90_flush_dq<DET>(p, sm, T, late_blk, BR * D * 4, sends, late_jb, late_ib, late_h, late_b);
+                FLASHATTN_TRACE(54, w.jb, it);
                 late_blk = -1;
             }
             /* the dropout keep bits while S^T and dP^T run (they need neither) */
@@ -8287,7 +8302,9 @@ __device__ __forceinline__ void fa__bwd_sm90_consumer(const fa__bwd_params &p, c
             /* (6) dK += dS^T Q_i (the scale is applied once at the end) */
             fa__bwd_sm90_issue_rs<DKV, QW, BR, BF16>(dk_flat, da, q_s + kvcol, q0);
 
+            FLASHATTN_TRACE(51, w.jb, it); /* (the trace: barrier 1, with its wait for the dQ tile) */
             fa__bwd_sm90_barrier1<L::dq_tile, SPLIT>(cw == 0 && warp % 4 == 0 && lane == 0, owe, empty + 8 * (st ^ 1));
+            FLASHATTN_TRACE(52, w.jb, it);
 
             /* (7) dQ_i[:, cw D/2 ..] = dS K_j[:, cw D/2 ..], k running over all BC keys
                (WIDE: dQ_i's rows 64 cw .., all columns, = dS[64 cw .., :] K_j: A from the
@@ -8506,11 +8523,17 @@ static fa_status fa__bwd_make_plan(const char *fn, const fa_problem *r, fa__bwd_
     return FA_OK;
 }
 
-/* Workspace bytes of a block mask's lists and bitmaps and the sm_90a
-   kernel's unit order (fa__bm_workspace; 0 without one): its work items
-   are the units of fa__bwd_sm90_sched. */
+/* Whether the sm_90a backward takes a block mask's units sorted by their
+   work (fa__bwd_sm90_sched) at kernel head dim D: measured both ways
+   [bwd-bsparse-order], their own order won at D 64 and lost at D 128
+   under long causal masks. */
+static bool fa__bwd_bm_sorted(int D) { return D > 64; }
+/* Workspace bytes of a block mask's lists and bitmaps and, where they are
+   sorted, the sm_90a kernel's unit order (fa__bm_workspace; 0 without a
+   mask): its work items are the units of fa__bwd_sm90_sched. */
 static size_t fa__bwd_bm_workspace(const fa_problem *r, const fa__bwd_plan *pl) {
-    return fa__bm_workspace(r, (int64_t)((r->seqlen_k + pl->bc - 1) / pl->bc) * r->heads_kv * r->batch);
+    const int64_t units = (int64_t)((r->seqlen_k + pl->bc - 1) / pl->bc) * r->heads_kv * r->batch;
+    return fa__bm_workspace(r, fa__bwd_bm_sorted(pl->D) ? units : 0);
 }
 
 /* A view for the kernels, after fa__check_tensor resolved its strides: the
@@ -8839,9 +8862,11 @@ FLASHATTN_DEF fa_status fa_backward_cuda(const fa_problem *p, fa_tensor q, fa_te
        stream before the kernels that read it (>>bwd-bsparse) */
     cudaError_t bm_e = cudaSuccess;
     if (bm_bytes) bm_e = fa__bm_prepare(&r, (char *)ws + pl.total_bytes, st, &kp.bm);
+    /* the sm_90a kernel's units in their own order, or sorted into the
+       workspace's place for it (fa__bwd_sm90_sched, fa__bwd_bm_sorted) */
+    if (!fa__bwd_bm_sorted(pl.D)) kp.bm.order = NULL;
 #ifndef FLASHATTN_NO_HOPPER
-    /* and the sm_90a kernel's unit order (fa__bwd_sm90_sched) in its place */
-    if (bm_bytes && bm_e == cudaSuccess) bm_e = fa__bwd_sm90_order(kp, pl, (int32_t *)kp.bm.order, st);
+    else if (bm_bytes && bm_e == cudaSuccess) bm_e = fa__bwd_sm90_order(kp, pl, (int32_t *)kp.bm.order, st);
 #endif
     if (bm_e != cudaSuccess) s = fa__cuda_fail(fn, bm_e, "the block mask's sorting kernel");
     else s = q.dtype == FA_F16 ? fa__bwd_run<false>(kp, pl, gpu, st) : fa__bwd_run<true>(kp, pl, gpu, st);

@@ -390,7 +390,7 @@ static int bars_at_bad(void)
 }
 static void test_bars_at(void)
 {
-    const int bad = bars_at_bad<fa__bwd_sm90_layout<64, 128>, true>() + bars_at_bad<fa__bwd_sm90_layout<64, 128>, false>() +
+    const int bad = bars_at_bad<fa__bwd_sm90_layout<64, 128, true>, true>() + bars_at_bad<fa__bwd_sm90_layout<64, 128>, false>() +
                     bars_at_bad<fa__bwd_sm90_layout<64>, true>() + bars_at_bad<fa__bwd_sm90_layout<128>, true>() +
                     bars_at_bad<fa__bwd_sm90_layout<128>, false>() + bars_at_bad<fa__bwd_sm90_layout<256>, true>();
     printf("%-10s sm_90a backward shared memory at 1024 base offsets, 6 layouts: %d bad\n", bad ? "BAD" : "", bad);
