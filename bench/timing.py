@@ -12,13 +12,24 @@ long rows (d128 8k, d256 16k), the first block always the faster. So here every
 rep times each contender once, and a contender's time is the median of its
 reps: each sees the same mix of states.
 
-The order within a rep is shuffled (a fixed seed), not rotated. With a
-rotation every contender always follows the same neighbour, and what that
-neighbour leaves behind (heat, clocks) biases it: in the decode benchmark
-(2026-11-24, H100) our library, listed first and so always timed right after
-cuDNN, read 3% below the same file loaded a second time at batch 32 x 128k,
-in each of three runs, and 0.1-0.6% below it at the other points.
+What a contender follows matters too: what that neighbour leaves behind
+(heat, clocks) biases it. With a rotation every contender always follows the
+same neighbour: in the decode benchmark (2026-11-24, H100) our library, listed
+first and so always timed right after cuDNN, read 3% below the same file
+loaded a second time at batch 32 x 128k, in each of three runs. A shuffle with
+a fixed seed is no cure for a handful of reps: it gives every point of a grid
+the same orders, and in the backward's sustained loops (7 reps, 4 contenders;
+H100, 2026-12-06) the fourth label followed SDPA-flash's long loop in 4 of
+its 7 reps, so its median did, and two builds with the same kernels read
+8-11% apart at d64 8k-16k, whichever build was listed fourth the slower.
+So the reps follow a balanced Latin square (Williams' design): over a full
+cycle of it (n orders for n contenders, 2n for odd n) every contender takes
+every position equally often and follows every other one equally often; the
+labels are assigned to the design's rows by a seeded shuffle, and the reps
+are rounded up to whole cycles. FA_TIMING_ORDER=shuffle brings back the
+former fresh shuffle per rep (for comparing the two).
 """
+import os
 import random
 import statistics
 
@@ -49,15 +60,41 @@ def event_ms(fn):
     return a.elapsed_time(b)
 
 
+def williams(n):
+    """Williams' balanced Latin square on 0 .. n-1: its orders (n of them, 2n
+    for odd n), in which each index takes each position equally often and
+    directly follows each other index equally often."""
+    first, lo, hi = [0], 1, n - 1
+    while len(first) < n:  # 0, 1, n-1, 2, n-2, ...
+        first.append(lo)
+        lo += 1
+        if len(first) < n:
+            first.append(hi)
+            hi -= 1
+    rows = [[(x + r) % n for x in first] for r in range(n)]
+    return rows + [row[::-1] for row in rows] if n % 2 else rows
+
+
 def _interleave(labels, reps, time_one):
-    """The interleaving itself: rep it times each label once, in an order
-    shuffled afresh for every rep (seeded, so a run can be repeated);
-    time_one(label, it) -> a time. Median per label."""
+    """The interleaving itself: rep it times each label once, in the order of
+    row it of a Williams design over the labels (the labels placed by a seeded
+    shuffle, so a run can be repeated), reps rounded up to whole cycles of the
+    design; time_one(label, it) -> a time. Median per label."""
     t = {label: [] for label in labels}
     rng = random.Random(20261124)
+    if os.environ.get("FA_TIMING_ORDER") == "shuffle":
+        orders = None
+    else:
+        placed = list(labels)
+        rng.shuffle(placed)
+        orders = [[placed[i] for i in row] for row in williams(len(labels))]
+        reps = -(-reps // len(orders)) * len(orders)
     for it in range(reps):
-        order = list(labels)
-        rng.shuffle(order)
+        if orders:
+            order = orders[it % len(orders)]
+        else:
+            order = list(labels)
+            rng.shuffle(order)
         for label in order:
             t[label].append(time_one(label, it))
     return {label: statistics.median(v) for label, v in t.items()}
