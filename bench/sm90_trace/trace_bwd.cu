@@ -6,6 +6,9 @@
      40 / 41 a dQ writer's spin on the tile's count: before / after         (deterministic only)
      42 the writer's add done in memory and counted                          (deterministic only)
      47 / 48 the unit's K_j, V_j are in (its first wait) / its steps are done (consumer thread 0)
+     49 / 50 a step's wait for Q_i, dO_i: before / after                     (consumer thread 0)
+     51 / 52 barrier 1 (thread 0 first waits for the last dQ tile's bulk read) (consumer thread 0)
+     53 / 54 the step before's dQ tile sent (fence, barrier 2, the bulk add)  (consumer thread 0)
    (the two writers' spins and adds are summed: each writer has half the tiles)
    Per block it sums clock64() intervals (one SM's clock, so no cross-SM comparison) and keeps
    the span of its units on %globaltimer (ns, comparable across SMs). Printed, for each mode:
@@ -17,15 +20,20 @@
    quarter of the key blocks (jb).
    Build and run (on an H100 / H200):
      nvcc -std=c++17 -O3 -I. -gencode arch=compute_90a,code=sm_90a bench/sm90_trace/trace_bwd.cu -o trace_bwd
-     ./trace_bwd D SEQLEN BATCH HEADS CAUSAL
+     ./trace_bwd D SEQLEN BATCH HEADS CAUSAL [DENSITY]
+   DENSITY (a percentage): a random 128 x 128 block mask per (sequence, head) visiting about that
+   share of the blocks (seed 1), given to the calls as device lists; the visited blocks a unit are
+   printed (a unit's steps: that x 128 / the kernel's query rows a step).
    The trace points are branches and global stores: they perturb the kernel a little, the same
    in both modes. */
 #include <cuda_runtime.h>
 #define FA_TRB_MAX 65536 /* blocks recorded (the deterministic grid is one block a unit) */
-enum { TRB_SPIN, TRB_ADD, TRB_CWAIT, TRB_UNIT, TRB_ADDS, TRB_CWAITS, TRB_UNITS, TRB_KV, TRB_END, TRB_GAP, TRB_N };
+enum { TRB_SPIN, TRB_ADD, TRB_CWAIT, TRB_UNIT, TRB_ADDS, TRB_CWAITS, TRB_UNITS, TRB_KV, TRB_END, TRB_GAP, TRB_QW,
+       TRB_B1, TRB_FL, TRB_STEPS, TRB_N };
 __device__ long long fa__trb_c[FA_TRB_MAX][TRB_N];       /* clock64 sums and counts */
-__device__ long long fa__trb_t0[FA_TRB_MAX][5];          /* pending starts: writers 1, 2, the consumers'
-                                                            wait, their unit's start / loop's end, its end */
+__device__ long long fa__trb_t0[FA_TRB_MAX][6];          /* pending starts: writers 1, 2, the consumers'
+                                                            wait, their unit's start / loop's end, its end,
+                                                            a step's wait (49, 51, 53) */
 __device__ unsigned long long fa__trb_g[FA_TRB_MAX][2];  /* globaltimer: the unit's start, end */
 __device__ int fa__trb_jb[FA_TRB_MAX];
 static __device__ __forceinline__ unsigned long long fa__trb_now(void)
@@ -59,6 +67,10 @@ static __device__ __forceinline__ void fa__trb(int ev, int a)
     case 46: s[TRB_UNIT] += c; s[TRB_END] += c - t0[3]; t0[4] = c; fa__trb_g[blk][1] = fa__trb_now(); break;
     case 47: s[TRB_KV] += c - t0[3]; break;
     case 48: t0[3] = c; break;
+    case 49: case 51: case 53: t0[5] = c; break;
+    case 50: s[TRB_QW] += c - t0[5]; s[TRB_STEPS]++; break;
+    case 52: s[TRB_B1] += c - t0[5]; break;
+    case 54: s[TRB_FL] += c - t0[5]; break;
     }
 }
 #define FLASHATTN_TRACE(ev, a, b) fa__trb((ev), (a))
@@ -128,6 +140,10 @@ static void trb_report(const char *mode, const trb_host &h, int sms, int key_blo
     printf("%s: a unit %.0f clocks: start (K, V in) %.1f%%, end (dK, dV stored) %.1f%%; between units %.1f%%\n", mode,
            u[TRB_UNIT] / units, 100 * u[TRB_KV] / u[TRB_UNIT], 100 * u[TRB_END] / u[TRB_UNIT],
            100 * u[TRB_GAP] / u[TRB_UNIT]);
+    printf("%s: steps %.2f a unit, %.0f clocks a unit's step (its time less start and end, over its steps): "
+           "the wait for Q, dO %.0f, barrier 1 %.0f, the dQ tile's send %.0f\n", mode, u[TRB_STEPS] / units,
+           (u[TRB_UNIT] - u[TRB_KV] - u[TRB_END]) / u[TRB_STEPS], u[TRB_QW] / u[TRB_STEPS], u[TRB_B1] / u[TRB_STEPS],
+           u[TRB_FL] / u[TRB_STEPS]);
     printf("%s:   jb quarter | unit clocks | writer spin | add round trip | consumers wait | adds, waits a unit\n", mode);
     for (int q = by_jb ? 0 : 4; q < 5; q++) {
         double s[TRB_N] = {0};
@@ -153,10 +169,42 @@ static void *dev_random(size_t n, unsigned seed)
     return d;
 }
 
+/* A random block mask (each 128 x 128 block visited with probability share; the causal cut
+   left to the kernel), its lists on the device: false if the library refused it */
+static bool block_mask(fa_problem *p, double share)
+{
+    const int qb = (p->seqlen_q + 127) / 128, kb = (p->seqlen_k + 127) / 128;
+    const size_t masks = (size_t)p->batch * p->heads_q;
+    std::vector<uint8_t> bits(masks * qb * kb);
+    srand(1);
+    long visited = 0;
+    for (size_t i = 0; i < bits.size(); i++) {
+        const size_t I = i / kb % qb, J = i % kb;
+        bits[i] = rand() < share * RAND_MAX;
+        visited += bits[i] && (!p->causal || J <= I);
+    }
+    std::vector<int32_t> cnt(masks * qb), idx(masks * qb * kb);
+    if (fa_block_mask_from_bitmap(p, bits.data(), cnt.data(), idx.data(), NULL, NULL) != FA_OK) {
+        printf("block mask: %s\n", fa_last_error());
+        return false;
+    }
+    int32_t *dc, *di;
+    cudaMalloc(&dc, cnt.size() * 4);
+    cudaMalloc(&di, idx.size() * 4);
+    cudaMemcpy(dc, cnt.data(), cnt.size() * 4, cudaMemcpyHostToDevice);
+    cudaMemcpy(di, idx.data(), idx.size() * 4, cudaMemcpyHostToDevice);
+    p->block_mask.kv_num_blocks = dc;
+    p->block_mask.kv_indices = di;
+    printf("# block mask: %.1f%% of the blocks, %.2f visited a unit (key block x head)\n",
+           100.0 * visited / (masks * (p->causal ? qb * (qb + 1) / 2.0 : (double)qb * kb)),
+           (double)visited / (masks * kb));
+    return true;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 6) {
-        fprintf(stderr, "usage: %s D SEQLEN BATCH HEADS CAUSAL\n", argv[0]);
+        fprintf(stderr, "usage: %s D SEQLEN BATCH HEADS CAUSAL [DENSITY]\n", argv[0]);
         return 2;
     }
     const int d = atoi(argv[1]), sq = atoi(argv[2]), batch = atoi(argv[3]), heads = atoi(argv[4]),
@@ -166,6 +214,7 @@ int main(int argc, char **argv)
     memset(&p, 0, sizeof p);
     p.batch = batch; p.seqlen_q = sq; p.seqlen_k = sq; p.heads_q = heads; p.heads_kv = heads;
     p.head_dim = d; p.causal = causal;
+    if (argc > 6 && !block_mask(&p, atof(argv[6]) / 100)) return 1;
     fa_tensor t[8]; /* q, k, v, o, dout, dq, dk, dv */
     memset(t, 0, sizeof t);
     for (int i = 0; i < 8; i++) {
