@@ -7487,9 +7487,9 @@ typedef struct fa__bwd_maps { CUtensorMap q, k, v, dout; } fa__bwd_maps;
    on the swizzle's period): kv_bufs K, V buffers (with two, a persistent
    block loads its next unit's while it finishes one), Q[2], dO[2], dS^T[2],
    the dQ tile (D <= 128), then L and D of each stage, then (deterministic
-   kernels) the second dQ tile; `tiles` bytes in all (det_tiles). The
-   barriers and mailboxes follow (fa__bwd_sm90_bars_at). The host asks for
-   request(det) bytes.
+   kernels) the second dQ tile; `tiles` bytes in all (det_tiles; the
+   kernel's own: end). The barriers and mailboxes follow
+   (fa__bwd_sm90_bars_at). The host asks for `request` bytes.
 
    split (D = 256): a warpgroup owning 64 keys would hold dK and dV of
    64 x 256, all 256 of its registers per thread. So the block takes 64 keys
@@ -7522,41 +7522,34 @@ template <int D, int BR = 64, bool DET = false> struct fa__bwd_sm90_layout {
        (+ 8 b) and a 32-byte mailbox (+ 32 b) (fa__bwd_sm90_dq_writer). */
     static constexpr uint32_t kv_full = 0, kv_empty = 16, full = 32, empty = 48, dq_full = 64, dq_empty = 80,
                               mail = 96;
-    static __host__ __device__ constexpr uint32_t bar_bytes(bool det) { return det ? mail + 2 * 32 : dq_full; }
+    static constexpr uint32_t bar_bytes = DET ? mail + 2 * 32 : dq_full, end = DET ? det_tiles : tiles;
     /* Whether the barrier block has room of its own after the tiles, beside
        the 1023 bytes the 1024-byte alignment may skip (every layout but the
-       deterministic one at D 64 with 128-row steps: there it goes into the
-       skipped bytes where it fits, fa__bwd_sm90_bars_at); and what the host
-       asks for */
-    static __host__ __device__ constexpr bool block_after(bool det)
-    {
-        return (det ? det_tiles : tiles) + bar_bytes(det) + 1023 <= 227 * 1024;
-    }
-    static __host__ __device__ constexpr uint32_t request(bool det)
-    {
-        return (det ? det_tiles : tiles) + (block_after(det) ? bar_bytes(det) : 0) + 1023;
-    }
+       wide ones at D 64: there it goes into the skipped bytes where it
+       fits, fa__bwd_sm90_bars_at); and what the host asks for */
+    static constexpr bool block_after = end + bar_bytes + 1023 <= 227 * 1024;
+    static constexpr uint32_t request = end + (block_after ? bar_bytes : 0) + 1023;
     static_assert(tiles % 16 == 0 && dq2 % 16 == 0 && mail % 16 == 0,
                   "the barrier block and the mailbox's vectors, the bulk copy's source: 16-aligned");
-    static_assert(2 * bar_bytes(true) <= 1024, "the barrier block and a slack too small for it: 1023 bytes");
+    static_assert(2 * bar_bytes <= 1024, "the barrier block and a slack too small for it: 1023 bytes");
     static_assert(!wide || (D == 64 && !split), "128-row steps: D 64 only");
-    static_assert(request(DET) <= 227 * 1024, "the block's shared memory");
+    static_assert(request <= 227 * 1024, "the block's shared memory");
 };
 /* Where the barrier block of layout L lies for a dynamic shared array at
    `base` (its alignment is not promised): after the tiles where it has
    room of its own there (L::block_after); else in the bytes below the
    1024-aligned tiles that the alignment skips where it fits there, and
-   after the tiles where it does not. That stays within L::request(DET)
-   bytes of base: in the skipped bytes the block costs nothing, and after
-   the tiles the skipped bytes are fewer than the block's, the two together
+   after the tiles where it does not. That stays within L::request bytes
+   of base: in the skipped bytes the block costs nothing, and after the
+   tiles the skipped bytes are fewer than the block's, the two together
    under 2 x 512. (The deterministic kernel at D 64 with 128-row steps fits
    so with a byte to spare.) */
-template <class L, bool DET>
+template <class L>
 static __host__ __device__ __forceinline__ uint32_t fa__bwd_sm90_bars_at(uint32_t base, uint32_t aligned)
 {
-    const uint32_t after = aligned + (DET ? L::det_tiles : L::tiles); /* (aligned: base rounded up to 1024) */
-    if (L::block_after(DET) || aligned - base < L::bar_bytes(DET)) return after;
-    return aligned - L::bar_bytes(DET);
+    const uint32_t after = aligned + L::end; /* (aligned: base rounded up to 1024) */
+    if (L::block_after || aligned - base < L::bar_bytes) return after;
+    return aligned - L::bar_bytes;
 }
 /* Query rows a step of the sm_90a backward: 64, but 128 in the plain and
    deterministic kernels at D 64 (FA__BWD_SM90_WIDE), where a 64-row step's fixed costs (the
@@ -8397,7 +8390,7 @@ fa__bwd_kernel_sm90(const __grid_constant__ fa__bwd_maps tm, const fa__bwd_param
     fa__bwd_sm90_smem sm;
     sm.sKV = aligned + L::kv; sm.sQ = aligned + L::q; sm.sdO = aligned + L::dout; sm.sdS = aligned + L::ds; sm.sdQ = aligned + L::dq;
     sm.sLD = aligned + L::ld; sm.sPT = aligned + L::pt;
-    const uint32_t bars = fa__bwd_sm90_bars_at<L, DET>(base, aligned);
+    const uint32_t bars = fa__bwd_sm90_bars_at<L>(base, aligned);
     sm.kv_full = bars + L::kv_full; sm.kv_empty = bars + L::kv_empty; sm.full = bars + L::full; sm.empty = bars + L::empty;
     sm.gLD = (const float *)(fa__smem90b + (sm.sLD - base));
     if (DET) {
@@ -8622,7 +8615,7 @@ template <bool BF16, int D, bool EXTRAS, bool SOFTCAP, bool DET, bool VARLEN>
 static fa_status fa__bwd_launch_sm90(const fa__bwd_params &kp, const fa__gpu &gpu, cudaStream_t st, int *ran) {
     typedef fa__bwd_sm90_klayout<D, EXTRAS, SOFTCAP, DET> L;
     constexpr int BC = L::bc, BR = L::br;
-    const size_t smem = L::request(DET);
+    const size_t smem = L::request;
     void (*kern)(const fa__bwd_maps, const fa__bwd_params) = fa__bwd_kernel_sm90<BF16, D, EXTRAS, SOFTCAP, DET, VARLEN>;
     cudaFuncAttributes fa;
     fa__bwd_maps tm;

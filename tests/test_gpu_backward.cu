@@ -375,14 +375,14 @@ __global__ void sm90_steps_kernel(const steps_args a)
    barrier block 16-aligned, clear of the tiles, and both within the
    request (the real base is likely aligned; the other offsets are the
    slack path's). Returns the number of bad offsets. */
-template <class L, bool DET>
+template <class L>
 static int bars_at_bad(void)
 {
-    const uint32_t tiles = DET ? L::det_tiles : L::tiles, bb = L::bar_bytes(DET);
+    const uint32_t tiles = L::end, bb = L::bar_bytes;
     int bad = 0;
     for (uint32_t off = 0; off < 1024; off++) {
         const uint32_t base = 5 * 1024 + off, aligned = (base + 1023u) & ~1023u,
-                       bars = fa__bwd_sm90_bars_at<L, DET>(base, aligned), end = base + L::request(DET);
+                       bars = fa__bwd_sm90_bars_at<L>(base, aligned), end = base + L::request;
         const bool clear = bars + bb <= aligned || bars >= aligned + tiles;
         bad += !(bars % 16 == 0 && bars >= base && bars + bb <= end && aligned + tiles <= end && clear);
     }
@@ -390,9 +390,9 @@ static int bars_at_bad(void)
 }
 static void test_bars_at(void)
 {
-    const int bad = bars_at_bad<fa__bwd_sm90_layout<64, 128, true>, true>() + bars_at_bad<fa__bwd_sm90_layout<64, 128>, false>() +
-                    bars_at_bad<fa__bwd_sm90_layout<64>, true>() + bars_at_bad<fa__bwd_sm90_layout<128>, true>() +
-                    bars_at_bad<fa__bwd_sm90_layout<128>, false>() + bars_at_bad<fa__bwd_sm90_layout<256>, true>();
+    const int bad = bars_at_bad<fa__bwd_sm90_layout<64, 128, true>>() + bars_at_bad<fa__bwd_sm90_layout<64, 128>>() +
+                    bars_at_bad<fa__bwd_sm90_layout<64, 64, true>>() + bars_at_bad<fa__bwd_sm90_layout<128, 64, true>>() +
+                    bars_at_bad<fa__bwd_sm90_layout<128>>() + bars_at_bad<fa__bwd_sm90_layout<256, 64, true>>();
     printf("%-10s sm_90a backward shared memory at 1024 base offsets, 6 layouts: %d bad\n", bad ? "BAD" : "", bad);
     check(bad == 0, "sm_90a backward: %d base offsets put the barrier block out of place", bad);
 }
