@@ -7487,8 +7487,8 @@ typedef struct fa__bwd_maps { CUtensorMap q, k, v, dout; } fa__bwd_maps;
    on the swizzle's period): kv_bufs K, V buffers (with two, a persistent
    block loads its next unit's while it finishes one), Q[2], dO[2], dS^T[2],
    the dQ tile (D <= 128), then L and D of each stage, then (deterministic
-   kernels) the second dQ tile; `tiles` bytes in all (det_tiles; the
-   kernel's own: end). The barriers and mailboxes follow
+   kernels) the second dQ tile: `tiles` bytes without it, `det_tiles`
+   with it, `end` this layout's. The barriers and mailboxes follow
    (fa__bwd_sm90_bars_at). The host asks for `request` bytes.
 
    split (D = 256): a warpgroup owning 64 keys would hold dK and dV of

@@ -378,13 +378,14 @@ __global__ void sm90_steps_kernel(const steps_args a)
 template <class L>
 static int bars_at_bad(void)
 {
-    const uint32_t tiles = L::end, bb = L::bar_bytes;
+    const uint32_t bb = L::bar_bytes;
     int bad = 0;
     for (uint32_t off = 0; off < 1024; off++) {
         const uint32_t base = 5 * 1024 + off, aligned = (base + 1023u) & ~1023u,
-                       bars = fa__bwd_sm90_bars_at<L>(base, aligned), end = base + L::request;
-        const bool clear = bars + bb <= aligned || bars >= aligned + tiles;
-        bad += !(bars % 16 == 0 && bars >= base && bars + bb <= end && aligned + tiles <= end && clear);
+                       bars = fa__bwd_sm90_bars_at<L>(base, aligned), tiles_end = aligned + L::end,
+                       asked_end = base + L::request;
+        const bool clear = bars + bb <= aligned || bars >= tiles_end;
+        bad += !(bars % 16 == 0 && bars >= base && bars + bb <= asked_end && tiles_end <= asked_end && clear);
     }
     return bad;
 }

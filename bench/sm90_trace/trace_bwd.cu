@@ -158,15 +158,21 @@ static void trb_report(const char *mode, const trb_host &h, int sms, int key_blo
     }
 }
 
+/* a device copy of `bytes` bytes at h */
+static void *dev_copy(const void *h, size_t bytes)
+{
+    void *d;
+    cudaMalloc(&d, bytes);
+    cudaMemcpy(d, h, bytes, cudaMemcpyHostToDevice);
+    return d;
+}
+
 static void *dev_random(size_t n, unsigned seed)
 {
     std::vector<__nv_bfloat16> h(n);
     srand(seed);
     for (size_t i = 0; i < n; i++) h[i] = __float2bfloat16((rand() / (float)RAND_MAX) * 2 - 1);
-    void *d;
-    cudaMalloc(&d, n * 2);
-    cudaMemcpy(d, h.data(), n * 2, cudaMemcpyHostToDevice);
-    return d;
+    return dev_copy(h.data(), n * 2);
 }
 
 /* A random block mask (each 128 x 128 block visited with probability share; the causal cut
@@ -188,13 +194,8 @@ static bool block_mask(fa_problem *p, double share)
         printf("block mask: %s\n", fa_last_error());
         return false;
     }
-    int32_t *dc, *di;
-    cudaMalloc(&dc, cnt.size() * 4);
-    cudaMalloc(&di, idx.size() * 4);
-    cudaMemcpy(dc, cnt.data(), cnt.size() * 4, cudaMemcpyHostToDevice);
-    cudaMemcpy(di, idx.data(), idx.size() * 4, cudaMemcpyHostToDevice);
-    p->block_mask.kv_num_blocks = dc;
-    p->block_mask.kv_indices = di;
+    p->block_mask.kv_num_blocks = (const int32_t *)dev_copy(cnt.data(), cnt.size() * 4);
+    p->block_mask.kv_indices = (const int32_t *)dev_copy(idx.data(), idx.size() * 4);
     printf("# block mask: %.1f%% of the blocks, %.2f visited a unit (key block x head)\n",
            100.0 * visited / (masks * (p->causal ? qb * (qb + 1) / 2.0 : (double)qb * kb)),
            (double)visited / (masks * kb));
