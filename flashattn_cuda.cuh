@@ -4274,8 +4274,8 @@ __global__ void __launch_bounds__(256) fa__bm_rows_kernel(const fa__bm_src src)
 /* Work items (n of them, item t's work count(t)) in the order a persistent
    sm_90a kernel deals them out under a block mask: most work first, a
    counting sort in one block (counts past the last of nb bins share it).
-   The forward's items are its tiles, the backward's its units (above
-   D 64: fa__bwd_bm_sorted). A count
+   The forward's items are its tiles, the backward's its units (causal
+   masks above D 64: fa__bwd_bm_sorted). A count
    stands for the item's work: a causal or window bound may cut it, which a
    mask built for that bound already leaves out. */
 #define FA__BM_ORDER_BINS 4096
@@ -7585,13 +7585,13 @@ static __device__ __forceinline__ void fa__bwd_unit_of(int u, int nblk, int hkv,
    units' work differs with their key block's listed query blocks, and
    they are dealt as a snake (round k takes entry k G + c, or
    (k + 1) G - 1 - c when k is odd) of one of two orders
-   [bwd-bsparse-order]. At D 64 their own (the key blocks of a head
+   [bwd-bsparse-order]. Mostly their own (the key blocks of a head
    together): the units that run at once visit the query blocks of a few
-   heads, whose Q, dO and dQ accumulator rows stay in L2. Above D 64 sorted
-   by that count, most first (p.bm.order, fa__bm_order_kernel), so that
-   every block's sum of work comes out about even: that mixes all heads,
-   and a step's dQ add and Q, dO copies wait for HBM, but at D 128 under
-   long causal masks the even sums measured faster (fa__bwd_bm_sorted). */
+   heads, whose Q, dO and dQ accumulator rows stay in L2. Under a causal
+   mask above D 64 sorted by that count, most first (p.bm.order,
+   fa__bm_order_kernel), so that every block's sum of work comes out about
+   even: that mixes all heads, and a step's dQ add and Q, dO copies wait
+   for HBM, but there the even sums measured faster (fa__bwd_bm_sorted). */
 struct fa__bwd_sm90_sched {
     int nblk, pairs_j, units, pairs, rounds;
     bool one_unit, descending; /* descending: the deterministic kernel's order (fa__bwd_sm90_send_dq) */
@@ -8518,15 +8518,15 @@ static fa_status fa__bwd_make_plan(const char *fn, const fa_problem *r, fa__bwd_
 
 /* Whether the sm_90a backward takes a block mask's units sorted by their
    work (fa__bwd_sm90_sched) at kernel head dim D: measured both ways
-   [bwd-bsparse-order], their own order won at D 64 and lost at D 128
-   under long causal masks. */
-static bool fa__bwd_bm_sorted(int D) { return D > 64; }
+   [bwd-bsparse-order], their own order won at D 64 and at D 128 without
+   a causal bound, and lost at D 128 under long causal masks. */
+static bool fa__bwd_bm_sorted(int D, int causal) { return D > 64 && causal; }
 /* Workspace bytes of a block mask's lists and bitmaps and, where they are
    sorted, the sm_90a kernel's unit order (fa__bm_workspace; 0 without a
    mask): its work items are the units of fa__bwd_sm90_sched. */
 static size_t fa__bwd_bm_workspace(const fa_problem *r, const fa__bwd_plan *pl) {
     const int64_t units = (int64_t)((r->seqlen_k + pl->bc - 1) / pl->bc) * r->heads_kv * r->batch;
-    return fa__bm_workspace(r, fa__bwd_bm_sorted(pl->D) ? units : 0);
+    return fa__bm_workspace(r, fa__bwd_bm_sorted(pl->D, r->causal) ? units : 0);
 }
 
 /* A view for the kernels, after fa__check_tensor resolved its strides: the
@@ -8857,7 +8857,7 @@ FLASHATTN_DEF fa_status fa_backward_cuda(const fa_problem *p, fa_tensor q, fa_te
     if (bm_bytes) bm_e = fa__bm_prepare(&r, (char *)ws + pl.total_bytes, st, &kp.bm);
     /* the sm_90a kernel's units in their own order, or sorted into the
        workspace's place for it (fa__bwd_sm90_sched, fa__bwd_bm_sorted) */
-    if (!fa__bwd_bm_sorted(pl.D)) kp.bm.order = NULL;
+    if (!fa__bwd_bm_sorted(pl.D, r.causal)) kp.bm.order = NULL;
 #ifndef FLASHATTN_NO_HOPPER
     else if (bm_bytes && bm_e == cudaSuccess) bm_e = fa__bwd_sm90_order(kp, pl, (int32_t *)kp.bm.order, st);
 #endif

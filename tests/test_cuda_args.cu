@@ -347,21 +347,23 @@ static void block_mask_cases(void)
     refused_as("fa_forward_cuda, block mask, short workspace",
                fa_forward_cuda(&p, q, k, v, o, lse, (void *)lists, want - 4, NULL), FA_ERROR_INVALID_ARGUMENT,
                "workspace_size");
-    for (c = 0; c < 2; c++) {
+    for (c = 0; c < 3; c++) {
         /* the backward: its own bytes, then the same sorted lists and
-           bitmaps; above D 64 also the sm_90a kernel's unit order in place
-           of the forward's tile order (an int per 128-key block, KV head and
-           sequence at D 128), at D 64 none (the units keep their own) */
+           bitmaps; under a causal mask above D 64 also the sm_90a kernel's
+           unit order in place of the forward's tile order (an int per
+           128-key block, KV head and sequence at D 128), else none (the
+           units keep their own): D 64, D 128, D 128 causal */
         fa_problem plain = base(), masked = p;
         size_t own = 0, got = 0;
-        const size_t order = c ? ((size_t)((SK + 127) / 128 * HKV * B) * 4 + 255) / 256 * 256 : 0;
+        const size_t order = c == 2 ? ((size_t)((SK + 127) / 128 * HKV * B) * 4 + 255) / 256 * 256 : 0;
         plain.head_dim = masked.head_dim = c ? 128 : D;
+        plain.causal = masked.causal = c == 2;
         const fa_status s0 = fa_backward_cuda_workspace_size(&plain, &own);
         const fa_status s = fa_backward_cuda_workspace_size(&masked, &got);
         char detail[200];
         announce("fa_backward_cuda_workspace_size with a block mask");
-        snprintf(detail, sizeof detail, "d %d: status %d, %zu bytes (want FA_OK, %zu + %zu + %zu)",
-                 masked.head_dim, (int)s, got, own, lists_bytes, order);
+        snprintf(detail, sizeof detail, "d %d causal %d: status %d, %zu bytes (want FA_OK, %zu + %zu + %zu)",
+                 masked.head_dim, masked.causal, (int)s, got, own, lists_bytes, order);
         check(s0 == FA_OK && s == FA_OK && got == own + lists_bytes + order,
               "fa_backward_cuda_workspace_size with a block mask", detail);
     }
