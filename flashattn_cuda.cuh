@@ -8296,7 +8296,7 @@ __device__ __forceinline__ void fa__bwd_sm90_consumer(const fa__bwd_params &p, c
             fa__bwd_sm90_issue_rs<DKV, QW, BR, BF16>(dk_flat, da, q_s + kvcol, q0);
 
             FLASHATTN_TRACE(51, w.jb, it); /* (the trace: barrier 1, with its wait for the dQ tile) */
-            fa__bwd_sm90_barrier1<L::dq_tile, SPLIT>(cw == 0 && warp % 4 == 0 && lane == 0, owe, empty + 8 * (st ^ 1));
+            fa__bwd_sm90_barrier1<L::dq_tile, SPLIT>(T == 0, owe, empty + 8 * (st ^ 1));
             FLASHATTN_TRACE(52, w.jb, it);
 
             /* (7) dQ_i[:, cw D/2 ..] = dS K_j[:, cw D/2 ..], k running over all BC keys
@@ -8339,7 +8339,7 @@ __device__ __forceinline__ void fa__bwd_sm90_consumer(const fa__bwd_params &p, c
                 if (fa__bwd_sm90_send_dq256<DQ / 8, DET>(p, dq[0], sm, q_s + kvcol, do_s + kvcol, cw, 32 * wq + lane,
                                                          blk, sends, w.jb, i0 / BR, h, w.b))
                     owe = true;
-                else if (!DET || cw != 0 || warp % 4 != 0 || lane != 0) /* (DET: the writer releases for thread 0) */
+                else if (!DET || T != 0) /* (DET: the writer releases for thread 0) */
                     fa__mbar_arrive(empty + 8 * st);
             } else {
                 fa__bwd_sm90_add_dq<DQ / 8>(p, dq[0], p.dq_acc + blk + (int64_t)(16 * wq + g) * p.acc_d + cw * DQ + 2 * t);
@@ -8364,9 +8364,9 @@ __device__ __forceinline__ void fa__bwd_sm90_consumer(const fa__bwd_params &p, c
     }
     if (LATE && late_blk >= 0) /* (the last tile) */
         fa__bwd_sm90_flush_dq<DET>(p, sm, T, late_blk, BR * D * 4, sends, late_jb, late_ib, late_h, late_b);
-    if ((L::dq_tile || bulk) && (bulk || cw == 0) && warp % 4 == 0 && lane == 0)
+    if ((L::dq_tile || bulk) && (bulk ? T % 128 == 0 : T == 0))
         fa__bulk_wait<false>(); /* (done: smem goes) */
-    if (DET && cw == 0 && warp % 4 == 0 && lane == 0) fa__bwd_sm90_last_posts(sm, sends);
+    if (DET && T == 0) fa__bwd_sm90_last_posts(sm, sends);
 }
 
 #endif /* FA__SM90A */
