@@ -6585,8 +6585,9 @@ __device__ __forceinline__ void fa__bwd_q_range(const fa__bwd_params &p, int sq,
    kernel's prefetch) finds the same next step, and the deterministic dQ
    sum (kernel 3) adds exactly the slices of the visited steps. A unit with
    no visited step writes dK = dV = 0, as one that no query sees. The
-   persistent sm_90a kernel takes its units most work first
-   (fa__bwd_sm90_sched), so that its blocks finish together. */
+   persistent sm_90a kernel deals its units as a snake, in their own order
+   or, under a causal mask above D 64, most work first (fa__bwd_sm90_sched,
+   fa__bwd_bm_sorted). */
 
 /* The first step >= it that the block mask lets through (it itself
    without one; iters or more: none). br: rows per query block. Every
