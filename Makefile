@@ -288,7 +288,7 @@ ALL_RESULTS += $(TEST_RESULTS)/check_headers.txt
 #                  needed; skipped without nvcc
 FUZZ_SECONDS  ?= $(if $(TEST_QUICK),10,30)
 SECONDS       ?= 300
-EXAMPLES_SAN  := cpu_simple online_softmax decode_paged block_sparse fp8
+EXAMPLES_SAN  := cpu_simple online_softmax decode_paged block_sparse fp8 backward
 EXAMPLES_RUN  := $(if $(TEST_QUICK),,$(EXAMPLES_SAN)) demo
 FUZZ_DEPS     := tests/fuzz_args.c flashattn.h tests/run_fuzz.sh
 
@@ -782,7 +782,7 @@ test-neon:
 # (each also compiles alone with the command in its header comment);
 # `make examples-check` runs the ones that check themselves; `make examples-gpu`
 # compiles the GPU example with nvcc (needs flashattn_cuda.cuh).
-EXAMPLES_CPU  := cpu_simple online_softmax decode_paged block_sparse fp8 demo
+EXAMPLES_CPU  := cpu_simple online_softmax decode_paged block_sparse fp8 backward demo
 EXAMPLE_BINS  := $(addprefix $(BUILD)/examples/,$(EXAMPLES_CPU))
 EXAMPLE_FLAGS := $(WARN) $(OPT) $(OPENMP)
 NVCC_GENCODE  ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90a,code=sm_90a
@@ -801,12 +801,13 @@ run: $(BUILD)/examples/demo
 	./$(BUILD)/examples/demo
 
 examples-check: $(BUILD)/examples/cpu_simple $(BUILD)/examples/online_softmax $(BUILD)/examples/decode_paged \
-                $(BUILD)/examples/block_sparse $(BUILD)/examples/fp8
+                $(BUILD)/examples/block_sparse $(BUILD)/examples/fp8 $(BUILD)/examples/backward
 	./$(BUILD)/examples/cpu_simple > /dev/null
 	./$(BUILD)/examples/online_softmax > /dev/null
 	./$(BUILD)/examples/decode_paged > /dev/null
 	./$(BUILD)/examples/block_sparse > /dev/null
 	./$(BUILD)/examples/fp8 > /dev/null
+	./$(BUILD)/examples/backward > /dev/null
 	@echo "examples-check: ok"
 
 examples-gpu: $(BUILD)/examples/gpu_simple

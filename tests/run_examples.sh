@@ -28,6 +28,7 @@ check_all() { # DIR SUFFIX
     run "block_sparse$2" "$1/block_sparse" '^max \|block-sparse - masked reference\| = .* -> OK$' \
         '^  query block 7 sees key blocks 0 6 7$'
     run "fp8$2" "$1/fp8" '^block \+ Hadamard closer to f32 than per tensor: yes -> OK$' 'per 128-row block \+ Hadamard: +RMSE of O [0-9]'
+    run "backward$2" "$1/backward" '^check: gradients match finite differences .*: OK$' '^dQ of query 0 \(it sees key 0 alone\): largest \|element\| .* -> zero$'
 }
 if [ "${EXAMPLES_PLAIN:-yes}" != no ]; then check_all "$bin" ""
 else echo "(the self-checking examples as built with ASan + UBSan only: make test-all also runs their plain builds)"; fi
