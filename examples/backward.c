@@ -8,7 +8,8 @@
    dO that fa_backward takes. The forward saves L, the log-sum-exp of each
    score row; the backward rebuilds P = exp(S - L) from it block by block
    instead of storing the seq x seq matrix P, and needs one more row term,
-   D = rowsum(dO * O). Then it walks the blocks once more:
+   D = rowsum(dO * O). Then it walks the blocks as the forward did, with
+   S = scale Q K^T and P = exp(S - L) rebuilt in each:
        dV += P^T dO,   dP = dO V^T,   dS = P * (dP - D),
        dQ += scale dS K,   dK += scale dS^T Q.
    The sizes are not multiples of any block, and the mask is causal. */
