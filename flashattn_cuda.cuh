@@ -4362,7 +4362,7 @@ static fa_status fa__check_bm_cuda(const char *fn, const fa_problem *r, int fp8)
    stream st; the kernels' view of them into *bm (the lists for the
    forward, the bitmap for the backward). The order the sm_90a kernels
    deal their work in is each entry point's own (fa__fwd_bm_order,
-   fa__bwd_sm90_order). */
+   fa__bwd_bm_order). */
 static cudaError_t fa__bm_prepare(const fa_problem *r, void *ws, cudaStream_t st, fa__bmask *bm)
 {
     const fa_block_mask *m = &r->block_mask;
@@ -8588,8 +8588,8 @@ struct fa__bwd_unit_count {
         return n;
     }
 };
-static cudaError_t fa__bwd_sm90_order(const fa__bwd_params &kp, const fa__bwd_plan &pl, int32_t *order,
-                                      cudaStream_t st) {
+static cudaError_t fa__bwd_sm90_sort(const fa__bwd_params &kp, const fa__bwd_plan &pl, int32_t *order,
+                                     cudaStream_t st) {
     const int nblk = (kp.seqlen_k + pl.bc - 1) / pl.bc;
     const int64_t units = (int64_t)nblk * kp.hkv * kp.batch;
     if (units > INT32_MAX) return cudaSuccess; /* (never the sm_90a kernel: fa__bwd_launch_sm90) */
@@ -8768,6 +8768,22 @@ FLASHATTN_DEF fa_status fa_backward_cuda_workspace_size(const fa_problem *p, siz
     return FA_OK;
 }
 
+/* The sm_90a kernel's unit order under a block mask (kp->bm, prepared by
+   fa__bm_prepare): sorted into the workspace's place for it where
+   fa__bwd_bm_sorted, else none (order NULL: the units in their own order,
+   fa__bwd_sm90_sched) */
+static cudaError_t fa__bwd_bm_order(const fa_problem *r, const fa__bwd_plan *pl, fa__bwd_params *kp,
+                                    cudaStream_t st)
+{
+#ifndef FLASHATTN_NO_HOPPER
+    if (fa__bwd_bm_sorted(pl->D, r->causal)) return fa__bwd_sm90_sort(*kp, *pl, (int32_t *)kp->bm.order, st);
+#else
+    (void)r, (void)pl, (void)st; /* (no sm_90a kernel to read an order) */
+#endif
+    kp->bm.order = NULL;
+    return cudaSuccess;
+}
+
 /* Shapes: q, dq [b, sq, hq, d]; k, v, dk, dv [b, sk, hkv, d]; o, dout
    [b, sq, hq, d]; lse [b, hq, sq] (varlen: [hq, total_q]). Three launches on
    `stream`, no host synchronization. */
@@ -8856,12 +8872,7 @@ FLASHATTN_DEF fa_status fa_backward_cuda(const fa_problem *p, fa_tensor q, fa_te
        stream before the kernels that read it (>>bwd-bsparse) */
     cudaError_t bm_e = cudaSuccess;
     if (bm_bytes) bm_e = fa__bm_prepare(&r, (char *)ws + pl.total_bytes, st, &kp.bm);
-    /* the sm_90a kernel's units in their own order, or sorted into the
-       workspace's place for it (fa__bwd_sm90_sched, fa__bwd_bm_sorted) */
-    if (!fa__bwd_bm_sorted(pl.D, r.causal)) kp.bm.order = NULL;
-#ifndef FLASHATTN_NO_HOPPER
-    else if (bm_bytes && bm_e == cudaSuccess) bm_e = fa__bwd_sm90_order(kp, pl, (int32_t *)kp.bm.order, st);
-#endif
+    if (bm_bytes && bm_e == cudaSuccess) bm_e = fa__bwd_bm_order(&r, &pl, &kp, st);
     if (bm_e != cudaSuccess) s = fa__cuda_fail(fn, bm_e, "the block mask's sorting kernel");
     else s = q.dtype == FA_F16 ? fa__bwd_run<false>(kp, pl, gpu, st) : fa__bwd_run<true>(kp, pl, gpu, st);
     return workspace ? s : fa__ws_free(fn, ws, st, s);
