@@ -1470,7 +1470,9 @@ __host__ __device__ constexpr bool fa__sm90_o_own(int D, int BM, int BN, int ST)
    16-bit words a row (fa__sm90_dw8), O's tile in 16 bits, a transposed V
    tile (D x BN bytes) per stage, and the FP8 barriers (fa__sm90_bufs).
    At d 256 there is no room for O's tile: O is stored
-   straight from the registers. */
+   straight from the registers. A d 64 row's 64 bytes are zero-filled to
+   the 128-byte swizzle's row; S's products read only the first 64 (half
+   the k steps: 1.03-1.11x the whole row's, [sm90-fp8]). */
 __host__ __device__ constexpr int fa__sm90_dw8(int D) { return D < 128 ? 64 : D / 2; }
 __host__ __device__ constexpr size_t fa__sm90_smem8(int D, int BM, int BN, int ST, bool o_own)
 {
@@ -2966,7 +2968,9 @@ fa__sm90_consumer_mainloop(const fa__fwd_params &p, const Bufs &sm, const fa__sm
                 f8.dk8 = f8.dk_row ? f8.dk_row[blk] : p.ds_k;
                 f8.dv8 = f8.dv_row ? f8.dv_row[blk] : p.ds_v;
             }
-            fa__sm90_issue_qk<DW, BN, BM, BF16, decltype(kd), FP8>(s_flat, qd, kd);
+            /* (FP8: k over the row's D bytes, D / 2 words: at d 64 not over
+               the zeros that fill the copy's row to 128 bytes, fa__sm90_dw8) */
+            fa__sm90_issue_qk<FP8 ? D / 2 : DW, BN, BM, BF16, decltype(kd), FP8>(s_flat, qd, kd);
         };
         /* V_it ready for P V: landed, and in FP8 transposed (Vt) */
         auto v_ready = [&](int it) {
