@@ -1472,7 +1472,7 @@ __host__ __device__ constexpr bool fa__sm90_o_own(int D, int BM, int BN, int ST)
    At d 256 there is no room for O's tile: O is stored
    straight from the registers. A d 64 row's 64 bytes are zero-filled to
    the 128-byte swizzle's row; S's products read only the first 64 (half
-   the k steps: 1.03-1.11x the whole row's, [sm90-fp8]). */
+   the k steps, which measured faster [sm90-fp8]). */
 __host__ __device__ constexpr int fa__sm90_dw8(int D) { return D < 128 ? 64 : D / 2; }
 __host__ __device__ constexpr size_t fa__sm90_smem8(int D, int BM, int BN, int ST, bool o_own)
 {
