@@ -1471,8 +1471,8 @@ __host__ __device__ constexpr bool fa__sm90_o_own(int D, int BM, int BN, int ST)
    tile (D x BN bytes) per stage, and the FP8 barriers (fa__sm90_bufs).
    At d 256 there is no room for O's tile: O is stored
    straight from the registers. A d 64 row's 64 bytes are zero-filled to
-   the 128-byte swizzle's row; S's products read only the first 64 (half
-   the k steps, which measured faster [sm90-fp8]). */
+   the 128-byte swizzle's row; S's products read only the first 64
+   (fa__sm90_cfg's KW: half the k steps, which measured faster [sm90-fp8]). */
 __host__ __device__ constexpr int fa__sm90_dw8(int D) { return D < 128 ? 64 : D / 2; }
 __host__ __device__ constexpr size_t fa__sm90_smem8(int D, int BM, int BN, int ST, bool o_own)
 {
@@ -2925,7 +2925,7 @@ fa__sm90_consumer_mainloop(const fa__fwd_params &p, const Bufs &sm, const fa__sm
                            const QPhase &q_phase, const TileSrc &tile_src, const CopyQ &copy_q, const CopyKV &copy_kv)
 {
     constexpr bool BF16 = C::BF16, FLAT = C::FLAT, FP8 = C::FP8, KV_STEP = C::KV_STEP, HANDOFF = C::HANDOFF;
-    constexpr int D = C::D, BN = C::BN, STAGES = C::STAGES, WG = C::WG, BM = C::BM, DW = C::DW;
+    constexpr int D = C::D, BN = C::BN, STAGES = C::STAGES, WG = C::WG, BM = C::BM;
     constexpr uint32_t VT_BYTES = C::VT_BYTES, KV_BYTES = C::KV_BYTES;
     constexpr bool Q_AFTER_O = C::Q_AFTER_O, Q_RELEASE_ALL = C::Q_RELEASE_ALL, WG_STOP = C::WG_STOP;
     constexpr bool PINGPONG = C::PINGPONG, LAZY_MAX = C::LAZY_MAX, SHORT_PATH = C::SHORT_PATH;
@@ -2968,9 +2968,7 @@ fa__sm90_consumer_mainloop(const fa__fwd_params &p, const Bufs &sm, const fa__sm
                 f8.dk8 = f8.dk_row ? f8.dk_row[blk] : p.ds_k;
                 f8.dv8 = f8.dv_row ? f8.dv_row[blk] : p.ds_v;
             }
-            /* (FP8: k over the row's D bytes, D / 2 words: at d 64 not over
-               the zeros that fill the copy's row to 128 bytes, fa__sm90_dw8) */
-            fa__sm90_issue_qk<FP8 ? D / 2 : DW, BN, BM, BF16, decltype(kd), FP8>(s_flat, qd, kd);
+            fa__sm90_issue_qk<C::KW, BN, BM, BF16, decltype(kd), FP8>(s_flat, qd, kd);
         };
         /* V_it ready for P V: landed, and in FP8 transposed (Vt) */
         auto v_ready = [&](int it) {
@@ -3250,8 +3248,10 @@ struct fa__sm90_cfg {
     static constexpr int BM = 64 * WG, NS = BN / 8, NO = D / 8;
     /* FP8 (>>hopper-fp8): e4m3 Q, K and V, copied as rows of DW 16-bit
        words (at least 64: d 64's 64 bytes are zero-filled to the swizzle's
-       128-byte row), O in 16 bits; Vt, the transposed V stages */
-    static constexpr int DW = FP8 ? fa__sm90_dw8(D) : D;
+       128-byte row), O in 16 bits; Vt, the transposed V stages. KW: the
+       words of a row that S = Q K^T sums over, the data's (D bytes in FP8),
+       not the zeros that fill d 64's copy to 128 bytes */
+    static constexpr int DW = FP8 ? fa__sm90_dw8(D) : D, KW = FP8 ? D / 2 : D;
     static constexpr uint32_t Q_BYTES = BM * DW * 2, KV_BYTES = BN * DW * 2, VT_BYTES = FP8 ? D * BN : 0;
     static constexpr bool O_OWN = FP8 ? fa__sm90_o_own8(D, BM, BN, STAGES) : fa__sm90_o_own(D, BM, BN, STAGES);
     /* (FP8) V_EARLY: the transposers release each V stage once transposed
