@@ -6470,6 +6470,9 @@ typedef struct fa__bwd_params {
     fa__bmask bm;          /* a block mask (bits NULL: none), >>bwd-bsparse */
     float scale_cap;       /* scale / softcap (softcap > 0): tanh's factor in fa__bwd_score */
     int det_rot;           /* the sm_90a DET kernels on a cooperative grid, rotated walks (fa__bwd_rotates) */
+    int det_store;         /* the sm_90a DET kernels: a tile's first adder copies its partial dQ instead of
+                              adding it (fa__bwd_sm90_dq_writer), so kernel 1 zeroes no accumulator, and
+                              kernel 3 takes a tile whose count in p.dq_sem is 0 (no adder) as zeros */
 } fa__bwd_params;
 
 /* Where sequence b lives: rows sq x sk, and the element offset of its row 0
@@ -6661,7 +6664,7 @@ __global__ void __launch_bounds__(256) fa__bwd_preprocess_kernel(const fa__bwd_p
     /* (deterministic: slice 0 and the tile counts too, for the sm_90a
        kernel's ordered adds; the sm_80 kernel overwrites its slices) */
     if (p.deterministic && c0 == 0 && t % 64 == 0) p.dq_sem[((int64_t)h * p.acc_rows + s.acc_row0 + t) / 64] = 0;
-    {
+    if (!p.det_store) {
         float4 z = make_float4(0.f, 0.f, 0.f, 0.f);
         float *a = p.dq_acc + ((int64_t)h * p.acc_rows + s.acc_row0 + t) * p.acc_d + c0;
         reinterpret_cast<float4 *>(a)[0] = z;
@@ -6730,13 +6733,17 @@ __global__ void __launch_bounds__(256) fa__bwd_dq_convert_kernel(const fa__bwd_p
     const int h = blockIdx.y, b = blockIdx.z, t0 = blockIdx.x * 64, pitch = p.acc_d / 2 + 4; /* (pairs) */
     fa__bwd_seq s = fa__bwd_seq_info(p, b);
     if (t0 >= s.sq) return;
-    const float *a = p.dq_acc + ((int64_t)h * p.acc_rows + s.acc_row0 + t0) * p.acc_d; /* the block */
+    const int64_t row0 = (int64_t)h * p.acc_rows + s.acc_row0 + t0;
+    const float *a = p.dq_acc + row0 * p.acc_d; /* the block */
     const int n4 = 16 * p.acc_d; /* the block's float4s */
+    /* det_store: no key block added to the block's step (counted at its first
+       64 rows; 128-row steps at D 64, fa__bwd_sm90_klayout), which is zero */
+    const bool none = p.det_store && !p.dq_sem[(p.acc_d == 64 && FA__BWD_SM90_WIDE ? row0 & ~(int64_t)127 : row0) / 64];
     for (int f0 = threadIdx.x; f0 < n4; f0 += 1024) {
         float4 x[4]; /* (four loads in flight before the first is placed) */
 #pragma unroll
         for (int u = 0; u < 4; u++)
-            if (f0 + 256 * u < n4) x[u] = fa__bwd_acc_read(p, s, a, f0 + 256 * u, t0, b, h);
+            if (f0 + 256 * u < n4) x[u] = none ? make_float4(0.f, 0.f, 0.f, 0.f) : fa__bwd_acc_read(p, s, a, f0 + 256 * u, t0, b, h);
 #pragma unroll
         for (int u = 0; u < 4; u++) {
             int row, col;
@@ -8143,11 +8150,13 @@ __device__ __forceinline__ void fa__bwd_sm90_dq_writer(const fa__bwd_params &p, 
             while (n < rank);
             FLASHATTN_TRACE(41, tile, rank);
             fa__fence_async_global();
-            if (L::split) { /* (the tile in stage b's Q and dO buffers, fa__bwd_sm90_send_dq256) */
-                fa__bulk_store<true>(p.dq_acc + blk, sm.sQ + b * L::q_bytes, L::q_bytes);
-                fa__bulk_store<true>(p.dq_acc + blk + L::q_bytes / 4, sm.sdO + b * L::q_bytes, L::q_bytes);
-            } else {
-                fa__bulk_store<true>(p.dq_acc + blk, b ? sm.sdQ2 : sm.sdQ, L::dq_bytes);
+            /* (the tile, split: in stage b's Q and dO buffers, fa__bwd_sm90_send_dq256;
+               the first adder copies it: p.det_store) */
+            for (int x = 0; x < (L::split ? 2 : 1); x++) {
+                const uint32_t from = L::split ? (x ? sm.sdO : sm.sQ) + b * L::q_bytes : b ? sm.sdQ2 : sm.sdQ,
+                               bytes = L::split ? L::q_bytes : L::dq_bytes;
+                if (rank == 0 && p.det_store) fa__bulk_store<false>(p.dq_acc + blk + x * (bytes / 4), from, bytes);
+                else fa__bulk_store<true>(p.dq_acc + blk + x * (bytes / 4), from, bytes);
             }
             fa__bulk_commit();
             fa__bulk_wait<true>();
@@ -8603,6 +8612,17 @@ static cudaError_t fa__bwd_sm90_sort(const fa__bwd_params &kp, const fa__bwd_pla
     return cudaGetLastError();
 }
 
+/* Kernel 1, launched by whichever main kernel runs, with its parameters
+   (det_store). A block: 8 warps, a row acc_d / 8 lanes (fa__bwd_preprocess_kernel),
+   over each sequence's padding rows too (sq_pad). */
+template <bool BF16> static cudaError_t fa__bwd_preprocess(const fa__bwd_params &kp, cudaStream_t st)
+{
+    const int rows = 8 * (32 / (kp.acc_d / 8));
+    dim3 pad_grid((unsigned)(fa__bwd_acc_pad(kp.seqlen_q) + rows - 1) / rows, kp.hq, kp.batch);
+    FA__LAUNCH(fa__bwd_preprocess_kernel<BF16>, pad_grid, 256, 0, st, kp);
+    return cudaGetLastError();
+}
+
 /* Whether the deterministic kernels rotate their walks (fa__bwd_rot), for
    nk key blocks and nq query blocks on sms SMs: where the walks are short
    (at most 64 steps: there the one order's chain of adds is the largest
@@ -8662,6 +8682,8 @@ static fa_status fa__bwd_launch_sm90(const fa__bwd_params &kp, const fa__gpu &gp
 #ifdef FLASHATTN_TEST_HOOKS
     if (fa__bwd_sm90_no_rot) kr.det_rot = 0;
 #endif
+    kr.det_store = DET; /* (the writers' first adds copy: no zeroed accumulator) */
+    FA__BWD_CUDA_TRY(fa__bwd_preprocess<BF16>(kr, st));
     bool launched = false;
     if (kr.det_rot) {
         int64_t g = sms;
@@ -8683,7 +8705,7 @@ static fa_status fa__bwd_launch_sm90(const fa__bwd_params &kp, const fa__gpu &gp
 #ifdef FLASHATTN_TEST_HOOKS
     fa__bwd_sm90_launches++;
 #endif
-    *ran = 1;
+    *ran = DET ? 2 : 1; /* (2: det_store, for kernel 3) */
     return FA_OK;
 }
 /* Which sm_90a kernel: softcap, ALiBi and dropout (the extras) take its
@@ -8718,11 +8740,6 @@ static fa_status fa__bwd_sm90_pick(const fa__bwd_params &kp, const fa__gpu &gpu,
 template <bool BF16>
 static fa_status fa__bwd_run(const fa__bwd_params &kp, const fa__bwd_plan &pl, const fa__gpu &gpu,
                              cudaStream_t st) {
-    const int rows = 8 * (32 / (kp.acc_d / 8)); /* a block's rows in kernel 1 (acc_d / 8 lanes a row) */
-    /* + each sequence's padding rows (sq_pad) */
-    dim3 pad_grid((unsigned)(fa__bwd_acc_pad(kp.seqlen_q) + rows - 1) / rows, kp.hq, kp.batch);
-    FA__LAUNCH(fa__bwd_preprocess_kernel<BF16>, pad_grid, 256, 0, st, kp);
-    FA__BWD_CUDA_TRY(cudaGetLastError());
     fa_status s = FA_OK;
     int ran = 0;
 #ifndef FLASHATTN_NO_HOPPER
@@ -8740,6 +8757,7 @@ static fa_status fa__bwd_run(const fa__bwd_params &kp, const fa__bwd_plan &pl, c
 #else
     (void)gpu;
 #endif /* FLASHATTN_NO_HOPPER (backward dispatch) */
+    if (!ran) FA__BWD_CUDA_TRY(fa__bwd_preprocess<BF16>(kp, st)); /* (the sm_80 kernel's) */
     const bool sc = kp.softcap > 0.f;
 #define FA__BWD_MAIN(D_, BR_, BC_)                                                           \
     if constexpr (fa__bwd_dim_compiled(D_))                                                  \
@@ -8752,6 +8770,7 @@ static fa_status fa__bwd_run(const fa__bwd_params &kp, const fa__bwd_plan &pl, c
     fa__bwd_params kc = kp; /* the sm_90a kernel left the accumulator tiled (D 256 without BULK256: not), */
     kc.acc_tiled = !ran ? 0 : pl.D <= 128 ? 1 : FA__BWD_SM90_BULK256 ? 2 : 0;
     kc.deterministic = kp.deterministic && !kc.acc_tiled; /* and summed in order: slice 0 holds dQ */
+    kc.det_store = ran == 2;
     /* 64 rows a block, its tile 64 x (acc_d + 8) halves (at most 33 KB: no opt-in needed) */
     FA__LAUNCH(fa__bwd_dq_convert_kernel<BF16>, dim3((kp.seqlen_q + 63) / 64, kp.hq, kp.batch), 256,
                (size_t)64 * (kp.acc_d + 8) * 2, st, kc);

@@ -220,14 +220,16 @@ static void run_case(const bcase *c, uint64_t seed, const char *path)
     fa_status st = fa_backward_cuda_workspace_size(&pd, &ws_bytes);
     check(st == FA_OK, "%s: workspace_size: %s (%s)", ctx, fa_status_string(st), fa_last_error());
     if (c->workspace) CK(cudaMalloc(&d_ws, ws_bytes));
-    if (c->workspace && c->bmask) CK(cudaMemset(d_ws, 0xff, ws_bytes)); /* (a stale bitmap would show) */
     cudaStream_t stream;
     CK(cudaStreamCreate(&stream));
 
     unsigned char *first[3] = {NULL, NULL, NULL};
     int runs = c->det ? 3 : 1, identical = 1;
     for (int run = 0; run < runs; run++) {
-        /* fresh NaN poison before every run */
+        /* fresh NaN poison before every run, the caller's workspace too (as
+           fp32 NaN: a kernel that read what it did not write, such as a stale
+           bitmap or accumulator, would show) */
+        if (c->workspace) CK(cudaMemset(d_ws, 0xff, ws_bytes));
         CK(cudaMemcpy(d_dq, dq.snap, dq.n * es, cudaMemcpyHostToDevice));
         CK(cudaMemcpy(d_dk, dk.snap, dk.n * es, cudaMemcpyHostToDevice));
         CK(cudaMemcpy(d_dv, dv.snap, dv.n * es, cudaMemcpyHostToDevice));
@@ -645,6 +647,14 @@ int main(int argc, char **argv)
         {"window max", BF, 64, 1, 203, 113, 2, 2, 0, 1, INT_MAX, 3, 0, 0, 0, 0, P, 0, 0, 1, 0, 0, 0},
         {"window max", F16, 128, 1, 113, 203, 2, 2, 0, 1, 5, INT_MAX, 0, 0, 0, 0, P, 0, 0, 1, 0, 0, 0},
         {"window max", BF, 128, 2, 203, 113, 2, 2, 1, 1, INT_MAX, INT_MAX, 0, 0, 0, 0, P, 1, 0, 0, 0, 0, 0},
+        /* the sm_90a DET kernels copy a tile's first partial dQ (p.det_store):
+           query blocks that no key block reaches (causal, sq - sk = 143 rows
+           without keys: the first 128-row, or two 64-row, blocks) have none,
+           and kernel 3 must write their zeros (the workspace is poisoned).
+           Index 99 runs in quick mode. */
+        {"det rows w/o keys", F16, 64, 2, 203, 60, 2, 2, 1, 0, 0, 0, 0, 0, 0, 0, P, 1, 1, 0, 0, 0, 0},
+        {"det rows w/o keys", BF, 128, 1, 203, 60, 4, 2, 1, 0, 0, 0, 0, 0, 0, 0, S, 1, 1, 0, 0, 0, 0},
+        {"det rows w/o keys", F16, 256, 1, 203, 60, 2, 1, 1, 0, 0, 0, 0, 0, 0, 0, P, 1, 1, 0, 0, 0, 0},
     };
     const int n = (int)(sizeof cases / sizeof cases[0]);
     int dev = 0;
