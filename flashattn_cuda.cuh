@@ -6329,7 +6329,9 @@ FLASHATTN_DEF fa_status fa_quantize_cuda(const fa_quant *p, fa_tensor x, fa_tens
 
    Three kernels, all on the caller's stream:
      1. fa__bwd_preprocess_kernel: D = rowsum(dO * O) per (row, head) into the
-        workspace, and zero the fp32 dQ accumulator (its first slice).
+        workspace, and zero the fp32 dQ accumulator (its first slice), but
+        before the sm_90a deterministic kernels, whose first add of a tile
+        copies it (p.det_store).
      2. fa__bwd_kernel_sm80 (or, on an H100 at D = 64 / 128 / 256 without
         cu_seqlens, its wgmma twin fa__bwd_kernel_sm90, below): one CTA per
         (K/V block j, KV head, batch) - the FA2
@@ -6346,7 +6348,8 @@ FLASHATTN_DEF fa_status fa_quantize_cuda(const fa_quant *p, fa_tensor x, fa_tens
         visits only the (query head, query block) steps whose 128 x 128
         block the mask lists (>>bwd-bsparse; its bitmap, built first by
         fa__bm_rows_kernel).
-     3. fa__bwd_dq_convert_kernel: dQ = scale * accumulator, in the output type.
+     3. fa__bwd_dq_convert_kernel: dQ = scale * accumulator, in the output type
+        (det_store: zero where no key block added to the tile, by its count).
 
    The tiles (Bc keys per CTA, Br queries per step), for 8 warps:
        d <= 64 : Bc 128, Br 64    d <= 128: Bc 128, Br 64    d <= 256: Bc 64, Br 32
@@ -8126,7 +8129,10 @@ __device__ __forceinline__ bool fa__bwd_sm90_send_dq256(const fa__bwd_params &p,
    they wait for a writer only before they rewrite its buffer (its last
    tile not yet read: the tile's previous adder more than a step late),
    never for an add's round trip or the place. The proxy fences order the
-   bulk copies (async proxy) with the count (generic proxy). [bwd-det]
+   bulk copies (async proxy) with the count (generic proxy). The first
+   adder (rank 0) copies its tile instead of adding it, so that kernel 1
+   need not zero the accumulator (p.det_store): 134 MB of writes at 16k
+   tokens and hidden 2048. [bwd-det]
    Split (D 256): buffer b is stage b's Q and dO buffers (each step hands
    over one tile, so the consumers' b = sends & 1 is the step's stage), and
    the writer makes consumer thread 0's arrival on the stage's release. */
