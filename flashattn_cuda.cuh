@@ -8577,6 +8577,17 @@ static fa_status fa__bwd_launch_main(const fa__bwd_params &kp, const fa__bwd_pla
     return FA_OK;
 }
 
+/* Kernel 1, launched by whichever main kernel runs, with its parameters
+   (det_store). A block: 8 warps, a row acc_d / 8 lanes (fa__bwd_preprocess_kernel),
+   over each sequence's padding rows too (sq_pad). */
+template <bool BF16> static cudaError_t fa__bwd_preprocess(const fa__bwd_params &kp, cudaStream_t st)
+{
+    const int rows = 8 * (32 / (kp.acc_d / 8));
+    dim3 pad_grid((unsigned)(fa__bwd_acc_pad(kp.seqlen_q) + rows - 1) / rows, kp.hq, kp.batch);
+    FA__LAUNCH(fa__bwd_preprocess_kernel<BF16>, pad_grid, 256, 0, st, kp);
+    return cudaGetLastError();
+}
+
 #ifndef FLASHATTN_NO_HOPPER
 #ifdef FLASHATTN_TEST_HOOKS
 /* tests only: backward calls that took the sm_90a kernel, a switch that
@@ -8615,17 +8626,6 @@ static cudaError_t fa__bwd_sm90_sort(const fa__bwd_params &kp, const fa__bwd_pla
     const fa__bwd_unit_count count = {kp.bm, nblk, pl.bc, kp.hkv, kp.group};
     FA__LAUNCH(fa__bm_order_kernel<fa__bwd_unit_count>, 1, 1024, 0, st, count, (int)units,
                kp.bm.q_blocks * kp.group + 1, order);
-    return cudaGetLastError();
-}
-
-/* Kernel 1, launched by whichever main kernel runs, with its parameters
-   (det_store). A block: 8 warps, a row acc_d / 8 lanes (fa__bwd_preprocess_kernel),
-   over each sequence's padding rows too (sq_pad). */
-template <bool BF16> static cudaError_t fa__bwd_preprocess(const fa__bwd_params &kp, cudaStream_t st)
-{
-    const int rows = 8 * (32 / (kp.acc_d / 8));
-    dim3 pad_grid((unsigned)(fa__bwd_acc_pad(kp.seqlen_q) + rows - 1) / rows, kp.hq, kp.batch);
-    FA__LAUNCH(fa__bwd_preprocess_kernel<BF16>, pad_grid, 256, 0, st, kp);
     return cudaGetLastError();
 }
 
