@@ -6746,7 +6746,8 @@ __global__ void __launch_bounds__(256) fa__bwd_dq_convert_kernel(const fa__bwd_p
         float4 x[4]; /* (four loads in flight before the first is placed) */
 #pragma unroll
         for (int u = 0; u < 4; u++)
-            if (f0 + 256 * u < n4) x[u] = none ? make_float4(0.f, 0.f, 0.f, 0.f) : fa__bwd_acc_read(p, s, a, f0 + 256 * u, t0, b, h);
+            if (f0 + 256 * u < n4)
+                x[u] = none ? make_float4(0.f, 0.f, 0.f, 0.f) : fa__bwd_acc_read(p, s, a, f0 + 256 * u, t0, b, h);
 #pragma unroll
         for (int u = 0; u < 4; u++) {
             int row, col;
