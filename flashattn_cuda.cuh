@@ -6437,6 +6437,14 @@ template <class T> static __host__ __device__ __forceinline__ T fa__bwd_acc_pad(
 {
     return (n + FA__BWD_ACC_ALIGN - 1) / FA__BWD_ACC_ALIGN * FA__BWD_ACC_ALIGN;
 }
+/* Query rows a step of the sm_90a backward kernel at head dim D, with
+   softcap or the extras (ALiBi, dropout) or without: the one place they
+   are chosen (fa__bwd_sm90_klayout says why; kernel 3 finds a step's
+   dQ count by them) */
+static __host__ __device__ constexpr int fa__bwd_sm90_step_rows(int D, bool extras)
+{
+    return FA__BWD_SM90_WIDE && D == 64 && !extras ? 128 : 64;
+}
 
 /* One tensor view with its strides resolved (elements, never 0). */
 typedef struct fa__bwd_view {
@@ -6740,8 +6748,9 @@ __global__ void __launch_bounds__(256) fa__bwd_dq_convert_kernel(const fa__bwd_p
     const float *a = p.dq_acc + row0 * p.acc_d; /* the block */
     const int n4 = 16 * p.acc_d; /* the block's float4s */
     /* det_store: no key block added to the block's step (counted at its first
-       64 rows; 128-row steps at D 64, fa__bwd_sm90_klayout), which is zero */
-    const bool none = p.det_store && !p.dq_sem[(p.acc_d == 64 && FA__BWD_SM90_WIDE ? row0 & ~(int64_t)127 : row0) / 64];
+       64 rows; the deterministic kernels take no extras), which is zero */
+    const bool none =
+        p.det_store && !p.dq_sem[(fa__bwd_sm90_step_rows(p.acc_d, false) == 128 ? row0 & ~(int64_t)127 : row0) / 64];
     for (int f0 = threadIdx.x; f0 < n4; f0 += 1024) {
         float4 x[4]; /* (four loads in flight before the first is placed) */
 #pragma unroll
@@ -7573,11 +7582,10 @@ static __host__ __device__ __forceinline__ uint32_t fa__bwd_sm90_bars_at(uint32_
    long as its products [bwd-wide]; then dQ is split by rows between the
    warpgroups (64 rows each, all D columns) instead of by columns (and the
    deterministic kernel's K, V have one buffer). fa__bwd_sm90_klayout:
-   the layout of kernel fa__bwd_kernel_sm90<., D, EXTRAS, SOFTCAP, DET, .>, the
-   one place its step rows are chosen. */
+   the layout of kernel fa__bwd_kernel_sm90<., D, EXTRAS, SOFTCAP, DET, .>,
+   its step rows those of fa__bwd_sm90_step_rows. */
 template <int D, bool EXTRAS, bool SOFTCAP, bool DET>
-using fa__bwd_sm90_klayout =
-    fa__bwd_sm90_layout<D, FA__BWD_SM90_WIDE && D == 64 && !EXTRAS && !SOFTCAP ? 128 : 64, DET>;
+using fa__bwd_sm90_klayout = fa__bwd_sm90_layout<D, fa__bwd_sm90_step_rows(D, EXTRAS || SOFTCAP), DET>;
 
 /* Unit u of the sm_90a backward: key block jb, KV head hk, batch b, with
    u = jb + nblk (hk + hkv b); descending: key block nblk - 1 - jb instead. */
@@ -8642,7 +8650,9 @@ static bool fa__bwd_det_rotates(int64_t nk, int64_t nq, int sms)
 }
 /* Run the main kernel on sm_90a when it can; *ran = 0 (and FA_OK) leaves
    the problem to the sm_80 kernel: no sm_90a code for this GPU, a view TMA
-   cannot describe, or too little shared memory. */
+   cannot describe, or too little shared memory. *ran = 1: it ran; 2: a DET
+   kernel ran (det_store: kernel 3 reads the tiles' counts). It launches
+   kernel 1 first, with the parameters this kernel runs on. */
 template <bool BF16, int D, bool EXTRAS, bool SOFTCAP, bool DET, bool VARLEN>
 static fa_status fa__bwd_launch_sm90(const fa__bwd_params &kp, const fa__gpu &gpu, cudaStream_t st, int *ran) {
     typedef fa__bwd_sm90_klayout<D, EXTRAS, SOFTCAP, DET> L;
