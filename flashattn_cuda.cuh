@@ -8540,7 +8540,8 @@ static fa_status fa__bwd_make_plan(const char *fn, const fa_problem *r, fa__bwd_
     const size_t slices = r->deterministic ? (size_t)(r->seqlen_k + pl->bc - 1) / pl->bc : 1;
     pl->dsum_bytes = fa__bwd_round256(rows * sizeof(float));
     pl->acc_bytes = fa__bwd_round256(slices * rows * pl->D * sizeof(float));
-    pl->sem_bytes = r->deterministic ? fa__bwd_round256((rows + 63) / 64 * sizeof(int)) : 0;
+    /* (the default mode may run the deterministic kernels too: fa__bwd_det_pays) */
+    pl->sem_bytes = fa__bwd_round256((rows + 63) / 64 * sizeof(int));
     pl->total_bytes = 2 * pl->dsum_bytes + pl->acc_bytes + pl->sem_bytes;
     return FA_OK;
 }
@@ -8725,6 +8726,20 @@ static fa_status fa__bwd_launch_sm90(const fa__bwd_params &kp, const fa__gpu &gp
     *ran = DET ? 2 : 1; /* (2: det_store, for kernel 3) */
     return FA_OK;
 }
+/* The default mode on the deterministic kernels. On short sequences a
+   key block meets few query blocks, and the default kernels' dQ (adds
+   from every key block into an accumulator kernel 1 zeroed) costs more
+   than the DET kernels' ordered adds, whose first add of a tile copies
+   ([bwd-det-store] has the runs behind the bounds): above D 64, at most
+   512 keys and queries, or 1024 under a causal mask (half the blocks
+   meet); only where the units fill the GPU twice, as in the shapes
+   measured (so the tests' small cases keep the default kernels). */
+template <int D> static bool fa__bwd_det_pays(const fa__bwd_params &kp, int sms)
+{
+    const int n = kp.causal ? 1024 : 512, bc = fa__bwd_sm90_layout<D>::bc;
+    const int64_t units = (int64_t)(kp.seqlen_k + bc - 1) / bc * kp.hkv * kp.batch;
+    return D >= 128 && !kp.cu_q && !kp.bm.bits && kp.seqlen_q <= n && kp.seqlen_k <= n && units >= 2 * sms;
+}
 /* Which sm_90a kernel: softcap, ALiBi and dropout (the extras) take its
    EXTRAS kernels, the deterministic mode its DET kernels; both at once run
    the sm_80 kernel (*ran = 0). A kernel with VARLEN takes cu_seqlens too
@@ -8738,6 +8753,12 @@ static fa_status fa__bwd_sm90_pick_kernel(const fa__bwd_params &kp, const fa__gp
     /* (D 256 without FA__BWD_SM90_BULK256: slices, any kernel) */
     constexpr bool ORDERED = fa__bwd_sm90_layout<D>::dq_tile || FA__BWD_SM90_BULK256;
     *ran = 0;
+    if constexpr (ORDERED)
+        if (!kp.deterministic && !extras && fa__bwd_det_pays<D>(kp, gpu.sms)) {
+            fa__bwd_params kd = kp; /* (kernel 1 then zeroes the tile counts) */
+            kd.deterministic = 1;
+            return fa__bwd_launch_sm90<BF16, D, false, false, true, VARLEN>(kd, gpu, st, ran);
+        }
     if (ORDERED && kp.deterministic) {
         if constexpr (ORDERED)
             if (!extras) return fa__bwd_launch_sm90<BF16, D, false, false, true, VARLEN>(kp, gpu, st, ran);
