@@ -2372,16 +2372,22 @@ static void fa__store_row(void *dst, fa_dtype dt, int n, const float *src)
 }
 
 /* Ask the cache for the bytes [p, p + bytes) ahead of their use. */
-static FLASHATTN__FORCEINLINE void fa__prefetch_bytes(const void *p, int bytes)
+static FLASHATTN__FORCEINLINE void fa__prefetch_level(const void *p, int bytes, const int l2)
 {
 #if defined(__GNUC__) || defined(__clang__)
     int off;
     for (off = 0; off < bytes; off += 64)
-        __builtin_prefetch((const char *)p + off, 0, 3);
+        if (l2) /* (the locality must be a constant) */
+            __builtin_prefetch((const char *)p + off, 0, 1);
+        else
+            __builtin_prefetch((const char *)p + off, 0, 3);
 #else
-    (void)p; (void)bytes;
+    (void)p; (void)bytes; (void)l2;
 #endif
 }
+static FLASHATTN__FORCEINLINE void fa__prefetch_bytes(const void *p, int bytes) { fa__prefetch_level(p, bytes, 0); }
+/* The same into L2 only: what a later pass reads (decode's next tile) */
+static FLASHATTN__FORCEINLINE void fa__prefetch_l2(const void *p, int bytes) { fa__prefetch_level(p, bytes, 1); }
 
 /* ---- few query rows: K and V read where they lie --------------------------
    With at most FA__FEW_ROWS query rows per KV head (decode: the GQA group
@@ -2532,7 +2538,7 @@ static FLASHATTN__FORCEINLINE void fa__pv_strip(const int nr, const int nv, cons
         if (c < npf)
             fa__prefetch_bytes(pf[c], pf_bytes);
         if (streams && c < nsp)
-            fa__prefetch_bytes(sp + (size_t)c * (size_t)sp_step, sp_step);
+            fa__prefetch_l2(sp + (size_t)c * (size_t)sp_step, sp_step);
         FA__UNROLL for (v = 0; v < nv; ++v)
             vv[v] = fa__vload_n(rows[c], dt, x + v * FA__VW, v == nv - 1 ? n : FA__VW);
         FA__UNROLL for (i = 0; i < nr; ++i) {
@@ -2731,21 +2737,22 @@ static void fa__pv_rows(int nr, fa_dtype dt, int dv, int nc, const float *P, int
    nr query rows. Key c of head j lies at rows[c] + j * hbytes; its query
    rows are Q + j * qstep rows (S likewise). The loop runs over keys outside
    and heads inside: in a packed cache that is address order (see
-   fa__decode_tile_few for why that matters). pf (may be NULL): after key
-   c of head j, the pf_bytes at pf[c] + j * pf_hbytes are requested from
-   memory (the V rows of the same key), and so are the K bytes of the same
-   head FA__K_AHEAD steps on (rows[c + FA__K_AHEAD steps], when below nk;
-   rows holds nk >= nc + 2 FA__K_AHEAD keys): the hardware prefetcher
-   alone keeps too few lines in flight for a core that computes between
-   its loads [cpu-decode-avx2]. Where FA__DECODE_PAIRS holds a step takes
-   two keys of a head (fa__dot_col), else one. Portable loops: row to f32
-   in buf first.
+   fa__decode_tile_few for why that matters). After key c of head j these
+   are requested from memory: the K bytes of the same head FA__K_AHEAD
+   steps on (rows[c + FA__K_AHEAD steps], when below nk; rows holds nk >= nc
+   + 2 FA__K_AHEAD keys), with v_now the vbytes of the same key's V row
+   (vrows[c] + j * vhbytes), and into L2 the next tile's V row of that
+   place (vrows[nc + c], when below nv; vrows holds nv >= nc keys): the
+   hardware prefetcher alone keeps too few lines in flight for a core that
+   computes between its loads [cpu-decode-avx2]. Where FA__DECODE_PAIRS
+   holds a step takes two keys of a head (fa__dot_col), else one. Portable
+   loops: row to f32 in buf first (and nothing of the next tile).
    FA__HEAD_DIMS(n, CALL, ...) runs CALL(..., n) with n a constant for the
    usual head sizes 64 and 128, so the loop over a row unrolls (a few
    percent faster [cpu-head-dims]). */
 #define FA__K_AHEAD 2
-/* Two keys a step in the dot pass, and the next tile's V requested by the
-   V pass (fa__decode_tile_few): with FA__FEW_ROWS rows a head and rows of
+/* Two keys a step in the dot pass, and the next tile requested by both
+   passes (fa__decode_tile_few): with FA__FEW_ROWS rows a head and rows of
    at least 8 vectors. Measured slower with fewer rows (less work a key to
    hide the extra memory traffic under) and with 4-vector rows (AVX-512 at
    d 64) [cpu-decode-avx2]. */
@@ -2762,7 +2769,7 @@ static void fa__pv_rows(int nr, fa_dtype dt, int dv, int nc, const float *P, int
     } while (0)
 static void fa__dots_heads(int nr, fa_dtype dt, int d, int nc, int nk, int nh, const float *Q, int ldq, int qstep,
                            const void *const *rows, size_t hbytes, float *S, int lds, float *buf,
-                           const void *const *pf, size_t pf_hbytes, int pf_bytes)
+                           const void *const *vrows, size_t vhbytes, int vbytes, int v_now, int nv)
 {
     const int kbytes = d * fa__dtype_size(dt);
     int c, j;
@@ -2784,10 +2791,12 @@ static void fa__dots_heads(int nr, fa_dtype dt, int d, int nc, int nk, int nh, c
             else                                                                                    \
                 fa__dot_col(n_, 1, t_, d_, q_, ldq, k_, k_, s_, lds);                               \
             for (i = 0; i < kn; ++i) { /* the step's kn (key, head) rows in address order */           \
-                if (pf)                                                                             \
-                    fa__prefetch_bytes((const char *)pf[pc] + (size_t)ph * pf_hbytes, pf_bytes);    \
+                if (v_now)                                                                          \
+                    fa__prefetch_bytes((const char *)vrows[pc] + (size_t)ph * vhbytes, vbytes);     \
                 if (pc + kn * FA__K_AHEAD < nk)                                                     \
                     fa__prefetch_bytes((const char *)rows[pc + kn * FA__K_AHEAD] + (size_t)ph * hbytes, kbytes); \
+                if (nc + pc < nv)                                                                   \
+                    fa__prefetch_l2((const char *)vrows[nc + pc] + (size_t)ph * vhbytes, vbytes);   \
                 if (++ph == nh) {                                                                   \
                     ph = 0;                                                                         \
                     ++pc;                                                                           \
@@ -2801,10 +2810,11 @@ static void fa__dots_heads(int nr, fa_dtype dt, int d, int nc, int nk, int nh, c
 #undef FA__DOTH_D
 #else
     int i, x;
+    (void)nv;
     for (c = 0; c < nc; ++c)
         for (j = 0; j < nh; ++j) {
-            if (pf)
-                fa__prefetch_bytes((const char *)pf[c] + (size_t)j * pf_hbytes, pf_bytes);
+            if (v_now)
+                fa__prefetch_bytes((const char *)vrows[c] + (size_t)j * vhbytes, vbytes);
             if (c + FA__K_AHEAD < nk)
                 fa__prefetch_bytes((const char *)rows[c + FA__K_AHEAD] + (size_t)j * hbytes, kbytes);
             fa__load_row((const char *)rows[c] + (size_t)j * hbytes, dt, d, 1.0f, buf);
@@ -4251,38 +4261,48 @@ static int fa__decode_tile(const fa__attn *a)
    in address order, and the V pass then runs head by head with O~ strips
    in registers (fa__pv_rows) on rows already in cache [cpu-decode-order].
    With FA__DECODE_PAIRS the dot pass is short enough (two keys a step,
-   fa__dot_col) that the memory idles through the V pass; so where
-   the next tile's V rows of these heads form one block of memory (no
-   pages, heads adjacent), the V pass requests them instead, head j's pass
-   the j-th share in address order, and the next tile's dot pass reads only
-   K [cpu-decode-avx2]. v_ready: this tile's V was so requested; returns
-   whether the next tile's was. */
+   fa__dot_col) that the memory would idle through the V pass, and one
+   core computing between its loads keeps too few lines in flight. So both
+   passes ask for the next tile, into L2 (read a pass later, it must not
+   evict this tile from L1): the dot pass the next tile's V rows, each after
+   the same row of this tile's K (address order, through row pointers, so
+   paged caches too), and, where the next tile's K rows of these heads form
+   one block of memory (no pages, heads adjacent), the V pass streams that
+   block, head j's pass the j-th share in address order; the next dot pass
+   then requests no K [cpu-decode-avx2].
+   ready: bit 0, this tile's V was requested by the tile before; bit 1, its
+   K was. Returns the same for the next tile. */
 static int fa__decode_tile_few(const fa__attn *a, fa__scratch *w, const fa__seq *s, int nr, int rph, int n0, int nc,
-                               int n_end, int v_ready)
+                               int n_end, int ready)
 {
     int nh = nr / rph, kvh0 = w->head[0] / a->group, r0, r1, g0, j, vbytes = a->dv_ * fa__dtype_size(a->v.dtype);
     int ahead = 2 * FA__K_AHEAD, nk = n_end - n0 < nc + ahead ? n_end - n0 : nc + ahead; /* K rows to look ahead */
     int nnext = n_end - n0 - nc < nc ? n_end - n0 - nc : nc; /* keys of the next tile */
+    int nv = nc; /* V row pointers: this tile's, and with the next's V requested, the next tile's too */
     size_t kb = (size_t)a->k.head_stride * (size_t)fa__dtype_size(a->k.dtype);
     size_t vb = (size_t)a->v.head_stride * (size_t)fa__dtype_size(a->v.dtype), next_bytes = 0;
-    const char *next_v = NULL;
+    const char *next_k = NULL; /* the next tile's K block, streamed by the V pass */
     fa__row_range(a, w, rph, n0, nc, &r0, &r1);
     if (r0 >= r1)
         return 0;
-    if (FA__DECODE_PAIRS(r1 - r0 < FA__FEW_ROWS ? r1 - r0 : FA__FEW_ROWS, a->d) && nnext > 0 && !a->r.block_table &&
-        vb == (size_t)vbytes && (size_t)a->v.seq_stride * (size_t)fa__dtype_size(a->v.dtype) == (size_t)nh * vb) {
-        next_v = (const char *)fa__kv_row(a, &a->v, s, n0 + nc, kvh0);
-        next_bytes = (size_t)nnext * (size_t)nh * vb;
+    if (FA__DECODE_PAIRS(r1 - r0 < FA__FEW_ROWS ? r1 - r0 : FA__FEW_ROWS, a->d) && nnext > 0) {
+        nv = nc + nnext;
+        if (!a->r.block_table && kb == (size_t)a->d * (size_t)fa__dtype_size(a->k.dtype) &&
+            (size_t)a->k.seq_stride * (size_t)fa__dtype_size(a->k.dtype) == (size_t)nh * kb) {
+            next_k = (const char *)fa__kv_row(a, &a->k, s, n0 + nc, kvh0);
+            next_bytes = (size_t)nnext * (size_t)nh * kb;
+        }
     }
     fa__kv_row_ptrs(a, &a->k, s, kvh0, n0, nk, w->krows);
-    fa__kv_row_ptrs(a, &a->v, s, kvh0, n0, nc, w->vrows);
+    fa__kv_row_ptrs(a, &a->v, s, kvh0, n0, nv, w->vrows);
     /* a head's rows FA__FEW_ROWS at a time; the first group's pass reads
        the memory (and requests what comes next), the others find K in cache */
     for (g0 = r0; g0 < r1; g0 += FA__FEW_ROWS) {
         int g1 = r1 - g0 < FA__FEW_ROWS ? r1 : g0 + FA__FEW_ROWS, first = g0 == r0;
-        fa__dots_heads(g1 - g0, a->k.dtype, a->d, nc, first ? nk : 0, nh, w->Q + (size_t)g0 * (size_t)a->dp, a->dp,
-                       rph, w->krows, kb, w->S + (size_t)g0 * (size_t)a->bcp, a->bcp, w->row,
-                       first && !v_ready ? w->vrows : NULL, vb, vbytes);
+        fa__dots_heads(g1 - g0, a->k.dtype, a->d, nc, first && !(ready & 2) ? nk : 0, nh,
+                       w->Q + (size_t)g0 * (size_t)a->dp, a->dp, rph, w->krows, kb,
+                       w->S + (size_t)g0 * (size_t)a->bcp, a->bcp, w->row, w->vrows, vb, vbytes,
+                       first && !(ready & 1), first ? nv : nc);
     }
     for (j = 0; j < nh; ++j) {
         int i0 = j * rph + r0, i1 = j * rph + r1;
@@ -4296,10 +4316,10 @@ static int fa__decode_tile_few(const fa__attn *a, fa__scratch *w, const fa__seq 
             int g1 = r1 - g0 < FA__FEW_ROWS ? r1 : g0 + FA__FEW_ROWS, i0 = j * rph + g0;
             fa__pv_rows(g1 - g0, a->v.dtype, a->dv_, nc, w->S + (size_t)i0 * (size_t)a->bcp, a->bcp, w->vrows,
                         w->O + (size_t)i0 * (size_t)a->dvp, a->dvp, w->row, NULL, 0, 0,
-                        next_v ? next_v + b0 : NULL, g0 == r0 ? (int)(b1 - b0) : 0);
+                        next_k ? next_k + b0 : NULL, g0 == r0 ? (int)(b1 - b0) : 0);
         }
     }
-    return next_v != NULL;
+    return (nv > nc) | (next_k != NULL) << 1;
 }
 
 /* One task = (b, split): every query row of the sequence (row = (kvh * sq
@@ -4316,7 +4336,7 @@ static void fa__decode_task(void *ctx, int index, int worker)
     const fa_problem *r = &a->r;
     int split = index % a->splits, b = index / a->splits, rows = r->heads_q * r->seqlen_q, rc0, i, i1;
     int64_t rows_total = (int64_t)r->batch * r->seqlen_q * r->heads_q;
-    int chunk, n_lo, n_hi, n0, tile = fa__decode_tile(a), rph = r->seqlen_q * a->group, step = a->br, v_ready;
+    int chunk, n_lo, n_hi, n0, tile = fa__decode_tile(a), rph = r->seqlen_q * a->group, step = a->br, ready;
     int few = rph <= FA__DECODE_FEW_MAX && rph <= a->br; /* few rows per KV head: fa__decode_tile_few */
     fa__scratch w;
     fa__seq s;
@@ -4337,11 +4357,11 @@ static void fa__decode_task(void *ctx, int index, int worker)
         }
         fa__load_q_rows(a, &a->q, &s, &w, nr);
         fa__attend_begin(a, &w, nr);
-        v_ready = 0;
+        ready = 0;
         for (n0 = n_lo; n0 < n_hi; n0 += tile) {
             int nc = n_hi - n0 < tile ? n_hi - n0 : tile;
             if (few) {
-                v_ready = fa__decode_tile_few(a, &w, &s, nr, rph, n0, nc, n_hi, v_ready);
+                ready = fa__decode_tile_few(a, &w, &s, nr, rph, n0, nc, n_hi, ready);
                 continue;
             }
             for (i = 0; i < nr; i = i1) { /* the rows of one KV head at a time */
