@@ -8754,16 +8754,13 @@ static fa_status fa__bwd_sm90_pick_kernel(const fa__bwd_params &kp, const fa__gp
     constexpr bool ORDERED = fa__bwd_sm90_layout<D>::dq_tile || FA__BWD_SM90_BULK256;
     *ran = 0;
     if constexpr (ORDERED)
-        if (!kp.deterministic && !extras && fa__bwd_det_pays<D>(kp, gpu.sms)) {
-            fa__bwd_params kd = kp; /* (kernel 1 then zeroes the tile counts) */
+        if (!extras && (kp.deterministic || fa__bwd_det_pays<D>(kp, gpu.sms))) {
+            fa__bwd_params kd = kp; /* (the default mode too: kernel 1 then zeroes the tile counts) */
             kd.deterministic = 1;
-            return fa__bwd_launch_sm90<BF16, D, false, false, true, VARLEN>(kd, gpu, st, ran);
+            const fa_status s = fa__bwd_launch_sm90<BF16, D, false, false, true, VARLEN>(kd, gpu, st, ran);
+            if (s != FA_OK || *ran || kp.deterministic) return s; /* (else the default kernel, below) */
         }
-    if (ORDERED && kp.deterministic) {
-        if constexpr (ORDERED)
-            if (!extras) return fa__bwd_launch_sm90<BF16, D, false, false, true, VARLEN>(kp, gpu, st, ran);
-        return FA_OK;
-    }
+    if (ORDERED && kp.deterministic) return FA_OK; /* (with the extras: the sm_80 kernel's slices) */
     return !extras ? fa__bwd_launch_sm90<BF16, D, false, false, false, VARLEN>(kp, gpu, st, ran)
          : cap     ? fa__bwd_launch_sm90<BF16, D, true, true, false, true>(kp, gpu, st, ran)
                    : fa__bwd_launch_sm90<BF16, D, true, false, false, true>(kp, gpu, st, ran);
