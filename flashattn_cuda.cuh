@@ -8741,8 +8741,9 @@ template <int D> static bool fa__bwd_det_pays(const fa__bwd_params &kp, int sms)
     return D >= 128 && !kp.cu_q && !kp.bm.bits && kp.seqlen_q <= n && kp.seqlen_k <= n && units >= 2 * sms;
 }
 /* Which sm_90a kernel: softcap, ALiBi and dropout (the extras) take its
-   EXTRAS kernels, the deterministic mode its DET kernels; both at once run
-   the sm_80 kernel (*ran = 0). A kernel with VARLEN takes cu_seqlens too
+   EXTRAS kernels, the deterministic mode its DET kernels (so does the
+   default mode where fa__bwd_det_pays); both at once run the sm_80 kernel
+   (*ran = 0). A kernel with VARLEN takes cu_seqlens too
    (the maps by token, the tails' copies by warp 3: fa__bwd_sm90_producer);
    the plain and DET kernels have a twin without, for equal lengths, which
    the varlen code slowed [bwd-varlen]. (The EXTRAS kernels take both:
