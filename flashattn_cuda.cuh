@@ -8160,8 +8160,10 @@ __device__ __forceinline__ bool fa__bwd_sm90_send_dq256(const fa__bwd_params &p,
    need not zero the accumulator (p.det_store): 134 MB of writes at 16k
    tokens and hidden 2048. [bwd-det]
    Split (D 256): buffer b is stage b's Q and dO buffers (each step hands
-   over one tile, so the consumers' b = sends & 1 is the step's stage), and
-   the writer makes consumer thread 0's arrival on the stage's release. */
+   over one tile, so the consumers' b = sends & 1 is the step's stage), the
+   step's mail comes at its start (dq_ann, fa__bwd_sm90_announce) so that
+   the place and the spin are done before the tile is, and the writer makes
+   consumer thread 0's arrival on the stage's release. */
 template <int D, int BR>
 __device__ __forceinline__ void fa__bwd_sm90_dq_writer(const fa__bwd_params &p, const fa__bwd_sm90_smem &sm,
                                                        uint32_t b, int lane)
