@@ -8017,6 +8017,16 @@ __device__ __forceinline__ void fa__bwd_sm90_dq_wait(const fa__bwd_sm90_smem &sm
 {
     fa__mbar_wait(sm.dq_empty + 8 * (sends & 1), (uint32_t)((sends >> 1 & 1) ^ 1));
 }
+/* The step (tile at p.dq_acc + blk, its count's index, jb, ib, h, bt)
+   posted in writer sends & 1's mailbox, then an arrival on that buffer's
+   mbarrier `bar` (release: the mailbox is seen with it) */
+__device__ __forceinline__ void fa__bwd_sm90_mail(const fa__bwd_params &p, const fa__bwd_sm90_smem &sm, uint32_t bar,
+                                                  int64_t blk, int sends, int jb, int ib, int h, int bt)
+{
+    const int b = sends & 1;
+    fa__bwd_sm90_post(sm.mail + 32 * b, blk, (int)(blk / (64 * p.acc_d)), jb, ib, h, bt);
+    fa__mbar_arrive(bar + 8 * b);
+}
 /* Deterministic: hand the staged tile (at p.dq_acc + blk; key block jb,
    query block ib, head h, sequence bt made it) to writer sends & 1: the
    first thread posts it in the writer's mailbox with its count and
@@ -8025,11 +8035,7 @@ __device__ __forceinline__ void fa__bwd_sm90_hand_over(const fa__bwd_params &p, 
                                                        bool first, int64_t blk, int &sends, int jb, int ib, int h,
                                                        int bt)
 {
-    if (first) {
-        const int b = sends & 1;
-        fa__bwd_sm90_post(sm.mail + 32 * b, blk, (int)(blk / (64 * p.acc_d)), jb, ib, h, bt);
-        fa__mbar_arrive(sm.dq_full + 8 * b);
-    }
+    if (first) fa__bwd_sm90_mail(p, sm, sm.dq_full, blk, sends, jb, ib, h, bt);
     sends++;
 }
 /* Split (D 256), consumer thread 0 at the start of the step whose tile will
@@ -8043,10 +8049,8 @@ __device__ __forceinline__ void fa__bwd_sm90_hand_over(const fa__bwd_params &p, 
 __device__ __forceinline__ void fa__bwd_sm90_announce(const fa__bwd_params &p, const fa__bwd_sm90_smem &sm,
                                                       int64_t blk, int sends, int jb, int ib, int h, int bt)
 {
-    const int b = sends & 1;
     fa__bwd_sm90_dq_wait(sm, sends);
-    fa__bwd_sm90_post(sm.mail + 32 * b, blk, (int)(blk / (64 * p.acc_d)), jb, ib, h, bt);
-    fa__mbar_arrive(sm.dq_ann + 8 * b);
+    fa__bwd_sm90_mail(p, sm, sm.dq_ann, blk, sends, jb, ib, h, bt);
 }
 /* A step's fp32 partial dQ, the 64-row tile at p.dq_acc + blk, as one bulk
    add: each consumer thread T's fragments into shared memory at sdq in the
