@@ -7544,10 +7544,11 @@ template <int D, int BR = 64, bool DET = false> struct fa__bwd_sm90_layout {
     /* The barrier block, offsets from its start: 8 mbarriers (K/V full and
        empty per buffer, Q/dO full and empty per stage), then in the
        deterministic kernels per dQ buffer b a full and an empty mbarrier
-       (+ 8 b) and a 32-byte mailbox (+ 32 b) (fa__bwd_sm90_dq_writer). */
+       (+ 8 b), a 32-byte mailbox (+ 32 b) and, split, an mbarrier for the
+       mailbox posted ahead of the tile (+ 8 b) (fa__bwd_sm90_dq_writer). */
     static constexpr uint32_t kv_full = 0, kv_empty = 16, full = 32, empty = 48, dq_full = 64, dq_empty = 80,
-                              mail = 96;
-    static constexpr uint32_t bar_bytes = DET ? mail + 2 * 32 : dq_full, end = DET ? det_tiles : tiles;
+                              mail = 96, dq_ann = 160;
+    static constexpr uint32_t bar_bytes = DET ? dq_ann + 16 : dq_full, end = DET ? det_tiles : tiles;
     /* Whether the barrier block has room of its own after the tiles, beside
        the 1023 bytes the 1024-byte alignment may skip (every layout but the
        wide ones at D 64: there it goes into the skipped bytes where it
@@ -7730,6 +7731,7 @@ struct fa__bwd_sm90_smem {
     uint32_t sdQ2, dq_full, dq_empty, mail;  /* DET: dQ buffer 1; per buffer b (+ 8 b, mail + 32 b) its
                                                 tile handed to its writer and back, and the step that
                                                 made it (fa__bwd_sm90_post) */
+    uint32_t dq_ann;                         /* DET split: buffer b's mailbox posted (+ 8 b) */
 };
 
 #if FA__SM90A /* (the wgmma, mbarrier and TMA wrappers exist in sm_90a device passes only) */
@@ -8015,6 +8017,16 @@ __device__ __forceinline__ void fa__bwd_sm90_dq_wait(const fa__bwd_sm90_smem &sm
 {
     fa__mbar_wait(sm.dq_empty + 8 * (sends & 1), (uint32_t)((sends >> 1 & 1) ^ 1));
 }
+/* The step (tile at p.dq_acc + blk, its count's index, jb, ib, h, bt)
+   posted in writer sends & 1's mailbox, then an arrival on that buffer's
+   mbarrier `bar` (release: the mailbox is seen with it) */
+__device__ __forceinline__ void fa__bwd_sm90_mail(const fa__bwd_params &p, const fa__bwd_sm90_smem &sm, uint32_t bar,
+                                                  int64_t blk, int sends, int jb, int ib, int h, int bt)
+{
+    const int b = sends & 1;
+    fa__bwd_sm90_post(sm.mail + 32 * b, blk, (int)(blk / (64 * p.acc_d)), jb, ib, h, bt);
+    fa__mbar_arrive(bar + 8 * b);
+}
 /* Deterministic: hand the staged tile (at p.dq_acc + blk; key block jb,
    query block ib, head h, sequence bt made it) to writer sends & 1: the
    first thread posts it in the writer's mailbox with its count and
@@ -8023,12 +8035,22 @@ __device__ __forceinline__ void fa__bwd_sm90_hand_over(const fa__bwd_params &p, 
                                                        bool first, int64_t blk, int &sends, int jb, int ib, int h,
                                                        int bt)
 {
-    if (first) {
-        const int b = sends & 1;
-        fa__bwd_sm90_post(sm.mail + 32 * b, blk, (int)(blk / (64 * p.acc_d)), jb, ib, h, bt);
-        fa__mbar_arrive(sm.dq_full + 8 * b);
-    }
+    if (first) fa__bwd_sm90_mail(p, sm, sm.dq_full, blk, sends, jb, ib, h, bt);
     sends++;
+}
+/* Split (D 256), consumer thread 0 at the start of the step whose tile will
+   be hand-over number `sends`: the step is posted in writer sends & 1's
+   mailbox ahead of the tile (dq_ann), so that the writer finds the unit's
+   place and waits for the tile's count while the consumers compute it; the
+   tile itself follows with dq_full (fa__bwd_sm90_send_dq256). At D 256 the
+   tile leaves from the stage's Q and dO buffers, so every clock the writer
+   spends between dq_full and its add holds the stage from the producer.
+   (The mailbox is free once the writer has read the buffer's last tile.) */
+__device__ __forceinline__ void fa__bwd_sm90_announce(const fa__bwd_params &p, const fa__bwd_sm90_smem &sm,
+                                                      int64_t blk, int sends, int jb, int ib, int h, int bt)
+{
+    fa__bwd_sm90_dq_wait(sm, sends);
+    fa__bwd_sm90_mail(p, sm, sm.dq_ann, blk, sends, jb, ib, h, bt);
 }
 /* A step's fp32 partial dQ, the 64-row tile at p.dq_acc + blk, as one bulk
    add: each consumer thread T's fragments into shared memory at sdq in the
@@ -8103,18 +8125,17 @@ __device__ __forceinline__ void fa__bwd_sm90_send_dq(const fa__bwd_params &p, co
 template <int N, bool DET>
 __device__ __forceinline__ bool fa__bwd_sm90_send_dq256(const fa__bwd_params &p, const float (&dq)[N][4],
                                                         const fa__bwd_sm90_smem &sm, uint32_t q_s, uint32_t do_s,
-                                                        int cw, int T, int64_t blk, int &sends, int jb, int ib,
-                                                        int h, int bt)
+                                                        int cw, int T, int64_t blk, int &sends)
 {
     static_assert(N == 16, "a thread's 64 accumulators: 8 float4 in each buffer");
-    if (DET) fa__bwd_sm90_dq_wait(sm, sends); /* (the mailbox: its last message read) */
 #pragma unroll
     for (int n = 0; n < N; n++)
         fa__st_shared_f4((n < 8 ? q_s : do_s) + (128 * (n % 8) + T) * 16, dq[n][0], dq[n][1], dq[n][2], dq[n][3]);
     fa__fence_async_shared();
-    if (DET) {
+    if (DET) { /* (the step was posted at its start: fa__bwd_sm90_announce) */
         fa__named_sync(2, 256);
-        fa__bwd_sm90_hand_over(p, sm, cw == 0 && T == 0, blk, sends, jb, ib, h, bt);
+        if (cw == 0 && T == 0) fa__mbar_arrive(sm.dq_full + 8 * (sends & 1));
+        sends++;
         return false;
     }
     fa__named_sync(2 + cw, 128);
@@ -8143,8 +8164,10 @@ __device__ __forceinline__ bool fa__bwd_sm90_send_dq256(const fa__bwd_params &p,
    need not zero the accumulator (p.det_store): 134 MB of writes at 16k
    tokens and hidden 2048. [bwd-det]
    Split (D 256): buffer b is stage b's Q and dO buffers (each step hands
-   over one tile, so the consumers' b = sends & 1 is the step's stage), and
-   the writer makes consumer thread 0's arrival on the stage's release. */
+   over one tile, so the consumers' b = sends & 1 is the step's stage), the
+   step's mail comes at its start (dq_ann, fa__bwd_sm90_announce) so that
+   the place and the spin are done before the tile is, and the writer makes
+   consumer thread 0's arrival on the stage's release. */
 template <int D, int BR>
 __device__ __forceinline__ void fa__bwd_sm90_dq_writer(const fa__bwd_params &p, const fa__bwd_sm90_smem &sm,
                                                        uint32_t b, int lane)
@@ -8153,7 +8176,7 @@ __device__ __forceinline__ void fa__bwd_sm90_dq_writer(const fa__bwd_params &p, 
     for (uint32_t k = 0;; k++) { /* (the buffer's k-th tile: the barriers' parity k & 1) */
         int64_t blk;
         int tile, jb, ib, h, bt;
-        fa__mbar_wait(sm.dq_full + 8 * b, k & 1);
+        fa__mbar_wait((L::split ? sm.dq_ann : sm.dq_full) + 8 * b, k & 1); /* (split: the step, ahead of its tile) */
         fa__bwd_sm90_fetch(sm.mail + 32 * b, lane, blk, tile, jb, ib, h, bt);
         if (blk < 0) return;
         const int rank = fa__bwd_det_rank<L::br, L::bc>(p, fa__bwd_seq_info(p, bt), bt, h, jb, ib, lane);
@@ -8164,6 +8187,7 @@ __device__ __forceinline__ void fa__bwd_sm90_dq_writer(const fa__bwd_params &p, 
             do n = fa__ld_acquire(sem);
             while (n < rank);
             FLASHATTN_TRACE(41, tile, rank);
+            if (L::split) fa__mbar_wait(sm.dq_full + 8 * b, k & 1); /* (the tile itself) */
             fa__fence_async_global();
             /* (the tile, split: in stage b's Q and dO buffers, fa__bwd_sm90_send_dq256;
                the first adder copies it: p.det_store) */
@@ -8206,13 +8230,13 @@ __device__ __forceinline__ void fa__bwd_sm90_barrier1(bool lead, bool &owe, uint
 
 /* Deterministic mode, consumer thread 0 at the end: each dQ writer's last
    message (block -1: no more tiles). */
-__device__ __forceinline__ void fa__bwd_sm90_last_posts(const fa__bwd_sm90_smem &sm, int sends)
+template <bool SPLIT> __device__ __forceinline__ void fa__bwd_sm90_last_posts(const fa__bwd_sm90_smem &sm, int sends)
 {
     for (int x = 0; x < 2; x++, sends++) {
         const int b = sends & 1;
         fa__bwd_sm90_dq_wait(sm, sends);
         fa__bwd_sm90_post(sm.mail + 32 * b, -1, 0, 0, 0, 0, 0);
-        fa__mbar_arrive(sm.dq_full + 8 * b);
+        fa__mbar_arrive((SPLIT ? sm.dq_ann : sm.dq_full) + 8 * b); /* (split: the writer waits there first) */
     }
 }
 
@@ -8278,6 +8302,13 @@ __device__ __forceinline__ void fa__bwd_sm90_consumer(const fa__bwd_params &p, c
             const int st = ring & 1, h = w.hk * p.group + it / w.nib, i0 = fa__bwd_qblock<DET>(w, it) * BR;
             const uint32_t q_s = sQ + st * Q_BYTES, do_s = sdO + st * Q_BYTES, ds_s = sdS + st * DS_BYTES;
             const float *sL = sm.gLD + st * 2 * BR + q0, *sD = sL + BR;
+            /* the step's 64-row block of the fp32 partial dQ (deterministic: in order; without
+               FA__BWD_SM90_BULK256, block j's own slice at D = 256) */
+            auto dq_blk = [&]() {
+                return (p.deterministic && !L::dq_tile && !DET ? (int64_t)w.jb * p.acc_slice : 0) +
+                       ((int64_t)h * p.acc_rows + w.s.acc_row0 + i0) * p.acc_d;
+            };
+            if (SPLIT && DET && T == 0) fa__bwd_sm90_announce(p, sm, dq_blk(), sends, w.jb, i0 / BR, h, w.b);
             /* (1) S^T = K_w Q_i^T and (4) dP^T = V_w dO_i^T, issued together
                (split: queries q0 .. q0 + QW - 1 of the step) */
             float sT[1][NQ][4], dpT[1][NQ][4];
@@ -8354,9 +8385,7 @@ __device__ __forceinline__ void fa__bwd_sm90_consumer(const fa__bwd_params &p, c
                and dV are done, below) */
             if constexpr (!SPLIT) fa__mbar_arrive(empty + 8 * st);
 
-            /* the fp32 partial dQ (deterministic: in order; without FA__BWD_SM90_BULK256, block j's own slice at D = 256) */
-            const int64_t blk = (p.deterministic && !L::dq_tile && !DET ? (int64_t)w.jb * p.acc_slice : 0) +
-                                ((int64_t)h * p.acc_rows + w.s.acc_row0 + i0) * p.acc_d; /* its 64-row block */
+            const int64_t blk = dq_blk(); /* the fp32 partial dQ */
             if constexpr (LATE) {
                 fa__bwd_sm90_stage_dq<DQ / 8, DET, WIDE>(dq[0], sm, T, sends, i0 / BR, w.jb);
                 late_blk = blk;
@@ -8366,7 +8395,7 @@ __device__ __forceinline__ void fa__bwd_sm90_consumer(const fa__bwd_params &p, c
                                                         w.b);
             } else if constexpr (bulk || (SPLIT && DET)) {
                 if (fa__bwd_sm90_send_dq256<DQ / 8, DET>(p, dq[0], sm, q_s + kvcol, do_s + kvcol, cw, 32 * wq + lane,
-                                                         blk, sends, w.jb, i0 / BR, h, w.b))
+                                                         blk, sends))
                     owe = true;
                 else if (!DET || T != 0) /* (DET: the writer releases for thread 0) */
                     fa__mbar_arrive(empty + 8 * st);
@@ -8395,7 +8424,7 @@ __device__ __forceinline__ void fa__bwd_sm90_consumer(const fa__bwd_params &p, c
         fa__bwd_sm90_flush_dq<DET>(p, sm, T, late_blk, BR * D * 4, sends, late_jb, late_ib, late_h, late_b);
     if ((L::dq_tile || bulk) && (bulk ? T % 128 == 0 : T == 0))
         fa__bulk_wait<false>(); /* (done: smem goes) */
-    if (DET && T == 0) fa__bwd_sm90_last_posts(sm, sends);
+    if (DET && T == 0) fa__bwd_sm90_last_posts<SPLIT>(sm, sends);
 }
 
 #endif /* FA__SM90A */
@@ -8425,6 +8454,7 @@ fa__bwd_kernel_sm90(const __grid_constant__ fa__bwd_maps tm, const fa__bwd_param
     if (DET) {
         sm.sdQ2 = aligned + L::dq2; sm.dq_full = bars + L::dq_full; sm.dq_empty = bars + L::dq_empty;
         sm.mail = bars + L::mail;
+        sm.dq_ann = bars + L::dq_ann;
     }
     const uint32_t kv_full = sm.kv_full, kv_empty = sm.kv_empty, full = sm.full, empty = sm.empty;
 
@@ -8443,6 +8473,7 @@ fa__bwd_kernel_sm90(const __grid_constant__ fa__bwd_maps tm, const fa__bwd_param
             for (int x = 0; x < 2; x++) {
                 fa__mbar_init(sm.dq_full + 8 * x, 1);  /* consumer thread 0, the tile's mail posted */
                 fa__mbar_init(sm.dq_empty + 8 * x, 1); /* a writer: the copy has read the tile */
+                fa__mbar_init(sm.dq_ann + 8 * x, 1);   /* split: consumer thread 0, the mail posted */
             }
         }
         fa__fence_mbar_init();
