@@ -8303,7 +8303,9 @@ __device__ __forceinline__ void fa__bwd_sm90_consumer(const fa__bwd_params &p, c
             const uint32_t q_s = sQ + st * Q_BYTES, do_s = sdO + st * Q_BYTES, ds_s = sdS + st * DS_BYTES;
             const float *sL = sm.gLD + st * 2 * BR + q0, *sD = sL + BR;
             /* the step's 64-row block of the fp32 partial dQ (deterministic: in order; without
-               FA__BWD_SM90_BULK256, block j's own slice at D = 256) */
+               FA__BWD_SM90_BULK256, block j's own slice at D = 256). A function, evaluated where
+               each use is: computed once at the step's start it stays live through the step, and
+               the EXTRAS kernels spilled up to 16 bytes more at D 64 and 256. */
             auto dq_blk = [&]() {
                 return (p.deterministic && !L::dq_tile && !DET ? (int64_t)w.jb * p.acc_slice : 0) +
                        ((int64_t)h * p.acc_rows + w.s.acc_row0 + i0) * p.acc_d;
