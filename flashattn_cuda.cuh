@@ -6481,6 +6481,9 @@ typedef struct fa__bwd_params {
     fa__bmask bm;          /* a block mask (bits NULL: none), >>bwd-bsparse */
     float scale_cap;       /* scale / softcap (softcap > 0): tanh's factor in fa__bwd_score */
     int det_rot;           /* the sm_90a DET kernels on a cooperative grid, rotated walks (fa__bwd_rotates) */
+    int *det_next;         /* the sm_90a DET kernels on a persistent grid: the next unit to take, after
+                              the tile counts in the workspace (kernel 1 zeroes it); NULL: a block a unit
+                              (fa__bwd_sm90_take) */
     int det_store;         /* the sm_90a DET kernels: a tile's first adder copies its partial dQ instead of
                               adding it (fa__bwd_sm90_dq_writer), so kernel 1 zeroes no accumulator, and
                               kernel 3 takes a tile whose count in p.dq_sem is 0 (no adder) as zeros */
@@ -6645,6 +6648,7 @@ __global__ void __launch_bounds__(256) fa__bwd_preprocess_kernel(const fa__bwd_p
     const int lpr = p.acc_d / 8, lane = threadIdx.x % 32, c0 = lane % lpr * 8;
     const int t = (blockIdx.x * 8 + threadIdx.x / 32) * (32 / lpr) + lane / lpr, h = blockIdx.y, b = blockIdx.z;
     fa__bwd_seq s = fa__bwd_seq_info(p, b);
+    if (p.det_next && (blockIdx.x | blockIdx.y | blockIdx.z | threadIdx.x) == 0) *p.det_next = 0;
     if (t - lane / lpr >= s.sq_pad) return; /* (the warp's rows all past the padding; the rest stay for the sum) */
     const bool real = t < s.sq;
     float acc = 0.f;
@@ -7545,10 +7549,12 @@ template <int D, int BR = 64, bool DET = false> struct fa__bwd_sm90_layout {
        empty per buffer, Q/dO full and empty per stage), then in the
        deterministic kernels per dQ buffer b a full and an empty mbarrier
        (+ 8 b), a 32-byte mailbox (+ 32 b) and, split, an mbarrier for the
-       mailbox posted ahead of the tile (+ 8 b) (fa__bwd_sm90_dq_writer). */
+       mailbox posted ahead of the tile (+ 8 b) (fa__bwd_sm90_dq_writer);
+       then per unit slot b a full and an empty mbarrier (+ 8 b) and the
+       unit taken (+ 4 b) (fa__bwd_sm90_take). */
     static constexpr uint32_t kv_full = 0, kv_empty = 16, full = 32, empty = 48, dq_full = 64, dq_empty = 80,
-                              mail = 96, dq_ann = 160;
-    static constexpr uint32_t bar_bytes = DET ? dq_ann + 16 : dq_full, end = DET ? det_tiles : tiles;
+                              mail = 96, dq_ann = 160, unit_full = 176, unit_empty = 192, unit_slot = 208;
+    static constexpr uint32_t bar_bytes = DET ? unit_slot + 16 : dq_full, end = DET ? det_tiles : tiles;
     /* Whether the barrier block has room of its own after the tiles, beside
        the 1023 bytes the 1024-byte alignment may skip (every layout but the
        wide ones at D 64: there it goes into the skipped bytes where it
@@ -7622,6 +7628,7 @@ struct fa__bwd_sm90_sched {
     bool one_unit, descending; /* descending: the deterministic kernel's order (fa__bwd_sm90_send_dq) */
     bool det_rounds;           /* the rotated walks' persistent grid (fa__bwd_rot): unit k G + c at round k */
     bool snake;                /* a block mask's units dealt as a snake (persistent grid only) */
+    bool dyn;                  /* DET on a persistent grid: units taken from p.det_next (fa__bwd_sm90_take) */
     const int32_t *order;      /* their order (fa__bwd_bm_sorted), or NULL: their own */
     __device__ __forceinline__ void init(const fa__bwd_params &p, int bc, bool det)
     {
@@ -7630,16 +7637,23 @@ struct fa__bwd_sm90_sched {
         pairs_j = (nblk + 1) / 2;
         units = nblk * p.hkv * p.batch;
         pairs = pairs_j * p.hkv * p.batch;
-        one_unit = (int)gridDim.x >= units;
+        dyn = det && p.det_next != NULL;
+        one_unit = !dyn && (int)gridDim.x >= units;
         det_rounds = det && p.det_rot && !one_unit;
         snake = !det && !one_unit && p.bm.bits; /* (det: a block per unit, or rounds) */
         order = snake ? p.bm.order : NULL;
         rounds = one_unit             ? 1
+               : dyn                 ? units /* (at most; the taker's u >= units ends the walk) */
                : snake || det_rounds ? (units + (int)gridDim.x - 1) / (int)gridDim.x
                                       : 2 * ((pairs + (int)gridDim.x - 1) / (int)gridDim.x);
     }
-    __device__ __forceinline__ bool unit(const fa__bwd_params &p, int k, int &jb, int &hk, int &b) const
+    __device__ __forceinline__ bool unit(const fa__bwd_params &p, int k, int u, int &jb, int &hk, int &b) const
     {
+        if (dyn) { /* (u: the unit taken, fa__bwd_sm90_take) */
+            if (u >= units) return false;
+            fa__bwd_unit_of(u, nblk, p.hkv, jb, hk, b, true);
+            return true;
+        }
         if (one_unit) {
             fa__bwd_unit_of((int)blockIdx.x, nblk, p.hkv, jb, hk, b, descending);
             return true;
@@ -7704,12 +7718,13 @@ template <bool DET> __device__ __forceinline__ int fa__bwd_qblock(const fa__bwd_
     if (DET) q = q + w.rot >= w.nib ? q + w.rot - w.nib : q + w.rot;
     return w.ib0 + q;
 }
-/* False: no unit k. */
+/* False: no unit k (u: the unit taken, where the units are taken from a
+   counter: fa__bwd_sm90_take). */
 template <int BR, int BC, bool DET>
 __device__ __forceinline__ bool fa__bwd_sm90_work(const fa__bwd_params &p, const fa__bwd_sm90_sched &sc, int k,
-                                                  fa__bwd_work &w)
+                                                  int u, fa__bwd_work &w)
 {
-    if (!sc.unit(p, k, w.jb, w.hk, w.b)) return false;
+    if (!sc.unit(p, k, u, w.jb, w.hk, w.b)) return false;
     int ib1;
     w.s = fa__bwd_seq_info(p, w.b);
     w.j0 = w.jb * BC;
@@ -7732,6 +7747,7 @@ struct fa__bwd_sm90_smem {
                                                 tile handed to its writer and back, and the step that
                                                 made it (fa__bwd_sm90_post) */
     uint32_t dq_ann;                         /* DET split: buffer b's mailbox posted (+ 8 b) */
+    uint32_t unit_full, unit_empty, unit_slot; /* DET, p.det_next: unit slot b's mbarriers (+ 8 b), its unit (+ 4 b) */
 };
 
 #if FA__SM90A /* (the wgmma, mbarrier and TMA wrappers exist in sm_90a device passes only) */
@@ -7755,6 +7771,32 @@ __device__ __forceinline__ void fa__bwd_sm90_copy_tail(uint32_t dst, const fa__b
     fa__sm90_copy_rows<R, D>(dst, valid, d, (const uint16_t *)v.data + fa__bwd_off(v, b, tok0, t0, h), v.ss, lane);
 }
 
+/* Deterministic, on a persistent grid (p.det_next): the units in the
+   one-unit grid's order (fa__bwd_sm90_sched, descending key blocks) taken
+   from a counter, so that a unit waits only for units taken before it,
+   which are running or done (no co-residency needed), and no block is
+   launched and started per unit. Producer thread 0 takes the block's k-th
+   unit and posts it in slot k & 1 once every reader has read the slot's
+   unit k - 2 (a unit with no step loads nothing, so the K, V buffer's
+   release cannot stand in for that); the readers (the consumers and the
+   tails' warp 3) wait for it, read it and give the slot back. */
+__device__ __forceinline__ int fa__bwd_sm90_take(const fa__bwd_params &p, const fa__bwd_sm90_smem &sm, int k)
+{
+    const int b = k & 1;
+    if (k >= 2) fa__mbar_wait(sm.unit_empty + 8 * b, (uint32_t)((k / 2 - 1) & 1));
+    const int u = atomicAdd(p.det_next, 1);
+    fa__st_shared32(sm.unit_slot + 4 * b, (uint32_t)u);
+    fa__mbar_arrive(sm.unit_full + 8 * b); /* (release: the slot is seen with it) */
+    return u;
+}
+__device__ __forceinline__ int fa__bwd_sm90_taken(const fa__bwd_sm90_smem &sm, int k)
+{
+    const int b = k & 1;
+    fa__mbar_wait(sm.unit_full + 8 * b, (uint32_t)((k / 2) & 1));
+    const int u = (int)fa__ld_shared32(sm.unit_slot + 4 * b);
+    fa__mbar_arrive(sm.unit_empty + 8 * b);
+    return u;
+}
 /* The producer (TAILS false): lane 0 of warp 0 issues every copy but a
    tail's. Both roles walk the same units and skip the same empty ones, so
    they agree on two running counts: ring, the steps so far (stage ring % 2,
@@ -7781,8 +7823,10 @@ __device__ __forceinline__ void fa__bwd_sm90_producer(const fa__bwd_maps &tm, co
     int ring = 0, kv_uses = 0;
     for (int k = 0; k < sc.rounds; k++) {
         fa__bwd_work w;
+        const int u = DET && sc.dyn ? (TAILS ? fa__bwd_sm90_taken(sm, k) : fa__bwd_sm90_take(p, sm, k)) : 0;
+        if (DET && sc.dyn && u >= sc.units) break;
         /* (a unit without a step walked loads nothing, as the consumers expect) */
-        if (!fa__bwd_sm90_work<BR, BC, DET>(p, sc, k, w) || w.first >= w.iters) continue;
+        if (!fa__bwd_sm90_work<BR, BC, DET>(p, sc, k, u, w) || w.first >= w.iters) continue;
         const int kb = kv_uses % KVB, mb = varlen ? 0 : w.b;
         const uint32_t sK = sm.sKV + kb * 2 * KV_BYTES, kv_bar = sm.kv_full + 8 * kb;
         /* buffer kb was last read by unit kv_uses - KVB: wait for its release */
@@ -8285,7 +8329,9 @@ __device__ __forceinline__ void fa__bwd_sm90_consumer(const fa__bwd_params &p, c
     int late_jb = 0, late_ib = 0, late_h = 0, late_b = 0; /* (DET: the step that made it) */
     for (int k = 0; k < sc.rounds; k++) {
         fa__bwd_work w;
-        if (!fa__bwd_sm90_work<BR, BC, DET>(p, sc, k, w)) continue; /* (a unit no query sees still writes dK = dV = 0) */
+        const int u = DET && sc.dyn ? fa__bwd_sm90_taken(sm, k) : 0;
+        if (DET && sc.dyn && u >= sc.units) break;
+        if (!fa__bwd_sm90_work<BR, BC, DET>(p, sc, k, u, w)) continue; /* (a unit no query sees still writes dK = dV = 0) */
         FLASHATTN_TRACE(45, w.jb, w.hk); /* (the trace: the unit's start and end) */
         const int kb = kv_uses % KVB;
         const uint32_t sK = sKV + kb * 2 * KV_BYTES, sV = sK + KV_BYTES;
@@ -8457,6 +8503,7 @@ fa__bwd_kernel_sm90(const __grid_constant__ fa__bwd_maps tm, const fa__bwd_param
         sm.sdQ2 = aligned + L::dq2; sm.dq_full = bars + L::dq_full; sm.dq_empty = bars + L::dq_empty;
         sm.mail = bars + L::mail;
         sm.dq_ann = bars + L::dq_ann;
+        sm.unit_full = bars + L::unit_full; sm.unit_empty = bars + L::unit_empty; sm.unit_slot = bars + L::unit_slot;
     }
     const uint32_t kv_full = sm.kv_full, kv_empty = sm.kv_empty, full = sm.full, empty = sm.empty;
 
@@ -8476,6 +8523,8 @@ fa__bwd_kernel_sm90(const __grid_constant__ fa__bwd_maps tm, const fa__bwd_param
                 fa__mbar_init(sm.dq_full + 8 * x, 1);  /* consumer thread 0, the tile's mail posted */
                 fa__mbar_init(sm.dq_empty + 8 * x, 1); /* a writer: the copy has read the tile */
                 fa__mbar_init(sm.dq_ann + 8 * x, 1);   /* split: consumer thread 0, the mail posted */
+                fa__mbar_init(sm.unit_full + 8 * x, 1); /* p.det_next: producer thread 0, the unit taken */
+                fa__mbar_init(sm.unit_empty + 8 * x, VARLEN && p.cu_q ? 256 + 32 : 256); /* its readers */
             }
         }
         fa__fence_mbar_init();
@@ -8574,7 +8623,7 @@ static fa_status fa__bwd_make_plan(const char *fn, const fa_problem *r, fa__bwd_
     pl->dsum_bytes = fa__bwd_round256(rows * sizeof(float));
     pl->acc_bytes = fa__bwd_round256(slices * rows * pl->D * sizeof(float));
     /* (the default mode may run the deterministic kernels too: fa__bwd_det_pays) */
-    pl->sem_bytes = fa__bwd_round256((rows + 63) / 64 * sizeof(int));
+    pl->sem_bytes = fa__bwd_round256(((rows + 63) / 64 + 1) * sizeof(int)); /* (+ fa__bwd_params.det_next) */
     pl->total_bytes = 2 * pl->dsum_bytes + pl->acc_bytes + pl->sem_bytes;
     return FA_OK;
 }
@@ -8733,6 +8782,19 @@ static fa_status fa__bwd_launch_sm90(const fa__bwd_params &kp, const fa__gpu &gp
 #ifdef FLASHATTN_TEST_HOOKS
     if (fa__bwd_sm90_no_rot) kr.det_rot = 0;
 #endif
+    /* DET otherwise: a block per unit where the SMs take them all at once,
+       else a block per SM taking the units from a counter after the tile
+       counts (fa__bwd_sm90_take) */
+    if (DET && !kr.det_rot) {
+        int g = sms;
+#ifdef FLASHATTN_TEST_HOOKS
+        if (fa__bwd_sm90_grid_cap > 0 && g > fa__bwd_sm90_grid_cap) g = fa__bwd_sm90_grid_cap; /* (tests: rounds) */
+#endif
+        if (units > g && kp.dq_sem) {
+            kr.det_next = kp.dq_sem + (kp.acc_rows * kp.hq + 63) / 64;
+            grid = g;
+        }
+    }
     kr.det_store = DET; /* (the writers' first adds copy: no zeroed accumulator) */
     FA__BWD_CUDA_TRY(fa__bwd_preprocess<BF16>(kr, st));
     bool launched = false;

@@ -121,6 +121,16 @@ def main():
     variants = [(v.split("=", 1)[0], load(v.split("=", 1)[1])) for v in a.variant]
     if a.det_column:  # the main build again, deterministic (a problem and workspace of its own below)
         variants.append(("det", lib))
+
+    def ws_need(prob):
+        """The workspace bytes for prob: the most any build asks (one buffer serves ours and
+        every variant, and another build's layout may need more)."""
+        need = []
+        for l in [lib] + [l for _, l in variants]:
+            n = ctypes.c_size_t(0)
+            assert l.fa_backward_cuda_workspace_size(ctypes.byref(prob), ctypes.byref(n)) == 0
+            need.append(n.value)
+        return max(need)
     dev = torch.cuda.get_device_name()
     print(f"# flashattn backward vs SDPA, bf16, {dev}, torch {torch.__version__}, "
           f"{datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}")
@@ -192,8 +202,7 @@ def main():
                                                 ctypes.c_void_p(torch.cuda.current_stream().cuda_stream))
                         if s != 0:
                             raise RuntimeError(lib.fa_last_error().decode())
-                    ws_bytes = ctypes.c_size_t(0)
-                    assert lib.fa_backward_cuda_workspace_size(ctypes.byref(p), ctypes.byref(ws_bytes)) == 0
+                    ws_bytes = ctypes.c_size_t(ws_need(p))
                     ws = torch.empty(ws_bytes.value, dtype=torch.uint8, device="cuda")
                     stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
                     args = (ctypes.byref(p), view(q), view(k), view(v), view(o), view(do),
@@ -203,8 +212,7 @@ def main():
                     if a.det_column:
                         pd = FaProblem.from_buffer_copy(p)
                         pd.deterministic = 1
-                        wsd_bytes = ctypes.c_size_t(0)
-                        assert lib.fa_backward_cuda_workspace_size(ctypes.byref(pd), ctypes.byref(wsd_bytes)) == 0
+                        wsd_bytes = ctypes.c_size_t(ws_need(pd))
                         wsd = torch.empty(wsd_bytes.value, dtype=torch.uint8, device="cuda")
                         args_det = (ctypes.byref(pd),) + args[1:10] + (
                             ctypes.c_void_p(wsd.data_ptr()), ctypes.c_size_t(wsd_bytes.value), stream)

@@ -285,6 +285,11 @@ static inline float atomicAdd(float *p, float v) {
     *p = o + v;
     return o;
 }
+static inline int atomicAdd(int *p, int v) {
+    int o = *p;
+    *p = o + v;
+    return o;
+}
 static inline float2 atomicAdd(float2 *p, float2 v) {
     float2 o = *p;
     p->x += v.x; p->y += v.y;
