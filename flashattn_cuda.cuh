@@ -7605,7 +7605,9 @@ static __device__ __forceinline__ void fa__bwd_unit_of(int u, int nblk, int hkv,
 }
 
 /* The units of work and who takes which: (key block jb, KV head hk, batch
-   b). A block per unit when the grid has one (gridDim.x = units); else
+   b). A block per unit when the grid has one (gridDim.x = units). The
+   deterministic kernels on a persistent grid (p.det_next) take the units
+   in that grid's order from a counter (fa__bwd_sm90_take). Else
    persistent (the grid is the SM count) and block c takes PAIRS of units
    c, c + G, c + 2G, ...: pair j is key blocks i and nblk - 1 - i of one
    head, which under a causal mask see nblk - i and i + 1 query blocks, the
@@ -7640,7 +7642,7 @@ struct fa__bwd_sm90_sched {
         dyn = det && p.det_next != NULL;
         one_unit = !dyn && (int)gridDim.x >= units;
         det_rounds = det && p.det_rot && !one_unit;
-        snake = !det && !one_unit && p.bm.bits; /* (det: a block per unit, or rounds) */
+        snake = !det && !one_unit && p.bm.bits; /* (det: a block per unit, rounds, or the counter) */
         order = snake ? p.bm.order : NULL;
         rounds = one_unit             ? 1
                : dyn                 ? units /* (at most; the taker's u >= units ends the walk) */
@@ -7987,8 +7989,10 @@ __device__ __forceinline__ void fa__bwd_sm90_add_dq(const fa__bwd_params &p, con
    key block j + 1 reaches the tile's query block two steps before j does
    (its first query block is two further on), so in the usual case the
    count is already there; and the one-unit grid puts key block j + 1
-   first (fa__bwd_sm90_sched), so a unit only ever waits for units that
-   started before it: no deadlock. Its place: how many key blocks above jb
+   first (fa__bwd_sm90_sched; the counter of a persistent grid hands the
+   units out in that order, fa__bwd_sm90_take), so a unit only ever waits
+   for units that started before it: no deadlock. Its place: how many
+   key blocks above jb
    add to the tile (the rule of fa__bwd_q_range and the block mask, as the
    sm_80 path's sum of slices in fa__bwd_dq_convert_kernel), a warp's
    ballot per 32 key blocks. With rotated walks (fa__bwd_rotates)
@@ -8767,7 +8771,8 @@ static fa_status fa__bwd_launch_sm90(const fa__bwd_params &kp, const fa__gpu &gp
     const int64_t nblk = (kp.seqlen_k + BC - 1) / BC, units = nblk * kp.hkv * kp.batch;
     const int64_t pairs = (nblk + 1) / 2 * kp.hkv * kp.batch;
     if (units > INT32_MAX) return FA_OK; /* int unit indexes: the sm_80 grid takes it */
-    /* (deterministic: a block per unit, in the order the ordered dQ adds need) */
+    /* (deterministic: a block per unit, in the order the ordered dQ adds need; below, rotated
+       walks or a persistent grid where the units outnumber the SMs) */
     int grid = units > sms && !DET ? (int)(pairs < sms ? pairs : sms) : (int)units;
 #ifdef FLASHATTN_TEST_HOOKS
     if (fa__bwd_sm90_grid_cap > 0 && grid > fa__bwd_sm90_grid_cap && !DET) grid = fa__bwd_sm90_grid_cap;
