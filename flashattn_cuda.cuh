@@ -8598,6 +8598,11 @@ static constexpr int fa__bwd_kernel_dim(int d)
     return 0;
 }
 
+/* The workspace's counts: one per 64-row dQ tile (fa__bwd_params.dq_sem;
+   rows = acc_rows x heads_q), then one int, the DET kernels' unit counter
+   (fa__bwd_params.det_next). */
+static int64_t fa__bwd_sem_tiles(int64_t rows) { return (rows + 63) / 64; }
+
 /* r: the problem as fa__resolve filled it in (defaults resolved). */
 static fa_status fa__bwd_make_plan(const char *fn, const fa_problem *r, fa__bwd_plan *pl) {
     const int d = r->head_dim;
@@ -8627,7 +8632,7 @@ static fa_status fa__bwd_make_plan(const char *fn, const fa_problem *r, fa__bwd_
     pl->dsum_bytes = fa__bwd_round256(rows * sizeof(float));
     pl->acc_bytes = fa__bwd_round256(slices * rows * pl->D * sizeof(float));
     /* (the default mode may run the deterministic kernels too: fa__bwd_det_pays) */
-    pl->sem_bytes = fa__bwd_round256(((rows + 63) / 64 + 1) * sizeof(int)); /* (+ fa__bwd_params.det_next) */
+    pl->sem_bytes = fa__bwd_round256((size_t)(fa__bwd_sem_tiles((int64_t)rows) + 1) * sizeof(int));
     pl->total_bytes = 2 * pl->dsum_bytes + pl->acc_bytes + pl->sem_bytes;
     return FA_OK;
 }
@@ -8796,7 +8801,7 @@ static fa_status fa__bwd_launch_sm90(const fa__bwd_params &kp, const fa__gpu &gp
         if (fa__bwd_sm90_grid_cap > 0 && g > fa__bwd_sm90_grid_cap) g = fa__bwd_sm90_grid_cap; /* (tests: rounds) */
 #endif
         if (units > g && kp.dq_sem) {
-            kr.det_next = kp.dq_sem + (kp.acc_rows * kp.hq + 63) / 64;
+            kr.det_next = kp.dq_sem + fa__bwd_sem_tiles(kp.acc_rows * kp.hq);
             grid = g;
         }
     }
