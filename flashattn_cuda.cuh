@@ -6458,7 +6458,7 @@ typedef struct fa__bwd_params {
     float *dsum;           /* D = rowsum(dO * O), [hq][acc_rows] */
     float *lse2;           /* L * log2(e) (+inf where L = -inf), [hq][acc_rows] */
     float *dq_acc;         /* fp32 dQ accumulator [slices][hq][acc_rows][acc_d] */
-    int *dq_sem;           /* deterministic: adds done per 64-row tile [hq][acc_rows / 64]
+    int *dq_sem;           /* deterministic: adds done per 64-row tile and chain [hq][acc_rows / 64][2]
                               (the sm_90a kernel's ordered adds, fa__bwd_sm90_send_dq) */
     const int32_t *cu_q, *cu_k;
     const float *alibi;    /* [hq] or NULL */
@@ -6487,6 +6487,9 @@ typedef struct fa__bwd_params {
     int det_store;         /* the sm_90a DET kernels: a tile's first adder copies its partial dQ instead of
                               adding it (fa__bwd_sm90_dq_writer), so kernel 1 zeroes no accumulator, and
                               kernel 3 takes a tile whose count in p.dq_sem is 0 (no adder) as zeros */
+    int det_chains;        /* the sm_90a DET kernels: a tile's adders take turns between this many
+                              accumulators (1, or 2 where the workspace has two slices), each its own
+                              ordered chain; kernel 3 adds chain 1's to chain 0's (fa__bwd_sm90_dq_writer) */
 } fa__bwd_params;
 
 /* Where sequence b lives: rows sq x sk, and the element offset of its row 0
@@ -6676,9 +6679,12 @@ __global__ void __launch_bounds__(256) fa__bwd_preprocess_kernel(const fa__bwd_p
         p.dsum[r] = acc;
         p.lse2[r] = l == -INFINITY ? INFINITY : l * 1.4426950408889634f;
     }
-    /* (deterministic: slice 0 and the tile counts too, for the sm_90a
-       kernel's ordered adds; the sm_80 kernel overwrites its slices) */
-    if (p.deterministic && c0 == 0 && t % 64 == 0) p.dq_sem[((int64_t)h * p.acc_rows + s.acc_row0 + t) / 64] = 0;
+    /* (deterministic: slice 0 and the tile counts too, both chains', for the
+       sm_90a kernel's ordered adds; the sm_80 kernel overwrites its slices) */
+    if (p.deterministic && c0 == 0 && t % 64 == 0) {
+        int *const sem = p.dq_sem + 2 * (((int64_t)h * p.acc_rows + s.acc_row0 + t) / 64);
+        sem[0] = sem[1] = 0;
+    }
     if (!p.det_store) {
         float4 z = make_float4(0.f, 0.f, 0.f, 0.f);
         float *a = p.dq_acc + ((int64_t)h * p.acc_rows + s.acc_row0 + t) * p.acc_d + c0;
@@ -6752,15 +6758,25 @@ __global__ void __launch_bounds__(256) fa__bwd_dq_convert_kernel(const fa__bwd_p
     const float *a = p.dq_acc + row0 * p.acc_d; /* the block */
     const int n4 = 16 * p.acc_d; /* the block's float4s */
     /* det_store: no key block added to the block's step (counted at its first
-       64 rows; the deterministic kernels take no extras), which is zero */
-    const bool none =
-        p.det_store && !p.dq_sem[(fa__bwd_sm90_step_rows(p.acc_d, false) == 128 ? row0 & ~(int64_t)127 : row0) / 64];
+       64 rows; the deterministic kernels take no extras), which is zero; and
+       whether a second chain added to it (p.det_chains), then added here */
+    const int *sem =
+        p.dq_sem + 2 * ((fa__bwd_sm90_step_rows(p.acc_d, false) == 128 ? row0 & ~(int64_t)127 : row0) / 64);
+    const bool none = p.det_store && !sem[0], two = p.det_store && sem[1];
     for (int f0 = threadIdx.x; f0 < n4; f0 += 1024) {
         float4 x[4]; /* (four loads in flight before the first is placed) */
 #pragma unroll
         for (int u = 0; u < 4; u++)
             if (f0 + 256 * u < n4)
                 x[u] = none ? make_float4(0.f, 0.f, 0.f, 0.f) : fa__bwd_acc_read(p, s, a, f0 + 256 * u, t0, b, h);
+        if (two) { /* (chain 0's sum, then chain 1's: the same order every run) */
+#pragma unroll
+            for (int u = 0; u < 4; u++)
+                if (f0 + 256 * u < n4) {
+                    const float4 y = reinterpret_cast<const float4 *>(a + p.acc_slice)[f0 + 256 * u];
+                    x[u].x += y.x, x[u].y += y.y, x[u].z += y.z, x[u].w += y.w;
+                }
+        }
 #pragma unroll
         for (int u = 0; u < 4; u++) {
             int row, col;
@@ -8211,6 +8227,11 @@ __device__ __forceinline__ bool fa__bwd_sm90_send_dq256(const fa__bwd_params &p,
    adder (rank 0) copies its tile instead of adding it, so that kernel 1
    need not zero the accumulator (p.det_store): 134 MB of writes at 16k
    tokens and hidden 2048. [bwd-det]
+   Two chains (p.det_chains, the deterministic mode where the workspace
+   has a second slice): the adders of even place add into slice 0, those
+   of odd place into slice 1, each chain counted apart, so an add waits
+   for the one two places before it, not the one just before; kernel 3
+   adds slice 1's sum to slice 0's, the same order every run.
    Split (D 256): buffer b is stage b's Q and dO buffers (each step hands
    over one tile, so the consumers' b = sends & 1 is the step's stage), the
    step's mail comes at its start (dq_ann, fa__bwd_sm90_announce) so that
@@ -8228,12 +8249,15 @@ __device__ __forceinline__ void fa__bwd_sm90_dq_writer(const fa__bwd_params &p, 
         fa__bwd_sm90_fetch(sm.mail + 32 * b, lane, blk, tile, jb, ib, h, bt);
         if (blk < 0) return;
         const int rank = fa__bwd_det_rank<L::br, L::bc>(p, fa__bwd_seq_info(p, bt), bt, h, jb, ib, lane);
+        /* (two chains: the even places add into slice 0, the odd into slice 1) */
+        const int chain = p.det_chains == 2 ? rank & 1 : 0, nth = p.det_chains == 2 ? rank >> 1 : rank;
         if (lane == 0) {
-            int *const sem = p.dq_sem + tile;
+            int *const sem = p.dq_sem + 2 * tile + chain;
+            float *const acc = p.dq_acc + chain * p.acc_slice + blk;
             int n;
             FLASHATTN_TRACE(40, tile, rank); /* (the trace: the spin, the add's round trip) */
             do n = fa__ld_acquire(sem);
-            while (n < rank);
+            while (n < nth);
             FLASHATTN_TRACE(41, tile, rank);
             if (L::split) fa__mbar_wait(sm.dq_full + 8 * b, k & 1); /* (the tile itself) */
             fa__fence_async_global();
@@ -8242,8 +8266,8 @@ __device__ __forceinline__ void fa__bwd_sm90_dq_writer(const fa__bwd_params &p, 
             for (int x = 0; x < (L::split ? 2 : 1); x++) {
                 const uint32_t from = L::split ? (x ? sm.sdO : sm.sQ) + b * L::q_bytes : b ? sm.sdQ2 : sm.sdQ,
                                bytes = L::split ? L::q_bytes : L::dq_bytes;
-                if (rank == 0 && p.det_store) fa__bulk_store<false>(p.dq_acc + blk + x * (bytes / 4), from, bytes);
-                else fa__bulk_store<true>(p.dq_acc + blk + x * (bytes / 4), from, bytes);
+                if (nth == 0 && p.det_store) fa__bulk_store<false>(acc + x * (bytes / 4), from, bytes);
+                else fa__bulk_store<true>(acc + x * (bytes / 4), from, bytes);
             }
             fa__bulk_commit();
             fa__bulk_wait<true>();
@@ -8598,10 +8622,10 @@ static constexpr int fa__bwd_kernel_dim(int d)
     return 0;
 }
 
-/* The workspace's counts: one per 64-row dQ tile (fa__bwd_params.dq_sem;
-   rows = acc_rows x heads_q), then one int, the DET kernels' unit counter
-   (fa__bwd_params.det_next). */
-static int64_t fa__bwd_sem_tiles(int64_t rows) { return (rows + 63) / 64; }
+/* The workspace's counts: two per 64-row dQ tile, one a chain
+   (fa__bwd_params.dq_sem; rows = acc_rows x heads_q), then one int, the
+   DET kernels' unit counter (fa__bwd_params.det_next). */
+static int64_t fa__bwd_sem_ints(int64_t rows) { return 2 * ((rows + 63) / 64); }
 
 /* r: the problem as fa__resolve filled it in (defaults resolved). */
 static fa_status fa__bwd_make_plan(const char *fn, const fa_problem *r, fa__bwd_plan *pl) {
@@ -8632,7 +8656,7 @@ static fa_status fa__bwd_make_plan(const char *fn, const fa_problem *r, fa__bwd_
     pl->dsum_bytes = fa__bwd_round256(rows * sizeof(float));
     pl->acc_bytes = fa__bwd_round256(slices * rows * pl->D * sizeof(float));
     /* (the default mode may run the deterministic kernels too: fa__bwd_det_pays) */
-    pl->sem_bytes = fa__bwd_round256((size_t)(fa__bwd_sem_tiles((int64_t)rows) + 1) * sizeof(int));
+    pl->sem_bytes = fa__bwd_round256((size_t)(fa__bwd_sem_ints((int64_t)rows) + 1) * sizeof(int));
     pl->total_bytes = 2 * pl->dsum_bytes + pl->acc_bytes + pl->sem_bytes;
     return FA_OK;
 }
@@ -8801,7 +8825,7 @@ static fa_status fa__bwd_launch_sm90(const fa__bwd_params &kp, const fa__gpu &gp
         if (fa__bwd_sm90_grid_cap > 0 && g > fa__bwd_sm90_grid_cap) g = fa__bwd_sm90_grid_cap; /* (tests: rounds) */
 #endif
         if (units > g && kp.dq_sem) {
-            kr.det_next = kp.dq_sem + fa__bwd_sem_tiles(kp.acc_rows * kp.hq);
+            kr.det_next = kp.dq_sem + fa__bwd_sem_ints(kp.acc_rows * kp.hq);
             grid = g;
         }
     }
@@ -9032,6 +9056,8 @@ FLASHATTN_DEF fa_status fa_backward_cuda(const fa_problem *p, fa_tensor q, fa_te
     kp.lse2 = (float *)((char *)ws + pl.dsum_bytes);
     kp.dq_acc = (float *)((char *)ws + 2 * pl.dsum_bytes);
     kp.dq_sem = pl.sem_bytes ? (int *)((char *)ws + 2 * pl.dsum_bytes + pl.acc_bytes) : NULL;
+    /* two chains of ordered adds where the deterministic mode's workspace has two slices */
+    kp.det_chains = kp.deterministic && pl.acc_bytes >= 2 * (size_t)kp.acc_slice * sizeof(float) ? 2 : 1;
     /* a block mask: its bitmap built after the backward's own parts, on the
        stream before the kernels that read it (>>bwd-bsparse) */
     cudaError_t bm_e = cudaSuccess;
