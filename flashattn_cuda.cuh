@@ -8861,13 +8861,14 @@ static fa_status fa__bwd_launch_sm90(const fa__bwd_params &kp, const fa__gpu &gp
    than the DET kernels' ordered adds, whose first add of a tile copies
    ([bwd-det-store] has the runs behind the bounds): above D 64, at most
    512 keys and queries, or 1024 under a causal mask (half the blocks
-   meet); only where the units fill the GPU twice, as in the shapes
-   measured (so the tests' small cases keep the default kernels). */
+   meet); at D 64 causal only, at most 512; only where the units fill the
+   GPU twice, as in the shapes measured (so the tests' small cases keep
+   the default kernels). */
 template <int D> static bool fa__bwd_det_pays(const fa__bwd_params &kp, int sms)
 {
-    const int n = kp.causal ? 1024 : 512, bc = fa__bwd_sm90_layout<D>::bc;
+    const int n = D >= 128 ? (kp.causal ? 1024 : 512) : (kp.causal ? 512 : 0), bc = fa__bwd_sm90_layout<D>::bc;
     const int64_t units = (int64_t)(kp.seqlen_k + bc - 1) / bc * kp.hkv * kp.batch;
-    return D >= 128 && !kp.cu_q && !kp.bm.bits && kp.seqlen_q <= n && kp.seqlen_k <= n && units >= 2 * sms;
+    return !kp.cu_q && !kp.bm.bits && kp.seqlen_q <= n && kp.seqlen_k <= n && units >= 2 * sms;
 }
 /* Which sm_90a kernel: softcap, ALiBi and dropout (the extras) take its
    EXTRAS kernels, the deterministic mode its DET kernels (so does the

@@ -656,10 +656,12 @@ int main(int argc, char **argv)
         {"det rows w/o keys", BF, 128, 1, 203, 60, 4, 2, 1, 0, 0, 0, 0, 0, 0, 0, S, 1, 1, 0, 0, 0, 0},
         {"det rows w/o keys", F16, 256, 1, 203, 60, 2, 1, 1, 0, 0, 0, 0, 0, 0, 0, P, 1, 1, 0, 0, 0, 0},
         /* the default mode on the DET kernels (fa__bwd_det_pays: D >= 128, at most 512
-           tokens or 1024 causal, units filling 132 SMs twice); not emulated (their size) */
+           tokens or 1024 causal; D 64 causal, at most 512; units filling 132 SMs twice);
+           not emulated (their size) */
         {"det auto", BF, 128, 4, 500, 500, 17, 17, 0, 0, 0, 0, 0, 0, 0, 0, P, 0, 0, 0, 0, 0, 0},
         {"det auto causal", F16, 256, 3, 509, 500, 12, 12, 1, 0, 0, 0, 0, 0, 0, 0, P, 0, 1, 0, 0, 0, 0},
         {"det auto causal 1k", BF, 128, 2, 1000, 997, 17, 17, 1, 0, 0, 0, 0, 0, 0, 0, P, 0, 0, 0, 0, 0, 0},
+        {"det auto causal d64", F16, 64, 4, 509, 500, 17, 17, 1, 0, 0, 0, 0, 0, 0, 0, P, 0, 0, 0, 0, 0, 0},
     };
     const int n = (int)(sizeof cases / sizeof cases[0]);
     int dev = 0;
