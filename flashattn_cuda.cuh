@@ -6429,6 +6429,9 @@ static __device__ __forceinline__ uint32_t fa__bwd_smem_u32(const void *p)
 #ifndef FA__BWD_SM90_WIDE
 #define FA__BWD_SM90_WIDE 1 /* 0: 64-row steps at D = 64 too (ablation only) [bwd-wide] */
 #endif
+#ifndef FA__BWD_DET_CHAINS
+#define FA__BWD_DET_CHAINS 2 /* the deterministic sm_90a kernels' chains of dQ adds a tile, at most (>= 1) */
+#endif
 /* Every sequence's accumulator rows start at a multiple of the sm_90a
    kernel's largest step (its L, D loads and dQ adds take whole steps) */
 #define FA__BWD_ACC_ALIGN (FA__BWD_SM90_WIDE ? 128 : 64)
@@ -6458,7 +6461,7 @@ typedef struct fa__bwd_params {
     float *dsum;           /* D = rowsum(dO * O), [hq][acc_rows] */
     float *lse2;           /* L * log2(e) (+inf where L = -inf), [hq][acc_rows] */
     float *dq_acc;         /* fp32 dQ accumulator [slices][hq][acc_rows][acc_d] */
-    int *dq_sem;           /* deterministic: adds done per 64-row tile and chain [hq][acc_rows / 64][2]
+    int *dq_sem;           /* deterministic: adds done per 64-row tile and chain [hq][acc_rows / 64][FA__BWD_DET_CHAINS]
                               (the sm_90a kernel's ordered adds, fa__bwd_sm90_send_dq) */
     const int32_t *cu_q, *cu_k;
     const float *alibi;    /* [hq] or NULL */
@@ -6488,8 +6491,8 @@ typedef struct fa__bwd_params {
                               adding it (fa__bwd_sm90_dq_writer), so kernel 1 zeroes no accumulator, and
                               kernel 3 takes a tile whose count in p.dq_sem is 0 (no adder) as zeros */
     int det_chains;        /* the sm_90a DET kernels: a tile's adders take turns between this many
-                              accumulators (1, or 2 where the workspace has two slices), each its own
-                              ordered chain; kernel 3 adds chain 1's to chain 0's (fa__bwd_sm90_dq_writer) */
+                              accumulators (slices; FA__BWD_DET_CHAINS where the workspace has them, else 1),
+                              each its own ordered chain; kernel 3 sums them in order (fa__bwd_sm90_dq_writer) */
 } fa__bwd_params;
 
 /* Where sequence b lives: rows sq x sk, and the element offset of its row 0
@@ -6679,12 +6682,11 @@ __global__ void __launch_bounds__(256) fa__bwd_preprocess_kernel(const fa__bwd_p
         p.dsum[r] = acc;
         p.lse2[r] = l == -INFINITY ? INFINITY : l * 1.4426950408889634f;
     }
-    /* (deterministic: slice 0 and the tile counts too, both chains', for the
+    /* (deterministic: slice 0 and the tile counts too, every chain's, for the
        sm_90a kernel's ordered adds; the sm_80 kernel overwrites its slices) */
-    if (p.deterministic && c0 == 0 && t % 64 == 0) {
-        int *const sem = p.dq_sem + 2 * (((int64_t)h * p.acc_rows + s.acc_row0 + t) / 64);
-        sem[0] = sem[1] = 0;
-    }
+    if (p.deterministic && c0 == 0 && t % 64 == 0)
+        for (int c = 0; c < FA__BWD_DET_CHAINS; c++)
+            p.dq_sem[FA__BWD_DET_CHAINS * (((int64_t)h * p.acc_rows + s.acc_row0 + t) / 64) + c] = 0;
     if (!p.det_store) {
         float4 z = make_float4(0.f, 0.f, 0.f, 0.f);
         float *a = p.dq_acc + ((int64_t)h * p.acc_rows + s.acc_row0 + t) * p.acc_d + c0;
@@ -6759,24 +6761,26 @@ __global__ void __launch_bounds__(256) fa__bwd_dq_convert_kernel(const fa__bwd_p
     const int n4 = 16 * p.acc_d; /* the block's float4s */
     /* det_store: no key block added to the block's step (counted at its first
        64 rows; the deterministic kernels take no extras), which is zero; and
-       whether a second chain added to it (p.det_chains), then added here */
-    const int *sem =
-        p.dq_sem + 2 * ((fa__bwd_sm90_step_rows(p.acc_d, false) == 128 ? row0 & ~(int64_t)127 : row0) / 64);
-    const bool none = p.det_store && !sem[0], two = p.det_store && sem[1];
+       how many chains added to it (p.det_chains; chain c has an adder only
+       if chain c - 1 has), whose slices are added here in order */
+    const int *sem = p.dq_sem + FA__BWD_DET_CHAINS *
+                                    ((fa__bwd_sm90_step_rows(p.acc_d, false) == 128 ? row0 & ~(int64_t)127 : row0) / 64);
+    const bool none = p.det_store && !sem[0];
+    int chains = 1;
+    while (p.det_store && chains < p.det_chains && sem[chains]) chains++;
     for (int f0 = threadIdx.x; f0 < n4; f0 += 1024) {
         float4 x[4]; /* (four loads in flight before the first is placed) */
 #pragma unroll
         for (int u = 0; u < 4; u++)
             if (f0 + 256 * u < n4)
                 x[u] = none ? make_float4(0.f, 0.f, 0.f, 0.f) : fa__bwd_acc_read(p, s, a, f0 + 256 * u, t0, b, h);
-        if (two) { /* (chain 0's sum, then chain 1's: the same order every run) */
+        for (int c = 1; c < chains; c++) /* (chain 0's sum, then 1's, ...: the same order every run) */
 #pragma unroll
             for (int u = 0; u < 4; u++)
                 if (f0 + 256 * u < n4) {
-                    const float4 y = reinterpret_cast<const float4 *>(a + p.acc_slice)[f0 + 256 * u];
+                    const float4 y = reinterpret_cast<const float4 *>(a + c * p.acc_slice)[f0 + 256 * u];
                     x[u].x += y.x, x[u].y += y.y, x[u].z += y.z, x[u].w += y.w;
                 }
-        }
 #pragma unroll
         for (int u = 0; u < 4; u++) {
             int row, col;
@@ -8227,11 +8231,11 @@ __device__ __forceinline__ bool fa__bwd_sm90_send_dq256(const fa__bwd_params &p,
    adder (rank 0) copies its tile instead of adding it, so that kernel 1
    need not zero the accumulator (p.det_store): 134 MB of writes at 16k
    tokens and hidden 2048. [bwd-det]
-   Two chains (p.det_chains, the deterministic mode where the workspace
-   has a second slice): the adders of even place add into slice 0, those
-   of odd place into slice 1, each chain counted apart, so an add waits
-   for the one two places before it, not the one just before; kernel 3
-   adds slice 1's sum to slice 0's, the same order every run.
+   Chains (p.det_chains = C, the deterministic mode where the workspace
+   has the slices): the adder at place r adds into slice r % C, the
+   chains counted apart, so an add waits for the one C places before it,
+   not the one just before; kernel 3 sums the slices in order, the same
+   every run.
    Split (D 256): buffer b is stage b's Q and dO buffers (each step hands
    over one tile, so the consumers' b = sends & 1 is the step's stage), the
    step's mail comes at its start (dq_ann, fa__bwd_sm90_announce) so that
@@ -8249,10 +8253,9 @@ __device__ __forceinline__ void fa__bwd_sm90_dq_writer(const fa__bwd_params &p, 
         fa__bwd_sm90_fetch(sm.mail + 32 * b, lane, blk, tile, jb, ib, h, bt);
         if (blk < 0) return;
         const int rank = fa__bwd_det_rank<L::br, L::bc>(p, fa__bwd_seq_info(p, bt), bt, h, jb, ib, lane);
-        /* (two chains: the even places add into slice 0, the odd into slice 1) */
-        const int chain = p.det_chains == 2 ? rank & 1 : 0, nth = p.det_chains == 2 ? rank >> 1 : rank;
+        const int chain = rank % p.det_chains, nth = rank / p.det_chains; /* (chain's nth add) */
         if (lane == 0) {
-            int *const sem = p.dq_sem + 2 * tile + chain;
+            int *const sem = p.dq_sem + FA__BWD_DET_CHAINS * tile + chain;
             float *const acc = p.dq_acc + chain * p.acc_slice + blk;
             int n;
             FLASHATTN_TRACE(40, tile, rank); /* (the trace: the spin, the add's round trip) */
@@ -8622,10 +8625,10 @@ static constexpr int fa__bwd_kernel_dim(int d)
     return 0;
 }
 
-/* The workspace's counts: two per 64-row dQ tile, one a chain
-   (fa__bwd_params.dq_sem; rows = acc_rows x heads_q), then one int, the
-   DET kernels' unit counter (fa__bwd_params.det_next). */
-static int64_t fa__bwd_sem_ints(int64_t rows) { return 2 * ((rows + 63) / 64); }
+/* The workspace's counts: FA__BWD_DET_CHAINS per 64-row dQ tile, one a
+   chain (fa__bwd_params.dq_sem; rows = acc_rows x heads_q), then one int,
+   the DET kernels' unit counter (fa__bwd_params.det_next). */
+static int64_t fa__bwd_sem_ints(int64_t rows) { return FA__BWD_DET_CHAINS * ((rows + 63) / 64); }
 
 /* r: the problem as fa__resolve filled it in (defaults resolved). */
 static fa_status fa__bwd_make_plan(const char *fn, const fa_problem *r, fa__bwd_plan *pl) {
@@ -9057,8 +9060,9 @@ FLASHATTN_DEF fa_status fa_backward_cuda(const fa_problem *p, fa_tensor q, fa_te
     kp.lse2 = (float *)((char *)ws + pl.dsum_bytes);
     kp.dq_acc = (float *)((char *)ws + 2 * pl.dsum_bytes);
     kp.dq_sem = pl.sem_bytes ? (int *)((char *)ws + 2 * pl.dsum_bytes + pl.acc_bytes) : NULL;
-    /* two chains of ordered adds where the deterministic mode's workspace has two slices */
-    kp.det_chains = kp.deterministic && pl.acc_bytes >= 2 * (size_t)kp.acc_slice * sizeof(float) ? 2 : 1;
+    /* chains of ordered adds where the deterministic mode's workspace has the slices */
+    const int64_t slices = (int64_t)(pl.acc_bytes / sizeof(float) / (size_t)kp.acc_slice);
+    kp.det_chains = !kp.deterministic ? 1 : slices < FA__BWD_DET_CHAINS ? (int)slices : FA__BWD_DET_CHAINS;
     /* a block mask: its bitmap built after the backward's own parts, on the
        stream before the kernels that read it (>>bwd-bsparse) */
     cudaError_t bm_e = cudaSuccess;
