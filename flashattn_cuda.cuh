@@ -8723,6 +8723,7 @@ template <bool BF16> static cudaError_t fa__bwd_preprocess(const fa__bwd_params 
    cap on the grid, so that small problems too run persistent */
 static int fa__bwd_sm90_launches, fa__bwd_sm90_disable, fa__bwd_sm90_grid_cap; /* cap: 0 = none */
 static int fa__bwd_sm90_no_rot; /* the DET kernels' walks of one order, as without cooperative launches */
+static int fa__bwd_det_chains_any; /* the DET kernels' dQ adds in chains wherever the workspace has the slices */
 #define FA__BWD_SM90_OFF fa__bwd_sm90_disable
 #else
 #define FA__BWD_SM90_OFF 0
@@ -8755,6 +8756,20 @@ static cudaError_t fa__bwd_sm90_sort(const fa__bwd_params &kp, const fa__bwd_pla
     FA__LAUNCH(fa__bm_order_kernel<fa__bwd_unit_count>, 1, 1024, 0, st, count, (int)units,
                kp.bm.q_blocks * kp.group + 1, order);
     return cudaGetLastError();
+}
+
+/* Whether the deterministic kernels' dQ adds go in chains (p.det_chains,
+   fa__bwd_sm90_dq_writer), for nk key blocks: measured faster at D 256
+   with no causal or window bound from 16 key blocks on (1k keys), where
+   every key block adds to every tile and the one chain of 64 KB adds sets
+   the pace; slower under a causal bound (the descending order finds most
+   counts there already), at 512 keys and at D 64 / 128 [bwd-det-store]. */
+template <int D> static bool fa__bwd_det_chained(const fa__bwd_params &kp, int64_t nk)
+{
+#ifdef FLASHATTN_TEST_HOOKS
+    if (fa__bwd_det_chains_any) return true;
+#endif
+    return D == 256 && !kp.causal && !kp.window && !kp.bm.bits && !kp.cu_q && nk >= 16;
 }
 
 /* Whether the deterministic kernels rotate their walks (fa__bwd_rot), for
@@ -8833,6 +8848,7 @@ static fa_status fa__bwd_launch_sm90(const fa__bwd_params &kp, const fa__gpu &gp
         }
     }
     kr.det_store = DET; /* (the writers' first adds copy: no zeroed accumulator) */
+    if (!fa__bwd_det_chained<D>(kp, nblk)) kr.det_chains = 1; /* (kernel 3 reads the counts of every chain) */
     FA__BWD_CUDA_TRY(fa__bwd_preprocess<BF16>(kr, st));
     bool launched = false;
     if (kr.det_rot) {
@@ -9060,7 +9076,8 @@ FLASHATTN_DEF fa_status fa_backward_cuda(const fa_problem *p, fa_tensor q, fa_te
     kp.lse2 = (float *)((char *)ws + pl.dsum_bytes);
     kp.dq_acc = (float *)((char *)ws + 2 * pl.dsum_bytes);
     kp.dq_sem = pl.sem_bytes ? (int *)((char *)ws + 2 * pl.dsum_bytes + pl.acc_bytes) : NULL;
-    /* chains of ordered adds where the deterministic mode's workspace has the slices */
+    /* the most chains of ordered adds the deterministic mode's workspace has
+       slices for (fa__bwd_det_chained: where the DET kernels take them) */
     const int64_t slices = (int64_t)(pl.acc_bytes / sizeof(float) / (size_t)kp.acc_slice);
     kp.det_chains = !kp.deterministic ? 1 : slices < FA__BWD_DET_CHAINS ? (int)slices : FA__BWD_DET_CHAINS;
     /* a block mask: its bitmap built after the backward's own parts, on the

@@ -41,7 +41,8 @@
 #include "cuda_check.h"
 #include "bmask_lists.h"
 #ifdef FLASHATTN_NO_HOPPER /* (no sm_90a kernels: their test hooks stand still) */
-static int fa__bwd_sm90_launches, fa__bwd_sm90_grid_cap, fa__bwd_sm90_no_rot, fa__bwd_sm90_disable;
+static int fa__bwd_sm90_launches, fa__bwd_sm90_grid_cap, fa__bwd_sm90_no_rot, fa__bwd_sm90_disable,
+    fa__bwd_det_chains_any;
 #endif
 #include "shard.h"
 
@@ -716,9 +717,10 @@ int main(int argc, char **argv)
                   "case %d (%s d=%d): ran on the %s kernel", x, c.name, c.d, ran90 ? "sm_90a" : "sm_80");
         if (ran90) { /* it ran on sm_90a: now on 3 persistent blocks, */
             sm90_cases++;                         /* then on the sm_80 kernel */
-            fa__bwd_sm90_grid_cap = 3;
+            fa__bwd_sm90_grid_cap = 3; /* (deterministic: the dQ adds in chains, whatever the shape) */
+            fa__bwd_det_chains_any = 1;
             run_case(&c, 0x5eed0000ull + (uint64_t)x * 7919u, " [3 blocks]");
-            fa__bwd_sm90_grid_cap = 0;
+            fa__bwd_sm90_grid_cap = fa__bwd_det_chains_any = 0;
             if (c.det && !c.causal && !c.window && !c.bmask) { /* the walks of one order (no cooperative launch) */
                 fa__bwd_sm90_no_rot = 1;
                 run_case(&c, 0x5eed0000ull + (uint64_t)x * 7919u, " [one order]");
