@@ -6349,7 +6349,9 @@ FLASHATTN_DEF fa_status fa_quantize_cuda(const fa_quant *p, fa_tensor x, fa_tens
         block the mask lists (>>bwd-bsparse; its bitmap, built first by
         fa__bm_rows_kernel).
      3. fa__bwd_dq_convert_kernel: dQ = scale * accumulator, in the output type
-        (det_store: zero where no key block added to the tile, by its count).
+        (det_store: zero where no key block added to the tile, by its count;
+        the chains' slices summed in order where the adds went in chains,
+        fa__bwd_det_chained).
 
    The tiles (Bc keys per CTA, Br queries per step), for 8 warps:
        d <= 64 : Bc 128, Br 64    d <= 128: Bc 128, Br 64    d <= 256: Bc 64, Br 32
