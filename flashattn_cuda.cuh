@@ -6349,7 +6349,9 @@ FLASHATTN_DEF fa_status fa_quantize_cuda(const fa_quant *p, fa_tensor x, fa_tens
         block the mask lists (>>bwd-bsparse; its bitmap, built first by
         fa__bm_rows_kernel).
      3. fa__bwd_dq_convert_kernel: dQ = scale * accumulator, in the output type
-        (det_store: zero where no key block added to the tile, by its count).
+        (det_store: zero where no key block added to the tile, by its count;
+        the chains' slices summed in order where the adds went in chains,
+        fa__bwd_det_chained).
 
    The tiles (Bc keys per CTA, Br queries per step), for 8 warps:
        d <= 64 : Bc 128, Br 64    d <= 128: Bc 128, Br 64    d <= 256: Bc 64, Br 32
@@ -6429,6 +6431,9 @@ static __device__ __forceinline__ uint32_t fa__bwd_smem_u32(const void *p)
 #ifndef FA__BWD_SM90_WIDE
 #define FA__BWD_SM90_WIDE 1 /* 0: 64-row steps at D = 64 too (ablation only) [bwd-wide] */
 #endif
+#ifndef FA__BWD_DET_CHAINS
+#define FA__BWD_DET_CHAINS 2 /* the deterministic sm_90a kernels' chains of dQ adds a tile, at most (>= 1) */
+#endif
 /* Every sequence's accumulator rows start at a multiple of the sm_90a
    kernel's largest step (its L, D loads and dQ adds take whole steps) */
 #define FA__BWD_ACC_ALIGN (FA__BWD_SM90_WIDE ? 128 : 64)
@@ -6458,7 +6463,7 @@ typedef struct fa__bwd_params {
     float *dsum;           /* D = rowsum(dO * O), [hq][acc_rows] */
     float *lse2;           /* L * log2(e) (+inf where L = -inf), [hq][acc_rows] */
     float *dq_acc;         /* fp32 dQ accumulator [slices][hq][acc_rows][acc_d] */
-    int *dq_sem;           /* deterministic: adds done per 64-row tile [hq][acc_rows / 64]
+    int *dq_sem;           /* deterministic: adds done per 64-row tile and chain [hq][acc_rows / 64][FA__BWD_DET_CHAINS]
                               (the sm_90a kernel's ordered adds, fa__bwd_sm90_send_dq) */
     const int32_t *cu_q, *cu_k;
     const float *alibi;    /* [hq] or NULL */
@@ -6487,6 +6492,9 @@ typedef struct fa__bwd_params {
     int det_store;         /* the sm_90a DET kernels: a tile's first adder copies its partial dQ instead of
                               adding it (fa__bwd_sm90_dq_writer), so kernel 1 zeroes no accumulator, and
                               kernel 3 takes a tile whose count in p.dq_sem is 0 (no adder) as zeros */
+    int det_chains;        /* the sm_90a DET kernels: a tile's adders take turns between this many
+                              accumulators (slices; FA__BWD_DET_CHAINS where the workspace has them, else 1),
+                              each its own ordered chain; kernel 3 sums them in order (fa__bwd_sm90_dq_writer) */
 } fa__bwd_params;
 
 /* Where sequence b lives: rows sq x sk, and the element offset of its row 0
@@ -6676,9 +6684,11 @@ __global__ void __launch_bounds__(256) fa__bwd_preprocess_kernel(const fa__bwd_p
         p.dsum[r] = acc;
         p.lse2[r] = l == -INFINITY ? INFINITY : l * 1.4426950408889634f;
     }
-    /* (deterministic: slice 0 and the tile counts too, for the sm_90a
-       kernel's ordered adds; the sm_80 kernel overwrites its slices) */
-    if (p.deterministic && c0 == 0 && t % 64 == 0) p.dq_sem[((int64_t)h * p.acc_rows + s.acc_row0 + t) / 64] = 0;
+    /* (deterministic: slice 0 and the tile counts too, every chain's, for the
+       sm_90a kernel's ordered adds; the sm_80 kernel overwrites its slices) */
+    if (p.deterministic && c0 == 0 && t % 64 == 0)
+        for (int c = 0; c < FA__BWD_DET_CHAINS; c++)
+            p.dq_sem[FA__BWD_DET_CHAINS * (((int64_t)h * p.acc_rows + s.acc_row0 + t) / 64) + c] = 0;
     if (!p.det_store) {
         float4 z = make_float4(0.f, 0.f, 0.f, 0.f);
         float *a = p.dq_acc + ((int64_t)h * p.acc_rows + s.acc_row0 + t) * p.acc_d + c0;
@@ -6752,15 +6762,27 @@ __global__ void __launch_bounds__(256) fa__bwd_dq_convert_kernel(const fa__bwd_p
     const float *a = p.dq_acc + row0 * p.acc_d; /* the block */
     const int n4 = 16 * p.acc_d; /* the block's float4s */
     /* det_store: no key block added to the block's step (counted at its first
-       64 rows; the deterministic kernels take no extras), which is zero */
-    const bool none =
-        p.det_store && !p.dq_sem[(fa__bwd_sm90_step_rows(p.acc_d, false) == 128 ? row0 & ~(int64_t)127 : row0) / 64];
+       64 rows; the deterministic kernels take no extras), which is zero; and
+       how many chains added to it (p.det_chains; chain c has an adder only
+       if chain c - 1 has), whose slices are added here in order */
+    const int *sem = p.dq_sem + FA__BWD_DET_CHAINS *
+                                    ((fa__bwd_sm90_step_rows(p.acc_d, false) == 128 ? row0 & ~(int64_t)127 : row0) / 64);
+    const bool none = p.det_store && !sem[0];
+    int chains = 1;
+    while (p.det_store && chains < p.det_chains && sem[chains]) chains++;
     for (int f0 = threadIdx.x; f0 < n4; f0 += 1024) {
         float4 x[4]; /* (four loads in flight before the first is placed) */
 #pragma unroll
         for (int u = 0; u < 4; u++)
             if (f0 + 256 * u < n4)
                 x[u] = none ? make_float4(0.f, 0.f, 0.f, 0.f) : fa__bwd_acc_read(p, s, a, f0 + 256 * u, t0, b, h);
+        for (int c = 1; c < chains; c++) /* (chain 0's sum, then 1's, ...: the same order every run) */
+#pragma unroll
+            for (int u = 0; u < 4; u++)
+                if (f0 + 256 * u < n4) {
+                    const float4 y = reinterpret_cast<const float4 *>(a + c * p.acc_slice)[f0 + 256 * u];
+                    x[u].x += y.x, x[u].y += y.y, x[u].z += y.z, x[u].w += y.w;
+                }
 #pragma unroll
         for (int u = 0; u < 4; u++) {
             int row, col;
@@ -8211,6 +8233,11 @@ __device__ __forceinline__ bool fa__bwd_sm90_send_dq256(const fa__bwd_params &p,
    adder (rank 0) copies its tile instead of adding it, so that kernel 1
    need not zero the accumulator (p.det_store): 134 MB of writes at 16k
    tokens and hidden 2048. [bwd-det]
+   Chains (p.det_chains = C, the deterministic mode where the workspace
+   has the slices): the adder at place r adds into slice r % C, the
+   chains counted apart, so an add waits for the one C places before it,
+   not the one just before; kernel 3 sums the slices in order, the same
+   every run.
    Split (D 256): buffer b is stage b's Q and dO buffers (each step hands
    over one tile, so the consumers' b = sends & 1 is the step's stage), the
    step's mail comes at its start (dq_ann, fa__bwd_sm90_announce) so that
@@ -8228,12 +8255,14 @@ __device__ __forceinline__ void fa__bwd_sm90_dq_writer(const fa__bwd_params &p, 
         fa__bwd_sm90_fetch(sm.mail + 32 * b, lane, blk, tile, jb, ib, h, bt);
         if (blk < 0) return;
         const int rank = fa__bwd_det_rank<L::br, L::bc>(p, fa__bwd_seq_info(p, bt), bt, h, jb, ib, lane);
+        const int chain = rank % p.det_chains, nth = rank / p.det_chains; /* (chain's nth add) */
         if (lane == 0) {
-            int *const sem = p.dq_sem + tile;
+            int *const sem = p.dq_sem + FA__BWD_DET_CHAINS * tile + chain;
+            float *const acc = p.dq_acc + chain * p.acc_slice + blk;
             int n;
             FLASHATTN_TRACE(40, tile, rank); /* (the trace: the spin, the add's round trip) */
             do n = fa__ld_acquire(sem);
-            while (n < rank);
+            while (n < nth);
             FLASHATTN_TRACE(41, tile, rank);
             if (L::split) fa__mbar_wait(sm.dq_full + 8 * b, k & 1); /* (the tile itself) */
             fa__fence_async_global();
@@ -8242,8 +8271,8 @@ __device__ __forceinline__ void fa__bwd_sm90_dq_writer(const fa__bwd_params &p, 
             for (int x = 0; x < (L::split ? 2 : 1); x++) {
                 const uint32_t from = L::split ? (x ? sm.sdO : sm.sQ) + b * L::q_bytes : b ? sm.sdQ2 : sm.sdQ,
                                bytes = L::split ? L::q_bytes : L::dq_bytes;
-                if (rank == 0 && p.det_store) fa__bulk_store<false>(p.dq_acc + blk + x * (bytes / 4), from, bytes);
-                else fa__bulk_store<true>(p.dq_acc + blk + x * (bytes / 4), from, bytes);
+                if (nth == 0 && p.det_store) fa__bulk_store<false>(acc + x * (bytes / 4), from, bytes);
+                else fa__bulk_store<true>(acc + x * (bytes / 4), from, bytes);
             }
             fa__bulk_commit();
             fa__bulk_wait<true>();
@@ -8598,10 +8627,10 @@ static constexpr int fa__bwd_kernel_dim(int d)
     return 0;
 }
 
-/* The workspace's counts: one per 64-row dQ tile (fa__bwd_params.dq_sem;
-   rows = acc_rows x heads_q), then one int, the DET kernels' unit counter
-   (fa__bwd_params.det_next). */
-static int64_t fa__bwd_sem_tiles(int64_t rows) { return (rows + 63) / 64; }
+/* The workspace's counts: FA__BWD_DET_CHAINS per 64-row dQ tile, one a
+   chain (fa__bwd_params.dq_sem; rows = acc_rows x heads_q), then one int,
+   the DET kernels' unit counter (fa__bwd_params.det_next). */
+static int64_t fa__bwd_sem_ints(int64_t rows) { return FA__BWD_DET_CHAINS * ((rows + 63) / 64); }
 
 /* r: the problem as fa__resolve filled it in (defaults resolved). */
 static fa_status fa__bwd_make_plan(const char *fn, const fa_problem *r, fa__bwd_plan *pl) {
@@ -8632,7 +8661,7 @@ static fa_status fa__bwd_make_plan(const char *fn, const fa_problem *r, fa__bwd_
     pl->dsum_bytes = fa__bwd_round256(rows * sizeof(float));
     pl->acc_bytes = fa__bwd_round256(slices * rows * pl->D * sizeof(float));
     /* (the default mode may run the deterministic kernels too: fa__bwd_det_pays) */
-    pl->sem_bytes = fa__bwd_round256((size_t)(fa__bwd_sem_tiles((int64_t)rows) + 1) * sizeof(int));
+    pl->sem_bytes = fa__bwd_round256((size_t)(fa__bwd_sem_ints((int64_t)rows) + 1) * sizeof(int));
     pl->total_bytes = 2 * pl->dsum_bytes + pl->acc_bytes + pl->sem_bytes;
     return FA_OK;
 }
@@ -8696,6 +8725,7 @@ template <bool BF16> static cudaError_t fa__bwd_preprocess(const fa__bwd_params 
    cap on the grid, so that small problems too run persistent */
 static int fa__bwd_sm90_launches, fa__bwd_sm90_disable, fa__bwd_sm90_grid_cap; /* cap: 0 = none */
 static int fa__bwd_sm90_no_rot; /* the DET kernels' walks of one order, as without cooperative launches */
+static int fa__bwd_det_chains_any; /* the DET kernels' dQ adds in chains wherever the workspace has the slices */
 #define FA__BWD_SM90_OFF fa__bwd_sm90_disable
 #else
 #define FA__BWD_SM90_OFF 0
@@ -8728,6 +8758,20 @@ static cudaError_t fa__bwd_sm90_sort(const fa__bwd_params &kp, const fa__bwd_pla
     FA__LAUNCH(fa__bm_order_kernel<fa__bwd_unit_count>, 1, 1024, 0, st, count, (int)units,
                kp.bm.q_blocks * kp.group + 1, order);
     return cudaGetLastError();
+}
+
+/* Whether the deterministic kernels' dQ adds go in chains (p.det_chains,
+   fa__bwd_sm90_dq_writer), for nk key blocks: measured faster at D 256
+   with no causal or window bound from 16 key blocks on (1k keys), where
+   every key block adds to every tile and the one chain of 64 KB adds sets
+   the pace; slower under a causal bound (the descending order finds most
+   counts there already), at 512 keys and at D 64 / 128 [bwd-det-store]. */
+template <int D> static bool fa__bwd_det_chained(const fa__bwd_params &kp, int64_t nk)
+{
+#ifdef FLASHATTN_TEST_HOOKS
+    if (fa__bwd_det_chains_any) return true;
+#endif
+    return D == 256 && !kp.causal && !kp.window && !kp.bm.bits && !kp.cu_q && nk >= 16;
 }
 
 /* Whether the deterministic kernels rotate their walks (fa__bwd_rot), for
@@ -8801,11 +8845,12 @@ static fa_status fa__bwd_launch_sm90(const fa__bwd_params &kp, const fa__gpu &gp
         if (fa__bwd_sm90_grid_cap > 0 && g > fa__bwd_sm90_grid_cap) g = fa__bwd_sm90_grid_cap; /* (tests: rounds) */
 #endif
         if (units > g && kp.dq_sem) {
-            kr.det_next = kp.dq_sem + fa__bwd_sem_tiles(kp.acc_rows * kp.hq);
+            kr.det_next = kp.dq_sem + fa__bwd_sem_ints(kp.acc_rows * kp.hq);
             grid = g;
         }
     }
     kr.det_store = DET; /* (the writers' first adds copy: no zeroed accumulator) */
+    if (!fa__bwd_det_chained<D>(kp, nblk)) kr.det_chains = 1; /* (kernel 3 reads the counts of every chain) */
     FA__BWD_CUDA_TRY(fa__bwd_preprocess<BF16>(kr, st));
     bool launched = false;
     if (kr.det_rot) {
@@ -8837,13 +8882,14 @@ static fa_status fa__bwd_launch_sm90(const fa__bwd_params &kp, const fa__gpu &gp
    than the DET kernels' ordered adds, whose first add of a tile copies
    ([bwd-det-store] has the runs behind the bounds): above D 64, at most
    512 keys and queries, or 1024 under a causal mask (half the blocks
-   meet); only where the units fill the GPU twice, as in the shapes
-   measured (so the tests' small cases keep the default kernels). */
+   meet); at D 64 causal only, at most 512; only where the units fill the
+   GPU twice, as in the shapes measured (so the tests' small cases keep
+   the default kernels). */
 template <int D> static bool fa__bwd_det_pays(const fa__bwd_params &kp, int sms)
 {
-    const int n = kp.causal ? 1024 : 512, bc = fa__bwd_sm90_layout<D>::bc;
+    const int n = D >= 128 ? (kp.causal ? 1024 : 512) : (kp.causal ? 512 : 0), bc = fa__bwd_sm90_layout<D>::bc;
     const int64_t units = (int64_t)(kp.seqlen_k + bc - 1) / bc * kp.hkv * kp.batch;
-    return D >= 128 && !kp.cu_q && !kp.bm.bits && kp.seqlen_q <= n && kp.seqlen_k <= n && units >= 2 * sms;
+    return !kp.cu_q && !kp.bm.bits && kp.seqlen_q <= n && kp.seqlen_k <= n && units >= 2 * sms;
 }
 /* Which sm_90a kernel: softcap, ALiBi and dropout (the extras) take its
    EXTRAS kernels, the deterministic mode its DET kernels (so does the
@@ -9032,6 +9078,10 @@ FLASHATTN_DEF fa_status fa_backward_cuda(const fa_problem *p, fa_tensor q, fa_te
     kp.lse2 = (float *)((char *)ws + pl.dsum_bytes);
     kp.dq_acc = (float *)((char *)ws + 2 * pl.dsum_bytes);
     kp.dq_sem = pl.sem_bytes ? (int *)((char *)ws + 2 * pl.dsum_bytes + pl.acc_bytes) : NULL;
+    /* the most chains of ordered adds the deterministic mode's workspace has
+       slices for (fa__bwd_det_chained: where the DET kernels take them) */
+    const int64_t slices = (int64_t)(pl.acc_bytes / sizeof(float) / (size_t)kp.acc_slice);
+    kp.det_chains = !kp.deterministic ? 1 : slices < FA__BWD_DET_CHAINS ? (int)slices : FA__BWD_DET_CHAINS;
     /* a block mask: its bitmap built after the backward's own parts, on the
        stream before the kernels that read it (>>bwd-bsparse) */
     cudaError_t bm_e = cudaSuccess;

@@ -41,7 +41,8 @@
 #include "cuda_check.h"
 #include "bmask_lists.h"
 #ifdef FLASHATTN_NO_HOPPER /* (no sm_90a kernels: their test hooks stand still) */
-static int fa__bwd_sm90_launches, fa__bwd_sm90_grid_cap, fa__bwd_sm90_no_rot, fa__bwd_sm90_disable;
+static int fa__bwd_sm90_launches, fa__bwd_sm90_grid_cap, fa__bwd_sm90_no_rot, fa__bwd_sm90_disable,
+    fa__bwd_det_chains_any;
 #endif
 #include "shard.h"
 
@@ -656,10 +657,12 @@ int main(int argc, char **argv)
         {"det rows w/o keys", BF, 128, 1, 203, 60, 4, 2, 1, 0, 0, 0, 0, 0, 0, 0, S, 1, 1, 0, 0, 0, 0},
         {"det rows w/o keys", F16, 256, 1, 203, 60, 2, 1, 1, 0, 0, 0, 0, 0, 0, 0, P, 1, 1, 0, 0, 0, 0},
         /* the default mode on the DET kernels (fa__bwd_det_pays: D >= 128, at most 512
-           tokens or 1024 causal, units filling 132 SMs twice); not emulated (their size) */
+           tokens or 1024 causal; D 64 causal, at most 512; units filling 132 SMs twice);
+           not emulated (their size) */
         {"det auto", BF, 128, 4, 500, 500, 17, 17, 0, 0, 0, 0, 0, 0, 0, 0, P, 0, 0, 0, 0, 0, 0},
         {"det auto causal", F16, 256, 3, 509, 500, 12, 12, 1, 0, 0, 0, 0, 0, 0, 0, P, 0, 1, 0, 0, 0, 0},
         {"det auto causal 1k", BF, 128, 2, 1000, 997, 17, 17, 1, 0, 0, 0, 0, 0, 0, 0, P, 0, 0, 0, 0, 0, 0},
+        {"det auto causal d64", F16, 64, 4, 509, 500, 17, 17, 1, 0, 0, 0, 0, 0, 0, 0, P, 0, 0, 0, 0, 0, 0},
     };
     const int n = (int)(sizeof cases / sizeof cases[0]);
     int dev = 0;
@@ -714,9 +717,10 @@ int main(int argc, char **argv)
                   "case %d (%s d=%d): ran on the %s kernel", x, c.name, c.d, ran90 ? "sm_90a" : "sm_80");
         if (ran90) { /* it ran on sm_90a: now on 3 persistent blocks, */
             sm90_cases++;                         /* then on the sm_80 kernel */
-            fa__bwd_sm90_grid_cap = 3;
+            fa__bwd_sm90_grid_cap = 3; /* (deterministic: the dQ adds in chains, whatever the shape) */
+            fa__bwd_det_chains_any = 1;
             run_case(&c, 0x5eed0000ull + (uint64_t)x * 7919u, " [3 blocks]");
-            fa__bwd_sm90_grid_cap = 0;
+            fa__bwd_sm90_grid_cap = fa__bwd_det_chains_any = 0;
             if (c.det && !c.causal && !c.window && !c.bmask) { /* the walks of one order (no cooperative launch) */
                 fa__bwd_sm90_no_rot = 1;
                 run_case(&c, 0x5eed0000ull + (uint64_t)x * 7919u, " [one order]");
