@@ -8764,8 +8764,8 @@ static cudaError_t fa__bwd_sm90_sort(const fa__bwd_params &kp, const fa__bwd_pla
    fa__bwd_sm90_dq_writer), for nk key blocks: measured faster at D 256
    with no causal or window bound from 16 key blocks on (1k keys), where
    every key block adds to every tile and the one chain of 64 KB adds sets
-   the pace; slower under a causal bound (the descending order finds most
-   counts there already), at 512 keys and at D 64 / 128 [bwd-det-store]. */
+   the pace; slower under a causal bound, at 512 keys and at D 64 / 128
+   (why, not traced) [bwd-det-store]. */
 template <int D> static bool fa__bwd_det_chained(const fa__bwd_params &kp, int64_t nk)
 {
 #ifdef FLASHATTN_TEST_HOOKS
