@@ -6497,6 +6497,13 @@ typedef struct fa__bwd_params {
                               each its own ordered chain; kernel 3 sums them in order (fa__bwd_sm90_dq_writer) */
 } fa__bwd_params;
 
+/* Tile `tile`'s counts in p.dq_sem (64-row tiles, flat over the heads), one
+   a chain: adds done in each */
+template <class I> static __device__ __forceinline__ int *fa__bwd_tile_counts(const fa__bwd_params &p, I tile)
+{
+    return p.dq_sem + FA__BWD_DET_CHAINS * tile;
+}
+
 /* Where sequence b lives: rows sq x sk, and the element offset of its row 0
    (varlen: row cu[b] of the packed tensor; else batch b). */
 typedef struct fa__bwd_seq {
@@ -6688,7 +6695,7 @@ __global__ void __launch_bounds__(256) fa__bwd_preprocess_kernel(const fa__bwd_p
        sm_90a kernel's ordered adds; the sm_80 kernel overwrites its slices) */
     if (p.deterministic && c0 == 0 && t % 64 == 0)
         for (int c = 0; c < FA__BWD_DET_CHAINS; c++)
-            p.dq_sem[FA__BWD_DET_CHAINS * (((int64_t)h * p.acc_rows + s.acc_row0 + t) / 64) + c] = 0;
+            fa__bwd_tile_counts(p, ((int64_t)h * p.acc_rows + s.acc_row0 + t) / 64)[c] = 0;
     if (!p.det_store) {
         float4 z = make_float4(0.f, 0.f, 0.f, 0.f);
         float *a = p.dq_acc + ((int64_t)h * p.acc_rows + s.acc_row0 + t) * p.acc_d + c0;
@@ -6765,8 +6772,8 @@ __global__ void __launch_bounds__(256) fa__bwd_dq_convert_kernel(const fa__bwd_p
        64 rows; the deterministic kernels take no extras), which is zero; and
        how many chains added to it (p.det_chains; chain c has an adder only
        if chain c - 1 has), whose slices are added here in order */
-    const int *sem = p.dq_sem + FA__BWD_DET_CHAINS *
-                                    ((fa__bwd_sm90_step_rows(p.acc_d, false) == 128 ? row0 & ~(int64_t)127 : row0) / 64);
+    const int *sem =
+        fa__bwd_tile_counts(p, (fa__bwd_sm90_step_rows(p.acc_d, false) == 128 ? row0 & ~(int64_t)127 : row0) / 64);
     const bool none = p.det_store && !sem[0];
     int chains = 1;
     while (p.det_store && chains < p.det_chains && sem[chains]) chains++;
@@ -8257,7 +8264,7 @@ __device__ __forceinline__ void fa__bwd_sm90_dq_writer(const fa__bwd_params &p, 
         const int rank = fa__bwd_det_rank<L::br, L::bc>(p, fa__bwd_seq_info(p, bt), bt, h, jb, ib, lane);
         const int chain = rank % p.det_chains, nth = rank / p.det_chains; /* (chain's nth add) */
         if (lane == 0) {
-            int *const sem = p.dq_sem + FA__BWD_DET_CHAINS * tile + chain;
+            int *const sem = fa__bwd_tile_counts(p, tile) + chain;
             float *const acc = p.dq_acc + chain * p.acc_slice + blk;
             int n;
             FLASHATTN_TRACE(40, tile, rank); /* (the trace: the spin, the add's round trip) */
@@ -8600,6 +8607,7 @@ typedef struct fa__bwd_plan {
     int64_t acc_rows;
     size_t smem;            /* dynamic shared memory of the main kernel */
     size_t dsum_bytes, acc_bytes, sem_bytes, total_bytes;
+    int det_chains;         /* fa__bwd_params.det_chains: the most the accumulator's slices allow */
 } fa__bwd_plan;
 
 #define FA__BWD_CUDA_TRY(call)                                                        \
@@ -8660,6 +8668,7 @@ static fa_status fa__bwd_make_plan(const char *fn, const fa_problem *r, fa__bwd_
     const size_t slices = r->deterministic ? (size_t)(r->seqlen_k + pl->bc - 1) / pl->bc : 1;
     pl->dsum_bytes = fa__bwd_round256(rows * sizeof(float));
     pl->acc_bytes = fa__bwd_round256(slices * rows * pl->D * sizeof(float));
+    pl->det_chains = !r->deterministic ? 1 : slices < (size_t)FA__BWD_DET_CHAINS ? (int)slices : FA__BWD_DET_CHAINS;
     /* (the default mode may run the deterministic kernels too: fa__bwd_det_pays) */
     pl->sem_bytes = fa__bwd_round256((size_t)(fa__bwd_sem_ints((int64_t)rows) + 1) * sizeof(int));
     pl->total_bytes = 2 * pl->dsum_bytes + pl->acc_bytes + pl->sem_bytes;
@@ -9078,10 +9087,7 @@ FLASHATTN_DEF fa_status fa_backward_cuda(const fa_problem *p, fa_tensor q, fa_te
     kp.lse2 = (float *)((char *)ws + pl.dsum_bytes);
     kp.dq_acc = (float *)((char *)ws + 2 * pl.dsum_bytes);
     kp.dq_sem = pl.sem_bytes ? (int *)((char *)ws + 2 * pl.dsum_bytes + pl.acc_bytes) : NULL;
-    /* the most chains of ordered adds the deterministic mode's workspace has
-       slices for (fa__bwd_det_chained: where the DET kernels take them) */
-    const int64_t slices = (int64_t)(pl.acc_bytes / sizeof(float) / (size_t)kp.acc_slice);
-    kp.det_chains = !kp.deterministic ? 1 : slices < FA__BWD_DET_CHAINS ? (int)slices : FA__BWD_DET_CHAINS;
+    kp.det_chains = pl.det_chains; /* (at most; fa__bwd_det_chained: where the DET kernels take them) */
     /* a block mask: its bitmap built after the backward's own parts, on the
        stream before the kernels that read it (>>bwd-bsparse) */
     cudaError_t bm_e = cudaSuccess;
