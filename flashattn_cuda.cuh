@@ -3865,9 +3865,9 @@ static int fa__gcd(int a, int b)
    (see unit() in the kernel) is the same work: one length for all
    sequences (no cu_seqlens, no seqlens_k); causal and window masks are
    fine, pairing balances them. Unequal lengths take a block per tile,
-   which the hardware's block scheduler balances as it goes (measured
-   before the pairs: persistent causal d 128 at 16k tokens in straight
-   rounds ran at 0.63x of a block per tile). */
+   which the hardware's block scheduler balances as it goes (before the
+   pairs, persistent causal blocks in straight rounds measured slower than
+   a block per tile [sm90-persist]). */
 static bool fa__sm90_can_persist(const fa__fwd_params &p, int64_t tiles, int sms)
 {
     return tiles > sms && !p.cu_seqlens_q && !p.cu_seqlens_k && !p.seqlens_k;
