@@ -2621,12 +2621,15 @@ static FLASHATTN__FORCEINLINE void fa__pv_kernel(const int nr, const fa_dtype dt
 
 /* The dot products for decode, keys outside and KV heads inside
    (fa__dots_heads below; why: fa__decode_tile_few): nr <= 4 rows against
-   nk = 1 or 2 K rows of one head (S columns 0 and 1), each key's four sums
-   finished by one fa__vhsum4 (rows past nr are zero). Two keys share each
-   Q vector's load: at 4 rows one key's 64 FMAs come with 80 loads (64 of
-   Q), which two loads a cycle make the bound; two keys' 128 FMAs come with
-   96 [cpu-decode-avx2]. FA__KEEP_REG keeps the compiler from folding that
-   load into both FMAs again as memory operands. */
+   nk = 1, 2 or 3 K rows of one head, kr[0 .. nk) (S columns 0 .. nk-1),
+   each key's four sums finished by one fa__vhsum4 (rows past nr are zero).
+   The keys share each Q vector's load: at 4 rows one key's 64 FMAs come
+   with 80 loads (64 of Q), which two loads a cycle make the bound; two
+   keys' 128 FMAs come with 96 [cpu-decode-avx2]. Three keys keep 12
+   accumulators, 3 K vectors and the Q vector: all 16 AVX2 registers, and
+   12 chains of FMAs where 8 only just cover an FMA's latency on two
+   pipes. FA__KEEP_REG keeps the compiler from folding that load into
+   every FMA again as memory operands. */
 #if (defined(__GNUC__) || defined(__clang__)) && (defined(__x86_64__) || defined(__i386__))
 #define FA__KEEP_REG(v) __asm__("" : "+x"(v))
 #elif (defined(__GNUC__) || defined(__clang__)) && defined(__aarch64__)
@@ -2635,35 +2638,34 @@ static FLASHATTN__FORCEINLINE void fa__pv_kernel(const int nr, const fa_dtype dt
 #define FA__KEEP_REG(v) (void)0
 #endif
 static FLASHATTN__FORCEINLINE void fa__dot_col_step(const int nr, const int nk, const fa_dtype dt, fa__vf (*acc)[4],
-                                                    const void *k0, const void *k1, const float *Q, int ldq, int x,
+                                                    const void *const *kr, const float *Q, int ldq, int x,
                                                     int n)
 {
-    fa__vf kv[2], q;
+    fa__vf kv[3], q;
     int i, k;
-    kv[0] = fa__vload_n(k0, dt, x, n);
-    if (nk == 2)
-        kv[1] = fa__vload_n(k1, dt, x, n);
+    FA__UNROLL for (k = 0; k < nk; ++k)
+        kv[k] = fa__vload_n(kr[k], dt, x, n);
     FA__UNROLL for (i = 0; i < nr; ++i) {
         q = FA__VLOAD(Q + (size_t)i * (size_t)ldq + x);
-        if (nk == 2)
+        if (nk >= 2)
             FA__KEEP_REG(q);
         FA__UNROLL for (k = 0; k < nk; ++k)
             acc[k][i] = FA__VFMA(q, kv[k], acc[k][i]);
     }
 }
 static FLASHATTN__FORCEINLINE void fa__dot_col(const int nr, const int nk, const fa_dtype dt, int d, const float *Q,
-                                               int ldq, const void *k0, const void *k1, float *S, int lds)
+                                               int ldq, const void *const *kr, float *S, int lds)
 {
-    fa__vf acc[2][4];
-    float out[2][4];
+    fa__vf acc[3][4];
+    float out[3][4];
     int i, k, x;
-    FA__UNROLL for (k = 0; k < 2; ++k)
+    FA__UNROLL for (k = 0; k < nk; ++k)
         FA__UNROLL for (i = 0; i < 4; ++i)
             acc[k][i] = FA__VZERO();
     for (x = 0; x + FA__VW <= d; x += FA__VW)
-        fa__dot_col_step(nr, nk, dt, acc, k0, k1, Q, ldq, x, FA__VW);
+        fa__dot_col_step(nr, nk, dt, acc, kr, Q, ldq, x, FA__VW);
     if (x < d) /* Q rows are zero-padded: the lanes past d add 0 */
-        fa__dot_col_step(nr, nk, dt, acc, k0, k1, Q, ldq, x, d - x);
+        fa__dot_col_step(nr, nk, dt, acc, kr, Q, ldq, x, d - x);
     FA__UNROLL for (k = 0; k < nk; ++k)
         FA__V4STORE(out[k], fa__vhsum4(acc[k][0], acc[k][1], acc[k][2], acc[k][3]));
     FA__UNROLL for (i = 0; i < nr; ++i)
@@ -2755,8 +2757,10 @@ static void fa__pv_rows(int nr, fa_dtype dt, int dv, int nc, const float *P, int
    passes (fa__decode_tile_few): with FA__FEW_ROWS rows a head and rows of
    at least 8 vectors. Measured slower with fewer rows (less work a key to
    hide the extra memory traffic under) and with 4-vector rows (AVX-512 at
-   d 64) [cpu-decode-avx2]. */
+   d 64) [cpu-decode-avx2]. FA__DECODE_KEYS: the keys a step, three from
+   128 elements a row (measured faster there; slower at AVX2's d 64). */
 #define FA__DECODE_PAIRS(nr, d) (FA__VW > 0 && (nr) == FA__FEW_ROWS && (d) >= 8 * FA__VW)
+#define FA__DECODE_KEYS(d) ((d) >= 128 ? 3 : 2)
 #define FA__HEAD_DIMS(n, CALL, a_, b_)                                         \
     do {                                                                       \
         if ((n) == 64) {                                                       \
@@ -2778,7 +2782,7 @@ static void fa__dots_heads(int nr, fa_dtype dt, int d, int nc, int nk, int nh, c
     (void)buf;
 #define FA__DOTH_D(n_, t_, d_)                                                                     \
     for (c = 0; c < nc; c += kn) {                                                                  \
-        kn = FA__DECODE_PAIRS(n_, d_) && c + 1 < nc ? 2 : 1;                                        \
+        kn = !FA__DECODE_PAIRS(n_, d_) ? 1 : nc - c < FA__DECODE_KEYS(d_) ? nc - c : FA__DECODE_KEYS(d_); \
         pc = c;                                                                                     \
         ph = 0;                                                                                     \
         for (j = 0; j < nh; ++j) {                                                                  \
@@ -2786,10 +2790,16 @@ static void fa__dots_heads(int nr, fa_dtype dt, int d, int nc, int nk, int nh, c
             const char *k_ = (const char *)rows[c] + j_ * hbytes;                                   \
             const float *q_ = Q + j_ * (size_t)qstep * (size_t)ldq;                                 \
             float *s_ = S + j_ * (size_t)qstep * (size_t)lds + c;                                   \
-            if (kn == 2)                                                                            \
-                fa__dot_col(n_, 2, t_, d_, q_, ldq, k_, (const char *)rows[c + 1] + j_ * hbytes, s_, lds); \
+            const void *kr_[3];                                                                     \
+            kr_[0] = k_;                                                                            \
+            kr_[1] = kn > 1 ? (const char *)rows[c + 1] + j_ * hbytes : k_;                         \
+            kr_[2] = kn > 2 ? (const char *)rows[c + 2] + j_ * hbytes : k_;                         \
+            if (kn == 3)                                                                            \
+                fa__dot_col(n_, 3, t_, d_, q_, ldq, kr_, s_, lds);                                  \
+            else if (kn == 2)                                                                       \
+                fa__dot_col(n_, 2, t_, d_, q_, ldq, kr_, s_, lds);                                  \
             else                                                                                    \
-                fa__dot_col(n_, 1, t_, d_, q_, ldq, k_, k_, s_, lds);                               \
+                fa__dot_col(n_, 1, t_, d_, q_, ldq, kr_, s_, lds);                                  \
             for (i = 0; i < kn; ++i) { /* the step's kn (key, head) rows in address order */           \
                 if (v_now)                                                                          \
                     fa__prefetch_bytes((const char *)vrows[pc] + (size_t)ph * vhbytes, vbytes);     \
