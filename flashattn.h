@@ -2747,8 +2747,9 @@ static void fa__pv_rows(int nr, fa_dtype dt, int dv, int nc, const float *P, int
    place (vrows[nc + c], when below nv; vrows holds nv >= nc keys): the
    hardware prefetcher alone keeps too few lines in flight for a core that
    computes between its loads [cpu-decode-avx2]. Where FA__DECODE_PAIRS
-   holds a step takes two keys of a head (fa__dot_col), else one. Portable
-   loops: row to f32 in buf first (and nothing of the next tile).
+   holds a step takes FA__DECODE_KEYS keys of a head (fa__dot_col), else
+   one. Portable loops: row to f32 in buf first (and nothing of the next
+   tile).
    FA__HEAD_DIMS(n, CALL, ...) runs CALL(..., n) with n a constant for the
    usual head sizes 64 and 128, so the loop over a row unrolls (a few
    percent faster [cpu-head-dims]). */
@@ -4270,7 +4271,7 @@ static int fa__decode_tile(const fa__attn *a)
    row from memory right after the dot product of its key and head, i.e.
    in address order, and the V pass then runs head by head with O~ strips
    in registers (fa__pv_rows) on rows already in cache [cpu-decode-order].
-   With FA__DECODE_PAIRS the dot pass is short enough (two keys a step,
+   With FA__DECODE_PAIRS the dot pass is short enough (2-3 keys a step,
    fa__dot_col) that the memory would idle through the V pass, and one
    core computing between its loads keeps too few lines in flight. So both
    passes ask for the next tile, into L2 (read a pass later, it must not
