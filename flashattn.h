@@ -2625,11 +2625,12 @@ static FLASHATTN__FORCEINLINE void fa__pv_kernel(const int nr, const fa_dtype dt
    each key's four sums finished by one fa__vhsum4 (rows past nr are zero).
    The keys share each Q vector's load: at 4 rows one key's 64 FMAs come
    with 80 loads (64 of Q), which two loads a cycle make the bound; two
-   keys' 128 FMAs come with 96 [cpu-decode-avx2]. Three keys keep 12
-   accumulators, 3 K vectors and the Q vector: all 16 AVX2 registers, and
-   12 chains of FMAs where 8 only just cover an FMA's latency on two
-   pipes. FA__KEEP_REG keeps the compiler from folding that load into
-   every FMA again as memory operands. */
+   keys' 128 FMAs come with 96 [cpu-decode-avx2]. Three keys
+   (FA__DOT_COL_KEYS, the most) keep 12 accumulators, 3 K vectors and the
+   Q vector: all 16 AVX2 registers, and 12 chains of FMAs where 8 only just
+   cover an FMA's latency on two pipes. FA__KEEP_REG keeps the compiler from
+   folding that load into every FMA again as memory operands. */
+#define FA__DOT_COL_KEYS 3
 #if (defined(__GNUC__) || defined(__clang__)) && (defined(__x86_64__) || defined(__i386__))
 #define FA__KEEP_REG(v) __asm__("" : "+x"(v))
 #elif (defined(__GNUC__) || defined(__clang__)) && defined(__aarch64__)
@@ -2641,7 +2642,7 @@ static FLASHATTN__FORCEINLINE void fa__dot_col_step(const int nr, const int nk, 
                                                     const void *const *kr, const float *Q, int ldq, int x,
                                                     int n)
 {
-    fa__vf kv[3], q;
+    fa__vf kv[FA__DOT_COL_KEYS], q;
     int i, k;
     FA__UNROLL for (k = 0; k < nk; ++k)
         kv[k] = fa__vload_n(kr[k], dt, x, n);
@@ -2656,8 +2657,8 @@ static FLASHATTN__FORCEINLINE void fa__dot_col_step(const int nr, const int nk, 
 static FLASHATTN__FORCEINLINE void fa__dot_col(const int nr, const int nk, const fa_dtype dt, int d, const float *Q,
                                                int ldq, const void *const *kr, float *S, int lds)
 {
-    fa__vf acc[3][4];
-    float out[3][4];
+    fa__vf acc[FA__DOT_COL_KEYS][4];
+    float out[FA__DOT_COL_KEYS][4];
     int i, k, x;
     FA__UNROLL for (k = 0; k < nk; ++k)
         FA__UNROLL for (i = 0; i < 4; ++i)
@@ -2719,7 +2720,7 @@ static void fa__pv_rows(int nr, fa_dtype dt, int dv, int nc, const float *P, int
 #undef FA__PV
 #else
     int c, i, x;
-    (void)sp; /* (the stream is for decode's SIMD loops only: FA__DECODE_PAIRS) */
+    (void)sp; /* (the stream is for decode's SIMD loops only: FA__DECODE_MULTI) */
     (void)sp_bytes;
     for (c = 0; c < nc; ++c) {
         if (c < npf)
@@ -2746,22 +2747,22 @@ static void fa__pv_rows(int nr, fa_dtype dt, int dv, int nc, const float *P, int
    (vrows[c] + j * vhbytes), and into L2 the next tile's V row of that
    place (vrows[nc + c], when below nv; vrows holds nv >= nc keys): the
    hardware prefetcher alone keeps too few lines in flight for a core that
-   computes between its loads [cpu-decode-avx2]. Where FA__DECODE_PAIRS
-   holds a step takes FA__DECODE_KEYS keys of a head (fa__dot_col), else
-   one. Portable loops: row to f32 in buf first (and nothing of the next
-   tile).
+   computes between its loads [cpu-decode-avx2]. A step takes
+   FA__DECODE_KEYS keys of a head (fa__dot_col). Portable loops: row to f32
+   in buf first (and nothing of the next tile).
    FA__HEAD_DIMS(n, CALL, ...) runs CALL(..., n) with n a constant for the
    usual head sizes 64 and 128, so the loop over a row unrolls (a few
    percent faster [cpu-head-dims]). */
 #define FA__K_AHEAD 2
-/* Two keys a step in the dot pass, and the next tile requested by both
-   passes (fa__decode_tile_few): with FA__FEW_ROWS rows a head and rows of
-   at least 8 vectors. Measured slower with fewer rows (less work a key to
-   hide the extra memory traffic under) and with 4-vector rows (AVX-512 at
-   d 64) [cpu-decode-avx2]. FA__DECODE_KEYS: the keys a step, three from
-   128 elements a row (measured faster there; slower at AVX2's d 64). */
-#define FA__DECODE_PAIRS(nr, d) (FA__VW > 0 && (nr) == FA__FEW_ROWS && (d) >= 8 * FA__VW)
-#define FA__DECODE_KEYS(d) ((d) >= 128 ? 3 : 2)
+/* Several keys a step in the dot pass, and the next tile requested by
+   both passes (fa__decode_tile_few): with FA__FEW_ROWS rows a head and rows
+   of at least 8 vectors. Measured slower with fewer rows (less work a key
+   to hide the extra memory traffic under) and with 4-vector rows (AVX-512
+   at d 64) [cpu-decode-avx2]. FA__DECODE_KEYS: the keys a step, then three
+   from 128 elements a row (measured faster there; slower at AVX2's d 64),
+   else two; one without FA__DECODE_MULTI. */
+#define FA__DECODE_MULTI(nr, d) (FA__VW > 0 && (nr) == FA__FEW_ROWS && (d) >= 8 * FA__VW)
+#define FA__DECODE_KEYS(nr, d) (!FA__DECODE_MULTI(nr, d) ? 1 : (d) >= 128 ? FA__DOT_COL_KEYS : 2)
 #define FA__HEAD_DIMS(n, CALL, a_, b_)                                         \
     do {                                                                       \
         if ((n) == 64) {                                                       \
@@ -2783,18 +2784,16 @@ static void fa__dots_heads(int nr, fa_dtype dt, int d, int nc, int nk, int nh, c
     (void)buf;
 #define FA__DOTH_D(n_, t_, d_)                                                                     \
     for (c = 0; c < nc; c += kn) {                                                                  \
-        kn = !FA__DECODE_PAIRS(n_, d_) ? 1 : nc - c < FA__DECODE_KEYS(d_) ? nc - c : FA__DECODE_KEYS(d_); \
+        kn = nc - c < FA__DECODE_KEYS(n_, d_) ? nc - c : FA__DECODE_KEYS(n_, d_);                  \
         pc = c;                                                                                     \
         ph = 0;                                                                                     \
         for (j = 0; j < nh; ++j) {                                                                  \
             const size_t j_ = (size_t)j;                                                            \
-            const char *k_ = (const char *)rows[c] + j_ * hbytes;                                   \
             const float *q_ = Q + j_ * (size_t)qstep * (size_t)ldq;                                 \
             float *s_ = S + j_ * (size_t)qstep * (size_t)lds + c;                                   \
-            const void *kr_[3];                                                                     \
-            kr_[0] = k_;                                                                            \
-            kr_[1] = kn > 1 ? (const char *)rows[c + 1] + j_ * hbytes : k_;                         \
-            kr_[2] = kn > 2 ? (const char *)rows[c + 2] + j_ * hbytes : k_;                         \
+            const void *kr_[FA__DOT_COL_KEYS]; /* (past kn: the first key again, never read) */      \
+            FA__UNROLL for (i = 0; i < FA__DOT_COL_KEYS; ++i)                                       \
+                kr_[i] = (const char *)rows[c + (i < kn ? i : 0)] + j_ * hbytes;                    \
             if (kn == 3)                                                                            \
                 fa__dot_col(n_, 3, t_, d_, q_, ldq, kr_, s_, lds);                                  \
             else if (kn == 2)                                                                       \
@@ -4271,7 +4270,7 @@ static int fa__decode_tile(const fa__attn *a)
    row from memory right after the dot product of its key and head, i.e.
    in address order, and the V pass then runs head by head with O~ strips
    in registers (fa__pv_rows) on rows already in cache [cpu-decode-order].
-   With FA__DECODE_PAIRS the dot pass is short enough (2-3 keys a step,
+   With FA__DECODE_MULTI the dot pass is short enough (2-3 keys a step,
    fa__dot_col) that the memory would idle through the V pass, and one
    core computing between its loads keeps too few lines in flight. So both
    passes ask for the next tile, into L2 (read a pass later, it must not
@@ -4296,7 +4295,7 @@ static int fa__decode_tile_few(const fa__attn *a, fa__scratch *w, const fa__seq 
     fa__row_range(a, w, rph, n0, nc, &r0, &r1);
     if (r0 >= r1)
         return 0;
-    if (FA__DECODE_PAIRS(r1 - r0 < FA__FEW_ROWS ? r1 - r0 : FA__FEW_ROWS, a->d) && nnext > 0) {
+    if (FA__DECODE_MULTI(r1 - r0 < FA__FEW_ROWS ? r1 - r0 : FA__FEW_ROWS, a->d) && nnext > 0) {
         nv = nc + nnext;
         if (!a->r.block_table && kb == (size_t)a->d * (size_t)fa__dtype_size(a->k.dtype) &&
             (size_t)a->k.seq_stride * (size_t)fa__dtype_size(a->k.dtype) == (size_t)nh * kb) {
