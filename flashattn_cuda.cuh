@@ -436,7 +436,7 @@ static __device__ __forceinline__ uint64_t fa__wg_desc(uint32_t addr, uint32_t l
    pipe instead (fa__exp2_fma) made the sm_90a forward slower at every share
    tried, its softmax waiting on instruction issue, not on the MUFU. The
    FP8 kernel at d 128, whose products take half the time, gains from one
-   in eight (fa__sm90_cfg's EXP_FMA). The packed 16-bit forms are no faster
+   tile in 16 (fa__sm90_cfg's EXP_FMA). The packed 16-bit forms are no faster
    on sm_90a [gpu-exp2]. max_nan: the larger of a and b, NaN if either is. */
 #ifndef FLASHATTN_CUDA_EMU
 static __device__ __forceinline__ float fa__exp2(float x)
@@ -1448,7 +1448,7 @@ fa__fwd_kernel_sm80(const fa__fwd_params p)
 #define FA__SM90_WARPSPEC 1 /* 0: no producer warpgroup, the consumers copy (ablation only) */
 #endif
 #ifndef FA__SM90_EXP_FMA8
-#define FA__SM90_EXP_FMA8 8 /* the FP8 kernel's share at d 128, fa__sm90_cfg's EXP_FMA (0: none; measuring only) */
+#define FA__SM90_EXP_FMA8 16 /* the FP8 kernel's share at d 128, fa__sm90_cfg's EXP_FMA (0: none; measuring only) */
 #endif
 /* trace points (>>gpu-config; bench/sm90_trace/trace.cu records them) */
 #ifndef FLASHATTN_TRACE
@@ -3387,11 +3387,12 @@ struct fa__sm90_cfg {
        [sm90-lazy-max]. */
     static constexpr bool LAZY_MAX = D == 256 && !FP8; /* (FP8: P, scaled by 256, must stay <= 1) */
     /* EXP_FMA (fa__softmax_tile): in the FP8 kernel at d 128 one 8-key
-       tile in FA__SM90_EXP_FMA8 of each row's exponentials on the FMA pipe
-       (fa__exp2_fma), beside the MUFU's: the softmax of 64 x 128 scores
-       takes longer than the block's products there, and the two consumer
-       warpgroups' softmaxes meet on each sub-partition's MUFU. One in
-       eight measured 1.03-1.05x, one in four 0.98-0.99x; d 64 and 256 do
+       tile in FA__SM90_EXP_FMA8 (16: the block's last) of each row's
+       exponentials on the FMA pipe (fa__exp2_fma), beside the MUFU's: the
+       softmax of 64 x 128 scores takes longer than the block's products
+       there, and the two consumer warpgroups' softmaxes meet on each
+       sub-partition's MUFU. One tile in 16 measured faster than one in
+       8, 3 in 16 or one in 4 (the last slower than none); d 64 and 256 do
        not gain [sm90-fp8]. */
     static constexpr int EXP_FMA = FP8 && D == 128 ? FA__SM90_EXP_FMA8 : 0;
     /* SHORT_PATH: a shorter path from S to the first exponential at
