@@ -431,11 +431,13 @@ static __device__ __forceinline__ uint64_t fa__wg_desc(uint32_t addr, uint32_t l
            ((uint64_t)(sbo >> 4) << 32) | (1ull << 62);
 }
 
-/* 2^x on the special-function unit (one MUFU.EX2); ex2(-inf) = 0. A share
-   of them on the FMA pipe instead (2^round(x) in the exponent times a
-   degree-3 polynomial, nine instructions) made the sm_90a forward slower at
-   every share tried: its softmax waits on instruction issue, not on the
-   MUFU. The packed 16-bit forms are no faster on sm_90a [gpu-exp2]. */
+/* 2^x on the special-function unit (one MUFU.EX2); ex2(-inf) = 0. The
+   16-bit kernels take every exponential there: a share of them on the FMA
+   pipe instead (fa__exp2_fma) made the sm_90a forward slower at every share
+   tried, its softmax waiting on instruction issue, not on the MUFU. The
+   FP8 kernel at d 128, whose products take half the time, gains from one
+   tile in 16 (fa__sm90_cfg's EXP_FMA). The packed 16-bit forms are no faster
+   on sm_90a [gpu-exp2]. max_nan: the larger of a and b, NaN if either is. */
 #ifndef FLASHATTN_CUDA_EMU
 static __device__ __forceinline__ float fa__exp2(float x)
 {
@@ -443,7 +445,28 @@ static __device__ __forceinline__ float fa__exp2(float x)
     asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
     return y;
 }
+static __device__ __forceinline__ float fa__max_nan(float a, float b)
+{
+    float y;
+    asm("max.NaN.f32 %0, %1, %2;\n" : "=f"(y) : "f"(a), "f"(b));
+    return y;
+}
 #endif /* FLASHATTN_CUDA_EMU */
+/* 2^x on the FMA pipe, as the CPU's fa__exp2_row: x = k + f, k = round(x),
+   |f| <= 1/2, from t = x + c with c = 1.5 2^23 + 127, where floats are the
+   integers, so t's low bits hold 127 + k (no rounding instruction); 2^f by
+   a degree-3 polynomial (minimax: relative error 7.5e-5), times 2^k built
+   from those bits. x is raised to -127 first: -inf (a masked score) and
+   anything as small give 2^k = 0, so exactly 0; a NaN stays NaN. Nine
+   instructions for one MUFU.EX2 (x <= 128). */
+static __device__ __forceinline__ float fa__exp2_fma(float x)
+{
+    const float c = 12582912.0f + 127.0f;
+    x = fa__max_nan(x, -127.0f);
+    const float t = x + c, f = x - (t - c);
+    const float p = fmaf(fmaf(fmaf(0.0551716685f, f, 0.242611125f), f, 0.693260968f), f, 0.999928057f);
+    return p * __uint_as_float(__float_as_uint(t) << 23);
+}
 
 /* ============================================================================
    >>gpu-smem  SWIZZLED TILES
@@ -820,8 +843,10 @@ template <> struct fa__max_tree<1> {
    mul_lo, mul_hi: the multiplier (> 0) of the lane's first and second row of
    each 16-row tile: the same but in the FP8 kernel, whose rows have their
    own descales. LIFT: P is 2^LIFT exp2(s mul - m), and l sums those (the
-   FP8 kernel's e4m3 P is 256 P: LIFT 8 makes it with no multiply). */
-template <int MT, int NS, bool LAZY = false, bool TREE = false, int LIFT = 0>
+   FP8 kernel's e4m3 P is 256 P: LIFT 8 makes it with no multiply).
+   EXP_FMA: the columns of every EXP_FMA-th 8-key tile take fa__exp2_fma
+   (0: none). */
+template <int MT, int NS, bool LAZY = false, bool TREE = false, int LIFT = 0, int EXP_FMA = 0>
 static __device__ __forceinline__ void fa__softmax_tile(float (&s)[MT][NS][4], float (&m_run)[MT][2],
                                                         float (&l_run)[MT][2], float (&alpha)[MT][2],
                                                         float mul_lo, float mul_hi)
@@ -852,7 +877,9 @@ static __device__ __forceinline__ void fa__softmax_tile(float (&s)[MT][NS][4], f
             for (int j = 0; j < NS; j++)
 #pragma unroll
                 for (int e = 0; e < 2; e++) {
-                    float pe = fa__exp2(fmaf(s[mt][j][2 * hf + e], mul, bias));
+                    const float x = fmaf(s[mt][j][2 * hf + e], mul, bias);
+                    float pe = EXP_FMA > 0 && j % (EXP_FMA > 0 ? EXP_FMA : 1) == EXP_FMA - 1 ? fa__exp2_fma(x)
+                                                                                                : fa__exp2(x);
                     sum += pe;
                     s[mt][j][2 * hf + e] = pe;
                 }
@@ -1419,6 +1446,9 @@ fa__fwd_kernel_sm80(const fa__fwd_params p)
 #endif
 #ifndef FA__SM90_WARPSPEC
 #define FA__SM90_WARPSPEC 1 /* 0: no producer warpgroup, the consumers copy (ablation only) */
+#endif
+#ifndef FA__SM90_EXP_FMA8
+#define FA__SM90_EXP_FMA8 16 /* the FP8 kernel's share at d 128, fa__sm90_cfg's EXP_FMA (0: none; measuring only) */
 #endif
 /* trace points (>>gpu-config; bench/sm90_trace/trace.cu records them) */
 #ifndef FLASHATTN_TRACE
@@ -2198,8 +2228,8 @@ struct fa__sm90_sched {
    online softmax (alpha for O~). needs_mask: fa__block_needs_mask's answer,
    asked before the wait for S under SHORT_PATH (the kernel's), else here.
    ds: the thread's two rows' descale products s_q s_k (FP8; else 1), which
-   join the multiplier; LIFT: fa__softmax_tile's. */
-template <int NS, int BN, bool LAZY_MAX, bool SHORT_PATH, int LIFT = 0>
+   join the multiplier; LIFT, EXP_FMA: fa__softmax_tile's. */
+template <int NS, int BN, bool LAZY_MAX, bool SHORT_PATH, int LIFT = 0, int EXP_FMA = 0>
 static __device__ __forceinline__ void fa__sm90_softmax_step(float (&s)[1][NS][4], float (&m_run)[1][2],
                                                              float (&l_run)[1][2], float (&alpha)[1][2],
                                                              const fa__fwd_params &p, const fa__extent &x,
@@ -2222,7 +2252,7 @@ static __device__ __forceinline__ void fa__sm90_softmax_step(float (&s)[1][NS][4
         mul[0] = fmaxf(mul[0], FLT_MIN);
         mul[1] = fmaxf(mul[1], FLT_MIN);
     }
-    fa__softmax_tile<1, NS, LAZY_MAX, SHORT_PATH, LIFT>(s, m_run, l_run, alpha, mul[0], mul[1]);
+    fa__softmax_tile<1, NS, LAZY_MAX, SHORT_PATH, LIFT, EXP_FMA>(s, m_run, l_run, alpha, mul[0], mul[1]);
 }
 
 /* The sm_90a consumer's epilogue (item 7), in two parts. The first needs
@@ -2994,7 +3024,7 @@ fa__sm90_consumer_mainloop(const fa__fwd_params &p, const Bufs &sm, const fa__sm
         auto softmax = [&](int it, bool early_mask) {
             float ds[2] = {1.0f, 1.0f}; /* S = Ŝ s_q s_k */
             if constexpr (FP8) ds[0] = f8.dq8[0] * f8.dk8, ds[1] = f8.dq8[1] * f8.dk8;
-            fa__sm90_softmax_step<C::NS, BN, LAZY_MAX, SHORT_PATH, FP8 ? FA__P8_LIFT : 0>(
+            fa__sm90_softmax_step<C::NS, BN, LAZY_MAX, SHORT_PATH, FP8 ? FA__P8_LIFT : 0, C::EXP_FMA>(
                 s, m_run, l_run, alpha, p, x, cut, block_of(it), early_mask, wrow0, h, th.g, th.t, ds);
             if constexpr (FP8) fa__sm90_unit8(alpha, f8, it);
         };
@@ -3356,6 +3386,15 @@ struct fa__sm90_cfg {
        128 multiplies a thread per key block, slower at d 64 and 128
        [sm90-lazy-max]. */
     static constexpr bool LAZY_MAX = D == 256 && !FP8; /* (FP8: P, scaled by 256, must stay <= 1) */
+    /* EXP_FMA (fa__softmax_tile): in the FP8 kernel at d 128 one 8-key
+       tile in FA__SM90_EXP_FMA8 (16: the block's last) of each row's
+       exponentials on the FMA pipe (fa__exp2_fma), beside the MUFU's: the
+       softmax of 64 x 128 scores takes longer than the block's products
+       there, and the two consumer warpgroups' softmaxes meet on each
+       sub-partition's MUFU. One tile in 16 measured faster than one in
+       8, 3 in 16 or one in 4 (the last slower than none); d 64 and 256 do
+       not gain [sm90-fp8]. */
+    static constexpr int EXP_FMA = FP8 && D == 128 ? FA__SM90_EXP_FMA8 : 0;
     /* SHORT_PATH: a shorter path from S to the first exponential at
        d 64, whose softmax is what a key block waits on (item 4): the
        rows' maxima as trees (fa__softmax_tile's TREE), and the test

@@ -522,6 +522,7 @@ template <int N> static inline void fa__cp_async_wait() {
     for (auto &g : q.groups) g -= upto;
 }
 static inline float fa__exp2(float x) { return exp2f(x); }
+static inline float fa__max_nan(float a, float b) { return a != a || b != b ? NAN : fmaxf(a, b); }
 static inline float fa__lg2_ftz(float x) { return log2f(x); }
 static inline float fa__rcp_ftz(float x) { return 1.0f / x; }
 #define fa__smem fa__bwd_smem /* the sm_80 forward's extern shared array */

@@ -22,6 +22,8 @@
       descales given twice or for a non-e4m3 tensor, a NaN descale), each
       naming its argument and writing nothing; and an f32 x for the
       quantizer.
+   4. The softmax's exponentials on the FMA pipe (fa__exp2_fma) against
+      exp2.
    Built with the default head dims, as users build it.
 
    Build: make build/test_gpu_fp8   (nvcc, sm_80 and sm_90a)
@@ -321,6 +323,52 @@ static void test_refusals(void)
     CK(cudaFree(d));
 }
 
+/* 4. fa__exp2_fma, the FMA-pipe share of the FP8 kernel's exponentials
+   (fa__sm90_cfg's EXP_FMA), against exp2 in double: within 1e-4 relative
+   from -125 to 127, exactly 0 at -127 and below (-inf included), NaN for
+   NaN. The forward's cases above cannot see an error this small, P being
+   rounded to e4m3 after it. On the GPU: a kernel of one thread an x. */
+#ifndef FA_EMU
+static __global__ void exp2_fma_kernel(const float *x, float *y, int n)
+{
+    const int i = (int)(blockIdx.x * blockDim.x + threadIdx.x);
+    if (i < n) y[i] = fa__exp2_fma(x[i]);
+}
+#endif
+static void test_exp2_fma(void)
+{
+    enum { STEPS = 300000, N = STEPS + 3 };
+    float *x = (float *)malloc(N * sizeof(float)), *y = (float *)malloc(N * sizeof(float));
+    double worst = 0.0;
+    int i, bad = 0;
+    for (i = 0; i < STEPS; i++) x[i] = -135.0f + 265.0f * (float)i / (float)STEPS; /* -135 .. 130 */
+    x[STEPS] = -INFINITY, x[STEPS + 1] = NAN, x[STEPS + 2] = -127.0f;
+#ifdef FA_EMU
+    for (i = 0; i < N; i++) y[i] = fa__exp2_fma(x[i]);
+#else
+    float *d;
+    CK(cudaMalloc((void **)&d, 2 * N * sizeof(float)));
+    CK(cudaMemcpy(d, x, N * sizeof(float), cudaMemcpyHostToDevice));
+    CK(cudaMemset(d + N, 0xff, N * sizeof(float))); /* NaN: an x the kernel misses shows */
+    exp2_fma_kernel<<<(N + 255) / 256, 256>>>(d, d + N, N);
+    CK(cudaGetLastError());
+    CK(cudaMemcpy(y, d + N, N * sizeof(float), cudaMemcpyDeviceToHost));
+    CK(cudaFree(d));
+#endif
+    for (i = 0; i < N; i++) {
+        if (x[i] != x[i]) bad += y[i] == y[i];
+        else if (x[i] <= -127.0f) bad += y[i] != 0.0f;
+        else if (x[i] >= -125.0f && x[i] <= 127.0f) {
+            const double r = fabs((double)y[i] / exp2((double)x[i]) - 1.0);
+            if (!(r <= worst)) worst = r; /* (a NaN y sets it NaN: fails below) */
+        }
+    }
+    check(bad == 0 && worst <= 1e-4, "fa__exp2_fma: %d wrong at -127 and below or for NaN; worst relative error %.3g "
+          "from -125 to 127 (at most 1e-4)", bad, worst);
+    free(x);
+    free(y);
+}
+
 int main(int argc, char **argv)
 {
     int quick = (argc > 1 && !strcmp(argv[1], "--quick")) || getenv("FA_QUICK"), i;
@@ -352,5 +400,6 @@ int main(int argc, char **argv)
     }
     test_attention(quick);
     test_refusals();
+    test_exp2_fma();
     return summary("test_gpu_fp8");
 }
