@@ -458,7 +458,7 @@ static __device__ __forceinline__ float fa__max_nan(float a, float b)
    a degree-3 polynomial (minimax: relative error 7.5e-5), times 2^k built
    from those bits. x is raised to -127 first: -inf (a masked score) and
    anything as small give 2^k = 0, so exactly 0; a NaN stays NaN. Nine
-   instructions for one MUFU.EX2 (x <= 128). */
+   instructions for one MUFU.EX2; x below 127.5 (k <= 127: 2^k finite). */
 static __device__ __forceinline__ float fa__exp2_fma(float x)
 {
     const float c = 12582912.0f + 127.0f;
