@@ -2637,6 +2637,10 @@ static __device__ __forceinline__ void fa__sm90_issue_pv(float (&o_flat)[D / 2],
       are stored in the accumulator's order instead (column 4t + j holds
       key 2t + j % 2 + 8 (j / 2)), and P's fragment is the accumulator
       packed as it stands, 4 floats to 4 bytes (fa__pack_p8): no shuffles.
+   4. The exponentials: with products half as long as the 16-bit ones, the
+      two warpgroups' softmaxes meet on each sub-partition's MUFU, so at d
+      128 one 8-key tile in 16 of each row takes the FMA pipe instead
+      (fa__exp2_fma, fa__sm90_cfg's EXP_FMA).
    Scales (section 5's descales s, >= 0): S's element is Ŝ s_q(row)
    s_k(block). The softmax multiplies each score once anyway (by scale
    log2 e), so s_q s_k joins that multiplier, row by row (the ds of
