@@ -14,13 +14,7 @@
 # call can be split over two; PROGS="test_gpu_backward" (the default) the test programs (each
 # already built in BUILD_DIR).
 STAGES=${STAGES:-tests bench1 ncu bench2}; PROGS=${PROGS:-test_gpu_backward}
-on() { case " $STAGES " in *" $1 "*) return 0;; esac; return 1; }
-B=$1; MAIN=$2; shift 2
-L=/tmp/rlog; mkdir -p $L
-pack() { tar czf $OUT/logs.tgz -C /tmp rlog; }
-V=""; for x in "$@"; do V="$V --variant $x"; done
-FIRST=${1#*=}
-( nvidia-smi --query-gpu=name,clocks.max.sm --format=csv; date -u ) > $L/gpu.txt
+. "$(dirname "$0")/ab_common.sh" "$@" # (B, MAIN, V, FIRST, L, on, pack)
 O=""; for p in $PROGS test_gpu_fp8; do O="$O -o $B/$p"; done  # (test-gpu always wants test_gpu_fp8: -o, never rebuilt here)
 if on tests; then
 ( make -s $O test-gpu BUILD=$B GPU_TEST_PROGS="$PROGS" GPU_SHARDS=12 SANITIZERS= \

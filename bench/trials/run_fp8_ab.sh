@@ -14,13 +14,7 @@
 # picks stages. The 2026-12-07 rounds took 150-180 s of command for all four stages on an H100.
 # bench/trials/fp8_ab_table.py on the report gives main against each trial, point by point.
 STAGES=${STAGES:-bench acc tests sass}
-on() { case " $STAGES " in *" $1 "*) return 0;; esac; return 1; }
-B=$1; MAIN=$2; shift 2
-L=/tmp/rlog; mkdir -p $L
-pack() { tar czf $OUT/logs.tgz -C /tmp rlog; }
-V=""; for x in "$@"; do V="$V --variant $x"; done
-FIRST=${1#*=}
-( nvidia-smi --query-gpu=name,clocks.max.sm --format=csv; date -u ) > $L/gpu.txt
+. "$(dirname "$0")/ab_common.sh" "$@" # (B, MAIN, V, FIRST, L, on, pack)
 on bench && { timeout ${T1:-240} python3 -u bench/vs_torch.py --lib $MAIN $V --fp8 --dims ${DIMS:-64,128,256} \
     --no-memory-point --out $L > $L/bench.txt 2>&1; date -u >> $L/gpu.txt; pack; }
 on acc && [ -x $B/fp8_accuracy_gpu ] && { timeout 60 $B/fp8_accuracy_gpu > $L/acc.txt 2>&1; pack; }
