@@ -851,6 +851,7 @@ static __device__ __forceinline__ void fa__softmax_tile(float (&s)[MT][NS][4], f
                                                         float (&l_run)[MT][2], float (&alpha)[MT][2],
                                                         float mul_lo, float mul_hi)
 {
+    constexpr int EVERY = EXP_FMA > 0 ? EXP_FMA : NS + 1; /* (tile j takes fa__exp2_fma at j % EVERY = EVERY - 1) */
 #pragma unroll
     for (int mt = 0; mt < MT; mt++)
 #pragma unroll
@@ -878,8 +879,7 @@ static __device__ __forceinline__ void fa__softmax_tile(float (&s)[MT][NS][4], f
 #pragma unroll
                 for (int e = 0; e < 2; e++) {
                     const float x = fmaf(s[mt][j][2 * hf + e], mul, bias);
-                    float pe = EXP_FMA > 0 && j % (EXP_FMA > 0 ? EXP_FMA : 1) == EXP_FMA - 1 ? fa__exp2_fma(x)
-                                                                                                : fa__exp2(x);
+                    float pe = j % EVERY == EVERY - 1 ? fa__exp2_fma(x) : fa__exp2(x);
                     sum += pe;
                     s[mt][j][2 * hf + e] = pe;
                 }
@@ -1447,8 +1447,8 @@ fa__fwd_kernel_sm80(const fa__fwd_params p)
 #ifndef FA__SM90_WARPSPEC
 #define FA__SM90_WARPSPEC 1 /* 0: no producer warpgroup, the consumers copy (ablation only) */
 #endif
-#ifndef FA__SM90_EXP_FMA8
-#define FA__SM90_EXP_FMA8 16 /* the FP8 kernel's share at d 128, fa__sm90_cfg's EXP_FMA (0: none; measuring only) */
+#ifndef FA__SM90_FP8_EXP_FMA
+#define FA__SM90_FP8_EXP_FMA 16 /* the FP8 kernel's share at d 128, fa__sm90_cfg's EXP_FMA (0: none; measuring only) */
 #endif
 /* trace points (>>gpu-config; bench/sm90_trace/trace.cu records them) */
 #ifndef FLASHATTN_TRACE
@@ -3391,14 +3391,14 @@ struct fa__sm90_cfg {
        [sm90-lazy-max]. */
     static constexpr bool LAZY_MAX = D == 256 && !FP8; /* (FP8: P, scaled by 256, must stay <= 1) */
     /* EXP_FMA (fa__softmax_tile): in the FP8 kernel at d 128 one 8-key
-       tile in FA__SM90_EXP_FMA8 (16: the block's last) of each row's
+       tile in FA__SM90_FP8_EXP_FMA (16: the block's last) of each row's
        exponentials on the FMA pipe (fa__exp2_fma), beside the MUFU's: the
        softmax of 64 x 128 scores takes longer than the block's products
        there, and the two consumer warpgroups' softmaxes meet on each
        sub-partition's MUFU. One tile in 16 measured faster than one in
        8, 3 in 16 or one in 4 (the last slower than none); d 64 and 256 do
        not gain [sm90-fp8]. */
-    static constexpr int EXP_FMA = FP8 && D == 128 ? FA__SM90_EXP_FMA8 : 0;
+    static constexpr int EXP_FMA = FP8 && D == 128 ? FA__SM90_FP8_EXP_FMA : 0;
     /* SHORT_PATH: a shorter path from S to the first exponential at
        d 64, whose softmax is what a key block waits on (item 4): the
        rows' maxima as trees (fa__softmax_tile's TREE), and the test
