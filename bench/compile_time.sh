@@ -28,7 +28,7 @@ BASE=${BASE:-main}
 OUT=${OUT:-build/compile-time}
 PAR=${PAR:-1}
 TREES=${TREES:-base new}
-ALL_ROWS="default split hd128 hd64_128 no_bwd no_dec no_bwd_dec hd128_fwd_only no_hopper"
+ALL_ROWS="default split no_fp8 split_no_fp8 hd128 hd64_128 no_bwd no_dec no_bwd_dec hd128_fwd_only no_hopper"
 ROWS=${ROWS:-$ALL_ROWS}
 
 # row -> "macros (one #define per ';') | extra nvcc flags"
@@ -36,6 +36,8 @@ row_spec() {
     case $1 in
     default)        echo "|" ;;
     split)          echo "| --split-compile=0" ;;
+    no_fp8)         echo "FLASHATTN_NO_FP8|" ;;   # issue 49 item 7: the FP8 path's share
+    split_no_fp8)   echo "FLASHATTN_NO_FP8| --split-compile=0" ;;
     hd128)          echo "FLASHATTN_HEAD_DIMS 128|" ;;
     hd64_128)       echo "FLASHATTN_HEAD_DIMS 64, 128|" ;;
     no_bwd)         echo "FLASHATTN_NO_BACKWARD|" ;;
