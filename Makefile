@@ -50,6 +50,7 @@ help:
 	@echo '                    (bench-sparse-fwd, bench-sparse-bwd: one of them)'
 	@echo 'make build-all      every GPU source for sm_80, 86, 89 and 90a'
 	@echo 'bench/compile_time.sh  nvcc seconds of a user'"'"'s translation unit, per macro'
+	@echo 'bench/device_records.sh DIR  the open issues'"'"' GPU records of this tree in one device call (its header)'
 	@echo 'make clean'
 
 clean:
