@@ -21,23 +21,29 @@
 cd "$(dirname "$0")/.."
 D=${1:?usage: bench/device_records.sh DIR (holding lib.so, fp8_accuracy_gpu, bench_fp8_quant)}
 STAGES=${STAGES:-fp8 acc quant bwd train sparse ctime}
-L=/tmp/rlog; mkdir -p $L
-pack() { date -u >> $L/gpu.txt; tar czf $OUT/logs.tgz -C /tmp rlog; }
-on() { case " $STAGES " in *" $1 "*) return 0;; esac; return 1; }
-( nvidia-smi --query-gpu=name,clocks.max.sm,memory.total --format=csv; nproc ) > $L/gpu.txt; pack
-on fp8 && { timeout 200 python3 -u bench/vs_torch.py --lib $D/lib.so --fp8 --no-memory-point --out $L \
-    > $L/fp8.txt 2>&1; echo "fp8 rc=$?" >> $L/gpu.txt; pack; }
-on acc && { timeout 60 $D/fp8_accuracy_gpu > $L/acc.txt 2>&1; echo "acc rc=$?" >> $L/gpu.txt; pack; }
-on quant && { timeout 40 $D/bench_fp8_quant > $L/quant.txt 2>&1; echo "quant rc=$?" >> $L/gpu.txt; pack; }
-on bwd && { timeout 150 python3 -u bench/vs_torch_backward.py --lib $D/lib.so --det-column --sustained \
-    > $L/bwd.txt 2>&1; echo "bwd rc=$?" >> $L/gpu.txt; pack; }
+. bench/trials/ab_common.sh "$D" "$D/lib.so" # (L, on, pack; no trials here)
+nproc >> $L/gpu.txt; pack
+ended() { echo "$1 rc=$2" >> $L/gpu.txt; date -u >> $L/gpu.txt; pack; } # STAGE RC: its line in gpu.txt, the logs out
+if on fp8; then
+    timeout 200 python3 -u bench/vs_torch.py --lib $D/lib.so --fp8 --no-memory-point --out $L > $L/fp8.txt 2>&1
+    ended fp8 $?
+fi
+on acc && { timeout 60 $D/fp8_accuracy_gpu > $L/acc.txt 2>&1; ended acc $?; }
+on quant && { timeout 40 $D/bench_fp8_quant > $L/quant.txt 2>&1; ended quant $?; }
+if on bwd; then
+    timeout 150 python3 -u bench/vs_torch_backward.py --lib $D/lib.so --det-column --sustained > $L/bwd.txt 2>&1
+    ended bwd $?
+fi
 on train && { timeout 80 python3 -u bench/vs_torch_backward.py --lib $D/lib.so --train-step > $L/train.txt 2>&1
-    echo "train rc=$?" >> $L/gpu.txt; pack; }
+    ended train $?; }
 if on sparse; then
     timeout 170 python3 -u bench/vs_flex_sparse.py --lib $D/lib.so --out $L > $L/sparse_fwd.txt 2>&1
-    echo "sparse fwd rc=$?" >> $L/gpu.txt; pack
+    ended "sparse fwd" $?
     timeout 170 python3 -u bench/vs_flex_sparse.py --lib $D/lib.so --backward --out $L > $L/sparse_bwd.txt 2>&1
-    echo "sparse bwd rc=$?" >> $L/gpu.txt; pack
+    ended "sparse bwd" $?
 fi
-on ctime && { TREES=new BASE_DIR=. ROWS="default no_fp8" PAR=2 OUT=/tmp/ct timeout 200 bench/compile_time.sh \
-    > $L/ctime.txt 2> $L/ctime.err; echo "ctime rc=$?" >> $L/gpu.txt; pack; }
+if on ctime; then
+    TREES=new BASE_DIR=. ROWS="default no_fp8" PAR=2 OUT=/tmp/ct timeout 200 bench/compile_time.sh \
+        > $L/ctime.txt 2> $L/ctime.err
+    ended ctime $?
+fi
