@@ -2476,10 +2476,13 @@ fa__sm90_producer(const fa__fwd_params &p, const fa__tma_maps &tm, const fa__sm9
    tile: the turns (my_turn, end_turn), the products (issue_qk,
    issue_pv), the stages' releases (release_k, release_v), needs_mask,
    softmax (fa__sm90_softmax_step), pack (P as the A fragments of P V)
-   and epilogue_begin (fa__sm90_epilogue_begin). tk: the tile, for
-   FLASHATTN_TRACE (the events: bench/sm90_trace/trace.cu). */
-template <bool BF16, bool LAZY_MAX, bool SHORT_PATH, int NS, int NO, class MyTurn, class EndTurn, class IssueQK,
-          class IssuePV, class NeedsMask, class ReleaseK, class ReleaseV, class Softmax, class Pack, class EpilogueBegin>
+   and epilogue_begin (fa__sm90_epilogue_begin). LATE_TURN: a step gives
+   the other warpgroup its turn after its softmax instead of right after
+   its products (fa__sm90_cfg's). tk: the tile, for FLASHATTN_TRACE (the
+   events: bench/sm90_trace/trace.cu). */
+template <bool BF16, bool LAZY_MAX, bool SHORT_PATH, bool LATE_TURN, int NS, int NO, class MyTurn, class EndTurn,
+          class IssueQK, class IssuePV, class NeedsMask, class ReleaseK, class ReleaseV, class Softmax, class Pack,
+          class EpilogueBegin>
 static __device__ __forceinline__ void
 fa__sm90_key_loop(int tk, int count_w, float (&s)[1][NS][4], uint32_t (&pa)[NS / 2][1][4], float (&acc_o)[1][NO][4],
                   float (&alpha)[1][2], const MyTurn &my_turn, const EndTurn &end_turn, const IssueQK &issue_qk,
@@ -2509,7 +2512,7 @@ fa__sm90_key_loop(int tk, int count_w, float (&s)[1][NS][4], uint32_t (&pa)[NS /
             my_turn();
             issue_qk(it);     /* S_it ...                       */
             issue_pv(it - 1); /* ... and O~ += P_{it-1} V_{it-1} */
-            end_turn();
+            if (!LATE_TURN) end_turn();
             const bool early_mask = SHORT_PATH && needs_mask(it);
             fa__wgmma_wait<1>(); /* groups retire in order: S_it is done */
             fa__fence_regs(s_flat);
@@ -2521,6 +2524,7 @@ fa__sm90_key_loop(int tk, int count_w, float (&s)[1][NS][4], uint32_t (&pa)[NS /
                 FLASHATTN_TRACE(15, tk, it);
             }
             softmax(it, early_mask);
+            if (LATE_TURN) end_turn(); /* (the other's products, then its softmax, start now) */
             FLASHATTN_TRACE(14, tk, it);
             fa__wgmma_wait<0>();
             fa__fence_regs(o_flat);
@@ -2640,7 +2644,9 @@ static __device__ __forceinline__ void fa__sm90_issue_pv(float (&o_flat)[D / 2],
    4. The exponentials: with products half as long as the 16-bit ones, the
       two warpgroups' softmaxes meet on each sub-partition's MUFU, so at d
       128 one 8-key tile in 16 of each row takes the FMA pipe instead
-      (fa__exp2_fma, fa__sm90_cfg's EXP_FMA).
+      (fa__exp2_fma, fa__sm90_cfg's EXP_FMA), and a warpgroup passes the
+      pingpong turn only after its softmax (LATE_TURN), which keeps the
+      two softmaxes apart.
    Scales (section 5's descales s, >= 0): S's element is Ŝ s_q(row)
    s_k(block). The softmax multiplies each score once anyway (by scale
    log2 e), so s_q s_k joins that multiplier, row by row (the ds of
@@ -3087,9 +3093,10 @@ fa__sm90_consumer_mainloop(const fa__fwd_params &p, const Bufs &sm, const fa__sm
         } else {
             if (!HANDOFF) fa__mbar_wait(q_full(q_uses), q_phase(q_uses));
             FLASHATTN_TRACE(11, k, 0);
-            fa__sm90_key_loop<BF16, LAZY_MAX, SHORT_PATH>(k, count_w, s, pa, acc_o, alpha, my_turn, end_turn,
-                                                          issue_qk, issue_pv, needs_mask, release_k, release_v,
-                                                          softmax, pack, epilogue_begin);
+            fa__sm90_key_loop<BF16, LAZY_MAX, SHORT_PATH, C::LATE_TURN>(k, count_w, s, pa, acc_o, alpha, my_turn,
+                                                                        end_turn, issue_qk, issue_pv, needs_mask,
+                                                                        release_k, release_v, softmax, pack,
+                                                                        epilogue_begin);
             if (WG_STOP)
                 for (int it = count_w; it < count; it++) pass(it); /* (WG_STOP) */
             q_uses++;
@@ -3399,6 +3406,11 @@ struct fa__sm90_cfg {
        8, 3 in 16 or one in 4 (the last slower than none); d 64 and 256 do
        not gain [sm90-fp8]. */
     static constexpr int EXP_FMA = FP8 && D == 128 ? FA__SM90_FP8_EXP_FMA : 0;
+    /* LATE_TURN (fa__sm90_key_loop): for the same reason, there a
+       warpgroup passes the pingpong turn only once its softmax is done, so
+       that the other's softmax starts after it rather than beside it on
+       the MUFU: faster from 2k keys, as fast below [sm90-fp8]. */
+    static constexpr bool LATE_TURN = FP8 && D == 128;
     /* SHORT_PATH: a shorter path from S to the first exponential at
        d 64, whose softmax is what a key block waits on (item 4): the
        rows' maxima as trees (fa__softmax_tile's TREE), and the test
