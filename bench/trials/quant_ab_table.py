@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """bench/trials/quant_ab_table.py DIR [NAME ...] - bench_fp8_quant alternated in one device call (files
-DIR/qNAME1.txt, DIR/qNAME2.txt, ..., each a bench/bench_fp8_quant.cu table) as one table: for every size and
+DIR/qNAME1.txt, DIR/qNAME2.txt, ... up to 9 runs: the run is the last digit, so a NAME may end in one, each a bench/bench_fp8_quant.cu table) as one table: for every size and
 variant, main's median time, each trial's median time and its ratio to main's, and the range of "of copy" over
 the runs. NAME: main first (the default: main and every other NAME found in DIR)."""
 import glob, os, re, statistics, sys
@@ -8,7 +8,7 @@ import glob, os, re, statistics, sys
 
 def runs(d, name):  # [{(B, N, H, D, variant): (us, of copy)}] per run, in run order
     out = []
-    files = sorted(glob.glob(os.path.join(d, f'q{name}[0-9]*.txt')), key=lambda f: int(re.findall(r'(\d+)\.txt$', f)[0]))
+    files = sorted(glob.glob(os.path.join(d, f'q{name}[0-9].txt')))
     for f in files:
         t = {}
         for line in open(f):
@@ -20,7 +20,7 @@ def runs(d, name):  # [{(B, N, H, D, variant): (us, of copy)}] per run, in run o
 
 
 d = sys.argv[1]
-names = sys.argv[2:] or ['main'] + sorted({re.match(r'q(\D+)\d+\.txt$', os.path.basename(f)).group(1)
+names = sys.argv[2:] or ['main'] + sorted({re.match(r'q(.+)\d\.txt$', os.path.basename(f)).group(1)
                                          for f in glob.glob(os.path.join(d, 'q*[0-9].txt'))} - {'main'})
 data = {n: runs(d, n) for n in names}
 keys = list(data['main'][0])
