@@ -6096,10 +6096,10 @@ FLASHATTN_DEF fa_status fa_decode_cuda(const fa_problem *p, fa_tensor q, fa_tens
    fa__fp8_scale. One pass over memory: one CTA per (block of B rows, head,
    sequence) holds its B rows in registers, finds their amax, and writes
    them as e4m3 with the block's descale. 16 warps of B / 16 rows each.
-   A row lives in a group of LPR lanes, E neighbouring elements per lane
-   (lane group g, lane s of it: elements s E .. s E + E - 1), so that the
-   Hadamard's first log2(E) stages are within one lane and only log2(LPR)
-   need shuffles (shuffles, not memory, would otherwise bound it), and a
+   A row lives in a group of LPR lanes, E elements per lane in chunks of C
+   neighbouring ones (fa__quant_elem), so that the Hadamard's stages within
+   a chunk, and those across chunks of a lane, need no shuffle; only
+   log2(LPR) stages do (shuffles, not memory, would otherwise bound it). A
    lane loads 16 bytes at a time where the strides allow (VEC).
    Per tensor it takes two passes (the tensor's amax must be known before
    anything is rounded): pass 1 atomicMax-es every block's amax into
@@ -6128,88 +6128,122 @@ static __device__ __forceinline__ float fa__quant_widen(uint32_t u)
     return BF16 ? __uint_as_float(u << 16) : __half2float(__ushort_as_half((unsigned short)u));
 }
 
-/* y <- y M for one row held by a group of LPR lanes (element s E + i in
-   y[i] of lane s): fa__hadamard_row's stages h = 1, 2, .. d/2 in its order;
-   below E the pair is y[i ^ h] in the same lane, from E on it is y[i] of
-   lane s ^ (h / E), and the lane whose bit h / E is set keeps a - b. */
-template <int E, int LPR>
+/* Where a lane's elements sit in its row: lane s of a row's LPR lanes
+   holds chunks of C elements s, s + LPR, s + 2 LPR, ..., chunk m of them in
+   y[C m .. C m + C - 1]. C = E: one chunk, E neighbouring elements a lane;
+   C = 8 (past d 128): a row's lanes read and write neighbouring 16 bytes,
+   which the wider rows need (fa__quantize_launch). */
+template <int C, int LPR>
+static __device__ __forceinline__ int fa__quant_elem(int sub, int i)
+{
+    return C * (sub + LPR * (i / C)) + i % C;
+}
+
+/* One Hadamard stage within a lane: y[i], y[i + h] <- a + b, a - b. */
+template <int E>
+static __device__ __forceinline__ void fa__hadamard_pairs(float (&y)[E], int h)
+{
+#pragma unroll
+    for (int i = 0; i < E; ++i)
+        if (!(i & h)) {
+            const float a = y[i], b = y[i + h];
+            y[i] = a + b;
+            y[i + h] = a - b;
+        }
+}
+
+/* y <- y M for one row held by a group of LPR lanes (fa__quant_elem):
+   fa__hadamard_row's stages h = 1, 2, .. d/2 in its order. A stage pairs
+   the elements whose index differs in bit h: for h < C (within a chunk) and
+   h >= C LPR (chunk m's bit h / (C LPR)) both are in the same lane, y[i]
+   and y[i ^ h'] (h' = h, or h / LPR); for C <= h < C LPR the other is y[i]
+   of lane s ^ (h / C), and the lane whose bit h / C is set keeps a - b. */
+template <int E, int LPR, int C>
 static __device__ __forceinline__ void fa__hadamard_lanes(float (&y)[E], const float *mul, int sub, int d)
 {
 #pragma unroll
-    for (int h = 1; h < E; h <<= 1)
-        if (h < d) /* d < E: the stages of a d-wide row (the padding stays 0) */
+    for (int h = 1; h < C; h <<= 1) /* within a chunk */
+        if (h < d) /* d < E LPR: the stages of a d-wide row (the padding stays 0) */
+            fa__hadamard_pairs<E>(y, h);
 #pragma unroll
-            for (int i = 0; i < E; ++i)
-                if (!(i & h)) {
-                    float a = y[i], b = y[i + h];
-                    y[i] = a + b;
-                    y[i + h] = a - b;
-                }
+    for (int g = 1; g < LPR; g <<= 1) { /* h = g C: across lanes (E LPR / 2 < d: every such stage is there) */
+        const float sg = (sub & g) ? -1.0f : 1.0f; /* o - y or o + y, rounded once either way */
 #pragma unroll
-    for (int g = 1; g < LPR; g <<= 1)
+        for (int i = 0; i < E; ++i)
+            y[i] = fmaf(sg, y[i], __shfl_xor_sync(0xffffffffu, y[i], g));
+    }
 #pragma unroll
-        for (int i = 0; i < E; ++i) {
-            float o = __shfl_xor_sync(0xffffffffu, y[i], g);
-            y[i] = (sub & g) ? o - y[i] : y[i] + o;
-        }
+    for (int h = C * LPR; h < E * LPR; h <<= 1) /* across a lane's chunks: y[i ^ h / LPR] */
+        fa__hadamard_pairs<E>(y, h / LPR);
 #pragma unroll
-    for (int i = 0; i < E; ++i) /* mul[j] sits at j + j / 32: lanes of other groups, other banks */
-        y[i] *= mul[sub * E + i + (sub * E + i) / 32];
+    for (int i = 0; i < E; ++i) { /* mul[j] sits at j + j / 32: lanes of other groups, other banks */
+        const int j = fa__quant_elem<C, LPR>(sub, i);
+        y[i] *= mul[j + j / 32];
+    }
 }
 
-/* E elements j0 .. j0 + E - 1 of a row (0 past d, or for a row not there). */
-template <int E, bool BF16, bool VEC>
-static __device__ __forceinline__ void fa__quant_load(float (&y)[E], const uint16_t *src, bool live, int j0, int d)
+/* A lane's E elements of a row (fa__quant_elem; 0 past d, or for a row not
+   there), 8 neighbouring elements (16 bytes) a load. */
+template <int E, int LPR, int C, bool BF16, bool VEC>
+static __device__ __forceinline__ void fa__quant_load(float (&y)[E], const uint16_t *src, bool live, int sub, int d)
 {
-    if (VEC) { /* 8 elements a load; d % 16 == 0, so a chunk is all in or all out */
 #pragma unroll
-        for (int c = 0; c < E; c += 8) {
+    for (int c = 0; c < E; c += 8) {
+        const int j0 = fa__quant_elem<C, LPR>(sub, c);
+        if (VEC) { /* d % 16 == 0, so the 8 are all in or all out */
             uint4 v = make_uint4(0u, 0u, 0u, 0u);
-            if (live && j0 + c < d) v = *(const uint4 *)(const void *)(src + j0 + c);
+            if (live && j0 < d) v = *(const uint4 *)(const void *)(src + j0);
             const uint32_t w[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
             for (int t = 0; t < 4; ++t) {
                 y[c + 2 * t] = fa__quant_widen<BF16>(w[t] & 0xffffu);
                 y[c + 2 * t + 1] = fa__quant_widen<BF16>(w[t] >> 16);
             }
-        }
-    } else {
+        } else {
 #pragma unroll
-        for (int i = 0; i < E; ++i)
-            y[i] = fa__quant_widen<BF16>(live && j0 + i < d ? src[j0 + i] : 0u);
+            for (int i = 0; i < 8; ++i)
+                y[c + i] = fa__quant_widen<BF16>(live && j0 + i < d ? src[j0 + i] : 0u);
+        }
     }
 }
 
-template <int E, bool VEC>
-static __device__ __forceinline__ void fa__quant_store(uint8_t *dst, const float (&y)[E], float inv, int j0, int d)
+/* A lane's E elements of a row (fa__quant_elem) as e4m3(y * inv), W
+   neighbouring codes a store (16 bytes, or 8 for 8-element chunks). */
+template <int E, int LPR, int C, bool VEC>
+static __device__ __forceinline__ void fa__quant_store(uint8_t *dst, const float (&y)[E], float inv, int sub, int d)
 {
-    if (VEC) { /* 16 codes a store */
+    constexpr int W = C < 16 ? 8 : 16;
 #pragma unroll
-        for (int c = 0; c < E; c += 16) {
-            uint32_t w[4];
+    for (int c = 0; c < E; c += W) {
+        const int j0 = fa__quant_elem<C, LPR>(sub, c);
+        if (VEC) { /* d % 16 == 0, so the W are all in or all out */
+            uint32_t w[4] = {0u, 0u, 0u, 0u};
 #pragma unroll
-            for (int t = 0; t < 4; ++t)
+            for (int t = 0; t < W / 4; ++t)
                 w[t] = fa__cvt_e4m3x2(y[c + 4 * t] * inv, y[c + 4 * t + 1] * inv) |
                        fa__cvt_e4m3x2(y[c + 4 * t + 2] * inv, y[c + 4 * t + 3] * inv) << 16;
-            if (j0 + c < d) *(uint4 *)(void *)(dst + j0 + c) = make_uint4(w[0], w[1], w[2], w[3]);
-        }
-    } else {
+            if (j0 < d) {
+                if (W == 16) *(uint4 *)(void *)(dst + j0) = make_uint4(w[0], w[1], w[2], w[3]);
+                else *(uint2 *)(void *)(dst + j0) = make_uint2(w[0], w[1]);
+            }
+        } else {
 #pragma unroll
-        for (int i = 0; i < E; ++i)
-            if (j0 + i < d) dst[j0 + i] = (uint8_t)fa__cvt_e4m3x2(y[i] * inv, 0.0f);
+            for (int i = 0; i < W; ++i)
+                if (j0 + i < d) dst[j0 + i] = (uint8_t)fa__cvt_e4m3x2(y[c + i] * inv, 0.0f);
+        }
     }
 }
 
 /* Every row slot's E elements of a lane (G slots, R rows a warp, RPG of
    them side by side), all loads in flight at once. */
-template <int E, int LPR, int R, int G, bool BF16, bool VEC>
+template <int E, int LPR, int C, int R, int G, bool BF16, bool VEC>
 static __device__ __forceinline__ void fa__quant_load_rows(float (&y)[G][E], const fa__quant_params &p,
-                                                           const uint16_t *x0, int rbase, int lane, int j0, int len)
+                                                           const uint16_t *x0, int rbase, int lane, int len)
 {
 #pragma unroll
     for (int g = 0; g < G; ++g) {
         const int r = g * (32 / LPR) + lane / LPR, n = rbase + r;
-        fa__quant_load<E, BF16, VEC>(y[g], x0 + n * p.x_seq, r < R && n < len, j0, p.d);
+        fa__quant_load<E, LPR, C, BF16, VEC>(y[g], x0 + n * p.x_seq, r < R && n < len, lane % LPR, p.d);
     }
 }
 
@@ -6218,7 +6252,7 @@ static __device__ __forceinline__ void fa__quant_load_rows(float (&y)[G][E], con
    other stores. x's type and the access width are run-time values (p.bf16,
    p.vec), a branch around the loads and the stores: 5 kernels instead of
    20 to compile [ctime-quant]. */
-template <int E, int LPR, int B>
+template <int E, int LPR, int C, int B>
 __global__ void __launch_bounds__(FA__QUANT_WARPS * 32, (B / FA__QUANT_WARPS) * LPR <= 32 ? 2 : 1)
 fa__quantize_kernel(const fa__quant_params p)
 {
@@ -6228,7 +6262,7 @@ fa__quantize_kernel(const fa__quant_params p)
     FA__SHARED float warp_amax[FA__QUANT_WARPS];
     FA__SHARED float mul[256 + 8]; /* sign[j] / sqrt(d) at j + j / 32 */
     const int k = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, sub = lane % LPR, j0 = sub * E;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, sub = lane % LPR;
     const int64_t row0 = p.cu_seqlens ? p.cu_seqlens[b] : 0, bi = p.cu_seqlens ? 0 : b;
     const int len = p.cu_seqlens ? p.cu_seqlens[b + 1] - (int)row0 : p.seqlen;
     float y[G][E], amax = 0.0f, s, inv;
@@ -6238,18 +6272,18 @@ fa__quantize_kernel(const fa__quant_params p)
     const uint16_t *x0 = p.x + bi * p.x_batch + row0 * p.x_seq + (int64_t)h * p.x_head;
     const int rbase = k * B + warp * R; /* the warp's first row */
     if (p.bf16) {
-        if (p.vec) fa__quant_load_rows<E, LPR, R, G, true, true>(y, p, x0, rbase, lane, j0, len);
-        else fa__quant_load_rows<E, LPR, R, G, true, false>(y, p, x0, rbase, lane, j0, len);
+        if (p.vec) fa__quant_load_rows<E, LPR, C, R, G, true, true>(y, p, x0, rbase, lane, len);
+        else fa__quant_load_rows<E, LPR, C, R, G, true, false>(y, p, x0, rbase, lane, len);
     } else {
-        if (p.vec) fa__quant_load_rows<E, LPR, R, G, false, true>(y, p, x0, rbase, lane, j0, len);
-        else fa__quant_load_rows<E, LPR, R, G, false, false>(y, p, x0, rbase, lane, j0, len);
+        if (p.vec) fa__quant_load_rows<E, LPR, C, R, G, false, true>(y, p, x0, rbase, lane, len);
+        else fa__quant_load_rows<E, LPR, C, R, G, false, false>(y, p, x0, rbase, lane, len);
     }
     if (p.hadamard)
         __syncthreads(); /* mul is written */
 #pragma unroll
     for (int g = 0; g < G; ++g) {
         if (p.hadamard) /* uniform: every lane takes part in the shuffles */
-            fa__hadamard_lanes<E, LPR>(y[g], mul, sub, p.d);
+            fa__hadamard_lanes<E, LPR, C>(y[g], mul, sub, p.d);
 #pragma unroll
         for (int i = 0; i < E; ++i) /* the comparison as on the CPU: NaN never wins */
             amax = fabsf(y[g][i]) > amax ? fabsf(y[g][i]) : amax;
@@ -6281,8 +6315,8 @@ fa__quantize_kernel(const fa__quant_params p)
         const int r = g * RPG + lane / LPR, n = rbase + r;
         if (r < R && n < len) {
             uint8_t *dst = p.out + bi * p.o_batch + (row0 + n) * p.o_seq + (int64_t)h * p.o_head;
-            if (p.vec) fa__quant_store<E, true>(dst, y[g], inv, j0, p.d);
-            else fa__quant_store<E, false>(dst, y[g], inv, j0, p.d);
+            if (p.vec) fa__quant_store<E, LPR, C, true>(dst, y[g], inv, sub, p.d);
+            else fa__quant_store<E, LPR, C, false>(dst, y[g], inv, sub, p.d);
         }
     }
 }
@@ -6295,16 +6329,18 @@ __global__ void fa__quantize_finish_kernel(float *descale)
     descale[0] = s;
 }
 
-/* The row layout for d (E LPR = d rounded up to a power of two, at least 16). */
+/* The row layout for d (E LPR = d rounded up to a power of two, at least 16;
+   chunks of C = E, except past d 128, where 8-element chunks let a row's
+   eight lanes read 128 neighbouring bytes a load). */
 template <int B>
 static void fa__quantize_launch(const fa__quant_params &kp, int batch, cudaStream_t st)
 {
     const dim3 grid((unsigned)kp.nblk, (unsigned)kp.heads, (unsigned)batch), block(FA__QUANT_WARPS * 32);
-    void (*kernel)(fa__quant_params) = kp.d <= 16    ? fa__quantize_kernel<16, 1, B>
-                                       : kp.d <= 32  ? fa__quantize_kernel<32, 1, B>
-                                       : kp.d <= 64  ? fa__quantize_kernel<32, 2, B>
-                                       : kp.d <= 128 ? fa__quantize_kernel<32, 4, B>
-                                                     : fa__quantize_kernel<32, 8, B>;
+    void (*kernel)(fa__quant_params) = kp.d <= 16    ? fa__quantize_kernel<16, 1, 16, B>
+                                       : kp.d <= 32  ? fa__quantize_kernel<32, 1, 32, B>
+                                       : kp.d <= 64  ? fa__quantize_kernel<32, 2, 32, B>
+                                       : kp.d <= 128 ? fa__quantize_kernel<32, 4, 32, B>
+                                                     : fa__quantize_kernel<32, 8, 8, B>;
     FA__LAUNCH(kernel, grid, block, 0, st, kp);
 }
 
