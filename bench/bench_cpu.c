@@ -339,47 +339,40 @@ static double fma_peak(double (*kernel)(long), int threads, int reps) {
    compiler vectorizes the reduction without any fast-math flag). Each thread
    sums the same static range it first touched, so pages are local.
    ============================================================================ */
-static double read_bandwidth(const uint64_t *buf, size_t n, int threads, int reps) {
-    double t[16];
-    int r;
-    for (r = -1; r < reps; r++) {
-        uint64_t sum = 0;
-        int64_t i;
-        double t0 = now_s();
-#ifdef _OPENMP
-#pragma omp parallel for num_threads(threads) schedule(static) reduction(+ : sum)
-#endif
-        for (i = 0; i < (int64_t)n; i++) sum += buf[i];
-        if (r >= 0) t[r] = now_s() - t0;
-        g_sink = (float)sum;
-    }
-    (void)threads;
-    return (double)n * sizeof *buf / median(t, reps) * 1e-9;
-}
-
-/* One sum of the decode's K and V caches (the same bytes the decode reads,
-   as 64-bit integers, the same thread count): the read ceiling timed beside
-   each decode call, so that both see the same neighbours on a shared
-   machine. Returns seconds. */
 #if defined(__GNUC__)
-typedef uint64_t u64_alias __attribute__((may_alias)); /* the caches were written as f16 */
+typedef uint64_t u64_alias __attribute__((may_alias)); /* the decode's caches are written as f16 */
 #else
 typedef uint64_t u64_alias;
 #endif
-static double read_caches_s(const void *a, const void *b, size_t bytes_each, int threads) {
-    const u64_alias *x = (const u64_alias *)a, *y = (const u64_alias *)b;
-    const int64_t n = (int64_t)(bytes_each / sizeof(uint64_t));
+/* One timed sum of n words (seconds). */
+static double read_once_s(const void *buf, size_t n, int threads) {
+    const u64_alias *x = (const u64_alias *)buf;
     uint64_t sum = 0;
     int64_t i;
     double t0 = now_s();
 #ifdef _OPENMP
 #pragma omp parallel for num_threads(threads) schedule(static) reduction(+ : sum)
 #endif
-    for (i = 0; i < n; i++) sum += x[i] + y[i];
+    for (i = 0; i < (int64_t)n; i++) sum += x[i];
     t0 = now_s() - t0;
     g_sink = (float)sum;
     (void)threads;
     return t0;
+}
+
+static double read_bandwidth(const uint64_t *buf, size_t n, int threads, int reps) {
+    double t[16];
+    int r;
+    read_once_s(buf, n, threads); /* warm-up */
+    for (r = 0; r < reps; r++) t[r] = read_once_s(buf, n, threads);
+    return (double)n * sizeof *buf / median(t, reps) * 1e-9;
+}
+
+/* The decode's K and V caches summed (the same bytes the decode reads, the
+   same thread count): the read ceiling timed beside each decode call, so
+   that both see the same neighbours on a shared machine. Seconds. */
+static double read_caches_s(const void *k, const void *v, size_t bytes_each, int threads) {
+    return read_once_s(k, bytes_each / sizeof(uint64_t), threads) + read_once_s(v, bytes_each / sizeof(uint64_t), threads);
 }
 
 /* Both ceilings for each thread count: FMA peak (8-wide, and 16-wide where
