@@ -2476,10 +2476,11 @@ fa__sm90_producer(const fa__fwd_params &p, const fa__tma_maps &tm, const fa__sm9
    tile: the turns (my_turn, end_turn), the products (issue_qk,
    issue_pv), the stages' releases (release_k, release_v), needs_mask,
    softmax (fa__sm90_softmax_step), pack (P as the A fragments of P V)
-   and epilogue_begin (fa__sm90_epilogue_begin). LATE_TURN: a step gives
-   the other warpgroup its turn after its softmax instead of right after
-   its products (fa__sm90_cfg's). tk: the tile, for FLASHATTN_TRACE (the
-   events: bench/sm90_trace/trace.cu). */
+   and epilogue_begin (fa__sm90_epilogue_begin). LATE_TURN: each step
+   (key block it > 0) gives the other warpgroup its turn after its softmax
+   instead of right after its products (fa__sm90_cfg's); first() passes it
+   right after S_0's product either way. tk: the tile, for FLASHATTN_TRACE
+   (the events: bench/sm90_trace/trace.cu). */
 template <bool BF16, bool LAZY_MAX, bool SHORT_PATH, bool LATE_TURN, int NS, int NO, class MyTurn, class EndTurn,
           class IssueQK, class IssuePV, class NeedsMask, class ReleaseK, class ReleaseV, class Softmax, class Pack,
           class EpilogueBegin>

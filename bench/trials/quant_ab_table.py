@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """bench/trials/quant_ab_table.py DIR [NAME ...] - bench_fp8_quant alternated in one device call (files
-DIR/qNAME1.txt, DIR/qNAME2.txt, ... up to 9 runs: the run is the last digit, so a NAME may end in one, each a bench/bench_fp8_quant.cu table) as one table: for every size and
-variant, main's median time, each trial's median time and its ratio to main's, and the range of "of copy" over
-the runs. NAME: main first (the default: main and every other NAME found in DIR)."""
+DIR/qNAME1.txt, DIR/qNAME2.txt, ..., each a bench/bench_fp8_quant.cu table; up to 9 runs, the run being the
+last digit, so a NAME may end in one) as one table: for every size and variant, main's median time, each
+trial's median time and its ratio to main's, and the range of "of copy" over the runs. NAME: main first (the
+default: main and every other NAME found in DIR)."""
 import glob, os, re, statistics, sys
 
 
@@ -30,7 +31,7 @@ print('| B | N | H | D | variant | main us | ' + ' | '.join(f'{n} us | {n}/main'
 print('|---' * (6 + 2 * (len(names) - 1) + len(names)) + '|')
 for k in keys:
     med = {n: statistics.median(r[k][0] for r in data[n]) for n in names}
-    cop = {n: sorted(r[k][1] for r in data[n]) for n in names}
+    cop = {n: sorted((r[k][1] for r in data[n]), key=lambda c: float(c.rstrip('%'))) for n in names}
     cells = list(k) + [f'{med["main"]:.1f}']
     for n in names[1:]:
         cells += [f'{med[n]:.1f}', f'{med[n] / med["main"]:.3f}']
