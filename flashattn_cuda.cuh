@@ -1660,6 +1660,12 @@ static __device__ __forceinline__ void fa__mbar_arrive(uint32_t bar)
 {
     asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
 }
+/* The barrier's memory is free for other uses again (compute-sanitizer
+   keeps tracking an mbarrier that a CTA leaves without this). */
+static __device__ __forceinline__ void fa__mbar_inval(uint32_t bar)
+{
+    asm volatile("mbarrier.inval.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
+}
 /* n arrivals at once (one thread standing for n) */
 static __device__ __forceinline__ void fa__mbar_arrive_n(uint32_t bar, uint32_t n)
 {
@@ -6101,7 +6107,9 @@ FLASHATTN_DEF fa_status fa_decode_cuda(const fa_problem *p, fa_tensor q, fa_tens
    neighbouring ones (fa__quant_elem), so that the Hadamard's stages within
    a chunk, and those across chunks of a lane, need no shuffle; only
    log2(LPR) stages do (shuffles, not memory, would otherwise bound it). A
-   lane loads 16 bytes at a time where the strides allow (VEC).
+   lane loads 16 bytes at a time where the strides allow (VEC). With the
+   Hadamard on sm_90a, persistent CTAs take the rows from a ring of shared
+   memory that TMA fills ahead of them instead (fa__quantize_ring_kernel).
    Per tensor it takes two passes (the tensor's amax must be known before
    anything is rounded): pass 1 atomicMax-es every block's amax into
    descale[0] (non-negative floats order as their bits), pass 2 rounds,
@@ -6121,7 +6129,14 @@ struct fa__quant_params {
     int mode; /* 0: per block; per tensor: 1 the amax pass, 2 the rounding pass */
     int bf16; /* x is bf16 (else f16) */
     int vec;  /* 16-byte accesses: aligned, d % 16 == 0 (fa_quantize_cuda) */
+    int batch; /* sequences (the ring kernel's walk) */
 };
+#ifndef FA__QUANT_RING
+#define FA__QUANT_RING 1 /* 0: no ring kernel (fa__quantize_ring_launch; measuring only) */
+#endif
+#ifndef FA__QUANT_RING_CTAS
+#define FA__QUANT_RING_CTAS 0 /* the ring kernel's grid, if not 0 (tests: several blocks a CTA) */
+#endif
 
 template <bool BF16>
 static __device__ __forceinline__ float fa__quant_widen(uint32_t u)
@@ -6183,6 +6198,17 @@ static __device__ __forceinline__ void fa__hadamard_lanes(float (&y)[E], const f
     }
 }
 
+/* 8 neighbouring 16-bit elements (one 16-byte word) widened to fp32. */
+template <bool BF16> static __device__ __forceinline__ void fa__quant_widen8(float *y, uint4 v)
+{
+    const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+    for (int t = 0; t < 4; ++t) {
+        y[2 * t] = fa__quant_widen<BF16>(w[t] & 0xffffu);
+        y[2 * t + 1] = fa__quant_widen<BF16>(w[t] >> 16);
+    }
+}
+
 /* A lane's E elements of a row (fa__quant_elem; 0 past d, or for a row not
    there), 8 neighbouring elements (16 bytes) a load. */
 template <int E, int LPR, int C, bool BF16, bool VEC>
@@ -6194,12 +6220,7 @@ static __device__ __forceinline__ void fa__quant_load(float (&y)[E], const uint1
         if (VEC) { /* d % 16 == 0, so the 8 are all in or all out */
             uint4 v = make_uint4(0u, 0u, 0u, 0u);
             if (live && j0 < d) v = *(const uint4 *)(const void *)(src + j0);
-            const uint32_t w[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-            for (int t = 0; t < 4; ++t) {
-                y[c + 2 * t] = fa__quant_widen<BF16>(w[t] & 0xffffu);
-                y[c + 2 * t + 1] = fa__quant_widen<BF16>(w[t] >> 16);
-            }
+            fa__quant_widen8<BF16>(y + c, v);
         } else {
 #pragma unroll
             for (int i = 0; i < 8; ++i)
@@ -6248,48 +6269,38 @@ static __device__ __forceinline__ void fa__quant_load_rows(float (&y)[G][E], con
     }
 }
 
-/* B rows per block, each in LPR lanes of E elements (E LPR >= d). With one
-   row slot per lane (d <= 128) two CTAs fit an SM: one loads while the
-   other stores. x's type and the access width are run-time values (p.bf16,
-   p.vec), a branch around the loads and the stores: 5 kernels instead of
-   20 to compile [ctime-quant]. */
-template <int E, int LPR, int C, int B>
-__global__ void __launch_bounds__(FA__QUANT_WARPS * 32, (B / FA__QUANT_WARPS) * LPR <= 32 ? 2 : 1)
-fa__quantize_kernel(const fa__quant_params p)
+/* Where block (k, h, b) lives: the sequence's first row and batch index
+   in x and out (packed with cu_seqlens: batch index 0), and its length. */
+struct fa__quant_blk {
+    int k, h, b, len;
+    int64_t row0, bi;
+};
+static __device__ __forceinline__ fa__quant_blk fa__quant_where(const fa__quant_params &p, int k, int h, int b)
 {
-    constexpr int R = B / FA__QUANT_WARPS; /* rows per warp */
-    constexpr int RPG = 32 / LPR;          /* rows side by side in a warp */
-    constexpr int G = (R + RPG - 1) / RPG; /* row slots per lane */
-    FA__SHARED float warp_amax[FA__QUANT_WARPS];
-    FA__SHARED float mul[256 + 8]; /* sign[j] / sqrt(d) at j + j / 32 */
-    const int k = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, sub = lane % LPR;
-    const int64_t row0 = p.cu_seqlens ? p.cu_seqlens[b] : 0, bi = p.cu_seqlens ? 0 : b;
-    const int len = p.cu_seqlens ? p.cu_seqlens[b + 1] - (int)row0 : p.seqlen;
-    float y[G][E], amax = 0.0f, s, inv;
-    if (p.hadamard && (int)threadIdx.x < p.d)
-        mul[threadIdx.x + threadIdx.x / 32] = fa__hadamard_mul(p.seed, (int)threadIdx.x, p.inv_sqrt_d);
-    /* ---- load, rotate, amax ---- */
-    const uint16_t *x0 = p.x + bi * p.x_batch + row0 * p.x_seq + (int64_t)h * p.x_head;
-    const int rbase = k * B + warp * R; /* the warp's first row */
-    if (p.bf16) {
-        if (p.vec) fa__quant_load_rows<E, LPR, C, R, G, true, true>(y, p, x0, rbase, lane, len);
-        else fa__quant_load_rows<E, LPR, C, R, G, true, false>(y, p, x0, rbase, lane, len);
-    } else {
-        if (p.vec) fa__quant_load_rows<E, LPR, C, R, G, false, true>(y, p, x0, rbase, lane, len);
-        else fa__quant_load_rows<E, LPR, C, R, G, false, false>(y, p, x0, rbase, lane, len);
-    }
-    if (p.hadamard)
-        __syncthreads(); /* mul is written */
+    fa__quant_blk w;
+    w.k = k, w.h = h, w.b = b;
+    w.row0 = p.cu_seqlens ? p.cu_seqlens[b] : 0;
+    w.bi = p.cu_seqlens ? 0 : b;
+    w.len = p.cu_seqlens ? p.cu_seqlens[b + 1] - (int)w.row0 : p.seqlen;
+    return w;
+}
+
+/* The block's rows in y: rotated (p.hadamard: mul written and seen), and
+   the block's amax: each warp's by butterfly into warp_amax[warp], a
+   barrier, the max over the warps. */
+template <int E, int LPR, int C, int G>
+static __device__ __forceinline__ float fa__quant_amax(float (&y)[G][E], const fa__quant_params &p, const float *mul,
+                                                       float *warp_amax, int lane, int warp)
+{
+    float amax = 0.0f;
 #pragma unroll
     for (int g = 0; g < G; ++g) {
         if (p.hadamard) /* uniform: every lane takes part in the shuffles */
-            fa__hadamard_lanes<E, LPR, C>(y[g], mul, sub, p.d);
+            fa__hadamard_lanes<E, LPR, C>(y[g], mul, lane % LPR, p.d);
 #pragma unroll
         for (int i = 0; i < E; ++i) /* the comparison as on the CPU: NaN never wins */
             amax = fabsf(y[g][i]) > amax ? fabsf(y[g][i]) : amax;
     }
-    /* ---- the block's amax: the warp's by butterfly, then across warps ---- */
 #pragma unroll
     for (int m = 16; m >= 1; m >>= 1) {
         float o = __shfl_xor_sync(0xffffffffu, amax, m);
@@ -6300,6 +6311,17 @@ fa__quantize_kernel(const fa__quant_params p)
 #pragma unroll
     for (int w = 0; w < FA__QUANT_WARPS; ++w)
         amax = warp_amax[w] > amax ? warp_amax[w] : amax;
+    return amax;
+}
+
+/* What the block's amax gives: in the per-tensor amax pass, its share of
+   the tensor's amax; else the descale (written per block) and the rows,
+   stored as e4m3(y * inv). rbase: the warp's first row of the sequence. */
+template <int E, int LPR, int C, int R, int G>
+static __device__ __forceinline__ void fa__quant_finish(const float (&y)[G][E], const fa__quant_params &p, float amax,
+                                                        const fa__quant_blk &w, int rbase, int lane)
+{
+    float s, inv;
     if (p.mode == 1) {
         if (threadIdx.x == 0 && amax > 0.0f)
             atomicMax((unsigned int *)p.descale, __float_as_uint(amax));
@@ -6309,17 +6331,53 @@ fa__quantize_kernel(const fa__quant_params p)
         amax = __uint_as_float(*(const unsigned int *)p.descale);
     fa__fp8_scale(amax, &s, &inv);
     if (p.mode == 0 && threadIdx.x == 0)
-        p.descale[((int64_t)b * p.heads + h) * p.nblk + k] = s;
-    /* ---- store: each row as e4m3(y * inv) ---- */
+        p.descale[((int64_t)w.b * p.heads + w.h) * p.nblk + w.k] = s;
 #pragma unroll
     for (int g = 0; g < G; ++g) {
-        const int r = g * RPG + lane / LPR, n = rbase + r;
-        if (r < R && n < len) {
-            uint8_t *dst = p.out + bi * p.o_batch + (row0 + n) * p.o_seq + (int64_t)h * p.o_head;
-            if (p.vec) fa__quant_store<E, LPR, C, true>(dst, y[g], inv, sub, p.d);
-            else fa__quant_store<E, LPR, C, false>(dst, y[g], inv, sub, p.d);
+        const int r = g * (32 / LPR) + lane / LPR, n = rbase + r;
+        if (r < R && n < w.len) {
+            uint8_t *dst = p.out + w.bi * p.o_batch + (w.row0 + n) * p.o_seq + (int64_t)w.h * p.o_head;
+            if (p.vec) fa__quant_store<E, LPR, C, true>(dst, y[g], inv, lane % LPR, p.d);
+            else fa__quant_store<E, LPR, C, false>(dst, y[g], inv, lane % LPR, p.d);
         }
     }
+}
+
+/* CTAs an SM holds (the launch bound): two while a lane holds one row slot
+   (d <= 128), so that one loads while the other stores. */
+__host__ __device__ constexpr int fa__quant_ctas(int B, int LPR) { return (B / FA__QUANT_WARPS) * LPR <= 32 ? 2 : 1; }
+
+/* B rows per block, each in LPR lanes of E elements (E LPR >= d). A CTA a
+   block: its loads, then the rotation, then its stores. x's type and the
+   access width are run-time values (p.bf16, p.vec), a branch around the
+   loads and the stores: 5 kernels instead of 20 to compile [ctime-quant]. */
+template <int E, int LPR, int C, int B>
+__global__ void __launch_bounds__(FA__QUANT_WARPS * 32, fa__quant_ctas(B, LPR))
+fa__quantize_kernel(const fa__quant_params p)
+{
+    constexpr int R = B / FA__QUANT_WARPS; /* rows per warp */
+    constexpr int RPG = 32 / LPR;          /* rows side by side in a warp */
+    constexpr int G = (R + RPG - 1) / RPG; /* row slots per lane */
+    FA__SHARED float warp_amax[FA__QUANT_WARPS];
+    FA__SHARED float mul[256 + 8]; /* sign[j] / sqrt(d) at j + j / 32 */
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const fa__quant_blk w = fa__quant_where(p, blockIdx.x, blockIdx.y, blockIdx.z);
+    const int rbase = w.k * B + warp * R; /* the warp's first row */
+    const uint16_t *x0 = p.x + w.bi * p.x_batch + w.row0 * p.x_seq + (int64_t)w.h * p.x_head;
+    float y[G][E];
+    if (p.hadamard && (int)threadIdx.x < p.d)
+        mul[threadIdx.x + threadIdx.x / 32] = fa__hadamard_mul(p.seed, (int)threadIdx.x, p.inv_sqrt_d);
+    if (p.bf16) {
+        if (p.vec) fa__quant_load_rows<E, LPR, C, R, G, true, true>(y, p, x0, rbase, lane, w.len);
+        else fa__quant_load_rows<E, LPR, C, R, G, true, false>(y, p, x0, rbase, lane, w.len);
+    } else {
+        if (p.vec) fa__quant_load_rows<E, LPR, C, R, G, false, true>(y, p, x0, rbase, lane, w.len);
+        else fa__quant_load_rows<E, LPR, C, R, G, false, false>(y, p, x0, rbase, lane, w.len);
+    }
+    if (p.hadamard)
+        __syncthreads(); /* mul is written */
+    const float amax = fa__quant_amax<E, LPR, C, G>(y, p, mul, warp_amax, lane, warp);
+    fa__quant_finish<E, LPR, C, R, G>(y, p, amax, w, rbase, lane);
 }
 
 /* Per tensor, after both passes: descale[0] holds the amax's bits. */
@@ -6330,11 +6388,184 @@ __global__ void fa__quantize_finish_kernel(float *descale)
     descale[0] = s;
 }
 
+/* What the quantizer's launch needs of the device (fa__quantize_ring_launch). */
+typedef struct fa__quant_dev {
+    int sm90, sms, smem_sm, smem_optin;
+} fa__quant_dev;
+
+#ifndef FLASHATTN_NO_HOPPER
+/* ---- the rotating quantizer through a ring in shared memory (sm_90a) ----
+   Above, a CTA's loads, its rotation and its stores follow one another,
+   and the two CTAs of an SM seem to run those phases together: the
+   Hadamard's arithmetic (about a third of the time the bytes take at
+   d 128) adds to the memory time instead of hiding under it. With the
+   Hadamard (d 64, 128, 256) a persistent CTA instead walks blocks
+   blockIdx.x, + gridDim.x, ...: one thread asks for the blocks S steps
+   ahead (TMA boxes of 64 columns x B rows, the 128-byte swizzle, into a
+   stage of the ring, completing on the stage's mbarrier) while the 16
+   warps rotate and store the current block from its stage. Without the
+   Hadamard there is little arithmetic to hide and the plain kernel, whose
+   loads go straight to registers, moves the bytes faster.
+   A lane's chunks (fa__quant_elem) are chosen against the swizzle, which
+   moves 16-byte chunk c of row r to c ^ (r % 8): 32 (d 64), 16 (d 128) or
+   8 (d 256) elements, so the 8 lanes of a quarter warp read 8 distinct
+   chunk positions, i.e. distinct banks. */
+__host__ __device__ constexpr int fa__quant_ring_c(int LPR) { return LPR == 2 ? 32 : LPR == 4 ? 16 : 8; }
+
+/* Shared memory: the stages' mbarriers (64 bytes), the multipliers (264
+   floats), warp_amax twice (block i uses set i % 2, so a warp that runs
+   ahead never overwrites what another still reads), then the stages from
+   the next 1024-byte boundary (the swizzle's period), B 2 E LPR bytes each
+   (E LPR / 64 boxes of B rows of 128 bytes). */
+#define FA__QUANT_RING_HEAD ((264u + 2u * FA__QUANT_WARPS) * 4u + 64u)
+__host__ __device__ constexpr uint32_t fa__quant_stage_bytes(int E, int LPR, int B) { return 2u * (uint32_t)(E * LPR * B); }
+/* The dynamic shared memory of S stages (the head, then up to 1023 bytes
+   to the boundary, and 8 for the head's own alignment). */
+__host__ __device__ constexpr uint32_t fa__quant_ring_smem(int S, int E, int LPR, int B)
+{
+    return (uint32_t)S * fa__quant_stage_bytes(E, LPR, B) + FA__QUANT_RING_HEAD + 1024u + 8u;
+}
+/* Stages of the ring: the most, up to 4, that fit beside the SM's other CTA
+   where there are two (228 KB an SM, 1 KB of it each CTA's; the host checks
+   the device's own limits); fewer than 2: no ring kernel. */
+__host__ __device__ constexpr int fa__quant_stages(int E, int LPR, int B, int S = 4)
+{
+    return S < 2 || (uint32_t)fa__quant_ctas(B, LPR) * (fa__quant_ring_smem(S, E, LPR, B) + 1024u) <= 228u * 1024u
+               ? S
+               : fa__quant_stages(E, LPR, B, S - 1);
+}
+
+/* Block blk of the walk: k fastest, then the head, then the sequence. */
+static __device__ __forceinline__ fa__quant_blk fa__quant_where_blk(const fa__quant_params &p, int blk)
+{
+    return fa__quant_where(p, blk % p.nblk, (blk / p.nblk) % p.heads, blk / (p.nblk * p.heads));
+}
+
+#if FA__SM90A /* (the mbarrier, TMA and shared-memory wrappers exist in sm_90a device passes only) */
+/* Every row slot's E elements of a lane from the block's rows in a stage
+   (the warp's from row r0), as fa__quant_load_rows reads them from x: row
+   r's 8 elements from j0 (a multiple of 8) are the 16-byte chunk
+   (j0 % 64) / 8 ^ r % 8 of row r of box j0 / 64. Rows past the sequence
+   came as zeros (outside the tensor map), and d = E LPR here. */
+template <int E, int LPR, int C, int R, int G, int B, bool BF16>
+static __device__ __forceinline__ void fa__quant_load_stage(float (&y)[G][E], uint32_t stage, int r0, int lane)
+{
+#pragma unroll
+    for (int g = 0; g < G; ++g) {
+        const int r = g * (32 / LPR) + lane / LPR;
+        const uint32_t row = (uint32_t)(r0 + r);
+#pragma unroll
+        for (int c = 0; c < E; c += 8) {
+            const uint32_t j0 = (uint32_t)fa__quant_elem<C, LPR>(lane % LPR, c);
+            uint4 v = make_uint4(0u, 0u, 0u, 0u);
+            if (r < R) /* (RPG > R rows side by side at d 64) */
+                v = fa__ld_shared128(stage + j0 / 64u * (128u * B) + row * 128u + ((j0 % 64u / 8u ^ row % 8u) << 4));
+            fa__quant_widen8<BF16>(y[g] + c, v);
+        }
+    }
+}
+#endif /* FA__SM90A */
+
+template <int E, int LPR, int B>
+__global__ void __launch_bounds__(FA__QUANT_WARPS * 32, fa__quant_ctas(B, LPR))
+fa__quantize_ring_kernel(const __grid_constant__ CUtensorMap map, const fa__quant_params p)
+{
+#if FA__SM90A
+    constexpr int C = fa__quant_ring_c(LPR), R = B / FA__QUANT_WARPS, G = (R + 32 / LPR - 1) / (32 / LPR);
+    constexpr int S = fa__quant_stages(E, LPR, B), BOXES = E * LPR / 64;
+    constexpr uint32_t STAGE = fa__quant_stage_bytes(E, LPR, B);
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, total = p.nblk * p.heads * p.batch;
+    const uint32_t base = (uint32_t)__cvta_generic_to_shared(fa__smem90), bars = (base + 7u) & ~7u;
+    const uint32_t ring = (bars + FA__QUANT_RING_HEAD + 1023u) & ~1023u;
+    float *const mul = (float *)(void *)(fa__smem90 + (bars - base) + 64u);
+    /* One thread asks for block blk into stage st (rows past the tensor come as zeros). */
+    auto ask = [&](int blk, int st) {
+        const fa__quant_blk w = fa__quant_where_blk(p, blk);
+        fa__mbar_expect_tx(bars + 8u * st, STAGE);
+        for (int i = 0; i < BOXES; ++i)
+            fa__tma_load(ring + st * STAGE + i * (128u * B), &map, 64 * i, w.k * B, w.h, w.b, bars + 8u * st);
+    };
+    if (threadIdx.x == 0) {
+        for (int j = 0; j < S; ++j) fa__mbar_init(bars + 8u * j, 1);
+        fa__fence_mbar_init();
+    }
+    __syncthreads(); /* the mbarriers are initialized before anyone uses them */
+    if (threadIdx.x == 0)
+        for (int j = 0; j < S && (int)blockIdx.x + j * (int)gridDim.x < total; ++j) ask((int)blockIdx.x + j * (int)gridDim.x, j);
+    if ((int)threadIdx.x < p.d)
+        mul[threadIdx.x + threadIdx.x / 32] = fa__hadamard_mul(p.seed, (int)threadIdx.x, p.inv_sqrt_d);
+    __syncthreads(); /* mul is written */
+    int st = 0, it = 0;
+    for (int blk = (int)blockIdx.x; blk < total; blk += (int)gridDim.x, ++it) {
+        float y[G][E];
+        fa__mbar_wait(bars + 8u * st, (uint32_t)(it / S) & 1u); /* the block's rows have landed */
+        if (p.bf16) fa__quant_load_stage<E, LPR, C, R, G, B, true>(y, ring + st * STAGE, warp * R, lane);
+        else fa__quant_load_stage<E, LPR, C, R, G, B, false>(y, ring + st * STAGE, warp * R, lane);
+        const float amax = fa__quant_amax<E, LPR, C, G>(y, p, mul, mul + 264 + FA__QUANT_WARPS * (it & 1), lane, warp);
+        const fa__quant_blk w = fa__quant_where_blk(p, blk);
+        fa__quant_finish<E, LPR, C, R, G>(y, p, amax, w, w.k * B + warp * R, lane);
+        /* Past fa__quant_amax's barrier every warp has read the stage: it
+           takes the block S steps on. */
+        if (threadIdx.x == 0 && blk + S * (int)gridDim.x < total) ask(blk + S * (int)gridDim.x, st);
+        st = st + 1 == S ? 0 : st + 1;
+    }
+    if (threadIdx.x == 0) /* past the last block's barrier: no thread waits any more */
+        for (int j = 0; j < S; ++j) fa__mbar_inval(bars + 8u * j);
+#else
+    /* Compiled for a target without TMA: a marker the host can see (static
+       shared memory), so it never launches this empty body. */
+    __shared__ volatile int fa__quant_ring_missing;
+    fa__quant_ring_missing = 0;
+    (void)p;
+    (void)map;
+#endif
+}
+
+/* Launch the ring kernel when it can run: the Hadamard at d 64, 128 or
+   256, compute capability 9.0 with its sm_90a code in the binary, a view
+   TMA can describe (16-byte strides; not packed with cu_seqlens, whose
+   rows the host cannot see), the stages fit the device's shared memory.
+   False sends the call to fa__quantize_kernel. */
+template <int B>
+static bool fa__quantize_ring_launch(fa__quant_params kp, int batch, const fa__quant_dev &g, cudaStream_t st)
+{
+    const int lpr = kp.d == 64 ? 2 : kp.d == 128 ? 4 : 8, ctas = fa__quant_ctas(B, lpr);
+    const int stages = fa__quant_stages(32, lpr, B);
+    void (*kernel)(const CUtensorMap, fa__quant_params) = lpr == 2   ? fa__quantize_ring_kernel<32, 2, B>
+                                                          : lpr == 4 ? fa__quantize_ring_kernel<32, 4, B>
+                                                                     : fa__quantize_ring_kernel<32, 8, B>;
+    const int64_t total = (int64_t)kp.nblk * kp.heads * batch, grid = FA__QUANT_RING_CTAS ? FA__QUANT_RING_CTAS
+                                                                                          : (int64_t)ctas * g.sms;
+    const size_t smem = fa__quant_ring_smem(stages, 32, lpr, B);
+    cudaFuncAttributes fa;
+    CUtensorMap map;
+    if (!FA__QUANT_RING || !kp.hadamard || (kp.d != 64 && kp.d != 128 && kp.d != 256) || !g.sm90 || !kp.vec ||
+        kp.cu_seqlens || stages < 2 || total > INT_MAX / 8 || (int64_t)smem > g.smem_optin ||
+        (int64_t)ctas * (int64_t)(smem + 1024) > g.smem_sm)
+        return false;
+    if (cudaFuncGetAttributes(&fa, kernel) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return false;
+    }
+    if (fa.binaryVersion != 90 || fa.sharedSizeBytes != 0) return false; /* the stub body */
+    memset(&map, 0, sizeof map);
+    if (fa__tma_map(&map, kp.x, kp.bf16, kp.d, kp.seqlen, kp.heads, batch, kp.x_seq, kp.x_head, kp.x_batch, B))
+        return false;
+    if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return false;
+    }
+    kp.batch = batch;
+    FA__LAUNCH(kernel, (unsigned)(total < grid ? total : grid), FA__QUANT_WARPS * 32, smem, st, map, kp);
+    return true;
+}
+#endif /* FLASHATTN_NO_HOPPER */
+
 /* The row layout for d (E LPR = d rounded up to a power of two, at least 16;
    chunks of C = E, except past d 128, where 8-element chunks let a row's
    eight lanes read 128 neighbouring bytes a load). */
 template <int B>
-static void fa__quantize_launch(const fa__quant_params &kp, int batch, cudaStream_t st)
+static void fa__quantize_launch(const fa__quant_params &kp, int batch, const fa__quant_dev &g, cudaStream_t st)
 {
     const dim3 grid((unsigned)kp.nblk, (unsigned)kp.heads, (unsigned)batch), block(FA__QUANT_WARPS * 32);
     void (*kernel)(fa__quant_params) = kp.d <= 16    ? fa__quantize_kernel<16, 1, 16, B>
@@ -6342,6 +6573,11 @@ static void fa__quantize_launch(const fa__quant_params &kp, int batch, cudaStrea
                                        : kp.d <= 64  ? fa__quantize_kernel<32, 2, 32, B>
                                        : kp.d <= 128 ? fa__quantize_kernel<32, 4, 32, B>
                                                      : fa__quantize_kernel<32, 8, 8, B>;
+#ifndef FLASHATTN_NO_HOPPER
+    if (fa__quantize_ring_launch<B>(kp, batch, g, st)) return;
+#else
+    (void)g;
+#endif
     FA__LAUNCH(kernel, grid, block, 0, st, kp);
 }
 
@@ -6355,8 +6591,9 @@ FLASHATTN_DEF fa_status fa_quantize_cuda(const fa_quant *p, fa_tensor x, fa_tens
     static const char fn[] = "fa_quantize_cuda";
     const cudaStream_t st = (cudaStream_t)stream;
     fa__quant_params kp;
+    fa__quant_dev g;
     cudaError_t e = cudaSuccess;
-    int mode;
+    int mode, dev, major, minor;
     fa_status s = fa__check_quant(fn, p, &x, &out, descale, 0);
     if (s != FA_OK) return s;
     if (x.dtype != FA_F16 && x.dtype != FA_BF16)
@@ -6377,11 +6614,19 @@ FLASHATTN_DEF fa_status fa_quantize_cuda(const fa_quant *p, fa_tensor x, fa_tens
     kp.vec = p->head_dim % 16 == 0 && ((uintptr_t)x.data & 15u) == 0 && ((uintptr_t)out.data & 15u) == 0 &&
           (x.batch_stride | x.seq_stride | x.head_stride) % 8 == 0 &&
           (out.batch_stride | out.seq_stride | out.head_stride) % 16 == 0;
+    if ((e = cudaGetDevice(&dev)) != cudaSuccess) return fa__cuda_fail(fn, e, "cudaGetDevice");
+    if ((e = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev)) != cudaSuccess ||
+        (e = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev)) != cudaSuccess ||
+        (e = cudaDeviceGetAttribute(&g.sms, cudaDevAttrMultiProcessorCount, dev)) != cudaSuccess ||
+        (e = cudaDeviceGetAttribute(&g.smem_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev)) != cudaSuccess ||
+        (e = cudaDeviceGetAttribute(&g.smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev)) != cudaSuccess)
+        return fa__cuda_fail(fn, e, "cudaDeviceGetAttribute");
+    g.sm90 = major == 9 && minor == 0;
     if (p->per_tensor) e = cudaMemsetAsync(descale, 0, sizeof(float), st); /* amax 0, as bits */
     for (mode = p->per_tensor ? 1 : 0; e == cudaSuccess && mode <= (p->per_tensor ? 2 : 0); ++mode) {
         kp.mode = mode;
-        if (p->role == FA_QUANT_Q) fa__quantize_launch<FLASHATTN_FP8_BLOCK_Q>(kp, p->batch, st);
-        else fa__quantize_launch<FLASHATTN_FP8_BLOCK_K>(kp, p->batch, st);
+        if (p->role == FA_QUANT_Q) fa__quantize_launch<FLASHATTN_FP8_BLOCK_Q>(kp, p->batch, g, st);
+        else fa__quantize_launch<FLASHATTN_FP8_BLOCK_K>(kp, p->batch, g, st);
         e = cudaGetLastError();
     }
     if (e == cudaSuccess && p->per_tensor) {

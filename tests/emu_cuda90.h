@@ -49,6 +49,7 @@ static inline void fa__mbar_init(uint32_t bar, uint32_t count) {
 }
 static inline void fa__mbar_expect_tx(uint32_t bar, uint32_t bytes) { emu_mbar_update(bar, 1, (long)bytes); }
 static inline void fa__mbar_arrive(uint32_t bar) { emu_mbar_update(bar, 1, 0); }
+static inline void fa__mbar_inval(uint32_t bar) { emu_mbars[bar / 8] = emu_mbar{}; }
 static inline void fa__mbar_arrive_n(uint32_t bar, uint32_t n) { emu_mbar_update(bar, (int)n, 0); }
 /* the phase of this parity has completed: the one in progress has the other */
 /* TMA and bulk loads land when a thread waits on their barrier (below), so

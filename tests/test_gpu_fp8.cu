@@ -40,6 +40,7 @@
 
 #ifdef FA_EMU /* the forward and the quantizer on the CPU (make test-gpu-emu): tests/emu_cuda.h */
 #define FLASHATTN_CUDA_EMU_FWD
+#define FA__QUANT_RING_CTAS 3 /* the quantizer's ring kernel walks several blocks a CTA in the small cases too */
 #include "emu_cuda.h"
 #else
 #include <cuda_runtime.h>
@@ -389,6 +390,21 @@ int main(int argc, char **argv)
         c.layout = i % 3 == 0 ? LAYOUT_PADDED : LAYOUT_PACKED;
         run_case(&c);
     }
+    for (i = 0; i < 3; i++) { /* rotated, 16-byte rows, no cu_seqlens: sm_90's ring kernel, 24 blocks or more */
+        gcase c;
+        memset(&c, 0, sizeof c);
+        c.seed = 600 + (uint64_t)i;
+        c.dt = i % 2 ? FA_BF16 : FA_F16;
+        c.d = 64 << i;
+        c.hadamard = 1;
+        c.role = (fa_quant_role)(i % 2);
+        c.batch = 2;
+        c.seqlen = 700 + 13 * i;
+        c.heads = 2;
+        c.per_tensor = i == 1;
+        c.layout = LAYOUT_PACKED;
+        run_case(&c);
+    }
     if (!quick) { /* FlashAttention-3's accuracy shape, B2 H16 N4096 D128 */
         gcase c;
         memset(&c, 0, sizeof c);
@@ -396,6 +412,13 @@ int main(int argc, char **argv)
         c.hadamard = 1; c.layout = LAYOUT_PACKED; c.seed = 4096;
         run_case(&c);
         c.per_tensor = 1; c.dt = FA_F16; c.role = FA_QUANT_Q;
+        run_case(&c);
+        /* more blocks than the ring kernel's CTAs times its stages (sm_90: 264 CTAs of 4 stages at d 64, 132 of 3
+           at d 256), so every stage is refilled and its mbarrier's parity turns */
+        c.per_tensor = 0; c.dt = FA_BF16; c.role = FA_QUANT_K; c.batch = 2; c.seqlen = 8192 + 77; c.heads = 9;
+        c.d = 64; c.seed = 4097;
+        run_case(&c);
+        c.dt = FA_F16; c.batch = 1; c.seqlen = 4096 + 5; c.heads = 16; c.d = 256; c.seed = 4098;
         run_case(&c);
     }
     test_attention(quick);
