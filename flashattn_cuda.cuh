@@ -3660,7 +3660,8 @@ static fa_status fa__ws_free(const char *fn, void *ws, cudaStream_t st, fa_statu
    below: its family (the table above), the shared-memory opt-in limit per
    block, and the SM count (the persistent sm_90a grid); (fa_backward_cuda)
    whether it takes cooperative launches (the deterministic kernels'
-   rotated walks, fa__bwd_rot). */
+   rotated walks, fa__bwd_rot); fa_quantize_cuda's ring kernel reads the
+   family, the opt-in limit and the SMs too. */
 typedef struct fa__gpu {
     int family, smem_optin, sms, coop;
 } fa__gpu;
@@ -6388,11 +6389,6 @@ __global__ void fa__quantize_finish_kernel(float *descale)
     descale[0] = s;
 }
 
-/* What the quantizer's launch needs of the device (fa__quantize_ring_launch). */
-typedef struct fa__quant_dev {
-    int sm90, sms, smem_sm, smem_optin;
-} fa__quant_dev;
-
 #ifndef FLASHATTN_NO_HOPPER
 /* ---- the rotating quantizer through a ring in shared memory (sm_90a) ----
    Above, a CTA's loads, its rotation and its stores follow one another,
@@ -6426,8 +6422,9 @@ __host__ __device__ constexpr uint32_t fa__quant_ring_smem(int S, int E, int LPR
     return (uint32_t)S * fa__quant_stage_bytes(E, LPR, B) + FA__QUANT_RING_HEAD + 1024u + 8u;
 }
 /* Stages of the ring: the most, up to 4, that fit beside the SM's other CTA
-   where there are two (228 KB an SM, 1 KB of it each CTA's; the host checks
-   the device's own limits); fewer than 2: no ring kernel. */
+   where there are two (compute capability 9.0's 228 KB an SM, 1 KB of it
+   each CTA's; the host checks the opt-in limit a block); fewer than 2: no
+   ring kernel. */
 __host__ __device__ constexpr int fa__quant_stages(int E, int LPR, int B, int S = 4)
 {
     return S < 2 || (uint32_t)fa__quant_ctas(B, LPR) * (fa__quant_ring_smem(S, E, LPR, B) + 1024u) <= 228u * 1024u
@@ -6527,7 +6524,7 @@ fa__quantize_ring_kernel(const __grid_constant__ CUtensorMap map, const fa__quan
    rows the host cannot see), the stages fit the device's shared memory.
    False sends the call to fa__quantize_kernel. */
 template <int B>
-static bool fa__quantize_ring_launch(fa__quant_params kp, int batch, const fa__quant_dev &g, cudaStream_t st)
+static bool fa__quantize_ring_launch(fa__quant_params kp, int batch, const fa__gpu &g, cudaStream_t st)
 {
     const int lpr = kp.d == 64 ? 2 : kp.d == 128 ? 4 : 8, ctas = fa__quant_ctas(B, lpr);
     const int stages = fa__quant_stages(32, lpr, B);
@@ -6539,9 +6536,8 @@ static bool fa__quantize_ring_launch(fa__quant_params kp, int batch, const fa__q
     const size_t smem = fa__quant_ring_smem(stages, 32, lpr, B);
     cudaFuncAttributes fa;
     CUtensorMap map;
-    if (!FA__QUANT_RING || !kp.hadamard || (kp.d != 64 && kp.d != 128 && kp.d != 256) || !g.sm90 || !kp.vec ||
-        kp.cu_seqlens || stages < 2 || total > INT_MAX / 8 || (int64_t)smem > g.smem_optin ||
-        (int64_t)ctas * (int64_t)(smem + 1024) > g.smem_sm)
+    if (!FA__QUANT_RING || !kp.hadamard || (kp.d != 64 && kp.d != 128 && kp.d != 256) || g.family != 3 ||
+        !kp.vec || kp.cu_seqlens || stages < 2 || total > INT_MAX / 8 || (int64_t)smem > g.smem_optin)
         return false;
     if (cudaFuncGetAttributes(&fa, kernel) != cudaSuccess) {
         (void)cudaGetLastError();
@@ -6565,7 +6561,7 @@ static bool fa__quantize_ring_launch(fa__quant_params kp, int batch, const fa__q
    chunks of C = E, except past d 128, where 8-element chunks let a row's
    eight lanes read 128 neighbouring bytes a load). */
 template <int B>
-static void fa__quantize_launch(const fa__quant_params &kp, int batch, const fa__quant_dev &g, cudaStream_t st)
+static void fa__quantize_launch(const fa__quant_params &kp, int batch, const fa__gpu &g, cudaStream_t st)
 {
     const dim3 grid((unsigned)kp.nblk, (unsigned)kp.heads, (unsigned)batch), block(FA__QUANT_WARPS * 32);
     void (*kernel)(fa__quant_params) = kp.d <= 16    ? fa__quantize_kernel<16, 1, 16, B>
@@ -6591,7 +6587,7 @@ FLASHATTN_DEF fa_status fa_quantize_cuda(const fa_quant *p, fa_tensor x, fa_tens
     static const char fn[] = "fa_quantize_cuda";
     const cudaStream_t st = (cudaStream_t)stream;
     fa__quant_params kp;
-    fa__quant_dev g;
+    fa__gpu g = {}; /* (family 3: compute capability 9.0, the ring kernel's) */
     cudaError_t e = cudaSuccess;
     int mode, dev, major, minor;
     fa_status s = fa__check_quant(fn, p, &x, &out, descale, 0);
@@ -6618,10 +6614,9 @@ FLASHATTN_DEF fa_status fa_quantize_cuda(const fa_quant *p, fa_tensor x, fa_tens
     if ((e = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev)) != cudaSuccess ||
         (e = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev)) != cudaSuccess ||
         (e = cudaDeviceGetAttribute(&g.sms, cudaDevAttrMultiProcessorCount, dev)) != cudaSuccess ||
-        (e = cudaDeviceGetAttribute(&g.smem_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev)) != cudaSuccess ||
         (e = cudaDeviceGetAttribute(&g.smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev)) != cudaSuccess)
         return fa__cuda_fail(fn, e, "cudaDeviceGetAttribute");
-    g.sm90 = major == 9 && minor == 0;
+    g.family = major == 9 && minor == 0 ? 3 : 0;
     if (p->per_tensor) e = cudaMemsetAsync(descale, 0, sizeof(float), st); /* amax 0, as bits */
     for (mode = p->per_tensor ? 1 : 0; e == cudaSuccess && mode <= (p->per_tensor ? 2 : 0); ++mode) {
         kp.mode = mode;
