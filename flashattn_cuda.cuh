@@ -6288,8 +6288,8 @@ static __device__ __forceinline__ fa__quant_blk fa__quant_where(const fa__quant_
 
 /* The block's rows in y: rotated (p.hadamard: mul written and seen), and
    the block's amax: each warp's by butterfly into warp_amax[warp], a
-   barrier, the max over the warps. */
-template <int E, int LPR, int C, int G>
+   barrier, the max over the CTA's W warps. */
+template <int E, int LPR, int C, int G, int W = FA__QUANT_WARPS>
 static __device__ __forceinline__ float fa__quant_amax(float (&y)[G][E], const fa__quant_params &p, const float *mul,
                                                        float *warp_amax, int lane, int warp)
 {
@@ -6310,7 +6310,7 @@ static __device__ __forceinline__ float fa__quant_amax(float (&y)[G][E], const f
     if (lane == 0) warp_amax[warp] = amax;
     __syncthreads(); /* every warp's amax is in shared memory */
 #pragma unroll
-    for (int w = 0; w < FA__QUANT_WARPS; ++w)
+    for (int w = 0; w < W; ++w)
         amax = warp_amax[w] > amax ? warp_amax[w] : amax;
     return amax;
 }
@@ -6345,8 +6345,12 @@ static __device__ __forceinline__ void fa__quant_finish(const float (&y)[G][E], 
 }
 
 /* CTAs an SM holds (the launch bound): two while a lane holds one row slot
-   (d <= 128), so that one loads while the other stores. */
-__host__ __device__ constexpr int fa__quant_ctas(int B, int LPR) { return (B / FA__QUANT_WARPS) * LPR <= 32 ? 2 : 1; }
+   (d <= 128 with 16 warps), so that one loads while the other stores; else
+   one (with more than 16 warps, two would leave under 64 registers a thread). */
+__host__ __device__ constexpr int fa__quant_ctas(int B, int LPR, int W = FA__QUANT_WARPS)
+{
+    return W <= 16 && (B / W) * LPR <= 32 ? 2 : 1;
+}
 
 /* B rows per block, each in LPR lanes of E elements (E LPR >= d). A CTA a
    block: its loads, then the rotation, then its stores. x's type and the
@@ -6398,7 +6402,7 @@ __global__ void fa__quantize_finish_kernel(float *descale)
    Hadamard (d 64, 128, 256) a persistent CTA instead walks blocks
    blockIdx.x, + gridDim.x, ...: one thread asks for the blocks S steps
    ahead (TMA boxes of 64 columns x B rows, the 128-byte swizzle, into a
-   stage of the ring, completing on the stage's mbarrier) while the 16
+   stage of the ring, completing on the stage's mbarrier) while the CTA's
    warps rotate and store the current block from its stage. Without the
    Hadamard there is little arithmetic to hide and the plain kernel, whose
    loads go straight to registers, moves the bytes faster.
@@ -6408,12 +6412,24 @@ __global__ void fa__quantize_finish_kernel(float *descale)
    chunk positions, i.e. distinct banks. */
 __host__ __device__ constexpr int fa__quant_ring_c(int LPR) { return LPR == 2 ? 32 : LPR == 4 ? 16 : 8; }
 
+/* The ring kernel's warps: enough that a lane holds one row slot (B LPR /
+   32 warps of 32 / LPR rows; 32 warps at d 256), so a thread keeps E
+   elements, not 2 E: 64 registers at every head dim. At least 16, at most
+   32 (1024 threads). */
+#define FA__QUANT_RING_MAXW 32
+__host__ __device__ constexpr int fa__quant_ring_warps(int B, int LPR)
+{
+    return B * LPR / 32 < FA__QUANT_WARPS      ? FA__QUANT_WARPS
+           : B * LPR / 32 > FA__QUANT_RING_MAXW ? FA__QUANT_RING_MAXW
+                                                : B * LPR / 32;
+}
+
 /* Shared memory: the stages' mbarriers (64 bytes), the multipliers (264
    floats), warp_amax twice (block i uses set i % 2, so a warp that runs
    ahead never overwrites what another still reads), then the stages from
    the next 1024-byte boundary (the swizzle's period), B 2 E LPR bytes each
    (E LPR / 64 boxes of B rows of 128 bytes). */
-#define FA__QUANT_RING_HEAD ((264u + 2u * FA__QUANT_WARPS) * 4u + 64u)
+#define FA__QUANT_RING_HEAD ((264u + 2u * FA__QUANT_RING_MAXW) * 4u + 64u)
 __host__ __device__ constexpr uint32_t fa__quant_stage_bytes(int E, int LPR, int B) { return 2u * (uint32_t)(E * LPR * B); }
 /* The dynamic shared memory of S stages (the head, then up to 1023 bytes
    to the boundary, and 8 for the head's own alignment). */
@@ -6427,7 +6443,8 @@ __host__ __device__ constexpr uint32_t fa__quant_ring_smem(int S, int E, int LPR
    ring kernel. */
 __host__ __device__ constexpr int fa__quant_stages(int E, int LPR, int B, int S = 4)
 {
-    return S < 2 || (uint32_t)fa__quant_ctas(B, LPR) * (fa__quant_ring_smem(S, E, LPR, B) + 1024u) <= 228u * 1024u
+    return S < 2 || (uint32_t)fa__quant_ctas(B, LPR, fa__quant_ring_warps(B, LPR)) * (fa__quant_ring_smem(S, E, LPR, B) + 1024u) <=
+                        228u * 1024u
                ? S
                : fa__quant_stages(E, LPR, B, S - 1);
 }
@@ -6464,11 +6481,11 @@ static __device__ __forceinline__ void fa__quant_load_stage(float (&y)[G][E], ui
 #endif /* FA__SM90A */
 
 template <int E, int LPR, int B>
-__global__ void __launch_bounds__(FA__QUANT_WARPS * 32, fa__quant_ctas(B, LPR))
+__global__ void __launch_bounds__(fa__quant_ring_warps(B, LPR) * 32, fa__quant_ctas(B, LPR, fa__quant_ring_warps(B, LPR)))
 fa__quantize_ring_kernel(const __grid_constant__ CUtensorMap map, const fa__quant_params p)
 {
 #if FA__SM90A
-    constexpr int C = fa__quant_ring_c(LPR), R = B / FA__QUANT_WARPS, G = (R + 32 / LPR - 1) / (32 / LPR);
+    constexpr int W = fa__quant_ring_warps(B, LPR), C = fa__quant_ring_c(LPR), R = B / W, G = (R + 32 / LPR - 1) / (32 / LPR);
     constexpr int S = fa__quant_stages(E, LPR, B), BOXES = E * LPR / 64;
     constexpr uint32_t STAGE = fa__quant_stage_bytes(E, LPR, B);
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, total = p.nblk * p.heads * p.batch;
@@ -6498,7 +6515,7 @@ fa__quantize_ring_kernel(const __grid_constant__ CUtensorMap map, const fa__quan
         fa__mbar_wait(bars + 8u * st, (uint32_t)(it / S) & 1u); /* the block's rows have landed */
         if (p.bf16) fa__quant_load_stage<E, LPR, C, R, G, B, true>(y, ring + st * STAGE, warp * R, lane);
         else fa__quant_load_stage<E, LPR, C, R, G, B, false>(y, ring + st * STAGE, warp * R, lane);
-        const float amax = fa__quant_amax<E, LPR, C, G>(y, p, mul, mul + 264 + FA__QUANT_WARPS * (it & 1), lane, warp);
+        const float amax = fa__quant_amax<E, LPR, C, G, W>(y, p, mul, mul + 264 + W * (it & 1), lane, warp);
         const fa__quant_blk w = fa__quant_where_blk(p, blk);
         fa__quant_finish<E, LPR, C, R, G>(y, p, amax, w, w.k * B + warp * R, lane);
         /* Past fa__quant_amax's barrier every warp has read the stage: it
@@ -6526,7 +6543,8 @@ fa__quantize_ring_kernel(const __grid_constant__ CUtensorMap map, const fa__quan
 template <int B>
 static bool fa__quantize_ring_launch(fa__quant_params kp, int batch, const fa__gpu &g, cudaStream_t st)
 {
-    const int lpr = kp.d == 64 ? 2 : kp.d == 128 ? 4 : 8, ctas = fa__quant_ctas(B, lpr);
+    const int lpr = kp.d == 64 ? 2 : kp.d == 128 ? 4 : 8, warps = fa__quant_ring_warps(B, lpr);
+    const int ctas = fa__quant_ctas(B, lpr, warps);
     const int stages = fa__quant_stages(32, lpr, B);
     void (*kernel)(const CUtensorMap, fa__quant_params) = lpr == 2   ? fa__quantize_ring_kernel<32, 2, B>
                                                           : lpr == 4 ? fa__quantize_ring_kernel<32, 4, B>
@@ -6552,7 +6570,7 @@ static bool fa__quantize_ring_launch(fa__quant_params kp, int batch, const fa__g
         return false;
     }
     kp.batch = batch;
-    FA__LAUNCH(kernel, (unsigned)(total < grid ? total : grid), FA__QUANT_WARPS * 32, smem, st, map, kp);
+    FA__LAUNCH(kernel, (unsigned)(total < grid ? total : grid), warps * 32, smem, st, map, kp);
     return true;
 }
 #endif /* FLASHATTN_NO_HOPPER */
