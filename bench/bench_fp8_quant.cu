@@ -5,8 +5,8 @@
    e4m3 written (1 byte) and the descales; for the copy: read + write (2 x
    its size). Each timing is the median of 7 runs of 20 back-to-back calls
    (cudaEvent), after a warm-up. Sizes: FlashAttention-3's accuracy shape
-   (B2 H16 N4096 D128, 16M elements: short, launch overhead shows) and two
-   larger ones; every variant: per block, per block + Hadamard, per tensor
+   (B2 H16 N4096 D128, 16M elements: short, launch overhead shows) and three
+   larger ones, one each at d 128, 256 and 64; every variant: per block, per block + Hadamard, per tensor
    (two passes), per tensor + Hadamard.
 
    Build: make build/bench_fp8_quant
@@ -74,7 +74,7 @@ static float time_ms(const bench_ctx *c, int copy)
 
 int main(void)
 {
-    static const int shapes[3][4] = {{2, 4096, 16, 128}, {4, 16384, 32, 128}, {2, 16384, 16, 256}};
+    static const int shapes[4][4] = {{2, 4096, 16, 128}, {4, 16384, 32, 128}, {2, 16384, 16, 256}, {2, 16384, 32, 64}};
     static const char *variant[4] = {"per block", "per block + Hadamard", "per tensor", "per tensor + Hadamard"};
     cudaDeviceProp prop;
     int dev, si, v;
@@ -84,7 +84,7 @@ int main(void)
            FLASHATTN_FP8_BLOCK_K);
     printf("| B | N | H | D | variant | time (us) | GB/s | copy GB/s | of copy |\n");
     printf("|---|---|---|---|---|---|---|---|---|\n");
-    for (si = 0; si < 3; si++) {
+    for (si = 0; si < 4; si++) {
         bench_ctx c;
         int64_t n = (int64_t)shapes[si][0] * shapes[si][1] * shapes[si][2] * shapes[si][3], count = 0;
         void *x, *out;
