@@ -8,7 +8,7 @@
 #   q<NAME><run>.txt (main's as qmain<run>.txt): bench_fp8_quant's table, main and the trials
 #   alternated ROUNDS times (default 3); bench/trials/quant_ab_table.py L main NAME turns them into
 #   main against a trial, point by point;
-#   ncu-<NAME>-<LPR>.txt: ncu of the ring kernel at d 256 (LPR 8) and d 128 (LPR 4), main and the
+#   ncu-<NAME>-<LPR>.txt: ncu of the ring kernel at d 256 (LPR 8) and d 128 (LPR 4; NCU_LPR="2 8" picks), main and the
 #   first trial (a template instance: the filter matches the mangled name);
 #   testgpu.txt (+ sanitize-*.log, sass-*.log): make test-gpu of test_gpu_fp8.
 # STAGES="bench ncu tests" (the default) picks stages. Session 30's round of main and two trials with
@@ -23,7 +23,7 @@ if on bench; then
     done
 fi
 if on ncu; then
-    for X in main=$MAIN "$3"; do for K in 8 4; do
+    for X in main=$MAIN "$3"; do for K in ${NCU_LPR:-8 4}; do
         timeout 60 ncu --kernel-name-base mangled -k regex:ring_kernelILi32ELi$K -s 2 -c 1 --section SpeedOfLight \
             --section WarpStateStats --section ComputeWorkloadAnalysis --section InstructionStats \
             --section MemoryWorkloadAnalysis --section Occupancy ${X#*=} > $L/ncu-${X%%=*}-$K.txt 2>&1
