@@ -29,11 +29,13 @@ print(f'runs: ' + ', '.join(f'{n} {len(data[n])}' for n in names) + '\n')
 print('| B | N | H | D | variant | main us | ' + ' | '.join(f'{n} us | {n}/main' for n in names[1:]) +
       ' | ' + ' | '.join(f'{n} of copy' for n in names) + ' |')
 print('|---' * (6 + 2 * (len(names) - 1) + len(names)) + '|')
-for k in keys:
-    med = {n: statistics.median(r[k][0] for r in data[n]) for n in names}
-    cop = {n: sorted((r[k][1] for r in data[n]), key=lambda c: float(c.rstrip('%'))) for n in names}
+for k in keys:  # (a shape a build's table lacks, e.g. one built before the shape was added: -)
+    has = {n: all(k in r for r in data[n]) for n in names}
+    med = {n: statistics.median(r[k][0] for r in data[n]) for n in names if has[n]}
+    cop = {n: sorted((r[k][1] for r in data[n]), key=lambda c: float(c.rstrip('%'))) for n in names if has[n]}
     cells = list(k) + [f'{med["main"]:.1f}']
     for n in names[1:]:
-        cells += [f'{med[n]:.1f}', f'{med[n] / med["main"]:.3f}']
-    cells += [c[0] if c[0] == c[-1] else f'{c[0]}-{c[-1]}' for c in (cop[n] for n in names)]
+        cells += [f'{med[n]:.1f}', f'{med[n] / med["main"]:.3f}'] if has[n] else ['-', '-']
+    cells += [('-' if not has[n] else c[0] if c[0] == c[-1] else f'{c[0]}-{c[-1]}') for n, c in
+              ((n, cop.get(n)) for n in names)]
     print('| ' + ' | '.join(cells) + ' |')
