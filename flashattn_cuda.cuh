@@ -3665,6 +3665,22 @@ static fa_status fa__ws_free(const char *fn, void *ws, cudaStream_t st, fa_statu
 typedef struct fa__gpu {
     int family, smem_optin, sms, coop;
 } fa__gpu;
+/* The current device as fa__gpu, and its compute capability (major.minor;
+   family 0 for what the table above does not name). */
+static fa_status fa__gpu_query(const char *fn, fa__gpu *g, int *major, int *minor)
+{
+    int dev = 0;
+    cudaError_t e;
+    if ((e = cudaGetDevice(&dev)) != cudaSuccess) return fa__cuda_fail(fn, e, "cudaGetDevice");
+    if ((e = cudaDeviceGetAttribute(major, cudaDevAttrComputeCapabilityMajor, dev)) != cudaSuccess ||
+        (e = cudaDeviceGetAttribute(minor, cudaDevAttrComputeCapabilityMinor, dev)) != cudaSuccess ||
+        (e = cudaDeviceGetAttribute(&g->smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev)) != cudaSuccess ||
+        (e = cudaDeviceGetAttribute(&g->sms, cudaDevAttrMultiProcessorCount, dev)) != cudaSuccess ||
+        (e = cudaDeviceGetAttribute(&g->coop, cudaDevAttrCooperativeLaunch, dev)) != cudaSuccess)
+        return fa__cuda_fail(fn, e, "cudaDeviceGetAttribute");
+    g->family = *major == 8 ? ((*minor == 6 || *minor == 9) ? 1 : 2) : (*major == 9 && *minor == 0) ? 3 : 0;
+    return FA_OK;
+}
 #ifndef FLASHATTN_NO_HOPPER
 /* The sm_90a kernels' tensor maps (the forward's and the backward's) */
 #ifndef FLASHATTN_CUDA_EMU /* (tests/emu_cuda90.h has its own maps) */
@@ -4544,7 +4560,7 @@ FLASHATTN_DEF fa_status fa_forward_cuda(const fa_problem *p, fa_tensor q, fa_ten
     fa_problem r;
     fa__fwd_params kp;
     fa_status s;
-    int dev = 0, major = 0, minor = 0, need, varlen_q, varlen_k, fp8;
+    int major = 0, minor = 0, need, varlen_q, varlen_k, fp8;
     fa__gpu gpu = {};
     cudaError_t e;
     size_t ws_need;
@@ -4589,17 +4605,10 @@ FLASHATTN_DEF fa_status fa_forward_cuda(const fa_problem *p, fa_tensor q, fa_ten
     if (r.seqlen_q == 0) return FA_OK; /* no query rows: nothing to write */
 
     /* ---- 2. the device: family, shared-memory limit, SMs ---- */
-    if ((e = cudaGetDevice(&dev)) != cudaSuccess) return fa__cuda_fail(fn, e, "cudaGetDevice");
-    if ((e = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev)) != cudaSuccess ||
-        (e = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev)) != cudaSuccess ||
-        (e = cudaDeviceGetAttribute(&gpu.smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev)) !=
-            cudaSuccess ||
-        (e = cudaDeviceGetAttribute(&gpu.sms, cudaDevAttrMultiProcessorCount, dev)) != cudaSuccess)
-        return fa__cuda_fail(fn, e, "cudaDeviceGetAttribute");
+    if ((s = fa__gpu_query(fn, &gpu, &major, &minor)) != FA_OK) return s;
     if (major < 8)
         return fa__fail(FA_ERROR_UNSUPPORTED, "%s: needs compute capability 8.0 or newer (this "
                         "device is %d.%d)", fn, major, minor);
-    gpu.family = major == 8 ? ((minor == 6 || minor == 9) ? 1 : 2) : (major == 9 && minor == 0) ? 3 : 0;
     if (fp8 && gpu.family != 3)
         return fa__fail(FA_ERROR_UNSUPPORTED, "%s: FP8 (e4m3) runs on compute capability 9.0 (H100 / H200) "
                         "only; this device is %d.%d", fn, major, minor);
@@ -6607,7 +6616,7 @@ FLASHATTN_DEF fa_status fa_quantize_cuda(const fa_quant *p, fa_tensor x, fa_tens
     fa__quant_params kp;
     fa__gpu g = {}; /* (family 3: compute capability 9.0, the ring kernel's) */
     cudaError_t e = cudaSuccess;
-    int mode, dev, major, minor;
+    int mode, major, minor;
     fa_status s = fa__check_quant(fn, p, &x, &out, descale, 0);
     if (s != FA_OK) return s;
     if (x.dtype != FA_F16 && x.dtype != FA_BF16)
@@ -6628,13 +6637,7 @@ FLASHATTN_DEF fa_status fa_quantize_cuda(const fa_quant *p, fa_tensor x, fa_tens
     kp.vec = p->head_dim % 16 == 0 && ((uintptr_t)x.data & 15u) == 0 && ((uintptr_t)out.data & 15u) == 0 &&
           (x.batch_stride | x.seq_stride | x.head_stride) % 8 == 0 &&
           (out.batch_stride | out.seq_stride | out.head_stride) % 16 == 0;
-    if ((e = cudaGetDevice(&dev)) != cudaSuccess) return fa__cuda_fail(fn, e, "cudaGetDevice");
-    if ((e = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev)) != cudaSuccess ||
-        (e = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev)) != cudaSuccess ||
-        (e = cudaDeviceGetAttribute(&g.sms, cudaDevAttrMultiProcessorCount, dev)) != cudaSuccess ||
-        (e = cudaDeviceGetAttribute(&g.smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev)) != cudaSuccess)
-        return fa__cuda_fail(fn, e, "cudaDeviceGetAttribute");
-    g.family = major == 9 && minor == 0 ? 3 : 0;
+    if ((s = fa__gpu_query(fn, &g, &major, &minor)) != FA_OK) return s;
     if (p->per_tensor) e = cudaMemsetAsync(descale, 0, sizeof(float), st); /* amax 0, as bits */
     for (mode = p->per_tensor ? 1 : 0; e == cudaSuccess && mode <= (p->per_tensor ? 2 : 0); ++mode) {
         kp.mode = mode;
@@ -9385,13 +9388,12 @@ FLASHATTN_DEF fa_status fa_backward_cuda(const fa_problem *p, fa_tensor q, fa_te
         return fa__fail(FA_ERROR_INVALID_ARGUMENT,
                         "%s: workspace (%zu bytes) is smaller than fa_backward_cuda_workspace_size (%zu) "
                         "or not 16-byte aligned", fn, workspace_size, ws_need);
-    int dev = 0, major = 0;
-    fa__gpu gpu = {}; /* the kernels' view of the device: shared memory, SMs (family unused here) */
-    FA__BWD_CUDA_TRY(cudaGetDevice(&dev));
-    FA__BWD_CUDA_TRY(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
-    FA__BWD_CUDA_TRY(cudaDeviceGetAttribute(&gpu.smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
-    FA__BWD_CUDA_TRY(cudaDeviceGetAttribute(&gpu.sms, cudaDevAttrMultiProcessorCount, dev));
-    FA__BWD_CUDA_TRY(cudaDeviceGetAttribute(&gpu.coop, cudaDevAttrCooperativeLaunch, dev));
+    int major = 0, minor = 0;
+    fa__gpu gpu = {}; /* the kernels' view of the device: shared memory, SMs, cooperative launches */
+    {
+        const fa_status qs = fa__gpu_query("fa_backward_cuda", &gpu, &major, &minor);
+        if (qs != FA_OK) return qs;
+    }
     if (major < 8 || (size_t)gpu.smem_optin < pl.smem)
         return fa__fail(FA_ERROR_UNSUPPORTED,
                         "%s: needs sm_80+ with %zu bytes of shared memory per block for head_dim %d", fn,
